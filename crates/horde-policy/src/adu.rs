@@ -1,0 +1,120 @@
+//! The scheduler's view of application data units and their header fields.
+//!
+//! Header fields are never transmitted (thesis §3.2.2): they exist for policy. Horde
+//! defines `stream_id`, `stream_seq`, `length` and `queue_delay`; applications add any
+//! numeric, boolean or string field, e.g. `frame_type = "I"`.
+
+use std::sync::Arc;
+
+/// A header-field value. hose numerics are integers (thesis §B.2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Value {
+    Int(i64),
+    Bool(bool),
+    Str(Arc<str>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Str(v.into())
+    }
+}
+
+/// Application-defined header fields of one ADU. Cheap to clone (shared until changed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fields(Arc<Vec<(Arc<str>, Value)>>);
+
+impl Fields {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
+    }
+
+    /// Set or replace a field. Copies the list only if it is shared.
+    pub fn set(&mut self, name: &str, value: Value) {
+        let list = Arc::make_mut(&mut self.0);
+        match list.iter_mut().find(|(k, _)| &**k == name) {
+            Some(slot) => slot.1 = value,
+            None => list.push((name.into(), value)),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (&**k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'a> FromIterator<(&'a str, Value)> for Fields {
+    fn from_iter<T: IntoIterator<Item = (&'a str, Value)>>(iter: T) -> Self {
+        let mut f = Fields::new();
+        for (k, v) in iter {
+            f.set(k, v);
+        }
+        f
+    }
+}
+
+/// An ADU as the scheduler sees it: the predefined fields plus the application's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AduView {
+    /// Session-unique handle.
+    pub id: u64,
+    pub stream_id: u32,
+    pub stream_seq: u64,
+    /// Payload bytes.
+    pub length: u32,
+    /// Time spent queued inside Horde so far, in ms.
+    pub queue_delay_ms: i64,
+    pub fields: Fields,
+}
+
+/// What is known about an ADU that was already transmitted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    /// Sent, neither acked nor declared lost yet.
+    Pending,
+    /// Acked; `latency_ms` is insertion to ack.
+    Acked { latency_ms: f64 },
+    /// Declared lost.
+    Lost,
+}
+
+/// One entry of the transmission history that objectives are bound over (§6.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryEntry {
+    pub adu: AduView,
+    /// The slot it went out in.
+    pub slot: crate::slot::TxSlot,
+    pub outcome: Outcome,
+}
+
+/// Per-stream statistics that hose stream variables read (`latency_ave`, `latency_sdev`,
+/// `loss_rate`). Latencies in ms, loss rate in percent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StreamStats {
+    pub stream_id: u32,
+    pub latency_ave_ms: f64,
+    pub latency_sdev_ms: f64,
+    pub loss_rate_pct: f64,
+}

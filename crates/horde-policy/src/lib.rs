@@ -1,0 +1,15 @@
+//! Horde's policy layer: what the scheduler sees (transmission slots, ADU views,
+//! history), how applications say what they want (objectives, the hose language), how
+//! schedules are chosen (schedulers) and how bandwidth is shared (the allocator).
+
+pub mod adu;
+pub mod bandwidth;
+pub mod objective;
+pub mod scheduler;
+pub mod slot;
+
+pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
+pub use bandwidth::{allocate, Demand};
+pub use objective::{Objective, ObjectiveId, ObjectiveSet};
+pub use scheduler::{Assignment, CycleStats, RandomizedRoundRobin, ScheduleInput, Scheduler};
+pub use slot::{TxSlot, CORRELATION_SPAN};

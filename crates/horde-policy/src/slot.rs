@@ -1,0 +1,58 @@
+//! Transmission tokens (`txSlot`s, thesis ch. 4, Fig. 4-1).
+//!
+//! A real slot is a capability to send one packet on a channel now; a phantom slot is a
+//! channel manager's prediction of a slot to come (look-ahead, §4.2). The scheduler
+//! decides only from what is in these values.
+
+/// How many same-channel sequence gaps the burst-loss correlation table covers. Beyond
+/// this gap slots are treated as uncorrelated (thesis §7.2.1: zero beyond 8).
+pub const CORRELATION_SPAN: usize = 8;
+
+/// One transmission slot, real or phantom. Every field of thesis Fig. 4-1 is here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxSlot {
+    /// Parent channel.
+    pub channel: u16,
+    /// The per-channel sequence number a packet in this slot carries (predicted for phantoms).
+    pub sequence: u64,
+    /// Estimated loss probability of a packet sent in this slot, in [0, 1].
+    pub loss_probability: f64,
+    /// Expected time from transmission in this slot to reception of its ack, in ms.
+    pub expected_rtt_ms: f64,
+    /// How long from now until the slot can be used, in ms (0 for real slots).
+    pub wait_ms: f64,
+    /// The most bytes a packet in this slot can carry.
+    pub max_size: u32,
+    /// Cost of one kilobyte (1000 bytes) sent in this slot, in the channel's cost unit.
+    pub cost_per_kb: f64,
+    /// `Some(confidence)` for phantom slots, confidence in (0, 1); `None` for real ones.
+    pub phantom: Option<f32>,
+    /// P(both lost | either lost) with the slot `g + 1` sequence numbers away on the same
+    /// channel, for `g` in `0..CORRELATION_SPAN`.
+    pub burst_correlation: [f32; CORRELATION_SPAN],
+}
+
+impl TxSlot {
+    pub fn is_real(&self) -> bool {
+        self.phantom.is_none()
+    }
+
+    /// Estimate of P(both lost | either lost) for packets in `self` and `other`.
+    /// Slots on different channels are taken as independent (thesis §7.2.1).
+    pub fn loss_correlation(&self, other: &TxSlot) -> f64 {
+        if self.channel != other.channel {
+            return 0.0;
+        }
+        let gap = self.sequence.abs_diff(other.sequence) as usize;
+        match gap {
+            0 => 1.0,
+            g if g <= CORRELATION_SPAN => f64::from(self.burst_correlation[g - 1]),
+            _ => 0.0,
+        }
+    }
+
+    /// Cost of sending `bytes` in this slot.
+    pub fn cost(&self, bytes: u32) -> f64 {
+        self.cost_per_kb * f64::from(bytes) / 1000.0
+    }
+}
