@@ -1,1 +1,30 @@
-//! placeholder
+//! Horde's real-time user-space link emulator.
+//!
+//! Each emulated channel is a pair of UDP relay sockets: a client-facing one that the
+//! Horde sender sends to, and a server-facing one that forwards to the real receiver.
+//! Client → server traffic crosses the channel's `up` [`Link`](horde_links::Link), replies
+//! cross its `down` link back to the client's most recently seen address. A receive
+//! thread feeds the links; a timer thread releases packets at their scheduled times
+//! and measures how late each release was.
+//!
+//! See `docs/emulator.md` for the architecture, the configuration format and measured
+//! release-time error.
+
+mod emulator;
+mod error;
+mod histogram;
+mod ideal;
+mod receiver;
+mod schedule;
+mod shared;
+mod slab;
+mod stats;
+mod timer;
+
+pub use emulator::{ChannelSetup, Emulator, EmulatorHandle};
+pub use error::EmuError;
+pub use histogram::Histogram;
+pub use ideal::IdealLink;
+pub use schedule::ScheduleStep;
+pub use stats::{ChannelStats, Direction, DirectionStats, Stats};
+pub use timer::{TimerOptions, DEFAULT_SPIN_US};

@@ -1,0 +1,239 @@
+//! Starting and stopping the emulator: relay sockets, the receive and timer threads, and
+//! the handle that controls them.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use horde_links::Link;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::error::EmuError;
+use crate::receiver::{Receiver, Waker};
+use crate::schedule::{LinkState, ScheduleStep};
+use crate::shared::{ChannelState, Clock, Core, Shared};
+use crate::stats::Stats;
+use crate::timer::{self, ChannelSockets, TimerOptions};
+
+/// Socket buffer size asked for on every relay socket (the kernel may cap it).
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// One channel with its links already built.
+pub struct ChannelSetup {
+    pub name: String,
+    /// Client-facing address to bind (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// Where client packets go after the `up` link: the real receiver's socket.
+    pub forward_to: SocketAddr,
+    /// Client → server.
+    pub up: Box<dyn Link>,
+    /// Server → client.
+    pub down: Box<dyn Link>,
+    /// Scripted down/up steps.
+    pub schedule: Vec<ScheduleStep>,
+}
+
+/// Entry point; see [`Emulator::start`](crate::Emulator::start) for configs and
+/// [`Emulator::start_with`] for links built by the caller.
+pub struct Emulator;
+
+impl Emulator {
+    /// Start relaying for channels whose links the caller built.
+    pub fn start_with(
+        channels: Vec<ChannelSetup>,
+        options: TimerOptions,
+    ) -> Result<EmulatorHandle, EmuError> {
+        check_names(&channels)?;
+        let mut sockets = Vec::with_capacity(channels.len());
+        let mut states = Vec::with_capacity(channels.len());
+        let mut names = Vec::with_capacity(channels.len());
+        let mut addrs = Vec::with_capacity(channels.len());
+        for c in channels {
+            let client_facing = bind(&c.name, c.listen)?;
+            let server_side = server_side_bind_addr(c.forward_to);
+            let server_facing = bind(&c.name, server_side)?;
+            let local = local_addr(&c.name, &client_facing, c.listen)?;
+            let server_local = local_addr(&c.name, &server_facing, server_side)?;
+            states.push(ChannelState::new(
+                c.name.clone(),
+                local,
+                c.forward_to,
+                LinkState::new(c.schedule),
+                c.up,
+                c.down,
+            ));
+            sockets.push(ChannelSockets {
+                client_facing,
+                server_facing,
+            });
+            names.push(c.name);
+            addrs.push((local, server_local));
+        }
+        let sockets = Arc::new(sockets);
+        let shared = Arc::new(Shared::new(Core::new(states), Clock::start()));
+        let (receiver, waker) = Receiver::new(&sockets)?;
+
+        let mut threads = Vec::with_capacity(2);
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(f)
+                .map_err(|e| EmuError::os("spawn thread", e))
+        };
+        let (s, k) = (shared.clone(), sockets.clone());
+        threads.push(spawn(
+            "horde-emu-timer",
+            Box::new(move || timer::run(s, k, options)),
+        )?);
+        let (s, k) = (shared.clone(), sockets.clone());
+        let recv = spawn("horde-emu-recv", Box::new(move || receiver.run(s, k)));
+        let mut handle = EmulatorHandle {
+            shared,
+            waker,
+            names,
+            addrs,
+            threads,
+        };
+        handle.threads.push(recv?);
+        Ok(handle)
+    }
+}
+
+/// Bind the server-facing socket on loopback when the destination is local, else on
+/// the wildcard address of the destination's family; the port is always ephemeral.
+fn server_side_bind_addr(forward_to: SocketAddr) -> SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = match (forward_to.ip().is_loopback(), forward_to.ip()) {
+        (true, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        (true, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        (false, IpAddr::V4(_)) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        (false, IpAddr::V6(_)) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(ip, 0)
+}
+
+fn check_names(channels: &[ChannelSetup]) -> Result<(), EmuError> {
+    for (i, c) in channels.iter().enumerate() {
+        if c.name.is_empty() {
+            return Err(EmuError::Setup(format!("channel #{} has no name", i + 1)));
+        }
+        if channels[..i].iter().any(|o| o.name == c.name) {
+            return Err(EmuError::Setup(format!(
+                "two channels are named `{}`",
+                c.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn bind(channel: &str, addr: SocketAddr) -> Result<UdpSocket, EmuError> {
+    let err = |source| EmuError::Bind {
+        channel: channel.to_string(),
+        addr,
+        source,
+    };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
+    // Larger buffers absorb bursts; failure to enlarge them is harmless.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.set_nonblocking(true).map_err(err)?;
+    Ok(socket.into())
+}
+
+fn local_addr(channel: &str, s: &UdpSocket, requested: SocketAddr) -> Result<SocketAddr, EmuError> {
+    s.local_addr().map_err(|source| EmuError::Bind {
+        channel: channel.to_string(),
+        addr: requested,
+        source,
+    })
+}
+
+/// Controls a running emulator. Dropping it stops the threads, like [`shutdown`](Self::shutdown).
+pub struct EmulatorHandle {
+    shared: Arc<Shared>,
+    waker: Arc<Waker>,
+    names: Vec<String>,
+    /// (client-facing, server-facing) local addresses per channel.
+    addrs: Vec<(SocketAddr, SocketAddr)>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl EmulatorHandle {
+    fn index(&self, channel: &str) -> Result<usize, EmuError> {
+        self.names
+            .iter()
+            .position(|n| n == channel)
+            .ok_or_else(|| EmuError::UnknownChannel(channel.to_string()))
+    }
+
+    /// Channel names in configuration order.
+    pub fn channels(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The address the client (Horde sender) sends to for this channel.
+    pub fn client_addr(&self, channel: &str) -> Option<SocketAddr> {
+        self.index(channel).ok().map(|i| self.addrs[i].0)
+    }
+
+    /// The address the server sees as the source of this channel's packets.
+    pub fn server_side_addr(&self, channel: &str) -> Option<SocketAddr> {
+        self.index(channel).ok().map(|i| self.addrs[i].1)
+    }
+
+    /// Take a channel down (drop everything both ways) or bring it back, now. A later
+    /// scheduled step overrides this when its time comes.
+    pub fn set_down(&self, channel: &str, down: bool) -> Result<(), EmuError> {
+        let i = self.index(channel)?;
+        let now = self.shared.clock.now();
+        self.shared.lock().channels[i].state.set_down(now, down);
+        Ok(())
+    }
+
+    /// Time since the emulator started (the time base of links and schedules).
+    pub fn elapsed(&self) -> Duration {
+        self.shared.clock.now()
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> Stats {
+        let now = self.shared.clock.now();
+        let channels = self.shared.lock().snapshot(now);
+        Stats {
+            elapsed: now,
+            channels,
+        }
+    }
+
+    /// Stop both threads, wait for them, and return the final stats.
+    pub fn shutdown(mut self) -> Stats {
+        self.stop();
+        self.stats()
+    }
+
+    /// Whether both threads are still running (false after a thread panicked).
+    pub fn is_running(&self) -> bool {
+        !self.threads.is_empty() && self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    fn stop(&mut self) {
+        self.shared.request_shutdown();
+        self.waker.wake();
+        for t in self.threads.drain(..) {
+            let name = t.thread().name().unwrap_or("?").to_string();
+            if t.join().is_err() {
+                tracing::error!("emulator thread {name} panicked");
+            }
+        }
+    }
+}
+
+impl Drop for EmulatorHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

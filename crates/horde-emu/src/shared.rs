@@ -1,0 +1,381 @@
+//! State shared by the receive thread, the timer thread and the handle: the links, their
+//! payloads and counters, behind one mutex, plus the condition variable that wakes the
+//! timer thread when an earlier deadline appears.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use horde_links::{Delivery, Link, Verdict};
+
+use crate::schedule::LinkState;
+use crate::slab::PayloadSlab;
+use crate::stats::{ChannelStats, Direction, DirectionStats};
+
+/// Monotonic time since the emulator started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// One direction of one channel: the link model, the payloads inside it, counters.
+pub(crate) struct DirState {
+    link: Box<dyn Link>,
+    slab: PayloadSlab,
+    stats: DirectionStats,
+}
+
+impl DirState {
+    fn new(link: Box<dyn Link>) -> Self {
+        Self {
+            link,
+            slab: PayloadSlab::new(),
+            stats: DirectionStats::default(),
+        }
+    }
+
+    fn snapshot(&self) -> DirectionStats {
+        let mut s = self.stats.clone();
+        s.dropped_loss = self.link.stats().lost;
+        s.in_flight = self.slab.len() as u64;
+        s
+    }
+}
+
+pub(crate) struct ChannelState {
+    pub name: String,
+    pub client_facing: SocketAddr,
+    pub forward_to: SocketAddr,
+    /// The most recent source address seen on the client-facing socket.
+    pub client: Option<SocketAddr>,
+    pub state: LinkState,
+    dirs: [DirState; 2],
+}
+
+impl ChannelState {
+    pub fn new(
+        name: String,
+        client_facing: SocketAddr,
+        forward_to: SocketAddr,
+        state: LinkState,
+        up: Box<dyn Link>,
+        down: Box<dyn Link>,
+    ) -> Self {
+        Self {
+            name,
+            client_facing,
+            forward_to,
+            client: None,
+            state,
+            dirs: [DirState::new(up), DirState::new(down)],
+        }
+    }
+
+    fn dir(&mut self, dir: Direction) -> &mut DirState {
+        &mut self.dirs[dir.index()]
+    }
+}
+
+/// A packet due for release, taken out of its link.
+pub(crate) struct Outgoing {
+    pub channel: usize,
+    pub dir: Direction,
+    pub dest: SocketAddr,
+    pub scheduled: Duration,
+    pub payload: Vec<u8>,
+}
+
+/// The outcome of sending an [`Outgoing`] packet.
+pub(crate) struct Sent {
+    pub channel: usize,
+    pub dir: Direction,
+    pub bytes: usize,
+    /// Actual send time minus scheduled time, or `None` if the send failed.
+    pub error: Option<Duration>,
+}
+
+/// Everything behind the mutex.
+pub(crate) struct Core {
+    pub channels: Vec<ChannelState>,
+    /// The deadline the timer thread is waiting for: `None` while it waits with nothing
+    /// pending, `Some(ZERO)` while it is busy and will look again anyway.
+    pub armed: Option<Duration>,
+    scratch: Vec<Delivery>,
+}
+
+impl Core {
+    pub fn new(channels: Vec<ChannelState>) -> Self {
+        Self {
+            channels,
+            armed: Some(Duration::ZERO),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Offer a received packet to a channel direction at `now`. Returns the link's
+    /// next delivery time afterwards.
+    pub fn offer(
+        &mut self,
+        channel: usize,
+        dir: Direction,
+        now: Duration,
+        payload: Vec<u8>,
+    ) -> Option<Duration> {
+        let ch = &mut self.channels[channel];
+        let down = ch.state.is_down(now);
+        let d = ch.dir(dir);
+        d.stats.offered += 1;
+        d.stats.offered_bytes += payload.len() as u64;
+        if down {
+            d.stats.dropped_down += 1;
+            return None;
+        }
+        let size = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+        let id = d.slab.insert(now, payload);
+        if d.link.enqueue(now, id, size) == Verdict::QueueFull {
+            d.slab.take(id);
+            d.stats.dropped_queue += 1;
+        }
+        d.link.next_delivery()
+    }
+
+    /// Take every packet due at `now` out of the links into `out`. Packets due while
+    /// their channel is down, or replies with no client address yet, are dropped here.
+    pub fn collect_due(&mut self, now: Duration, out: &mut Vec<Outgoing>) {
+        let mut due = std::mem::take(&mut self.scratch);
+        for (ci, ch) in self.channels.iter_mut().enumerate() {
+            let down = ch.state.is_down(now);
+            for dir in Direction::BOTH {
+                let dest = match dir {
+                    Direction::Up => Some(ch.forward_to),
+                    Direction::Down => ch.client,
+                };
+                let d = &mut ch.dirs[dir.index()];
+                match d.link.next_delivery() {
+                    Some(t) if t <= now => {}
+                    _ => continue,
+                }
+                due.clear();
+                d.link.deliver(now, &mut due);
+                for del in &due {
+                    let Some(payload) = d.slab.take(del.id) else {
+                        d.stats.dropped_other += 1;
+                        continue;
+                    };
+                    if down {
+                        d.stats.dropped_down += 1;
+                        continue;
+                    }
+                    let Some(dest) = dest else {
+                        d.stats.dropped_other += 1;
+                        continue;
+                    };
+                    out.push(Outgoing {
+                        channel: ci,
+                        dir,
+                        dest,
+                        scheduled: del.at,
+                        payload,
+                    });
+                }
+                if d.link.next_delivery().is_none() {
+                    // Nothing left inside the link: what the slab still holds was lost.
+                    d.slab.clear();
+                }
+            }
+        }
+        due.clear();
+        self.scratch = due;
+    }
+
+    /// Record the outcome of sends.
+    pub fn record(&mut self, sent: &[Sent]) {
+        for s in sent {
+            let d = self.channels[s.channel].dir(s.dir);
+            match s.error {
+                Some(err) => {
+                    d.stats.delivered += 1;
+                    d.stats.delivered_bytes += s.bytes as u64;
+                    d.stats.release_error.record(err);
+                }
+                None => d.stats.dropped_other += 1,
+            }
+        }
+    }
+
+    /// The earliest pending delivery over all links.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.channels
+            .iter()
+            .flat_map(|c| c.dirs.iter())
+            .filter_map(|d| d.link.next_delivery())
+            .min()
+    }
+
+    /// Forget payloads stored before `cutoff`: packets the loss process removed while
+    /// the link never ran empty.
+    pub fn evict_older_than(&mut self, cutoff: Duration) {
+        for d in self.channels.iter_mut().flat_map(|c| c.dirs.iter_mut()) {
+            d.slab.evict_older_than(cutoff);
+        }
+    }
+
+    pub fn snapshot(&mut self, now: Duration) -> Vec<ChannelStats> {
+        self.channels
+            .iter_mut()
+            .map(|c| ChannelStats {
+                name: c.name.clone(),
+                client_addr: c.client_facing,
+                link_down: c.state.is_down(now),
+                up: c.dirs[0].snapshot(),
+                down: c.dirs[1].snapshot(),
+            })
+            .collect()
+    }
+}
+
+/// The mutex-protected core plus the signals between threads.
+pub(crate) struct Shared {
+    core: Mutex<Core>,
+    /// Wakes the timer thread (new earlier deadline, or shutdown).
+    pub wake: Condvar,
+    /// Set when an earlier deadline appears while the timer thread spins unlocked.
+    pub kick: AtomicBool,
+    pub shutdown: AtomicBool,
+    pub clock: Clock,
+}
+
+impl Shared {
+    pub fn new(core: Core, clock: Clock) -> Self {
+        Self {
+            core: Mutex::new(core),
+            wake: Condvar::new(),
+            kick: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            clock,
+        }
+    }
+
+    /// Lock the core. A panic in another thread while holding the lock leaves counters
+    /// that are still meaningful, so poisoning is ignored.
+    pub fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Called with the lock held after new packets entered links: wake the timer thread
+    /// if `deadline` is earlier than what it waits for.
+    pub fn deadline_added(&self, core: &Core, deadline: Duration) {
+        let earlier = match core.armed {
+            None => true,
+            Some(armed) => deadline < armed,
+        };
+        if earlier {
+            self.kick.store(true, Ordering::Release);
+            self.wake.notify_one();
+        }
+    }
+
+    pub fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub fn request_shutdown(&self) {
+        let _guard = self.lock();
+        self.shutdown.store(true, Ordering::Release);
+        self.kick.store(true, Ordering::Release);
+        self.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ideal::IdealLink;
+    use crate::schedule::ScheduleStep;
+
+    fn core_with(schedule: Vec<ScheduleStep>) -> Core {
+        Core::new(vec![ChannelState::new(
+            "c".into(),
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+            LinkState::new(schedule),
+            Box::new(IdealLink::new()),
+            Box::new(IdealLink::new()),
+        )])
+    }
+
+    #[test]
+    fn up_goes_to_forward_address_and_replies_need_a_client() {
+        let mut core = core_with(vec![]);
+        let t = Duration::from_millis(1);
+        assert_eq!(core.offer(0, Direction::Up, t, vec![1, 2]), Some(t));
+        assert_eq!(core.offer(0, Direction::Down, t, vec![3]), Some(t));
+        let mut out = Vec::new();
+        core.collect_due(t, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].dest, "127.0.0.1:2".parse().unwrap());
+        assert_eq!(out[0].payload, vec![1, 2]);
+        let snap = core.snapshot(t);
+        assert_eq!(
+            snap[0].down.dropped_other, 1,
+            "reply with no client dropped"
+        );
+        assert_eq!(core.next_deadline(), None);
+    }
+
+    #[test]
+    fn down_channel_drops_on_arrival_and_at_release() {
+        let mut core = core_with(vec![ScheduleStep {
+            at: Duration::from_millis(5),
+            down: true,
+        }]);
+        core.channels[0].client = Some("127.0.0.1:3".parse().unwrap());
+        core.offer(0, Direction::Down, Duration::from_millis(4), vec![1]);
+        core.offer(0, Direction::Up, Duration::from_millis(6), vec![1]);
+        let mut out = Vec::new();
+        core.collect_due(Duration::from_millis(6), &mut out);
+        assert!(out.is_empty());
+        let snap = core.snapshot(Duration::from_millis(6));
+        assert!(snap[0].link_down);
+        assert_eq!(snap[0].up.dropped_down, 1);
+        assert_eq!(snap[0].down.dropped_down, 1);
+        assert_eq!(snap[0].down.in_flight, 0);
+    }
+
+    #[test]
+    fn record_counts_delivery_and_failures() {
+        let mut core = core_with(vec![]);
+        core.record(&[
+            Sent {
+                channel: 0,
+                dir: Direction::Up,
+                bytes: 100,
+                error: Some(Duration::from_micros(20)),
+            },
+            Sent {
+                channel: 0,
+                dir: Direction::Up,
+                bytes: 100,
+                error: None,
+            },
+        ]);
+        let snap = core.snapshot(Duration::ZERO);
+        assert_eq!(snap[0].up.delivered, 1);
+        assert_eq!(snap[0].up.delivered_bytes, 100);
+        assert_eq!(snap[0].up.dropped_other, 1);
+        assert_eq!(snap[0].up.release_error.count(), 1);
+    }
+}
