@@ -1,1 +1,20 @@
-//! placeholder
+//! Horde's protocol core, sans-IO: no sockets, threads or clock reads. A driver (the
+//! simulator, the real-time runtime, a test) passes in datagrams and the time, and polls
+//! out datagrams, the next timer and application events.
+
+pub mod cc;
+pub mod channel;
+pub mod estimator;
+pub mod event;
+pub mod session;
+pub mod stream;
+pub mod wire;
+
+pub use cc::{CcConfig, CongestionControl};
+pub use channel::{ChannelConfig, ChannelStats};
+pub use event::{Event, NackReason};
+pub use session::{
+    AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
+    Transmit,
+};
+pub use stream::StreamConfig;

@@ -1,0 +1,1121 @@
+//! A Horde session between two hosts over any number of channels (sans-IO).
+//!
+//! The driver feeds datagrams ([`Session::handle_datagram`]) and timer expiries
+//! ([`Session::handle_timeout`]) with the current time, and drains datagrams to send
+//! ([`Session::poll_transmit`]), the next deadline ([`Session::poll_timeout`]) and
+//! application events ([`Session::poll_event`]). Nothing here reads a clock, touches a
+//! socket or draws entropy except from the seeded RNG in the configuration.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::{
+    allocate, AduView, Assignment, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet,
+    Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot, Value,
+};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use thiserror::Error;
+
+use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, Resolved, SentAdu};
+use crate::event::{Event, NackReason};
+use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
+use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
+
+/// Session-wide settings.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Seed of the session's RNG (scheduler randomness).
+    #[serde(default)]
+    pub seed: u64,
+    /// Scheduling cycle period T in ms; 0 schedules whenever a slot and an ADU meet.
+    #[serde(default)]
+    pub cycle_ms: f64,
+    /// Look-ahead N in ms: how far ahead channels predict phantom slots.
+    #[serde(default)]
+    pub lookahead_ms: f64,
+    /// Run a cycle early once this many real slots are waiting (thesis `m`).
+    #[serde(default)]
+    pub early_cycle_slots: Option<usize>,
+    /// Transmissions kept for objective contexts (only while objectives are active).
+    #[serde(default = "default_history")]
+    pub history_len: usize,
+    /// Longest an ordered stream's receiver holds an ADU waiting for a gap to fill, ms.
+    #[serde(default = "default_reorder_hold_ms")]
+    pub reorder_hold_ms: f64,
+    /// Handshake retransmission interval, ms.
+    #[serde(default = "default_hello_ms")]
+    pub hello_interval_ms: f64,
+}
+
+fn default_history() -> usize {
+    64
+}
+fn default_reorder_hold_ms() -> f64 {
+    50.0
+}
+fn default_hello_ms() -> f64 {
+    500.0
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            cycle_ms: 0.0,
+            lookahead_ms: 0.0,
+            early_cycle_slots: None,
+            history_len: default_history(),
+            reorder_hold_ms: default_reorder_hold_ms(),
+            hello_interval_ms: default_hello_ms(),
+        }
+    }
+}
+
+fn ms(x: f64) -> Duration {
+    Duration::from_secs_f64(x.max(0.0) / 1e3)
+}
+
+/// A datagram the driver must send: `payload` was written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Local interface (socket) to send from.
+    pub local: u16,
+    pub dst: SocketAddr,
+    pub channel: u8,
+}
+
+/// Identifies a queued or sent ADU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AduHandle {
+    pub stream: u32,
+    pub id: u64,
+}
+
+/// One latency mode (thesis §3.2.5): one per live channel with RTT samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyMode {
+    pub channel: u8,
+    pub mean_ms: f64,
+    pub variance_ms2: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SessionError {
+    #[error("unknown stream {0}")]
+    UnknownStream(u32),
+    #[error("stream {0} already open")]
+    StreamExists(u32),
+    #[error("ADU of {len} bytes exceeds the largest slot ({max} bytes)")]
+    AduTooLarge { len: usize, max: u32 },
+    #[error("session is closed")]
+    Closed,
+    #[error("too many channels (at most 256)")]
+    TooManyChannels,
+    #[error("not a handshake packet: {0}")]
+    NotAHello(String),
+}
+
+/// Counters of the session as a whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionStats {
+    /// Datagrams that failed to decode.
+    pub malformed: u64,
+    /// Datagrams for another connection id.
+    pub foreign: u64,
+    /// Datagrams naming a channel this session does not have.
+    pub unknown_channel: u64,
+    pub adus_queued: u64,
+    pub adus_sent: u64,
+    pub adus_acked: u64,
+    pub adus_lost: u64,
+    pub adus_dropped: u64,
+    pub adus_received: u64,
+    pub cycles: u64,
+    pub objective_evaluations: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Handshaking,
+    Connected,
+    Closed,
+}
+
+#[derive(Debug)]
+enum PendingTx {
+    Hello(usize),
+    HelloAck(usize),
+    Data {
+        channel: usize,
+        seq: u64,
+        flags: u8,
+        send_ts: u32,
+        stream: u32,
+        stream_seq: u64,
+        payload: Bytes,
+    },
+    Ack(usize, Ack),
+    Ping(usize, u64, u32),
+    Close(usize),
+}
+
+pub struct Session {
+    conn: u64,
+    service: u32,
+    is_client: bool,
+    state: State,
+    config: SessionConfig,
+    epoch: Duration,
+    channels: Vec<Channel>,
+    /// Configuration for channels the peer opens (server side), by channel id.
+    peer_channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+    local_aliases: Vec<SocketAddr>,
+    remote_aliases: Vec<SocketAddr>,
+    send: BTreeMap<u32, SendStream>,
+    recv: BTreeMap<u32, RecvStream>,
+    scheduler: Box<dyn Scheduler>,
+    objectives: ObjectiveSet,
+    history: VecDeque<HistoryEntry>,
+    history_base: u64,
+    events: VecDeque<Event>,
+    tx: VecDeque<PendingTx>,
+    rng: ChaCha8Rng,
+    next_adu_id: u64,
+    next_cycle: Duration,
+    last_refill: Duration,
+    hello_due: Option<Duration>,
+    stats: SessionStats,
+    // Scratch space reused every cycle.
+    slots: Vec<TxSlot>,
+    adus: Vec<AduView>,
+    assignment: Assignment,
+    resolved: Vec<Resolved>,
+    delivered: Vec<Delivered>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("conn", &self.conn)
+            .field("state", &self.state)
+            .field("channels", &self.channels)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A channel a client opens: local interface index, peer address, settings.
+#[derive(Debug, Clone)]
+pub struct ChannelSpec {
+    pub local: u16,
+    pub remote: SocketAddr,
+    pub config: ChannelConfig,
+}
+
+impl Session {
+    fn new(conn: u64, service: u32, is_client: bool, config: SessionConfig, now: Duration) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        Self {
+            conn,
+            service,
+            is_client,
+            state: State::Handshaking,
+            epoch: now,
+            channels: Vec::new(),
+            peer_channel_config: Arc::new(|_| ChannelConfig::default()),
+            local_aliases: Vec::new(),
+            remote_aliases: Vec::new(),
+            send: BTreeMap::new(),
+            recv: BTreeMap::new(),
+            scheduler: Box::new(RandomizedRoundRobin::default()),
+            objectives: ObjectiveSet::new(),
+            history: VecDeque::new(),
+            history_base: 0,
+            events: VecDeque::new(),
+            tx: VecDeque::new(),
+            rng,
+            next_adu_id: 0,
+            next_cycle: now,
+            last_refill: now,
+            hello_due: None,
+            stats: SessionStats::default(),
+            slots: Vec::new(),
+            adus: Vec::new(),
+            assignment: Vec::new(),
+            resolved: Vec::new(),
+            delivered: Vec::new(),
+            config,
+        }
+    }
+
+    /// Open a session to a peer: sends the handshake on every channel.
+    pub fn connect(
+        config: SessionConfig,
+        conn: u64,
+        service: u32,
+        channels: Vec<ChannelSpec>,
+        local_aliases: Vec<SocketAddr>,
+        now: Duration,
+    ) -> Result<Self, SessionError> {
+        if channels.len() > 256 {
+            return Err(SessionError::TooManyChannels);
+        }
+        let mut s = Self::new(conn, service, true, config, now);
+        s.local_aliases = local_aliases;
+        for (i, c) in channels.into_iter().enumerate() {
+            s.channels
+                .push(Channel::new(i as u8, c.local, c.remote, c.config, now));
+        }
+        s.send_hellos(now);
+        Ok(s)
+    }
+
+    /// Accept a session from the first datagram a peer sent (which must be a hello).
+    /// `channel_config` gives the settings of each channel the peer opens.
+    pub fn accept(
+        config: SessionConfig,
+        now: Duration,
+        local: u16,
+        src: SocketAddr,
+        datagram: Bytes,
+        local_aliases: Vec<SocketAddr>,
+        channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+    ) -> Result<Self, SessionError> {
+        let packet = wire::decode(&datagram).map_err(|e| SessionError::NotAHello(e.to_string()))?;
+        let Packet::Hello { conn, service, .. } = packet else {
+            return Err(SessionError::NotAHello(format!("{packet:?}")));
+        };
+        let mut s = Self::new(conn, service, false, config, now);
+        s.local_aliases = local_aliases;
+        s.peer_channel_config = channel_config;
+        s.state = State::Connected;
+        s.events.push_back(Event::Connected);
+        s.handle_datagram(now, local, src, datagram);
+        Ok(s)
+    }
+
+    pub fn conn_id(&self) -> u64 {
+        self.conn
+    }
+
+    pub fn service(&self) -> u32 {
+        self.service
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.state == State::Connected
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    pub fn remote_aliases(&self) -> &[SocketAddr] {
+        &self.remote_aliases
+    }
+
+    pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
+        self.scheduler = scheduler;
+    }
+
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    // ----- application API -------------------------------------------------------
+
+    pub fn open_stream(&mut self, id: u32, config: StreamConfig) -> Result<(), SessionError> {
+        if self.send.contains_key(&id) {
+            return Err(SessionError::StreamExists(id));
+        }
+        self.send.insert(id, SendStream::new(id, config));
+        Ok(())
+    }
+
+    /// Change a stream's rate limit (`None` = elastic).
+    pub fn set_max_rate(&mut self, stream: u32, max_kbps: Option<f64>) -> Result<(), SessionError> {
+        let s = self
+            .send
+            .get_mut(&stream)
+            .ok_or(SessionError::UnknownStream(stream))?;
+        s.config.max_kbps = max_kbps;
+        Ok(())
+    }
+
+    /// Largest ADU any live channel can carry.
+    pub fn max_adu(&self) -> u32 {
+        self.channels.iter().map(|c| c.max_adu()).max().unwrap_or(0)
+    }
+
+    /// Queue an ADU. Header `fields` are for policy only and never sent.
+    pub fn send_adu(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        payload: Bytes,
+        fields: Fields,
+    ) -> Result<AduHandle, SessionError> {
+        if self.state == State::Closed {
+            return Err(SessionError::Closed);
+        }
+        let max = self.max_adu();
+        if payload.len() > max as usize {
+            return Err(SessionError::AduTooLarge {
+                len: payload.len(),
+                max,
+            });
+        }
+        let s = self
+            .send
+            .get_mut(&stream)
+            .ok_or(SessionError::UnknownStream(stream))?;
+        let id = self.next_adu_id;
+        self.next_adu_id += 1;
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        let dropped = s.push(QueuedAdu {
+            id,
+            seq,
+            payload,
+            fields,
+            inserted: now,
+        });
+        self.stats.adus_queued += 1;
+        for d in dropped {
+            self.stats.adus_dropped += 1;
+            self.events.push_back(Event::Nack {
+                stream,
+                adu: d.id,
+                stream_seq: d.seq,
+                channel: None,
+                reason: NackReason::QueueOverflow,
+            });
+        }
+        Ok(AduHandle { stream, id })
+    }
+
+    /// Change a header field of a queued ADU. Returns `false` if it already left.
+    pub fn set_adu_field(&mut self, adu: AduHandle, name: &str, value: Value) -> bool {
+        match self
+            .send
+            .get_mut(&adu.stream)
+            .and_then(|s| s.find_mut(adu.id))
+        {
+            Some(q) => {
+                q.fields.set(name, value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Withdraw a queued ADU. Returns `false` if it already left.
+    pub fn remove_adu(&mut self, adu: AduHandle) -> bool {
+        self.send
+            .get_mut(&adu.stream)
+            .and_then(|s| s.take(adu.id))
+            .is_some()
+    }
+
+    pub fn queued(&self, stream: u32) -> usize {
+        self.send.get(&stream).map_or(0, |s| s.queue.len())
+    }
+
+    pub fn inject_objective(&mut self, objective: Arc<dyn Objective>) -> ObjectiveId {
+        self.objectives.inject(objective)
+    }
+
+    pub fn remove_objective(&mut self, id: ObjectiveId) -> bool {
+        let removed = self.objectives.remove(id);
+        if self.objectives.is_empty() {
+            self.history.clear();
+        }
+        removed
+    }
+
+    /// (mean, variance) of RTT per live channel (thesis §3.2.5: one mode per channel).
+    pub fn latency_modes(&self) -> Vec<LatencyMode> {
+        self.channels
+            .iter()
+            .filter(|c| c.is_alive())
+            .filter_map(|c| {
+                let mean = c.rtt.srtt_ms()?;
+                let dev = c.rtt.rttvar_ms();
+                Some(LatencyMode {
+                    channel: c.id,
+                    mean_ms: mean,
+                    variance_ms2: dev * dev,
+                })
+            })
+            .collect()
+    }
+
+    pub fn channel_stats(&self) -> Vec<(u8, ChannelStats)> {
+        self.channels.iter().map(|c| (c.id, c.stats)).collect()
+    }
+
+    pub fn channels(&self) -> &[Channel] {
+        &self.channels
+    }
+
+    /// Add a channel at run time (a new interface came up). Returns its id.
+    pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
+        let id = (0..=255u8)
+            .find(|id| self.channel_index(*id).is_none())
+            .ok_or(SessionError::TooManyChannels)?;
+        self.channels
+            .push(Channel::new(id, spec.local, spec.remote, spec.config, now));
+        if self.is_client {
+            let idx = self.channels.len() - 1;
+            self.tx.push_back(PendingTx::Hello(idx));
+        }
+        Ok(id)
+    }
+
+    /// Remove a channel (its interface went away). Its outstanding ADUs are nacked.
+    pub fn remove_channel(&mut self, now: Duration, id: u8) -> bool {
+        let Some(idx) = self.channel_index(id) else {
+            return false;
+        };
+        let mut ch = self.channels.remove(idx);
+        // Everything outstanding on it is lost; a far-future loss check resolves it all.
+        let mut out = Vec::new();
+        ch.detect_losses(now + Duration::from_secs(1 << 20), &mut out);
+        self.tx.retain(|p| pending_channel(p) != idx);
+        for p in self.tx.iter_mut() {
+            shift_channel_index(p, idx);
+        }
+        self.on_resolved(now, id, &out);
+        true
+    }
+
+    /// Close the session: queued ADUs are nacked and the peer is told.
+    pub fn close(&mut self, now: Duration) {
+        if self.state == State::Closed {
+            return;
+        }
+        let _ = now;
+        for s in self.send.values_mut() {
+            for q in s.queue.drain(..) {
+                self.events.push_back(Event::Nack {
+                    stream: s.id,
+                    adu: q.id,
+                    stream_seq: q.seq,
+                    channel: None,
+                    reason: NackReason::Closed,
+                });
+            }
+            s.queued_bytes = 0;
+        }
+        for i in 0..self.channels.len() {
+            self.tx.push_back(PendingTx::Close(i));
+        }
+        self.state = State::Closed;
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- driver API --------------------------------------------------------------
+
+    fn channel_index(&self, id: u8) -> Option<usize> {
+        self.channels.iter().position(|c| c.id == id)
+    }
+
+    fn send_ts(&self, now: Duration) -> u32 {
+        now.saturating_sub(self.epoch).as_micros() as u32
+    }
+
+    fn send_hellos(&mut self, now: Duration) {
+        for i in 0..self.channels.len() {
+            self.tx.push_back(PendingTx::Hello(i));
+        }
+        self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+    }
+
+    /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
+    pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
+        let packet = match wire::decode(&datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        if packet.conn() != self.conn {
+            self.stats.foreign += 1;
+            return;
+        }
+        match packet {
+            Packet::Hello {
+                channel, aliases, ..
+            } => {
+                if self.is_client {
+                    return;
+                }
+                let idx = self.peer_channel(now, channel, local, src);
+                self.remote_aliases = aliases;
+                self.tx.push_back(PendingTx::HelloAck(idx));
+            }
+            Packet::HelloAck {
+                channel, aliases, ..
+            } => {
+                if !self.is_client {
+                    return;
+                }
+                let Some(idx) = self.known_channel(channel, src) else {
+                    return;
+                };
+                let _ = idx;
+                self.remote_aliases = aliases;
+                if self.state == State::Handshaking {
+                    self.state = State::Connected;
+                    self.hello_due = None;
+                    self.events.push_back(Event::Connected);
+                }
+            }
+            Packet::Data {
+                channel,
+                flags,
+                seq,
+                send_ts,
+                stream,
+                stream_seq,
+                payload,
+                ..
+            } => {
+                let Some(idx) = self.data_channel(now, channel, local, src) else {
+                    return;
+                };
+                if !self.channels[idx].on_receive(now, seq, send_ts) {
+                    return;
+                }
+                self.stats.adus_received += 1;
+                let ordered = flags & FLAG_ORDERED != 0;
+                let rs = self
+                    .recv
+                    .entry(stream)
+                    .or_insert_with(|| RecvStream::new(ordered));
+                rs.on_arrival(
+                    now,
+                    Delivered {
+                        stream,
+                        stream_seq,
+                        channel,
+                        payload,
+                    },
+                    &mut self.delivered,
+                );
+                self.flush_delivered();
+            }
+            Packet::Ping {
+                channel,
+                seq,
+                send_ts,
+                ..
+            } => {
+                if let Some(idx) = self.data_channel(now, channel, local, src) {
+                    self.channels[idx].on_receive(now, seq, send_ts);
+                }
+            }
+            Packet::Ack(ack) => {
+                let Some(idx) = self.known_channel(ack.channel, src) else {
+                    return;
+                };
+                let was_alive = self.channels[idx].is_alive();
+                let mut out = std::mem::take(&mut self.resolved);
+                out.clear();
+                self.channels[idx].on_ack(now, &ack, &mut out);
+                if !was_alive && self.channels[idx].is_alive() {
+                    self.events.push_back(Event::ChannelUp {
+                        channel: ack.channel,
+                    });
+                }
+                self.on_resolved(now, ack.channel, &out);
+                self.resolved = out;
+            }
+            Packet::Close { .. } => {
+                if self.state != State::Closed {
+                    self.state = State::Closed;
+                    self.events.push_back(Event::Closed);
+                }
+            }
+        }
+    }
+
+    /// The channel a hello or data packet arrived on, creating it on the accepting side.
+    fn peer_channel(&mut self, now: Duration, id: u8, local: u16, src: SocketAddr) -> usize {
+        if let Some(idx) = self.channel_index(id) {
+            let ch = &mut self.channels[idx];
+            ch.remote = src; // follow the peer across address changes
+            ch.local = local;
+            return idx;
+        }
+        let cfg = (self.peer_channel_config)(id);
+        self.channels.push(Channel::new(id, local, src, cfg, now));
+        self.channels.len() - 1
+    }
+
+    fn data_channel(
+        &mut self,
+        now: Duration,
+        id: u8,
+        local: u16,
+        src: SocketAddr,
+    ) -> Option<usize> {
+        if self.is_client {
+            self.known_channel(id, src)
+        } else {
+            Some(self.peer_channel(now, id, local, src))
+        }
+    }
+
+    fn known_channel(&mut self, id: u8, src: SocketAddr) -> Option<usize> {
+        match self.channel_index(id) {
+            Some(idx) => {
+                self.channels[idx].remote = src;
+                Some(idx)
+            }
+            None => {
+                self.stats.unknown_channel += 1;
+                None
+            }
+        }
+    }
+
+    fn flush_delivered(&mut self) {
+        for d in self.delivered.drain(..) {
+            self.events.push_back(Event::Received {
+                stream: d.stream,
+                stream_seq: d.stream_seq,
+                channel: d.channel,
+                payload: d.payload,
+            });
+        }
+    }
+
+    fn on_resolved(&mut self, now: Duration, channel: u8, resolved: &[Resolved]) {
+        for r in resolved {
+            let Some(a) = r.adu else { continue };
+            let stream = self.send.get_mut(&a.stream);
+            let outcome = match r.rtt {
+                Some(rtt) => {
+                    let latency = now.saturating_sub(a.inserted);
+                    if let Some(s) = stream {
+                        s.on_acked(latency);
+                    }
+                    self.stats.adus_acked += 1;
+                    self.events.push_back(Event::Ack {
+                        stream: a.stream,
+                        adu: a.adu,
+                        stream_seq: a.stream_seq,
+                        channel,
+                        rtt,
+                        latency,
+                    });
+                    Outcome::Acked {
+                        latency_ms: latency.as_secs_f64() * 1e3,
+                    }
+                }
+                None => {
+                    if let Some(s) = stream {
+                        s.on_lost();
+                    }
+                    self.stats.adus_lost += 1;
+                    self.events.push_back(Event::Nack {
+                        stream: a.stream,
+                        adu: a.adu,
+                        stream_seq: a.stream_seq,
+                        channel: Some(channel),
+                        reason: NackReason::Lost,
+                    });
+                    Outcome::Lost
+                }
+            };
+            if let Some(h) = a.history {
+                if let Some(e) = h
+                    .checked_sub(self.history_base)
+                    .and_then(|i| self.history.get_mut(i as usize))
+                {
+                    e.outcome = outcome;
+                }
+            }
+        }
+    }
+
+    /// Process timers that are due.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if self.hello_due.is_some_and(|t| t <= now) && self.state == State::Handshaking {
+            self.send_hellos(now);
+        }
+        let mut out = std::mem::take(&mut self.resolved);
+        for idx in 0..self.channels.len() {
+            out.clear();
+            self.channels[idx].detect_losses(now, &mut out);
+            let id = self.channels[idx].id;
+            self.on_resolved(now, id, &out);
+            if self.channels[idx].check_liveness(now) {
+                self.events.push_back(Event::ChannelDown { channel: id });
+            }
+            if self.channels[idx].probe_due(now) && self.state != State::Closed {
+                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
+                let ts = self.send_ts(now);
+                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+            }
+        }
+        self.resolved = out;
+        let hold = ms(self.config.reorder_hold_ms);
+        for r in self.recv.values_mut() {
+            r.on_timeout(now, hold, &mut self.delivered);
+        }
+        self.flush_delivered();
+    }
+
+    /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work.
+    pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
+        let mut t = self.hello_due.filter(|_| self.state == State::Handshaking);
+        for c in &self.channels {
+            t = min_opt(t, c.next_timeout());
+        }
+        let hold = ms(self.config.reorder_hold_ms);
+        for r in self.recv.values() {
+            t = min_opt(t, r.next_timeout(hold));
+        }
+        if !self.tx.is_empty() {
+            return Some(now);
+        }
+        if self.state == State::Connected && self.send.values().any(|s| !s.queue.is_empty()) {
+            let slot_at = self
+                .channels
+                .iter()
+                .filter_map(|c| c.next_send_at(now))
+                .min();
+            let cycle_at = if self.config.cycle_ms > 0.0 {
+                slot_at.map(|s| s.max(self.next_cycle))
+            } else {
+                slot_at
+            };
+            t = min_opt(t, cycle_at);
+        }
+        t
+    }
+
+    /// Write the next datagram to send into `buf` (cleared first).
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.tx.is_empty() {
+            for idx in 0..self.channels.len() {
+                if let Some(ack) = self.channels[idx].take_ack(now, self.conn) {
+                    self.tx.push_back(PendingTx::Ack(idx, ack));
+                }
+            }
+        }
+        if self.tx.is_empty() && self.cycle_due(now) {
+            self.run_cycle(now);
+        }
+        let p = self.tx.pop_front()?;
+        buf.clear();
+        let idx = pending_channel(&p);
+        let ch = &self.channels[idx];
+        let (conn, cid) = (self.conn, ch.id);
+        match p {
+            PendingTx::Hello(_) => wire::encode(
+                &Packet::Hello {
+                    conn,
+                    channel: cid,
+                    service: self.service,
+                    aliases: self.local_aliases.clone(),
+                },
+                buf,
+            ),
+            PendingTx::HelloAck(_) => wire::encode(
+                &Packet::HelloAck {
+                    conn,
+                    channel: cid,
+                    aliases: self.local_aliases.clone(),
+                },
+                buf,
+            ),
+            PendingTx::Data {
+                seq,
+                flags,
+                send_ts,
+                stream,
+                stream_seq,
+                payload,
+                ..
+            } => {
+                wire::encode_data_header(conn, cid, flags, seq, send_ts, stream, stream_seq, buf);
+                buf.extend_from_slice(&payload);
+            }
+            PendingTx::Ack(_, ack) => wire::encode(&Packet::Ack(ack), buf),
+            PendingTx::Ping(_, seq, send_ts) => wire::encode(
+                &Packet::Ping {
+                    conn,
+                    channel: cid,
+                    seq,
+                    send_ts,
+                },
+                buf,
+            ),
+            PendingTx::Close(_) => wire::encode(&Packet::Close { conn }, buf),
+        }
+        Some(Transmit {
+            local: ch.local,
+            dst: ch.remote,
+            channel: cid,
+        })
+    }
+
+    fn cycle_due(&self, now: Duration) -> bool {
+        if self.state != State::Connected || self.send.values().all(|s| s.queue.is_empty()) {
+            return false;
+        }
+        let ready = self
+            .channels
+            .iter()
+            .filter(|c| c.next_send_at(now).is_some_and(|t| t <= now))
+            .count();
+        if ready == 0 {
+            return false;
+        }
+        if self.config.cycle_ms <= 0.0 || now >= self.next_cycle {
+            return true;
+        }
+        self.config.early_cycle_slots.is_some_and(|m| {
+            let mut slots = Vec::new();
+            let n: usize = self
+                .channels
+                .iter()
+                .map(|c| c.real_slots(now, &mut slots))
+                .sum();
+            n >= m
+        })
+    }
+
+    /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, transmit the
+    /// ADUs mapped to real slots, forget the phantom assignments.
+    fn run_cycle(&mut self, now: Duration) {
+        self.stats.cycles += 1;
+        if self.config.cycle_ms > 0.0 {
+            let period = ms(self.config.cycle_ms);
+            self.next_cycle = (self.next_cycle + period).max(now);
+        }
+        self.update_allocations(now);
+
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
+        let mut real_counts = Vec::with_capacity(self.channels.len());
+        for c in &self.channels {
+            real_counts.push(c.real_slots(now, &mut slots));
+        }
+        let n_real = slots.len();
+        if n_real == 0 {
+            self.slots = slots;
+            return;
+        }
+        let lookahead = ms(self.config.lookahead_ms);
+        for (c, &real) in self.channels.iter().zip(&real_counts) {
+            c.phantom_slots(now, lookahead, real, &mut slots);
+        }
+
+        let mut adus = std::mem::take(&mut self.adus);
+        self.collect_adus(now, slots.len(), n_real, &mut adus);
+        let streams: Vec<StreamStats> = self.send.values().map(|s| s.stats()).collect();
+        let history = self.history.make_contiguous();
+        let input = ScheduleInput {
+            slots: &slots,
+            adus: &adus,
+            history,
+            streams: &streams,
+            objectives: &self.objectives,
+        };
+        let mut assignment = std::mem::take(&mut self.assignment);
+        let cs = self
+            .scheduler
+            .schedule(&input, &mut self.rng, &mut assignment);
+        self.stats.objective_evaluations += cs.evaluations;
+
+        // Send in slot order so consecutive real slots of a channel get consecutive
+        // sequence numbers, as the slots predicted.
+        let mut chosen: Vec<(usize, usize)> = assignment
+            .iter()
+            .enumerate()
+            .filter_map(|(a, s)| s.filter(|&s| s < n_real).map(|s| (s, a)))
+            .collect();
+        chosen.sort_unstable();
+        let mut used = vec![false; n_real];
+        for (s, a) in chosen {
+            if used[s] || slots[s].max_size < adus[a].length {
+                continue; // a scheduler bug must not corrupt the session
+            }
+            used[s] = true;
+            self.transmit_adu(now, &slots[s], &adus[a]);
+        }
+        self.slots = slots;
+        self.adus = adus;
+        self.assignment = assignment;
+    }
+
+    fn transmit_adu(&mut self, now: Duration, slot: &TxSlot, view: &AduView) {
+        let Some(idx) = self.channel_index(slot.channel as u8) else {
+            return;
+        };
+        let Some(stream) = self.send.get_mut(&view.stream_id) else {
+            return;
+        };
+        let Some(q) = stream.take(view.id) else {
+            return;
+        };
+        stream.credit -= q.payload.len() as f64;
+        let flags = if stream.config.ordered {
+            FLAG_ORDERED
+        } else {
+            0
+        };
+        let history = if self.objectives.is_empty() {
+            None
+        } else {
+            let h = self.history_base + self.history.len() as u64;
+            let mut s = slot.clone();
+            s.sequence = self.channels[idx].next_seq_peek();
+            self.history.push_back(HistoryEntry {
+                adu: view.clone(),
+                slot: s,
+                outcome: Outcome::Pending,
+            });
+            while self.history.len() > self.config.history_len {
+                self.history.pop_front();
+                self.history_base += 1;
+            }
+            Some(h)
+        };
+        let size = (wire::DATA_HEADER_LEN + q.payload.len()) as u32;
+        let seq = self.channels[idx].on_send(
+            now,
+            size,
+            Some(SentAdu {
+                adu: q.id,
+                stream: view.stream_id,
+                stream_seq: q.seq,
+                inserted: q.inserted,
+                history,
+            }),
+        );
+        self.stats.adus_sent += 1;
+        self.tx.push_back(PendingTx::Data {
+            channel: idx,
+            seq,
+            flags,
+            send_ts: self.send_ts(now),
+            stream: view.stream_id,
+            stream_seq: q.seq,
+            payload: q.payload,
+        });
+    }
+
+    /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
+    /// stream's credit, and tell streams whose allocation moved by more than 10%.
+    fn update_allocations(&mut self, now: Duration) {
+        let total: f64 = self.channels.iter().map(|c| c.rate()).sum();
+        let demands: Vec<_> = self.send.values().map(|s| s.config.demand()).collect();
+        let alloc = allocate(total, &demands);
+        let dt = now.saturating_sub(self.last_refill);
+        self.last_refill = now;
+        let mtu = f64::from(self.max_adu());
+        for (s, a) in self.send.values_mut().zip(alloc) {
+            s.allocation = a;
+            s.refill(dt, mtu);
+            let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
+            if moved {
+                s.announced = a;
+                self.events.push_back(Event::Throttle {
+                    stream: s.id,
+                    rate: a,
+                });
+            }
+        }
+    }
+
+    /// Pick up to `want` ADUs from the stream queues in FIFO order per stream: first
+    /// round-robin among streams with credit (those owed bandwidth, most owed first —
+    /// the thesis's starved-stream priority), then, so real slots are not wasted,
+    /// from any stream.
+    fn collect_adus(&mut self, now: Duration, want: usize, n_real: usize, out: &mut Vec<AduView>) {
+        out.clear();
+        let mut order: Vec<&SendStream> =
+            self.send.values().filter(|s| !s.queue.is_empty()).collect();
+        order.sort_by(|a, b| b.credit.total_cmp(&a.credit).then(a.id.cmp(&b.id)));
+        let mut taken = vec![0usize; order.len()];
+        let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
+        for pass in 0..2 {
+            let limit = if pass == 0 {
+                want
+            } else {
+                n_real.max(out.len())
+            };
+            loop {
+                let mut progressed = false;
+                for (k, s) in order.iter().enumerate() {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let Some(q) = s.queue.get(taken[k]) else {
+                        continue;
+                    };
+                    if pass == 0 && credit[k] <= 0.0 {
+                        continue;
+                    }
+                    credit[k] -= q.payload.len() as f64;
+                    taken[k] += 1;
+                    progressed = true;
+                    out.push(AduView {
+                        id: q.id,
+                        stream_id: s.id,
+                        stream_seq: q.seq,
+                        length: q.payload.len() as u32,
+                        queue_delay_ms: now.saturating_sub(q.inserted).as_millis() as i64,
+                        fields: q.fields.clone(),
+                    });
+                }
+                if !progressed || out.len() >= limit {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn pending_channel(p: &PendingTx) -> usize {
+    match p {
+        PendingTx::Hello(i)
+        | PendingTx::HelloAck(i)
+        | PendingTx::Ack(i, _)
+        | PendingTx::Ping(i, _, _)
+        | PendingTx::Close(i) => *i,
+        PendingTx::Data { channel, .. } => *channel,
+    }
+}
+
+/// After removing channel index `removed`, later indices move down by one.
+fn shift_channel_index(p: &mut PendingTx, removed: usize) {
+    let i = match p {
+        PendingTx::Hello(i)
+        | PendingTx::HelloAck(i)
+        | PendingTx::Ack(i, _)
+        | PendingTx::Ping(i, _, _)
+        | PendingTx::Close(i) => i,
+        PendingTx::Data { channel, .. } => channel,
+    };
+    if *i > removed {
+        *i -= 1;
+    }
+}
