@@ -6,6 +6,31 @@
 //! [`Duration`] since the start of the run, so the same model runs unchanged under a
 //! virtual clock and a wall clock. All randomness comes from a seeded RNG owned by the
 //! link, so a link built from the same spec and seed behaves identically.
+//!
+//! Links are described by a [`LinkSpec`] (serde, TOML-friendly) and built with
+//! [`LinkSpec::build`]. A built link is a pipeline:
+//!
+//! 1. a **bottleneck**: a FIFO served at a rate (unlimited, constant, or a Mahimahi
+//!    [`Trace`]) behind an optional drop-tail byte buffer ([`Verdict::QueueFull`]);
+//! 2. a **loss process** (none, Bernoulli, Gilbert-Elliott, or the thesis's burst-loss
+//!    Markov chain) applied to packets as they leave the bottleneck, so lost packets still
+//!    used capacity;
+//! 3. a **delay process** (constant or Gaussian clipped at 0) added to the survivors,
+//!    which are delivered in delivery-time order, ties in arrival order.
+//!
+//! See `docs/links.md` for the models, the TOML format and how they are tested.
+
+mod bottleneck;
+mod delay;
+mod error;
+mod link;
+mod loss;
+mod spec;
+mod trace;
+
+pub use error::{LinkError, TraceError};
+pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+pub use trace::{Trace, OPPORTUNITY_BYTES};
 
 use std::time::Duration;
 
@@ -21,17 +46,25 @@ pub enum Verdict {
 /// A packet leaving the link at `at`. `id` is the caller's handle for the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {
+    /// The id given to [`Link::enqueue`].
     pub id: u64,
+    /// When the packet comes out of the link.
     pub at: Duration,
 }
 
 /// Counters every link keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkStats {
+    /// Packets given to [`Link::enqueue`].
     pub offered: u64,
+    /// Packets refused with [`Verdict::QueueFull`].
     pub queue_drops: u64,
+    /// Packets dropped by the loss process (counted once the link is polled at or after
+    /// the time they left the bottleneck).
     pub lost: u64,
+    /// Packets handed out by [`Link::deliver`].
     pub delivered: u64,
+    /// Their total size in bytes.
     pub bytes_delivered: u64,
 }
 
