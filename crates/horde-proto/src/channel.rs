@@ -231,17 +231,22 @@ impl Channel {
     }
 
     /// Declare loss of an outstanding packet this long after sending it when a later
-    /// packet was already acked (tolerates per-packet delay variation, i.e. reordering).
+    /// packet was already acked. Tolerates per-packet delay variation (reordering) and
+    /// queueing behind earlier packets: QUIC's 9/8 of the larger of smoothed and latest
+    /// RTT, or four mean deviations above the smoothed RTT, whichever is larger.
     fn reorder_threshold(&self) -> Duration {
         match self.rtt.srtt_ms() {
-            Some(s) => ms(s + (4.0 * self.rtt.rttvar_ms()).max(2.0)),
+            Some(s) => {
+                let base = s.max(self.rtt.latest_ms());
+                ms((base * 9.0 / 8.0).max(s + 4.0 * self.rtt.rttvar_ms()) + 2.0)
+            }
             None => ms(2.0 * self.config.initial_rtt_ms),
         }
     }
 
     /// Declare loss this long after sending when nothing later was acked either.
     fn timeout(&self) -> Duration {
-        self.reorder_threshold() + MAX_ACK_DELAY + Duration::from_millis(10)
+        self.reorder_threshold() * 5 / 4 + MAX_ACK_DELAY + Duration::from_millis(10)
     }
 
     /// Append the real slots available now.
@@ -450,7 +455,7 @@ impl Channel {
             _ => None,
         });
         if let Some(sent) = oldest {
-            let overtaken = self.largest_acked.is_some_and(|l| l >= self.base_seq);
+            let overtaken = self.largest_acked.is_some_and(|l| l > self.base_seq);
             let loss_at = sent
                 + if overtaken {
                     self.reorder_threshold()

@@ -94,6 +94,8 @@ pub struct Transmit {
 pub struct AduHandle {
     pub stream: u32,
     pub id: u64,
+    /// The ADU's `stream_seq`, as the receiver will see it.
+    pub seq: u64,
 }
 
 /// One latency mode (thesis §3.2.5): one per live channel with RTT samples.
@@ -399,7 +401,7 @@ impl Session {
                 reason: NackReason::QueueOverflow,
             });
         }
-        Ok(AduHandle { stream, id })
+        Ok(AduHandle { stream, id, seq })
     }
 
     /// Change a header field of a queued ADU. Returns `false` if it already left.

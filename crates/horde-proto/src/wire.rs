@@ -119,6 +119,17 @@ impl Packet {
     }
 }
 
+/// The connection id of a datagram without decoding the rest, for routing.
+pub fn peek_conn(datagram: &[u8]) -> Option<u64> {
+    let b = datagram.get(1..9)?;
+    (datagram[0] >> 4 == VERSION).then(|| u64::from_be_bytes(b.try_into().unwrap()))
+}
+
+/// Whether a datagram is a session-opening hello (so an endpoint may accept it).
+pub fn is_hello(datagram: &[u8]) -> bool {
+    datagram.first() == Some(&header(T_HELLO))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum WireError {
     #[error("datagram truncated")]

@@ -1,0 +1,586 @@
+//! The discrete-event driver: hosts running `horde-proto` sessions, a link model per
+//! channel per direction, workloads feeding streams, and a metrics collector watching
+//! it all, on a nanosecond virtual clock.
+//!
+//! Every step advances the clock to the earliest of: a packet leaving a link, a session
+//! timer, a workload's next frame, or the end. Everything is kept in ordered containers
+//! and every random draw comes from seeds derived from the run's seed, so the same
+//! [`Topology`] and seed give the same run, bit for bit.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_links::{Delivery, Link, LinkSpec};
+use horde_policy::{Objective, Scheduler};
+use horde_proto::wire::{self, Packet};
+use horde_proto::{
+    ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig,
+};
+use thiserror::Error;
+
+use crate::metrics::{ChannelId, Metrics, Report};
+use crate::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
+
+/// One channel between two hosts: settings of its endpoints and a link per direction.
+#[derive(Debug, Clone)]
+pub struct ChannelSetup {
+    pub name: String,
+    /// Host indices: `a` opens the session (client), `b` accepts it.
+    pub a: usize,
+    pub b: usize,
+    pub config: ChannelConfig,
+    /// Link from `a` to `b`.
+    pub up: LinkSpec,
+    /// Link from `b` to `a`.
+    pub down: LinkSpec,
+}
+
+/// One stream: who sends it, how it is configured, what feeds it, what it wants.
+#[derive(Debug, Clone)]
+pub struct StreamSetup {
+    pub id: u32,
+    pub from: usize,
+    pub to: usize,
+    pub config: StreamConfig,
+    pub workload: WorkloadSpec,
+    pub objectives: Vec<Arc<dyn Objective>>,
+}
+
+/// Builds a scheduler for each session.
+pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
+
+/// A fully resolved simulation: what a scenario file becomes after validation.
+#[derive(Clone)]
+pub struct Topology {
+    pub hosts: Vec<String>,
+    pub channels: Vec<ChannelSetup>,
+    pub streams: Vec<StreamSetup>,
+    pub session: SessionConfig,
+    pub scheduler: SchedulerFactory,
+    pub seed: u64,
+    pub duration: Duration,
+    /// Where relative paths (traces) are resolved.
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error("channel {channel}: {source}")]
+    Link {
+        channel: String,
+        #[source]
+        source: horde_links::LinkError,
+    },
+    #[error("stream {stream}: {message}")]
+    Stream { stream: u32, message: String },
+    #[error("stream {stream}: no channel between its hosts")]
+    NoPath { stream: u32 },
+    #[error("session: {0}")]
+    Session(#[from] horde_proto::SessionError),
+}
+
+/// A datagram inside a link.
+struct InFlight {
+    to_host: usize,
+    to_iface: u16,
+    from: SocketAddr,
+    bytes: Bytes,
+}
+
+/// A session between two hosts and the channels it uses.
+struct Pair {
+    client: usize,
+    server: usize,
+    conn: u64,
+    /// Global channel indices, in the session's channel-id order.
+    channels: Vec<usize>,
+    client_session: Session,
+    server_session: Option<Session>,
+}
+
+struct StreamRun {
+    setup: StreamSetup,
+    pair: usize,
+    /// Whether the stream flows client -> server in its pair.
+    forward: bool,
+    workload: Box<dyn Workload>,
+}
+
+/// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde.
+const BULK_LOW_WATER: usize = 16;
+
+pub struct Simulation {
+    now: Duration,
+    end: Duration,
+    topo: Topology,
+    pairs: Vec<Pair>,
+    /// Per global channel: (up link, down link) and the metrics id.
+    links: Vec<[Box<dyn Link>; 2]>,
+    metric_channels: Vec<ChannelId>,
+    in_flight: BTreeMap<u64, InFlight>,
+    next_packet: u64,
+    streams: Vec<StreamRun>,
+    /// (pair, stream, stream_seq) -> metrics ADU id.
+    adu_ids: BTreeMap<(u32, u64), u64>,
+    next_adu: u64,
+    metrics: Metrics,
+    scratch: Vec<u8>,
+    deliveries: Vec<Delivery>,
+    adu_specs: Vec<AduSpec>,
+}
+
+/// An address label for host `h`, interface `i`. Never used for real traffic.
+fn label(host: usize, iface: u16) -> SocketAddr {
+    SocketAddr::from((
+        Ipv4Addr::new(127, 10 + host as u8, (iface >> 8) as u8, iface as u8),
+        5000,
+    ))
+}
+
+/// A seed for component `k` of kind `kind`, derived from the run's seed.
+fn derive_seed(seed: u64, kind: u64, k: u64) -> u64 {
+    stream_seed(seed ^ kind.wrapping_mul(0xA24B_AED4_963E_E407), k as u32)
+}
+
+impl Simulation {
+    pub fn new(topo: Topology) -> Result<Self, SimError> {
+        let mut metrics = Metrics::new();
+        let mut links = Vec::new();
+        let mut metric_channels = Vec::new();
+        for (i, c) in topo.channels.iter().enumerate() {
+            let build = |spec: &LinkSpec, dir: u64| {
+                spec.build(derive_seed(topo.seed, 1 + dir, i as u64), &topo.base_dir)
+                    .map_err(|source| SimError::Link {
+                        channel: c.name.clone(),
+                        source,
+                    })
+            };
+            links.push([build(&c.up, 0)?, build(&c.down, 1)?]);
+            metric_channels.push(metrics.add_channel(&c.name));
+        }
+
+        // One session per pair of hosts that share channels; the `a` side of the pair's
+        // first channel opens it.
+        let mut groups: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+        for (i, c) in topo.channels.iter().enumerate() {
+            let same = |&&mut (x, y, _): &&mut (usize, usize, Vec<usize>)| {
+                (x == c.a && y == c.b) || (x == c.b && y == c.a)
+            };
+            match groups.iter_mut().find(same) {
+                Some(g) => g.2.push(i),
+                None => groups.push((c.a, c.b, vec![i])),
+            }
+        }
+        let mut pairs = Vec::new();
+        for (k, (client, server, channels)) in groups.into_iter().enumerate() {
+            let conn = derive_seed(topo.seed, 10, k as u64) | 1;
+            let specs = channels
+                .iter()
+                .enumerate()
+                .map(|(iface, &g)| ChannelSpec {
+                    local: iface as u16,
+                    remote: label(server, iface as u16),
+                    config: topo.channels[g].config.clone(),
+                })
+                .collect();
+            let aliases = (0..channels.len() as u16)
+                .map(|i| label(client, i))
+                .collect();
+            let config = SessionConfig {
+                seed: derive_seed(topo.seed, 11, k as u64),
+                ..topo.session.clone()
+            };
+            let mut client_session =
+                Session::connect(config, conn, 0, specs, aliases, Duration::ZERO)?;
+            client_session.set_scheduler((topo.scheduler)());
+            pairs.push(Pair {
+                client,
+                server,
+                conn,
+                channels,
+                client_session,
+                server_session: None,
+            });
+        }
+
+        let mut streams = Vec::new();
+        for s in &topo.streams {
+            let pair = pairs
+                .iter()
+                .position(|p| {
+                    (p.client == s.from && p.server == s.to)
+                        || (p.client == s.to && p.server == s.from)
+                })
+                .ok_or(SimError::NoPath { stream: s.id })?;
+            let forward = pairs[pair].client == s.from;
+            let max_adu = pairs[pair]
+                .channels
+                .iter()
+                .map(|&g| {
+                    topo.channels[g]
+                        .config
+                        .mtu
+                        .saturating_sub(wire::DATA_HEADER_LEN as u32)
+                })
+                .max()
+                .unwrap_or(0);
+            let workload = s
+                .workload
+                .build(stream_seed(topo.seed, s.id), max_adu)
+                .map_err(|e| SimError::Stream {
+                    stream: s.id,
+                    message: e.to_string(),
+                })?;
+            metrics.add_stream(s.id);
+            if forward {
+                pairs[pair]
+                    .client_session
+                    .open_stream(s.id, s.config.clone())?;
+                for o in &s.objectives {
+                    pairs[pair].client_session.inject_objective(o.clone());
+                }
+            }
+            streams.push(StreamRun {
+                setup: s.clone(),
+                pair,
+                forward,
+                workload,
+            });
+        }
+
+        Ok(Self {
+            now: Duration::ZERO,
+            end: topo.duration,
+            topo,
+            pairs,
+            links,
+            metric_channels,
+            in_flight: BTreeMap::new(),
+            next_packet: 0,
+            streams,
+            adu_ids: BTreeMap::new(),
+            next_adu: 0,
+            metrics,
+            scratch: Vec::with_capacity(2048),
+            deliveries: Vec::new(),
+            adu_specs: Vec::new(),
+        })
+    }
+
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    pub fn duration(&self) -> Duration {
+        self.end
+    }
+
+    /// Run to the end, calling `progress` with the virtual time about once per
+    /// simulated second.
+    pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {
+        let mut next_tick = Duration::ZERO;
+        self.step_sessions();
+        while let Some(t) = self.next_event() {
+            if t > self.end {
+                break;
+            }
+            self.now = t;
+            if t >= next_tick {
+                progress(t);
+                next_tick = t + Duration::from_secs(1);
+            }
+            self.deliver_links();
+            self.feed_workloads();
+            for p in &mut self.pairs {
+                p.client_session.handle_timeout(t);
+                if let Some(s) = p.server_session.as_mut() {
+                    s.handle_timeout(t);
+                }
+            }
+            self.step_sessions();
+        }
+        self.now = self.end;
+        progress(self.end);
+        for (i, l) in self.links.iter().enumerate() {
+            let (up, down) = (l[0].stats(), l[1].stats());
+            self.metrics
+                .link_stats(self.metric_channels[i], sum_link_stats(up, down));
+        }
+        self.metrics.report(self.end)
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        let mut t: Option<Duration> = None;
+        let mut consider = |x: Option<Duration>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for l in &self.links {
+            consider(l[0].next_delivery());
+            consider(l[1].next_delivery());
+        }
+        for p in &self.pairs {
+            consider(p.client_session.poll_timeout(self.now));
+            consider(
+                p.server_session
+                    .as_ref()
+                    .and_then(|s| s.poll_timeout(self.now)),
+            );
+        }
+        for s in &self.streams {
+            consider(s.workload.next_at());
+        }
+        // Never step backwards; a timer already due runs now.
+        t.map(|t| t.max(self.now))
+    }
+
+    fn deliver_links(&mut self) {
+        for g in 0..self.links.len() {
+            for dir in 0..2 {
+                self.deliveries.clear();
+                self.links[g][dir].deliver(self.now, &mut self.deliveries);
+                for d in std::mem::take(&mut self.deliveries) {
+                    if let Some(pkt) = self.in_flight.remove(&d.id) {
+                        self.receive(pkt);
+                    }
+                }
+            }
+        }
+    }
+
+    fn receive(&mut self, pkt: InFlight) {
+        let now = self.now;
+        let Some(pi) = self
+            .pairs
+            .iter()
+            .position(|p| p.client == pkt.to_host || p.server == pkt.to_host)
+        else {
+            return;
+        };
+        let Some(conn) = wire::peek_conn(&pkt.bytes) else {
+            return;
+        };
+        let pi = self
+            .pairs
+            .iter()
+            .position(|p| p.conn == conn && (p.client == pkt.to_host || p.server == pkt.to_host))
+            .unwrap_or(pi);
+        let p = &mut self.pairs[pi];
+        if p.client == pkt.to_host {
+            p.client_session
+                .handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
+        } else if let Some(s) = p.server_session.as_mut() {
+            s.handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
+        } else if wire::is_hello(&pkt.bytes) {
+            let configs: Vec<ChannelConfig> = p
+                .channels
+                .iter()
+                .map(|&g| self.topo.channels[g].config.clone())
+                .collect();
+            let aliases = (0..p.channels.len() as u16)
+                .map(|i| label(p.server, i))
+                .collect();
+            let config = SessionConfig {
+                seed: derive_seed(self.topo.seed, 12, pi as u64),
+                ..self.topo.session.clone()
+            };
+            if let Ok(mut s) = Session::accept(
+                config,
+                now,
+                pkt.to_iface,
+                pkt.from,
+                pkt.bytes,
+                aliases,
+                Arc::new(move |id| configs.get(id as usize).cloned().unwrap_or_default()),
+            ) {
+                s.set_scheduler((self.topo.scheduler)());
+                for st in self
+                    .streams
+                    .iter()
+                    .filter(|st| st.pair == pi && !st.forward)
+                {
+                    let _ = s.open_stream(st.setup.id, st.setup.config.clone());
+                    for o in &st.setup.objectives {
+                        s.inject_objective(o.clone());
+                    }
+                }
+                p.server_session = Some(s);
+            }
+        }
+    }
+
+    fn feed_workloads(&mut self) {
+        let now = self.now;
+        for k in 0..self.streams.len() {
+            let st = &mut self.streams[k];
+            let p = &mut self.pairs[st.pair];
+            let Some(session) = (if st.forward {
+                Some(&mut p.client_session)
+            } else {
+                p.server_session.as_mut()
+            }) else {
+                continue;
+            };
+            self.adu_specs.clear();
+            if st.workload.is_bulk() {
+                if session.is_connected() && session.queued(st.setup.id) < BULK_LOW_WATER {
+                    st.workload.emit(now, &mut self.adu_specs);
+                }
+            } else if st.workload.next_at().is_some_and(|t| t <= now) {
+                st.workload.emit(now, &mut self.adu_specs);
+            }
+            for spec in self.adu_specs.drain(..) {
+                let payload = Bytes::from(vec![0u8; spec.size as usize]);
+                match session.send_adu(now, st.setup.id, payload, spec.fields) {
+                    Ok(h) => {
+                        let id = self.next_adu;
+                        self.next_adu += 1;
+                        self.adu_ids.insert((h.stream, h.seq), id);
+                        self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
+                    }
+                    Err(e) => tracing::warn!(stream = st.setup.id, error = %e, "ADU rejected"),
+                }
+            }
+        }
+    }
+
+    /// Drain every session's transmits into the links and its events into the metrics.
+    fn step_sessions(&mut self) {
+        let now = self.now;
+        for pi in 0..self.pairs.len() {
+            for side in 0..2 {
+                loop {
+                    let p = &mut self.pairs[pi];
+                    let (session, host) = if side == 0 {
+                        (&mut p.client_session, p.client)
+                    } else {
+                        match p.server_session.as_mut() {
+                            Some(s) => (s, p.server),
+                            None => break,
+                        }
+                    };
+                    let Some(t) = session.poll_transmit(now, &mut self.scratch) else {
+                        break;
+                    };
+                    let g = p.channels[t.channel as usize];
+                    let to_host = if side == 0 { p.server } else { p.client };
+                    self.account_sent(g, &t);
+                    let id = self.next_packet;
+                    self.next_packet += 1;
+                    let bytes = Bytes::copy_from_slice(&self.scratch);
+                    let dir = if host == self.topo.channels[g].a {
+                        0
+                    } else {
+                        1
+                    };
+                    if self.links[g][dir].enqueue(now, id, bytes.len() as u32)
+                        == horde_links::Verdict::Queued
+                    {
+                        self.in_flight.insert(
+                            id,
+                            InFlight {
+                                to_host,
+                                to_iface: t.channel as u16,
+                                from: label(host, t.local),
+                                bytes,
+                            },
+                        );
+                    }
+                }
+                let p = &mut self.pairs[pi];
+                let session = if side == 0 {
+                    Some(&mut p.client_session)
+                } else {
+                    p.server_session.as_mut()
+                };
+                if let Some(s) = session {
+                    while let Some(e) = s.poll_event() {
+                        record_event(
+                            &mut self.metrics,
+                            &self.adu_ids,
+                            &p.channels,
+                            &self.metric_channels,
+                            now,
+                            e,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn account_sent(&mut self, g: usize, _t: &horde_proto::Transmit) {
+        let ch = self.metric_channels[g];
+        match wire::decode(&Bytes::copy_from_slice(&self.scratch)) {
+            Ok(Packet::Data {
+                stream,
+                stream_seq,
+                seq,
+                ..
+            }) => {
+                if let Some(&id) = self.adu_ids.get(&(stream, stream_seq)) {
+                    self.metrics.adu_sent(id, ch, seq, self.now);
+                }
+            }
+            _ => self.metrics.control_sent(ch, self.scratch.len() as u32),
+        }
+    }
+}
+
+fn record_event(
+    metrics: &mut Metrics,
+    ids: &BTreeMap<(u32, u64), u64>,
+    pair_channels: &[usize],
+    metric_channels: &[ChannelId],
+    now: Duration,
+    e: Event,
+) {
+    let _ = (pair_channels, metric_channels);
+    match e {
+        Event::Ack {
+            stream, stream_seq, ..
+        } => {
+            if let Some(&id) = ids.get(&(stream, stream_seq)) {
+                metrics.adu_acked(id, now);
+            }
+        }
+        Event::Nack {
+            stream,
+            stream_seq,
+            reason,
+            ..
+        } => {
+            if let Some(&id) = ids.get(&(stream, stream_seq)) {
+                match reason {
+                    NackReason::Lost => metrics.adu_nacked(id, now),
+                    NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
+                        metrics.adu_dropped(id, now)
+                    }
+                }
+            }
+        }
+        Event::Received {
+            stream, stream_seq, ..
+        } => {
+            if let Some(&id) = ids.get(&(stream, stream_seq)) {
+                metrics.adu_delivered(id, now);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn sum_link_stats(a: horde_links::LinkStats, b: horde_links::LinkStats) -> horde_links::LinkStats {
+    horde_links::LinkStats {
+        offered: a.offered + b.offered,
+        queue_drops: a.queue_drops + b.queue_drops,
+        lost: a.lost + b.lost,
+        delivered: a.delivered + b.delivered,
+        bytes_delivered: a.bytes_delivered + b.bytes_delivered,
+    }
+}
