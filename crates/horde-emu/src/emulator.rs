@@ -9,6 +9,7 @@ use std::time::Duration;
 use horde_links::Link;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::config::EmulatorConfig;
 use crate::error::EmuError;
 use crate::receiver::{Receiver, Waker};
 use crate::schedule::{LinkState, ScheduleStep};
@@ -34,11 +35,16 @@ pub struct ChannelSetup {
     pub schedule: Vec<ScheduleStep>,
 }
 
-/// Entry point; see [`Emulator::start`](crate::Emulator::start) for configs and
-/// [`Emulator::start_with`] for links built by the caller.
+/// Entry point: [`Emulator::start`] for a configuration, [`Emulator::start_with`] for
+/// links built by the caller.
 pub struct Emulator;
 
 impl Emulator {
+    /// Build the configured links and start relaying.
+    pub fn start(config: &EmulatorConfig) -> Result<EmulatorHandle, EmuError> {
+        Self::start_with(config.build_channels()?, config.timer.options())
+    }
+
     /// Start relaying for channels whose links the caller built.
     pub fn start_with(
         channels: Vec<ChannelSetup>,

@@ -10,21 +10,30 @@
 //! See `docs/emulator.md` for the architecture, the configuration format and measured
 //! release-time error.
 
+mod config;
 mod emulator;
 mod error;
 mod histogram;
 mod ideal;
 mod receiver;
+mod run;
 mod schedule;
 mod shared;
 mod slab;
 mod stats;
 mod timer;
 
+pub use config::{
+    link_seed, ChannelConfig, ChannelState, EmulatorConfig, ScheduleEntry, TimerConfig,
+};
 pub use emulator::{ChannelSetup, Emulator, EmulatorHandle};
 pub use error::EmuError;
 pub use histogram::Histogram;
 pub use ideal::IdealLink;
+pub use run::{run_until, run_until_with};
 pub use schedule::ScheduleStep;
 pub use stats::{ChannelStats, Direction, DirectionStats, Stats};
 pub use timer::{TimerOptions, DEFAULT_SPIN_US};
+
+/// Link specifications, re-exported for building configurations in code.
+pub use horde_links::LinkSpec;

@@ -47,7 +47,16 @@ impl DirState {
         }
     }
 
-    fn snapshot(&self) -> DirectionStats {
+    fn snapshot(&mut self, now: Duration, scratch: &mut Vec<Delivery>) -> DirectionStats {
+        if self.link.next_delivery().is_none() {
+            // Nothing can come out, but polling lets the model count losses that are due.
+            scratch.clear();
+            self.link.deliver(now, scratch);
+            for d in scratch.drain(..) {
+                self.slab.take(d.id);
+                self.stats.dropped_other += 1;
+            }
+        }
         let mut s = self.stats.clone();
         s.dropped_loss = self.link.stats().lost;
         s.in_flight = self.slab.len() as u64;
@@ -234,14 +243,15 @@ impl Core {
     }
 
     pub fn snapshot(&mut self, now: Duration) -> Vec<ChannelStats> {
+        let scratch = &mut self.scratch;
         self.channels
             .iter_mut()
             .map(|c| ChannelStats {
                 name: c.name.clone(),
                 client_addr: c.client_facing,
                 link_down: c.state.is_down(now),
-                up: c.dirs[0].snapshot(),
-                down: c.dirs[1].snapshot(),
+                up: c.dirs[0].snapshot(now, scratch),
+                down: c.dirs[1].snapshot(now, scratch),
             })
             .collect()
     }

@@ -29,6 +29,9 @@ pub struct TimerOptions {
     pub spin: Duration,
     /// Payloads older than this are assumed lost by the link model and reclaimed.
     pub max_packet_age: Duration,
+    /// Run the release thread under `SCHED_FIFO` at this priority (1..=99) when the
+    /// process may (root or `CAP_SYS_NICE`); otherwise it stays a normal thread.
+    pub realtime_priority: Option<i32>,
 }
 
 impl Default for TimerOptions {
@@ -36,6 +39,7 @@ impl Default for TimerOptions {
         Self {
             spin: Duration::from_micros(DEFAULT_SPIN_US),
             max_packet_age: Duration::from_secs(30),
+            realtime_priority: None,
         }
     }
 }
@@ -57,8 +61,25 @@ fn tighten_timer_slack() {
     }
 }
 
+/// Move this thread to `SCHED_FIFO`; failure (no privilege) leaves it as it was.
+fn go_realtime(priority: i32) {
+    let param = libc::sched_param {
+        sched_priority: priority.clamp(1, 99),
+    };
+    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        tracing::info!(
+            "release thread stays SCHED_OTHER: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 pub(crate) fn run(shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>, opts: TimerOptions) {
     tighten_timer_slack();
+    if let Some(priority) = opts.realtime_priority {
+        go_realtime(priority);
+    }
     let clock = shared.clock;
     let mut out: Vec<Outgoing> = Vec::new();
     let mut sent: Vec<Sent> = Vec::new();

@@ -51,7 +51,7 @@ fn constant_delay_is_applied_within_a_millisecond() {
         vec![channel(
             "d",
             server.local_addr().unwrap(),
-            Box::new(DelayLink::new(delay)),
+            link(r#"delay = { model = "constant", ms = 20 }"#, 1),
             ideal(),
         )],
         TimerOptions::default(),
@@ -166,7 +166,7 @@ fn shutdown_joins_threads_and_releases_sockets() {
         vec![channel(
             "x",
             server.local_addr().unwrap(),
-            Box::new(DelayLink::new(Duration::from_secs(5))),
+            link(r#"delay = { model = "constant", ms = 5000 }"#, 1),
             ideal(),
         )],
         TimerOptions::default(),

@@ -2,56 +2,17 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::time::Duration;
 
 use horde_emu::{ChannelSetup, IdealLink};
-use horde_links::{Delivery, Link, LinkStats, Verdict};
+use horde_links::{Link, LinkSpec};
 
-/// Delivers every packet exactly `delay` after it was offered.
-pub struct DelayLink {
-    delay: Duration,
-    queue: VecDeque<(u64, Duration, u32)>,
-    stats: LinkStats,
-}
-
-impl DelayLink {
-    pub fn new(delay: Duration) -> Self {
-        Self {
-            delay,
-            queue: VecDeque::new(),
-            stats: LinkStats::default(),
-        }
-    }
-}
-
-impl Link for DelayLink {
-    fn enqueue(&mut self, now: Duration, id: u64, size: u32) -> Verdict {
-        self.stats.offered += 1;
-        self.queue.push_back((id, now + self.delay, size));
-        Verdict::Queued
-    }
-
-    fn next_delivery(&self) -> Option<Duration> {
-        self.queue.front().map(|q| q.1)
-    }
-
-    fn deliver(&mut self, now: Duration, out: &mut Vec<Delivery>) {
-        while let Some(&(id, at, size)) = self.queue.front() {
-            if at > now {
-                break;
-            }
-            self.queue.pop_front();
-            self.stats.delivered += 1;
-            self.stats.bytes_delivered += u64::from(size);
-            out.push(Delivery { id, at });
-        }
-    }
-
-    fn stats(&self) -> LinkStats {
-        self.stats
-    }
+/// A link built from TOML `LinkSpec` text, e.g. `delay = { model = "constant", ms = 20 }`.
+pub fn link(spec: &str, seed: u64) -> Box<dyn Link> {
+    let spec: LinkSpec = toml::from_str(spec).unwrap();
+    spec.build(seed, Path::new(".")).unwrap()
 }
 
 /// A UDP socket on loopback with a read timeout.
