@@ -75,7 +75,7 @@ impl Bottleneck {
                 self.waiting.pop_front();
                 self.waiting_bytes -= u64::from(bytes);
             }
-            if self.waiting_bytes + u64::from(size) > limit {
+            if self.waiting_bytes.saturating_add(u64::from(size)) > limit {
                 return None;
             }
         }

@@ -11,17 +11,25 @@ pub enum TraceError {
     /// A line is malformed, or the trace as a whole cannot repeat. Shown as `file:line: message`.
     #[error("{file}:{line}: {message}")]
     Parse {
+        /// The trace's name or path.
         file: String,
+        /// 1-based line number.
         line: usize,
+        /// What is wrong.
         message: String,
     },
     /// The trace has no timestamps at all.
     #[error("{file}: empty trace: expected one millisecond timestamp per line")]
-    Empty { file: String },
+    Empty {
+        /// The trace's name or path.
+        file: String,
+    },
     /// The trace file could not be read.
     #[error("{file}: {source}")]
     Io {
+        /// The trace's path.
         file: String,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },

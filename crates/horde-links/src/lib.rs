@@ -20,6 +20,8 @@
 //!
 //! See `docs/links.md` for the models, the TOML format and how they are tested.
 
+#![warn(missing_docs)]
+
 mod bottleneck;
 mod delay;
 mod error;

@@ -309,7 +309,7 @@ mod tests {
             let pattern = run(
                 &mut LossProcess::BurstMarkov(BurstMarkov::new(q, max)),
                 seed,
-                400_000,
+                250_000,
             );
             let got = loss_rate(&pattern);
             assert!(

@@ -26,13 +26,16 @@ use crate::Link;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
+    /// Bottleneck service rate; `None` is unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<RateSpec>,
-    /// Drop-tail limit on bytes waiting for the bottleneck.
+    /// Drop-tail limit on bytes waiting for the bottleneck; `None` is unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_bytes: Option<u64>,
+    /// Loss process applied as packets leave the bottleneck; `None` loses nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<LossSpec>,
+    /// Delay added to surviving packets; `None` adds nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<DelaySpec>,
 }
@@ -44,10 +47,16 @@ pub enum RateSpec {
     /// `{ model = "unlimited" }`: no bottleneck (same as leaving `rate` out).
     Unlimited {},
     /// `{ model = "constant", kbps = 120 }`: serialization at `kbps` kbit/s (1 kbit = 1000 bits).
-    Constant { kbps: f64 },
+    Constant {
+        /// Rate in kbit/s; positive.
+        kbps: f64,
+    },
     /// `{ model = "trace", path = "traces/lte.up" }`: a Mahimahi trace, relative to the
     /// directory given to [`LinkSpec::build`].
-    Trace { path: PathBuf },
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+    },
 }
 
 /// The delay added to each packet after the bottleneck.
@@ -55,10 +64,18 @@ pub enum RateSpec {
 #[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
 pub enum DelaySpec {
     /// `{ model = "constant", ms = 20 }`.
-    Constant { ms: f64 },
+    Constant {
+        /// Delay in ms; non-negative.
+        ms: f64,
+    },
     /// `{ model = "gaussian", mean_ms = 300, sd_ms = 15 }`: normal, clipped at 0, so
     /// packets may be reordered.
-    Gaussian { mean_ms: f64, sd_ms: f64 },
+    Gaussian {
+        /// Mean delay in ms; non-negative.
+        mean_ms: f64,
+        /// Standard deviation in ms (before clipping); non-negative.
+        sd_ms: f64,
+    },
 }
 
 /// The loss process applied to packets leaving the bottleneck.
@@ -68,23 +85,40 @@ pub enum LossSpec {
     /// `{ model = "none" }` (same as leaving `loss` out).
     None {},
     /// `{ model = "bernoulli", p = 0.01 }`: each packet lost independently.
-    Bernoulli { p: f64 },
+    Bernoulli {
+        /// Loss probability per packet.
+        p: f64,
+    },
     /// `{ model = "gilbert_elliott", p_good_to_bad = 0.01, p_bad_to_good = 0.3 }`: two-state
     /// chain starting in the good state; `loss_in_good` defaults to 0 and `loss_in_bad` to 1.
     GilbertElliott {
+        /// Probability of moving from the good to the bad state after a packet.
         p_good_to_bad: f64,
+        /// Probability of moving from the bad to the good state after a packet.
         p_bad_to_good: f64,
+        /// Loss probability in the good state (default 0).
         #[serde(default)]
         loss_in_good: f64,
+        /// Loss probability in the bad state (default 1).
         #[serde(default = "one")]
         loss_in_bad: f64,
     },
     /// `{ model = "burst_markov", rate = 0.2, max_burst = 16 }`: the thesis's burst chain,
     /// with `q` solved from the target long-run loss `rate`. `max_burst` is a power of two.
-    BurstMarkov { rate: f64, max_burst: u32 },
+    BurstMarkov {
+        /// Target long-run loss rate, at most `E[B] / (1 + E[B])` (0.569 for max_burst 16).
+        rate: f64,
+        /// Largest burst, a power of two.
+        max_burst: u32,
+    },
     /// `{ model = "burst_markov_q", q = 0.15, max_burst = 16 }`: the same chain with the
     /// burst-start probability `q` given directly.
-    BurstMarkovQ { q: f64, max_burst: u32 },
+    BurstMarkovQ {
+        /// Probability of starting a burst after a delivered packet.
+        q: f64,
+        /// Largest burst, a power of two.
+        max_burst: u32,
+    },
 }
 
 fn one() -> f64 {
