@@ -1,1 +1,13 @@
-//! placeholder
+//! Horde's real-time runtime: the sans-IO protocol core driven by real UDP sockets and
+//! real time, with every datagram authenticated and encrypted.
+//!
+//! See `examples/telemetry.rs` for a runnable sender and receiver.
+
+mod api;
+pub mod config;
+mod driver;
+mod socket;
+
+pub use api::{Connection, ConnectionHandle, Host, Listener, NetError};
+pub use config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
+pub use driver::HostStats;

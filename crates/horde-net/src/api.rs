@@ -1,0 +1,324 @@
+//! The application API: hosts, listeners and connections.
+//!
+//! A [`Host`] owns its sockets and runs one driver task on the current tokio runtime.
+//! Handles talk to it over a command channel; events come back on a per-connection
+//! channel, readable as an async stream ([`Connection::next_event`]) or through a
+//! callback ([`Connection::on_event`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use horde_crypto::PublicKey;
+use horde_policy::{Fields, Objective, ObjectiveId, Value};
+use horde_proto::{AduHandle, Event, LatencyMode, SessionStats, StreamConfig};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
+use crate::driver::{self, HostStats};
+
+#[derive(Debug, Error)]
+pub enum NetError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the host has shut down")]
+    HostGone,
+    #[error("handshake with the peer timed out")]
+    HandshakeTimeout,
+    #[error("no interface {0}")]
+    NoInterface(usize),
+    #[error("{0}")]
+    Session(#[from] horde_proto::SessionError),
+}
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, NetError>>;
+
+pub(crate) enum Command {
+    Connect(ConnectConfig, Reply<Connection>),
+    Listen(u32, mpsc::UnboundedSender<Connection>),
+    AddInterface(InterfaceConfig, Reply<(usize, SocketAddr)>),
+    RemoveInterface(usize),
+    Stats(oneshot::Sender<HostStats>),
+    Conn(u64, ConnOp),
+    Shutdown,
+}
+
+pub(crate) enum ConnOp {
+    OpenStream(u32, StreamConfig, Reply<()>),
+    Send {
+        stream: u32,
+        payload: Bytes,
+        fields: Fields,
+        reply: Option<Reply<AduHandle>>,
+    },
+    SetField(AduHandle, String, Value),
+    Remove(AduHandle, oneshot::Sender<bool>),
+    SetMaxRate(u32, Option<f64>, Reply<()>),
+    Inject(Arc<dyn Objective>, oneshot::Sender<ObjectiveId>),
+    RemoveObjective(ObjectiveId),
+    LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
+    Stats(oneshot::Sender<SessionStats>),
+    AddChannel(ChannelTarget, Reply<u8>),
+    RemoveChannel(u8),
+    Close,
+}
+
+/// A running Horde host.
+pub struct Host {
+    cmd: mpsc::UnboundedSender<Command>,
+    local_addrs: Vec<SocketAddr>,
+    public: PublicKey,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Host {
+    /// Bind every interface and start the driver on the current tokio runtime.
+    pub async fn bind(config: HostConfig) -> Result<Host, NetError> {
+        let public = *config.keypair.public();
+        let (cmd, local_addrs, task) = driver::spawn(config)?;
+        Ok(Host {
+            cmd,
+            local_addrs,
+            public,
+            task,
+        })
+    }
+
+    /// The bound address of each interface, in configuration order.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    pub fn public_key(&self) -> &PublicKey {
+        &self.public
+    }
+
+    /// Open a connection to a peer (active open). Returns once the secure handshake is
+    /// done; ADUs sent before the Horde handshake completes are queued.
+    pub async fn connect(&self, config: ConnectConfig) -> Result<Connection, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Connect(config, tx))
+            .map_err(|_| NetError::HostGone)?;
+        rx.await.map_err(|_| NetError::HostGone)?
+    }
+
+    /// Accept connections for `service` (passive open).
+    pub fn listen(&self, service: u32) -> Listener {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = self.cmd.send(Command::Listen(service, tx));
+        Listener { rx }
+    }
+
+    /// Bring up another interface at run time; returns its index and bound address.
+    pub async fn add_interface(
+        &self,
+        iface: InterfaceConfig,
+    ) -> Result<(usize, SocketAddr), NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::AddInterface(iface, tx))
+            .map_err(|_| NetError::HostGone)?;
+        rx.await.map_err(|_| NetError::HostGone)?
+    }
+
+    /// Take an interface down: its socket closes and channels on it are removed.
+    pub fn remove_interface(&self, index: usize) {
+        let _ = self.cmd.send(Command::RemoveInterface(index));
+    }
+
+    pub async fn stats(&self) -> Result<HostStats, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Stats(tx))
+            .map_err(|_| NetError::HostGone)?;
+        rx.await.map_err(|_| NetError::HostGone)
+    }
+
+    /// Stop the driver and close every socket.
+    pub async fn shutdown(self) {
+        let _ = self.cmd.send(Command::Shutdown);
+        let _ = self.task.await;
+    }
+}
+
+/// Incoming connections for one service.
+pub struct Listener {
+    rx: mpsc::UnboundedReceiver<Connection>,
+}
+
+impl Listener {
+    pub async fn accept(&mut self) -> Option<Connection> {
+        self.rx.recv().await
+    }
+}
+
+/// One session with a peer: a command handle plus the stream of events.
+pub struct Connection {
+    handle: ConnectionHandle,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        key: u64,
+        cmd: mpsc::UnboundedSender<Command>,
+        events: mpsc::UnboundedReceiver<Event>,
+    ) -> Self {
+        Self {
+            handle: ConnectionHandle { key, cmd },
+            events,
+        }
+    }
+
+    /// The next event; `None` once the connection and its host are gone.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// An event if one is waiting.
+    pub fn try_event(&mut self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+
+    /// Deliver every event to `callback` on a task of its own; returns the command handle.
+    pub fn on_event(self, mut callback: impl FnMut(Event) + Send + 'static) -> ConnectionHandle {
+        let Connection { handle, mut events } = self;
+        tokio::spawn(async move {
+            while let Some(e) = events.recv().await {
+                callback(e);
+            }
+        });
+        handle
+    }
+
+    pub fn handle(&self) -> &ConnectionHandle {
+        &self.handle
+    }
+
+    /// Split into the command handle and the event receiver.
+    pub fn split(self) -> (ConnectionHandle, mpsc::UnboundedReceiver<Event>) {
+        (self.handle, self.events)
+    }
+}
+
+impl std::ops::Deref for Connection {
+    type Target = ConnectionHandle;
+    fn deref(&self) -> &ConnectionHandle {
+        &self.handle
+    }
+}
+
+/// Commands for one connection; cheap to clone and share between tasks.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    key: u64,
+    cmd: mpsc::UnboundedSender<Command>,
+}
+
+impl ConnectionHandle {
+    fn op(&self, op: ConnOp) -> Result<(), NetError> {
+        self.cmd
+            .send(Command::Conn(self.key, op))
+            .map_err(|_| NetError::HostGone)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> ConnOp) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.op(make(tx))?;
+        rx.await.map_err(|_| NetError::HostGone)?
+    }
+
+    async fn query<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> ConnOp,
+    ) -> Result<T, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.op(make(tx))?;
+        rx.await.map_err(|_| NetError::HostGone)
+    }
+
+    pub async fn open_stream(&self, id: u32, config: StreamConfig) -> Result<(), NetError> {
+        self.ask(|r| ConnOp::OpenStream(id, config, r)).await
+    }
+
+    /// Cap a stream at `max_kbps`, or make it elastic with `None`.
+    pub async fn set_max_rate(&self, stream: u32, max_kbps: Option<f64>) -> Result<(), NetError> {
+        self.ask(|r| ConnOp::SetMaxRate(stream, max_kbps, r)).await
+    }
+
+    /// Queue an ADU and get its handle (for changing fields or withdrawing it).
+    pub async fn send_adu(
+        &self,
+        stream: u32,
+        payload: Bytes,
+        fields: Fields,
+    ) -> Result<AduHandle, NetError> {
+        self.ask(|r| ConnOp::Send {
+            stream,
+            payload,
+            fields,
+            reply: Some(r),
+        })
+        .await
+    }
+
+    /// Queue an ADU without waiting for its handle (the fast path). Errors such as an
+    /// oversized ADU are logged by the host.
+    pub fn send_adu_nowait(
+        &self,
+        stream: u32,
+        payload: Bytes,
+        fields: Fields,
+    ) -> Result<(), NetError> {
+        self.op(ConnOp::Send {
+            stream,
+            payload,
+            fields,
+            reply: None,
+        })
+    }
+
+    pub fn set_adu_field(&self, adu: AduHandle, name: &str, value: Value) -> Result<(), NetError> {
+        self.op(ConnOp::SetField(adu, name.to_string(), value))
+    }
+
+    /// Withdraw a queued ADU; `false` if it was already sent.
+    pub async fn remove_adu(&self, adu: AduHandle) -> Result<bool, NetError> {
+        self.query(|r| ConnOp::Remove(adu, r)).await
+    }
+
+    pub async fn inject_objective(
+        &self,
+        objective: Arc<dyn Objective>,
+    ) -> Result<ObjectiveId, NetError> {
+        self.query(|r| ConnOp::Inject(objective, r)).await
+    }
+
+    pub fn remove_objective(&self, id: ObjectiveId) -> Result<(), NetError> {
+        self.op(ConnOp::RemoveObjective(id))
+    }
+
+    /// (mean, variance) of the RTT seen on each live channel.
+    pub async fn latency_modes(&self) -> Result<Vec<LatencyMode>, NetError> {
+        self.query(ConnOp::LatencyModes).await
+    }
+
+    pub async fn stats(&self) -> Result<SessionStats, NetError> {
+        self.query(ConnOp::Stats).await
+    }
+
+    /// Add a channel over one of the host's interfaces.
+    pub async fn add_channel(&self, target: ChannelTarget) -> Result<u8, NetError> {
+        self.ask(|r| ConnOp::AddChannel(target, r)).await
+    }
+
+    pub fn remove_channel(&self, id: u8) -> Result<(), NetError> {
+        self.op(ConnOp::RemoveChannel(id))
+    }
+
+    pub fn close(&self) -> Result<(), NetError> {
+        self.op(ConnOp::Close)
+    }
+}

@@ -1,0 +1,657 @@
+//! The host's driver task: sockets in, sessions in the middle, sockets out.
+//!
+//! One task owns every socket, the handshake responder and every connection's crypto and
+//! protocol state. Each turn it drains the sockets, applies commands, fires due timers,
+//! flushes every session's transmits through the AEAD layer, and forwards events; then
+//! it sleeps until a socket is readable, a command arrives or the next deadline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use horde_crypto::{
+    classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, Reply, Responder,
+};
+use horde_proto::wire::{self, Packet as Wire};
+use horde_proto::{ChannelConfig, ChannelSpec, Event, Session, SessionConfig};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+use crate::api::{Command, ConnOp, Connection, NetError, Reply as Answer};
+use crate::config::{ConnectConfig, HostConfig, InterfaceConfig};
+use crate::socket;
+
+/// Host-wide counters.
+#[derive(Debug, Clone, Default)]
+pub struct HostStats {
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Datagrams dropped by the secure layer, by reason (garbage, replay, bad key...).
+    pub dropped: DropCounters,
+    /// Authenticated datagrams for a session that no longer exists or a service nobody
+    /// listens on.
+    pub unroutable: u64,
+    pub send_errors: u64,
+}
+
+/// Datagrams read from one socket per turn before others get a chance.
+const RECV_BATCH: usize = 64;
+const INITIATION_RETRY: Duration = Duration::from_millis(500);
+const MAX_DATAGRAM: usize = 65_535;
+
+struct PendingHandshake {
+    initiator: Initiator,
+    config: ConnectConfig,
+    next_send: Duration,
+    deadline: Duration,
+    reply: Answer<Connection>,
+}
+
+struct Conn {
+    crypto: Option<Box<horde_crypto::Session>>,
+    handshake: Option<PendingHandshake>,
+    proto: Option<Session>,
+    events: mpsc::UnboundedSender<Event>,
+    /// The receiver half, until a session is accepted and handed to a listener.
+    events_rx: Option<mpsc::UnboundedReceiver<Event>>,
+}
+
+struct Driver {
+    start: Instant,
+    sockets: Vec<Option<UdpSocket>>,
+    keypair: Keypair,
+    responder: Responder,
+    session: SessionConfig,
+    accepted_channel: ChannelConfig,
+    conns: BTreeMap<u64, Conn>,
+    /// Local crypto index -> connection key.
+    by_index: HashMap<u32, u64>,
+    listeners: HashMap<u32, mpsc::UnboundedSender<Connection>>,
+    cmd_tx: mpsc::UnboundedSender<Command>,
+    next_key: u64,
+    rng: StdRng,
+    stats: HostStats,
+    recv_buf: Vec<u8>,
+    plain: Vec<u8>,
+    sealed: Vec<u8>,
+    tx_buf: Vec<u8>,
+}
+
+pub(crate) type Spawned = (
+    mpsc::UnboundedSender<Command>,
+    Vec<SocketAddr>,
+    tokio::task::JoinHandle<()>,
+);
+
+pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
+    let mut sockets = Vec::new();
+    let mut addrs = Vec::new();
+    for iface in &config.interfaces {
+        let s = socket::bind(iface)?;
+        addrs.push(s.local_addr()?);
+        sockets.push(Some(s));
+    }
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let responder = Responder::new(config.keypair.clone(), config.allowed_peers.iter().copied());
+    let driver = Driver {
+        start: Instant::now(),
+        sockets,
+        keypair: config.keypair,
+        responder,
+        session: config.session,
+        accepted_channel: config.accepted_channel,
+        conns: BTreeMap::new(),
+        by_index: HashMap::new(),
+        listeners: HashMap::new(),
+        cmd_tx: cmd_tx.clone(),
+        next_key: 1,
+        rng: StdRng::from_entropy(),
+        stats: HostStats::default(),
+        recv_buf: vec![0; MAX_DATAGRAM],
+        plain: Vec::with_capacity(MAX_DATAGRAM),
+        sealed: Vec::with_capacity(MAX_DATAGRAM),
+        tx_buf: Vec::with_capacity(MAX_DATAGRAM),
+    };
+    let task = tokio::spawn(driver.run(cmd_rx));
+    Ok((cmd_tx, addrs, task))
+}
+
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+impl Driver {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
+        loop {
+            self.receive_all();
+            loop {
+                match cmd_rx.try_recv() {
+                    Ok(Command::Shutdown) => return,
+                    Ok(cmd) => self.command(cmd),
+                    Err(_) => break,
+                }
+            }
+            let now = self.now();
+            self.timers(now);
+            self.flush(now).await;
+            let deadline = self.next_deadline(now);
+            let sleep =
+                tokio::time::sleep_until(tokio::time::Instant::from_std(self.start + deadline));
+            let readable = poll_fn(|cx| {
+                for s in self.sockets.iter().flatten() {
+                    if s.poll_recv_ready(cx).is_ready() {
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                biased;
+                cmd = cmd_rx.recv() => match cmd {
+                    None | Some(Command::Shutdown) => return,
+                    Some(cmd) => self.command(cmd),
+                },
+                _ = readable => {}
+                _ = sleep => {}
+            }
+        }
+    }
+
+    fn next_deadline(&self, now: Duration) -> Duration {
+        let mut t = now + Duration::from_secs(1);
+        for c in self.conns.values() {
+            if let Some(p) = &c.proto {
+                if let Some(x) = p.poll_timeout(now) {
+                    t = t.min(x);
+                }
+            }
+            if let Some(h) = &c.handshake {
+                t = t.min(h.next_send).min(h.deadline);
+            }
+        }
+        t.max(now)
+    }
+
+    // ----- receive ----------------------------------------------------------------
+
+    fn receive_all(&mut self) {
+        for i in 0..self.sockets.len() {
+            for _ in 0..RECV_BATCH {
+                let Some(s) = &self.sockets[i] else { break };
+                match s.try_recv_from(&mut self.recv_buf) {
+                    Ok((n, src)) => {
+                        self.stats.datagrams_in += 1;
+                        self.stats.bytes_in += n as u64;
+                        self.on_datagram(i, src, n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => break, // e.g. ICMP port unreachable surfaced on a later read
+                }
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, iface: usize, src: SocketAddr, len: usize) {
+        let now = self.now();
+        let data = &self.recv_buf[..len];
+        match classify(data) {
+            Err(reason) => self.stats.dropped.record(reason),
+            Ok(Packet::Initiation { .. }) => self.on_initiation(iface, src, len),
+            Ok(Packet::Response {
+                receiver_index: receiver,
+            }) => self.on_response(receiver, len, now),
+            Ok(Packet::Transport {
+                receiver_index: receiver,
+                ..
+            }) => {
+                let Some(&key) = self.by_index.get(&receiver) else {
+                    self.stats.dropped.record(DropReason::WrongIndex);
+                    return;
+                };
+                let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+                let Some(crypto) = conn.crypto.as_mut() else {
+                    return;
+                };
+                let plain = match crypto.open(&self.recv_buf[..len], &mut self.plain) {
+                    Ok((_, p)) => Bytes::copy_from_slice(p),
+                    Err(reason) => {
+                        self.stats.dropped.record(reason);
+                        return;
+                    }
+                };
+                match conn.proto.as_mut() {
+                    Some(p) => p.handle_datagram(now, iface as u16, src, plain),
+                    None => self.accept_session(key, iface, src, plain, now),
+                }
+            }
+        }
+    }
+
+    fn on_initiation(&mut self, iface: usize, src: SocketAddr, len: usize) {
+        let by_index = &self.by_index;
+        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let reply = match self
+            .responder
+            .respond(&self.recv_buf[..len], index, &mut self.rng)
+        {
+            Ok(r) => r,
+            Err(reason) => {
+                self.stats.dropped.record(reason);
+                return;
+            }
+        };
+        self.send_raw(iface, src, reply.response().to_vec());
+        if let Reply::NewSession { session, .. } = reply {
+            let key = self.next_key;
+            self.next_key += 1;
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.by_index.insert(session.local_index(), key);
+            self.conns.insert(
+                key,
+                Conn {
+                    crypto: Some(session),
+                    handshake: None,
+                    proto: None,
+                    events: tx,
+                    events_rx: Some(rx),
+                },
+            );
+        }
+    }
+
+    fn on_response(&mut self, receiver: u32, len: usize, now: Duration) {
+        let Some(&key) = self.by_index.get(&receiver) else {
+            self.stats.dropped.record(DropReason::WrongIndex);
+            return;
+        };
+        let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+        let Some(mut hs) = conn.handshake.take() else {
+            self.stats.dropped.record(DropReason::UnexpectedType);
+            return;
+        };
+        let crypto = match hs.initiator.read_response(&self.recv_buf[..len]) {
+            Ok(s) => s,
+            Err(reason) => {
+                self.stats.dropped.record(reason);
+                conn.handshake = Some(hs);
+                return;
+            }
+        };
+        let specs = hs
+            .config
+            .channels
+            .iter()
+            .map(|c| ChannelSpec {
+                local: c.interface as u16,
+                remote: c.remote,
+                config: c.config.clone(),
+            })
+            .collect();
+        let aliases = self
+            .sockets
+            .iter()
+            .flatten()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        let config = SessionConfig {
+            seed: self.rng.gen(),
+            ..self.session.clone()
+        };
+        let conn_id = self.rng.gen();
+        match Session::connect(config, conn_id, hs.config.service, specs, aliases, now) {
+            Ok(p) => {
+                conn.crypto = Some(Box::new(crypto));
+                conn.proto = Some(p);
+                let (tx, rx) = mpsc::unbounded_channel();
+                conn.events = tx;
+                let reply = std::mem::replace(&mut hs.reply, tokio::sync::oneshot::channel().0);
+                let _ = reply.send(Ok(Connection::new(key, self.cmd_tx.clone(), rx)));
+            }
+            Err(e) => {
+                let _ = hs.reply.send(Err(e.into()));
+                self.remove_conn(key);
+            }
+        }
+    }
+
+    /// The first protocol datagram on a new secure session must be a hello for a service
+    /// somebody listens on.
+    fn accept_session(
+        &mut self,
+        key: u64,
+        iface: usize,
+        src: SocketAddr,
+        plain: Bytes,
+        now: Duration,
+    ) {
+        let service = match wire::decode(&plain) {
+            Ok(Wire::Hello { service, .. }) => service,
+            _ => {
+                self.stats.unroutable += 1;
+                return;
+            }
+        };
+        let Some(listener) = self.listeners.get(&service).cloned() else {
+            self.stats.unroutable += 1;
+            return;
+        };
+        let aliases = self
+            .sockets
+            .iter()
+            .flatten()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        let cfg = self.accepted_channel.clone();
+        let config = SessionConfig {
+            seed: self.rng.gen(),
+            ..self.session.clone()
+        };
+        let conn = self.conns.get_mut(&key).expect("connection exists");
+        match Session::accept(
+            config,
+            now,
+            iface as u16,
+            src,
+            plain,
+            aliases,
+            Arc::new(move |_| cfg.clone()),
+        ) {
+            Ok(p) => {
+                conn.proto = Some(p);
+                if let Some(rx) = conn.events_rx.take() {
+                    let _ = listener.send(Connection::new(key, self.cmd_tx.clone(), rx));
+                }
+            }
+            Err(_) => self.stats.unroutable += 1,
+        }
+    }
+
+    // ----- commands ---------------------------------------------------------------
+
+    fn command(&mut self, cmd: Command) {
+        let now = self.now();
+        match cmd {
+            Command::Connect(config, reply) => self.start_connect(config, reply, now),
+            Command::Listen(service, tx) => {
+                self.listeners.insert(service, tx);
+            }
+            Command::AddInterface(iface, reply) => {
+                let r = self.add_interface(&iface);
+                let _ = reply.send(r);
+            }
+            Command::RemoveInterface(i) => self.remove_interface(i, now),
+            Command::Stats(reply) => {
+                let _ = reply.send(self.stats.clone());
+            }
+            Command::Conn(key, op) => self.conn_op(key, op, now),
+            Command::Shutdown => {}
+        }
+    }
+
+    fn add_interface(&mut self, iface: &InterfaceConfig) -> Result<(usize, SocketAddr), NetError> {
+        let s = socket::bind(iface)?;
+        let addr = s.local_addr()?;
+        self.sockets.push(Some(s));
+        Ok((self.sockets.len() - 1, addr))
+    }
+
+    fn remove_interface(&mut self, index: usize, now: Duration) {
+        if let Some(slot) = self.sockets.get_mut(index) {
+            *slot = None;
+        }
+        for c in self.conns.values_mut() {
+            if let Some(p) = c.proto.as_mut() {
+                let dead: Vec<u8> = p
+                    .channels()
+                    .iter()
+                    .filter(|ch| ch.local as usize == index)
+                    .map(|ch| ch.id)
+                    .collect();
+                for id in dead {
+                    p.remove_channel(now, id);
+                }
+            }
+        }
+    }
+
+    fn start_connect(&mut self, config: ConnectConfig, reply: Answer<Connection>, now: Duration) {
+        if let Some(bad) = config
+            .channels
+            .iter()
+            .find(|c| self.sockets.get(c.interface).is_none_or(|s| s.is_none()))
+        {
+            let _ = reply.send(Err(NetError::NoInterface(bad.interface)));
+            return;
+        }
+        let by_index = &self.by_index;
+        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let initiator = Initiator::new(
+            &self.keypair,
+            &config.peer,
+            index,
+            unix_micros(),
+            &mut self.rng,
+        );
+        let key = self.next_key;
+        self.next_key += 1;
+        self.by_index.insert(index, key);
+        let deadline = now + config.handshake_timeout;
+        let (tx, _) = mpsc::unbounded_channel();
+        self.conns.insert(
+            key,
+            Conn {
+                crypto: None,
+                handshake: Some(PendingHandshake {
+                    initiator,
+                    config,
+                    next_send: now,
+                    deadline,
+                    reply,
+                }),
+                proto: None,
+                events: tx,
+                events_rx: None,
+            },
+        );
+    }
+
+    fn conn_op(&mut self, key: u64, op: ConnOp, now: Duration) {
+        let Some(p) = self.conns.get_mut(&key).and_then(|c| c.proto.as_mut()) else {
+            return; // dropping the reply sender tells the caller the host is gone
+        };
+        match op {
+            ConnOp::OpenStream(id, cfg, r) => {
+                let _ = r.send(p.open_stream(id, cfg).map_err(Into::into));
+            }
+            ConnOp::Send {
+                stream,
+                payload,
+                fields,
+                reply,
+            } => {
+                let res = p.send_adu(now, stream, payload, fields);
+                match reply {
+                    Some(r) => {
+                        let _ = r.send(res.map_err(Into::into));
+                    }
+                    None => {
+                        if let Err(e) = res {
+                            tracing::warn!(stream, error = %e, "ADU rejected");
+                        }
+                    }
+                }
+            }
+            ConnOp::SetField(adu, name, value) => {
+                p.set_adu_field(adu, &name, value);
+            }
+            ConnOp::Remove(adu, r) => {
+                let _ = r.send(p.remove_adu(adu));
+            }
+            ConnOp::SetMaxRate(stream, kbps, r) => {
+                let _ = r.send(p.set_max_rate(stream, kbps).map_err(Into::into));
+            }
+            ConnOp::Inject(o, r) => {
+                let _ = r.send(p.inject_objective(o));
+            }
+            ConnOp::RemoveObjective(id) => {
+                p.remove_objective(id);
+            }
+            ConnOp::LatencyModes(r) => {
+                let _ = r.send(p.latency_modes());
+            }
+            ConnOp::Stats(r) => {
+                let _ = r.send(p.stats());
+            }
+            ConnOp::AddChannel(target, r) => {
+                let ok = self
+                    .sockets
+                    .get(target.interface)
+                    .is_some_and(|s| s.is_some());
+                let p = self
+                    .conns
+                    .get_mut(&key)
+                    .and_then(|c| c.proto.as_mut())
+                    .expect("checked above");
+                let res = if ok {
+                    p.add_channel(
+                        now,
+                        ChannelSpec {
+                            local: target.interface as u16,
+                            remote: target.remote,
+                            config: target.config,
+                        },
+                    )
+                    .map_err(Into::into)
+                } else {
+                    Err(NetError::NoInterface(target.interface))
+                };
+                let _ = r.send(res);
+            }
+            ConnOp::RemoveChannel(id) => {
+                p.remove_channel(now, id);
+            }
+            ConnOp::Close => p.close(now),
+        }
+    }
+
+    // ----- timers and transmit ----------------------------------------------------
+
+    fn timers(&mut self, now: Duration) {
+        let mut failed = Vec::new();
+        let mut resend = Vec::new();
+        for (&key, c) in self.conns.iter_mut() {
+            if let Some(p) = c.proto.as_mut() {
+                if p.poll_timeout(now).is_some_and(|t| t <= now) {
+                    p.handle_timeout(now);
+                }
+            }
+            if let Some(h) = c.handshake.as_mut() {
+                if now >= h.deadline {
+                    failed.push(key);
+                } else if now >= h.next_send {
+                    h.next_send = now + INITIATION_RETRY;
+                    for ch in &h.config.channels {
+                        resend.push((ch.interface, ch.remote, h.initiator.initiation().to_vec()));
+                    }
+                }
+            }
+        }
+        for (iface, dst, bytes) in resend {
+            self.send_raw(iface, dst, bytes);
+        }
+        for key in failed {
+            if let Some(mut c) = self.conns.remove(&key) {
+                if let Some(h) = c.handshake.take() {
+                    let _ = h.reply.send(Err(NetError::HandshakeTimeout));
+                }
+            }
+            self.by_index.retain(|_, k| *k != key);
+        }
+    }
+
+    fn send_raw(&mut self, iface: usize, dst: SocketAddr, bytes: Vec<u8>) {
+        let Some(Some(s)) = self.sockets.get(iface) else {
+            return;
+        };
+        match s.try_send_to(&bytes, dst) {
+            Ok(n) => {
+                self.stats.datagrams_out += 1;
+                self.stats.bytes_out += n as u64;
+            }
+            Err(_) => self.stats.send_errors += 1,
+        }
+    }
+
+    async fn flush(&mut self, now: Duration) {
+        let keys: Vec<u64> = self.conns.keys().copied().collect();
+        let mut closed = Vec::new();
+        for key in keys {
+            let conn = self.conns.get_mut(&key).expect("key just listed");
+            let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
+                continue;
+            };
+            while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
+                self.sealed.clear();
+                if crypto
+                    .seal(t.channel, &self.tx_buf, &mut self.sealed)
+                    .is_err()
+                {
+                    self.stats.send_errors += 1;
+                    continue;
+                }
+                let Some(Some(s)) = self.sockets.get(t.local as usize) else {
+                    continue;
+                };
+                loop {
+                    match s.try_send_to(&self.sealed, t.dst) {
+                        Ok(n) => {
+                            self.stats.datagrams_out += 1;
+                            self.stats.bytes_out += n as u64;
+                            break;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            if s.writable().await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => {
+                            // A dead route or a refused port: the channel manager sees the
+                            // loss and its dead-man timer takes it out of service.
+                            self.stats.send_errors += 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            while let Some(e) = p.poll_event() {
+                let _ = conn.events.send(e);
+            }
+            if p.is_closed() && p.poll_timeout(now).is_none() {
+                closed.push(key);
+            }
+        }
+        for key in closed {
+            self.remove_conn(key);
+        }
+    }
+
+    fn remove_conn(&mut self, key: u64) {
+        self.conns.remove(&key);
+        self.by_index.retain(|_, k| *k != key);
+    }
+}

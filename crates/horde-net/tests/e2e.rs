@@ -1,0 +1,160 @@
+//! Two hosts over real UDP sockets on loopback, with encryption.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_crypto::Keypair;
+use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
+use horde_policy::Fields;
+use horde_proto::{ChannelConfig, Event, SessionConfig, StreamConfig};
+
+fn lo() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net::Connection) {
+    let ck = Keypair::generate();
+    let sk = Keypair::generate();
+    let server = Host::bind(HostConfig {
+        interfaces: vec![InterfaceConfig::new(lo())],
+        keypair: sk.clone(),
+        allowed_peers: vec![*ck.public()],
+        session: SessionConfig::default(),
+        accepted_channel: ChannelConfig::default(),
+    })
+    .await
+    .unwrap();
+    let client = Host::bind(HostConfig {
+        interfaces: (0..channels).map(|_| InterfaceConfig::new(lo())).collect(),
+        keypair: ck,
+        allowed_peers: vec![],
+        session: SessionConfig::default(),
+        accepted_channel: ChannelConfig::default(),
+    })
+    .await
+    .unwrap();
+    let mut listener = server.listen(9);
+    let conn = client
+        .connect(ConnectConfig {
+            peer: *sk.public(),
+            service: 9,
+            channels: (0..channels)
+                .map(|i| ChannelTarget {
+                    interface: i,
+                    remote: server.local_addrs()[0],
+                    config: ChannelConfig::default(),
+                })
+                .collect(),
+            handshake_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    let accepted = tokio::time::timeout(Duration::from_secs(5), listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    (client, server, conn, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adus_cross_real_sockets_and_every_one_is_accounted_for() {
+    let (client, server, mut conn, mut accepted) = pair(3).await;
+    conn.open_stream(1, StreamConfig::default()).await.unwrap();
+    for i in 0..500u32 {
+        let mut f = Fields::new();
+        f.set("n", i64::from(i).into());
+        conn.send_adu_nowait(1, Bytes::from(i.to_be_bytes().to_vec()), f)
+            .unwrap();
+    }
+    let mut got = BTreeSet::new();
+    let recv = async {
+        while got.len() < 500 {
+            match accepted.next_event().await {
+                Some(Event::Received { payload, .. }) => {
+                    got.insert(u32::from_be_bytes(payload[..4].try_into().unwrap()));
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), recv)
+        .await
+        .expect("all ADUs arrive");
+    assert_eq!(got, (0..500).collect());
+
+    let mut acked = 0;
+    let mut channels = BTreeSet::new();
+    let acks = async {
+        while acked < 500 {
+            match conn.next_event().await {
+                Some(Event::Ack { channel, rtt, .. }) => {
+                    assert!(rtt < Duration::from_millis(500));
+                    channels.insert(channel);
+                    acked += 1;
+                }
+                Some(Event::Nack { .. }) => panic!("no loss on loopback"),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), acks)
+        .await
+        .expect("all ADUs acked");
+    assert_eq!(channels.len(), 3, "striped over every channel");
+    let modes = conn.latency_modes().await.unwrap();
+    assert_eq!(modes.len(), 3);
+    let stats = server.stats().await.unwrap();
+    assert_eq!(stats.dropped.total(), 0);
+    client.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_initiators_are_refused() {
+    let sk = Keypair::generate();
+    let server = Host::bind(HostConfig {
+        interfaces: vec![InterfaceConfig::new(lo())],
+        keypair: sk.clone(),
+        allowed_peers: vec![*Keypair::generate().public()],
+        session: SessionConfig::default(),
+        accepted_channel: ChannelConfig::default(),
+    })
+    .await
+    .unwrap();
+    let stranger = Host::bind(HostConfig {
+        interfaces: vec![InterfaceConfig::new(lo())],
+        keypair: Keypair::generate(),
+        allowed_peers: vec![],
+        session: SessionConfig::default(),
+        accepted_channel: ChannelConfig::default(),
+    })
+    .await
+    .unwrap();
+    let _l = server.listen(9);
+    let r = stranger
+        .connect(ConnectConfig {
+            peer: *sk.public(),
+            service: 9,
+            channels: vec![ChannelTarget {
+                interface: 0,
+                remote: server.local_addrs()[0],
+                config: ChannelConfig::default(),
+            }],
+            handshake_timeout: Duration::from_millis(1200),
+        })
+        .await;
+    assert!(
+        matches!(r, Err(horde_net::NetError::HandshakeTimeout)),
+        "{:?}",
+        r.err()
+    );
+    let stats = server.stats().await.unwrap();
+    assert!(
+        stats.dropped.get(horde_crypto::DropReason::NotAllowed) >= 2,
+        "{stats:?}"
+    );
+}
