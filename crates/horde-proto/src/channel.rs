@@ -13,13 +13,14 @@ use horde_policy::TxSlot;
 
 use crate::cc::{CcConfig, CongestionControl};
 use crate::estimator::{LossEstimator, RttEstimator};
-use crate::wire::{Ack, MAX_ACK_RANGES};
+use crate::wire::{Ack, DATA_HEADER_LEN, MAX_ACK_RANGES};
 
 /// Channel settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelConfig {
-    /// Largest datagram (Horde header + ADU) sent on this channel, in bytes.
+    /// Largest ADU one slot carries, in bytes (thesis `maximumSize`). Datagrams are
+    /// this plus the Horde header, plus the secure layer's overhead on real networks.
     #[serde(default = "default_mtu")]
     pub mtu: u32,
     #[serde(default)]
@@ -169,7 +170,7 @@ impl Channel {
         config: ChannelConfig,
         now: Duration,
     ) -> Self {
-        let cc = config.congestion.build(config.mtu, now);
+        let cc = config.congestion.build(config.mtu + DATA_HEADER_LEN as u32, now);
         Self {
             id,
             local,
@@ -208,9 +209,12 @@ impl Channel {
 
     /// Largest ADU payload one slot carries.
     pub fn max_adu(&self) -> u32 {
-        self.config
-            .mtu
-            .saturating_sub(crate::wire::DATA_HEADER_LEN as u32)
+        self.config.mtu
+    }
+
+    /// Bytes on the wire of a full slot.
+    fn slot_wire_bytes(&self) -> u32 {
+        self.config.mtu + DATA_HEADER_LEN as u32
     }
 
     pub fn srtt(&self) -> Duration {
@@ -254,7 +258,7 @@ impl Channel {
         if !self.is_alive() {
             return 0;
         }
-        let n = (self.cc.allowance(now, self.bytes_in_flight) / u64::from(self.config.mtu.max(1)))
+        let n = (self.cc.allowance(now, self.bytes_in_flight) / u64::from(self.slot_wire_bytes()))
             as usize;
         let n = n.min(MAX_REAL_SLOTS_PER_CYCLE);
         for k in 0..n {
@@ -276,7 +280,7 @@ impl Channel {
         if lookahead.is_zero() || rate <= 0.0 {
             return;
         }
-        let period = f64::from(self.config.mtu) / rate;
+        let period = f64::from(self.slot_wire_bytes()) / rate;
         let first = match self.cc.next_allowance_at(now) {
             Some(t) if real == 0 => t.saturating_sub(now).as_secs_f64(),
             _ => period,
@@ -479,7 +483,7 @@ impl Channel {
         if !self.is_alive() {
             return None;
         }
-        if self.cc.allowance(now, self.bytes_in_flight) >= u64::from(self.config.mtu) {
+        if self.cc.allowance(now, self.bytes_in_flight) >= u64::from(self.slot_wire_bytes()) {
             return Some(now);
         }
         self.cc.next_allowance_at(now)
