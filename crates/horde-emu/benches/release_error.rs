@@ -3,65 +3,35 @@
 //! then 4 links × 20 Mbit/s. Prints achieved throughput and the release-time error
 //! (actual send time minus scheduled delivery time) p50/p99/max.
 //!
-//! `cargo bench -p horde-emu --bench release_error [-- SECONDS [SPIN_US]]`
+//! `cargo bench -p horde-emu --bench release_error [-- SECONDS [SPIN_US [RT_PRIORITY]]]`
 
-use std::collections::VecDeque;
 use std::net::UdpSocket;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use horde_emu::{ChannelSetup, Emulator, IdealLink, TimerOptions, DEFAULT_SPIN_US};
-use horde_links::{Delivery, Link, LinkStats, Verdict};
+use horde_emu::{ChannelSetup, Emulator, Histogram, IdealLink, TimerOptions};
+use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
 
 const PACKET: usize = 1200;
 
-struct RateLink {
-    ns_per_byte: f64,
-    busy_until: Duration,
-    queue: VecDeque<(u64, Duration, u32)>,
-    stats: LinkStats,
+/// A constant-rate link with a 10 ms propagation delay and a 1 MB buffer.
+fn rate_link(mbps: f64) -> Box<dyn Link> {
+    let spec = LinkSpec {
+        rate: Some(RateSpec::Constant {
+            kbps: mbps * 1000.0,
+        }),
+        buffer_bytes: Some(1_000_000),
+        delay: Some(DelaySpec::Constant { ms: 10.0 }),
+        loss: None,
+    };
+    spec.build(1, Path::new(".")).expect("valid spec")
 }
 
-impl RateLink {
-    fn new(kbps: f64) -> Self {
-        Self {
-            ns_per_byte: 8e6 / kbps,
-            busy_until: Duration::ZERO,
-            queue: VecDeque::new(),
-            stats: LinkStats::default(),
-        }
-    }
-}
-
-impl Link for RateLink {
-    fn enqueue(&mut self, now: Duration, id: u64, size: u32) -> Verdict {
-        self.stats.offered += 1;
-        let start = self.busy_until.max(now);
-        self.busy_until = start + Duration::from_nanos((f64::from(size) * self.ns_per_byte) as u64);
-        self.queue.push_back((id, self.busy_until, size));
-        Verdict::Queued
-    }
-    fn next_delivery(&self) -> Option<Duration> {
-        self.queue.front().map(|q| q.1)
-    }
-    fn deliver(&mut self, now: Duration, out: &mut Vec<Delivery>) {
-        while let Some(&(id, at, size)) = self.queue.front() {
-            if at > now {
-                break;
-            }
-            self.queue.pop_front();
-            self.stats.delivered += 1;
-            self.stats.bytes_delivered += u64::from(size);
-            out.push(Delivery { id, at });
-        }
-    }
-    fn stats(&self) -> LinkStats {
-        self.stats
-    }
-}
-
-fn scenario(links: usize, mbps: f64, secs: f64, spin: Duration, rt: Option<i32>) {
+fn scenario(links: usize, mbps: f64, secs: f64, options: TimerOptions) {
+    let gap = Duration::from_secs_f64(PACKET as f64 * 8.0 / (mbps * 1e6) / links as f64);
+    let floor = anchor(secs, gap, options);
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     sink.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
@@ -70,20 +40,12 @@ fn scenario(links: usize, mbps: f64, secs: f64, spin: Duration, rt: Option<i32>)
             name: format!("link{i}"),
             listen: "127.0.0.1:0".parse().unwrap(),
             forward_to: sink.local_addr().unwrap(),
-            up: Box::new(RateLink::new(mbps * 1000.0)),
+            up: rate_link(mbps),
             down: Box::new(IdealLink::new()),
             schedule: Vec::new(),
         })
         .collect();
-    let emu = Emulator::start_with(
-        channels,
-        TimerOptions {
-            spin,
-            realtime_priority: rt,
-            ..TimerOptions::default()
-        },
-    )
-    .unwrap();
+    let emu = Emulator::start_with(channels, options).unwrap();
     let entries: Vec<_> = emu
         .channels()
         .iter()
@@ -108,7 +70,6 @@ fn scenario(links: usize, mbps: f64, secs: f64, spin: Duration, rt: Option<i32>)
     });
 
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let gap = Duration::from_secs_f64(PACKET as f64 * 8.0 / (mbps * 1e6) / links as f64);
     let total = (secs / gap.as_secs_f64()) as u64;
     let payload = [0u8; PACKET];
     let start = Instant::now();
@@ -133,29 +94,85 @@ fn scenario(links: usize, mbps: f64, secs: f64, spin: Duration, rt: Option<i32>)
         .map(|c| c.up.dropped_queue + c.up.dropped_other)
         .sum();
     println!(
-        "{links} x {mbps:>4.0} Mbit/s, spin {:>3} us, rt {rt:?}: sent {total} pkts, delivered {} ({dropped} dropped), \
-         throughput {:.2} Mbit/s; release error p50 {:.1} us, p99 {:.1} us, max {:.1} us",
-        spin.as_micros(),
+        "{links} x {mbps:.0} Mbit/s: sent {total}, delivered {} ({dropped} dropped), \
+         throughput {:.2} Mbit/s",
         err.count(),
         bytes as f64 * 8.0 / span.as_secs_f64() / 1e6,
-        err.quantile(0.5).as_secs_f64() * 1e6,
-        err.quantile(0.99).as_secs_f64() * 1e6,
-        err.max().as_secs_f64() * 1e6,
+    );
+    println!(
+        "  release error   p50 {:>8.1} us  p99 {:>8.1} us  max {:>8.1} us",
+        us(err.quantile(0.5)),
+        us(err.quantile(0.99)),
+        us(err.max()),
+    );
+    println!(
+        "  anchor (timer)  p50 {:>8.1} us  p99 {:>8.1} us  max {:>8.1} us  (p99 ratio {:.2})",
+        us(floor.quantile(0.5)),
+        us(floor.quantile(0.99)),
+        us(floor.max()),
+        us(err.quantile(0.99)) / us(floor.quantile(0.99)).max(0.1),
     );
 }
 
+/// The anchor: a thread with the release thread's settings (timer slack, priority,
+/// spin) that only wakes at the same packet period and measures how late it wakes. It
+/// shows what the machine itself allows; the emulator's error is reported beside it.
+fn anchor(secs: f64, gap: Duration, options: TimerOptions) -> Histogram {
+    std::thread::spawn(move || {
+        // SAFETY: both calls affect only this thread.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+            if let Some(p) = options.realtime_priority {
+                let param = libc::sched_param { sched_priority: p };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+            }
+        }
+        let mut h = Histogram::new();
+        let start = Instant::now();
+        let mut deadline = start;
+        while start.elapsed().as_secs_f64() < secs {
+            deadline += gap;
+            let now = Instant::now();
+            if deadline > now + options.spin {
+                std::thread::sleep(deadline - options.spin - now);
+            }
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            h.record(Instant::now() - deadline);
+        }
+        h
+    })
+    .join()
+    .unwrap()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// `[SECONDS [SPIN_US [RT_PRIORITY|off]]]`, defaults: 3 s and the emulator's defaults.
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
     let secs = args.first().and_then(|s| s.parse().ok()).unwrap_or(3.0);
-    let spin = Duration::from_micros(
-        args.get(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(DEFAULT_SPIN_US),
+    let mut options = TimerOptions::default();
+    if let Some(us) = args.get(1).and_then(|s| s.parse().ok()) {
+        options.spin = Duration::from_micros(us);
+    }
+    match args.get(2).map(String::as_str) {
+        Some("off") => options.realtime_priority = None,
+        Some(p) => options.realtime_priority = p.parse().ok(),
+        None => {}
+    }
+    println!(
+        "release_error: {secs} s per scenario, 1200-byte packets, spin {} us, realtime {:?}, load {}",
+        options.spin.as_micros(),
+        options.realtime_priority,
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
-    let rt = args.get(2).and_then(|s| s.parse().ok());
-    scenario(1, 50.0, secs, spin, rt);
-    scenario(4, 20.0, secs, spin, rt);
+    scenario(1, 50.0, secs, options);
+    scenario(4, 20.0, secs, options);
 }

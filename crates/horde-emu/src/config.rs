@@ -42,8 +42,12 @@ pub struct EmulatorConfig {
 pub struct TimerConfig {
     /// Busy-wait before each deadline, in µs (default [`crate::DEFAULT_SPIN_US`]).
     pub spin_us: Option<u64>,
-    /// `SCHED_FIFO` priority for the release thread (1..=99), when permitted.
+    /// `SCHED_FIFO` priority for the release thread (1..=99), when permitted; default
+    /// [`crate::DEFAULT_REALTIME_PRIORITY`].
     pub realtime_priority: Option<i32>,
+    /// Keep both threads as normal threads (`SCHED_OTHER`).
+    #[serde(default)]
+    pub no_realtime: bool,
 }
 
 impl TimerConfig {
@@ -52,7 +56,12 @@ impl TimerConfig {
         if let Some(us) = self.spin_us {
             o.spin = Duration::from_micros(us);
         }
-        o.realtime_priority = self.realtime_priority;
+        if let Some(p) = self.realtime_priority {
+            o.realtime_priority = Some(p);
+        }
+        if self.no_realtime {
+            o.realtime_priority = None;
+        }
         o
     }
 }

@@ -93,7 +93,8 @@ impl Emulator {
             Box::new(move || timer::run(s, k, options)),
         )?);
         let (s, k) = (shared.clone(), sockets.clone());
-        let recv = spawn("horde-emu-recv", Box::new(move || receiver.run(s, k)));
+        let rt = options.realtime_priority;
+        let recv = spawn("horde-emu-recv", Box::new(move || receiver.run(s, k, rt)));
         let mut handle = EmulatorHandle {
             shared,
             waker,

@@ -15,6 +15,7 @@ mod emulator;
 mod error;
 mod histogram;
 mod ideal;
+mod realtime;
 mod receiver;
 mod run;
 mod schedule;
@@ -33,7 +34,18 @@ pub use ideal::IdealLink;
 pub use run::{run_until, run_until_with};
 pub use schedule::ScheduleStep;
 pub use stats::{ChannelStats, Direction, DirectionStats, Stats};
-pub use timer::{TimerOptions, DEFAULT_SPIN_US};
+pub use timer::{TimerOptions, DEFAULT_REALTIME_PRIORITY, DEFAULT_SPIN_US};
 
 /// Link specifications, re-exported for building configurations in code.
 pub use horde_links::LinkSpec;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn handle_and_stats_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::EmulatorHandle>();
+        send_sync::<crate::Stats>();
+        send_sync::<crate::EmuError>();
+    }
+}

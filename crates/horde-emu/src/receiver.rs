@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::error::EmuError;
+use crate::realtime;
 use crate::shared::Shared;
 use crate::stats::Direction;
 use crate::timer::ChannelSockets;
@@ -16,6 +17,8 @@ use crate::timer::ChannelSockets;
 const MAX_DATAGRAM: usize = 65_536;
 /// Packets read from one socket before handing them to the links.
 const BATCH: usize = 32;
+/// Batches read from one socket before serving the next ready socket.
+const BATCHES_PER_ROUND: usize = 4;
 const WAKER_TOKEN: u64 = u64::MAX;
 
 /// An eventfd that makes the receive thread return.
@@ -95,7 +98,18 @@ impl Receiver {
         ))
     }
 
-    pub fn run(self, shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>) {
+    /// Receive until shutdown; `realtime_priority` as in [`crate::TimerOptions`].
+    pub fn run(
+        self,
+        shared: Arc<Shared>,
+        sockets: Arc<Vec<ChannelSockets>>,
+        realtime_priority: Option<i32>,
+    ) {
+        // Real-time too (just below the release thread), so that it is not preempted
+        // while holding the lock the release thread needs.
+        if let Some(p) = realtime_priority {
+            realtime::go_realtime((p - 1).max(1));
+        }
         let _keep_waker = self.waker;
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 2 * sockets.len() + 1];
         let mut buf = vec![0u8; MAX_DATAGRAM];
@@ -129,7 +143,9 @@ impl Receiver {
                 } else {
                     (&sockets[channel].server_facing, Direction::Down)
                 };
-                loop {
+                // A bounded number of batches per socket and round, so that one flooded
+                // socket cannot starve the others (epoll is level-triggered).
+                for _ in 0..BATCHES_PER_ROUND {
                     let drained = read_batch(socket, &mut buf, &mut batch);
                     if !batch.is_empty() {
                         enqueue(&shared, channel, dir, &mut batch);

@@ -57,9 +57,12 @@ impl DirState {
                 self.stats.dropped_other += 1;
             }
         }
+        let link = self.link.stats();
         let mut s = self.stats.clone();
-        s.dropped_loss = self.link.stats().lost;
-        s.in_flight = self.slab.len() as u64;
+        s.dropped_loss = link.lost;
+        s.in_flight = link
+            .offered
+            .saturating_sub(link.queue_drops + link.lost + link.delivered);
         s
     }
 }

@@ -70,6 +70,7 @@ impl PayloadSlab {
     }
 
     /// Number of stored payloads.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.live
     }

@@ -39,8 +39,10 @@ impl fmt::Display for Direction {
 
 /// Counters of one direction of one channel.
 ///
-/// Every offered packet ends up delivered, dropped, or still `in_flight`;
-/// `dropped_loss` is the link model's own count of packets its loss process removed.
+/// Every offered packet is delivered, dropped, or still inside the link:
+/// `offered = delivered + dropped_queue + dropped_loss + dropped_down + dropped_other +
+/// in_flight`. `dropped_loss` is the link model's own count, which it updates when a
+/// lost packet's departure time has passed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DirectionStats {
     /// Packets received from the sending side.
@@ -58,7 +60,7 @@ pub struct DirectionStats {
     /// Dropped for another reason: no client address known yet for a reply, a failed
     /// send, or a payload held longer than the emulator keeps payloads.
     pub dropped_other: u64,
-    /// Payloads currently held (packets inside the link, plus losses not yet reclaimed).
+    /// Packets inside the link model (queued, serializing or propagating).
     pub in_flight: u64,
     /// Actual send time minus the model's scheduled delivery time.
     pub release_error: Histogram,
@@ -74,6 +76,18 @@ pub struct ChannelStats {
     pub link_down: bool,
     pub up: DirectionStats,
     pub down: DirectionStats,
+}
+
+impl DirectionStats {
+    /// Every packet accounted for: delivered, dropped, or in flight.
+    pub fn accounted(&self) -> u64 {
+        self.delivered
+            + self.dropped_queue
+            + self.dropped_loss
+            + self.dropped_down
+            + self.dropped_other
+            + self.in_flight
+    }
 }
 
 impl ChannelStats {
@@ -129,7 +143,7 @@ impl fmt::Display for Stats {
             "loss",
             "down",
             "other",
-            "held",
+            "in-fl",
             "p50 us",
             "p99 us",
             "max us"

@@ -1,16 +1,19 @@
 //! The release thread: sleeps until the earliest delivery time over all links, then sends
 //! every due packet.
 //!
-//! Precision strategy: the thread sets its timer slack to 1 ns, blocks on a condition
-//! variable (a futex with an absolute monotonic deadline, i.e. an hrtimer) until `spin`
-//! before the deadline, then spins on the clock for the rest. A receive that brings an
-//! earlier deadline notifies the condition variable, or sets `kick` while spinning.
+//! Precision strategy (measured with `benches/release_error.rs`, see docs/emulator.md):
+//! the thread sets its timer slack to 1 ns and, when permitted, runs `SCHED_FIFO`. It
+//! blocks on a condition variable (a futex with an absolute monotonic deadline, i.e. an
+//! hrtimer) until `spin` before the deadline, then spins on the clock for the rest. A
+//! receive that brings an earlier deadline notifies the condition variable, or sets
+//! `kick` while the thread spins. Without real-time priority the thread does not spin.
 
 use std::net::UdpSocket;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::realtime;
 use crate::shared::{Outgoing, Sent, Shared};
 use crate::stats::Direction;
 
@@ -25,12 +28,14 @@ pub(crate) struct ChannelSockets {
 /// Tuning of the release thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimerOptions {
-    /// Busy-wait this long before each deadline instead of sleeping through it.
+    /// Busy-wait this long before each deadline instead of sleeping through it. Only
+    /// used when the release thread runs real-time, or when `realtime_priority` is `None`.
     pub spin: Duration,
     /// Payloads older than this are assumed lost by the link model and reclaimed.
     pub max_packet_age: Duration,
-    /// Run the release thread under `SCHED_FIFO` at this priority (1..=99) when the
-    /// process may (root or `CAP_SYS_NICE`); otherwise it stays a normal thread.
+    /// Run the release thread under `SCHED_FIFO` at this priority (1..=99), and the
+    /// receive thread one below, when the process may (root or `CAP_SYS_NICE`);
+    /// otherwise they stay normal threads and the release thread does not spin.
     pub realtime_priority: Option<i32>,
 }
 
@@ -39,47 +44,28 @@ impl Default for TimerOptions {
         Self {
             spin: Duration::from_micros(DEFAULT_SPIN_US),
             max_packet_age: Duration::from_secs(30),
-            realtime_priority: None,
+            realtime_priority: Some(DEFAULT_REALTIME_PRIORITY),
         }
     }
 }
 
 /// Default busy-wait before a deadline, chosen from the release-error benchmark.
-pub const DEFAULT_SPIN_US: u64 = 100;
+pub const DEFAULT_SPIN_US: u64 = 50;
+/// Default `SCHED_FIFO` priority of the release thread.
+pub const DEFAULT_REALTIME_PRIORITY: i32 = 10;
 
 const GC_EVERY: Duration = Duration::from_secs(1);
 
-/// Ask the kernel for exact timer expiry on this thread (default slack is 50 µs).
-fn tighten_timer_slack() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only this thread.
-    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-    if rc != 0 {
-        tracing::debug!(
-            "PR_SET_TIMERSLACK failed: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
-/// Move this thread to `SCHED_FIFO`; failure (no privilege) leaves it as it was.
-fn go_realtime(priority: i32) {
-    let param = libc::sched_param {
-        sched_priority: priority.clamp(1, 99),
-    };
-    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        tracing::info!(
-            "release thread stays SCHED_OTHER: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
 pub(crate) fn run(shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>, opts: TimerOptions) {
-    tighten_timer_slack();
-    if let Some(priority) = opts.realtime_priority {
-        go_realtime(priority);
-    }
+    realtime::tighten_timer_slack();
+    let realtime = opts.realtime_priority.is_some_and(realtime::go_realtime);
+    // Spinning without real-time priority backfires on a busy machine: the scheduler
+    // preempts the spinning thread and the release comes milliseconds late.
+    let spin = if opts.realtime_priority.is_some() && !realtime {
+        Duration::ZERO
+    } else {
+        opts.spin
+    };
     let clock = shared.clock;
     let mut out: Vec<Outgoing> = Vec::new();
     let mut sent: Vec<Sent> = Vec::new();
@@ -111,8 +97,8 @@ pub(crate) fn run(shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>, opts: 
             None => {
                 core = shared.wake.wait(core).unwrap_or_else(|p| p.into_inner());
             }
-            Some(deadline) if deadline > now + opts.spin => {
-                let sleep = deadline - opts.spin - now;
+            Some(deadline) if deadline > now + spin => {
+                let sleep = deadline - spin - now;
                 core = shared
                     .wake
                     .wait_timeout(core, sleep)

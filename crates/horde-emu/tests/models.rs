@@ -42,6 +42,7 @@ fn rate_limited_link_delivers_at_its_rate() {
     let stats = emu.shutdown();
     let up = &stats.channel("rate").unwrap().up;
     assert_eq!(up.delivered as usize, COUNT);
+    assert_eq!(up.accounted(), up.offered);
     assert!(up.release_error.quantile(0.5) < Duration::from_millis(1));
 }
 
@@ -78,4 +79,5 @@ fn loss_model_drops_about_p() {
     assert_eq!(up.delivered, got);
     assert_eq!(up.dropped_loss, COUNT - got, "{up:?}");
     assert_eq!(up.in_flight, 0);
+    assert_eq!(up.accounted(), up.offered);
 }

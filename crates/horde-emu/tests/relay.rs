@@ -132,6 +132,8 @@ fn scheduled_down_period_drops_both_ways_then_recovers() {
     }
     let s = stats.channel("s").unwrap();
     assert!(s.up.dropped_down >= 20, "{s:?}");
+    assert_eq!(s.up.accounted(), s.up.offered);
+    assert_eq!(s.down.accounted(), s.down.offered);
     assert!(s.down.dropped_down >= 20, "{s:?}");
     assert!(!s.link_down);
 }
