@@ -1,1 +1,5 @@
 //! placeholder
+
+pub mod metrics;
+pub mod scenario;
+pub mod workload;

@@ -1,0 +1,250 @@
+//! Scenario files: what to simulate (hosts, channels, streams, scheduler), in TOML.
+//!
+//! ```toml
+//! name = "fig7-5"
+//! seed = 1
+//! duration_s = 600
+//! [scheduler]                # optional
+//! kind = "rrr"               # checked by the driver, not here
+//! cycle_ms = 100             # default 100
+//! lookahead_ms = 300         # default 0
+//! [[hosts]]                  # optional; default two hosts "a" and "b"
+//! name = "ambulance"
+//! [[channels]]
+//! name = "cdma1"
+//! between = ["ambulance", "hospital"]   # optional with exactly two hosts
+//! mtu = 768
+//! congestion = { kind = "cbr", kbps = 120 }   # or { kind = "aimd" }
+//! cost_per_kb = 0                       # default 0
+//! up = { rate = { model = "constant", kbps = 120 } }  # a horde_links::LinkSpec
+//! down = { }                            # optional, default ideal
+//! [[streams]]
+//! id = 0
+//! from = "ambulance"        # optional with two hosts: the first host
+//! to = "hospital"           # optional with two hosts: the other host
+//! max_kbps = 80             # or elastic = true
+//! ordered = false           # default false
+//! workload = { kind = "cbr", kbps = 80, adu_bytes = 768 }
+//! objectives = ["objectives/x1.hose"]   # optional, relative to the scenario file
+//! ```
+//!
+//! Unknown keys are errors, and every error names the file and the line and column of
+//! the offending value (`FILE:line:col: message`). The format is documented in
+//! `docs/scenarios.md`.
+
+mod error;
+mod raw;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use horde_links::LinkSpec;
+use serde::{Deserialize, Serialize};
+
+use crate::workload::WorkloadSpec;
+
+pub use error::ScenarioError;
+
+/// The scenario `Scenario::builtin` returns: the telemedicine setup.
+const BUILTIN: &str = include_str!("../../../../scenarios/telemedicine.toml");
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    /// Seeds every random process of the run (see [`crate::workload::stream_seed`]).
+    pub seed: u64,
+    /// Simulated time, > 0.
+    pub duration_s: f64,
+    pub scheduler: SchedulerSpec,
+    /// At least two, unique names.
+    pub hosts: Vec<HostSpec>,
+    /// At least one, unique names.
+    pub channels: Vec<ChannelSpec>,
+    /// At least one, unique ids.
+    pub streams: Vec<StreamSpec>,
+    /// The scenario file's directory (`.` for [`Scenario::from_str`]): relative paths
+    /// inside link specs (trace files) are relative to it.
+    pub base_dir: PathBuf,
+}
+
+/// The `[scheduler]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerSpec {
+    /// e.g. `"rrr"`, `"random-walk"`, `"directed"`; the driver decides which exist.
+    pub kind: String,
+    /// Scheduling cycle period T, > 0.
+    pub cycle_ms: f64,
+    /// Look-ahead horizon for phantom slots, >= 0.
+    pub lookahead_ms: f64,
+    /// Candidate schedules per cycle for randomised schedulers (thesis random-walk: 25).
+    pub k: Option<u32>,
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        SchedulerSpec {
+            kind: "rrr".into(),
+            cycle_ms: 100.0,
+            lookahead_ms: 0.0,
+            k: None,
+        }
+    }
+}
+
+/// One `[[hosts]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    pub name: String,
+}
+
+/// A channel's congestion control, e.g. `{ kind = "cbr", kbps = 120 }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Congestion {
+    /// Slots at a constant rate: one `mtu`-byte slot every `mtu * 8 / kbps` ms (thesis
+    /// §7.2.1).
+    Cbr { kbps: f64 },
+    /// Generic AIMD driven by acks (thesis E1, §7.1).
+    Aimd {},
+}
+
+/// Which way data crosses a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From `between[0]` to `between[1]`, over the `up` link.
+    Up,
+    /// From `between[1]` to `between[0]`, over the `down` link.
+    Down,
+}
+
+/// One `[[channels]]` entry: a bidirectional channel between two hosts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelSpec {
+    pub name: String,
+    /// The two hosts; `up` carries packets from the first to the second.
+    pub between: [String; 2],
+    /// Largest packet payload, i.e. slot size in bytes.
+    pub mtu: u32,
+    pub congestion: Congestion,
+    /// Cost of 1000 bytes sent, in the scenario's cost unit; >= 0.
+    pub cost_per_kb: f64,
+    pub up: LinkSpec,
+    /// `LinkSpec::default()` (ideal: no rate limit, loss or delay) when not given.
+    pub down: LinkSpec,
+}
+
+impl ChannelSpec {
+    /// The direction a packet sent by `host` travels, if `host` is on this channel.
+    pub fn direction_from(&self, host: &str) -> Option<Direction> {
+        if self.between[0] == host {
+            Some(Direction::Up)
+        } else if self.between[1] == host {
+            Some(Direction::Down)
+        } else {
+            None
+        }
+    }
+
+    /// The link model for one direction.
+    pub fn link(&self, dir: Direction) -> &LinkSpec {
+        match dir {
+            Direction::Up => &self.up,
+            Direction::Down => &self.down,
+        }
+    }
+
+    /// Whether this channel joins hosts `a` and `b` (either way round).
+    pub fn joins(&self, a: &str, b: &str) -> bool {
+        (self.between[0] == a && self.between[1] == b)
+            || (self.between[0] == b && self.between[1] == a)
+    }
+}
+
+/// How much bandwidth a stream asks the allocator for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StreamRate {
+    /// At most this many kbit/s.
+    MaxKbps(f64),
+    /// As much as it can get (treated as infinite demand, thesis §3.2.3).
+    Elastic,
+}
+
+/// One `[[streams]]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSpec {
+    pub id: u32,
+    pub from: String,
+    pub to: String,
+    pub rate: StreamRate,
+    /// Whether the receiver delivers in stream order.
+    pub ordered: bool,
+    pub workload: WorkloadSpec,
+    /// hose objective files, resolved against the scenario file's directory by
+    /// [`Scenario::load`] (left as written by [`Scenario::from_str`]).
+    pub objectives: Vec<PathBuf>,
+}
+
+impl Scenario {
+    /// Read, parse and validate a scenario file. Objective paths are resolved against
+    /// the file's directory and must exist.
+    pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            at: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        validate::parse(&text, &file, Some(base))
+    }
+
+    /// Parse and validate scenario text; `name` stands for the file in error messages.
+    /// Paths stay as written and objective files are not checked.
+    pub fn from_str(text: &str, name: &str) -> Result<Scenario, ScenarioError> {
+        validate::parse(text, name, None)
+    }
+
+    /// The default scenario: `scenarios/telemedicine.toml`, compiled in.
+    pub fn builtin() -> Scenario {
+        Scenario::from_str(BUILTIN, "scenarios/telemedicine.toml")
+            .expect("the built-in scenario is valid (checked by a test)")
+    }
+
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.duration_s)
+    }
+
+    pub fn host(&self, name: &str) -> Option<usize> {
+        self.hosts.iter().position(|h| h.name == name)
+    }
+
+    pub fn channel(&self, name: &str) -> Option<usize> {
+        self.channels.iter().position(|c| c.name == name)
+    }
+
+    /// Indices of the channels a stream can use: those joining its two hosts.
+    pub fn stream_channels(&self, stream: &StreamSpec) -> Vec<usize> {
+        (0..self.channels.len())
+            .filter(|&i| self.channels[i].joins(&stream.from, &stream.to))
+            .collect()
+    }
+
+    /// The largest ADU a stream's workload should produce: the smallest MTU among its
+    /// channels, so any ADU fits any slot (the thesis never fragments ADUs, §3.2.2).
+    pub fn max_adu(&self, stream: &StreamSpec) -> u32 {
+        self.stream_channels(stream)
+            .into_iter()
+            .map(|i| self.channels[i].mtu)
+            .min()
+            .unwrap_or(1)
+    }
+}
