@@ -2,8 +2,14 @@
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use horde_crypto::{Keypair, PublicKey};
+use horde_policy::Scheduler;
 use horde_proto::{ChannelConfig, SessionConfig};
+
+/// Makes the scheduler each new session runs.
+pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// One local network interface: a UDP socket bound to `bind`, and optionally pinned to a
 /// device with `SO_BINDTODEVICE` (needs `CAP_NET_RAW`).
@@ -20,7 +26,6 @@ impl InterfaceConfig {
 }
 
 /// Everything a host needs to run.
-#[derive(Debug)]
 pub struct HostConfig {
     pub interfaces: Vec<InterfaceConfig>,
     pub keypair: Keypair,
@@ -29,6 +34,22 @@ pub struct HostConfig {
     pub session: SessionConfig,
     /// Settings for channels that peers open to this host.
     pub accepted_channel: ChannelConfig,
+    /// The scheduler of every session; `None` runs randomized round-robin.
+    pub scheduler: Option<SchedulerFactory>,
+}
+
+impl HostConfig {
+    /// A host with default session settings, one interface per address.
+    pub fn new(keypair: Keypair, interfaces: Vec<InterfaceConfig>) -> Self {
+        Self {
+            interfaces,
+            keypair,
+            allowed_peers: Vec::new(),
+            session: SessionConfig::default(),
+            accepted_channel: ChannelConfig::default(),
+            scheduler: None,
+        }
+    }
 }
 
 /// One channel of an outgoing connection: which local interface, to which peer address.

@@ -25,7 +25,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use crate::api::{Command, ConnOp, Connection, NetError, Reply as Answer};
-use crate::config::{ConnectConfig, HostConfig, InterfaceConfig};
+use crate::config::{ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
 use crate::socket;
 
 /// Host-wide counters.
@@ -72,6 +72,7 @@ struct Driver {
     responder: Responder,
     session: SessionConfig,
     accepted_channel: ChannelConfig,
+    scheduler: Option<SchedulerFactory>,
     conns: BTreeMap<u64, Conn>,
     /// Local crypto index -> connection key.
     by_index: HashMap<u32, u64>,
@@ -109,6 +110,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         responder,
         session: config.session,
         accepted_channel: config.accepted_channel,
+        scheduler: config.scheduler,
         conns: BTreeMap::new(),
         by_index: HashMap::new(),
         listeners: HashMap::new(),
@@ -314,7 +316,10 @@ impl Driver {
         };
         let conn_id = self.rng.gen();
         match Session::connect(config, conn_id, hs.config.service, specs, aliases, now) {
-            Ok(p) => {
+            Ok(mut p) => {
+                if let Some(f) = &self.scheduler {
+                    p.set_scheduler(f());
+                }
                 conn.crypto = Some(Box::new(crypto));
                 conn.proto = Some(p);
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -371,7 +376,10 @@ impl Driver {
             aliases,
             Arc::new(move |_| cfg.clone()),
         ) {
-            Ok(p) => {
+            Ok(mut p) => {
+                if let Some(f) = &self.scheduler {
+                    p.set_scheduler(f());
+                }
                 conn.proto = Some(p);
                 if let Some(rx) = conn.events_rx.take() {
                     let _ = listener.send(Connection::new(key, self.cmd_tx.clone(), rx));

@@ -9,5 +9,5 @@ mod driver;
 mod socket;
 
 pub use api::{Connection, ConnectionHandle, Host, Listener, NetError};
-pub use config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
+pub use config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
 pub use driver::HostStats;

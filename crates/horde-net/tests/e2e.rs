@@ -23,6 +23,7 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
         allowed_peers: vec![*ck.public()],
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
+        scheduler: None,
     })
     .await
     .unwrap();
@@ -32,6 +33,7 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
         allowed_peers: vec![],
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
+        scheduler: None,
     })
     .await
     .unwrap();
@@ -122,6 +124,7 @@ async fn unknown_initiators_are_refused() {
         allowed_peers: vec![*Keypair::generate().public()],
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
+        scheduler: None,
     })
     .await
     .unwrap();
@@ -131,6 +134,7 @@ async fn unknown_initiators_are_refused() {
         allowed_peers: vec![],
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
+        scheduler: None,
     })
     .await
     .unwrap();

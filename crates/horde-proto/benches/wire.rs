@@ -1,1 +1,84 @@
-fn main() {}
+//! Wire codec throughput: a data packet with a 1200-byte payload and an ack with 8 ranges.
+//!
+//! Run: `cargo bench -p horde-proto --bench wire -- --warm-up-time 1 --measurement-time 3`.
+//! Every benchmark handles one packet per iteration, so criterion reports packets/s
+//! (`elem/s`).
+//!
+//! * `encode`: [`wire::encode`] into a reused buffer (capacity kept, as a driver's
+//!   transmit buffer is).
+//! * `decode`: [`wire::decode`] of a received datagram already held in `Bytes`.
+//! * `encode_decode`: the whole path between two sessions: encode, copy the datagram into
+//!   fresh `Bytes` (what a receiver does with a socket buffer), decode.
+
+use bytes::Bytes;
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use horde_proto::wire::{self, Ack, Packet};
+
+const PAYLOAD: usize = 1200;
+const ACK_RANGES: usize = 8;
+
+fn data_packet() -> Packet {
+    Packet::Data {
+        conn: 0x0123_4567_89ab_cdef,
+        channel: 3,
+        flags: wire::FLAG_ORDERED,
+        seq: 1_000_000,
+        send_ts: 123_456_789,
+        stream: 7,
+        stream_seq: 42_000,
+        payload: Bytes::from((0..PAYLOAD).map(|i| i as u8).collect::<Vec<u8>>()),
+    }
+}
+
+/// An ack of a channel with 8 holes below a run of 10 received packets.
+fn ack_packet() -> Packet {
+    Packet::Ack(Ack {
+        conn: 0x0123_4567_89ab_cdef,
+        channel: 3,
+        largest: 1_000_000,
+        ack_delay_us: 850,
+        echo_ts: 123_456_789,
+        first_range: 9,
+        ranges: (0..ACK_RANGES as u64).map(|k| (k % 3, 4 + k)).collect(),
+    })
+}
+
+fn bench_packet(c: &mut Criterion, name: &str, packet: &Packet) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(1));
+    let mut buf = Vec::with_capacity(2048);
+
+    group.bench_function("encode", |b| {
+        b.iter(|| {
+            buf.clear();
+            wire::encode(black_box(packet), &mut buf);
+            black_box(buf.len());
+        })
+    });
+
+    buf.clear();
+    wire::encode(packet, &mut buf);
+    let datagram = Bytes::copy_from_slice(&buf);
+    assert_eq!(&wire::decode(&datagram).expect("decodes"), packet);
+    group.bench_function("decode", |b| {
+        b.iter(|| black_box(wire::decode(black_box(&datagram)).expect("decodes")))
+    });
+
+    group.bench_function("encode_decode", |b| {
+        b.iter(|| {
+            buf.clear();
+            wire::encode(black_box(packet), &mut buf);
+            let datagram = Bytes::copy_from_slice(&buf);
+            black_box(wire::decode(&datagram).expect("decodes"))
+        })
+    });
+    group.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    bench_packet(c, "data_1200", &data_packet());
+    bench_packet(c, "ack_8_ranges", &ack_packet());
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

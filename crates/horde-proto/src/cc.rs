@@ -13,6 +13,8 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn on_loss(&mut self, now: Duration, bytes: u32, sent_at: Duration);
     /// Bytes that may be sent now, given the bytes in flight.
     fn allowance(&self, now: Duration, in_flight: u64) -> u64;
+    /// Bytes in flight right after a send, for controllers that grow only a used window.
+    fn note_in_flight(&mut self, _in_flight: u64) {}
     /// When the allowance will next grow without an ack (rate-based control), if ever.
     fn next_allowance_at(&self, now: Duration) -> Option<Duration>;
     /// Sustained sending rate estimate in bytes per second, for bandwidth allocation and
@@ -71,7 +73,11 @@ impl CcConfig {
     }
 }
 
-/// Window AIMD with slow start: +1 MSS per RTT, halve once per RTT on loss.
+/// Window AIMD with slow start: +1 MSS per RTT, halve once per RTT on loss. Sending is
+/// paced at a multiple of cwnd/srtt (2x in slow start, 1.25x after, as Linux does), so
+/// the slots a channel offers arrive in proportion to its rate rather than in window-sized
+/// bursts; and the window only grows while it is actually used (RFC 7661), so an
+/// application-limited channel does not build a window it has never tested.
 #[derive(Debug, Clone)]
 pub struct Aimd {
     mss: u64,
@@ -80,7 +86,16 @@ pub struct Aimd {
     ssthresh: u64,
     /// Losses of packets sent before this time belong to an already-handled episode.
     recovery_start: Duration,
+    srtt: Option<Duration>,
+    /// Pacing credit in bytes at `last`.
+    tokens: f64,
+    last: Duration,
+    /// Highest bytes in flight seen since the last ack, to tell a used window.
+    peak_in_flight: u64,
 }
+
+/// Pacing credit never exceeds this many full packets.
+const PACING_BURST_PACKETS: f64 = 2.0;
 
 impl Aimd {
     pub fn new(mss: u32, initial_window_packets: u32) -> Self {
@@ -91,11 +106,31 @@ impl Aimd {
             cwnd: initial,
             ssthresh: u64::MAX,
             recovery_start: Duration::ZERO,
+            srtt: None,
+            tokens: f64::from(mss) * PACING_BURST_PACKETS,
+            last: Duration::ZERO,
+            peak_in_flight: 0,
         }
     }
 
     pub fn cwnd(&self) -> u64 {
         self.cwnd
+    }
+
+    /// Bytes per second the pacer releases; unpaced until the first RTT sample.
+    fn pacing_rate(&self) -> Option<f64> {
+        let srtt = self.srtt?.as_secs_f64().max(1e-6);
+        let gain = if self.cwnd < self.ssthresh { 2.0 } else { 1.25 };
+        Some(gain * self.cwnd as f64 / srtt)
+    }
+
+    fn tokens_at(&self, now: Duration) -> f64 {
+        let depth = self.mss as f64 * PACING_BURST_PACKETS;
+        match self.pacing_rate() {
+            Some(r) => (self.tokens + now.saturating_sub(self.last).as_secs_f64() * r).min(depth),
+            // Before the first RTT sample only the window limits sending.
+            None => f64::INFINITY,
+        }
     }
 }
 
@@ -104,15 +139,26 @@ impl CongestionControl for Aimd {
         "aimd"
     }
 
-    fn on_sent(&mut self, _now: Duration, _bytes: u32) {}
+    fn on_sent(&mut self, now: Duration, bytes: u32) {
+        self.tokens = self.tokens_at(now) - f64::from(bytes);
+        self.last = now;
+    }
 
-    fn on_ack(&mut self, _now: Duration, bytes: u32, _rtt: Duration) {
-        let b = u64::from(bytes);
-        if self.cwnd < self.ssthresh {
-            self.cwnd += b;
-        } else {
-            self.cwnd += (self.mss * b / self.cwnd).max(1);
+    fn on_ack(&mut self, _now: Duration, bytes: u32, rtt: Duration) {
+        self.srtt = Some(match self.srtt {
+            None => rtt,
+            Some(s) => (s * 7 + rtt) / 8,
+        });
+        // Grow only a window that was at least half used since the last ack.
+        if self.peak_in_flight * 2 >= self.cwnd {
+            let b = u64::from(bytes);
+            if self.cwnd < self.ssthresh {
+                self.cwnd += b;
+            } else {
+                self.cwnd += (self.mss * b / self.cwnd).max(1);
+            }
         }
+        self.peak_in_flight = 0;
     }
 
     fn on_loss(&mut self, now: Duration, _bytes: u32, sent_at: Duration) {
@@ -124,12 +170,23 @@ impl CongestionControl for Aimd {
         self.ssthresh = self.cwnd;
     }
 
-    fn allowance(&self, _now: Duration, in_flight: u64) -> u64 {
-        self.cwnd.saturating_sub(in_flight)
+    fn allowance(&self, now: Duration, in_flight: u64) -> u64 {
+        let window = self.cwnd.saturating_sub(in_flight);
+        window.min(self.tokens_at(now).max(0.0) as u64)
     }
 
-    fn next_allowance_at(&self, _now: Duration) -> Option<Duration> {
-        None
+    fn note_in_flight(&mut self, in_flight: u64) {
+        self.peak_in_flight = self.peak_in_flight.max(in_flight);
+    }
+
+    fn next_allowance_at(&self, now: Duration) -> Option<Duration> {
+        let rate = self.pacing_rate()?;
+        let have = self.tokens_at(now);
+        if have >= self.mss as f64 {
+            return Some(now);
+        }
+        let wait = (self.mss as f64 - have) / rate;
+        Some(now + Duration::from_nanos((wait * 1e9).ceil() as u64))
     }
 
     fn rate(&self, srtt: Duration) -> f64 {
@@ -140,6 +197,9 @@ impl CongestionControl for Aimd {
         self.cwnd = self.initial;
         self.ssthresh = u64::MAX;
         self.recovery_start = now;
+        self.srtt = None;
+        self.tokens = self.mss as f64 * PACING_BURST_PACKETS;
+        self.last = now;
     }
 }
 
@@ -221,6 +281,7 @@ mod tests {
         let t = Duration::from_millis;
         // Slow start doubles per window.
         for _ in 0..4 {
+            c.note_in_flight(c.cwnd());
             c.on_ack(t(1), 1000, t(100));
         }
         assert_eq!(c.cwnd(), 8000);
@@ -231,10 +292,37 @@ mod tests {
         assert_eq!(c.cwnd(), 4000);
         // Congestion avoidance: one window of acks adds about one MSS.
         for _ in 0..4 {
+            c.note_in_flight(c.cwnd());
             c.on_ack(t(20), 1000, t(100));
         }
         assert!((4900..=5100).contains(&c.cwnd()), "{}", c.cwnd());
-        assert_eq!(c.allowance(t(20), 3000), c.cwnd() - 3000);
+        // An application-limited window does not grow.
+        let before = c.cwnd();
+        c.note_in_flight(1000);
+        c.on_ack(t(30), 1000, t(100));
+        assert_eq!(c.cwnd(), before);
+    }
+
+    #[test]
+    fn aimd_paces_at_window_over_rtt() {
+        let mss = 1000u32;
+        let mut c = Aimd::new(mss, 10);
+        let t0 = Duration::from_millis(0);
+        c.on_ack(t0, mss, Duration::from_millis(100));
+        // 10 packets per 100 ms RTT in slow start at gain 2: about 200 packets/s.
+        let mut now = t0;
+        let mut sent = 0u32;
+        while now < Duration::from_secs(1) {
+            if c.allowance(now, 0) >= u64::from(mss) {
+                c.on_sent(now, mss);
+                sent += 1;
+            }
+            now = c
+                .next_allowance_at(now)
+                .unwrap()
+                .max(now + Duration::from_micros(10));
+        }
+        assert!((190..=212).contains(&sent), "{sent}");
     }
 
     #[test]

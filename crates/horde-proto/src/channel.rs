@@ -129,6 +129,8 @@ pub struct Channel {
     bytes_in_flight: u64,
     largest_acked: Option<u64>,
     last_progress: Duration,
+    /// Packets declared lost since the last ack.
+    losses_since_ack: u32,
 
     recv_ranges: Vec<(u64, u64)>,
     recv_largest_at: Duration,
@@ -170,7 +172,9 @@ impl Channel {
         config: ChannelConfig,
         now: Duration,
     ) -> Self {
-        let cc = config.congestion.build(config.mtu + DATA_HEADER_LEN as u32, now);
+        let cc = config
+            .congestion
+            .build(config.mtu + DATA_HEADER_LEN as u32, now);
         Self {
             id,
             local,
@@ -186,6 +190,7 @@ impl Channel {
             bytes_in_flight: 0,
             largest_acked: None,
             last_progress: now,
+            losses_since_ack: 0,
             recv_ranges: Vec::new(),
             recv_largest_at: now,
             recv_largest_ts: 0,
@@ -327,8 +332,11 @@ impl Channel {
         self.next_seq += 1;
         if self.fates.is_empty() {
             self.base_seq = seq;
-            // An idle channel starts its dead-man timer from this send, not the last ack.
-            self.last_progress = self.last_progress.max(now);
+            // A channel that was idle, rather than losing everything it sent, starts its
+            // dead-man timer from this send, not from the last ack.
+            if self.losses_since_ack == 0 {
+                self.last_progress = self.last_progress.max(now);
+            }
         }
         self.fates.push_back(Fate::InFlight(SentPacket {
             sent_at: now,
@@ -337,6 +345,7 @@ impl Channel {
         }));
         self.bytes_in_flight += u64::from(size);
         self.cc.on_sent(now, size);
+        self.cc.note_in_flight(self.bytes_in_flight);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
         if adu.is_none() {
@@ -378,6 +387,7 @@ impl Channel {
         if out.len() > before {
             self.largest_acked = self.largest_acked.max(Some(ack.largest));
             self.last_progress = now;
+            self.losses_since_ack = 0;
             if let Liveness::Dead { .. } = self.liveness {
                 self.liveness = Liveness::Alive;
                 self.cc.reset(now);
@@ -405,6 +415,7 @@ impl Channel {
                 self.bytes_in_flight -= u64::from(p.size);
                 self.cc.on_loss(now, p.size, p.sent_at);
                 self.stats.lost += 1;
+                self.losses_since_ack += 1;
                 out.push(Resolved {
                     seq,
                     adu: p.adu,
@@ -426,7 +437,7 @@ impl Channel {
 
     /// Check the dead-man timer; returns `true` if the channel just died.
     pub fn check_liveness(&mut self, now: Duration) -> bool {
-        if !self.is_alive() || self.fates.is_empty() {
+        if !self.is_alive() || (self.fates.is_empty() && self.losses_since_ack == 0) {
             return false;
         }
         let limit = (self.timeout() * DEAD_AFTER_TIMEOUTS).max(MIN_DEAD_AFTER);
@@ -467,10 +478,10 @@ impl Channel {
                     self.timeout()
                 };
             t = min_opt(t, Some(loss_at));
-            if self.is_alive() {
-                let limit = (self.timeout() * DEAD_AFTER_TIMEOUTS).max(MIN_DEAD_AFTER);
-                t = min_opt(t, Some(self.last_progress + limit));
-            }
+        }
+        if self.is_alive() && (oldest.is_some() || self.losses_since_ack > 0) {
+            let limit = (self.timeout() * DEAD_AFTER_TIMEOUTS).max(MIN_DEAD_AFTER);
+            t = min_opt(t, Some(self.last_progress + limit));
         }
         if let Liveness::Dead { next_probe } = self.liveness {
             t = min_opt(t, Some(next_probe));

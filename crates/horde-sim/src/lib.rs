@@ -1,5 +1,8 @@
 //! placeholder
 
+pub mod build;
+pub mod engine;
 pub mod metrics;
+pub mod objectives;
 pub mod scenario;
 pub mod workload;

@@ -1,0 +1,93 @@
+//! Shared set-up for the end-to-end tests: keys, hosts, and an emulated path.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use horde_crypto::Keypair;
+use horde_emu::{EmulatorConfig, EmulatorHandle, LinkSpec};
+use horde_net::{ChannelTarget, ConnectConfig, Connection, Host, HostConfig, InterfaceConfig};
+use horde_proto::ChannelConfig;
+
+pub fn lo() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+pub struct Setup {
+    pub client: Host,
+    pub server: Host,
+    pub conn: Connection,
+    pub accepted: Connection,
+    pub emu: Option<EmulatorHandle>,
+    pub channel_names: Vec<String>,
+}
+
+/// Server with one socket, client with one socket per link; each link goes through the
+/// emulator when `links` are given (name, up, down).
+pub async fn setup(links: &[(&str, LinkSpec, LinkSpec)], channel: ChannelConfig) -> Setup {
+    let ck = Keypair::generate();
+    let sk = Keypair::generate();
+    let mut server_cfg = HostConfig::new(sk.clone(), vec![InterfaceConfig::new(lo())]);
+    server_cfg.allowed_peers = vec![*ck.public()];
+    let server = Host::bind(server_cfg).await.unwrap();
+    let client = Host::bind(HostConfig::new(
+        ck,
+        links.iter().map(|_| InterfaceConfig::new(lo())).collect(),
+    ))
+    .await
+    .unwrap();
+    let server_addr = server.local_addrs()[0];
+    let toml: String = links
+        .iter()
+        .map(|(name, _, _)| format!("[[channels]]\nname = \"{name}\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"{server_addr}\"\nup = {{}}\n"))
+        .collect();
+    let mut emu_cfg =
+        EmulatorConfig::from_toml(&format!("seed = 5\n{toml}"), "test", &PathBuf::from("."))
+            .unwrap();
+    for (c, (_, up, down)) in emu_cfg.channels.iter_mut().zip(links) {
+        c.up = up.clone();
+        c.down = Some(down.clone());
+    }
+    let emu = horde_emu::Emulator::start(&emu_cfg).unwrap();
+    let mut listener = server.listen(3);
+    let conn = client
+        .connect(ConnectConfig {
+            peer: *sk.public(),
+            service: 3,
+            channels: links
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _, _))| ChannelTarget {
+                    interface: i,
+                    remote: emu.client_addr(name).unwrap(),
+                    config: channel.clone(),
+                })
+                .collect(),
+            handshake_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    let accepted = tokio::time::timeout(Duration::from_secs(5), listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    Setup {
+        client,
+        server,
+        conn,
+        accepted,
+        emu: Some(emu),
+        channel_names: links.iter().map(|l| l.0.to_string()).collect(),
+    }
+}
+
+/// A link with constant rate, constant one-way delay and Bernoulli loss.
+pub fn link(kbps: f64, delay_ms: f64, loss: f64) -> LinkSpec {
+    let text = format!(
+        "rate = {{ model = \"constant\", kbps = {kbps} }}\ndelay = {{ model = \"constant\", ms = {delay_ms} }}\nbuffer_bytes = 200000\n{}",
+        if loss > 0.0 { format!("loss = {{ model = \"bernoulli\", p = {loss} }}\n") } else { String::new() }
+    );
+    toml::from_str(&text).unwrap()
+}

@@ -1,0 +1,106 @@
+//! Turning a validated [`Scenario`] into the engine's [`Topology`]: host names become
+//! indices, channel and stream settings become protocol configurations, scheduler names
+//! become schedulers, and objective files are compiled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use horde_policy::{RandomizedRoundRobin, Scheduler};
+use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use thiserror::Error;
+
+use crate::engine::{ChannelSetup, SchedulerFactory, StreamSetup, Topology};
+use crate::scenario::{Congestion, Scenario, StreamRate};
+
+#[derive(Debug, Error)]
+pub enum BuildError {
+    #[error("unknown scheduler \"{0}\" (known: {known})", known = SCHEDULERS.join(", "))]
+    UnknownScheduler(String),
+    #[error("{file}: {message}")]
+    Objective { file: String, message: String },
+}
+
+/// Scheduler names a scenario may use.
+pub const SCHEDULERS: &[&str] = &["rrr"];
+
+/// Build a scheduler factory from its scenario name.
+pub fn scheduler(kind: &str, k: Option<u32>) -> Result<SchedulerFactory, BuildError> {
+    let _ = k;
+    let f: SchedulerFactory = match kind {
+        "rrr" => Arc::new(|| Box::new(RandomizedRoundRobin::default()) as Box<dyn Scheduler>),
+        other => return Err(BuildError::UnknownScheduler(other.to_string())),
+    };
+    Ok(f)
+}
+
+/// Resolve a scenario into a runnable topology.
+pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
+    let host = |name: &str| {
+        s.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .expect("validated host name")
+    };
+    let channels = s
+        .channels
+        .iter()
+        .map(|c| ChannelSetup {
+            name: c.name.clone(),
+            a: host(&c.between[0]),
+            b: host(&c.between[1]),
+            config: ChannelConfig {
+                mtu: c.mtu,
+                congestion: match c.congestion {
+                    Congestion::Cbr { kbps } => CcConfig::Cbr {
+                        kbps,
+                        // Bank at most one cycle plus a slot, so a cycle sees the slots that
+                        // came due since the last one and no more.
+                        burst_ms: s.scheduler.cycle_ms + f64::from(c.mtu) * 8.0 / kbps,
+                    },
+                    Congestion::Aimd {} => CcConfig::default(),
+                },
+                cost_per_kb: c.cost_per_kb,
+                ..ChannelConfig::default()
+            },
+            up: c.up.clone(),
+            down: c.down.clone(),
+        })
+        .collect();
+    let mut streams = Vec::new();
+    for st in &s.streams {
+        let objectives = st
+            .objectives
+            .iter()
+            .map(|p| crate::objectives::load(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        streams.push(StreamSetup {
+            id: st.id,
+            from: host(&st.from),
+            to: host(&st.to),
+            config: StreamConfig {
+                max_kbps: match st.rate {
+                    StreamRate::MaxKbps(k) => Some(k),
+                    StreamRate::Elastic => None,
+                },
+                ordered: st.ordered,
+                ..StreamConfig::default()
+            },
+            workload: st.workload.clone(),
+            objectives,
+        });
+    }
+    Ok(Topology {
+        hosts: s.hosts.iter().map(|h| h.name.clone()).collect(),
+        channels,
+        streams,
+        session: SessionConfig {
+            cycle_ms: s.scheduler.cycle_ms,
+            lookahead_ms: s.scheduler.lookahead_ms,
+            ..SessionConfig::default()
+        },
+        scheduler: scheduler(&s.scheduler.kind, s.scheduler.k)?,
+        seed: s.seed,
+        duration: Duration::from_secs_f64(s.duration_s),
+        base_dir: s.base_dir.clone(),
+    })
+}
