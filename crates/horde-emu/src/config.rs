@@ -403,6 +403,15 @@ down = { delay = { model = "constant", ms = 20 } }
     }
 
     #[test]
+    fn shipped_example_loads_and_builds() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/example.toml");
+        let c = EmulatorConfig::from_file(&path).unwrap();
+        let names: Vec<_> = c.channels.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["lte1", "cdma2", "wifi"]);
+        assert_eq!(c.build_channels().unwrap().len(), 3);
+    }
+
+    #[test]
     fn reading_a_missing_file_names_it() {
         let e = EmulatorConfig::from_file(Path::new("/nonexistent/emu.toml"))
             .unwrap_err()
