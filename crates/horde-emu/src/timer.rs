@@ -97,8 +97,18 @@ pub(crate) fn run(shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>, opts: 
             None => {
                 core = shared.wake.wait(core).unwrap_or_else(|p| p.into_inner());
             }
+            Some(deadline) if deadline <= now => {
+                // The link says a packet is due but delivered none: a model bug. Back off
+                // rather than spin hot (possibly at real-time priority).
+                tracing::warn!("a link reports a due delivery it does not make");
+                core = shared
+                    .wake
+                    .wait_timeout(core, Duration::from_millis(1))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
             Some(deadline) if deadline > now + spin => {
-                let sleep = deadline - spin - now;
+                let sleep = deadline.saturating_sub(spin + clock.now());
                 core = shared
                     .wake
                     .wait_timeout(core, sleep)
