@@ -1,0 +1,470 @@
+//! The two-message Noise IK handshake.
+//!
+//! ```text
+//! initiator                                             responder
+//!   Initiator::new ──── initiation (type 1, sender index i) ───▶ Responder::respond
+//!                                                                 (allow-list, timestamp)
+//!   Initiator::read_response ◀── response (type 2, receiver index i) ──┘
+//!        │                                                        │
+//!     Session (local i, remote r)                       Session (local r, remote i)
+//! ```
+//!
+//! The initiator knows the responder's static key in advance (IK), so the first message
+//! already carries the initiator's encrypted static key and a payload; the responder learns
+//! who is calling, checks the allow-list, and answers. Randomness (ephemeral keys) comes from
+//! the caller's RNG, so a seeded RNG reproduces a run bit for bit.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use rand::rngs::StdRng;
+use rand::{CryptoRng, RngCore, SeedableRng};
+use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
+use snow::resolvers::{CryptoResolver, DefaultResolver};
+use snow::types::{Cipher, Dh, Hash, Random};
+use snow::{Builder, HandshakeState};
+
+use crate::drop::counted;
+use crate::packet::{
+    classify, Packet, INITIATION_LEN, INITIATION_PAYLOAD_LEN, PREFIX_LEN, RESPONSE_LEN,
+    RESPONSE_PAYLOAD_LEN, TYPE_INITIATION, TYPE_RESPONSE,
+};
+use crate::{DropCounters, DropReason, Keypair, PublicKey, Session};
+
+/// The Noise protocol name; it is hashed into every handshake.
+pub const NOISE_PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
+
+/// Prefix of the Noise prologue. The prologue is this label followed by the initiation's
+/// first five bytes (type and sender index), so the cleartext header is authenticated.
+const PROLOGUE_LABEL: &[u8] = b"horde-crypto v1";
+
+/// Draws a random 32-bit index for which `in_use` is false. The caller owns the table that
+/// routes datagrams to sessions by index, so it chooses the index and passes it to
+/// [`Initiator::new`] and [`Responder::respond`].
+pub fn random_index<R: RngCore + ?Sized>(rng: &mut R, in_use: impl Fn(u32) -> bool) -> u32 {
+    loop {
+        let index = rng.next_u32();
+        if !in_use(index) {
+            return index;
+        }
+    }
+}
+
+fn params() -> NoiseParams {
+    NOISE_PATTERN
+        .parse()
+        .expect("the Noise protocol name is valid")
+}
+
+fn prologue(prefix: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(PROLOGUE_LABEL.len() + PREFIX_LEN);
+    p.extend_from_slice(PROLOGUE_LABEL);
+    p.extend_from_slice(prefix);
+    p
+}
+
+/// A handshake in progress on the initiating side.
+///
+/// Create it, send [`Initiator::initiation`], and resend the same bytes on the caller's retry
+/// timer until a response arrives (the responder answers a retransmission with the same
+/// response). To start over, for example after a long silence, create a new `Initiator` with
+/// a newer timestamp.
+pub struct Initiator {
+    state: Option<HandshakeState>,
+    local_index: u32,
+    responder: PublicKey,
+    initiation: Vec<u8>,
+    drops: DropCounters,
+}
+
+impl Initiator {
+    /// Starts a handshake with the responder whose static key is `responder`.
+    ///
+    /// `local_index` is this session's receiver index (see [`random_index`]). `timestamp` must
+    /// grow with every new `Initiator` this host creates for the same responder, across
+    /// restarts: the responder refuses an initiation that is not newer than the last one it
+    /// accepted from this host, which stops replays of old initiations. Nanoseconds since the
+    /// UNIX epoch serve well. `rng` supplies the ephemeral key.
+    pub fn new<R: RngCore + CryptoRng + ?Sized>(
+        local: &Keypair,
+        responder: &PublicKey,
+        local_index: u32,
+        timestamp: u64,
+        rng: &mut R,
+    ) -> Self {
+        let mut initiation = vec![0u8; INITIATION_LEN];
+        initiation[0] = TYPE_INITIATION;
+        initiation[1..PREFIX_LEN].copy_from_slice(&local_index.to_le_bytes());
+        let prologue = prologue(&initiation[..PREFIX_LEN]);
+        let mut state = Builder::with_resolver(params(), SeededResolver::boxed(rng))
+            .local_private_key(local.private_bytes())
+            .remote_public_key(responder.as_bytes())
+            .prologue(&prologue)
+            .build_initiator()
+            .expect("IK initiator has its local and remote keys");
+        let written = state
+            .write_message(&timestamp.to_le_bytes(), &mut initiation[PREFIX_LEN..])
+            .expect("the first IK message fits its buffer");
+        debug_assert_eq!(PREFIX_LEN + written, INITIATION_LEN);
+        Self {
+            state: Some(state),
+            local_index,
+            responder: *responder,
+            initiation,
+            drops: DropCounters::new(),
+        }
+    }
+
+    /// The initiation datagram. Send it, and send it again (unchanged) to retransmit.
+    pub fn initiation(&self) -> &[u8] {
+        &self.initiation
+    }
+
+    /// The index responses must carry.
+    pub fn local_index(&self) -> u32 {
+        self.local_index
+    }
+
+    /// The responder's static key this handshake is addressed to.
+    pub fn responder(&self) -> &PublicKey {
+        &self.responder
+    }
+
+    /// Whether a response was accepted (after which the handshake is spent).
+    pub fn is_finished(&self) -> bool {
+        self.state.is_none()
+    }
+
+    /// Processes a response datagram and, if it is authentic, returns the session.
+    ///
+    /// Errors: the header and length reasons, [`DropReason::UnexpectedType`] for any other
+    /// type, [`DropReason::WrongIndex`], [`DropReason::BadTag`] (not from the expected
+    /// responder, or altered), and [`DropReason::Replayed`] for a response after the handshake
+    /// already completed. A rejected datagram leaves the handshake as it was, so a forged or
+    /// corrupted response cannot stop a genuine one from being accepted later. Drops are
+    /// counted in [`Initiator::drop_counters`].
+    pub fn read_response(&mut self, datagram: &[u8]) -> Result<Session, DropReason> {
+        let result = self.read_response_inner(datagram);
+        counted(&mut self.drops, result)
+    }
+
+    fn read_response_inner(&mut self, datagram: &[u8]) -> Result<Session, DropReason> {
+        match classify(datagram)? {
+            Packet::Response { receiver_index } if receiver_index == self.local_index => {}
+            Packet::Response { .. } => return Err(DropReason::WrongIndex),
+            _ => return Err(DropReason::UnexpectedType),
+        }
+        let state = self.state.as_mut().ok_or(DropReason::Replayed)?;
+        let mut payload = [0u8; RESPONSE_PAYLOAD_LEN];
+        // On failure snow restores its symmetric state, and the only other field it touched
+        // (the remote ephemeral key) is overwritten by the next read, so the handshake can
+        // still accept the genuine response.
+        state
+            .read_message(&datagram[PREFIX_LEN..], &mut payload)
+            .map_err(|_| DropReason::BadTag)?;
+        let remote_index = u32::from_le_bytes(payload);
+        let state = self.state.take().expect("checked above");
+        let transport = state
+            .into_stateless_transport_mode()
+            .expect("IK is complete after two messages");
+        Ok(Session::new(
+            transport,
+            self.local_index,
+            remote_index,
+            self.responder,
+            true,
+        ))
+    }
+
+    /// Responses dropped by [`Initiator::read_response`], per reason.
+    pub fn drop_counters(&self) -> &DropCounters {
+        &self.drops
+    }
+}
+
+impl fmt::Debug for Initiator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Initiator")
+            .field("local_index", &self.local_index)
+            .field("responder", &self.responder)
+            .field("finished", &self.is_finished())
+            .field("drops", &self.drops)
+            .finish()
+    }
+}
+
+/// What the responder does with an acceptable initiation.
+#[derive(Debug)]
+pub enum Reply {
+    /// A new handshake from `peer`: send `response` to the address the initiation came from,
+    /// and install `session` (routed by its local index), replacing any older session with
+    /// `peer`.
+    NewSession {
+        /// The initiator's authenticated static key.
+        peer: PublicKey,
+        /// The response datagram.
+        response: Vec<u8>,
+        /// The new session.
+        session: Box<Session>,
+    },
+    /// A retransmission of the initiation last accepted from `peer` (its response was
+    /// probably lost): send `response`, the same bytes as before, again. The session was
+    /// already returned; nothing changes.
+    Resend {
+        /// The initiator's static key.
+        peer: PublicKey,
+        /// The response datagram, identical to the first one.
+        response: Vec<u8>,
+    },
+}
+
+impl Reply {
+    /// The response datagram to send.
+    pub fn response(&self) -> &[u8] {
+        match self {
+            Reply::NewSession { response, .. } | Reply::Resend { response, .. } => response,
+        }
+    }
+
+    /// The initiator's static key.
+    pub fn peer(&self) -> &PublicKey {
+        match self {
+            Reply::NewSession { peer, .. } | Reply::Resend { peer, .. } => peer,
+        }
+    }
+}
+
+/// The last initiation accepted from one peer.
+struct PeerRecord {
+    timestamp: u64,
+    ephemeral: [u8; 32],
+    initiation: Vec<u8>,
+    response: Vec<u8>,
+}
+
+/// Answers handshake initiations from allowed peers.
+///
+/// State is kept only for allowed peers (one record each: the last accepted initiation, its
+/// timestamp and the response sent), so unauthenticated traffic cannot grow it.
+pub struct Responder {
+    local: Keypair,
+    allowed: HashSet<PublicKey>,
+    peers: HashMap<PublicKey, PeerRecord>,
+    /// Ephemeral key of each peer's last accepted initiation, to recognise retransmissions
+    /// without any Diffie-Hellman work.
+    by_ephemeral: HashMap<[u8; 32], PublicKey>,
+    drops: DropCounters,
+}
+
+impl Responder {
+    /// A responder with static key `local` that accepts the initiators in `allowed`.
+    pub fn new(local: Keypair, allowed: impl IntoIterator<Item = PublicKey>) -> Self {
+        Self {
+            local,
+            allowed: allowed.into_iter().collect(),
+            peers: HashMap::new(),
+            by_ephemeral: HashMap::new(),
+            drops: DropCounters::new(),
+        }
+    }
+
+    /// This responder's static public key (what initiators must know).
+    pub fn public(&self) -> &PublicKey {
+        self.local.public()
+    }
+
+    /// Adds a peer to the allow-list. Returns false if it was already there.
+    pub fn allow(&mut self, peer: PublicKey) -> bool {
+        self.allowed.insert(peer)
+    }
+
+    /// Removes a peer from the allow-list and forgets its handshake record. Returns false if
+    /// it was not allowed. Sessions already established with it are the caller's to close.
+    pub fn revoke(&mut self, peer: &PublicKey) -> bool {
+        if let Some(record) = self.peers.remove(peer) {
+            self.by_ephemeral.remove(&record.ephemeral);
+        }
+        self.allowed.remove(peer)
+    }
+
+    /// Whether `peer` is on the allow-list.
+    pub fn is_allowed(&self, peer: &PublicKey) -> bool {
+        self.allowed.contains(peer)
+    }
+
+    /// Processes an initiation datagram.
+    ///
+    /// `local_index` is the index the new session will use (see [`random_index`]); it is
+    /// ignored when the result is [`Reply::Resend`]. `rng` supplies the responder's ephemeral
+    /// key.
+    ///
+    /// Errors: the header and length reasons, [`DropReason::UnexpectedType`] for any other
+    /// type, [`DropReason::BadTag`] (not addressed to this responder's key, or altered),
+    /// [`DropReason::NotAllowed`], and [`DropReason::StaleInitiation`] (an authentic but old
+    /// initiation: a replay, or the initiator's clock went backwards). Rejections change
+    /// nothing but [`Responder::drop_counters`].
+    ///
+    /// Cost: a retransmitted initiation is answered from memory; any other well-sized
+    /// initiation costs two X25519 operations before it can be rejected, and an accepted one
+    /// three more.
+    pub fn respond<R: RngCore + CryptoRng + ?Sized>(
+        &mut self,
+        datagram: &[u8],
+        local_index: u32,
+        rng: &mut R,
+    ) -> Result<Reply, DropReason> {
+        let result = self.respond_inner(datagram, local_index, rng);
+        counted(&mut self.drops, result)
+    }
+
+    fn respond_inner<R: RngCore + CryptoRng + ?Sized>(
+        &mut self,
+        datagram: &[u8],
+        local_index: u32,
+        rng: &mut R,
+    ) -> Result<Reply, DropReason> {
+        let sender_index = match classify(datagram)? {
+            Packet::Initiation { sender_index } => sender_index,
+            _ => return Err(DropReason::UnexpectedType),
+        };
+        let mut ephemeral = [0u8; 32];
+        ephemeral.copy_from_slice(&datagram[PREFIX_LEN..PREFIX_LEN + 32]);
+
+        if let Some(peer) = self.by_ephemeral.get(&ephemeral) {
+            if let Some(record) = self.peers.get(peer) {
+                if record.initiation == datagram {
+                    return Ok(Reply::Resend {
+                        peer: *peer,
+                        response: record.response.clone(),
+                    });
+                }
+            }
+        }
+
+        let prologue = prologue(&datagram[..PREFIX_LEN]);
+        let mut state = Builder::with_resolver(params(), SeededResolver::boxed(rng))
+            .local_private_key(self.local.private_bytes())
+            .prologue(&prologue)
+            .build_responder()
+            .expect("IK responder has its local key");
+        let mut payload = [0u8; INITIATION_PAYLOAD_LEN];
+        state
+            .read_message(&datagram[PREFIX_LEN..], &mut payload)
+            .map_err(|_| DropReason::BadTag)?;
+        let peer = {
+            let raw = state
+                .get_remote_static()
+                .expect("IK message 1 carries the static key");
+            let mut key = [0u8; 32];
+            key.copy_from_slice(raw);
+            PublicKey::from_bytes(key)
+        };
+        if !self.allowed.contains(&peer) {
+            return Err(DropReason::NotAllowed);
+        }
+        let timestamp = u64::from_le_bytes(payload);
+        if let Some(record) = self.peers.get(&peer) {
+            if timestamp <= record.timestamp {
+                return Err(DropReason::StaleInitiation);
+            }
+        }
+
+        let mut response = vec![0u8; RESPONSE_LEN];
+        response[0] = TYPE_RESPONSE;
+        response[1..PREFIX_LEN].copy_from_slice(&sender_index.to_le_bytes());
+        let written = state
+            .write_message(&local_index.to_le_bytes(), &mut response[PREFIX_LEN..])
+            .expect("the second IK message fits its buffer");
+        debug_assert_eq!(PREFIX_LEN + written, RESPONSE_LEN);
+        let transport = state
+            .into_stateless_transport_mode()
+            .expect("IK is complete after two messages");
+        let session = Session::new(transport, local_index, sender_index, peer, false);
+
+        let record = PeerRecord {
+            timestamp,
+            ephemeral,
+            initiation: datagram.to_vec(),
+            response: response.clone(),
+        };
+        if let Some(old) = self.peers.insert(peer, record) {
+            self.by_ephemeral.remove(&old.ephemeral);
+        }
+        self.by_ephemeral.insert(ephemeral, peer);
+        Ok(Reply::NewSession {
+            peer,
+            response,
+            session: Box::new(session),
+        })
+    }
+
+    /// Initiations dropped by [`Responder::respond`], per reason.
+    pub fn drop_counters(&self) -> &DropCounters {
+        &self.drops
+    }
+}
+
+impl fmt::Debug for Responder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("public", self.local.public())
+            .field("allowed", &self.allowed.len())
+            .field("drops", &self.drops)
+            .finish_non_exhaustive()
+    }
+}
+
+/// snow's default primitives, with the RNG replaced by one seeded from the caller's RNG.
+struct SeededResolver {
+    seed: [u8; 32],
+}
+
+impl SeededResolver {
+    fn boxed<R: RngCore + CryptoRng + ?Sized>(rng: &mut R) -> Box<Self> {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        Box::new(Self { seed })
+    }
+}
+
+impl CryptoResolver for SeededResolver {
+    fn resolve_rng(&self) -> Option<Box<dyn Random>> {
+        Some(Box::new(NoiseRng(StdRng::from_seed(self.seed))))
+    }
+
+    fn resolve_dh(&self, choice: &DHChoice) -> Option<Box<dyn Dh>> {
+        DefaultResolver.resolve_dh(choice)
+    }
+
+    fn resolve_hash(&self, choice: &HashChoice) -> Option<Box<dyn Hash>> {
+        DefaultResolver.resolve_hash(choice)
+    }
+
+    fn resolve_cipher(&self, choice: &CipherChoice) -> Option<Box<dyn Cipher>> {
+        DefaultResolver.resolve_cipher(choice)
+    }
+}
+
+/// A ChaCha-based CSPRNG (rand's `StdRng`), seeded with 32 bytes from the caller's CSPRNG.
+struct NoiseRng(StdRng);
+
+impl RngCore for NoiseRng {
+    fn next_u32(&mut self) -> u32 {
+        self.0.next_u32()
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.0.fill_bytes(dest)
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+        self.0.try_fill_bytes(dest)
+    }
+}
+
+impl CryptoRng for NoiseRng {}
+impl Random for NoiseRng {}

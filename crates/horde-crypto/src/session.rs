@@ -1,0 +1,229 @@
+//! Transport: sealing and opening datagrams of an established session.
+
+use std::fmt;
+
+use snow::StatelessTransportState;
+
+use crate::drop::counted;
+use crate::packet::{
+    self, classify, Packet, COUNTER_LIMIT, MAX_PLAINTEXT, TAG_LEN, TRANSPORT_HEADER_LEN,
+    TYPE_TRANSPORT,
+};
+use crate::replay::ReplayWindow;
+use crate::{DropCounters, DropReason, PublicKey};
+
+const CHANNELS: usize = 256;
+
+/// Why [`Session::seal`] refused to produce a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// The plaintext is larger than [`MAX_PLAINTEXT`](crate::MAX_PLAINTEXT).
+    #[error("plaintext of {len} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        /// Plaintext length given.
+        len: usize,
+        /// Largest accepted.
+        max: usize,
+    },
+    /// The channel has used all 2^56 - 1 counters; a new handshake is needed.
+    #[error("channel {channel} has exhausted its nonce counter")]
+    CounterExhausted {
+        /// The exhausted channel.
+        channel: u8,
+    },
+}
+
+/// An established session with one peer: per-direction keys from the Noise handshake, a send
+/// counter and a replay window per channel, and drop counters.
+///
+/// Each of the 256 channels has its own nonce space: nonce = `channel << 56 | counter`, with
+/// `counter` counting up from 0 per channel. Channels therefore never coordinate, and
+/// reordering between channels never looks like replay.
+pub struct Session {
+    transport: StatelessTransportState,
+    local_index: u32,
+    remote_index: u32,
+    remote_static: PublicKey,
+    initiator: bool,
+    confirmed: bool,
+    /// Next counter to send, per channel.
+    send_next: Box<[u64]>,
+    /// Replay window per channel, allocated on the first authenticated packet.
+    windows: Box<[Option<Box<ReplayWindow>>]>,
+    drops: DropCounters,
+}
+
+impl Session {
+    pub(crate) fn new(
+        transport: StatelessTransportState,
+        local_index: u32,
+        remote_index: u32,
+        remote_static: PublicKey,
+        initiator: bool,
+    ) -> Self {
+        Self {
+            transport,
+            local_index,
+            remote_index,
+            remote_static,
+            initiator,
+            // The initiator has just authenticated the response; the responder has seen only a
+            // (possibly replayed) first message until the initiator's first datagram arrives.
+            confirmed: initiator,
+            send_next: vec![0; CHANNELS].into_boxed_slice(),
+            windows: (0..CHANNELS).map(|_| None).collect(),
+            drops: DropCounters::new(),
+        }
+    }
+
+    /// Encrypts `plaintext` for `channel` into `out` (cleared first), which then holds the
+    /// whole datagram: [`TRANSPORT_OVERHEAD`](crate::TRANSPORT_OVERHEAD) bytes more than the
+    /// plaintext. Returns the counter used, which is the channel's next one.
+    ///
+    /// On error nothing is consumed and `out` is left empty.
+    pub fn seal(
+        &mut self,
+        channel: u8,
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SealError> {
+        out.clear();
+        if plaintext.len() > MAX_PLAINTEXT {
+            return Err(SealError::TooLarge {
+                len: plaintext.len(),
+                max: MAX_PLAINTEXT,
+            });
+        }
+        let counter = self.send_next[usize::from(channel)];
+        if counter >= COUNTER_LIMIT {
+            return Err(SealError::CounterExhausted { channel });
+        }
+        let nonce = packet::nonce(channel, counter);
+        out.reserve(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN);
+        out.push(TYPE_TRANSPORT);
+        out.extend_from_slice(&self.remote_index.to_le_bytes());
+        out.extend_from_slice(&nonce.to_le_bytes());
+        out.resize(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN, 0);
+        self.transport
+            .write_message(nonce, plaintext, &mut out[TRANSPORT_HEADER_LEN..])
+            // Invariant: snow fails only on an oversized payload, the reserved nonce 2^64 - 1
+            // or missing keys; the first two are excluded above and a session always has keys.
+            .expect("transport encryption cannot fail after the length and nonce checks");
+        self.send_next[usize::from(channel)] = counter + 1;
+        Ok(counter)
+    }
+
+    /// Authenticates and decrypts a transport datagram. On success `out` holds the plaintext
+    /// and the result is `(channel, plaintext)` borrowing from `out`.
+    ///
+    /// Checks, in order: header and length ([`DropReason::Truncated`],
+    /// [`DropReason::Oversized`], [`DropReason::UnknownType`], [`DropReason::UnexpectedType`]),
+    /// receiver index ([`DropReason::WrongIndex`]), replay window before decrypting
+    /// ([`DropReason::TooOld`], [`DropReason::Replayed`]), then the AEAD tag
+    /// ([`DropReason::BadTag`]). Only an authentic datagram changes the session: it marks its
+    /// counter seen. Every drop is counted in [`Session::drop_counters`]; on a drop `out` is
+    /// left empty.
+    pub fn open<'o>(
+        &mut self,
+        datagram: &[u8],
+        out: &'o mut Vec<u8>,
+    ) -> Result<(u8, &'o [u8]), DropReason> {
+        out.clear();
+        let result = self.open_inner(datagram, out);
+        let channel = counted(&mut self.drops, result)?;
+        Ok((channel, &out[..]))
+    }
+
+    fn open_inner(&mut self, datagram: &[u8], out: &mut Vec<u8>) -> Result<u8, DropReason> {
+        let (receiver_index, channel, counter) = match classify(datagram)? {
+            Packet::Transport {
+                receiver_index,
+                channel,
+                counter,
+            } => (receiver_index, channel, counter),
+            Packet::Initiation { .. } | Packet::Response { .. } => {
+                return Err(DropReason::UnexpectedType)
+            }
+        };
+        if receiver_index != self.local_index {
+            return Err(DropReason::WrongIndex);
+        }
+        if let Some(window) = &self.windows[usize::from(channel)] {
+            window.check(counter)?;
+        }
+        let ciphertext = &datagram[TRANSPORT_HEADER_LEN..];
+        out.resize(ciphertext.len() - TAG_LEN, 0);
+        let nonce = packet::nonce(channel, counter);
+        if self.transport.read_message(nonce, ciphertext, out).is_err() {
+            // Covers the reserved nonce 2^64 - 1 too, which `seal` never produces.
+            out.clear();
+            return Err(DropReason::BadTag);
+        }
+        let window = self.windows[usize::from(channel)].get_or_insert_with(Default::default);
+        // Cannot fail: checked above and nothing ran in between.
+        window.accept(counter)?;
+        self.confirmed = true;
+        Ok(channel)
+    }
+
+    /// This side's index: the receiver index of datagrams sent to us.
+    pub fn local_index(&self) -> u32 {
+        self.local_index
+    }
+
+    /// The peer's index, written into every datagram [`Session::seal`] produces.
+    pub fn remote_index(&self) -> u32 {
+        self.remote_index
+    }
+
+    /// The peer's authenticated static public key.
+    pub fn remote_static(&self) -> &PublicKey {
+        &self.remote_static
+    }
+
+    /// Whether this side sent the handshake initiation.
+    pub fn is_initiator(&self) -> bool {
+        self.initiator
+    }
+
+    /// Whether the peer has proven it holds this session's keys: always true for the
+    /// initiator; for the responder, true once the first transport datagram authenticated.
+    /// A responder may send before that (the keys are already secret), but a caller that keeps
+    /// an older session with the same peer can wait for confirmation before retiring it.
+    pub fn is_confirmed(&self) -> bool {
+        self.confirmed
+    }
+
+    /// The counter the next [`Session::seal`] on `channel` will use.
+    pub fn next_counter(&self, channel: u8) -> u64 {
+        self.send_next[usize::from(channel)]
+    }
+
+    /// Datagrams dropped by [`Session::open`], per reason.
+    pub fn drop_counters(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_next_counter(&mut self, channel: u8, counter: u64) {
+        self.send_next[usize::from(channel)] = counter;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn window_top(&self, channel: u8) -> Option<u64> {
+        self.windows[usize::from(channel)].as_ref().map(|w| w.top())
+    }
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("local_index", &self.local_index)
+            .field("remote_index", &self.remote_index)
+            .field("remote_static", &self.remote_static)
+            .field("initiator", &self.initiator)
+            .field("confirmed", &self.confirmed)
+            .field("drops", &self.drops)
+            .finish_non_exhaustive()
+    }
+}
