@@ -1,9 +1,11 @@
 //! Release-time error of the emulator under load: paced 1200-byte UDP traffic from a
 //! local sender through constant-rate links to a local sink, first 50 Mbit/s on one link,
 //! then 4 links × 20 Mbit/s. Prints achieved throughput and the release-time error
-//! (actual send time minus scheduled delivery time) p50/p99/max.
+//! (actual send time minus scheduled delivery time) p50/p99/max, beside two references:
+//! an anchor timer thread with the same settings run alone at the same packet period, and
+//! a 1 ms stall probe running during the scenario.
 //!
-//! `cargo bench -p horde-emu --bench release_error [-- SECONDS [SPIN_US [RT_PRIORITY]]]`
+//! `cargo bench -p horde-emu --bench release_error [-- SECONDS [SPIN_US [RT_PRIORITY|off]]]`
 
 use std::net::UdpSocket;
 use std::path::Path;
@@ -52,6 +54,8 @@ fn scenario(links: usize, mbps: f64, secs: f64, options: TimerOptions) {
         .map(|n| emu.client_addr(n).unwrap())
         .collect();
 
+    let probe_stop = Arc::new(AtomicBool::new(false));
+    let probe = spawn_stall_probe(options.realtime_priority, probe_stop.clone());
     let done = Arc::new(AtomicBool::new(false));
     let sink_done = done.clone();
     let sink_thread = std::thread::spawn(move || {
@@ -86,6 +90,8 @@ fn scenario(links: usize, mbps: f64, secs: f64, options: TimerOptions) {
     std::thread::sleep(Duration::from_millis(200));
     done.store(true, Ordering::Relaxed);
     let (bytes, span) = sink_thread.join().unwrap();
+    probe_stop.store(true, Ordering::Relaxed);
+    let stalls = probe.join().unwrap();
     let stats = emu.shutdown();
     let err = stats.release_error();
     let dropped: u64 = stats
@@ -111,6 +117,12 @@ fn scenario(links: usize, mbps: f64, secs: f64, options: TimerOptions) {
         us(floor.quantile(0.99)),
         us(floor.max()),
         us(err.quantile(0.99)) / us(floor.quantile(0.99)).max(0.1),
+    );
+    println!(
+        "  stall probe     p50 {:>8.1} us  p99 {:>8.1} us  max {:>8.1} us  (1 ms timer beside the run)",
+        us(stalls.quantile(0.5)),
+        us(stalls.quantile(0.99)),
+        us(stalls.max()),
     );
 }
 
@@ -145,6 +157,36 @@ fn anchor(secs: f64, gap: Duration, options: TimerOptions) -> Histogram {
     })
     .join()
     .unwrap()
+}
+
+/// A probe that runs beside the emulator: a real-time (if permitted) thread waking every
+/// millisecond without spinning, recording how late it wakes. Its max shows stalls of the
+/// whole machine during the run.
+fn spawn_stall_probe(
+    priority: Option<i32>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Histogram> {
+    std::thread::spawn(move || {
+        // SAFETY: both calls affect only this thread.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+            if let Some(p) = priority {
+                let param = libc::sched_param { sched_priority: p };
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+            }
+        }
+        let mut h = Histogram::new();
+        let mut deadline = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            deadline += Duration::from_millis(1);
+            let now = Instant::now();
+            if deadline > now {
+                std::thread::sleep(deadline - now);
+            }
+            h.record(Instant::now().saturating_duration_since(deadline));
+        }
+        h
+    })
 }
 
 fn us(d: Duration) -> f64 {
