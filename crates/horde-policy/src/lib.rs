@@ -4,12 +4,15 @@
 
 pub mod adu;
 pub mod bandwidth;
+pub mod hose;
 pub mod objective;
 pub mod scheduler;
 pub mod slot;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Demand};
-pub use objective::{Objective, ObjectiveId, ObjectiveSet};
+pub use objective::{
+    Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
+};
 pub use scheduler::{Assignment, CycleStats, RandomizedRoundRobin, ScheduleInput, Scheduler};
 pub use slot::{TxSlot, CORRELATION_SPAN};

@@ -3,6 +3,13 @@
 //! The scheduler only needs functions from a candidate schedule to a number (§6.4), so an
 //! objective is anything that implements [`Objective`]. Compiled hose programs are one
 //! implementation; tests and benchmarks may use hand-written ones.
+//!
+//! Schedulers that search cleverly also want the objective's *structure*: which ADUs
+//! each part of the utility depends on and what it reads from their slots. That is
+//! [`Objective::prepare`], which returns a per-cycle [`PreparedObjective`]: the utility
+//! as a sum of *terms* (for hose, one term per context binding). The default treats
+//! the whole objective as one opaque term over all ADUs, so hand-written objectives
+//! work with every scheduler unchanged.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,6 +20,126 @@ use crate::scheduler::{Assignment, ScheduleInput};
 pub trait Objective: Send + Sync + fmt::Debug {
     /// Utility of `assignment` over `input` (ADUs of the schedule plus the history).
     fn utility(&self, input: &ScheduleInput<'_>, assignment: &Assignment) -> i64;
+
+    /// A per-cycle view of this objective as a sum of terms. The sum of all terms'
+    /// values for an assignment must equal [`Objective::utility`].
+    fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> Box<dyn PreparedObjective + 'a> {
+        Box::new(Opaque::new(self, *input))
+    }
+}
+
+/// Which properties of its members' slots a term's value depends on (besides which
+/// members are placed at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SlotReads(u8);
+
+impl SlotReads {
+    pub const NONE: SlotReads = SlotReads(0);
+    /// The member's slot through [`crate::TxSlot::loss_pct`].
+    pub const LOSS: SlotReads = SlotReads(1);
+    /// The member's slot through [`crate::TxSlot::latency_ms`].
+    pub const LATENCY: SlotReads = SlotReads(2);
+    /// Anything else: loss correlation, stream windows, the whole schedule.
+    pub const OTHER: SlotReads = SlotReads(4);
+    pub const ALL: SlotReads = SlotReads(7);
+
+    pub fn union(self, other: SlotReads) -> SlotReads {
+        SlotReads(self.0 | other.0)
+    }
+
+    pub fn contains(self, other: SlotReads) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The value depends on a slot only through its loss and latency percentages, so
+    /// slots equal in those are interchangeable.
+    pub fn is_class_separable(self) -> bool {
+        !self.contains(SlotReads::OTHER)
+    }
+}
+
+/// One objective prepared for one scheduling cycle: its utility as a sum of terms.
+///
+/// A term's value depends only on the slots of its members (ADU indices into
+/// `input.adus`). An *evaluation* is one computation of one term (for hose: one run
+/// of a context's goal, and its utility when the goal holds); implementations count
+/// them in [`PreparedObjective::evaluations`].
+pub trait PreparedObjective {
+    /// Number of terms.
+    fn terms(&self) -> usize;
+    /// The ADUs a term's value depends on.
+    fn members(&self, term: usize) -> &[u32];
+    /// What the term reads from its members' slots.
+    fn reads(&self, _term: usize) -> SlotReads {
+        SlotReads::ALL
+    }
+    /// Bounds on the term's value over every assignment.
+    fn bounds(&self, _term: usize) -> (i64, i64) {
+        (i64::MIN, i64::MAX)
+    }
+    /// The term's value under `assignment`. With `cached`, the implementation may
+    /// reuse a value it computed earlier this cycle from identical inputs (a cache
+    /// hit is not an evaluation); the result is the same either way.
+    fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64;
+    /// Evaluations performed so far.
+    fn evaluations(&self) -> u64;
+    /// Sum of all terms, evaluating each (no cache): equals [`Objective::utility`].
+    fn utility(&mut self, assignment: &[Option<usize>]) -> i64 {
+        let mut sum = 0i128;
+        for t in 0..self.terms() {
+            sum += i128::from(self.value(t, assignment, false));
+        }
+        clamp(sum)
+    }
+}
+
+/// Saturate an exact sum into i64.
+pub(crate) fn clamp(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+/// The default structure: one term over every ADU, evaluated by calling
+/// [`Objective::utility`].
+struct Opaque<'a, O: ?Sized> {
+    objective: &'a O,
+    input: ScheduleInput<'a>,
+    members: Vec<u32>,
+    scratch: Assignment,
+    evaluations: u64,
+}
+
+impl<'a, O: Objective + ?Sized> Opaque<'a, O> {
+    fn new(objective: &'a O, input: ScheduleInput<'a>) -> Self {
+        let n = u32::try_from(input.adus.len()).unwrap_or(u32::MAX);
+        Opaque {
+            objective,
+            input,
+            members: (0..n).collect(),
+            scratch: Vec::new(),
+            evaluations: 0,
+        }
+    }
+}
+
+impl<O: Objective + ?Sized> PreparedObjective for Opaque<'_, O> {
+    fn terms(&self) -> usize {
+        1
+    }
+
+    fn members(&self, _term: usize) -> &[u32] {
+        &self.members
+    }
+
+    fn value(&mut self, _term: usize, assignment: &[Option<usize>], _cached: bool) -> i64 {
+        self.evaluations += 1;
+        self.scratch.clear();
+        self.scratch.extend_from_slice(assignment);
+        self.objective.utility(&self.input, &self.scratch)
+    }
+
+    fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
 }
 
 /// Handle of an objective inside an [`ObjectiveSet`].
@@ -58,10 +185,50 @@ impl ObjectiveSet {
     }
 
     /// Sum of every active objective's utility for `assignment` (thesis `evaluate_objectives`).
+    /// Saturates instead of overflowing.
     pub fn utility(&self, input: &ScheduleInput<'_>, assignment: &Assignment) -> i64 {
-        self.active
-            .iter()
-            .map(|(_, o)| o.utility(input, assignment))
-            .sum()
+        clamp(
+            self.active
+                .iter()
+                .map(|(_, o)| i128::from(o.utility(input, assignment)))
+                .sum(),
+        )
+    }
+
+    /// Prepare every active objective for one cycle over `input`.
+    pub fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> PreparedSet<'a> {
+        PreparedSet {
+            objectives: self.active.iter().map(|(_, o)| o.prepare(input)).collect(),
+        }
+    }
+}
+
+/// Every active objective prepared for one cycle.
+pub struct PreparedSet<'a> {
+    pub objectives: Vec<Box<dyn PreparedObjective + 'a>>,
+}
+
+impl PreparedSet<'_> {
+    /// Equals [`ObjectiveSet::utility`] for the same input and assignment.
+    pub fn utility(&mut self, assignment: &[Option<usize>]) -> i64 {
+        clamp(
+            self.objectives
+                .iter_mut()
+                .map(|o| i128::from(o.utility(assignment)))
+                .sum(),
+        )
+    }
+
+    /// Evaluations performed by all objectives so far.
+    pub fn evaluations(&self) -> u64 {
+        self.objectives.iter().map(|o| o.evaluations()).sum()
+    }
+}
+
+impl fmt::Debug for PreparedSet<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSet")
+            .field("objectives", &self.objectives.len())
+            .finish()
     }
 }

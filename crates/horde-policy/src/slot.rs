@@ -55,4 +55,36 @@ impl TxSlot {
     pub fn cost(&self, bytes: u32) -> f64 {
         self.cost_per_kb * f64::from(bytes) / 1000.0
     }
+
+    /// hose's `prob(x::lost?)` for an ADU in this slot: the loss probability as a
+    /// whole percentage, round(100 x p), in 0..=100.
+    pub fn loss_pct(&self) -> i64 {
+        percent(self.loss_probability)
+    }
+
+    /// This slot's part of hose's `expected(x::latency)`: round(wait + expected RTT)
+    /// in ms (an ADU adds its own queueing delay).
+    pub fn latency_ms(&self) -> i64 {
+        round_ms(self.wait_ms + self.expected_rtt_ms)
+    }
+
+    /// hose's `prob(correlated_loss(a, b))`: [`TxSlot::loss_correlation`] as a whole
+    /// percentage.
+    pub fn loss_correlation_pct(&self, other: &TxSlot) -> i64 {
+        percent(self.loss_correlation(other))
+    }
+}
+
+/// A probability as a whole percentage in 0..=100 (NaN counts as 0).
+pub fn percent(p: f64) -> i64 {
+    if p.is_nan() {
+        0
+    } else {
+        (p * 100.0).round().clamp(0.0, 100.0) as i64
+    }
+}
+
+/// Milliseconds rounded to an integer; saturates, and NaN counts as 0.
+pub fn round_ms(ms: f64) -> i64 {
+    ms.round() as i64
 }

@@ -1,0 +1,481 @@
+//! A compiled objective prepared for one scheduling cycle.
+//!
+//! Context filters read only definite ADU fields, never slots, so the set of
+//! contexts does not depend on the candidate schedule: it is enumerated once per
+//! cycle here, over the schedule's ADUs (rows `0..n`) and the history (rows `n..`).
+//! Each context becomes one term; evaluating a term for an assignment only reads the
+//! slots of its members.
+
+use crate::adu::{AduView, HistoryEntry, Outcome};
+use crate::objective::{PreparedObjective, SlotReads};
+use crate::scheduler::ScheduleInput;
+use crate::slot::{round_ms, TxSlot};
+use crate::Value;
+
+use super::eval::{boolean, contribution, Env, FieldVal, StreamVals};
+use super::ir::{Atom, ProgramIr, Scalar, VarIr, MAX_VARS};
+use super::memo::{Key, Memo};
+use super::window::Window;
+
+/// Most contexts enumerated per objective per cycle; the rest are ignored.
+pub const MAX_CONTEXTS: usize = 1 << 16;
+
+/// Marks a stream variable's entry in a binding.
+const NO_ROW: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemoMode {
+    /// The value depends only on the atoms: one cache for all terms.
+    Shared,
+    /// The value also depends on the term's own ADU fields.
+    PerTerm,
+    /// Stream fields (the whole window) or too many atoms: never cached.
+    Off,
+}
+
+/// A stream variable's window: the history part and the schedule's ADUs of it.
+#[derive(Debug, Clone)]
+struct StreamVar {
+    id: u32,
+    history: Window,
+    rows: Vec<u32>,
+}
+
+pub(crate) struct PreparedHose<'a> {
+    ir: &'a ProgramIr,
+    input: ScheduleInput<'a>,
+    n: usize,
+    adus: Vec<&'a AduView>,
+    app: Vec<FieldVal<'a>>,
+    slot_loss: Vec<i64>,
+    slot_lat: Vec<i64>,
+    hist_loss: Vec<i64>,
+    hist_lat: Vec<i64>,
+    streams: Vec<Option<StreamVar>>,
+    nv: usize,
+    binds: Vec<u32>,
+    member_start: Vec<u32>,
+    members: Vec<u32>,
+    /// Members bound to ADU variables come first; all of them must be placed.
+    required: Vec<u8>,
+    reads: Vec<SlotReads>,
+    atoms: Vec<i64>,
+    svals: Vec<StreamVals>,
+    memo: Memo,
+    memo_mode: MemoMode,
+    evaluations: u64,
+    truncated: bool,
+}
+
+impl<'a> PreparedHose<'a> {
+    pub fn new(ir: &'a ProgramIr, input: ScheduleInput<'a>) -> Self {
+        let n = input.adus.len();
+        let adus: Vec<&AduView> = input
+            .adus
+            .iter()
+            .chain(input.history.iter().map(|h| &h.adu))
+            .collect();
+        let nf = ir.fields.len();
+        let mut app = Vec::with_capacity(adus.len() * nf);
+        for a in &adus {
+            for f in &ir.fields {
+                app.push(match (a.fields.get(&f.name), f.ty) {
+                    (Some(Value::Int(i)), Scalar::Num) => FieldVal::Int(*i),
+                    (Some(Value::Bool(b)), Scalar::Bool) => FieldVal::Bool(*b),
+                    (Some(Value::Str(s)), Scalar::Str) => FieldVal::Str(s),
+                    _ => FieldVal::Missing,
+                });
+            }
+        }
+        let streams = ir
+            .vars
+            .iter()
+            .enumerate()
+            .map(|(v, var)| match var {
+                VarIr::Stream(id) if ir.stream_read[v] => Some(StreamVar {
+                    id: *id,
+                    history: Window::of_history(input.history, *id),
+                    rows: (0..n as u32)
+                        .filter(|&r| input.adus[r as usize].stream_id == *id)
+                        .collect(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let memo_mode = if ir.reads_streams() || ir.atoms.len() > 3 {
+            MemoMode::Off
+        } else if ir.body_reads_fields {
+            MemoMode::PerTerm
+        } else {
+            MemoMode::Shared
+        };
+        let mut p = PreparedHose {
+            ir,
+            input,
+            n,
+            adus,
+            app,
+            slot_loss: input.slots.iter().map(TxSlot::loss_pct).collect(),
+            slot_lat: input.slots.iter().map(TxSlot::latency_ms).collect(),
+            hist_loss: input.history.iter().map(history_loss).collect(),
+            hist_lat: input.history.iter().map(history_latency).collect(),
+            streams,
+            nv: ir.vars.len(),
+            binds: Vec::new(),
+            member_start: vec![0],
+            members: Vec::new(),
+            required: Vec::new(),
+            reads: Vec::new(),
+            atoms: vec![0; ir.atoms.len()],
+            svals: vec![StreamVals::default(); ir.vars.len()],
+            memo: Memo::default(),
+            memo_mode,
+            evaluations: 0,
+            truncated: false,
+        };
+        p.enumerate();
+        p
+    }
+
+    /// Whether some contexts were dropped because there were more than [`MAX_CONTEXTS`].
+    #[cfg(test)]
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    fn env<'e>(&'e self, rows: &'e [u32]) -> Env<'e, 'a> {
+        Env {
+            rows,
+            adus: &self.adus,
+            app: &self.app,
+            n_fields: self.ir.fields.len(),
+            atoms: &self.atoms,
+            streams: &self.svals,
+        }
+    }
+
+    /// Enumerate every context that depends on at least one schedule ADU.
+    fn enumerate(&mut self) {
+        let rows = self.adus.len() as u32;
+        // Candidates per ADU variable from the conjuncts that read only it.
+        let mut cands: Vec<Vec<u32>> = Vec::with_capacity(self.nv);
+        let mut probe = [0u32; MAX_VARS];
+        for (k, var) in self.ir.vars.iter().enumerate() {
+            let mut c = Vec::new();
+            if let VarIr::Adu { indep, .. } = var {
+                for r in 0..rows {
+                    probe[k] = r;
+                    let env = self.env(&probe[..self.nv]);
+                    if indep.iter().all(|b| boolean(b, &env)) {
+                        c.push(r);
+                    }
+                }
+            }
+            cands.push(c);
+        }
+        // Stream variables whose fields are read depend on the schedule's ADUs.
+        let streams_bring_schedule = self.streams.iter().flatten().any(|s| !s.rows.is_empty());
+        let last_adu = self
+            .ir
+            .vars
+            .iter()
+            .rposition(|v| matches!(v, VarIr::Adu { .. }));
+        let mut binding = [NO_ROW; MAX_VARS];
+        self.dfs(0, &mut binding, streams_bring_schedule, last_adu, &cands);
+    }
+
+    fn dfs(
+        &mut self,
+        k: usize,
+        binding: &mut [u32; MAX_VARS],
+        has_schedule: bool,
+        last_adu: Option<usize>,
+        cands: &[Vec<u32>],
+    ) {
+        if self.truncated {
+            return;
+        }
+        if k == self.nv {
+            self.emit(&binding[..self.nv]);
+            return;
+        }
+        let ir = self.ir;
+        let VarIr::Adu { dep, .. } = &ir.vars[k] else {
+            binding[k] = NO_ROW;
+            return self.dfs(k + 1, binding, has_schedule, last_adu, cands);
+        };
+        // The last ADU variable of a context with no schedule ADU so far must take
+        // one: history-only contexts are constant and are not terms.
+        let only_schedule = !has_schedule && last_adu == Some(k);
+        for &r in &cands[k] {
+            if only_schedule && r as usize >= self.n {
+                break;
+            }
+            if binding[..k].contains(&r) {
+                continue;
+            }
+            binding[k] = r;
+            let env = self.env(&binding[..self.nv]);
+            if dep.iter().all(|b| boolean(b, &env)) {
+                self.dfs(
+                    k + 1,
+                    binding,
+                    has_schedule || (r as usize) < self.n,
+                    last_adu,
+                    cands,
+                );
+            }
+            if self.truncated {
+                return;
+            }
+        }
+        binding[k] = NO_ROW;
+    }
+
+    fn emit(&mut self, binding: &[u32]) {
+        if self.required.len() >= MAX_CONTEXTS {
+            self.truncated = true;
+            return;
+        }
+        let start = self.members.len();
+        let n = self.n as u32;
+        for &r in binding {
+            if r != NO_ROW && r < n {
+                self.members.push(r);
+            }
+        }
+        let required = self.members.len() - start;
+        let mut reads = SlotReads::NONE;
+        for s in self.streams.iter().flatten() {
+            for &r in &s.rows {
+                if !self.members[start..].contains(&r) {
+                    self.members.push(r);
+                }
+            }
+            if !s.rows.is_empty() {
+                reads = reads.union(SlotReads::OTHER);
+            }
+        }
+        if self.members.len() == start {
+            return;
+        }
+        let sched = |v: u8| binding[v as usize] < n;
+        for a in &self.ir.atoms {
+            reads = reads.union(match *a {
+                Atom::Prob(v) if sched(v) => SlotReads::LOSS,
+                Atom::Latency(v) if sched(v) => SlotReads::LATENCY,
+                Atom::Corr(x, y) if sched(x) || sched(y) => SlotReads::OTHER,
+                _ => SlotReads::NONE,
+            });
+        }
+        self.binds.extend_from_slice(binding);
+        self.member_start.push(self.members.len() as u32);
+        self.required.push(required as u8);
+        self.reads.push(reads);
+    }
+
+    fn slot_of(&self, row: u32, assignment: &[Option<usize>]) -> Option<usize> {
+        assignment
+            .get(row as usize)
+            .copied()
+            .flatten()
+            .filter(|&s| s < self.input.slots.len())
+    }
+
+    /// The slot and whether it is known to have been delivered, for a row.
+    fn row_slot(&self, row: u32, assignment: &[Option<usize>]) -> (&'a TxSlot, bool) {
+        let r = row as usize;
+        if r < self.n {
+            let s = self.slot_of(row, assignment).unwrap_or(0);
+            (&self.input.slots[s], false)
+        } else {
+            let h = &self.input.history[r - self.n];
+            (&h.slot, matches!(h.outcome, Outcome::Acked { .. }))
+        }
+    }
+
+    fn compute_atoms(&mut self, t: usize, assignment: &[Option<usize>]) {
+        let rows = &self.binds[t * self.nv..(t + 1) * self.nv];
+        for (i, a) in self.ir.atoms.iter().enumerate() {
+            let value = match *a {
+                Atom::Prob(v) => {
+                    let r = rows[v as usize] as usize;
+                    match self.slot_of(r as u32, assignment) {
+                        Some(s) if r < self.n => self.slot_loss[s],
+                        _ => self
+                            .hist_loss
+                            .get(r.wrapping_sub(self.n))
+                            .copied()
+                            .unwrap_or(0),
+                    }
+                }
+                Atom::Latency(v) => {
+                    let r = rows[v as usize] as usize;
+                    match self.slot_of(r as u32, assignment) {
+                        Some(s) if r < self.n => {
+                            self.adus[r].queue_delay_ms.saturating_add(self.slot_lat[s])
+                        }
+                        _ => self
+                            .hist_lat
+                            .get(r.wrapping_sub(self.n))
+                            .copied()
+                            .unwrap_or(0),
+                    }
+                }
+                Atom::Corr(x, y) => {
+                    let (sx, ax) = self.row_slot(rows[x as usize], assignment);
+                    let (sy, ay) = self.row_slot(rows[y as usize], assignment);
+                    if ax || ay {
+                        0
+                    } else {
+                        sx.loss_correlation_pct(sy)
+                    }
+                }
+            };
+            self.atoms[i] = value;
+        }
+    }
+
+    fn compute_streams(&mut self, assignment: &[Option<usize>]) {
+        for (v, s) in self.streams.iter().enumerate() {
+            if let Some(s) = s {
+                let mut w = s.history;
+                for &r in &s.rows {
+                    if let Some(slot) = self.slot_of(r, assignment) {
+                        w.add_expected(
+                            self.adus[r as usize].queue_delay_ms,
+                            &self.input.slots[slot],
+                        );
+                    }
+                }
+                let fallback = self.input.streams.iter().find(|x| x.stream_id == s.id);
+                self.svals[v] = w.values(s.id, fallback);
+            }
+        }
+    }
+
+    fn key(&self, t: usize) -> Option<Key> {
+        let group = match self.memo_mode {
+            MemoMode::Off => return None,
+            MemoMode::Shared => 0,
+            MemoMode::PerTerm => t as i64 + 1,
+        };
+        let mut k = [group, 0, 0, 0];
+        k[1..1 + self.atoms.len()].copy_from_slice(&self.atoms);
+        Some(k)
+    }
+}
+
+/// `prob(h::lost?)` for a history entry: known outcomes are certain.
+fn history_loss(h: &HistoryEntry) -> i64 {
+    match h.outcome {
+        Outcome::Acked { .. } => 0,
+        Outcome::Lost => 100,
+        Outcome::Pending => h.slot.loss_pct(),
+    }
+}
+
+/// `expected(h::latency)` for a history entry: the measured latency once acked,
+/// otherwise the expectation it was sent with.
+fn history_latency(h: &HistoryEntry) -> i64 {
+    match h.outcome {
+        Outcome::Acked { latency_ms } => round_ms(latency_ms),
+        _ => h.adu.queue_delay_ms.saturating_add(h.slot.latency_ms()),
+    }
+}
+
+impl PreparedObjective for PreparedHose<'_> {
+    fn terms(&self) -> usize {
+        self.required.len()
+    }
+
+    fn members(&self, term: usize) -> &[u32] {
+        let (a, b) = (self.member_start[term], self.member_start[term + 1]);
+        &self.members[a as usize..b as usize]
+    }
+
+    fn reads(&self, term: usize) -> SlotReads {
+        self.reads[term]
+    }
+
+    fn bounds(&self, _term: usize) -> (i64, i64) {
+        self.ir.bounds
+    }
+
+    fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
+        let members = self.members(term);
+        let required = self.required[term] as usize;
+        let placed = |r: &u32| self.slot_of(*r, assignment).is_some();
+        if !members[..required].iter().all(placed) {
+            return 0;
+        }
+        if required == 0 && !members.iter().any(placed) {
+            return 0;
+        }
+        self.compute_atoms(term, assignment);
+        let key = if cached { self.key(term) } else { None };
+        if let Some(k) = &key {
+            if let Some(v) = self.memo.get(k) {
+                return v;
+            }
+        }
+        if self.ir.reads_streams() {
+            self.compute_streams(assignment);
+        }
+        self.evaluations += 1;
+        let rows = &self.binds[term * self.nv..(term + 1) * self.nv];
+        let v = contribution(self.ir, &self.env(rows));
+        if let Some(k) = key {
+            self.memo.insert(k, v);
+        }
+        v
+    }
+
+    fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adu::Fields;
+    use crate::objective::ObjectiveSet;
+
+    fn adu(i: u64) -> AduView {
+        AduView {
+            id: i,
+            stream_id: 0,
+            stream_seq: i,
+            length: 100,
+            queue_delay_ms: 0,
+            fields: Fields::new(),
+        }
+    }
+
+    #[test]
+    fn context_enumeration_is_capped() {
+        let o = crate::hose::compile(
+            "objective { context { adu:x { true } adu:y { true } adu:z { true } }
+               goal { true } utility { x { 1 } } }",
+        )
+        .unwrap();
+        let set = ObjectiveSet::new();
+        let run = |n: u64| {
+            let adus: Vec<AduView> = (0..n).map(adu).collect();
+            let input = ScheduleInput {
+                slots: &[],
+                adus: &adus,
+                history: &[],
+                streams: &[],
+                objectives: &set,
+            };
+            let p = PreparedHose::new(&o.ir, input);
+            (p.terms(), p.truncated())
+        };
+        // 20 * 19 * 18 ordered triples of distinct ADUs.
+        assert_eq!(run(20), (6840, false));
+        // 50 * 49 * 48 = 117600 > MAX_CONTEXTS.
+        assert_eq!(run(50), (MAX_CONTEXTS, true));
+    }
+}

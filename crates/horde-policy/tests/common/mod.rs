@@ -1,0 +1,101 @@
+//! Builders for small hand-made scheduling inputs.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use horde_policy::{
+    AduView, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, StreamStats,
+    TxSlot, Value, CORRELATION_SPAN,
+};
+
+/// Burst correlation used by the hand-made slots: 1.0 for adjacent slots, decaying.
+pub const BURST: [f32; CORRELATION_SPAN] = [1.0, 0.8, 0.5, 0.3, 0.2, 0.1, 0.05, 0.0];
+
+pub fn slot(channel: u16, sequence: u64, loss: f64, rtt: f64, wait: f64) -> TxSlot {
+    TxSlot {
+        channel,
+        sequence,
+        loss_probability: loss,
+        expected_rtt_ms: rtt,
+        wait_ms: wait,
+        max_size: 1500,
+        cost_per_kb: 0.0,
+        phantom: if wait > 0.0 { Some(0.5) } else { None },
+        burst_correlation: BURST,
+    }
+}
+
+pub fn adu(id: u64, stream: u32, seq: u64, queue_delay_ms: i64) -> AduView {
+    AduView {
+        id,
+        stream_id: stream,
+        stream_seq: seq,
+        length: 1000,
+        queue_delay_ms,
+        fields: Fields::new(),
+    }
+}
+
+pub fn with(mut a: AduView, name: &str, v: impl Into<Value>) -> AduView {
+    a.fields.set(name, v.into());
+    a
+}
+
+pub fn sent(a: AduView, slot: TxSlot, outcome: Outcome) -> HistoryEntry {
+    HistoryEntry {
+        adu: a,
+        slot,
+        outcome,
+    }
+}
+
+/// An owned scheduling input.
+pub struct Case {
+    pub slots: Vec<TxSlot>,
+    pub adus: Vec<AduView>,
+    pub history: Vec<HistoryEntry>,
+    pub streams: Vec<StreamStats>,
+    pub objectives: ObjectiveSet,
+}
+
+impl Case {
+    pub fn new(slots: Vec<TxSlot>, adus: Vec<AduView>) -> Self {
+        Case {
+            slots,
+            adus,
+            history: Vec::new(),
+            streams: Vec::new(),
+            objectives: ObjectiveSet::new(),
+        }
+    }
+
+    pub fn history(mut self, h: Vec<HistoryEntry>) -> Self {
+        self.history = h;
+        self
+    }
+
+    pub fn objective(mut self, o: impl Objective + 'static) -> Self {
+        self.objectives.inject(Arc::new(o));
+        self
+    }
+
+    pub fn input(&self) -> ScheduleInput<'_> {
+        ScheduleInput {
+            slots: &self.slots,
+            adus: &self.adus,
+            history: &self.history,
+            streams: &self.streams,
+            objectives: &self.objectives,
+        }
+    }
+
+    /// Utility of `assignment` under every objective, computed both ways (whole and
+    /// prepared term by term), which must agree.
+    pub fn utility(&self, assignment: &[Option<usize>]) -> i64 {
+        let input = self.input();
+        let whole = self.objectives.utility(&input, &assignment.to_vec());
+        let mut prepared = self.objectives.prepare(&input);
+        assert_eq!(prepared.utility(assignment), whole, "prepared != whole");
+        whole
+    }
+}
