@@ -1,1 +1,74 @@
-fn main() {}
+//! `horde`: run Horde's demo, simulator, emulator, sender and receiver, and check hose
+//! objectives.
+
+mod app;
+mod demo;
+mod emu;
+mod hose;
+mod keygen;
+mod live;
+mod peer;
+mod sim;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "horde",
+    version,
+    about = "Application-driven multipath transport over wireless WAN links"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Telemedicine streams over three emulated cellular links, with and without objectives.
+    Demo(demo::Args),
+    /// Run a scenario in the discrete-event simulator.
+    Sim(sim::Args),
+    /// Run the real-time link emulator.
+    Emu(emu::Args),
+    /// Send streams to a receiver over real UDP channels.
+    Send(peer::SendArgs),
+    /// Receive streams from senders over real UDP channels.
+    Recv(peer::RecvArgs),
+    /// Make a static key pair for `horde send` / `horde recv`.
+    Keygen(keygen::Args),
+    /// hose objective tools.
+    Hose {
+        #[command(subcommand)]
+        command: hose::Command,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Emu(a) => emu::run(a),
+        Command::Send(a) => peer::send(a),
+        Command::Recv(a) => peer::recv(a),
+        Command::Keygen(a) => keygen::run(a),
+        Command::Hose { command } => hose::run(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

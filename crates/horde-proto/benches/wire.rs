@@ -7,11 +7,17 @@
 //! * `encode`: [`wire::encode`] into a reused buffer (capacity kept, as a driver's
 //!   transmit buffer is).
 //! * `decode`: [`wire::decode`] of a received datagram already held in `Bytes`.
-//! * `encode_decode`: the whole path between two sessions: encode, copy the datagram into
-//!   fresh `Bytes` (what a receiver does with a socket buffer), decode.
+//! * `encode_decode`: the path between two sessions: encode, copy the datagram into a
+//!   pooled receive buffer and freeze it into `Bytes` (as a socket read into a `BytesMut`
+//!   would), decode. No allocation per packet.
+//! * `encode_alloc_decode`: the same, but each datagram is copied into a freshly allocated
+//!   `Bytes` (`Bytes::copy_from_slice`). Shows what a per-datagram heap buffer costs: above
+//!   1 KiB glibc's allocator leaves its thread cache, and that dominates.
 
-use bytes::Bytes;
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use bytes::{Bytes, BytesMut};
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use horde_proto::wire::{self, Ack, Packet};
 
 const PAYLOAD: usize = 1200;
@@ -64,7 +70,20 @@ fn bench_packet(c: &mut Criterion, name: &str, packet: &Packet) {
         b.iter(|| black_box(wire::decode(black_box(&datagram)).expect("decodes")))
     });
 
+    let mut rx = BytesMut::with_capacity(64 * 1024);
     group.bench_function("encode_decode", |b| {
+        b.iter(|| {
+            buf.clear();
+            wire::encode(black_box(packet), &mut buf);
+            // Reclaims the whole buffer once the previous datagram has been dropped.
+            rx.reserve(buf.len());
+            rx.extend_from_slice(&buf);
+            let datagram = rx.split().freeze();
+            black_box(wire::decode(&datagram).expect("decodes"))
+        })
+    });
+
+    group.bench_function("encode_alloc_decode", |b| {
         b.iter(|| {
             buf.clear();
             wire::encode(black_box(packet), &mut buf);

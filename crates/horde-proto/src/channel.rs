@@ -107,8 +107,8 @@ const MAX_PHANTOM_SLOTS: usize = 64;
 const MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 /// Received-sequence ranges kept for building acks.
 const MAX_RECV_RANGES: usize = 64;
-/// Packets older than this (in sequence numbers) below the highest received are
-/// forgotten by the receiver and treated as duplicates if they show up.
+/// Packets older than this (in sequence numbers) below the highest received, and below
+/// every range the receiver still keeps, are treated as duplicates if they show up.
 const RECV_WINDOW: u64 = 1 << 16;
 
 pub struct Channel {
@@ -503,10 +503,16 @@ impl Channel {
     /// Record a received data packet or ping. Returns `false` for a duplicate.
     pub fn on_receive(&mut self, now: Duration, seq: u64, send_ts: u32) -> bool {
         self.stats.packets_received += 1;
-        let largest = self.recv_ranges.first().map(|r| r.1);
-        if largest.is_some_and(|l| seq + RECV_WINDOW < l)
-            || !insert_range(&mut self.recv_ranges, seq)
-        {
+        // Too old: below every range still kept and far below the largest. Anything
+        // inside the kept span is judged by the ranges themselves, so one stray packet far
+        // ahead (a forged or corrupt number) cannot make all later real ones look old.
+        let too_old = match (self.recv_ranges.first(), self.recv_ranges.last()) {
+            (Some(&(_, largest)), Some(&(lowest, _))) => {
+                seq < lowest && seq.saturating_add(RECV_WINDOW) < largest
+            }
+            _ => false,
+        };
+        if too_old || !insert_range(&mut self.recv_ranges, seq) {
             self.stats.duplicates += 1;
             return false;
         }

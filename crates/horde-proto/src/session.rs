@@ -1055,7 +1055,13 @@ impl Session {
         out.clear();
         let mut order: Vec<&SendStream> =
             self.send.values().filter(|s| !s.queue.is_empty()).collect();
-        order.sort_by(|a, b| b.credit.total_cmp(&a.credit).then(a.id.cmp(&b.id)));
+        // Most owed first, in seconds of the stream's own allocation, so a small stream
+        // is not outranked by a big one merely because its byte credit is smaller.
+        order.sort_by(|a, b| {
+            b.owed_secs()
+                .total_cmp(&a.owed_secs())
+                .then(a.id.cmp(&b.id))
+        });
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         for pass in 0..2 {

@@ -122,6 +122,11 @@ impl SendStream {
         self.queue.iter_mut().find(|a| a.id == id)
     }
 
+    /// How long, at its allocated rate, the stream has been owed service.
+    pub fn owed_secs(&self) -> f64 {
+        self.credit / self.allocation.max(1.0)
+    }
+
     pub fn refill(&mut self, dt: Duration, mtu: f64) {
         let cap = (self.allocation * CREDIT_HORIZON).max(mtu);
         self.credit = (self.credit + self.allocation * dt.as_secs_f64()).min(cap);
@@ -205,7 +210,8 @@ impl RecvStream {
                 break;
             }
             let (adu, _) = entry.remove();
-            self.next += 1;
+            // Saturates at the last number: later arrivals are then delivered as late.
+            self.next = self.next.saturating_add(1);
             self.delivered += 1;
             out.push(adu);
         }

@@ -18,6 +18,10 @@ pub const MAX_ALIASES: usize = 16;
 pub const MAX_ACK_RANGES: usize = 32;
 /// Bytes before the payload of a data packet.
 pub const DATA_HEADER_LEN: usize = 1 + 8 + 1 + 1 + 8 + 4 + 4 + 8;
+/// Bytes of an ack before its `(gap, len)` pairs.
+const ACK_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 4 + 8 + 1;
+/// Bytes of one `(gap, len)` pair.
+const ACK_RANGE_LEN: usize = 16;
 
 const T_HELLO: u8 = 1;
 const T_HELLO_ACK: u8 = 2;
@@ -185,6 +189,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             stream_seq,
             payload,
         } => {
+            out.reserve(DATA_HEADER_LEN + payload.len());
             encode_data_header(
                 *conn,
                 *channel,
@@ -198,18 +203,23 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             out.extend_from_slice(payload);
         }
         Packet::Ack(a) => {
-            out.push(header(T_ACK));
-            out.extend_from_slice(&a.conn.to_be_bytes());
-            out.push(a.channel);
-            out.extend_from_slice(&a.largest.to_be_bytes());
-            out.extend_from_slice(&a.ack_delay_us.to_be_bytes());
-            out.extend_from_slice(&a.echo_ts.to_be_bytes());
-            out.extend_from_slice(&a.first_range.to_be_bytes());
             let n = a.ranges.len().min(MAX_ACK_RANGES);
-            out.push(n as u8);
-            for (gap, len) in &a.ranges[..n] {
-                out.extend_from_slice(&gap.to_be_bytes());
-                out.extend_from_slice(&len.to_be_bytes());
+            let mut h = [0u8; ACK_HEADER_LEN];
+            h[0] = header(T_ACK);
+            h[1..9].copy_from_slice(&a.conn.to_be_bytes());
+            h[9] = a.channel;
+            h[10..18].copy_from_slice(&a.largest.to_be_bytes());
+            h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
+            h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
+            h[26..34].copy_from_slice(&a.first_range.to_be_bytes());
+            h[34] = n as u8;
+            out.reserve(ACK_HEADER_LEN + n * ACK_RANGE_LEN);
+            out.extend_from_slice(&h);
+            for &(gap, len) in &a.ranges[..n] {
+                let mut r = [0u8; ACK_RANGE_LEN];
+                r[..8].copy_from_slice(&gap.to_be_bytes());
+                r[8..].copy_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&r);
             }
         }
         Packet::Ping {
@@ -244,15 +254,17 @@ pub fn encode_data_header(
     stream_seq: u64,
     out: &mut Vec<u8>,
 ) {
-    out.reserve(DATA_HEADER_LEN);
-    out.push(header(T_DATA));
-    out.extend_from_slice(&conn.to_be_bytes());
-    out.push(channel);
-    out.push(flags);
-    out.extend_from_slice(&seq.to_be_bytes());
-    out.extend_from_slice(&send_ts.to_be_bytes());
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(&stream_seq.to_be_bytes());
+    // One fixed-size store instead of eight growing pushes.
+    let mut h = [0u8; DATA_HEADER_LEN];
+    h[0] = header(T_DATA);
+    h[1..9].copy_from_slice(&conn.to_be_bytes());
+    h[9] = channel;
+    h[10] = flags;
+    h[11..19].copy_from_slice(&seq.to_be_bytes());
+    h[19..23].copy_from_slice(&send_ts.to_be_bytes());
+    h[23..27].copy_from_slice(&stream.to_be_bytes());
+    h[27..35].copy_from_slice(&stream_seq.to_be_bytes());
+    out.extend_from_slice(&h);
 }
 
 fn put_aliases(aliases: &[SocketAddr], out: &mut Vec<u8>) {
@@ -280,6 +292,17 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// The next `N` bytes as an array reference: one bounds check for a whole fixed-size
+    /// group of fields, which are then read at constant offsets.
+    fn array<const N: usize>(&mut self) -> Result<&'a [u8; N], WireError> {
+        let (a, _) = self
+            .buf
+            .get(self.pos..)
+            .and_then(<[u8]>::split_first_chunk::<N>)
+            .ok_or(WireError::Truncated)?;
+        self.pos += N;
+        Ok(a)
+    }
     fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         let end = self.pos.checked_add(n).ok_or(WireError::Truncated)?;
         let s = self.buf.get(self.pos..end).ok_or(WireError::Truncated)?;
@@ -325,6 +348,18 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Big-endian u64 at `at`; callers pass constant offsets inside a checked array.
+#[inline(always)]
+fn be64(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Big-endian u32 at `at`; callers pass constant offsets inside a checked array.
+#[inline(always)]
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
 /// Decode one datagram. `datagram` is shared so data payloads are zero-copy slices.
 pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
     let mut r = Reader {
@@ -335,7 +370,7 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
     if h >> 4 != VERSION {
         return Err(WireError::Version(h >> 4));
     }
-    let conn = r.u64()?;
+    let conn = u64::from_be_bytes(*r.array::<8>()?);
     let packet = match h & 0x0f {
         T_HELLO => Packet::Hello {
             conn,
@@ -349,46 +384,38 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
             aliases: r.aliases()?,
         },
         T_DATA => {
-            let channel = r.u8()?;
-            let flags = r.u8()?;
-            let seq = r.u64()?;
-            let send_ts = r.u32()?;
-            let stream = r.u32()?;
-            let stream_seq = r.u64()?;
+            let h = r.array::<{ DATA_HEADER_LEN - 9 }>()?;
             let payload = datagram.slice(r.pos..);
             r.pos = datagram.len();
             Packet::Data {
                 conn,
-                channel,
-                flags,
-                seq,
-                send_ts,
-                stream,
-                stream_seq,
+                channel: h[0],
+                flags: h[1],
+                seq: be64(h, 2),
+                send_ts: be32(h, 10),
+                stream: be32(h, 14),
+                stream_seq: be64(h, 18),
                 payload,
             }
         }
         T_ACK => {
-            let channel = r.u8()?;
-            let largest = r.u64()?;
-            let ack_delay_us = r.u32()?;
-            let echo_ts = r.u32()?;
-            let first_range = r.u64()?;
-            let n = r.u8()? as usize;
+            let h = r.array::<{ ACK_HEADER_LEN - 9 }>()?;
+            let n = h[25] as usize;
             if n > MAX_ACK_RANGES {
                 return Err(WireError::TooMany(n));
             }
-            let mut ranges = Vec::with_capacity(n);
-            for _ in 0..n {
-                ranges.push((r.u64()?, r.u64()?));
-            }
+            let body = r.take(n * ACK_RANGE_LEN)?;
+            let ranges = body
+                .chunks_exact(ACK_RANGE_LEN)
+                .map(|c| (be64(c, 0), be64(c, 8)))
+                .collect();
             Packet::Ack(Ack {
                 conn,
-                channel,
-                largest,
-                ack_delay_us,
-                echo_ts,
-                first_range,
+                channel: h[0],
+                largest: be64(h, 1),
+                ack_delay_us: be32(h, 9),
+                echo_ts: be32(h, 13),
+                first_range: be64(h, 17),
                 ranges,
             })
         }

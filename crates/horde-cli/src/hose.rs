@@ -1,0 +1,53 @@
+//! `horde hose check`, and loading objectives and schedulers for the runtime commands.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+use horde_net::SchedulerFactory;
+use horde_policy::Objective;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Parse and type-check hose files. Prints FILE:line:col: message for every problem
+    /// and exits 2 if there is any, 0 if all files are valid.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+pub fn run(cmd: Command) -> Result<ExitCode> {
+    match cmd {
+        Command::Check { files } => {
+            let mut bad = 0;
+            for f in &files {
+                let problems = horde_policy::hose::check_file(f);
+                if problems.is_empty() {
+                    println!("{}: ok", f.display());
+                } else {
+                    bad += 1;
+                    for p in problems {
+                        eprintln!("{p}");
+                    }
+                }
+            }
+            Ok(if bad == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            })
+        }
+    }
+}
+
+/// Compile a hose file into an objective.
+pub fn load(path: &Path) -> Result<Arc<dyn Objective>> {
+    Ok(horde_sim::objectives::load(path)?)
+}
+
+/// A scheduler by name, as scenarios name them.
+pub fn scheduler(name: &str) -> Result<SchedulerFactory> {
+    Ok(horde_sim::build::scheduler(name, None)?)
+}

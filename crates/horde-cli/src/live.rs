@@ -1,0 +1,194 @@
+//! Live statistics of a real-time run: what the sender learns from acks and nacks, and
+//! what the receiver got, per stream and per channel.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use horde_proto::{Event, NackReason};
+
+#[derive(Debug, Default, Clone)]
+pub struct StreamLive {
+    pub queued: u64,
+    pub acked: u64,
+    pub lost: u64,
+    pub dropped: u64,
+    /// Insertion-to-ack latencies in ms.
+    pub latencies: Vec<f64>,
+    pub received: u64,
+    pub bytes_received: u64,
+    /// ADUs acked per channel.
+    pub by_channel: BTreeMap<u8, u64>,
+}
+
+impl StreamLive {
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        if self.latencies.is_empty() {
+            return None;
+        }
+        let mut v = self.latencies.clone();
+        v.sort_by(f64::total_cmp);
+        let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+        Some(v[rank.min(v.len()) - 1])
+    }
+
+    pub fn mean(&self) -> Option<f64> {
+        (!self.latencies.is_empty())
+            .then(|| self.latencies.iter().sum::<f64>() / self.latencies.len() as f64)
+    }
+
+    /// Fraction of resolved ADUs that were lost or dropped.
+    pub fn loss_rate(&self) -> f64 {
+        let resolved = self.acked + self.lost + self.dropped;
+        if resolved == 0 {
+            0.0
+        } else {
+            (self.lost + self.dropped) as f64 / resolved as f64
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Live {
+    pub streams: BTreeMap<u32, StreamLive>,
+    pub channels: BTreeMap<u8, u64>,
+}
+
+impl Live {
+    /// Account for an event the sender saw.
+    pub fn on_sender_event(&mut self, e: &Event) {
+        match e {
+            Event::Ack {
+                stream,
+                channel,
+                latency,
+                ..
+            } => {
+                let s = self.streams.entry(*stream).or_default();
+                s.acked += 1;
+                s.latencies.push(latency.as_secs_f64() * 1e3);
+                *s.by_channel.entry(*channel).or_default() += 1;
+                *self.channels.entry(*channel).or_default() += 1;
+            }
+            Event::Nack {
+                stream,
+                reason,
+                channel,
+                ..
+            } => {
+                let s = self.streams.entry(*stream).or_default();
+                match reason {
+                    NackReason::Lost => s.lost += 1,
+                    _ => s.dropped += 1,
+                }
+                if let Some(c) = channel {
+                    *self.channels.entry(*c).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn on_receiver_event(&mut self, e: &Event) {
+        if let Event::Received {
+            stream, payload, ..
+        } = e
+        {
+            let s = self.streams.entry(*stream).or_default();
+            s.received += 1;
+            s.bytes_received += payload.len() as u64;
+        }
+    }
+
+    pub fn on_queued(&mut self, stream: u32) {
+        self.streams.entry(stream).or_default().queued += 1;
+    }
+
+    /// A table of per-stream latency, loss and goodput and per-channel share.
+    pub fn table(
+        &self,
+        elapsed: Duration,
+        names: &BTreeMap<u32, String>,
+        channels: &[String],
+    ) -> String {
+        let secs = elapsed.as_secs_f64().max(1e-3);
+        let total: u64 = self.channels.values().sum();
+        let mut rows = vec![vec![
+            "stream".to_string(),
+            "sent".into(),
+            "acked".into(),
+            "lost".into(),
+            "loss %".into(),
+            "mean ms".into(),
+            "p50 ms".into(),
+            "p95 ms".into(),
+            "goodput kbit/s".into(),
+        ]];
+        for (id, s) in &self.streams {
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+            rows.push(vec![
+                names.get(id).cloned().unwrap_or_else(|| id.to_string()),
+                s.queued.to_string(),
+                s.acked.to_string(),
+                (s.lost + s.dropped).to_string(),
+                format!("{:.1}", 100.0 * s.loss_rate()),
+                f(s.mean()),
+                f(s.percentile(50.0)),
+                f(s.percentile(95.0)),
+                format!("{:.0}", s.bytes_received as f64 * 8.0 / secs / 1e3),
+            ]);
+        }
+        let mut out = crate::table::render(&rows);
+        let share: Vec<String> = self
+            .channels
+            .iter()
+            .map(|(c, n)| {
+                let name = channels
+                    .get(*c as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("ch{c}"));
+                format!("{name} {:.0}%", 100.0 * *n as f64 / total.max(1) as f64)
+            })
+            .collect();
+        out.push_str(&format!("channel share: {}\n", share.join("  ")));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_acks_nacks_and_receptions() {
+        let mut l = Live::default();
+        for (i, ms) in [10u64, 20, 30, 40].iter().enumerate() {
+            l.on_sender_event(&Event::Ack {
+                stream: 1,
+                adu: i as u64,
+                stream_seq: i as u64,
+                channel: (i % 2) as u8,
+                rtt: Duration::from_millis(*ms),
+                latency: Duration::from_millis(*ms),
+            });
+        }
+        l.on_sender_event(&Event::Nack {
+            stream: 1,
+            adu: 9,
+            stream_seq: 9,
+            channel: Some(1),
+            reason: NackReason::Lost,
+        });
+        let s = &l.streams[&1];
+        assert_eq!((s.acked, s.lost), (4, 1));
+        assert_eq!(s.percentile(50.0), Some(20.0));
+        assert_eq!(s.mean(), Some(25.0));
+        assert!((s.loss_rate() - 0.2).abs() < 1e-12);
+        assert_eq!(l.channels[&1], 3);
+        let t = l.table(
+            Duration::from_secs(1),
+            &BTreeMap::new(),
+            &["a".into(), "b".into()],
+        );
+        assert!(t.contains("a 40%") && t.contains("b 60%"), "{t}");
+    }
+}
