@@ -219,8 +219,20 @@ impl RecvStream {
 
     /// Release ADUs held longer than `hold`, skipping the gaps in front of them.
     pub fn on_timeout(&mut self, now: Duration, hold: Duration, out: &mut Vec<Delivered>) {
-        while let Some((&seq, &(_, since))) = self.held.first_key_value() {
-            if now.saturating_sub(since) < hold {
+        // The highest ADU held too long; every gap below it is given up on, even if ADUs
+        // held for less time sit between (they are next in order, so they go too). Looking
+        // only at the lowest held ADU would leave `next_timeout` due with nothing to do.
+        let Some(last) = self
+            .held
+            .iter()
+            .rev()
+            .find(|(_, (_, since))| now.saturating_sub(*since) >= hold)
+            .map(|(&seq, _)| seq)
+        else {
+            return;
+        };
+        while let Some((&seq, _)) = self.held.first_key_value() {
+            if seq > last {
                 break;
             }
             self.next = seq;
@@ -273,6 +285,23 @@ mod tests {
         // A straggler from the skipped gap is still delivered.
         r.on_arrival(t(70), d(3), &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn an_expired_adu_releases_younger_ones_below_it() {
+        let t = Duration::from_millis;
+        let mut r = RecvStream::new(true);
+        let mut out = Vec::new();
+        r.on_arrival(t(0), d(3), &mut out);
+        r.on_arrival(t(30), d(2), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(r.next_timeout(t(50)), Some(t(50)));
+        r.on_timeout(t(50), t(50), &mut out);
+        assert_eq!(
+            out.iter().map(|a| a.stream_seq).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+        assert_eq!(r.next_timeout(t(50)), None);
     }
 
     #[test]
