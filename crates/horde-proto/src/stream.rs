@@ -217,27 +217,27 @@ impl RecvStream {
         }
     }
 
-    /// Release ADUs held longer than `hold`, skipping the gaps in front of them.
+    /// Release ADUs held longer than `hold`, and everything held in front of them,
+    /// skipping the gaps. The expired ADU need not be the lowest-numbered one: a later
+    /// ADU may have arrived first.
     pub fn on_timeout(&mut self, now: Duration, hold: Duration, out: &mut Vec<Delivered>) {
-        // The highest ADU held too long; every gap below it is given up on, even if ADUs
-        // held for less time sit between (they are next in order, so they go too). Looking
-        // only at the lowest held ADU would leave `next_timeout` due with nothing to do.
-        let Some(last) = self
+        let expired = self
             .held
             .iter()
-            .rev()
-            .find(|(_, (_, since))| now.saturating_sub(*since) >= hold)
+            .filter(|(_, (_, since))| now.saturating_sub(*since) >= hold)
             .map(|(&seq, _)| seq)
-        else {
-            return;
-        };
-        while let Some((&seq, _)) = self.held.first_key_value() {
-            if seq > last {
+            .max();
+        let Some(last) = expired else { return };
+        while let Some(entry) = self.held.first_entry() {
+            if *entry.key() > last {
                 break;
             }
-            self.next = seq;
-            self.release_in_order(out);
+            let (adu, _) = entry.remove();
+            self.delivered += 1;
+            out.push(adu);
         }
+        self.next = last + 1;
+        self.release_in_order(out);
     }
 
     pub fn next_timeout(&self, hold: Duration) -> Option<Duration> {
@@ -285,6 +285,23 @@ mod tests {
         // A straggler from the skipped gap is still delivered.
         r.on_arrival(t(70), d(3), &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn an_expired_later_adu_releases_earlier_ones_held_behind_a_gap() {
+        let t = Duration::from_millis;
+        let mut r = RecvStream::new(true);
+        let mut out = Vec::new();
+        // 0 is missing; 9 arrives first, then 4.
+        r.on_arrival(t(0), d(9), &mut out);
+        r.on_arrival(t(30), d(4), &mut out);
+        assert_eq!(r.next_timeout(t(50)), Some(t(50)));
+        r.on_timeout(t(50), t(50), &mut out);
+        assert_eq!(
+            out.iter().map(|a| a.stream_seq).collect::<Vec<_>>(),
+            vec![4, 9]
+        );
+        assert_eq!(r.next_timeout(t(50)), None, "nothing left to time out");
     }
 
     #[test]
