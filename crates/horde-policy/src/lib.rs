@@ -8,11 +8,15 @@ pub mod hose;
 pub mod objective;
 pub mod scheduler;
 pub mod slot;
+pub mod synth;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Demand};
 pub use objective::{
     Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
 };
-pub use scheduler::{Assignment, CycleStats, RandomizedRoundRobin, ScheduleInput, Scheduler};
+pub use scheduler::{
+    assignment_is_valid, Assignment, CycleStats, Directed, RandomWalk, RandomizedRoundRobin,
+    ScheduleInput, Scheduler,
+};
 pub use slot::{TxSlot, CORRELATION_SPAN};

@@ -75,16 +75,47 @@ impl TxSlot {
     }
 }
 
-/// A probability as a whole percentage in 0..=100 (NaN counts as 0).
+/// A probability as a whole percentage in 0..=100, rounding halves up (NaN
+/// counts as 0). Plain arithmetic rather than `f64::round`, which is a library
+/// call: this runs for every slot and slot pair an objective looks at.
 pub fn percent(p: f64) -> i64 {
-    if p.is_nan() {
+    if p.is_nan() || p <= 0.0 {
         0
+    } else if p >= 1.0 {
+        100
     } else {
-        (p * 100.0).round().clamp(0.0, 100.0) as i64
+        (p * 100.0 + 0.5) as i64
     }
 }
 
-/// Milliseconds rounded to an integer; saturates, and NaN counts as 0.
+/// Milliseconds rounded to the nearest integer, halves away from zero; saturates,
+/// and NaN counts as 0.
 pub fn round_ms(ms: f64) -> i64 {
-    ms.round() as i64
+    if ms >= 0.0 {
+        (ms + 0.5) as i64
+    } else if ms < 0.0 {
+        -((-ms + 0.5) as i64)
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding() {
+        assert_eq!(percent(0.044), 4);
+        assert_eq!(percent(0.045), 5);
+        assert_eq!(percent(-0.2), 0);
+        assert_eq!(percent(1.7), 100);
+        assert_eq!(percent(f64::NAN), 0);
+        assert_eq!(round_ms(2.5), 3);
+        assert_eq!(round_ms(-2.5), -3);
+        assert_eq!(round_ms(-2.4), -2);
+        assert_eq!(round_ms(f64::NAN), 0);
+        assert_eq!(round_ms(1e300), i64::MAX);
+        assert_eq!(round_ms(-1e300), i64::MIN + 1);
+    }
 }

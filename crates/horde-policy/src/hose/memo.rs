@@ -4,77 +4,92 @@
 
 pub(crate) type Key = [i64; 4];
 
-#[derive(Debug, Clone)]
+/// Marks an empty entry (group ids are never negative).
+const EMPTY: i64 = i64::MIN;
+
+/// Keys `[0, x, 0, 0]` with `x` below this (one percentage atom, shared by all
+/// terms) go in a direct-mapped table instead of the hash table.
+const DIRECT: usize = 128;
+
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Memo {
-    keys: Vec<Key>,
-    vals: Vec<i64>,
-    used: Vec<bool>,
+    direct: Vec<Option<i64>>,
+    entries: Vec<(Key, i64)>,
     len: usize,
 }
 
-impl Default for Memo {
-    fn default() -> Self {
-        Memo::with_capacity(64)
-    }
-}
-
 fn hash(k: &Key) -> u64 {
-    let mut h = 0u64;
+    // Fold the words, then the splitmix64 finalizer to spread them over the bits.
+    let mut h = 0x243F_6A88_85A3_08D3u64;
     for &w in k {
-        h = (h.rotate_left(5) ^ w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h = (h ^ w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
-    h ^ (h >> 29)
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^ (h >> 31)
 }
 
 impl Memo {
-    fn with_capacity(cap: usize) -> Self {
-        let cap = cap.next_power_of_two();
-        Memo {
-            keys: vec![[0; 4]; cap],
-            vals: vec![0; cap],
-            used: vec![false; cap],
-            len: 0,
+    fn direct_index(k: &Key) -> Option<usize> {
+        match *k {
+            [0, x, 0, 0] if (0..DIRECT as i64).contains(&x) => Some(x as usize),
+            _ => None,
         }
     }
 
-    fn find(&self, k: &Key) -> (usize, bool) {
-        let mask = self.keys.len() - 1;
+    /// Slot of `k`, or of the empty entry where it would go.
+    fn find(&self, k: &Key) -> usize {
+        let mask = self.entries.len() - 1;
         let mut i = hash(k) as usize & mask;
         loop {
-            if !self.used[i] {
-                return (i, false);
-            }
-            if self.keys[i] == *k {
-                return (i, true);
+            let e = &self.entries[i].0;
+            if e[0] == EMPTY || e == k {
+                return i;
             }
             i = (i + 1) & mask;
         }
     }
 
     pub fn get(&self, k: &Key) -> Option<i64> {
-        match self.find(k) {
-            (i, true) => Some(self.vals[i]),
-            _ => None,
+        if let Some(i) = Self::direct_index(k) {
+            return self.direct.get(i).copied().flatten();
         }
+        if self.entries.is_empty() {
+            return None;
+        }
+        let (key, v) = self.entries[self.find(k)];
+        (key[0] != EMPTY).then_some(v)
     }
 
     pub fn insert(&mut self, k: Key, v: i64) {
-        if (self.len + 1) * 2 > self.keys.len() {
-            let mut bigger = Memo::with_capacity(self.keys.len() * 2);
-            for i in 0..self.keys.len() {
-                if self.used[i] {
-                    bigger.insert(self.keys[i], self.vals[i]);
-                }
+        if let Some(i) = Self::direct_index(&k) {
+            if self.direct.is_empty() {
+                self.direct = vec![None; DIRECT];
             }
-            *self = bigger;
+            self.direct[i] = Some(v);
+            return;
         }
-        let (i, found) = self.find(&k);
-        if !found {
-            self.used[i] = true;
-            self.keys[i] = k;
+        if (self.len + 1) * 2 > self.entries.len() {
+            self.grow();
+        }
+        let i = self.find(&k);
+        if self.entries[i].0[0] == EMPTY {
             self.len += 1;
         }
-        self.vals[i] = v;
+        self.entries[i] = (k, v);
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.entries.len() * 2).max(256);
+        let old = std::mem::replace(&mut self.entries, vec![([EMPTY, 0, 0, 0], 0); cap]);
+        for (k, v) in old {
+            if k[0] != EMPTY {
+                let i = self.find(&k);
+                self.entries[i] = (k, v);
+            }
+        }
     }
 }
 
@@ -85,6 +100,7 @@ mod tests {
     #[test]
     fn stores_and_grows() {
         let mut m = Memo::default();
+        assert_eq!(m.get(&[1, 2, 3, 4]), None);
         for i in 0..1000 {
             m.insert([1, i, -i, 7], i * 3);
         }
@@ -94,5 +110,14 @@ mod tests {
         assert_eq!(m.get(&[2, 0, 0, 7]), None);
         m.insert([1, 5, -5, 7], 0);
         assert_eq!(m.get(&[1, 5, -5, 7]), Some(0));
+        // Small shared single-atom keys take the direct table.
+        assert_eq!(m.get(&[0, 25, 0, 0]), None);
+        m.insert([0, 25, 0, 0], -9);
+        m.insert([0, 500, 0, 0], 4);
+        m.insert([0, -1, 0, 0], 6);
+        assert_eq!(m.get(&[0, 25, 0, 0]), Some(-9));
+        assert_eq!(m.get(&[0, 500, 0, 0]), Some(4));
+        assert_eq!(m.get(&[0, -1, 0, 0]), Some(6));
+        assert_eq!(m.get(&[0, 26, 0, 0]), None);
     }
 }

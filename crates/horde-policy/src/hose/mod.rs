@@ -14,6 +14,7 @@ mod ir;
 mod memo;
 mod parser;
 mod prepare;
+mod thesis;
 mod typing;
 mod window;
 
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 pub use error::HoseError;
 pub use prepare::MAX_CONTEXTS;
+pub use thesis::{thesis, THESIS};
 
 use crate::objective::{Objective, PreparedObjective};
 use crate::scheduler::{Assignment, ScheduleInput};

@@ -9,7 +9,7 @@
 use crate::adu::{AduView, HistoryEntry, Outcome};
 use crate::objective::{PreparedObjective, SlotReads};
 use crate::scheduler::ScheduleInput;
-use crate::slot::{round_ms, TxSlot};
+use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
 use crate::Value;
 
 use super::eval::{boolean, contribution, Env, FieldVal, StreamVals};
@@ -19,6 +19,10 @@ use super::window::Window;
 
 /// Most contexts enumerated per objective per cycle; the rest are ignored.
 pub const MAX_CONTEXTS: usize = 1 << 16;
+
+/// Cache misses after which an objective whose cache hits less often than it
+/// misses stops caching for the rest of the cycle.
+const MEMO_TRIAL: u32 = 64;
 
 /// Marks a stream variable's entry in a binding.
 const NO_ROW: u32 = u32::MAX;
@@ -31,6 +35,44 @@ enum MemoMode {
     PerTerm,
     /// Stream fields (the whole window) or too many atoms: never cached.
     Off,
+}
+
+/// What `correlated_loss` needs of a slot, in integers.
+#[derive(Debug, Clone, Copy)]
+struct CorrInfo {
+    channel: u16,
+    sequence: u64,
+    /// `percent(burst_correlation[g])`.
+    burst: [i8; CORRELATION_SPAN],
+    /// The ADU sent in it was acked: it cannot be part of a joint loss.
+    acked: bool,
+}
+
+impl CorrInfo {
+    fn new(slot: &TxSlot, acked: bool) -> Self {
+        let mut burst = [0i8; CORRELATION_SPAN];
+        for (b, &c) in burst.iter_mut().zip(&slot.burst_correlation) {
+            *b = percent(f64::from(c)) as i8;
+        }
+        CorrInfo {
+            channel: slot.channel,
+            sequence: slot.sequence,
+            burst,
+            acked,
+        }
+    }
+
+    /// `TxSlot::loss_correlation_pct`, from the tables.
+    fn pct(&self, other: &CorrInfo) -> i64 {
+        if self.acked || other.acked || self.channel != other.channel {
+            return 0;
+        }
+        match self.sequence.abs_diff(other.sequence) as usize {
+            0 => 100,
+            g if g <= CORRELATION_SPAN => i64::from(self.burst[g - 1]),
+            _ => 0,
+        }
+    }
 }
 
 /// A stream variable's window: the history part and the schedule's ADUs of it.
@@ -51,6 +93,8 @@ pub(crate) struct PreparedHose<'a> {
     slot_lat: Vec<i64>,
     hist_loss: Vec<i64>,
     hist_lat: Vec<i64>,
+    /// Schedule slots then history slots, when the objective uses correlation.
+    corr: Vec<CorrInfo>,
     streams: Vec<Option<StreamVar>>,
     nv: usize,
     binds: Vec<u32>,
@@ -63,6 +107,8 @@ pub(crate) struct PreparedHose<'a> {
     svals: Vec<StreamVals>,
     memo: Memo,
     memo_mode: MemoMode,
+    memo_hits: u32,
+    memo_misses: u32,
     evaluations: u64,
     truncated: bool,
 }
@@ -109,6 +155,19 @@ impl<'a> PreparedHose<'a> {
         } else {
             MemoMode::Shared
         };
+        let corr =
+            if ir.atoms.iter().any(|a| matches!(a, Atom::Corr(..))) {
+                input
+                    .slots
+                    .iter()
+                    .map(|s| CorrInfo::new(s, false))
+                    .chain(input.history.iter().map(|h| {
+                        CorrInfo::new(&h.slot, matches!(h.outcome, Outcome::Acked { .. }))
+                    }))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         let mut p = PreparedHose {
             ir,
             input,
@@ -119,6 +178,7 @@ impl<'a> PreparedHose<'a> {
             slot_lat: input.slots.iter().map(TxSlot::latency_ms).collect(),
             hist_loss: input.history.iter().map(history_loss).collect(),
             hist_lat: input.history.iter().map(history_latency).collect(),
+            corr,
             streams,
             nv: ir.vars.len(),
             binds: Vec::new(),
@@ -130,6 +190,8 @@ impl<'a> PreparedHose<'a> {
             svals: vec![StreamVals::default(); ir.vars.len()],
             memo: Memo::default(),
             memo_mode,
+            memo_hits: 0,
+            memo_misses: 0,
             evaluations: 0,
             truncated: false,
         };
@@ -282,57 +344,46 @@ impl<'a> PreparedHose<'a> {
             .filter(|&s| s < self.input.slots.len())
     }
 
-    /// The slot and whether it is known to have been delivered, for a row.
-    fn row_slot(&self, row: u32, assignment: &[Option<usize>]) -> (&'a TxSlot, bool) {
-        let r = row as usize;
-        if r < self.n {
-            let s = self.slot_of(row, assignment).unwrap_or(0);
-            (&self.input.slots[s], false)
-        } else {
-            let h = &self.input.history[r - self.n];
-            (&h.slot, matches!(h.outcome, Outcome::Acked { .. }))
-        }
-    }
-
+    /// The atoms of term `t`. Every schedule ADU an atom reads is bound to an ADU
+    /// variable, so the caller has checked it is placed.
     fn compute_atoms(&mut self, t: usize, assignment: &[Option<usize>]) {
+        let n = self.n;
         let rows = &self.binds[t * self.nv..(t + 1) * self.nv];
+        let slot = |r: usize| assignment[r].unwrap_or(0);
+        // Index of a row's slot in `corr`: schedule slots first, then history.
+        let corr_index = |r: usize| {
+            if r < n {
+                slot(r)
+            } else {
+                self.input.slots.len() + r - n
+            }
+        };
         for (i, a) in self.ir.atoms.iter().enumerate() {
-            let value = match *a {
+            self.atoms[i] = match *a {
                 Atom::Prob(v) => {
                     let r = rows[v as usize] as usize;
-                    match self.slot_of(r as u32, assignment) {
-                        Some(s) if r < self.n => self.slot_loss[s],
-                        _ => self
-                            .hist_loss
-                            .get(r.wrapping_sub(self.n))
-                            .copied()
-                            .unwrap_or(0),
+                    if r < n {
+                        self.slot_loss[slot(r)]
+                    } else {
+                        self.hist_loss[r - n]
                     }
                 }
                 Atom::Latency(v) => {
                     let r = rows[v as usize] as usize;
-                    match self.slot_of(r as u32, assignment) {
-                        Some(s) if r < self.n => {
-                            self.adus[r].queue_delay_ms.saturating_add(self.slot_lat[s])
-                        }
-                        _ => self
-                            .hist_lat
-                            .get(r.wrapping_sub(self.n))
-                            .copied()
-                            .unwrap_or(0),
+                    if r < n {
+                        self.adus[r]
+                            .queue_delay_ms
+                            .saturating_add(self.slot_lat[slot(r)])
+                    } else {
+                        self.hist_lat[r - n]
                     }
                 }
                 Atom::Corr(x, y) => {
-                    let (sx, ax) = self.row_slot(rows[x as usize], assignment);
-                    let (sy, ay) = self.row_slot(rows[y as usize], assignment);
-                    if ax || ay {
-                        0
-                    } else {
-                        sx.loss_correlation_pct(sy)
-                    }
+                    let cx = corr_index(rows[x as usize] as usize);
+                    let cy = corr_index(rows[y as usize] as usize);
+                    self.corr[cx].pct(&self.corr[cy])
                 }
             };
-            self.atoms[i] = value;
         }
     }
 
@@ -403,20 +454,31 @@ impl PreparedObjective for PreparedHose<'_> {
     }
 
     fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
-        let members = self.members(term);
-        let required = self.required[term] as usize;
-        let placed = |r: &u32| self.slot_of(*r, assignment).is_some();
-        if !members[..required].iter().all(placed) {
+        let (start, end) = (
+            self.member_start[term] as usize,
+            self.member_start[term + 1] as usize,
+        );
+        let required = start + self.required[term] as usize;
+        let m = self.input.slots.len();
+        let placed = |r: u32| matches!(assignment.get(r as usize), Some(&Some(s)) if s < m);
+        if !self.members[start..required].iter().all(|&r| placed(r)) {
             return 0;
         }
-        if required == 0 && !members.iter().any(placed) {
+        if required == start && !self.members[start..end].iter().any(|&r| placed(r)) {
             return 0;
         }
         self.compute_atoms(term, assignment);
         let key = if cached { self.key(term) } else { None };
         if let Some(k) = &key {
             if let Some(v) = self.memo.get(k) {
+                self.memo_hits += 1;
                 return v;
+            }
+            self.memo_misses += 1;
+            // Inputs that rarely repeat (latencies, say) make caching cost more
+            // than it saves: stop.
+            if self.memo_misses >= MEMO_TRIAL && self.memo_hits < self.memo_misses {
+                self.memo_mode = MemoMode::Off;
             }
         }
         if self.ir.reads_streams() {

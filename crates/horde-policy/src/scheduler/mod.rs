@@ -1,12 +1,23 @@
 //! The scheduler interface (thesis §6.3): slots + ADUs + objectives + history in,
 //! an ADU-to-slot assignment out.
 
-use rand::seq::SliceRandom;
 use rand::RngCore;
 
 use crate::adu::{AduView, HistoryEntry, StreamStats};
 use crate::objective::ObjectiveSet;
 use crate::slot::TxSlot;
+
+mod directed;
+mod hungarian;
+mod local_search;
+mod matching;
+pub mod oracle;
+mod random_walk;
+mod rrr;
+
+pub use directed::Directed;
+pub use random_walk::RandomWalk;
+pub use rrr::RandomizedRoundRobin;
 
 /// Everything one scheduling cycle sees.
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +39,10 @@ pub type Assignment = Vec<Option<usize>>;
 /// What one cycle cost, for benchmarks and reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CycleStats {
-    /// How many times a whole schedule (or a delta of one) was scored against objectives.
+    /// Objective evaluations: one per computation of one objective term (for hose,
+    /// one run of one context's goal, plus its utility when the goal holds; for an
+    /// objective without structure, one call of `Objective::utility`). Every
+    /// scheduler counts the same way; see `docs/schedulers.md`.
     pub evaluations: u64,
 }
 
@@ -59,48 +73,4 @@ pub fn assignment_is_valid(input: &ScheduleInput<'_>, assignment: &Assignment) -
         }
     }
     true
-}
-
-/// Randomized round-robin (thesis §5.4, the S0 baseline): a random matching of ADUs to
-/// real slots. Phantom slots are ignored, so nothing is ever deferred.
-#[derive(Debug, Default)]
-pub struct RandomizedRoundRobin {
-    slot_order: Vec<usize>,
-    adu_order: Vec<usize>,
-}
-
-impl Scheduler for RandomizedRoundRobin {
-    fn name(&self) -> &'static str {
-        "rrr"
-    }
-
-    fn schedule(
-        &mut self,
-        input: &ScheduleInput<'_>,
-        rng: &mut dyn RngCore,
-        out: &mut Assignment,
-    ) -> CycleStats {
-        out.clear();
-        out.resize(input.adus.len(), None);
-        self.slot_order.clear();
-        self.slot_order
-            .extend((0..input.slots.len()).filter(|&i| input.slots[i].is_real()));
-        self.adu_order.clear();
-        self.adu_order.extend(0..input.adus.len());
-        self.slot_order.shuffle(rng);
-        self.adu_order.shuffle(rng);
-        // Slots are all the same size on most channels, so the first free slot almost
-        // always fits; the scan only matters for mixed MTUs.
-        let mut taken = vec![false; self.slot_order.len()];
-        for &a in &self.adu_order {
-            let len = input.adus[a].length;
-            let fit = (0..self.slot_order.len())
-                .find(|&k| !taken[k] && input.slots[self.slot_order[k]].max_size >= len);
-            if let Some(k) = fit {
-                taken[k] = true;
-                out[a] = Some(self.slot_order[k]);
-            }
-        }
-        CycleStats::default()
-    }
 }

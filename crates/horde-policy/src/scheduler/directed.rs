@@ -1,0 +1,340 @@
+//! `Directed`: an objective-driven scheduler that uses the objectives' structure
+//! instead of sampling schedules blindly.
+//!
+//! 1. Every objective is prepared for the cycle and split into terms.
+//! 2. Terms over a single ADU that read only its slot's loss and latency form a
+//!    utility matrix `U[adu][slot]`. Each objective groups slots into classes that
+//!    are equal in what its terms read, so each such term is evaluated once per
+//!    class, not once per slot.
+//! 3. The Hungarian algorithm places the ADUs that have such terms optimally for
+//!    `U`; the others fill the remaining slots at random (randomized round-robin for
+//!    streams nobody cares about).
+//! 4. A local search over swaps and moves improves the remaining *higher* terms
+//!    (pairs such as X4, stream windows, opaque objectives), re-evaluating only the
+//!    terms a move touches and skipping moves that the terms' bounds say cannot pay.
+
+use rand::seq::SliceRandom;
+use rand::RngCore;
+
+use super::hungarian::{Hungarian, FORBIDDEN};
+use super::local_search::LocalSearch;
+use super::matching::{all_fit, max_placeable, RandomMatcher};
+use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
+use crate::objective::{PreparedSet, SlotReads};
+
+/// Unary utilities enter the assignment solver clamped to this magnitude, which
+/// keeps its arithmetic exact; the local search uses exact values.
+const U_CLAMP: i64 = 1 << 31;
+
+/// Past this size the assignment solver is skipped for a random start.
+const MAX_SOLVER_WORK: usize = 1 << 28;
+
+#[derive(Debug)]
+pub struct Directed {
+    /// Local-search passes over the ADUs that have higher terms.
+    pub max_passes: usize,
+    /// Most term computations (cached or not) the local search may spend.
+    pub search_budget: usize,
+    hungarian: Hungarian,
+    search: LocalSearch,
+    matcher: RandomMatcher,
+    rows: Vec<usize>,
+    cols: Vec<Option<usize>>,
+    costs: Vec<i64>,
+    buf: Vec<usize>,
+    class_vals: Vec<i64>,
+    class_of: Vec<u32>,
+    reps: Vec<usize>,
+    unary: Vec<(u32, u32)>,
+}
+
+impl Default for Directed {
+    fn default() -> Self {
+        Directed {
+            max_passes: 8,
+            search_budget: 20_000,
+            hungarian: Hungarian::default(),
+            search: LocalSearch::default(),
+            matcher: RandomMatcher::default(),
+            rows: Vec::new(),
+            cols: Vec::new(),
+            costs: Vec::new(),
+            buf: Vec::new(),
+            class_vals: Vec::new(),
+            class_of: Vec::new(),
+            reps: Vec::new(),
+            unary: Vec::new(),
+        }
+    }
+}
+
+/// The objectives' structure for one cycle.
+#[derive(Debug, Default)]
+pub(crate) struct Model {
+    pub n: usize,
+    pub m: usize,
+    /// Unary utility, row-major `n x m`.
+    pub u: Vec<i64>,
+    /// ADUs with at least one unary term (rows of the assignment problem).
+    pub unary_adu: Vec<bool>,
+    /// Higher terms as (objective, term).
+    pub terms: Vec<(u32, u32)>,
+    /// Upper bound of each higher term.
+    pub hi: Vec<i64>,
+    /// For each ADU, the higher terms it is a member of (CSR).
+    pub adj_start: Vec<u32>,
+    pub adj: Vec<u32>,
+}
+
+impl Model {
+    pub fn u(&self, a: usize, s: usize) -> i64 {
+        self.u[a * self.m + s]
+    }
+
+    pub fn adjacent(&self, a: usize) -> &[u32] {
+        &self.adj[self.adj_start[a] as usize..self.adj_start[a + 1] as usize]
+    }
+}
+
+impl Directed {
+    fn build(
+        &mut self,
+        set: &mut PreparedSet<'_>,
+        input: &ScheduleInput<'_>,
+        work: &mut Assignment,
+    ) -> Model {
+        let (n, m) = (input.adus.len(), input.slots.len());
+        let mut model = Model {
+            n,
+            m,
+            u: vec![0; n * m],
+            unary_adu: vec![false; n],
+            ..Model::default()
+        };
+        let mut degree = vec![0u32; n + 1];
+        work.clear();
+        work.resize(n, None);
+        for (oi, o) in set.objectives.iter_mut().enumerate() {
+            self.unary.clear();
+            let mut reads = SlotReads::NONE;
+            for t in 0..o.terms() {
+                let members = o.members(t);
+                let r = o.reads(t);
+                if members.len() == 1 && r.is_class_separable() {
+                    self.unary.push((members[0], t as u32));
+                    reads = reads.union(r);
+                } else if !members.is_empty() {
+                    model.terms.push((oi as u32, t as u32));
+                    model.hi.push(o.bounds(t).1);
+                    for &a in members {
+                        degree[a as usize] += 1;
+                    }
+                }
+            }
+            if self.unary.is_empty() {
+                continue;
+            }
+            self.classes(input, reads);
+            self.unary.sort_unstable();
+            let mut i = 0;
+            while i < self.unary.len() {
+                let a = self.unary[i].0 as usize;
+                let end = i + self.unary[i..]
+                    .iter()
+                    .take_while(|x| x.0 as usize == a)
+                    .count();
+                model.unary_adu[a] = true;
+                self.class_vals.clear();
+                for &rep in &self.reps {
+                    work[a] = Some(rep);
+                    let mut v = 0i64;
+                    for &(_, t) in &self.unary[i..end] {
+                        v = v.saturating_add(o.value(t as usize, work, true));
+                    }
+                    self.class_vals.push(v);
+                }
+                work[a] = None;
+                let row = &mut model.u[a * m..(a + 1) * m];
+                for (s, cell) in row.iter_mut().enumerate() {
+                    *cell = cell.saturating_add(self.class_vals[self.class_of[s] as usize]);
+                }
+                i = end;
+            }
+        }
+        // Adjacency: ADU -> higher terms containing it.
+        let mut start = vec![0u32; n + 1];
+        for a in 0..n {
+            start[a + 1] = start[a] + degree[a];
+        }
+        let mut fill = start.clone();
+        model.adj = vec![0; start[n] as usize];
+        for (h, &(oi, t)) in model.terms.iter().enumerate() {
+            for &a in set.objectives[oi as usize].members(t as usize) {
+                let a = a as usize;
+                model.adj[fill[a] as usize] = h as u32;
+                fill[a] += 1;
+            }
+        }
+        model.adj_start = start;
+        model
+    }
+
+    /// Group slots that are equal in what the terms read; `reps` holds one slot of
+    /// each class and `class_of` each slot's class.
+    fn classes(&mut self, input: &ScheduleInput<'_>, reads: SlotReads) {
+        let key = |s: usize| {
+            let slot = &input.slots[s];
+            (
+                if reads.contains(SlotReads::LOSS) {
+                    slot.loss_pct()
+                } else {
+                    0
+                },
+                if reads.contains(SlotReads::LATENCY) {
+                    slot.latency_ms()
+                } else {
+                    0
+                },
+            )
+        };
+        self.buf.clear();
+        self.buf.extend(0..input.slots.len());
+        self.buf.sort_unstable_by_key(|&s| key(s));
+        self.class_of.clear();
+        self.class_of.resize(input.slots.len(), 0);
+        self.reps.clear();
+        let mut last = None;
+        for &s in &self.buf {
+            let k = key(s);
+            if last != Some(k) {
+                last = Some(k);
+                self.reps.push(s);
+            }
+            self.class_of[s] = (self.reps.len() - 1) as u32;
+        }
+    }
+
+    /// Place ADUs optimally for the unary matrix; everyone else at random.
+    fn place(
+        &mut self,
+        model: &Model,
+        input: &ScheduleInput<'_>,
+        rng: &mut dyn RngCore,
+        work: &mut Assignment,
+    ) {
+        let (n, m) = (model.n, model.m);
+        work.clear();
+        work.resize(n, None);
+        let target = max_placeable(input);
+        let uniform = all_fit(input);
+        self.rows.clear();
+        if uniform {
+            self.rows.extend((0..n).filter(|&a| model.unary_adu[a]));
+        } else {
+            self.rows.extend(0..n);
+        }
+        let r = self.rows.len();
+        // Spare columns let ADUs stay out when there are more ADUs than slots.
+        let spare = if uniform { n - target } else { n };
+        let cols = m + spare;
+        if r > 0 && r.saturating_mul(r).saturating_mul(cols) <= MAX_SOLVER_WORK {
+            // Leaving an ADU out costs more than any utility, so the most ADUs are
+            // placed whenever sizes make the choice.
+            let out_cost = if uniform {
+                0
+            } else {
+                2 * U_CLAMP * (n as i64 + 1) + 1
+            };
+            // Dense costs, forbidden where the ADU does not fit the slot.
+            self.costs.clear();
+            for &a in &self.rows {
+                let len = input.adus[a].length;
+                let row = &model.u[a * m..(a + 1) * m];
+                for (j, &u) in row.iter().enumerate() {
+                    self.costs
+                        .push(if uniform || input.slots[j].max_size >= len {
+                            -u.clamp(-U_CLAMP, U_CLAMP)
+                        } else {
+                            FORBIDDEN
+                        });
+                }
+                self.costs.extend(std::iter::repeat_n(out_cost, cols - m));
+            }
+            self.hungarian.solve(r, cols, &self.costs, &mut self.cols);
+            for (i, c) in self.cols.iter().enumerate() {
+                if let Some(j) = *c {
+                    if j < m {
+                        work[self.rows[i]] = Some(j);
+                    }
+                }
+            }
+        } else if r > 0 {
+            self.matcher.fill(input, rng, work);
+            return;
+        }
+        // The rest fill the remaining slots at random.
+        let mut taken = vec![false; m];
+        let mut placed = 0;
+        for s in work.iter().flatten() {
+            taken[*s] = true;
+            placed += 1;
+        }
+        self.buf.clear();
+        self.buf.extend((0..m).filter(|&s| !taken[s]));
+        self.buf.shuffle(rng);
+        // Rows the solver left out stay out: it chose them as the cheapest to drop.
+        let solved = if uniform { &model.unary_adu[..] } else { &[] };
+        let mut rest: Vec<usize> = (0..n)
+            .filter(|&a| work[a].is_none() && !solved.get(a).copied().unwrap_or(false))
+            .collect();
+        rest.shuffle(rng);
+        for a in rest {
+            if placed >= target {
+                break;
+            }
+            let len = input.adus[a].length;
+            if let Some(k) = self
+                .buf
+                .iter()
+                .position(|&s| input.slots[s].max_size >= len)
+            {
+                work[a] = Some(self.buf.swap_remove(k));
+                placed += 1;
+            }
+        }
+    }
+}
+
+impl Scheduler for Directed {
+    fn name(&self) -> &'static str {
+        "directed"
+    }
+
+    fn schedule(
+        &mut self,
+        input: &ScheduleInput<'_>,
+        rng: &mut dyn RngCore,
+        out: &mut Assignment,
+    ) -> CycleStats {
+        if input.objectives.is_empty() || input.adus.is_empty() || input.slots.is_empty() {
+            self.matcher.fill(input, rng, out);
+            return CycleStats::default();
+        }
+        let mut set = input.objectives.prepare(input);
+        let model = self.build(&mut set, input, out);
+        self.place(&model, input, rng, out);
+        self.search.improve(
+            &model,
+            &mut set,
+            input,
+            out,
+            rng,
+            self.max_passes,
+            self.search_budget,
+        );
+        debug_assert!(super::assignment_is_valid(input, out));
+        CycleStats {
+            evaluations: set.evaluations(),
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Local search over the terms the assignment solver cannot see (pairs, stream
+//! windows, opaque objectives): swap two ADUs' places, move an ADU to a free slot,
+//! or trade a placed ADU for an unplaced one. Moves are scored by delta evaluation:
+//! the unary part from the matrix, the rest by recomputing only the terms that
+//! contain a moved ADU.
+//!
+//! Each ADU carries a *potential*: how far its higher terms are below their upper
+//! bounds. A move cannot gain more than the unary delta plus both ADUs'
+//! potentials, so moves without room to gain are skipped unevaluated.
+
+use rand::seq::SliceRandom;
+use rand::RngCore;
+
+use super::directed::Model;
+use super::{Assignment, ScheduleInput};
+use crate::objective::PreparedSet;
+
+#[derive(Debug, Default)]
+pub(crate) struct LocalSearch {
+    owner: Vec<Option<u32>>,
+    unplaced: Vec<u32>,
+    cur: Vec<i64>,
+    pot: Vec<i128>,
+    stamp: Vec<u32>,
+    epoch: u32,
+    changed: Vec<(u32, i64)>,
+    movers: Vec<u32>,
+    cands: Vec<(i64, usize)>,
+    cands2: Vec<(i64, usize)>,
+    partners: Vec<u32>,
+    /// "Don't look" bits, inverted: an ADU whose last scan found nothing is not
+    /// scanned again until one of its terms changes.
+    look: Vec<bool>,
+}
+
+/// How many of the best-placed targets each step of a compound move tries.
+const COMPOUND_WIDTH: usize = 8;
+/// How many partners of an ADU a compound move tries.
+const COMPOUND_PARTNERS: usize = 4;
+
+/// Where a move sends ADU `a`: a slot (free or taken by another ADU, who takes
+/// `a`'s place), or out of the schedule in exchange for an unplaced ADU.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Slot(usize),
+    Trade(u32),
+}
+
+/// What every step of the search reads, and the work spent so far.
+struct Ctx<'m, 's> {
+    model: &'m Model,
+    set: &'m mut PreparedSet<'s>,
+    fits: &'m dyn Fn(usize, usize) -> bool,
+    spent: usize,
+    budget: usize,
+}
+
+fn target(code: usize, m: usize) -> Target {
+    if code < m {
+        Target::Slot(code)
+    } else {
+        Target::Trade((code - m) as u32)
+    }
+}
+
+/// Where the moved ADUs were.
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    a: usize,
+    a_from: Option<usize>,
+    b: Option<u32>,
+    b_from: Option<usize>,
+}
+
+impl LocalSearch {
+    #[allow(clippy::too_many_arguments)]
+    pub fn improve(
+        &mut self,
+        model: &Model,
+        set: &mut PreparedSet<'_>,
+        input: &ScheduleInput<'_>,
+        work: &mut Assignment,
+        rng: &mut dyn RngCore,
+        max_passes: usize,
+        budget: usize,
+    ) {
+        if model.terms.is_empty() {
+            return;
+        }
+        let (n, m) = (model.n, model.m);
+        self.owner.clear();
+        self.owner.resize(m, None);
+        self.unplaced.clear();
+        for (a, s) in work.iter().enumerate() {
+            match *s {
+                Some(s) => self.owner[s] = Some(a as u32),
+                None => self.unplaced.push(a as u32),
+            }
+        }
+        self.cur.clear();
+        self.pot.clear();
+        self.pot.resize(n, 0);
+        for (h, &(o, t)) in model.terms.iter().enumerate() {
+            let v = set.objectives[o as usize].value(t as usize, work, true);
+            self.cur.push(v);
+            let gap = i128::from(model.hi[h]) - i128::from(v);
+            for &a in set.objectives[o as usize].members(t as usize) {
+                self.pot[a as usize] += gap;
+            }
+        }
+        let spent = model.terms.len();
+        self.stamp.clear();
+        self.stamp.resize(model.terms.len(), 0);
+        self.movers.clear();
+        self.movers
+            .extend((0..n as u32).filter(|&a| !model.adjacent(a as usize).is_empty()));
+        self.movers.shuffle(rng);
+        self.look.clear();
+        self.look.resize(n, true);
+        let fits = |a: usize, s: usize| input.slots[s].max_size >= input.adus[a].length;
+        let mut ctx = Ctx {
+            model,
+            set,
+            fits: &fits,
+            spent,
+            budget,
+        };
+        for _ in 0..max_passes {
+            let improved = self.single_pass(&mut ctx, work) || self.compound_pass(&mut ctx, work);
+            if !improved || ctx.spent >= ctx.budget {
+                return;
+            }
+        }
+    }
+
+    /// One pass of single moves (first improvement per ADU). Returns whether any
+    /// move was taken.
+    fn single_pass(&mut self, ctx: &mut Ctx<'_, '_>, work: &mut Assignment) -> bool {
+        let m = ctx.model.m;
+        let mut improved = false;
+        for i in 0..self.movers.len() {
+            let a = self.movers[i] as usize;
+            if self.pot[a] <= 0 || !self.look[a] {
+                continue;
+            }
+            let mut cands = std::mem::take(&mut self.cands);
+            self.candidates(ctx, work, a, &mut cands);
+            let max_pot = self.pot.iter().copied().max().unwrap_or(0);
+            for &(du, code) in &cands {
+                if i128::from(du) + self.pot[a] + max_pot <= 0 {
+                    break; // sorted by du: nothing further can pay
+                }
+                let target = target(code, m);
+                let b = self.partner(a, target);
+                let room = b.map_or(0, |b| self.pot[b as usize]);
+                if i128::from(du) + self.pot[a] + room <= 0 {
+                    continue;
+                }
+                let undo = self.apply(work, a, target);
+                let moved = [Some(a), b.map(|b| b as usize)];
+                if self.delta(ctx, work, &moved, i128::from(du)).is_some() {
+                    self.commit(ctx, &moved);
+                    improved = true;
+                    break;
+                }
+                self.revert(work, undo);
+                if ctx.spent >= ctx.budget {
+                    break;
+                }
+            }
+            self.cands = cands;
+            if !improved {
+                self.look[a] = false;
+            }
+            if ctx.spent >= ctx.budget {
+                break;
+            }
+        }
+        improved
+    }
+
+    /// Moves of two ADUs at once: `a`, then a partner from one of `a`'s terms that
+    /// is below its bound. Gets off plateaus single moves cannot leave, such as a
+    /// pair that pays only once both are placed, or a stream average that crosses
+    /// its threshold only when two ADUs move. Returns at the first improvement.
+    fn compound_pass(&mut self, ctx: &mut Ctx<'_, '_>, work: &mut Assignment) -> bool {
+        let m = ctx.model.m;
+        for i in 0..self.movers.len() {
+            let a = self.movers[i] as usize;
+            if self.pot[a] <= 0 {
+                continue;
+            }
+            self.partners.clear();
+            for &h in ctx.model.adjacent(a) {
+                if self.cur[h as usize] >= ctx.model.hi[h as usize] {
+                    continue;
+                }
+                let (o, t) = ctx.model.terms[h as usize];
+                for &c in ctx.set.objectives[o as usize].members(t as usize) {
+                    if c as usize != a
+                        && !self.partners.contains(&c)
+                        && self.partners.len() < COMPOUND_PARTNERS
+                    {
+                        self.partners.push(c);
+                    }
+                }
+            }
+            if self.partners.is_empty() {
+                continue;
+            }
+            let mut first = std::mem::take(&mut self.cands);
+            self.candidates(ctx, work, a, &mut first);
+            first.truncate(COMPOUND_WIDTH);
+            let partners = std::mem::take(&mut self.partners);
+            let mut found = false;
+            'outer: for &(du1, code1) in &first {
+                let t1 = target(code1, m);
+                let b1 = self.partner(a, t1);
+                let undo1 = self.apply(work, a, t1);
+                for &c in &partners {
+                    let c = c as usize;
+                    let mut second = std::mem::take(&mut self.cands2);
+                    self.candidates(ctx, work, c, &mut second);
+                    second.truncate(COMPOUND_WIDTH);
+                    for &(du2, code2) in &second {
+                        let t2 = target(code2, m);
+                        let b2 = self.partner(c, t2);
+                        let undo2 = self.apply(work, c, t2);
+                        let moved = [
+                            Some(a),
+                            b1.map(|b| b as usize),
+                            Some(c),
+                            b2.map(|b| b as usize),
+                        ];
+                        let du = i128::from(du1) + i128::from(du2);
+                        if self.delta(ctx, work, &moved, du).is_some() {
+                            self.commit(ctx, &moved);
+                            found = true;
+                            self.cands2 = second;
+                            break 'outer;
+                        }
+                        self.revert(work, undo2);
+                        if ctx.spent >= ctx.budget {
+                            self.cands2 = second;
+                            self.revert(work, undo1);
+                            break 'outer;
+                        }
+                    }
+                    self.cands2 = second;
+                }
+                self.revert(work, undo1);
+            }
+            self.cands = first;
+            self.partners = partners;
+            if found {
+                return true;
+            }
+            if ctx.spent >= ctx.budget {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Every place `a` could go, with the change in unary utility, best first.
+    fn candidates(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        work: &Assignment,
+        a: usize,
+        out: &mut Vec<(i64, usize)>,
+    ) {
+        let (model, fits) = (ctx.model, ctx.fits);
+        let m = model.m;
+        out.clear();
+        match work[a] {
+            Some(s) => {
+                for t in (0..m).filter(|&t| t != s && fits(a, t)) {
+                    let mut du = model.u(a, t).saturating_sub(model.u(a, s));
+                    if let Some(b) = self.owner[t] {
+                        let b = b as usize;
+                        if !fits(b, s) {
+                            continue;
+                        }
+                        du = du.saturating_add(model.u(b, s).saturating_sub(model.u(b, t)));
+                    }
+                    out.push((du, t));
+                }
+                for &b in &self.unplaced {
+                    let b = b as usize;
+                    if fits(b, s) {
+                        let du = model.u(b, s).saturating_sub(model.u(a, s));
+                        out.push((du, m + b));
+                    }
+                }
+            }
+            None => {
+                for t in (0..m).filter(|&t| fits(a, t)) {
+                    if let Some(b) = self.owner[t] {
+                        let du = model.u(a, t).saturating_sub(model.u(b as usize, t));
+                        out.push((du, t));
+                    }
+                }
+            }
+        }
+        out.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+    }
+
+    fn partner(&self, a: usize, target: Target) -> Option<u32> {
+        match target {
+            Target::Slot(t) => self.owner[t].filter(|&b| b as usize != a),
+            Target::Trade(b) => Some(b),
+        }
+    }
+
+    /// Apply a move; returns what [`LocalSearch::revert`] needs.
+    fn apply(&mut self, work: &mut Assignment, a: usize, target: Target) -> Undo {
+        let b = self.partner(a, target);
+        let undo = Undo {
+            a,
+            a_from: work[a],
+            b,
+            b_from: b.and_then(|b| work[b as usize]),
+        };
+        let (a_to, b_to) = match target {
+            Target::Slot(t) => (Some(t), undo.a_from),
+            Target::Trade(_) => (None, undo.a_from),
+        };
+        self.put(work, undo.a, undo.a_from, undo.b, undo.b_from, a_to, b_to);
+        undo
+    }
+
+    fn revert(&mut self, work: &mut Assignment, u: Undo) {
+        let a_now = work[u.a];
+        let b_now = u.b.and_then(|b| work[b as usize]);
+        self.put(work, u.a, a_now, u.b, b_now, u.a_from, u.b_from);
+    }
+
+    /// Move `a` from `a_from` to `a_to` and `b` from `b_from` to `b_to`, keeping
+    /// the slot owners and the unplaced list in step.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        work: &mut Assignment,
+        a: usize,
+        a_from: Option<usize>,
+        b: Option<u32>,
+        b_from: Option<usize>,
+        a_to: Option<usize>,
+        b_to: Option<usize>,
+    ) {
+        for s in [a_from, b_from].into_iter().flatten() {
+            self.owner[s] = None;
+        }
+        work[a] = a_to;
+        if let Some(s) = a_to {
+            self.owner[s] = Some(a as u32);
+        }
+        if let Some(b) = b {
+            work[b as usize] = b_to;
+            if let Some(s) = b_to {
+                self.owner[s] = Some(b);
+            }
+        }
+        let moved = [(a as u32, a_from, a_to)]
+            .into_iter()
+            .chain(b.map(|b| (b, b_from, b_to)));
+        for (x, from, to) in moved {
+            match (from.is_some(), to.is_some()) {
+                (true, false) => self.unplaced.push(x),
+                (false, true) => self.unplaced.retain(|&y| y != x),
+                _ => {}
+            }
+        }
+    }
+
+    /// Change in higher-term value from the moves just applied to `moved`, or
+    /// `None` as soon as it is clear the move cannot beat `-du`.
+    ///
+    /// Terms already at their upper bound can only lose, so the terms below it are
+    /// evaluated first: if even their gain cannot pay for `du`, the move is
+    /// rejected without evaluating the rest. While the rest are evaluated the
+    /// running gain can only fall, so the move is rejected the moment it stops
+    /// paying.
+    fn delta(
+        &mut self,
+        ctx: &mut Ctx<'_, '_>,
+        work: &Assignment,
+        moved: &[Option<usize>],
+        du: i128,
+    ) -> Option<i128> {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.changed.clear();
+        let mut gain = 0i128;
+        for below_bound in [true, false] {
+            for &x in moved.iter().flatten() {
+                for &h in ctx.model.adjacent(x) {
+                    let hu = h as usize;
+                    if self.stamp[hu] == self.epoch
+                        || (self.cur[hu] < ctx.model.hi[hu]) != below_bound
+                    {
+                        continue;
+                    }
+                    self.stamp[hu] = self.epoch;
+                    let (o, t) = ctx.model.terms[hu];
+                    let v = ctx.set.objectives[o as usize].value(t as usize, work, true);
+                    ctx.spent += 1;
+                    gain += i128::from(v) - i128::from(self.cur[hu]);
+                    self.changed.push((h, v));
+                    if !below_bound && du + gain <= 0 {
+                        return None;
+                    }
+                }
+            }
+            if du + gain <= 0 {
+                return None;
+            }
+        }
+        Some(gain)
+    }
+
+    /// Keep the move just evaluated: its terms' new values, the potentials, and
+    /// fresh looks for everyone whose terms changed.
+    fn commit(&mut self, ctx: &Ctx<'_, '_>, moved: &[Option<usize>]) {
+        for &x in moved.iter().flatten() {
+            self.look[x] = true;
+        }
+        for &(h, v) in &self.changed {
+            let d = i128::from(v) - i128::from(self.cur[h as usize]);
+            self.cur[h as usize] = v;
+            let (o, t) = ctx.model.terms[h as usize];
+            for &x in ctx.set.objectives[o as usize].members(t as usize) {
+                self.pot[x as usize] -= d;
+                if d != 0 {
+                    self.look[x as usize] = true;
+                }
+            }
+        }
+    }
+}
