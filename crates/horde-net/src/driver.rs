@@ -81,6 +81,8 @@ struct Driver {
     next_key: u64,
     rng: StdRng,
     stats: HostStats,
+    /// Handshake datagrams waiting for the next flush.
+    raw_out: Vec<(usize, SocketAddr, Vec<u8>)>,
     recv_buf: Vec<u8>,
     plain: Vec<u8>,
     sealed: Vec<u8>,
@@ -118,6 +120,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         next_key: 1,
         rng: StdRng::from_entropy(),
         stats: HostStats::default(),
+        raw_out: Vec::new(),
         recv_buf: vec![0; MAX_DATAGRAM],
         plain: Vec::with_capacity(MAX_DATAGRAM),
         sealed: Vec::with_capacity(MAX_DATAGRAM),
@@ -593,19 +596,41 @@ impl Driver {
     }
 
     fn send_raw(&mut self, iface: usize, dst: SocketAddr, bytes: Vec<u8>) {
-        let Some(Some(s)) = self.sockets.get(iface) else {
-            return;
-        };
-        match s.try_send_to(&bytes, dst) {
-            Ok(n) => {
-                self.stats.datagrams_out += 1;
-                self.stats.bytes_out += n as u64;
+        self.raw_out.push((iface, dst, bytes));
+    }
+
+    /// Send one datagram, waiting for the socket if it is not writable yet (a fresh
+    /// socket is not known to be writable until the reactor has seen it once).
+    async fn send_on(socket: &UdpSocket, bytes: &[u8], dst: SocketAddr, stats: &mut HostStats) {
+        loop {
+            match socket.try_send_to(bytes, dst) {
+                Ok(n) => {
+                    stats.datagrams_out += 1;
+                    stats.bytes_out += n as u64;
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if socket.writable().await.is_err() {
+                        stats.send_errors += 1;
+                        return;
+                    }
+                }
+                Err(_) => {
+                    // A dead route or a refused port: the channel manager sees the loss
+                    // and its dead-man timer takes the channel out of service.
+                    stats.send_errors += 1;
+                    return;
+                }
             }
-            Err(_) => self.stats.send_errors += 1,
         }
     }
 
     async fn flush(&mut self, now: Duration) {
+        for (iface, dst, bytes) in std::mem::take(&mut self.raw_out) {
+            if let Some(Some(s)) = self.sockets.get(iface) {
+                Self::send_on(s, &bytes, dst, &mut self.stats).await;
+            }
+        }
         let keys: Vec<u64> = self.conns.keys().copied().collect();
         let mut closed = Vec::new();
         for key in keys {
@@ -622,28 +647,8 @@ impl Driver {
                     self.stats.send_errors += 1;
                     continue;
                 }
-                let Some(Some(s)) = self.sockets.get(t.local as usize) else {
-                    continue;
-                };
-                loop {
-                    match s.try_send_to(&self.sealed, t.dst) {
-                        Ok(n) => {
-                            self.stats.datagrams_out += 1;
-                            self.stats.bytes_out += n as u64;
-                            break;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            if s.writable().await.is_err() {
-                                break;
-                            }
-                        }
-                        Err(_) => {
-                            // A dead route or a refused port: the channel manager sees the
-                            // loss and its dead-man timer takes it out of service.
-                            self.stats.send_errors += 1;
-                            break;
-                        }
-                    }
+                if let Some(Some(s)) = self.sockets.get(t.local as usize) {
+                    Self::send_on(s, &self.sealed, t.dst, &mut self.stats).await;
                 }
             }
             while let Some(e) = p.poll_event() {

@@ -149,7 +149,11 @@ async fn hostile_datagrams_are_dropped_counted_and_harmless() {
         "replays: {after:?}"
     );
     assert!(delta(DropReason::BadTag) >= 1, "forgery: {after:?}");
-    assert!(delta(DropReason::NotAllowed) >= 1, "stranger: {after:?}");
+    let stranger_stats = stranger.stats().await.unwrap();
+    assert!(
+        delta(DropReason::NotAllowed) >= 1,
+        "stranger: {after:?}, stranger sent {stranger_stats:?}"
+    );
     // Replays were not delivered twice.
     let mut dup = BTreeSet::new();
     while let Some(e) = accepted.try_event() {

@@ -94,8 +94,11 @@ pub struct Aimd {
     peak_in_flight: u64,
 }
 
-/// Pacing credit never exceeds this many full packets.
+/// Pacing credit never exceeds this many full packets...
 const PACING_BURST_PACKETS: f64 = 2.0;
+/// ...or this much time at the pacing rate, whichever is more: runtimes wake on timers of
+/// about a millisecond, so at high rates the bucket must span a few ticks.
+const PACING_BURST_TIME: f64 = 0.002;
 
 impl Aimd {
     pub fn new(mss: u32, initial_window_packets: u32) -> Self {
@@ -125,9 +128,11 @@ impl Aimd {
     }
 
     fn tokens_at(&self, now: Duration) -> f64 {
-        let depth = self.mss as f64 * PACING_BURST_PACKETS;
         match self.pacing_rate() {
-            Some(r) => (self.tokens + now.saturating_sub(self.last).as_secs_f64() * r).min(depth),
+            Some(r) => {
+                let depth = (self.mss as f64 * PACING_BURST_PACKETS).max(r * PACING_BURST_TIME);
+                (self.tokens + now.saturating_sub(self.last).as_secs_f64() * r).min(depth)
+            }
             // Before the first RTT sample only the window limits sending.
             None => f64::INFINITY,
         }

@@ -236,7 +236,7 @@ impl RecvStream {
             self.delivered += 1;
             out.push(adu);
         }
-        self.next = last + 1;
+        self.next = last.saturating_add(1);
         self.release_in_order(out);
     }
 
