@@ -77,10 +77,42 @@ pub trait PreparedObjective {
     fn bounds(&self, _term: usize) -> (i64, i64) {
         (i64::MIN, i64::MAX)
     }
+    /// `Some(k)` if the term has exactly two members and its value is
+    /// `K(slot of members[0], slot of members[1])` (0 unless both are placed) for a
+    /// function `K` shared by every term of this objective with the same `k`.
+    /// Schedulers may then tabulate `K` per slot pair.
+    fn pair_kernel(&self, _term: usize) -> Option<u32> {
+        None
+    }
     /// The term's value under `assignment`. With `cached`, the implementation may
     /// reuse a value it computed earlier this cycle from identical inputs (a cache
     /// hit is not an evaluation); the result is the same either way.
     fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64;
+    /// Values of a term with one member, placed in each of `slots` in turn, into
+    /// `out`. `assignment` is a scratch all-unplaced assignment of every ADU; it is
+    /// left as it was found.
+    fn values_in_slots(
+        &mut self,
+        term: usize,
+        assignment: &mut [Option<usize>],
+        slots: &[usize],
+        cached: bool,
+        out: &mut Vec<i64>,
+    ) {
+        out.clear();
+        let Some(&a) = self.members(term).first() else {
+            out.resize(slots.len(), 0);
+            return;
+        };
+        let a = a as usize;
+        let saved = assignment[a];
+        for &s in slots {
+            assignment[a] = Some(s);
+            let v = self.value(term, assignment, cached);
+            out.push(v);
+        }
+        assignment[a] = saved;
+    }
     /// Evaluations performed so far.
     fn evaluations(&self) -> u64;
     /// Sum of all terms, evaluating each (no cache): equals [`Objective::utility`].

@@ -263,3 +263,49 @@ fn objectives_add_up() {
     // X1 and X3: 700 - 300 each; X2: 100 * (10 - 4).
     assert_eq!(c.utility(&[Some(0)]), 400 + 400 + 600);
 }
+
+#[test]
+fn x4_schedule_pairs_are_pair_kernels_and_history_pairs_are_not() {
+    let slots = vec![
+        slot(1, 10, 0.05, 300.0, 0.0),
+        slot(1, 11, 0.05, 300.0, 0.0),
+        slot(2, 10, 0.05, 300.0, 0.0),
+        slot(1, 14, 0.05, 300.0, 0.0),
+    ];
+    let adus = vec![adu(0, 0, 0, 0), adu(1, 0, 1, 0), adu(2, 0, 2, 0)];
+    let h = sent(
+        adu(9, 0, 9, 0),
+        slot(1, 9, 0.05, 300.0, 0.0),
+        Outcome::Pending,
+    );
+    let c = Case::new(slots, adus)
+        .history(vec![h])
+        .objective(load("x4"));
+    let input = c.input();
+    let mut set = c.objectives.prepare(&input);
+    let p = &mut set.objectives[0];
+    let (mut kernels, mut others) = (Vec::new(), 0);
+    for t in 0..p.terms() {
+        match p.pair_kernel(t) {
+            Some(_) => kernels.push(t),
+            None => {
+                // A pair with the history ADU: one schedule member.
+                assert_eq!(p.members(t).len(), 1);
+                others += 1;
+            }
+        }
+    }
+    assert_eq!((kernels.len(), others), (6, 6));
+    // A kernel's value depends only on its members' slots, the same for every term.
+    for &(sa, sb) in &[(0usize, 1usize), (0, 2), (1, 3), (3, 0)] {
+        let mut values = Vec::new();
+        for &t in &kernels {
+            let m = p.members(t).to_vec();
+            let mut a = vec![None; 3];
+            a[m[0] as usize] = Some(sa);
+            a[m[1] as usize] = Some(sb);
+            values.push(p.value(t, &a, false));
+        }
+        assert!(values.windows(2).all(|w| w[0] == w[1]), "{values:?}");
+    }
+}

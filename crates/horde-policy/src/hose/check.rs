@@ -189,6 +189,7 @@ pub(crate) fn check(src: &str, program: &Program) -> Result<ProgramIr, Vec<Diag>
         goal: goal_ir,
         utility: utility_ir,
         body_reads_fields: c.body_reads_fields,
+        reads_streams: c.stream_read.iter().any(|&r| r),
         stream_read: c.stream_read,
         bounds: (0, 0),
     };

@@ -140,14 +140,10 @@ pub(crate) struct ProgramIr {
     pub body_reads_fields: bool,
     /// Per variable: the goal or utility reads this stream variable's fields.
     pub stream_read: Vec<bool>,
+    /// Any entry of `stream_read` is set.
+    pub reads_streams: bool,
     /// Bounds on one context's contribution, from interval analysis.
     pub bounds: (i64, i64),
-}
-
-impl ProgramIr {
-    pub fn reads_streams(&self) -> bool {
-        self.stream_read.iter().any(|&r| r)
-    }
 }
 
 /// Saturating integer arithmetic: hose numbers never wrap, and `x / 0` is 0.

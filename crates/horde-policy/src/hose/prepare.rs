@@ -24,6 +24,9 @@ pub const MAX_CONTEXTS: usize = 1 << 16;
 /// misses stops caching for the rest of the cycle.
 const MEMO_TRIAL: u32 = 64;
 
+/// Marks a term that is not a pair kernel.
+const NO_KERNEL: u32 = u32::MAX;
+
 /// Marks a stream variable's entry in a binding.
 const NO_ROW: u32 = u32::MAX;
 
@@ -103,6 +106,9 @@ pub(crate) struct PreparedHose<'a> {
     /// Members bound to ADU variables come first; all of them must be placed.
     required: Vec<u8>,
     reads: Vec<SlotReads>,
+    /// Per term: which variables are bound to schedule ADUs, when the term's value
+    /// is a function of those two slots alone (see `pair_kernel`); else `NO_KERNEL`.
+    kernel: Vec<u32>,
     atoms: Vec<i64>,
     svals: Vec<StreamVals>,
     memo: Memo,
@@ -148,7 +154,7 @@ impl<'a> PreparedHose<'a> {
                 _ => None,
             })
             .collect();
-        let memo_mode = if ir.reads_streams() || ir.atoms.len() > 3 {
+        let memo_mode = if ir.reads_streams || ir.atoms.len() > 3 {
             MemoMode::Off
         } else if ir.body_reads_fields {
             MemoMode::PerTerm
@@ -186,6 +192,7 @@ impl<'a> PreparedHose<'a> {
             members: Vec::new(),
             required: Vec::new(),
             reads: Vec::new(),
+            kernel: Vec::new(),
             atoms: vec![0; ir.atoms.len()],
             svals: vec![StreamVals::default(); ir.vars.len()],
             memo: Memo::default(),
@@ -242,6 +249,19 @@ impl<'a> PreparedHose<'a> {
             .vars
             .iter()
             .rposition(|v| matches!(v, VarIr::Adu { .. }));
+        // Reserve for the product of candidate counts (capped): no regrowing.
+        let estimate = cands
+            .iter()
+            .filter(|c| !c.is_empty())
+            .map(Vec::len)
+            .fold(1usize, |p, c| p.saturating_mul(c))
+            .min(MAX_CONTEXTS);
+        self.binds.reserve(estimate * self.nv);
+        self.members.reserve(estimate * 2);
+        self.member_start.reserve(estimate);
+        self.required.reserve(estimate);
+        self.reads.reserve(estimate);
+        self.kernel.reserve(estimate);
         let mut binding = [NO_ROW; MAX_VARS];
         self.dfs(0, &mut binding, streams_bring_schedule, last_adu, &cands);
     }
@@ -330,10 +350,32 @@ impl<'a> PreparedHose<'a> {
                 _ => SlotReads::NONE,
             });
         }
+        // A pair kernel: two placed members, every atom about them alone (so no
+        // queueing delay, no history constants), and values shared by all terms.
+        let sched_vars = binding
+            .iter()
+            .enumerate()
+            .filter(|(_, &r)| r != NO_ROW && r < n)
+            .fold(0u32, |mask, (v, _)| mask | 1 << v);
+        let kernel_atoms = self.ir.atoms.iter().all(|a| match *a {
+            Atom::Prob(v) => sched_vars & (1 << v) != 0,
+            Atom::Corr(x, y) => sched_vars & (1 << x) != 0 && sched_vars & (1 << y) != 0,
+            Atom::Latency(_) => false,
+        });
+        let kernel = if self.memo_mode == MemoMode::Shared
+            && required == 2
+            && self.members.len() - start == 2
+            && kernel_atoms
+        {
+            sched_vars
+        } else {
+            NO_KERNEL
+        };
         self.binds.extend_from_slice(binding);
         self.member_start.push(self.members.len() as u32);
         self.required.push(required as u8);
         self.reads.push(reads);
+        self.kernel.push(kernel);
     }
 
     fn slot_of(&self, row: u32, assignment: &[Option<usize>]) -> Option<usize> {
@@ -344,12 +386,11 @@ impl<'a> PreparedHose<'a> {
             .filter(|&s| s < self.input.slots.len())
     }
 
-    /// The atoms of term `t`. Every schedule ADU an atom reads is bound to an ADU
-    /// variable, so the caller has checked it is placed.
-    fn compute_atoms(&mut self, t: usize, assignment: &[Option<usize>]) {
+    /// The atoms of term `t`, with `slot(row)` the slot of each schedule ADU an
+    /// atom reads (every such ADU is bound to an ADU variable, so it is placed).
+    fn compute_atoms(&mut self, t: usize, slot: impl Fn(usize) -> usize) {
         let n = self.n;
         let rows = &self.binds[t * self.nv..(t + 1) * self.nv];
-        let slot = |r: usize| assignment[r].unwrap_or(0);
         // Index of a row's slot in `corr`: schedule slots first, then history.
         let corr_index = |r: usize| {
             if r < n {
@@ -385,6 +426,33 @@ impl<'a> PreparedHose<'a> {
                 }
             };
         }
+    }
+
+    /// The term's value once its atoms are computed: from the cache or evaluated.
+    fn finish(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
+        let key = if cached { self.key(term) } else { None };
+        if let Some(k) = &key {
+            if let Some(v) = self.memo.get(k) {
+                self.memo_hits += 1;
+                return v;
+            }
+            self.memo_misses += 1;
+            // Inputs that rarely repeat (latencies, say) make caching cost more
+            // than it saves: stop.
+            if self.memo_misses >= MEMO_TRIAL && self.memo_hits < self.memo_misses {
+                self.memo_mode = MemoMode::Off;
+            }
+        }
+        if self.ir.reads_streams {
+            self.compute_streams(assignment);
+        }
+        self.evaluations += 1;
+        let rows = &self.binds[term * self.nv..(term + 1) * self.nv];
+        let v = contribution(self.ir, &self.env(rows));
+        if let Some(k) = key {
+            self.memo.insert(k, v);
+        }
+        v
     }
 
     fn compute_streams(&mut self, assignment: &[Option<usize>]) {
@@ -453,6 +521,10 @@ impl PreparedObjective for PreparedHose<'_> {
         self.ir.bounds
     }
 
+    fn pair_kernel(&self, term: usize) -> Option<u32> {
+        Some(self.kernel[term]).filter(|&k| k != NO_KERNEL)
+    }
+
     fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
         let (start, end) = (
             self.member_start[term] as usize,
@@ -467,30 +539,79 @@ impl PreparedObjective for PreparedHose<'_> {
         if required == start && !self.members[start..end].iter().any(|&r| placed(r)) {
             return 0;
         }
-        self.compute_atoms(term, assignment);
-        let key = if cached { self.key(term) } else { None };
-        if let Some(k) = &key {
-            if let Some(v) = self.memo.get(k) {
-                self.memo_hits += 1;
-                return v;
+        self.compute_atoms(term, |r| assignment[r].unwrap_or(0));
+        self.finish(term, assignment, cached)
+    }
+
+    fn values_in_slots(
+        &mut self,
+        term: usize,
+        assignment: &mut [Option<usize>],
+        slots: &[usize],
+        cached: bool,
+        out: &mut Vec<i64>,
+    ) {
+        out.clear();
+        let (start, end) = (
+            self.member_start[term] as usize,
+            self.member_start[term + 1] as usize,
+        );
+        // The fast path covers terms over one schedule ADU that read no stream and
+        // no correlation (which depends on the member's slot in other ways).
+        let corr = self.ir.atoms.iter().any(|a| matches!(a, Atom::Corr(..)));
+        if end - start != 1 || self.ir.reads_streams || corr {
+            let a = self.members[start] as usize;
+            let saved = assignment[a];
+            for &s in slots {
+                assignment[a] = Some(s);
+                let v = self.value(term, assignment, cached);
+                out.push(v);
             }
-            self.memo_misses += 1;
-            // Inputs that rarely repeat (latencies, say) make caching cost more
-            // than it saves: stop.
-            if self.memo_misses >= MEMO_TRIAL && self.memo_hits < self.memo_misses {
-                self.memo_mode = MemoMode::Off;
-            }
+            assignment[a] = saved;
+            return;
         }
-        if self.ir.reads_streams() {
-            self.compute_streams(assignment);
-        }
-        self.evaluations += 1;
+        let m = self.input.slots.len();
+        let (Some(&first), true) = (slots.first(), slots.iter().all(|&s| s < m)) else {
+            out.resize(slots.len(), 0);
+            return;
+        };
+        // Atoms about history ADUs are the same for every slot: compute all once,
+        // then only the member's loss and latency per slot.
+        let member = self.members[start] as usize;
+        self.compute_atoms(term, |_| first);
         let rows = &self.binds[term * self.nv..(term + 1) * self.nv];
-        let v = contribution(self.ir, &self.env(rows));
-        if let Some(k) = key {
-            self.memo.insert(k, v);
+        let queue = self.adus[member].queue_delay_ms;
+        let per_slot = self
+            .ir
+            .atoms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match *a {
+                Atom::Prob(v) if rows[v as usize] as usize == member => Some((i, false)),
+                Atom::Latency(v) if rows[v as usize] as usize == member => Some((i, true)),
+                _ => None,
+            });
+        let mut dependent = [(0usize, false); 2];
+        let mut count = 0;
+        for d in per_slot {
+            // Correlation atoms involve other ADUs; at most one loss and one latency
+            // atom can be about the member.
+            if count < dependent.len() {
+                dependent[count] = d;
+                count += 1;
+            }
         }
-        v
+        for &s in slots {
+            for &(i, latency) in &dependent[..count] {
+                self.atoms[i] = if latency {
+                    queue.saturating_add(self.slot_lat[s])
+                } else {
+                    self.slot_loss[s]
+                };
+            }
+            let v = self.finish(term, assignment, cached);
+            out.push(v);
+        }
     }
 
     fn evaluations(&self) -> u64 {

@@ -26,14 +26,26 @@ use crate::objective::{PreparedSet, SlotReads};
 /// keeps its arithmetic exact; the local search uses exact values.
 const U_CLAMP: i64 = 1 << 31;
 
+/// Each objective's unary utility is clamped to this before rows are summed, so
+/// up to 2^12 objectives cannot overflow.
+const TERM_CLAMP: i64 = 1 << 50;
+
+/// Marks a higher term that is not a pair kernel.
+pub(crate) const NO_KERNEL: u32 = u32::MAX;
+
+/// Pair kernels are tabulated per slot pair only up to this many slots.
+const MAX_KERNEL_SLOTS: usize = 256;
+
 /// Past this size the assignment solver is skipped for a random start.
 const MAX_SOLVER_WORK: usize = 1 << 28;
 
+/// The directed scheduler; see the module documentation and `docs/schedulers.md`.
 #[derive(Debug)]
 pub struct Directed {
-    /// Local-search passes over the ADUs that have higher terms.
+    /// Local-search passes over the ADUs that have higher terms (32).
     pub max_passes: usize,
-    /// Most term computations (cached or not) the local search may spend.
+    /// Most term computations (cached or not) the local search may spend (6000).
+    /// A deterministic work bound, so a seeded run repeats exactly.
     pub search_budget: usize,
     hungarian: Hungarian,
     search: LocalSearch,
@@ -43,6 +55,9 @@ pub struct Directed {
     costs: Vec<i64>,
     buf: Vec<usize>,
     class_vals: Vec<i64>,
+    term_vals: Vec<i64>,
+    /// Per slot: (loss percent, latency ms), what class-separable terms read.
+    slot_keys: Vec<(i64, i64)>,
     class_of: Vec<u32>,
     reps: Vec<usize>,
     unary: Vec<(u32, u32)>,
@@ -51,8 +66,8 @@ pub struct Directed {
 impl Default for Directed {
     fn default() -> Self {
         Directed {
-            max_passes: 8,
-            search_budget: 20_000,
+            max_passes: 32,
+            search_budget: 6_000,
             hungarian: Hungarian::default(),
             search: LocalSearch::default(),
             matcher: RandomMatcher::default(),
@@ -61,6 +76,8 @@ impl Default for Directed {
             costs: Vec::new(),
             buf: Vec::new(),
             class_vals: Vec::new(),
+            term_vals: Vec::new(),
+            slot_keys: Vec::new(),
             class_of: Vec::new(),
             reps: Vec::new(),
             unary: Vec::new(),
@@ -81,6 +98,12 @@ pub(crate) struct Model {
     pub terms: Vec<(u32, u32)>,
     /// Upper bound of each higher term.
     pub hi: Vec<i64>,
+    /// Per higher term: index into `kernels` if it is a pair kernel, else `NO_KERNEL`.
+    pub kernel: Vec<u32>,
+    /// Per higher term: its two members, when it is a pair kernel.
+    pub pair: Vec<[u32; 2]>,
+    /// Distinct pair kernels: (objective, a term that has it).
+    pub kernels: Vec<(u32, u32)>,
     /// For each ADU, the higher terms it is a member of (CSR).
     pub adj_start: Vec<u32>,
     pub adj: Vec<u32>,
@@ -114,6 +137,9 @@ impl Directed {
         let mut degree = vec![0u32; n + 1];
         work.clear();
         work.resize(n, None);
+        self.slot_keys.clear();
+        self.slot_keys
+            .extend(input.slots.iter().map(|s| (s.loss_pct(), s.latency_ms())));
         for (oi, o) in set.objectives.iter_mut().enumerate() {
             self.unary.clear();
             let mut reads = SlotReads::NONE;
@@ -129,12 +155,28 @@ impl Directed {
                     for &a in members {
                         degree[a as usize] += 1;
                     }
+                    let (kernel, pair) = match o.pair_kernel(t) {
+                        Some(k) if members.len() == 2 && m <= MAX_KERNEL_SLOTS => {
+                            let pair = [members[0], members[1]];
+                            let found = model.kernels.iter().position(|&(ko, kt)| {
+                                ko == oi as u32 && o.pair_kernel(kt as usize) == Some(k)
+                            });
+                            let index = found.unwrap_or_else(|| {
+                                model.kernels.push((oi as u32, t as u32));
+                                model.kernels.len() - 1
+                            });
+                            (index as u32, pair)
+                        }
+                        _ => (NO_KERNEL, [0, 0]),
+                    };
+                    model.kernel.push(kernel);
+                    model.pair.push(pair);
                 }
             }
             if self.unary.is_empty() {
                 continue;
             }
-            self.classes(input, reads);
+            self.classes(reads);
             self.unary.sort_unstable();
             let mut i = 0;
             while i < self.unary.len() {
@@ -145,18 +187,20 @@ impl Directed {
                     .count();
                 model.unary_adu[a] = true;
                 self.class_vals.clear();
-                for &rep in &self.reps {
-                    work[a] = Some(rep);
-                    let mut v = 0i64;
-                    for &(_, t) in &self.unary[i..end] {
-                        v = v.saturating_add(o.value(t as usize, work, true));
+                self.class_vals.resize(self.reps.len(), 0);
+                for &(_, t) in &self.unary[i..end] {
+                    o.values_in_slots(t as usize, work, &self.reps, true, &mut self.term_vals);
+                    for (c, v) in self.class_vals.iter_mut().zip(&self.term_vals) {
+                        *c = c.saturating_add(*v);
                     }
-                    self.class_vals.push(v);
                 }
-                work[a] = None;
+                // Clamped per objective, so rows add up without overflow checks.
+                for c in &mut self.class_vals {
+                    *c = (*c).clamp(-TERM_CLAMP, TERM_CLAMP);
+                }
                 let row = &mut model.u[a * m..(a + 1) * m];
-                for (s, cell) in row.iter_mut().enumerate() {
-                    *cell = cell.saturating_add(self.class_vals[self.class_of[s] as usize]);
+                for (cell, &c) in row.iter_mut().zip(&self.class_of) {
+                    *cell += self.class_vals[c as usize];
                 }
                 i = end;
             }
@@ -181,27 +225,19 @@ impl Directed {
 
     /// Group slots that are equal in what the terms read; `reps` holds one slot of
     /// each class and `class_of` each slot's class.
-    fn classes(&mut self, input: &ScheduleInput<'_>, reads: SlotReads) {
+    fn classes(&mut self, reads: SlotReads) {
+        let loss = reads.contains(SlotReads::LOSS);
+        let latency = reads.contains(SlotReads::LATENCY);
+        let keys = &self.slot_keys;
         let key = |s: usize| {
-            let slot = &input.slots[s];
-            (
-                if reads.contains(SlotReads::LOSS) {
-                    slot.loss_pct()
-                } else {
-                    0
-                },
-                if reads.contains(SlotReads::LATENCY) {
-                    slot.latency_ms()
-                } else {
-                    0
-                },
-            )
+            let (l, t) = keys[s];
+            (if loss { l } else { 0 }, if latency { t } else { 0 })
         };
         self.buf.clear();
-        self.buf.extend(0..input.slots.len());
+        self.buf.extend(0..keys.len());
         self.buf.sort_unstable_by_key(|&s| key(s));
         self.class_of.clear();
-        self.class_of.resize(input.slots.len(), 0);
+        self.class_of.resize(keys.len(), 0);
         self.reps.clear();
         let mut last = None;
         for &s in &self.buf {

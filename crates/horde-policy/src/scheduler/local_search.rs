@@ -11,7 +11,7 @@
 use rand::seq::SliceRandom;
 use rand::RngCore;
 
-use super::directed::Model;
+use super::directed::{Model, NO_KERNEL};
 use super::{Assignment, ScheduleInput};
 use crate::objective::PreparedSet;
 
@@ -31,7 +31,14 @@ pub(crate) struct LocalSearch {
     /// "Don't look" bits, inverted: an ADU whose last scan found nothing is not
     /// scanned again until one of its terms changes.
     look: Vec<bool>,
+    /// Pair-kernel values per (kernel, slot, slot), filled as needed.
+    ktab: Vec<i64>,
+    /// All-unplaced assignment used to evaluate a kernel at a slot pair.
+    scratch: Assignment,
 }
+
+/// A kernel table entry not computed yet.
+const UNKNOWN: i64 = i64::MIN;
 
 /// How many of the best-placed targets each step of a compound move tries.
 const COMPOUND_WIDTH: usize = 8;
@@ -100,8 +107,12 @@ impl LocalSearch {
         self.cur.clear();
         self.pot.clear();
         self.pot.resize(n, 0);
+        self.ktab.clear();
+        self.ktab.resize(model.kernels.len() * m * m, UNKNOWN);
+        self.scratch.clear();
+        self.scratch.resize(n, None);
         for (h, &(o, t)) in model.terms.iter().enumerate() {
-            let v = set.objectives[o as usize].value(t as usize, work, true);
+            let v = self.term_value(model, set, work, h);
             self.cur.push(v);
             let gap = i128::from(model.hi[h]) - i128::from(v);
             for &a in set.objectives[o as usize].members(t as usize) {
@@ -145,17 +156,17 @@ impl LocalSearch {
             }
             let mut cands = std::mem::take(&mut self.cands);
             self.candidates(ctx, work, a, &mut cands);
-            let max_pot = self.pot.iter().copied().max().unwrap_or(0);
+            // Keep only moves whose bound leaves room to gain, best unary first.
+            cands.retain(|&(du, code)| {
+                let room = self
+                    .partner(a, target(code, m))
+                    .map_or(0, |b| self.pot[b as usize]);
+                i128::from(du) + self.pot[a] + room > 0
+            });
+            cands.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
             for &(du, code) in &cands {
-                if i128::from(du) + self.pot[a] + max_pot <= 0 {
-                    break; // sorted by du: nothing further can pay
-                }
                 let target = target(code, m);
                 let b = self.partner(a, target);
-                let room = b.map_or(0, |b| self.pot[b as usize]);
-                if i128::from(du) + self.pot[a] + room <= 0 {
-                    continue;
-                }
                 let undo = self.apply(work, a, target);
                 let moved = [Some(a), b.map(|b| b as usize)];
                 if self.delta(ctx, work, &moved, i128::from(du)).is_some() {
@@ -210,6 +221,7 @@ impl LocalSearch {
             }
             let mut first = std::mem::take(&mut self.cands);
             self.candidates(ctx, work, a, &mut first);
+            first.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
             first.truncate(COMPOUND_WIDTH);
             let partners = std::mem::take(&mut self.partners);
             let mut found = false;
@@ -221,6 +233,7 @@ impl LocalSearch {
                     let c = c as usize;
                     let mut second = std::mem::take(&mut self.cands2);
                     self.candidates(ctx, work, c, &mut second);
+                    second.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
                     second.truncate(COMPOUND_WIDTH);
                     for &(du2, code2) in &second {
                         let t2 = target(code2, m);
@@ -262,7 +275,7 @@ impl LocalSearch {
         false
     }
 
-    /// Every place `a` could go, with the change in unary utility, best first.
+    /// Every place `a` could go, with the change in unary utility.
     fn candidates(
         &self,
         ctx: &Ctx<'_, '_>,
@@ -303,7 +316,6 @@ impl LocalSearch {
                 }
             }
         }
-        out.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
     }
 
     fn partner(&self, a: usize, target: Target) -> Option<u32> {
@@ -402,8 +414,7 @@ impl LocalSearch {
                         continue;
                     }
                     self.stamp[hu] = self.epoch;
-                    let (o, t) = ctx.model.terms[hu];
-                    let v = ctx.set.objectives[o as usize].value(t as usize, work, true);
+                    let v = self.term_value(ctx.model, ctx.set, work, hu);
                     ctx.spent += 1;
                     gain += i128::from(v) - i128::from(self.cur[hu]);
                     self.changed.push((h, v));
@@ -417,6 +428,41 @@ impl LocalSearch {
             }
         }
         Some(gain)
+    }
+
+    /// Value of higher term `h` under `work`: from the kernel table when the term
+    /// is a pair kernel (computing the entry once), else from the objective.
+    fn term_value(
+        &mut self,
+        model: &Model,
+        set: &mut PreparedSet<'_>,
+        work: &Assignment,
+        h: usize,
+    ) -> i64 {
+        let k = model.kernel[h];
+        if k == NO_KERNEL {
+            let (o, t) = model.terms[h];
+            return set.objectives[o as usize].value(t as usize, work, true);
+        }
+        let [a, b] = model.pair[h];
+        let (Some(s), Some(t)) = (work[a as usize], work[b as usize]) else {
+            return 0;
+        };
+        let m = model.m;
+        let i = (k as usize * m + s) * m + t;
+        if self.ktab[i] == UNKNOWN {
+            // Any term with this kernel gives K(s, t) with its members at s and t.
+            let (o, rep) = model.kernels[k as usize];
+            let o = &mut set.objectives[o as usize];
+            let members = o.members(rep as usize);
+            let (ra, rb) = (members[0] as usize, members[1] as usize);
+            self.scratch[ra] = Some(s);
+            self.scratch[rb] = Some(t);
+            self.ktab[i] = o.value(rep as usize, &self.scratch, true);
+            self.scratch[ra] = None;
+            self.scratch[rb] = None;
+        }
+        self.ktab[i]
     }
 
     /// Keep the move just evaluated: its terms' new values, the potentials, and
