@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use horde_policy::{RandomizedRoundRobin, Scheduler};
+use horde_policy::{Directed, RandomWalk, RandomizedRoundRobin, Scheduler};
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use thiserror::Error;
 
@@ -16,18 +16,24 @@ use crate::scenario::{Congestion, Scenario, StreamRate};
 pub enum BuildError {
     #[error("unknown scheduler \"{0}\" (known: {known})", known = SCHEDULERS.join(", "))]
     UnknownScheduler(String),
-    #[error("{file}: {message}")]
+    /// `message` starts with `line:col:` when the problem has a position.
+    #[error("{file}:{message}")]
     Objective { file: String, message: String },
 }
 
 /// Scheduler names a scenario may use.
-pub const SCHEDULERS: &[&str] = &["rrr"];
+pub const SCHEDULERS: &[&str] = &["rrr", "random-walk", "directed"];
 
-/// Build a scheduler factory from its scenario name.
+/// Build a scheduler factory from its scenario name; `k` is random-walk's walk length
+/// (25 by default, as in the thesis).
 pub fn scheduler(kind: &str, k: Option<u32>) -> Result<SchedulerFactory, BuildError> {
-    let _ = k;
     let f: SchedulerFactory = match kind {
         "rrr" => Arc::new(|| Box::new(RandomizedRoundRobin::default()) as Box<dyn Scheduler>),
+        "random-walk" => Arc::new(move || {
+            Box::new(k.map_or(RandomWalk::default(), |k| RandomWalk::new(k as usize)))
+                as Box<dyn Scheduler>
+        }),
+        "directed" => Arc::new(|| Box::new(Directed::default()) as Box<dyn Scheduler>),
         other => return Err(BuildError::UnknownScheduler(other.to_string())),
     };
     Ok(f)
