@@ -27,17 +27,26 @@ pub struct Setup {
 /// Server with one socket, client with one socket per link; each link goes through the
 /// emulator when `links` are given (name, up, down).
 pub async fn setup(links: &[(&str, LinkSpec, LinkSpec)], channel: ChannelConfig) -> Setup {
+    setup_with(links, channel, None).await
+}
+
+/// As [`setup`], with the client's scheduler chosen.
+pub async fn setup_with(
+    links: &[(&str, LinkSpec, LinkSpec)],
+    channel: ChannelConfig,
+    scheduler: Option<horde_net::SchedulerFactory>,
+) -> Setup {
     let ck = Keypair::generate();
     let sk = Keypair::generate();
     let mut server_cfg = HostConfig::new(sk.clone(), vec![InterfaceConfig::new(lo())]);
     server_cfg.allowed_peers = vec![*ck.public()];
     let server = Host::bind(server_cfg).await.unwrap();
-    let client = Host::bind(HostConfig::new(
+    let mut client_cfg = HostConfig::new(
         ck,
         links.iter().map(|_| InterfaceConfig::new(lo())).collect(),
-    ))
-    .await
-    .unwrap();
+    );
+    client_cfg.scheduler = scheduler;
+    let client = Host::bind(client_cfg).await.unwrap();
     let server_addr = server.local_addrs()[0];
     let toml: String = links
         .iter()
