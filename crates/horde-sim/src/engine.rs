@@ -217,15 +217,11 @@ impl Simulation {
                 })
                 .ok_or(SimError::NoPath { stream: s.id })?;
             let forward = pairs[pair].client == s.from;
+            // A channel's mtu is the ADU bytes one slot carries (the header goes on top).
             let max_adu = pairs[pair]
                 .channels
                 .iter()
-                .map(|&g| {
-                    topo.channels[g]
-                        .config
-                        .mtu
-                        .saturating_sub(wire::DATA_HEADER_LEN as u32)
-                })
+                .map(|&g| topo.channels[g].config.mtu)
                 .max()
                 .unwrap_or(0);
             let workload = s
