@@ -70,6 +70,12 @@ fn cycle(c: &mut Criterion) {
     group.bench_function("directed", |b| {
         b.iter(|| d.schedule(&input, &mut rng, &mut out))
     });
+    // The fixed part of a directed cycle: preparation, utility matrix, assignment.
+    let mut fixed = Directed::default();
+    fixed.search_budget = 0;
+    group.bench_function("directed-no-search", |b| {
+        b.iter(|| fixed.schedule(&input, &mut rng, &mut out))
+    });
     group.finish();
 }
 
