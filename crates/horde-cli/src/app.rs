@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use bytes::Bytes;
 use horde_net::Connection;
-use horde_policy::Objective;
+use horde_policy::{Fields, Objective, Value};
 use horde_proto::{Event, StreamConfig};
 use horde_sim::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
@@ -75,12 +75,19 @@ pub async fn run_sender(
                 w.emit(t, &mut out);
             }
             for spec in out.drain(..) {
+                let class = tag_of(plans, *id, &spec.fields);
+                let mut l = live.lock().expect("live stats lock");
+                let seq = l.streams.get(id).map_or(0, |s| s.queued);
+                if let Some(c) = class {
+                    l.tag(*id, seq, &c);
+                }
+                l.on_queued(*id);
+                drop(l);
                 handle.send_adu_nowait(
                     *id,
                     Bytes::from(vec![0u8; spec.size as usize]),
                     spec.fields,
                 )?;
-                live.lock().expect("live stats lock").on_queued(*id);
             }
         }
         if now >= next_tick {
@@ -117,6 +124,13 @@ pub async fn run_sender(
     tick(duration);
     handle.close()?;
     Ok(())
+}
+
+/// Video I-frames are tracked as a class of their own, since objectives single them out.
+fn tag_of(plans: &[StreamPlan], stream: u32, fields: &Fields) -> Option<String> {
+    let is_i = fields.get("frame_type") == Some(&Value::Str("I".into()));
+    let name = &plans.iter().find(|p| p.id == stream)?.name;
+    is_i.then(|| format!("{name} I-frames"))
 }
 
 fn record(live: &Mutex<Live>, e: &Event) {

@@ -315,6 +315,11 @@ fn summary_json(l: &Live, names: &BTreeMap<u32, String>, secs: f64) -> serde_jso
                 stream_json(s, secs),
             )
         })
+        .chain(
+            l.classes
+                .iter()
+                .map(|(c, s)| (c.clone(), stream_json(s, secs))),
+        )
         .collect();
     serde_json::Value::Object(streams)
 }
@@ -335,6 +340,24 @@ fn print_comparison(runs: &[(bool, Live)], names: &BTreeMap<u32, String>) {
             let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
             rows.push(vec![
                 names[id].clone(),
+                if *with { "on" } else { "off" }.into(),
+                f(s.mean()),
+                f(s.percentile(95.0)),
+                format!("{:.2}", 100.0 * s.loss_rate()),
+                s.acked.to_string(),
+            ]);
+        }
+    }
+    let classes: std::collections::BTreeSet<&String> =
+        runs.iter().flat_map(|(_, l)| l.classes.keys()).collect();
+    for class in classes {
+        for (with, l) in runs {
+            let Some(s) = l.classes.get(class) else {
+                continue;
+            };
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+            rows.push(vec![
+                class.clone(),
                 if *with { "on" } else { "off" }.into(),
                 f(s.mean()),
                 f(s.percentile(95.0)),

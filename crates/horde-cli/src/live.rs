@@ -51,6 +51,9 @@ impl StreamLive {
 pub struct Live {
     pub streams: BTreeMap<u32, StreamLive>,
     pub channels: BTreeMap<u8, u64>,
+    /// Sender-side results of tagged ADUs (e.g. a video's I-frames), by tag.
+    pub classes: BTreeMap<String, StreamLive>,
+    tagged: BTreeMap<(u32, u64), String>,
 }
 
 impl Live {
@@ -59,33 +62,53 @@ impl Live {
         match e {
             Event::Ack {
                 stream,
+                stream_seq,
                 channel,
                 latency,
                 ..
             } => {
-                let s = self.streams.entry(*stream).or_default();
-                s.acked += 1;
-                s.latencies.push(latency.as_secs_f64() * 1e3);
-                *s.by_channel.entry(*channel).or_default() += 1;
                 *self.channels.entry(*channel).or_default() += 1;
+                for s in self.targets(*stream, *stream_seq) {
+                    s.acked += 1;
+                    s.latencies.push(latency.as_secs_f64() * 1e3);
+                    *s.by_channel.entry(*channel).or_default() += 1;
+                }
             }
             Event::Nack {
                 stream,
+                stream_seq,
                 reason,
                 channel,
                 ..
             } => {
-                let s = self.streams.entry(*stream).or_default();
-                match reason {
-                    NackReason::Lost => s.lost += 1,
-                    _ => s.dropped += 1,
-                }
                 if let Some(c) = channel {
                     *self.channels.entry(*c).or_default() += 1;
+                }
+                for s in self.targets(*stream, *stream_seq) {
+                    match reason {
+                        NackReason::Lost => s.lost += 1,
+                        _ => s.dropped += 1,
+                    }
                 }
             }
             _ => {}
         }
+    }
+
+    /// The stream's statistics, and its ADU's class if it was tagged.
+    fn targets(&mut self, stream: u32, seq: u64) -> Vec<&mut StreamLive> {
+        let class = self.tagged.remove(&(stream, seq));
+        let mut out = vec![self.streams.entry(stream).or_default()];
+        if let Some(c) = class {
+            out.push(self.classes.entry(c).or_default());
+        }
+        out
+    }
+
+    /// Count an ADU of `stream` as also belonging to `class`.
+    pub fn tag(&mut self, stream: u32, seq: u64, class: &str) {
+        self.classes.entry(class.to_string()).or_default().queued += 1;
+        self.tagged.insert((stream, seq), class.to_string());
     }
 
     pub fn on_receiver_event(&mut self, e: &Event) {
@@ -135,6 +158,20 @@ impl Live {
                 f(s.percentile(50.0)),
                 f(s.percentile(95.0)),
                 format!("{:.0}", s.bytes_received as f64 * 8.0 / secs / 1e3),
+            ]);
+        }
+        for (name, s) in &self.classes {
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+            rows.push(vec![
+                format!("  {name}"),
+                s.queued.to_string(),
+                s.acked.to_string(),
+                (s.lost + s.dropped).to_string(),
+                format!("{:.1}", 100.0 * s.loss_rate()),
+                f(s.mean()),
+                f(s.percentile(50.0)),
+                f(s.percentile(95.0)),
+                "".into(),
             ]);
         }
         let mut out = crate::table::render(&rows);
