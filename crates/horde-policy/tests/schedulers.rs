@@ -351,3 +351,45 @@ fn oracle_counts_every_schedule() {
     let big = synth::bench(&mut ChaCha8Rng::seed_from_u64(0));
     assert!(oracle::exhaustive(&big.input()).is_none());
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// NaN and infinite expectations, zero-sized slots and extreme queueing
+        /// delays: every scheduler still returns a valid assignment.
+        #[test]
+        fn schedulers_survive_hostile_slots(
+            seed in any::<u64>(),
+            losses in prop::collection::vec(any::<f64>(), 8),
+            rtts in prop::collection::vec(any::<f64>(), 8),
+            sizes in prop::collection::vec(0u32..2000, 8),
+            delays in prop::collection::vec(any::<i64>(), 8),
+        ) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut inst = synth::small(&mut rng);
+            for (k, s) in inst.slots.iter_mut().enumerate() {
+                s.loss_probability = losses[k % 8];
+                s.expected_rtt_ms = rtts[k % 8];
+                s.wait_ms = rtts[(k + 3) % 8];
+                s.max_size = sizes[k % 8];
+                s.burst_correlation[0] = losses[(k + 1) % 8] as f32;
+            }
+            for (k, a) in inst.adus.iter_mut().enumerate() {
+                a.queue_delay_ms = delays[k % 8];
+            }
+            let input = inst.input();
+            let mut out = Assignment::new();
+            for s in &mut schedulers() {
+                s.schedule(&input, &mut rng, &mut out);
+                prop_assert!(assignment_is_valid(&input, &out), "{}", s.name());
+            }
+            if let Some(opt) = oracle::exhaustive(&input) {
+                prop_assert!(opt.best >= opt.worst);
+            }
+        }
+    }
+}
