@@ -1,0 +1,169 @@
+//! The `horde` binary end to end: exit codes, error messages, output formats.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn horde(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run horde")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn sim_json_is_byte_identical_for_the_same_seed() {
+    let run = |seed: &str| {
+        horde(&[
+            "sim",
+            "scenarios/fig7-5.toml",
+            "--duration",
+            "60",
+            "--seed",
+            seed,
+            "--json",
+        ])
+    };
+    let (a, b, c) = (run("3"), run("3"), run("4"));
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout, "same seed, same bytes");
+    assert_ne!(a.stdout, c.stdout, "another seed, another run");
+    let json: serde_json::Value =
+        serde_json::from_slice(&a.stdout).expect("one JSON object on stdout");
+    let streams = json["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4);
+    for s in streams {
+        for key in ["id", "sent", "delivered", "lost"] {
+            assert!(s[key].is_u64(), "{key} in {s}");
+        }
+        for key in ["mean", "median", "p95"] {
+            assert!(s["latency_ms"][key].is_f64(), "latency_ms.{key} in {s}");
+        }
+        assert_eq!(s["channels"].as_object().unwrap().len(), 6);
+    }
+    for c in json["channels"].as_array().unwrap() {
+        assert!(
+            c["name"].is_string() && c["sent"].is_u64() && c["lost"].is_u64(),
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn sim_out_writes_csv_and_plot() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-out-{}", std::process::id()));
+    let out = horde(&["sim", "--duration", "20", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for f in [
+        "report.json",
+        "streams.csv",
+        "channels.csv",
+        "latency_cdf.csv",
+        "latency_cdf.svg",
+    ] {
+        let meta = std::fs::metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(meta.len() > 0, "{f} is empty");
+    }
+    assert!(std::fs::read_to_string(dir.join("latency_cdf.svg"))
+        .unwrap()
+        .contains("<svg"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_scenarios_and_arguments_get_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nseed = 1\nduration_s = 10\nbogus = 3\n").unwrap();
+    let out = horde(&["sim", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.toml:4:1"), "{err}");
+
+    let out = horde(&["sim", "no-such-file.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no-such-file.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = horde(&["sim", "--duration", "-5"]);
+    assert_ne!(out.status.code(), Some(0));
+    let out = horde(&["sim", "--scheduler", "nonsense", "--duration", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown scheduler \"nonsense\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = horde(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2), "clap usage error");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn hose_check_reports_file_line_col_and_exit_codes() {
+    let out = horde(&["hose", "check", "objectives/x1.hose", "objectives/x4.hose"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = std::env::temp_dir().join(format!("horde-cli-hose-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.hose");
+    std::fs::write(
+        &bad,
+        "objective {\n  context { adu:foo { stream_id == 1 } }\n  goal { prob(bar::lost?) < 5 }\n  utility { foo { 1 } }\n}\n",
+    )
+    .unwrap();
+    let out = horde(&["hose", "check", "objectives/x1.hose", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    let want = format!("{}:3:15:", bad.display());
+    assert!(
+        err.lines().any(|l| l.starts_with(&want)),
+        "expected {want} in {err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn keygen_writes_a_private_file_and_refuses_to_overwrite() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("horde-cli-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    let out = horde(&["keygen", "--out", key.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let public = text(&out.stdout).trim().to_string();
+    assert!(std::fs::read_to_string(&key).unwrap().contains(&public));
+    let again = horde(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn demo_runs_briefly_and_objectives_help_the_voice_stream() {
+    let out = horde(&["demo", "--duration", "8", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    for run in ["with_objectives", "without_objectives"] {
+        for stream in ["video", "audio", "ekg", "video I-frames"] {
+            assert!(
+                json[run][stream]["acked"].as_u64().unwrap() > 0,
+                "{run}/{stream}: {json}"
+            );
+        }
+    }
+}
