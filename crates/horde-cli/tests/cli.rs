@@ -167,3 +167,69 @@ fn demo_runs_briefly_and_objectives_help_the_voice_stream() {
         }
     }
 }
+
+#[test]
+fn send_and_recv_run_as_separate_processes() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = |name: &str| {
+        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    };
+    let (sender_pub, receiver_pub) = (key("s.key"), key("r.key"));
+    // A free port for the receiver.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("recv.toml"),
+        format!("key_file = \"r.key\"\nallowed_keys = [\"{sender_pub}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("send.toml"),
+        format!(
+            "key_file = \"s.key\"\npeer_key = \"{receiver_pub}\"\nduration_s = 2\n\
+             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
+             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
+             [[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 400, adu_bytes = 500 }}\n"
+        ),
+    )
+    .unwrap();
+    let recv = Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args([
+            "recv",
+            dir.join("recv.toml").to_str().unwrap(),
+            "--duration",
+            "15",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let send = horde(&["send", dir.join("send.toml").to_str().unwrap()]);
+    let recv = recv.wait_with_output().unwrap();
+    assert!(send.status.success(), "sender: {}", text(&send.stderr));
+    assert!(recv.status.success(), "receiver: {}", text(&recv.stderr));
+    let out = text(&recv.stdout);
+    // 400 kbit/s of 500-byte ADUs for 2 s is 200 ADUs.
+    let received: u64 = out
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("stream 1: received ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no count in {out}"));
+    assert!(
+        (180..=201).contains(&received),
+        "received {received}: {out}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -58,7 +58,10 @@ mod tests {
 
     #[test]
     fn even_split_when_all_want_more() {
-        let a = allocate(300.0, &[Demand::Elastic, Demand::MaxRate(500.0), Demand::Elastic]);
+        let a = allocate(
+            300.0,
+            &[Demand::Elastic, Demand::MaxRate(500.0), Demand::Elastic],
+        );
         for x in a {
             assert!((x - 100.0).abs() < 1e-9);
         }
@@ -66,7 +69,10 @@ mod tests {
 
     #[test]
     fn small_demand_is_met_and_rest_is_shared() {
-        let a = allocate(300.0, &[Demand::MaxRate(50.0), Demand::Elastic, Demand::Elastic]);
+        let a = allocate(
+            300.0,
+            &[Demand::MaxRate(50.0), Demand::Elastic, Demand::Elastic],
+        );
         assert_eq!(a[0], 50.0);
         assert!((a[1] - 125.0).abs() < 1e-9 && (a[2] - 125.0).abs() < 1e-9);
     }
