@@ -207,6 +207,11 @@ impl Channel {
         self.liveness
     }
 
+    /// Whether any sequenced packet (data or probe) has arrived from the peer.
+    pub fn has_received(&self) -> bool {
+        !self.recv_ranges.is_empty()
+    }
+
     pub fn is_alive(&self) -> bool {
         self.liveness == Liveness::Alive
     }

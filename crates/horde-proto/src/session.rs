@@ -191,6 +191,9 @@ pub struct Session {
     next_cycle: Duration,
     last_refill: Duration,
     hello_due: Option<Duration>,
+    /// Channels added after the handshake whose hello the peer has not acknowledged yet
+    /// (client side); their hello is repeated every `hello_interval_ms`.
+    unconfirmed: Vec<u8>,
     stats: SessionStats,
     // Scratch space reused every cycle.
     slots: Vec<TxSlot>,
@@ -244,6 +247,7 @@ impl Session {
             next_cycle: now,
             last_refill: now,
             hello_due: None,
+            unconfirmed: Vec::new(),
             stats: SessionStats::default(),
             slots: Vec::new(),
             adus: Vec::new(),
@@ -468,7 +472,10 @@ impl Session {
         &self.channels
     }
 
-    /// Add a channel at run time (a new interface came up). Returns its id.
+    /// Add a channel at run time (a new interface came up). Returns its id, the lowest
+    /// free one: it may be the id of a channel removed earlier. On the client side the
+    /// channel's hello is repeated until the peer acknowledges it, and the peer restarts
+    /// its state for that id when the hello arrives (see [`Session::handle_datagram`]).
     pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
         let id = (0..=255u8)
             .find(|id| self.channel_index(*id).is_none())
@@ -478,6 +485,10 @@ impl Session {
         if self.is_client {
             let idx = self.channels.len() - 1;
             self.tx.push_back(PendingTx::Hello(idx));
+            self.unconfirmed.push(id);
+            if self.hello_due.is_none() {
+                self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+            }
         }
         Ok(id)
     }
@@ -488,6 +499,7 @@ impl Session {
             return false;
         };
         let mut ch = self.channels.remove(idx);
+        self.unconfirmed.retain(|&c| c != id);
         // Everything outstanding on it is lost; a far-future loss check resolves it all.
         let mut out = Vec::new();
         ch.detect_losses(now + Duration::from_secs(1 << 20), &mut out);
@@ -564,6 +576,16 @@ impl Session {
                 if self.is_client {
                     return;
                 }
+                // A hello on a channel that already carried the peer's packets means the
+                // peer removed the channel and added it again under the same id: its
+                // sequence numbers start over, so this end starts over too (otherwise
+                // they would look like duplicates of the old channel's packets).
+                if self
+                    .channel_index(channel)
+                    .is_some_and(|i| self.channels[i].has_received())
+                {
+                    self.remove_channel(now, channel);
+                }
                 let idx = self.peer_channel(now, channel, local, src);
                 self.remote_aliases = aliases;
                 self.tx.push_back(PendingTx::HelloAck(idx));
@@ -579,10 +601,16 @@ impl Session {
                 };
                 let _ = idx;
                 self.remote_aliases = aliases;
+                self.unconfirmed.retain(|&c| c != channel);
                 if self.state == State::Handshaking {
                     self.state = State::Connected;
                     self.hello_due = None;
                     self.events.push_back(Event::Connected);
+                }
+                if self.unconfirmed.is_empty() {
+                    self.hello_due = None;
+                } else if self.hello_due.is_none() {
+                    self.hello_due = Some(now + ms(self.config.hello_interval_ms));
                 }
             }
             Packet::Data {
@@ -756,8 +784,19 @@ impl Session {
 
     /// Process timers that are due.
     pub fn handle_timeout(&mut self, now: Duration) {
-        if self.hello_due.is_some_and(|t| t <= now) && self.state == State::Handshaking {
-            self.send_hellos(now);
+        if self.hello_due.is_some_and(|t| t <= now) {
+            match self.state {
+                State::Handshaking => self.send_hellos(now),
+                State::Connected if !self.unconfirmed.is_empty() => {
+                    for i in 0..self.channels.len() {
+                        if self.unconfirmed.contains(&self.channels[i].id) {
+                            self.tx.push_back(PendingTx::Hello(i));
+                        }
+                    }
+                    self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+                }
+                _ => self.hello_due = None,
+            }
         }
         let mut out = std::mem::take(&mut self.resolved);
         for idx in 0..self.channels.len() {
@@ -784,7 +823,12 @@ impl Session {
 
     /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
-        let mut t = self.hello_due.filter(|_| self.state == State::Handshaking);
+        let hellos = match self.state {
+            State::Handshaking => true,
+            State::Connected => !self.unconfirmed.is_empty(),
+            State::Closed => false,
+        };
+        let mut t = self.hello_due.filter(|_| hellos);
         for c in &self.channels {
             t = min_opt(t, c.next_timeout());
         }
@@ -977,7 +1021,8 @@ impl Session {
         let Some(q) = stream.take(view.id) else {
             return;
         };
-        stream.credit -= q.payload.len() as f64;
+        // Allocations divide the channels' wire rate, so charge the bytes on the wire.
+        stream.credit -= (wire::DATA_HEADER_LEN + q.payload.len()) as f64;
         let flags = if stream.config.ordered {
             FLAG_ORDERED
         } else {
@@ -1082,7 +1127,7 @@ impl Session {
                     if pass == 0 && credit[k] <= 0.0 {
                         continue;
                     }
-                    credit[k] -= q.payload.len() as f64;
+                    credit[k] -= (wire::DATA_HEADER_LEN + q.payload.len()) as f64;
                     taken[k] += 1;
                     progressed = true;
                     out.push(AduView {
