@@ -131,13 +131,7 @@ struct ChannelSpans {
     schedule: Vec<toml::Spanned<toml::Value>>,
 }
 
-/// 1-based line and column of byte `offset` in `text`.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
+use horde_config::line_col;
 
 struct Source<'a> {
     text: &'a str,

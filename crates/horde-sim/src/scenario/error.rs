@@ -25,19 +25,7 @@ impl fmt::Display for ScenarioError {
     }
 }
 
-/// 1-based line and character column of byte offset `at` in `text`.
-pub(crate) fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let before = &text[..at];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (
-        before.matches('\n').count() + 1,
-        before[line_start..].chars().count() + 1,
-    )
-}
+pub(crate) use horde_config::line_col;
 
 /// Builds errors for one source text.
 pub(crate) struct Locator<'a> {
