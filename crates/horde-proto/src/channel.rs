@@ -266,6 +266,14 @@ impl Channel {
         self.reorder_threshold() * 5 / 4 + MAX_ACK_DELAY + Duration::from_millis(10)
     }
 
+    /// ADU payload bytes/s this channel is expected to carry in full slots: [`rate`]
+    /// less the per-packet header.
+    ///
+    /// [`rate`]: Channel::rate
+    pub fn payload_rate(&self) -> f64 {
+        self.rate() * f64::from(self.max_adu()) / f64::from(self.slot_wire_bytes())
+    }
+
     /// Append the real slots available now.
     pub fn real_slots(&self, now: Duration, out: &mut Vec<TxSlot>) -> usize {
         if !self.is_alive() {

@@ -974,7 +974,7 @@ impl Session {
         }
 
         let mut adus = std::mem::take(&mut self.adus);
-        self.collect_adus(now, slots.len(), n_real, &mut adus);
+        self.collect_adus(now, slots.len(), &mut adus);
         let streams: Vec<StreamStats> = self.send.values().map(|s| s.stats()).collect();
         let history = self.history.make_contiguous();
         let input = ScheduleInput {
@@ -1021,8 +1021,7 @@ impl Session {
         let Some(q) = stream.take(view.id) else {
             return;
         };
-        // Allocations divide the channels' wire rate, so charge the bytes on the wire.
-        stream.credit -= (wire::DATA_HEADER_LEN + q.payload.len()) as f64;
+        stream.credit -= q.payload.len() as f64;
         let flags = if stream.config.ordered {
             FLAG_ORDERED
         } else {
@@ -1072,7 +1071,9 @@ impl Session {
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
     /// stream's credit, and tell streams whose allocation moved by more than 10%.
     fn update_allocations(&mut self, now: Duration) {
-        let total: f64 = self.channels.iter().map(|c| c.rate()).sum();
+        // Allocations and credit are in ADU payload bytes, like streams' `max_kbps`, so
+        // divide the payload the channels carry: a channel's rate counts headers too.
+        let total: f64 = self.channels.iter().map(|c| c.payload_rate()).sum();
         let demands: Vec<_> = self.send.values().map(|s| s.config.demand()).collect();
         let alloc = allocate(total, &demands);
         let dt = now.saturating_sub(self.last_refill);
@@ -1092,11 +1093,13 @@ impl Session {
         }
     }
 
-    /// Pick up to `want` ADUs from the stream queues in FIFO order per stream: first
-    /// round-robin among streams with credit (those owed bandwidth, most owed first —
-    /// the thesis's starved-stream priority), then, so real slots are not wasted,
-    /// from any stream.
-    fn collect_adus(&mut self, now: Duration, want: usize, n_real: usize, out: &mut Vec<AduView>) {
+    /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
+    /// stream queues in FIFO order per stream: first round-robin among streams with
+    /// credit (those owed bandwidth, most owed first — the thesis's starved-stream
+    /// priority), then from any stream. Filling every slot, not just the real ones,
+    /// matters: a scheduler that puts some ADUs on phantoms would otherwise leave real
+    /// slots empty whenever the streams with credit cannot fill the cycle.
+    fn collect_adus(&mut self, now: Duration, want: usize, out: &mut Vec<AduView>) {
         out.clear();
         let mut order: Vec<&SendStream> =
             self.send.values().filter(|s| !s.queue.is_empty()).collect();
@@ -1110,11 +1113,7 @@ impl Session {
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         for pass in 0..2 {
-            let limit = if pass == 0 {
-                want
-            } else {
-                n_real.max(out.len())
-            };
+            let limit = want;
             loop {
                 let mut progressed = false;
                 for (k, s) in order.iter().enumerate() {
@@ -1127,7 +1126,7 @@ impl Session {
                     if pass == 0 && credit[k] <= 0.0 {
                         continue;
                     }
-                    credit[k] -= (wire::DATA_HEADER_LEN + q.payload.len()) as f64;
+                    credit[k] -= q.payload.len() as f64;
                     taken[k] += 1;
                     progressed = true;
                     out.push(AduView {
