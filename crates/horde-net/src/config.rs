@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use horde_crypto::{Keypair, PublicKey};
 use horde_policy::Scheduler;
@@ -13,6 +14,12 @@ pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// One local network interface: a UDP socket bound to `bind`, and optionally pinned to a
 /// device with `SO_BINDTODEVICE` (needs `CAP_NET_RAW`).
+///
+/// An interface with a `device` is watched by the channel pool manager (see
+/// [`HostConfig::interface_poll`]): while the device is gone, down, without carrier or
+/// without the bound address, the socket is closed and the channels over it are removed;
+/// when it is back, the socket is bound again to the same address and port and the
+/// channels this host opened over it are added again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterfaceConfig {
     pub bind: SocketAddr,
@@ -36,7 +43,13 @@ pub struct HostConfig {
     pub accepted_channel: ChannelConfig,
     /// The scheduler of every session; `None` runs randomized round-robin.
     pub scheduler: Option<SchedulerFactory>,
+    /// How often the channel pool manager checks the interfaces that name a `device`;
+    /// `None` (or zero) turns it off. Default 250 ms.
+    pub interface_poll: Option<Duration>,
 }
+
+/// The default [`HostConfig::interface_poll`].
+pub const DEFAULT_INTERFACE_POLL: Duration = Duration::from_millis(250);
 
 impl HostConfig {
     /// A host with default session settings, one interface per address.
@@ -48,6 +61,7 @@ impl HostConfig {
             session: SessionConfig::default(),
             accepted_channel: ChannelConfig::default(),
             scheduler: None,
+            interface_poll: Some(DEFAULT_INTERFACE_POLL),
         }
     }
 }

@@ -4,6 +4,10 @@
 //! protocol state. Each turn it drains the sockets, applies commands, fires due timers,
 //! flushes every session's transmits through the AEAD layer, and forwards events; then
 //! it sleeps until a socket is readable, a command arrives or the next deadline.
+//!
+//! It is also the channel pool manager: every poll interval it asks [`pool::Monitor`]
+//! which interfaces went away or came back, closes or binds their sockets, and removes or
+//! re-adds the channels over them in every connection.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
@@ -25,7 +29,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use crate::api::{Command, ConnOp, Connection, NetError, Reply as Answer};
-use crate::config::{ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
+use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
+use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::socket;
 
 /// Host-wide counters.
@@ -41,6 +46,17 @@ pub struct HostStats {
     /// listens on.
     pub unroutable: u64,
     pub send_errors: u64,
+    /// Times the channel pool manager took an interface out of service (device gone,
+    /// down, without carrier or without its address) and closed its socket.
+    pub interfaces_down: u64,
+    /// Times it bound such an interface's socket again.
+    pub interfaces_up: u64,
+    /// Channels removed because their interface went down or was removed.
+    pub channels_removed: u64,
+    /// Channels added again when their interface came back.
+    pub channels_restored: u64,
+    /// Whether each interface's socket is open now, in interface order.
+    pub interfaces_open: Vec<bool>,
 }
 
 /// Datagrams read from one socket per turn before others get a chance.
@@ -63,11 +79,51 @@ struct Conn {
     events: mpsc::UnboundedSender<Event>,
     /// The receiver half, until a session is accepted and handed to a listener.
     events_rx: Option<mpsc::UnboundedReceiver<Event>>,
+    /// Channels this end opened, by id, with the target that made them.
+    targets: BTreeMap<u8, ChannelTarget>,
+    /// Targets whose interface is down, added again when it comes back.
+    parked: Vec<ChannelTarget>,
+    /// Channels the peer opened that were removed with their interface; the application
+    /// hears `ChannelUp` when the peer's traffic brings them back.
+    restoring: Vec<u8>,
+}
+
+impl Conn {
+    fn new(
+        crypto: Option<Box<horde_crypto::Session>>,
+        handshake: Option<PendingHandshake>,
+        events: mpsc::UnboundedSender<Event>,
+        events_rx: Option<mpsc::UnboundedReceiver<Event>>,
+    ) -> Self {
+        Conn {
+            crypto,
+            handshake,
+            proto: None,
+            events,
+            events_rx,
+            targets: BTreeMap::new(),
+            parked: Vec::new(),
+            restoring: Vec::new(),
+        }
+    }
+
+    /// Hand the session's queued events to the application, so that what the pool
+    /// manager reports next comes after them.
+    fn forward_events(&mut self) {
+        if let Some(p) = self.proto.as_mut() {
+            while let Some(e) = p.poll_event() {
+                let _ = self.events.send(e);
+            }
+        }
+    }
 }
 
 struct Driver {
     start: Instant,
     sockets: Vec<Option<UdpSocket>>,
+    /// Per interface, parallel to `sockets`.
+    ifaces: Vec<Iface>,
+    monitor: pool::Monitor,
     keypair: Keypair,
     responder: Responder,
     session: SessionConfig,
@@ -96,18 +152,31 @@ pub(crate) type Spawned = (
 );
 
 pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
+    // The monitor's probes are opened here, next to the sockets, so that they see the
+    // same network namespace.
+    let monitor = pool::Monitor::new(config.interface_poll);
     let mut sockets = Vec::new();
     let mut addrs = Vec::new();
+    let mut ifaces = Vec::new();
     for iface in &config.interfaces {
         let s = socket::bind(iface)?;
-        addrs.push(s.local_addr()?);
+        let bound = s.local_addr()?;
+        addrs.push(bound);
         sockets.push(Some(s));
+        ifaces.push(Iface {
+            config: iface.clone(),
+            bound,
+            ifindex: iface.device.as_deref().and_then(|d| monitor.index_of(d)),
+            state: IfaceState::Open,
+        });
     }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let responder = Responder::new(config.keypair.clone(), config.allowed_peers.iter().copied());
     let driver = Driver {
         start: Instant::now(),
         sockets,
+        ifaces,
+        monitor,
         keypair: config.keypair,
         responder,
         session: config.session,
@@ -152,6 +221,7 @@ impl Driver {
                 }
             }
             let now = self.now();
+            self.watch_interfaces(now);
             self.timers(now);
             self.flush(now).await;
             let deadline = self.next_deadline(now);
@@ -179,6 +249,9 @@ impl Driver {
 
     fn next_deadline(&self, now: Duration) -> Duration {
         let mut t = now + Duration::from_secs(1);
+        if let Some(poll) = self.monitor.deadline(&self.ifaces) {
+            t = t.min(poll);
+        }
         for c in self.conns.values() {
             if let Some(p) = &c.proto {
                 if let Some(x) = p.poll_timeout(now) {
@@ -190,6 +263,27 @@ impl Driver {
             }
         }
         t.max(now)
+    }
+
+    /// Settings for a new session (with a fresh seed) and this host's address aliases.
+    fn new_session_config(&mut self) -> (SessionConfig, Vec<SocketAddr>) {
+        let aliases = self
+            .sockets
+            .iter()
+            .flatten()
+            .filter_map(|s| s.local_addr().ok())
+            .collect();
+        let config = SessionConfig {
+            seed: self.rng.gen(),
+            ..self.session.clone()
+        };
+        (config, aliases)
+    }
+
+    fn install_scheduler(&self, session: &mut Session) {
+        if let Some(f) = &self.scheduler {
+            session.set_scheduler(f());
+        }
     }
 
     // ----- receive ----------------------------------------------------------------
@@ -266,16 +360,8 @@ impl Driver {
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
             self.by_index.insert(session.local_index(), key);
-            self.conns.insert(
-                key,
-                Conn {
-                    crypto: Some(session),
-                    handshake: None,
-                    proto: None,
-                    events: tx,
-                    events_rx: Some(rx),
-                },
-            );
+            self.conns
+                .insert(key, Conn::new(Some(session), None, tx, Some(rx)));
         }
     }
 
@@ -284,22 +370,32 @@ impl Driver {
             self.stats.dropped.record(DropReason::WrongIndex);
             return;
         };
-        let conn = self.conns.get_mut(&key).expect("indexed connection exists");
-        let Some(mut hs) = conn.handshake.take() else {
+        let pending = &mut self
+            .conns
+            .get_mut(&key)
+            .expect("indexed connection exists")
+            .handshake;
+        let Some(mut hs) = pending.take() else {
             self.stats.dropped.record(DropReason::UnexpectedType);
             return;
         };
         let crypto = match hs.initiator.read_response(&self.recv_buf[..len]) {
             Ok(s) => s,
             Err(reason) => {
+                *pending = Some(hs);
                 self.stats.dropped.record(reason);
-                conn.handshake = Some(hs);
                 return;
             }
         };
-        let specs = hs
+        // Channels over an interface that is down now wait for it to come back.
+        let sockets = &self.sockets;
+        let (live, parked): (Vec<ChannelTarget>, Vec<ChannelTarget>) = hs
             .config
             .channels
+            .iter()
+            .cloned()
+            .partition(|c| matches!(sockets.get(c.interface), Some(Some(_))));
+        let specs = live
             .iter()
             .map(|c| ChannelSpec {
                 local: c.interface as u16,
@@ -307,24 +403,21 @@ impl Driver {
                 config: c.config.clone(),
             })
             .collect();
-        let aliases = self
-            .sockets
-            .iter()
-            .flatten()
-            .filter_map(|s| s.local_addr().ok())
-            .collect();
-        let config = SessionConfig {
-            seed: self.rng.gen(),
-            ..self.session.clone()
-        };
+        let (config, aliases) = self.new_session_config();
         let conn_id = self.rng.gen();
         match Session::connect(config, conn_id, hs.config.service, specs, aliases, now) {
             Ok(mut p) => {
-                if let Some(f) = &self.scheduler {
-                    p.set_scheduler(f());
-                }
+                self.install_scheduler(&mut p);
+                let conn = self.conns.get_mut(&key).expect("indexed connection exists");
                 conn.crypto = Some(Box::new(crypto));
                 conn.proto = Some(p);
+                // `Session::connect` numbers the channels 0.. in order.
+                conn.targets = live
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| (i as u8, t))
+                    .collect();
+                conn.parked = parked;
                 let (tx, rx) = mpsc::unbounded_channel();
                 conn.events = tx;
                 let reply = std::mem::replace(&mut hs.reply, tokio::sync::oneshot::channel().0);
@@ -358,18 +451,8 @@ impl Driver {
             self.stats.unroutable += 1;
             return;
         };
-        let aliases = self
-            .sockets
-            .iter()
-            .flatten()
-            .filter_map(|s| s.local_addr().ok())
-            .collect();
         let cfg = self.accepted_channel.clone();
-        let config = SessionConfig {
-            seed: self.rng.gen(),
-            ..self.session.clone()
-        };
-        let conn = self.conns.get_mut(&key).expect("connection exists");
+        let (config, aliases) = self.new_session_config();
         match Session::accept(
             config,
             now,
@@ -380,9 +463,8 @@ impl Driver {
             Arc::new(move |_| cfg.clone()),
         ) {
             Ok(mut p) => {
-                if let Some(f) = &self.scheduler {
-                    p.set_scheduler(f());
-                }
+                self.install_scheduler(&mut p);
+                let conn = self.conns.get_mut(&key).expect("connection exists");
                 conn.proto = Some(p);
                 if let Some(rx) = conn.events_rx.take() {
                     let _ = listener.send(Connection::new(key, self.cmd_tx.clone(), rx));
@@ -407,7 +489,9 @@ impl Driver {
             }
             Command::RemoveInterface(i) => self.remove_interface(i, now),
             Command::Stats(reply) => {
-                let _ = reply.send(self.stats.clone());
+                let mut stats = self.stats.clone();
+                stats.interfaces_open = self.sockets.iter().map(Option::is_some).collect();
+                let _ = reply.send(stats);
             }
             Command::Conn(key, op) => self.conn_op(key, op, now),
             Command::Shutdown => {}
@@ -418,34 +502,168 @@ impl Driver {
         let s = socket::bind(iface)?;
         let addr = s.local_addr()?;
         self.sockets.push(Some(s));
+        self.ifaces.push(Iface {
+            config: iface.clone(),
+            bound: addr,
+            ifindex: iface
+                .device
+                .as_deref()
+                .and_then(|d| self.monitor.index_of(d)),
+            state: IfaceState::Open,
+        });
         Ok((self.sockets.len() - 1, addr))
     }
 
+    /// The application removes an interface for good: nothing over it comes back.
     fn remove_interface(&mut self, index: usize, now: Duration) {
-        if let Some(slot) = self.sockets.get_mut(index) {
-            *slot = None;
+        let Some(iface) = self.ifaces.get_mut(index) else {
+            return;
+        };
+        iface.state = IfaceState::Removed;
+        self.sockets[index] = None;
+        self.drop_channels_on(index, now, false);
+    }
+
+    // ----- the channel pool manager -----------------------------------------------
+
+    fn watch_interfaces(&mut self, now: Duration) {
+        for change in self.monitor.poll(now, &self.ifaces) {
+            match change {
+                Change::Down(i, reason) => self.interface_down(i, reason, now),
+                Change::Up(i) => self.interface_up(i, now),
+            }
         }
+    }
+
+    fn interface_down(&mut self, i: usize, reason: DownReason, now: Duration) {
+        let iface = &mut self.ifaces[i];
+        iface.state = IfaceState::Down;
+        self.sockets[i] = None;
+        self.stats.interfaces_down += 1;
+        tracing::info!(
+            interface = i,
+            device = iface.config.device.as_deref().unwrap_or(""),
+            reason = reason.as_str(),
+            "interface down: socket closed, its channels removed"
+        );
+        self.drop_channels_on(i, now, true);
+    }
+
+    /// Remove every channel over interface `i` from every connection. With `park`, the
+    /// channels this end opened are remembered to be added again when `i` comes back;
+    /// without, they are forgotten.
+    fn drop_channels_on(&mut self, i: usize, now: Duration, park: bool) {
         for c in self.conns.values_mut() {
-            if let Some(p) = c.proto.as_mut() {
-                let dead: Vec<u8> = p
-                    .channels()
-                    .iter()
-                    .filter(|ch| ch.local as usize == index)
-                    .map(|ch| ch.id)
-                    .collect();
-                for id in dead {
-                    p.remove_channel(now, id);
+            if !park {
+                c.parked.retain(|t| t.interface != i);
+            }
+            let Some(p) = c.proto.as_ref() else { continue };
+            let gone: Vec<(u8, bool)> = p
+                .channels()
+                .iter()
+                .filter(|ch| usize::from(ch.local) == i)
+                .map(|ch| (ch.id, ch.is_alive()))
+                .collect();
+            if gone.is_empty() {
+                continue;
+            }
+            c.forward_events();
+            for (id, alive) in gone {
+                // Tell the application first; the nacks of what was in flight on the
+                // channel follow.
+                if alive {
+                    let _ = c.events.send(Event::ChannelDown { channel: id });
+                }
+                let p = c.proto.as_mut().expect("checked above");
+                p.remove_channel(now, id);
+                self.stats.channels_removed += 1;
+                match c.targets.remove(&id) {
+                    Some(t) if park => c.parked.push(t),
+                    Some(_) => {}
+                    None if park => c.restoring.push(id),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn interface_up(&mut self, i: usize, now: Duration) {
+        let iface = &self.ifaces[i];
+        // The same address and port as before, so peers' channels still reach us; the
+        // configured address if that port has been taken meanwhile.
+        let again = InterfaceConfig {
+            bind: iface.bound,
+            device: iface.config.device.clone(),
+        };
+        let bound = socket::bind(&again).or_else(|e| {
+            if iface.bound == iface.config.bind {
+                Err(e)
+            } else {
+                socket::bind(&iface.config)
+            }
+        });
+        let s = match bound.and_then(|s| Ok((s.local_addr()?, s))) {
+            Ok((addr, s)) => {
+                if addr != iface.bound {
+                    tracing::warn!(
+                        interface = i,
+                        was = %iface.bound,
+                        now = %addr,
+                        "interface bound again on another port; peers must follow"
+                    );
+                }
+                (addr, s)
+            }
+            Err(e) => {
+                tracing::debug!(interface = i, error = %e, "interface back but cannot bind yet");
+                return; // the next poll tries again
+            }
+        };
+        let device = iface.config.device.clone();
+        let iface = &mut self.ifaces[i];
+        iface.bound = s.0;
+        iface.ifindex = device.as_deref().and_then(|d| self.monitor.index_of(d));
+        iface.state = IfaceState::Open;
+        self.sockets[i] = Some(s.1);
+        self.stats.interfaces_up += 1;
+        tracing::info!(
+            interface = i,
+            device = device.as_deref().unwrap_or(""),
+            "interface up: socket bound again, its channels re-added"
+        );
+        for c in self.conns.values_mut() {
+            if c.proto.is_none() || !c.parked.iter().any(|t| t.interface == i) {
+                continue;
+            }
+            c.forward_events();
+            let (back, rest): (Vec<_>, Vec<_>) = c.parked.drain(..).partition(|t| t.interface == i);
+            c.parked = rest;
+            let p = c.proto.as_mut().expect("checked above");
+            for t in back {
+                let spec = ChannelSpec {
+                    local: t.interface as u16,
+                    remote: t.remote,
+                    config: t.config.clone(),
+                };
+                match p.add_channel(now, spec) {
+                    Ok(id) => {
+                        c.targets.insert(id, t);
+                        self.stats.channels_restored += 1;
+                        let _ = c.events.send(Event::ChannelUp { channel: id });
+                    }
+                    Err(e) => tracing::warn!(interface = i, error = %e, "cannot re-add channel"),
                 }
             }
         }
     }
 
     fn start_connect(&mut self, config: ConnectConfig, reply: Answer<Connection>, now: Duration) {
-        if let Some(bad) = config
-            .channels
-            .iter()
-            .find(|c| self.sockets.get(c.interface).is_none_or(|s| s.is_none()))
-        {
+        // An interface that is only down for now is fine: its channels wait for it.
+        if let Some(bad) = config.channels.iter().find(|c| {
+            self.ifaces
+                .get(c.interface)
+                .is_none_or(|i| i.state == IfaceState::Removed)
+        }) {
             let _ = reply.send(Err(NetError::NoInterface(bad.interface)));
             return;
         }
@@ -463,27 +681,23 @@ impl Driver {
         self.by_index.insert(index, key);
         let deadline = now + config.handshake_timeout;
         let (tx, _) = mpsc::unbounded_channel();
-        self.conns.insert(
-            key,
-            Conn {
-                crypto: None,
-                handshake: Some(PendingHandshake {
-                    initiator,
-                    config,
-                    next_send: now,
-                    deadline,
-                    reply,
-                }),
-                proto: None,
-                events: tx,
-                events_rx: None,
-            },
-        );
+        let handshake = PendingHandshake {
+            initiator,
+            config,
+            next_send: now,
+            deadline,
+            reply,
+        };
+        self.conns
+            .insert(key, Conn::new(None, Some(handshake), tx, None));
     }
 
     fn conn_op(&mut self, key: u64, op: ConnOp, now: Duration) {
-        let Some(p) = self.conns.get_mut(&key).and_then(|c| c.proto.as_mut()) else {
+        let Some(conn) = self.conns.get_mut(&key) else {
             return; // dropping the reply sender tells the caller the host is gone
+        };
+        let Some(p) = conn.proto.as_mut() else {
+            return;
         };
         match op {
             ConnOp::OpenStream(id, cfg, r) => {
@@ -533,28 +747,28 @@ impl Driver {
                     .sockets
                     .get(target.interface)
                     .is_some_and(|s| s.is_some());
-                let p = self
-                    .conns
-                    .get_mut(&key)
-                    .and_then(|c| c.proto.as_mut())
-                    .expect("checked above");
                 let res = if ok {
                     p.add_channel(
                         now,
                         ChannelSpec {
                             local: target.interface as u16,
                             remote: target.remote,
-                            config: target.config,
+                            config: target.config.clone(),
                         },
                     )
                     .map_err(Into::into)
                 } else {
                     Err(NetError::NoInterface(target.interface))
                 };
+                if let Ok(id) = res {
+                    conn.targets.insert(id, target);
+                }
                 let _ = r.send(res);
             }
             ConnOp::RemoveChannel(id) => {
                 p.remove_channel(now, id);
+                conn.targets.remove(&id);
+                conn.restoring.retain(|&c| c != id);
             }
             ConnOp::Close => p.close(now),
         }
@@ -653,6 +867,16 @@ impl Driver {
             }
             while let Some(e) = p.poll_event() {
                 let _ = conn.events.send(e);
+            }
+            if !conn.restoring.is_empty() {
+                let channels = p.channels();
+                conn.restoring.retain(|&id| {
+                    let back = channels.iter().any(|c| c.id == id);
+                    if back {
+                        let _ = conn.events.send(Event::ChannelUp { channel: id });
+                    }
+                    !back
+                });
             }
             if p.is_closed() && p.poll_timeout(now).is_none() {
                 closed.push(key);

@@ -6,8 +6,12 @@
 mod api;
 pub mod config;
 mod driver;
+mod pool;
 mod socket;
 
 pub use api::{Connection, ConnectionHandle, Host, Listener, NetError};
-pub use config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
+pub use config::{
+    ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
+    DEFAULT_INTERFACE_POLL,
+};
 pub use driver::HostStats;

@@ -24,6 +24,7 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
         scheduler: None,
+        interface_poll: None,
     })
     .await
     .unwrap();
@@ -34,6 +35,7 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
         scheduler: None,
+        interface_poll: None,
     })
     .await
     .unwrap();
@@ -125,6 +127,7 @@ async fn unknown_initiators_are_refused() {
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
         scheduler: None,
+        interface_poll: None,
     })
     .await
     .unwrap();
@@ -135,6 +138,7 @@ async fn unknown_initiators_are_refused() {
         session: SessionConfig::default(),
         accepted_channel: ChannelConfig::default(),
         scheduler: None,
+        interface_poll: None,
     })
     .await
     .unwrap();
