@@ -1094,11 +1094,19 @@ impl Session {
     }
 
     /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
-    /// stream queues in FIFO order per stream: first round-robin among streams with
-    /// credit (those owed bandwidth, most owed first — the thesis's starved-stream
-    /// priority), then from any stream. Filling every slot, not just the real ones,
-    /// matters: a scheduler that puts some ADUs on phantoms would otherwise leave real
-    /// slots empty whenever the streams with credit cannot fill the cycle.
+    /// stream queues in FIFO order per stream, round-robin, most owed stream first (the
+    /// thesis's starved-stream priority), in three passes:
+    ///
+    /// 1. streams with credit, each up to its credit;
+    /// 2. the same streams beyond their credit;
+    /// 3. any stream.
+    ///
+    /// Filling every slot, not just the real ones, keeps real slots from going empty when
+    /// a scheduler defers some ADUs to phantoms. Filling from streams that are owed
+    /// bandwidth before the others keeps the allocation: a stream that has had its share
+    /// only gets in when nobody owed has anything left to send, so a scheduler that
+    /// favours it (an objective that prefers its ADUs) cannot take more than its share
+    /// merely by putting its ADUs in the real slots.
     fn collect_adus(&mut self, now: Duration, want: usize, out: &mut Vec<AduView>) {
         out.clear();
         let mut order: Vec<&SendStream> =
@@ -1112,7 +1120,8 @@ impl Session {
         });
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
-        for pass in 0..2 {
+        let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
+        for pass in 0..3 {
             let limit = want;
             loop {
                 let mut progressed = false;
@@ -1123,7 +1132,7 @@ impl Session {
                     let Some(q) = s.queue.get(taken[k]) else {
                         continue;
                     };
-                    if pass == 0 && credit[k] <= 0.0 {
+                    if (pass == 0 && credit[k] <= 0.0) || (pass == 1 && !owed[k]) {
                         continue;
                     }
                     credit[k] -= q.payload.len() as f64;
