@@ -282,7 +282,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         let live = Arc::new(Mutex::new(Live::default()));
         let start = tokio::time::Instant::now();
         app::run_receiver(conn, live.clone(), deadline).await;
-        let l = live.lock().expect("live lock");
+        let l = live.lock().expect("live lock").clone();
         let elapsed = start.elapsed().as_secs_f64().max(1e-3);
         for (id, s) in &l.streams {
             println!(
