@@ -123,7 +123,8 @@ impl Host {
         rx.await.map_err(|_| NetError::HostGone)?
     }
 
-    /// Take an interface down: its socket closes and channels on it are removed.
+    /// Take an interface out for good: its socket closes and the channels over it are
+    /// removed (and, unlike when the pool manager sees its device go down, never re-added).
     pub fn remove_interface(&self, index: usize) {
         let _ = self.cmd.send(Command::RemoveInterface(index));
     }
@@ -309,7 +310,9 @@ impl ConnectionHandle {
         self.query(ConnOp::Stats).await
     }
 
-    /// Add a channel over one of the host's interfaces.
+    /// Add a channel over one of the host's interfaces. Fails with
+    /// [`NetError::NoInterface`] if the interface was removed or is down just now; once
+    /// added, the channel is removed and re-added with its interface by the pool manager.
     pub async fn add_channel(&self, target: ChannelTarget) -> Result<u8, NetError> {
         self.ask(|r| ConnOp::AddChannel(target, r)).await
     }

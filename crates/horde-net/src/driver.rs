@@ -154,7 +154,7 @@ pub(crate) type Spawned = (
 pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     // The monitor's probes are opened here, next to the sockets, so that they see the
     // same network namespace.
-    let monitor = pool::Monitor::new(config.interface_poll);
+    let mut monitor = pool::Monitor::new(config.interface_poll);
     let mut sockets = Vec::new();
     let mut addrs = Vec::new();
     let mut ifaces = Vec::new();

@@ -2,19 +2,23 @@
 //! host's interfaces are usable right now.
 //!
 //! Every interface pinned to a device ([`InterfaceConfig::device`]) is checked every poll
-//! interval. It is usable when the device exists, is administratively up, has carrier
-//! (`IFF_RUNNING`, i.e. operational state up), and, if the socket is bound to a specific
+//! interval. It is usable when the device exists, is administratively up (`IFF_UP`), has
+//! carrier (`IFF_LOWER_UP`) and is not dormant, and, if the socket is bound to a specific
 //! address, still carries that address. The driver closes the socket of an interface that
 //! stops being usable and removes the channels over it; when it is usable again the driver
 //! binds it again and re-adds the channels.
 //!
-//! Polling rather than subscribing to rtnetlink notifications: a handful of syscalls every
-//! few hundred milliseconds costs nothing measurable, needs no extra task or dependency,
-//! cannot miss or mis-order an event (a poll always sees the current state), and a
-//! channel's own dead-man timer covers the short window between polls. Both probes are
-//! sockets opened when the host binds, so they look at the network namespace the host's
-//! sockets live in, whichever thread later runs the driver (`/sys/class/net` would show
-//! the namespace sysfs was mounted in instead).
+//! Carrier, not the operational state (`IFF_RUNNING`): the kernel updates the operational
+//! state from a deferred work item that it rate-limits to once a second for most devices,
+//! so it lags a link coming up by up to a second; carrier changes are visible at once.
+//!
+//! Polling rather than subscribing to rtnetlink notifications: two small rtnetlink dumps
+//! (links, and addresses when needed) every few hundred milliseconds cost nothing
+//! measurable, need no extra task or dependency, cannot miss or mis-order an event (a poll
+//! always sees the current state), and a channel's own dead-man timer covers the short
+//! window between polls. The netlink socket is opened when the host binds, so it looks at
+//! the network namespace the host's sockets live in, whichever thread later runs the
+//! driver (`/sys/class/net` would show the namespace sysfs was mounted in instead).
 
 use std::io;
 use std::mem::size_of;
@@ -53,7 +57,7 @@ pub(crate) enum DownReason {
     Gone,
     /// The device is administratively down.
     AdminDown,
-    /// The device is up but has no carrier (or is dormant).
+    /// The device is up but has no carrier, or is dormant.
     NoCarrier,
     /// The device no longer has the address the socket is bound to.
     NoAddress,
@@ -113,8 +117,8 @@ impl Monitor {
     }
 
     /// The device's current index, if it can be known.
-    pub fn index_of(&self, device: &str) -> Option<u32> {
-        self.probe.as_ref()?.link(device).map(|l| l.index)
+    pub fn index_of(&mut self, device: &str) -> Option<u32> {
+        self.probe.as_mut()?.link(device).map(|l| l.index)
     }
 
     /// When the next poll is due, if anything is watched.
@@ -132,6 +136,14 @@ impl Monitor {
         }
         self.next_poll = now + interval;
         let probe = self.probe.as_mut().expect("watches() checked the probe");
+        // If the kernel cannot be asked, nothing is concluded from this poll.
+        let links = match probe.links() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "link dump failed");
+                return Vec::new();
+            }
+        };
         let need_addrs = ifaces.iter().any(|i| {
             i.config.device.is_some()
                 && i.state != IfaceState::Removed
@@ -154,7 +166,8 @@ impl Monitor {
             let Some(dev) = iface.config.device.as_deref() else {
                 continue;
             };
-            let health = health(probe.link(dev), iface.bound.ip(), addrs.as_deref());
+            let link = links.iter().find(|(n, _)| n == dev).map(|(_, l)| *l);
+            let health = health(link, iface.bound.ip(), addrs.as_deref());
             match (iface.state, health) {
                 (IfaceState::Open, Err(reason)) => changes.push(Change::Down(i, reason)),
                 (IfaceState::Open, Ok(index)) if iface.ifindex.is_some_and(|x| x != index) => {
@@ -179,7 +192,7 @@ fn health(
     if !link.up {
         return Err(DownReason::AdminDown);
     }
-    if !link.running {
+    if !link.carrier || link.dormant {
         return Err(DownReason::NoCarrier);
     }
     if let Some(addrs) = addrs {
@@ -194,15 +207,8 @@ fn health(
 pub(crate) struct Link {
     pub index: u32,
     pub up: bool,
-    pub running: bool,
-}
-
-/// `struct ifreq`: the name, then a union of which only an `int` or a `short` is used here.
-/// 24 bytes cover the union on every Linux ABI.
-#[repr(C)]
-struct IfReq {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    data: [u8; 24],
+    pub carrier: bool,
+    pub dormant: bool,
 }
 
 /// `struct ifaddrmsg`.
@@ -216,24 +222,26 @@ struct IfAddrMsg {
     index: u32,
 }
 
+/// A dump request: the header and an all-zero `ifinfomsg`/`ifaddrmsg` (16 bytes cover
+/// either; the kernel reads the one its request type needs).
 #[repr(C)]
-struct AddrRequest {
+struct DumpRequest {
     header: libc::nlmsghdr,
-    msg: IfAddrMsg,
+    family: [u8; 16],
 }
 
 const NLMSG_HDR: usize = size_of::<libc::nlmsghdr>();
+/// `struct ifinfomsg`: family, pad, type, index, flags, change.
+const IFINFO_LEN: usize = 16;
+const IFLA_IFNAME: u16 = 3;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 /// Addresses that cannot be bound yet or any more (IPv6 duplicate address detection).
 const IFA_F_UNUSABLE: u8 = (libc::IFA_F_TENTATIVE | libc::IFA_F_DADFAILED) as u8;
 
-/// Sockets for asking the kernel about links and addresses, in the namespace they were
-/// opened in.
+/// An rtnetlink socket for asking the kernel about links and addresses, in the namespace
+/// it was opened in.
 pub(crate) struct LinkProbe {
-    /// For `SIOCGIFINDEX`/`SIOCGIFFLAGS`.
-    ioctl: OwnedFd,
-    /// `NETLINK_ROUTE`, for address dumps.
     netlink: OwnedFd,
     seq: u32,
     buf: Vec<u8>,
@@ -249,15 +257,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 impl LinkProbe {
     pub fn open() -> io::Result<Self> {
-        // SAFETY: plain socket(2) calls; the descriptors are owned from here on.
-        let ioctl = unsafe {
-            OwnedFd::from_raw_fd(cvt(libc::socket(
-                libc::AF_INET,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                0,
-            ))?)
-        };
-        // SAFETY: as above.
+        // SAFETY: a plain socket(2) call; the descriptor is owned from here on.
         let netlink = unsafe {
             OwnedFd::from_raw_fd(cvt(libc::socket(
                 libc::AF_NETLINK,
@@ -281,64 +281,52 @@ impl LinkProbe {
             )
         })?;
         Ok(Self {
-            ioctl,
             netlink,
             seq: 0,
             buf: vec![0; 64 << 10],
         })
     }
 
-    fn ifreq(&self, device: &str, request: libc::c_ulong) -> Option<IfReq> {
-        let bytes = device.as_bytes();
-        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-            return None;
-        }
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            data: [0; 24],
-        };
-        for (d, &s) in req.name.iter_mut().zip(bytes) {
-            *d = s as libc::c_char;
-        }
-        // SAFETY: `req` is at least as large as `struct ifreq` and the name is
-        // NUL-terminated; the kernel writes only within it.
-        let r = unsafe { libc::ioctl(self.ioctl.as_raw_fd(), request as _, &mut req) };
-        (r >= 0).then_some(req)
+    /// Every device in the namespace, by name.
+    pub fn links(&mut self) -> io::Result<Vec<(String, Link)>> {
+        let mut out = Vec::new();
+        self.dump(libc::RTM_GETLINK, libc::RTM_NEWLINK, |body| {
+            if let Some(l) = parse_link(body) {
+                out.push(l);
+            }
+        })?;
+        Ok(out)
     }
 
-    /// The device's index and flags; `None` if there is no such device.
-    pub fn link(&self, device: &str) -> Option<Link> {
-        let index = self.ifreq(device, libc::SIOCGIFINDEX as libc::c_ulong)?;
-        let index = i32::from_ne_bytes(index.data[..4].try_into().expect("4 bytes"));
-        let flags = self.ifreq(device, libc::SIOCGIFFLAGS as libc::c_ulong)?;
-        let flags = i32::from(i16::from_ne_bytes(
-            flags.data[..2].try_into().expect("2 bytes"),
-        ));
-        Some(Link {
-            index: index as u32,
-            up: flags & libc::IFF_UP != 0,
-            running: flags & libc::IFF_RUNNING != 0,
-        })
+    /// One device; `None` if there is none of that name (or the kernel cannot be asked).
+    pub fn link(&mut self, device: &str) -> Option<Link> {
+        let links = self.links().ok()?;
+        links.into_iter().find(|(n, _)| n == device).map(|(_, l)| l)
     }
 
     /// Every usable address in the namespace, as (device index, address).
     pub fn addresses(&mut self) -> io::Result<Vec<(u32, IpAddr)>> {
+        let mut out = Vec::new();
+        self.dump(libc::RTM_GETADDR, libc::RTM_NEWADDR, |body| {
+            if let Some(a) = parse_addr(body) {
+                out.push(a);
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Send a dump request and hand the body of every `reply` message to `each`.
+    fn dump(&mut self, request: u16, reply: u16, mut each: impl FnMut(&[u8])) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
-        let req = AddrRequest {
+        let req = DumpRequest {
             header: libc::nlmsghdr {
-                nlmsg_len: size_of::<AddrRequest>() as u32,
-                nlmsg_type: libc::RTM_GETADDR,
+                nlmsg_len: size_of::<DumpRequest>() as u32,
+                nlmsg_type: request,
                 nlmsg_flags: (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16,
                 nlmsg_seq: self.seq,
                 nlmsg_pid: 0,
             },
-            msg: IfAddrMsg {
-                family: libc::AF_UNSPEC as u8,
-                prefixlen: 0,
-                flags: 0,
-                scope: 0,
-                index: 0,
-            },
+            family: [0; 16], // AF_UNSPEC: every family
         };
         // SAFETY: all-zero is a valid sockaddr_nl (the kernel's address).
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
@@ -347,8 +335,8 @@ impl LinkProbe {
         let sent = unsafe {
             libc::sendto(
                 self.netlink.as_raw_fd(),
-                (&req as *const AddrRequest).cast(),
-                size_of::<AddrRequest>(),
+                (&req as *const DumpRequest).cast(),
+                size_of::<DumpRequest>(),
                 0,
                 (&kernel as *const libc::sockaddr_nl).cast(),
                 size_of::<libc::sockaddr_nl>() as libc::socklen_t,
@@ -357,7 +345,6 @@ impl LinkProbe {
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut out = Vec::new();
         loop {
             // SAFETY: `buf` is valid for writes of its length.
             let n = unsafe {
@@ -371,11 +358,8 @@ impl LinkProbe {
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if n == 0 {
-                return Ok(out);
-            }
-            if parse_addr_dump(&self.buf[..n as usize], self.seq, &mut out)? {
-                return Ok(out);
+            if n == 0 || parse_dump(&self.buf[..n as usize], self.seq, reply, &mut each)? {
+                return Ok(());
             }
         }
     }
@@ -393,8 +377,9 @@ const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// Parse one datagram of an `RTM_GETADDR` dump; `true` once the dump is complete.
-fn parse_addr_dump(b: &[u8], seq: u32, out: &mut Vec<(u32, IpAddr)>) -> io::Result<bool> {
+/// Parse one datagram of a dump, handing the body of every `reply` message of request
+/// `seq` to `each`; `true` once the dump is complete.
+fn parse_dump(b: &[u8], seq: u32, reply: u16, each: &mut impl FnMut(&[u8])) -> io::Result<bool> {
     let mut off = 0;
     while off + NLMSG_HDR <= b.len() {
         let len = read_u32(b, off) as usize;
@@ -422,15 +407,49 @@ fn parse_addr_dump(b: &[u8], seq: u32, out: &mut Vec<(u32, IpAddr)>) -> io::Resu
                     Err(io::Error::from_raw_os_error(-code))
                 };
             }
-            _ if kind == libc::RTM_NEWADDR => {
-                if let Some(a) = parse_addr(body) {
-                    out.push(a);
-                }
-            }
+            _ if kind == reply => each(body),
             _ => {}
         }
     }
     Ok(false)
+}
+
+/// Route attributes `(type, payload)` from `b`.
+fn attributes(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut off = 0;
+    std::iter::from_fn(move || {
+        if off + 4 > b.len() {
+            return None;
+        }
+        let len = usize::from(read_u16(b, off));
+        let kind = read_u16(b, off + 2);
+        if len < 4 || off + len > b.len() {
+            return None;
+        }
+        let data = &b[off + 4..off + len];
+        off += align4(len);
+        Some((kind, data))
+    })
+}
+
+/// (name, link) of one `RTM_NEWLINK` message.
+fn parse_link(body: &[u8]) -> Option<(String, Link)> {
+    if body.len() < IFINFO_LEN {
+        return None;
+    }
+    let index = read_u32(body, 4);
+    let flags = read_u32(body, 8) as i32;
+    let name = attributes(&body[IFINFO_LEN..])
+        .find(|(k, _)| *k == IFLA_IFNAME)?
+        .1;
+    let name = name.split(|&c| c == 0).next()?;
+    let link = Link {
+        index,
+        up: flags & libc::IFF_UP != 0,
+        carrier: flags & libc::IFF_LOWER_UP != 0,
+        dormant: flags & libc::IFF_DORMANT != 0,
+    };
+    Some((String::from_utf8_lossy(name).into_owned(), link))
 }
 
 /// (device index, local address) of one `RTM_NEWADDR` message, if usable.
@@ -446,14 +465,7 @@ fn parse_addr(body: &[u8]) -> Option<(u32, IpAddr)> {
         return None;
     }
     let (mut local, mut address) = (None, None);
-    let mut off = MSG;
-    while off + 4 <= body.len() {
-        let len = usize::from(read_u16(body, off));
-        let kind = read_u16(body, off + 2);
-        if len < 4 || off + len > body.len() {
-            break;
-        }
-        let data = &body[off + 4..off + len];
+    for (kind, data) in attributes(&body[MSG..]) {
         let ip = match (family, data.len()) {
             (libc::AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::from(
                 <[u8; 4]>::try_from(data).expect("4 bytes"),
@@ -468,7 +480,6 @@ fn parse_addr(body: &[u8]) -> Option<(u32, IpAddr)> {
             IFA_ADDRESS => address = ip,
             _ => {}
         }
-        off += align4(len);
     }
     // On point-to-point IPv4 links IFA_ADDRESS is the peer's; IFA_LOCAL is ours.
     local.or(address).map(|ip| (index, ip))
@@ -483,6 +494,8 @@ mod tests {
         let mut probe = LinkProbe::open().unwrap();
         let lo = probe.link("lo").expect("every namespace has lo");
         assert!(lo.index > 0);
+        let links = probe.links().unwrap();
+        assert_eq!(links.iter().filter(|(n, _)| n == "lo").count(), 1);
         // lo may be down in a fresh namespace; when it is up it carries 127.0.0.1.
         if lo.up {
             let addrs = probe.addresses().unwrap();
@@ -493,17 +506,17 @@ mod tests {
         }
         assert_eq!(probe.link("no-such-dev0"), None);
         assert_eq!(probe.link(""), None);
-        assert_eq!(probe.link("name-far-too-long-for-linux"), None);
     }
 
     #[test]
     fn health_names_the_first_problem() {
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
-        let link = |up, running| {
+        let link = |up, carrier| {
             Some(Link {
                 index: 7,
                 up,
-                running,
+                carrier,
+                dormant: false,
             })
         };
         let here = [(7, ip)];
@@ -522,40 +535,86 @@ mod tests {
             Err(DownReason::NoAddress)
         );
         assert_eq!(health(link(true, true), ip, Some(&here)), Ok(7));
+        let dormant = link(true, true).map(|l| Link { dormant: true, ..l });
+        assert_eq!(health(dormant, ip, Some(&here)), Err(DownReason::NoCarrier));
         // Unknown addresses or an unspecified bind address skip the address check.
         assert_eq!(health(link(true, true), ip, None), Ok(7));
         let any: IpAddr = "0.0.0.0".parse().unwrap();
         assert_eq!(health(link(true, true), any, Some(&[])), Ok(7));
     }
 
+    fn parse_addr_dump(b: &[u8], seq: u32, out: &mut Vec<(u32, IpAddr)>) -> io::Result<bool> {
+        parse_dump(b, seq, libc::RTM_NEWADDR, &mut |body: &[u8]| {
+            out.extend(parse_addr(body))
+        })
+    }
+
+    fn msg(seq: u32, kind: u16, body: &[u8]) -> Vec<u8> {
+        let len = (NLMSG_HDR + body.len()) as u32;
+        let mut m = Vec::new();
+        m.extend_from_slice(&len.to_ne_bytes());
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        m.extend_from_slice(body);
+        while !m.len().is_multiple_of(4) {
+            m.push(0);
+        }
+        m
+    }
+
+    fn with_attributes(mut b: Vec<u8>, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        for (kind, data) in attrs {
+            b.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+            b.extend_from_slice(&kind.to_ne_bytes());
+            b.extend_from_slice(data);
+            while !b.len().is_multiple_of(4) {
+                b.push(0);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn link_dump_parsing_reads_name_index_and_all_flags() {
+        let mut info = vec![0u8, 0, 1, 0];
+        info.extend_from_slice(&5u32.to_ne_bytes());
+        let flags = libc::IFF_UP | libc::IFF_LOWER_UP;
+        info.extend_from_slice(&(flags as u32).to_ne_bytes());
+        info.extend_from_slice(&0u32.to_ne_bytes());
+        let body = with_attributes(
+            info,
+            &[(4, &1500u32.to_ne_bytes()), (IFLA_IFNAME, b"wwan0\0")],
+        );
+        let mut dump = msg(9, libc::RTM_NEWLINK, &body);
+        // An address message in a link dump is not a link.
+        dump.extend(msg(9, libc::RTM_NEWADDR, &body));
+        let mut out = Vec::new();
+        assert!(!parse_dump(&dump, 9, libc::RTM_NEWLINK, &mut |b: &[u8]| out
+            .extend(parse_link(b)))
+        .unwrap());
+        assert_eq!(
+            out,
+            vec![(
+                "wwan0".to_string(),
+                Link {
+                    index: 5,
+                    up: true,
+                    carrier: true,
+                    dormant: false
+                }
+            )]
+        );
+        assert_eq!(parse_link(&body[..IFINFO_LEN]), None, "no name, no link");
+    }
+
     #[test]
     fn address_dump_parsing_keeps_local_addresses_and_skips_tentative_ones() {
-        fn msg(seq: u32, kind: u16, body: &[u8]) -> Vec<u8> {
-            let len = (NLMSG_HDR + body.len()) as u32;
-            let mut m = Vec::new();
-            m.extend_from_slice(&len.to_ne_bytes());
-            m.extend_from_slice(&kind.to_ne_bytes());
-            m.extend_from_slice(&0u16.to_ne_bytes());
-            m.extend_from_slice(&seq.to_ne_bytes());
-            m.extend_from_slice(&0u32.to_ne_bytes());
-            m.extend_from_slice(body);
-            while m.len() % 4 != 0 {
-                m.push(0);
-            }
-            m
-        }
         fn addr(family: i32, flags: u8, index: u32, attrs: &[(u16, &[u8])]) -> Vec<u8> {
             let mut b = vec![family as u8, 24, flags, 0];
             b.extend_from_slice(&index.to_ne_bytes());
-            for (kind, data) in attrs {
-                b.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
-                b.extend_from_slice(&kind.to_ne_bytes());
-                b.extend_from_slice(data);
-                while b.len() % 4 != 0 {
-                    b.push(0);
-                }
-            }
-            b
+            with_attributes(b, attrs)
         }
         let v6: Ipv6Addr = "2001:db8::1".parse().unwrap();
         let mut dump = Vec::new();
