@@ -12,7 +12,7 @@ use std::time::Duration;
 use horde_policy::TxSlot;
 
 use crate::cc::{CcConfig, CongestionControl};
-use crate::estimator::{LossEstimator, RttEstimator};
+use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
 use crate::wire::{Ack, DATA_HEADER_LEN, MAX_ACK_RANGES};
 
 /// Channel settings.
@@ -31,6 +31,23 @@ pub struct ChannelConfig {
     /// RTT assumed before the first sample, in ms.
     #[serde(default = "default_initial_rtt_ms")]
     pub initial_rtt_ms: f64,
+    /// How the loss correlation of two of this channel's slots is estimated.
+    #[serde(default)]
+    pub loss_correlation: LossCorrelation,
+}
+
+/// Where a channel's slot-pair loss correlations ([`TxSlot::burst_correlation`]) come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossCorrelation {
+    /// P(both lost | either lost) measured on the channel's own packets, per gap
+    /// ([`LossEstimator::burst_correlation`]).
+    #[default]
+    Measured,
+    /// The fixed model of the thesis's simulations (§7.2.1): adjacent slots fully
+    /// correlated, halving with each further step, nothing beyond
+    /// [`horde_policy::CORRELATION_SPAN`] ([`thesis_burst_correlation`]).
+    Thesis,
 }
 
 fn default_mtu() -> u32 {
@@ -47,6 +64,7 @@ impl Default for ChannelConfig {
             congestion: CcConfig::default(),
             cost_per_kb: 0.0,
             initial_rtt_ms: default_initial_rtt_ms(),
+            loss_correlation: LossCorrelation::default(),
         }
     }
 }
@@ -333,7 +351,10 @@ impl Channel {
             max_size: self.max_adu(),
             cost_per_kb: self.config.cost_per_kb,
             phantom,
-            burst_correlation: self.loss.burst_correlation(),
+            burst_correlation: match self.config.loss_correlation {
+                LossCorrelation::Measured => self.loss.burst_correlation(),
+                LossCorrelation::Thesis => thesis_burst_correlation(),
+            },
         }
     }
 

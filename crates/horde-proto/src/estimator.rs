@@ -192,13 +192,25 @@ impl LossEstimator {
     pub fn burst_correlation(&self) -> [f32; CORRELATION_SPAN] {
         let mut out = [0.0f32; CORRELATION_SPAN];
         for (g, o) in out.iter_mut().enumerate() {
-            let prior = 0.5f64.powi(g as i32);
+            let prior = f64::from(thesis_burst_correlation()[g]);
             let est = (self.both[g] + prior * CORRELATION_PRIOR_WEIGHT)
                 / (self.either[g] + CORRELATION_PRIOR_WEIGHT);
             *o = est as f32;
         }
         out
     }
+}
+
+/// The thesis simulations' slot-pair loss correlation (§7.2.1): 1 for adjacent slots,
+/// halving with each further step (the thesis gives 1 for adjacent slots and 0 beyond 8
+/// but no decay constant; halving reaches < 1% at the span's end). Index `g` is the
+/// correlation of slots `g + 1` sequence numbers apart.
+pub fn thesis_burst_correlation() -> [f32; CORRELATION_SPAN] {
+    let mut out = [0.0f32; CORRELATION_SPAN];
+    for (g, o) in out.iter_mut().enumerate() {
+        *o = 0.5f32.powi(g as i32);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ pub mod stream;
 pub mod wire;
 
 pub use cc::{CcConfig, CongestionControl};
-pub use channel::{ChannelConfig, ChannelStats};
+pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
 pub use event::{Event, NackReason};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,

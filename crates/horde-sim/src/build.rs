@@ -66,6 +66,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
                     Congestion::Aimd {} => CcConfig::default(),
                 },
                 cost_per_kb: c.cost_per_kb,
+                loss_correlation: c.loss_correlation,
                 ..ChannelConfig::default()
             },
             up: c.up.clone(),

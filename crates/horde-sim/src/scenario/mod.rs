@@ -16,6 +16,7 @@
 //! mtu = 768
 //! congestion = { kind = "cbr", kbps = 120 }   # or { kind = "aimd" }
 //! cost_per_kb = 0                       # default 0
+//! loss_correlation = "measured"          # or "thesis"; default "measured"
 //! up = { rate = { model = "constant", kbps = 120 } }  # a horde_links::LinkSpec
 //! down = { }                            # optional, default ideal
 //! [[streams]]
@@ -43,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use horde_links::LinkSpec;
+pub use horde_proto::LossCorrelation;
 use serde::{Deserialize, Serialize};
 
 use crate::workload::WorkloadSpec;
@@ -133,6 +135,9 @@ pub struct ChannelSpec {
     pub congestion: Congestion,
     /// Cost of 1000 bytes sent, in the scenario's cost unit; >= 0.
     pub cost_per_kb: f64,
+    /// How the sender estimates the loss correlation of two slots of this channel:
+    /// `"measured"` (default) or `"thesis"` (the thesis simulations' fixed model).
+    pub loss_correlation: LossCorrelation,
     pub up: LinkSpec,
     /// `LinkSpec::default()` (ideal: no rate limit, loss or delay) when not given.
     pub down: LinkSpec,

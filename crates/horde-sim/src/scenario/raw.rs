@@ -2,6 +2,7 @@
 //! public types by `validate`.
 
 use horde_links::LinkSpec;
+use horde_proto::LossCorrelation;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -53,6 +54,8 @@ pub(crate) struct RawChannel {
     pub(crate) congestion: Spanned<Congestion>,
     #[serde(default)]
     pub(crate) cost_per_kb: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(crate) loss_correlation: LossCorrelation,
     pub(crate) up: Spanned<LinkSpec>,
     #[serde(default)]
     pub(crate) down: Option<Spanned<LinkSpec>>,

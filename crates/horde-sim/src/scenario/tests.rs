@@ -165,7 +165,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
     );
     let cases = [
         (edit("mtu = 768", "mtu = \"big\""), "bad.toml:7:7: invalid type: string \"big\", expected u32"),
-        (edit("mtu = 768", "mtu = 768\nmtus = 1"), "bad.toml:8:1: unknown field `mtus`, expected one of `name`, `between`, `mtu`, `congestion`, `cost_per_kb`, `up`, `down`"),
+        (edit("mtu = 768", "mtu = 768\nmtus = 1"), "bad.toml:8:1: unknown field `mtus`, expected one of `name`, `between`, `mtu`, `congestion`, `cost_per_kb`, `loss_correlation`, `up`, `down`"),
         (edit("seed = 7", "seed = = 7"), "bad.toml:2:8: invalid string; expected `\"`, `'`"),
         // Inside a workload table.
         (edit("adu_bytes = 768 }", "adu_bytes = 768, burst = 2 }"), "bad.toml:22:12: unknown field `burst`, expected `kbps` or `adu_bytes`"),

@@ -254,6 +254,7 @@ impl Checker<'_> {
             mtu: *c.mtu.get_ref(),
             congestion: c.congestion.get_ref().clone(),
             cost_per_kb,
+            loss_correlation: c.loss_correlation,
             up: link("up", &c.up)?,
             down: match &c.down {
                 Some(d) => link("down", d)?,
