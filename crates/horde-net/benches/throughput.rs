@@ -3,10 +3,14 @@
 //!
 //!     cargo bench -p horde-net --bench throughput [-- SECONDS]
 //!
-//! Prints goodput (Gbit/s of ADU payload), packets/s, and CPU time per packet for the
-//! whole process (both ends and, in the second run, the emulator).
+//! Sender and receiver each run on a thread with a single-threaded runtime of its own,
+//! as two processes would. Prints goodput (Gbit/s of ADU payload), packets/s, and CPU
+//! time per packet for the whole process (both ends and, in the second run, the
+//! emulator).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -29,106 +33,160 @@ fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-async fn run(seconds: f64, through_emulator: bool) {
-    let lo = "127.0.0.1:0".parse().unwrap();
+/// Which path the channels take.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    Loopback,
+    Emulator,
+}
+
+/// Receiver end: its own thread and single-threaded runtime, as a separate process would
+/// be. Reports (ADUs, bytes, time from first to last arrival).
+fn receiver(
+    sk: Keypair,
+    allowed: horde_crypto::PublicKey,
+    ready: mpsc::Sender<SocketAddr>,
+    stop: mpsc::Receiver<()>,
+) -> (u64, u64, Duration) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let mut cfg = HostConfig::new(
+            sk,
+            vec![InterfaceConfig::new("127.0.0.1:0".parse().unwrap())],
+        );
+        cfg.allowed_peers = vec![allowed];
+        let server = Host::bind(cfg).await.unwrap();
+        let mut listener = server.listen(1);
+        ready.send(server.local_addrs()[0]).unwrap();
+        let accepted = listener.accept().await.unwrap();
+        let (_, mut events) = accepted.split();
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let (mut first, mut last) = (None, Instant::now());
+        loop {
+            match tokio::time::timeout(Duration::from_millis(50), events.recv()).await {
+                Ok(Some(Event::Received { payload, .. })) => {
+                    first.get_or_insert_with(Instant::now);
+                    last = Instant::now();
+                    n += 1;
+                    bytes += payload.len() as u64;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(_) => {
+                    if stop.try_recv().is_ok() {
+                        break;
+                    }
+                }
+            }
+        }
+        server.shutdown().await;
+        (n, bytes, first.map_or(Duration::ZERO, |f| last - f))
+    })
+}
+
+/// Sender end on the calling thread's own runtime; returns after `seconds`.
+fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, seconds: f64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let lo = "127.0.0.1:0".parse().unwrap();
+        let client = Host::bind(HostConfig::new(
+            ck,
+            (0..CHANNELS).map(|_| InterfaceConfig::new(lo)).collect(),
+        ))
+        .await
+        .unwrap();
+        let conn = client
+            .connect(ConnectConfig {
+                peer,
+                service: 1,
+                channels: remotes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| ChannelTarget {
+                        interface: i,
+                        remote: *r,
+                        config: ChannelConfig::default(),
+                    })
+                    .collect(),
+                handshake_timeout: Duration::from_secs(5),
+            })
+            .await
+            .unwrap();
+        conn.open_stream(
+            1,
+            StreamConfig {
+                max_queue_bytes: 64 << 20,
+                ..StreamConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let (handle, mut events) = conn.split();
+        let payload = Bytes::from(vec![0x5a; ADU]);
+        let (mut sent, mut resolved) = (0u64, 0u64);
+        let end = Instant::now() + Duration::from_secs_f64(seconds);
+        while Instant::now() < end {
+            while sent - resolved < WINDOW {
+                handle
+                    .send_adu_nowait(1, payload.clone(), Fields::new())
+                    .unwrap();
+                sent += 1;
+            }
+            match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+                Ok(Some(Event::Ack { .. } | Event::Nack { .. })) => resolved += 1,
+                Ok(Some(_)) | Err(_) => {}
+                Ok(None) => break,
+            }
+            while let Ok(e) = events.try_recv() {
+                if matches!(e, Event::Ack { .. } | Event::Nack { .. }) {
+                    resolved += 1;
+                }
+            }
+        }
+        handle.close().unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        client.shutdown().await;
+    });
+}
+
+fn run(seconds: f64, path: Path) {
     let (ck, sk) = (Keypair::generate(), Keypair::generate());
-    let mut scfg = HostConfig::new(sk.clone(), vec![InterfaceConfig::new(lo)]);
-    scfg.allowed_peers = vec![*ck.public()];
-    let server = Host::bind(scfg).await.unwrap();
-    let mut listener = server.listen(1);
-    let emu = through_emulator.then(|| {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let client_public = *ck.public();
+    let server_public = *sk.public();
+    let rx = std::thread::spawn(move || receiver(sk, client_public, ready_tx, stop_rx));
+    let server_addr = ready_rx.recv().unwrap();
+    let emu = (path == Path::Emulator).then(|| {
         let toml: String = (0..CHANNELS)
-            .map(|i| format!("[[channels]]\nname = \"c{i}\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"{}\"\nup = {{}}\n", server.local_addrs()[0]))
+            .map(|i| format!("[[channels]]\nname = \"c{i}\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"{server_addr}\"\nup = {{}}\n"))
             .collect();
         Emulator::start(&EmulatorConfig::from_toml(&toml, "bench", &PathBuf::from(".")).unwrap()).unwrap()
     });
-    let client = Host::bind(HostConfig::new(
-        ck,
-        (0..CHANNELS).map(|_| InterfaceConfig::new(lo)).collect(),
-    ))
-    .await
-    .unwrap();
-    let conn = client
-        .connect(ConnectConfig {
-            peer: *sk.public(),
-            service: 1,
-            channels: (0..CHANNELS)
-                .map(|i| ChannelTarget {
-                    interface: i,
-                    remote: match &emu {
-                        Some(e) => e.client_addr(&format!("c{i}")).unwrap(),
-                        None => server.local_addrs()[0],
-                    },
-                    config: ChannelConfig::default(),
-                })
-                .collect(),
-            handshake_timeout: Duration::from_secs(5),
+    let remotes: Vec<SocketAddr> = (0..CHANNELS)
+        .map(|i| match &emu {
+            Some(e) => e.client_addr(&format!("c{i}")).unwrap(),
+            None => server_addr,
         })
-        .await
-        .unwrap();
-    let accepted = listener.accept().await.unwrap();
-    conn.open_stream(
-        1,
-        StreamConfig {
-            max_queue_bytes: 64 << 20,
-            ..StreamConfig::default()
-        },
-    )
-    .await
-    .unwrap();
-    let (handle, mut events) = conn.split();
-    let (_, mut rx_events) = accepted.split();
-    let receiver = tokio::spawn(async move {
-        let (mut n, mut bytes) = (0u64, 0u64);
-        let mut first: Option<Instant> = None;
-        let mut last = Instant::now();
-        while let Some(e) = rx_events.recv().await {
-            if let Event::Received { payload, .. } = e {
-                first.get_or_insert_with(Instant::now);
-                last = Instant::now();
-                n += 1;
-                bytes += payload.len() as u64;
-            }
-        }
-        (n, bytes, first.map(|f| last - f))
-    });
-
-    let payload = Bytes::from(vec![0x5a; ADU]);
-    let (mut sent, mut resolved) = (0u64, 0u64);
+        .collect();
     let cpu0 = cpu_time();
-    let wall0 = Instant::now();
-    let end = wall0 + Duration::from_secs_f64(seconds);
-    while Instant::now() < end {
-        while sent - resolved < WINDOW {
-            handle
-                .send_adu_nowait(1, payload.clone(), Fields::new())
-                .unwrap();
-            sent += 1;
-        }
-        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
-            Ok(Some(Event::Ack { .. } | Event::Nack { .. })) => resolved += 1,
-            Ok(Some(_)) | Err(_) => {}
-            Ok(None) => break,
-        }
-        while let Ok(e) = events.try_recv() {
-            if matches!(e, Event::Ack { .. } | Event::Nack { .. }) {
-                resolved += 1;
-            }
-        }
-    }
+    sender(ck, server_public, remotes, seconds);
     let cpu = cpu_time() - cpu0;
-    handle.close().unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    client.shutdown().await;
-    server.shutdown().await;
-    let (n, bytes, span) = receiver.await.unwrap();
+    let _ = stop_tx.send(()); // the receiver may already have seen the close
+    let (n, bytes, span) = rx.join().unwrap();
     if let Some(e) = emu {
         e.shutdown();
     }
-    let secs = span.unwrap_or_default().as_secs_f64().max(1e-9);
+    let secs = span.as_secs_f64().max(1e-9);
     println!(
         "{:<28} {:>7.3} Gbit/s  {:>9.0} packets/s  {:>6.2} µs CPU/packet  ({} ADUs of {} B in {:.2} s)",
-        if through_emulator { "4 channels, via emulator" } else { "4 channels, loopback" },
+        if path == Path::Emulator { "4 channels, via emulator" } else { "4 channels, loopback" },
         bytes as f64 * 8.0 / secs / 1e9,
         n as f64 / secs,
         cpu.as_secs_f64() * 1e6 / n.max(1) as f64,
@@ -143,11 +201,6 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5.0);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(run(seconds, false));
-    rt.block_on(run(seconds, true));
+    run(seconds, Path::Loopback);
+    run(seconds, Path::Emulator);
 }
