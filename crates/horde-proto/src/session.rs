@@ -512,11 +512,10 @@ impl Session {
     }
 
     /// Close the session: queued ADUs are nacked and the peer is told.
-    pub fn close(&mut self, now: Duration) {
+    pub fn close(&mut self, _now: Duration) {
         if self.state == State::Closed {
             return;
         }
-        let _ = now;
         for s in self.send.values_mut() {
             for q in s.queue.drain(..) {
                 self.events.push_back(Event::Nack {
@@ -1109,15 +1108,25 @@ impl Session {
     /// merely by putting its ADUs in the real slots.
     fn collect_adus(&mut self, now: Duration, want: usize, out: &mut Vec<AduView>) {
         out.clear();
-        let mut order: Vec<&SendStream> =
-            self.send.values().filter(|s| !s.queue.is_empty()).collect();
+        let mut order: Vec<(usize, &SendStream)> = self
+            .send
+            .values()
+            .filter(|s| !s.queue.is_empty())
+            .enumerate()
+            .collect();
         // Most owed first, in seconds of the stream's own allocation, so a small stream
         // is not outranked by a big one merely because its byte credit is smaller.
-        order.sort_by(|a, b| {
+        // Ties (common when every stream's credit sits at its cap, e.g. while the
+        // channels' estimated rate exceeds what they carry) go to each stream in turn,
+        // not always to the lowest id.
+        let n = order.len().max(1);
+        let turn = (self.stats.cycles % n as u64) as usize;
+        order.sort_by(|(i, a), (j, b)| {
             b.owed_secs()
                 .total_cmp(&a.owed_secs())
-                .then(a.id.cmp(&b.id))
+                .then(((i + n - turn) % n).cmp(&((j + n - turn) % n)))
         });
+        let order: Vec<&SendStream> = order.into_iter().map(|(_, s)| s).collect();
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
