@@ -465,7 +465,7 @@ impl Simulation {
                     };
                     let g = p.channels[t.channel as usize];
                     let to_host = if side == 0 { p.server } else { p.client };
-                    self.account_sent(g, &t);
+                    self.account_sent(g);
                     let id = self.next_packet;
                     self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);
@@ -496,21 +496,15 @@ impl Simulation {
                 };
                 if let Some(s) = session {
                     while let Some(e) = s.poll_event() {
-                        record_event(
-                            &mut self.metrics,
-                            &self.adu_ids,
-                            &p.channels,
-                            &self.metric_channels,
-                            now,
-                            e,
-                        );
+                        record_event(&mut self.metrics, &self.adu_ids, now, e);
                     }
                 }
             }
         }
     }
 
-    fn account_sent(&mut self, g: usize, _t: &horde_proto::Transmit) {
+    /// Tell the metrics what the datagram in `scratch`, leaving on channel `g`, carries.
+    fn account_sent(&mut self, g: usize) {
         let ch = self.metric_channels[g];
         match wire::decode(&Bytes::copy_from_slice(&self.scratch)) {
             Ok(Packet::Data {
@@ -528,15 +522,8 @@ impl Simulation {
     }
 }
 
-fn record_event(
-    metrics: &mut Metrics,
-    ids: &BTreeMap<(u32, u64), u64>,
-    pair_channels: &[usize],
-    metric_channels: &[ChannelId],
-    now: Duration,
-    e: Event,
-) {
-    let _ = (pair_channels, metric_channels);
+/// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).
+fn record_event(metrics: &mut Metrics, ids: &BTreeMap<(u32, u64), u64>, now: Duration, e: Event) {
     match e {
         Event::Ack {
             stream, stream_seq, ..
