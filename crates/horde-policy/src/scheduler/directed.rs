@@ -104,9 +104,16 @@ pub(crate) struct Model {
     pub pair: Vec<[u32; 2]>,
     /// Distinct pair kernels: (objective, a term that has it).
     pub kernels: Vec<(u32, u32)>,
+    /// Per distinct pair kernel: (objective, its kernel id).
+    pub kernel_ids: Vec<(u32, u32)>,
+    /// Per distinct pair kernel: the members of the term in `kernels`.
+    pub kernel_pair: Vec<[u32; 2]>,
     /// For each ADU, the higher terms it is a member of (CSR).
     pub adj_start: Vec<u32>,
     pub adj: Vec<u32>,
+    /// For each higher term, its members (CSR).
+    pub members_start: Vec<u32>,
+    pub members: Vec<u32>,
 }
 
 impl Model {
@@ -116,6 +123,10 @@ impl Model {
 
     pub fn adjacent(&self, a: usize) -> &[u32] {
         &self.adj[self.adj_start[a] as usize..self.adj_start[a + 1] as usize]
+    }
+
+    pub fn members(&self, h: usize) -> &[u32] {
+        &self.members[self.members_start[h] as usize..self.members_start[h + 1] as usize]
     }
 }
 
@@ -132,6 +143,7 @@ impl Directed {
             m,
             u: vec![0; n * m],
             unary_adu: vec![false; n],
+            members_start: vec![0],
             ..Model::default()
         };
         let mut degree = vec![0u32; n + 1];
@@ -155,14 +167,17 @@ impl Directed {
                     for &a in members {
                         degree[a as usize] += 1;
                     }
+                    model.members.extend_from_slice(members);
+                    model.members_start.push(model.members.len() as u32);
                     let (kernel, pair) = match o.pair_kernel(t) {
                         Some(k) if members.len() == 2 && m <= MAX_KERNEL_SLOTS => {
                             let pair = [members[0], members[1]];
-                            let found = model.kernels.iter().position(|&(ko, kt)| {
-                                ko == oi as u32 && o.pair_kernel(kt as usize) == Some(k)
-                            });
+                            let id = (oi as u32, k);
+                            let found = model.kernel_ids.iter().position(|&x| x == id);
                             let index = found.unwrap_or_else(|| {
                                 model.kernels.push((oi as u32, t as u32));
+                                model.kernel_ids.push(id);
+                                model.kernel_pair.push(pair);
                                 model.kernels.len() - 1
                             });
                             (index as u32, pair)
@@ -211,14 +226,15 @@ impl Directed {
             start[a + 1] = start[a] + degree[a];
         }
         let mut fill = start.clone();
-        model.adj = vec![0; start[n] as usize];
-        for (h, &(oi, t)) in model.terms.iter().enumerate() {
-            for &a in set.objectives[oi as usize].members(t as usize) {
+        let mut adj = vec![0; start[n] as usize];
+        for h in 0..model.terms.len() {
+            for &a in model.members(h) {
                 let a = a as usize;
-                model.adj[fill[a] as usize] = h as u32;
+                adj[fill[a] as usize] = h as u32;
                 fill[a] += 1;
             }
         }
+        model.adj = adj;
         model.adj_start = start;
         model
     }

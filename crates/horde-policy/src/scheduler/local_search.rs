@@ -35,6 +35,22 @@ pub(crate) struct LocalSearch {
     ktab: Vec<i64>,
     /// All-unplaced assignment used to evaluate a kernel at a slot pair.
     scratch: Assignment,
+    /// Per ADU, its pair-kernel terms with the other member (CSR over `kedges`).
+    kstart: Vec<u32>,
+    kedges: Vec<KernelEdge>,
+    /// Per ADU, its other higher terms (CSR over `gterms`).
+    gstart: Vec<u32>,
+    gterms: Vec<u32>,
+}
+
+/// A pair-kernel term seen from one of its members.
+#[derive(Debug, Clone, Copy)]
+struct KernelEdge {
+    term: u32,
+    kernel: u32,
+    other: u32,
+    /// Whether the member is the term's first (the table's row).
+    first: bool,
 }
 
 /// A kernel table entry not computed yet.
@@ -111,11 +127,12 @@ impl LocalSearch {
         self.ktab.resize(model.kernels.len() * m * m, UNKNOWN);
         self.scratch.clear();
         self.scratch.resize(n, None);
-        for (h, &(o, t)) in model.terms.iter().enumerate() {
+        self.split_adjacency(model);
+        for h in 0..model.terms.len() {
             let v = self.term_value(model, set, work, h);
             self.cur.push(v);
             let gap = i128::from(model.hi[h]) - i128::from(v);
-            for &a in set.objectives[o as usize].members(t as usize) {
+            for &a in model.members(h) {
                 self.pot[a as usize] += gap;
             }
         }
@@ -206,8 +223,7 @@ impl LocalSearch {
                 if self.cur[h as usize] >= ctx.model.hi[h as usize] {
                     continue;
                 }
-                let (o, t) = ctx.model.terms[h as usize];
-                for &c in ctx.set.objectives[o as usize].members(t as usize) {
+                for &c in ctx.model.members(h as usize) {
                     if c as usize != a
                         && !self.partners.contains(&c)
                         && self.partners.len() < COMPOUND_PARTNERS
@@ -386,11 +402,43 @@ impl LocalSearch {
         }
     }
 
+    /// Split each ADU's higher terms into pair-kernel terms, scored from the
+    /// kernel tables, and the rest, scored by the objectives.
+    fn split_adjacency(&mut self, model: &Model) {
+        let n = model.n;
+        self.kstart.clear();
+        self.kedges.clear();
+        self.gstart.clear();
+        self.gterms.clear();
+        self.kstart.push(0);
+        self.gstart.push(0);
+        for a in 0..n {
+            for &h in model.adjacent(a) {
+                let k = model.kernel[h as usize];
+                if k == NO_KERNEL {
+                    self.gterms.push(h);
+                } else {
+                    let [p, q] = model.pair[h as usize];
+                    let first = p as usize == a;
+                    self.kedges.push(KernelEdge {
+                        term: h,
+                        kernel: k,
+                        other: if first { q } else { p },
+                        first,
+                    });
+                }
+            }
+            self.kstart.push(self.kedges.len() as u32);
+            self.gstart.push(self.gterms.len() as u32);
+        }
+    }
+
     /// Change in higher-term value from the moves just applied to `moved`, or
     /// `None` as soon as it is clear the move cannot beat `-du`.
     ///
-    /// Terms already at their upper bound can only lose, so the terms below it are
-    /// evaluated first: if even their gain cannot pay for `du`, the move is
+    /// Pair-kernel terms are table lookups and are scored first, all of them. Of
+    /// the other terms, those already at their upper bound can only lose, so the
+    /// terms below it are evaluated first: if even their gain cannot pay for `du`, the move is
     /// rejected without evaluating the rest. While the rest are evaluated the
     /// running gain can only fall, so the move is rejected the moment it stops
     /// paying.
@@ -404,9 +452,41 @@ impl LocalSearch {
         self.epoch = self.epoch.wrapping_add(1);
         self.changed.clear();
         let mut gain = 0i128;
+        let m = ctx.model.m;
+        for &x in moved.iter().flatten() {
+            let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
+            for i in lo..hi {
+                let e = self.kedges[i];
+                let h = e.term as usize;
+                if self.stamp[h] == self.epoch {
+                    continue;
+                }
+                self.stamp[h] = self.epoch;
+                ctx.spent += 1;
+                let v = match (work[x], work[e.other as usize]) {
+                    (Some(s), Some(t)) => {
+                        let (s, t) = if e.first { (s, t) } else { (t, s) };
+                        let v = self.ktab[(e.kernel as usize * m + s) * m + t];
+                        if v == UNKNOWN {
+                            self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t)
+                        } else {
+                            v
+                        }
+                    }
+                    _ => 0,
+                };
+                let old = self.cur[h];
+                if v != old {
+                    gain += i128::from(v) - i128::from(old);
+                    self.changed.push((e.term, v));
+                }
+            }
+        }
         for below_bound in [true, false] {
             for &x in moved.iter().flatten() {
-                for &h in ctx.model.adjacent(x) {
+                let (lo, hi) = (self.gstart[x] as usize, self.gstart[x + 1] as usize);
+                for i in lo..hi {
+                    let h = self.gterms[i];
                     let hu = h as usize;
                     if self.stamp[hu] == self.epoch
                         || (self.cur[hu] < ctx.model.hi[hu]) != below_bound
@@ -414,7 +494,8 @@ impl LocalSearch {
                         continue;
                     }
                     self.stamp[hu] = self.epoch;
-                    let v = self.term_value(ctx.model, ctx.set, work, hu);
+                    let (o, t) = ctx.model.terms[hu];
+                    let v = ctx.set.objectives[o as usize].value(t as usize, work, true);
                     ctx.spent += 1;
                     gain += i128::from(v) - i128::from(self.cur[hu]);
                     self.changed.push((h, v));
@@ -428,6 +509,32 @@ impl LocalSearch {
             }
         }
         Some(gain)
+    }
+
+    /// Compute and store kernel `k` at slots `(s, t)`: any term with this kernel
+    /// gives it with its members at `s` and `t`.
+    fn fill_kernel(
+        &mut self,
+        model: &Model,
+        set: &mut PreparedSet<'_>,
+        k: u32,
+        s: usize,
+        t: usize,
+    ) -> i64 {
+        let m = model.m;
+        let (o, rep) = model.kernels[k as usize];
+        let (ra, rb) = (
+            model.kernel_pair[k as usize][0] as usize,
+            model.kernel_pair[k as usize][1] as usize,
+        );
+        let o = &mut set.objectives[o as usize];
+        self.scratch[ra] = Some(s);
+        self.scratch[rb] = Some(t);
+        let v = o.value(rep as usize, &self.scratch, true);
+        self.scratch[ra] = None;
+        self.scratch[rb] = None;
+        self.ktab[(k as usize * m + s) * m + t] = v;
+        v
     }
 
     /// Value of higher term `h` under `work`: from the kernel table when the term
@@ -449,20 +556,12 @@ impl LocalSearch {
             return 0;
         };
         let m = model.m;
-        let i = (k as usize * m + s) * m + t;
-        if self.ktab[i] == UNKNOWN {
-            // Any term with this kernel gives K(s, t) with its members at s and t.
-            let (o, rep) = model.kernels[k as usize];
-            let o = &mut set.objectives[o as usize];
-            let members = o.members(rep as usize);
-            let (ra, rb) = (members[0] as usize, members[1] as usize);
-            self.scratch[ra] = Some(s);
-            self.scratch[rb] = Some(t);
-            self.ktab[i] = o.value(rep as usize, &self.scratch, true);
-            self.scratch[ra] = None;
-            self.scratch[rb] = None;
+        let v = self.ktab[(k as usize * m + s) * m + t];
+        if v == UNKNOWN {
+            self.fill_kernel(model, set, k, s, t)
+        } else {
+            v
         }
-        self.ktab[i]
     }
 
     /// Keep the move just evaluated: its terms' new values, the potentials, and
@@ -474,8 +573,7 @@ impl LocalSearch {
         for &(h, v) in &self.changed {
             let d = i128::from(v) - i128::from(self.cur[h as usize]);
             self.cur[h as usize] = v;
-            let (o, t) = ctx.model.terms[h as usize];
-            for &x in ctx.set.objectives[o as usize].members(t as usize) {
+            for &x in ctx.model.members(h as usize) {
                 self.pot[x as usize] -= d;
                 if d != 0 {
                     self.look[x as usize] = true;
