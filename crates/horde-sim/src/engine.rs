@@ -108,10 +108,34 @@ struct StreamRun {
     /// Whether the stream flows client -> server in its pair.
     forward: bool,
     workload: Box<dyn Workload>,
+    /// A bulk source is topped up to this many ADUs waiting in Horde.
+    low_water: usize,
 }
 
-/// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde.
+/// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
+/// fewer than one cycle's slots (`bulk_low_water`), whichever is more.
 const BULK_LOW_WATER: usize = 16;
+
+/// How many slots, real and phantom, one scheduling cycle can offer on `channels` (CBR
+/// channels only: their rate is known; an AIMD channel's is not, and adds nothing), so
+/// that a bulk stream never has fewer ADUs waiting than a cycle could take from it (the
+/// workload contract in docs/scenarios.md). A CBR channel banks at most a cycle and a
+/// slot of tokens and predicts phantoms for the look-ahead.
+fn bulk_low_water(topo: &Topology, channels: &[usize]) -> usize {
+    let horizon = topo.session.cycle_ms.max(0.0) + topo.session.lookahead_ms.max(0.0);
+    let slots: usize = channels
+        .iter()
+        .map(|&g| match topo.channels[g].config.congestion {
+            horde_proto::CcConfig::Cbr { kbps, .. } if kbps > 0.0 => {
+                let wire = f64::from(topo.channels[g].config.mtu) + wire::DATA_HEADER_LEN as f64;
+                let period_ms = wire * 8.0 / kbps;
+                (horizon / period_ms).ceil() as usize + 2
+            }
+            _ => 0,
+        })
+        .sum();
+    slots.max(BULK_LOW_WATER)
+}
 
 pub struct Simulation {
     now: Duration,
@@ -240,11 +264,13 @@ impl Simulation {
                     pairs[pair].client_session.inject_objective(o.clone());
                 }
             }
+            let low_water = bulk_low_water(&topo, &pairs[pair].channels);
             streams.push(StreamRun {
                 setup: s.clone(),
                 pair,
                 forward,
                 workload,
+                low_water,
             });
         }
 
@@ -424,8 +450,16 @@ impl Simulation {
             };
             self.adu_specs.clear();
             if st.workload.is_bulk() {
-                if session.is_connected() && session.queued(st.setup.id) < BULK_LOW_WATER {
-                    st.workload.emit(now, &mut self.adu_specs);
+                if session.is_connected() {
+                    // Top up to the low-water mark at once: a cycle may have taken many.
+                    let want = st.low_water.saturating_sub(session.queued(st.setup.id));
+                    while self.adu_specs.len() < want {
+                        let before = self.adu_specs.len();
+                        st.workload.emit(now, &mut self.adu_specs);
+                        if self.adu_specs.len() == before {
+                            break;
+                        }
+                    }
                 }
             } else if st.workload.next_at().is_some_and(|t| t <= now) {
                 st.workload.emit(now, &mut self.adu_specs);
