@@ -19,7 +19,6 @@ pub(crate) struct Hungarian {
     row4col: Vec<usize>,
     sr: Vec<bool>,
     sc: Vec<bool>,
-    remaining: Vec<usize>,
 }
 
 const NONE: usize = usize::MAX;
@@ -47,7 +46,6 @@ impl Hungarian {
         reset(&mut self.row4col, m, NONE);
         reset(&mut self.sr, n, false);
         reset(&mut self.sc, m, false);
-        reset(&mut self.remaining, m, 0);
         for row in 0..n {
             let Some((sink, min_val)) = self.shortest_path(m, cost, row) else {
                 continue; // no reachable column: leave the row out
@@ -83,51 +81,54 @@ impl Hungarian {
     }
 
     /// Dijkstra from `start` over reduced costs until a free column is settled;
-    /// returns that column and its distance.
+    /// returns that column and its distance. Columns are scanned in order, settled
+    /// ones skipped: sequential, bounds-check-free loops beat a shrinking list of
+    /// remaining columns at these sizes.
     fn shortest_path(&mut self, m: usize, cost: &[i64], start: usize) -> Option<(usize, i64)> {
         let mut min_val = 0i64;
-        let mut left = m;
-        // Reverse order makes a constant matrix come out as the identity.
-        for (k, r) in self.remaining.iter_mut().enumerate() {
-            *r = m - k - 1;
-        }
         self.sr.fill(false);
         self.sc.fill(false);
         self.shortest.fill(INF);
+        let v = &self.v[..m];
+        let shortest = &mut self.shortest[..m];
+        let path = &mut self.path[..m];
+        let row4col = &self.row4col[..m];
+        let sc = &mut self.sc[..m];
         let mut i = start;
         loop {
             self.sr[i] = true;
             let row = &cost[i * m..(i + 1) * m];
-            let ui = self.u[i];
+            let base = min_val - self.u[i];
             let mut lowest = INF;
             let mut index = NONE;
-            for (k, &j) in self.remaining[..left].iter().enumerate() {
+            for j in 0..m {
+                if sc[j] {
+                    continue;
+                }
                 let c = row[j];
                 if c != FORBIDDEN {
-                    let r = min_val + c - ui - self.v[j];
-                    if r < self.shortest[j] {
-                        self.path[j] = i;
-                        self.shortest[j] = r;
+                    let r = base + c - v[j];
+                    if r < shortest[j] {
+                        path[j] = i;
+                        shortest[j] = r;
                     }
                 }
-                let sj = self.shortest[j];
-                if sj < lowest || (sj == lowest && sj != INF && self.row4col[j] == NONE) {
+                let sj = shortest[j];
+                if sj < lowest || (sj == lowest && sj != INF && row4col[j] == NONE) {
                     lowest = sj;
-                    index = k;
+                    index = j;
                 }
             }
             if index == NONE {
                 return None;
             }
             min_val = lowest;
-            let j = self.remaining[index];
-            self.sc[j] = true;
-            left -= 1;
-            self.remaining[index] = self.remaining[left];
-            if self.row4col[j] == NONE {
+            let j = index;
+            sc[j] = true;
+            if row4col[j] == NONE {
                 return Some((j, min_val));
             }
-            i = self.row4col[j];
+            i = row4col[j];
         }
     }
 }
