@@ -1131,11 +1131,10 @@ impl Session {
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
         for pass in 0..3 {
-            let limit = want;
             loop {
                 let mut progressed = false;
                 for (k, s) in order.iter().enumerate() {
-                    if out.len() >= limit {
+                    if out.len() >= want {
                         break;
                     }
                     let Some(q) = s.queue.get(taken[k]) else {
@@ -1156,7 +1155,7 @@ impl Session {
                         fields: q.fields.clone(),
                     });
                 }
-                if !progressed || out.len() >= limit {
+                if !progressed || out.len() >= want {
                     break;
                 }
             }
