@@ -77,7 +77,7 @@ const OBJECTIVES: &[(&str, &str)] = &[
         "iframes",
         r#"objective {
   context { adu:frame { (stream_id == 1) && (frame_type == "I") } }
-  goal { prob(frame::lost?) <= 2 }
+  goal { prob(frame::lost?) < 2 }
   utility { frame { 300 } }
 }"#,
     ),
