@@ -233,3 +233,44 @@ fn send_and_recv_run_as_separate_processes() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn emu_runs_a_config_and_reports_bad_ones() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-emu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("emu.toml");
+    std::fs::write(
+        &good,
+        "[[channels]]\nname = \"a\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"127.0.0.1:9\"\n\
+         up = { rate = { model = \"constant\", kbps = 1000 }, delay = { model = \"constant\", ms = 20 } }\n",
+    )
+    .unwrap();
+    let out = horde(&[
+        "emu",
+        good.to_str().unwrap(),
+        "--duration",
+        "0.6",
+        "--report-every",
+        "0.25",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("channel a: clients send to 127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.matches("delivered").count() >= 2,
+        "periodic tables: {stdout}"
+    );
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[[channels]]\nname = \"a\"\nlisten = \"nowhere\"\n").unwrap();
+    let out = horde(&["emu", bad.to_str().unwrap(), "--duration", "0.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("bad.toml:3:"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
