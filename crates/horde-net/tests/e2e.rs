@@ -8,35 +8,37 @@ use bytes::Bytes;
 use horde_crypto::Keypair;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
-use horde_proto::{ChannelConfig, Event, SessionConfig, StreamConfig};
+use horde_proto::{ChannelConfig, Event, StreamConfig};
 
 fn lo() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
+fn host(
+    keypair: Keypair,
+    interfaces: Vec<InterfaceConfig>,
+    allowed: Vec<horde_crypto::PublicKey>,
+) -> HostConfig {
+    let mut cfg = HostConfig::new(keypair, interfaces);
+    cfg.allowed_peers = allowed;
+    cfg
+}
+
 async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net::Connection) {
     let ck = Keypair::generate();
     let sk = Keypair::generate();
-    let server = Host::bind(HostConfig {
-        interfaces: vec![InterfaceConfig::new(lo())],
-        keypair: sk.clone(),
-        allowed_peers: vec![*ck.public()],
-        session: SessionConfig::default(),
-        accepted_channel: ChannelConfig::default(),
-        scheduler: None,
-        interface_poll: None,
-    })
+    let server = Host::bind(host(
+        sk.clone(),
+        vec![InterfaceConfig::new(lo())],
+        vec![*ck.public()],
+    ))
     .await
     .unwrap();
-    let client = Host::bind(HostConfig {
-        interfaces: (0..channels).map(|_| InterfaceConfig::new(lo())).collect(),
-        keypair: ck,
-        allowed_peers: vec![],
-        session: SessionConfig::default(),
-        accepted_channel: ChannelConfig::default(),
-        scheduler: None,
-        interface_poll: None,
-    })
+    let client = Host::bind(host(
+        ck,
+        (0..channels).map(|_| InterfaceConfig::new(lo())).collect(),
+        vec![],
+    ))
     .await
     .unwrap();
     let mut listener = server.listen(9);
@@ -120,26 +122,18 @@ async fn adus_cross_real_sockets_and_every_one_is_accounted_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_initiators_are_refused() {
     let sk = Keypair::generate();
-    let server = Host::bind(HostConfig {
-        interfaces: vec![InterfaceConfig::new(lo())],
-        keypair: sk.clone(),
-        allowed_peers: vec![*Keypair::generate().public()],
-        session: SessionConfig::default(),
-        accepted_channel: ChannelConfig::default(),
-        scheduler: None,
-        interface_poll: None,
-    })
+    let server = Host::bind(host(
+        sk.clone(),
+        vec![InterfaceConfig::new(lo())],
+        vec![*Keypair::generate().public()],
+    ))
     .await
     .unwrap();
-    let stranger = Host::bind(HostConfig {
-        interfaces: vec![InterfaceConfig::new(lo())],
-        keypair: Keypair::generate(),
-        allowed_peers: vec![],
-        session: SessionConfig::default(),
-        accepted_channel: ChannelConfig::default(),
-        scheduler: None,
-        interface_poll: None,
-    })
+    let stranger = Host::bind(host(
+        Keypair::generate(),
+        vec![InterfaceConfig::new(lo())],
+        vec![],
+    ))
     .await
     .unwrap();
     let _l = server.listen(9);
