@@ -126,11 +126,9 @@ const MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 /// Received packets that trigger an immediate ack. Fewer acks save datagrams (and their
 /// encryption) at high rates; at low rates MAX_ACK_DELAY decides.
 const ACK_EVERY: u32 = 4;
-/// Received-sequence ranges kept for building acks.
+/// Received-sequence ranges kept for building acks. Older ranges are forgotten, and
+/// anything at or below what was forgotten counts as a duplicate.
 const MAX_RECV_RANGES: usize = 64;
-/// Packets older than this (in sequence numbers) below the highest received, and below
-/// every range the receiver still keeps, are treated as duplicates if they show up.
-const RECV_WINDOW: u64 = 1 << 16;
 
 pub struct Channel {
     pub id: u8,
@@ -154,6 +152,9 @@ pub struct Channel {
     losses_since_ack: u32,
 
     recv_ranges: Vec<(u64, u64)>,
+    /// Sequence numbers below this were dropped from `recv_ranges`: the receiver can no
+    /// longer tell whether it saw them, so it treats them as duplicates.
+    forgotten_below: u64,
     recv_largest_at: Duration,
     recv_largest_ts: u32,
     unacked_received: u32,
@@ -213,6 +214,7 @@ impl Channel {
             last_progress: now,
             losses_since_ack: 0,
             recv_ranges: Vec::new(),
+            forgotten_below: 0,
             recv_largest_at: now,
             recv_largest_ts: 0,
             unacked_received: 0,
@@ -540,15 +542,10 @@ impl Channel {
     /// Record a received data packet or ping. Returns `false` for a duplicate.
     pub fn on_receive(&mut self, now: Duration, seq: u64, send_ts: u32) -> bool {
         self.stats.packets_received += 1;
-        // Too old: below every range still kept and far below the largest. Anything
-        // inside the kept span is judged by the ranges themselves, so one stray packet far
-        // ahead (a forged or corrupt number) cannot make all later real ones look old.
-        let too_old = match (self.recv_ranges.first(), self.recv_ranges.last()) {
-            (Some(&(_, largest)), Some(&(lowest, _))) => {
-                seq < lowest && seq.saturating_add(RECV_WINDOW) < largest
-            }
-            _ => false,
-        };
+        // Only numbers the receiver has forgotten are judged wholesale; everything else
+        // by the exact ranges, so a stray far-ahead number (forged or corrupt) cannot
+        // make later real packets look old.
+        let too_old = seq < self.forgotten_below;
         if too_old || !insert_range(&mut self.recv_ranges, seq) {
             self.stats.duplicates += 1;
             return false;
@@ -557,7 +554,11 @@ impl Channel {
             self.recv_largest_at = now;
             self.recv_largest_ts = send_ts;
         }
-        self.recv_ranges.truncate(MAX_RECV_RANGES);
+        if self.recv_ranges.len() > MAX_RECV_RANGES {
+            let highest_dropped = self.recv_ranges[MAX_RECV_RANGES].1;
+            self.forgotten_below = self.forgotten_below.max(highest_dropped.saturating_add(1));
+            self.recv_ranges.truncate(MAX_RECV_RANGES);
+        }
         self.unacked_received += 1;
         // Ack every ACK_EVERY packets at once, and anything else within MAX_ACK_DELAY.
         if self.unacked_received >= ACK_EVERY {
