@@ -1,7 +1,10 @@
 //! Two hosts over real UDP sockets on loopback, with encryption.
 
+mod common;
+
+use common::lo;
+
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,10 +12,6 @@ use horde_crypto::Keypair;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event, StreamConfig};
-
-fn lo() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 fn host(
     keypair: Keypair,
@@ -41,26 +40,15 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
     ))
     .await
     .unwrap();
-    let mut listener = server.listen(9);
-    let conn = client
-        .connect(ConnectConfig {
-            peer: *sk.public(),
-            service: 9,
-            channels: (0..channels)
-                .map(|i| ChannelTarget {
-                    interface: i,
-                    remote: server.local_addrs()[0],
-                    config: ChannelConfig::default(),
-                })
-                .collect(),
-            handshake_timeout: Duration::from_secs(5),
-        })
-        .await
-        .unwrap();
-    let accepted = tokio::time::timeout(Duration::from_secs(5), listener.accept())
-        .await
-        .unwrap()
-        .unwrap();
+    let remotes = vec![server.local_addrs()[0]; channels];
+    let (conn, accepted) = common::connect_pair(
+        &client,
+        &server,
+        *sk.public(),
+        remotes,
+        ChannelConfig::default(),
+    )
+    .await;
     (client, server, conn, accepted)
 }
 

@@ -24,6 +24,27 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// Slots and ADUs with no history, stream statistics or objectives yet.
+    pub fn new(slots: Vec<TxSlot>, adus: Vec<AduView>) -> Self {
+        Instance {
+            slots,
+            adus,
+            history: Vec::new(),
+            streams: Vec::new(),
+            objectives: ObjectiveSet::new(),
+        }
+    }
+
+    pub fn history(mut self, h: Vec<HistoryEntry>) -> Self {
+        self.history = h;
+        self
+    }
+
+    pub fn objective(mut self, o: impl Objective + 'static) -> Self {
+        self.objectives.inject(Arc::new(o));
+        self
+    }
+
     pub fn input(&self) -> ScheduleInput<'_> {
         ScheduleInput {
             slots: &self.slots,

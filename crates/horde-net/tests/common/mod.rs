@@ -60,17 +60,41 @@ pub async fn setup_with(
         c.down = Some(down.clone());
     }
     let emu = horde_emu::Emulator::start(&emu_cfg).unwrap();
+    let remotes = links
+        .iter()
+        .map(|(name, _, _)| emu.client_addr(name).unwrap())
+        .collect();
+    let (conn, accepted) = connect_pair(&client, &server, *sk.public(), remotes, channel).await;
+    Setup {
+        client,
+        server,
+        conn,
+        accepted,
+        emu: Some(emu),
+        channel_names: links.iter().map(|l| l.0.to_string()).collect(),
+    }
+}
+
+/// Connect `client` to `server` (public key `peer`), one channel per entry of `remotes`
+/// over the client's interface of the same index, and accept on the server side.
+pub async fn connect_pair(
+    client: &Host,
+    server: &Host,
+    peer: horde_crypto::PublicKey,
+    remotes: Vec<SocketAddr>,
+    channel: ChannelConfig,
+) -> (Connection, Connection) {
     let mut listener = server.listen(3);
     let conn = client
         .connect(ConnectConfig {
-            peer: *sk.public(),
+            peer,
             service: 3,
-            channels: links
-                .iter()
+            channels: remotes
+                .into_iter()
                 .enumerate()
-                .map(|(i, (name, _, _))| ChannelTarget {
-                    interface: i,
-                    remote: emu.client_addr(name).unwrap(),
+                .map(|(interface, remote)| ChannelTarget {
+                    interface,
+                    remote,
                     config: channel.clone(),
                 })
                 .collect(),
@@ -82,14 +106,7 @@ pub async fn setup_with(
         .await
         .unwrap()
         .unwrap();
-    Setup {
-        client,
-        server,
-        conn,
-        accepted,
-        emu: Some(emu),
-        channel_names: links.iter().map(|l| l.0.to_string()).collect(),
-    }
+    (conn, accepted)
 }
 
 /// A link with constant rate, constant one-way delay and Bernoulli loss.

@@ -1,12 +1,7 @@
 //! Builders for small hand-made scheduling inputs.
 #![allow(dead_code)]
 
-use std::sync::Arc;
-
-use horde_policy::{
-    AduView, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, StreamStats,
-    TxSlot, Value, CORRELATION_SPAN,
-};
+use horde_policy::{AduView, Fields, HistoryEntry, Outcome, TxSlot, Value, CORRELATION_SPAN};
 
 /// Burst correlation used by the hand-made slots: 1.0 for adjacent slots, decaying.
 pub const BURST: [f32; CORRELATION_SPAN] = [1.0, 0.8, 0.5, 0.3, 0.2, 0.1, 0.05, 0.0];
@@ -49,49 +44,18 @@ pub fn sent(a: AduView, slot: TxSlot, outcome: Outcome) -> HistoryEntry {
     }
 }
 
-/// An owned scheduling input.
-pub struct Case {
-    pub slots: Vec<TxSlot>,
-    pub adus: Vec<AduView>,
-    pub history: Vec<HistoryEntry>,
-    pub streams: Vec<StreamStats>,
-    pub objectives: ObjectiveSet,
-}
+/// An owned scheduling input (the library's synthetic-instance type).
+pub type Case = horde_policy::synth::Instance;
 
-impl Case {
-    pub fn new(slots: Vec<TxSlot>, adus: Vec<AduView>) -> Self {
-        Case {
-            slots,
-            adus,
-            history: Vec::new(),
-            streams: Vec::new(),
-            objectives: ObjectiveSet::new(),
-        }
-    }
-
-    pub fn history(mut self, h: Vec<HistoryEntry>) -> Self {
-        self.history = h;
-        self
-    }
-
-    pub fn objective(mut self, o: impl Objective + 'static) -> Self {
-        self.objectives.inject(Arc::new(o));
-        self
-    }
-
-    pub fn input(&self) -> ScheduleInput<'_> {
-        ScheduleInput {
-            slots: &self.slots,
-            adus: &self.adus,
-            history: &self.history,
-            streams: &self.streams,
-            objectives: &self.objectives,
-        }
-    }
-
+/// Test-only checks on a [`Case`].
+pub trait CaseExt {
     /// Utility of `assignment` under every objective, computed both ways (whole and
     /// prepared term by term), which must agree.
-    pub fn utility(&self, assignment: &[Option<usize>]) -> i64 {
+    fn utility(&self, assignment: &[Option<usize>]) -> i64;
+}
+
+impl CaseExt for Case {
+    fn utility(&self, assignment: &[Option<usize>]) -> i64 {
         let input = self.input();
         let whole = self.objectives.utility(&input, &assignment.to_vec());
         let mut prepared = self.objectives.prepare(&input);
