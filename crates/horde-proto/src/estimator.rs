@@ -15,6 +15,57 @@ pub struct RttEstimator {
     rttvar: f64,
     latest: f64,
     samples: u64,
+    min: WindowedExtreme,
+    max: WindowedExtreme,
+}
+
+/// How long the minimum and maximum RTT are remembered: long enough to span a few
+/// congestion-control cycles, short enough to follow a cellular path whose base delay
+/// moves (BBR keeps its min RTT for 10 s).
+const RTT_EXTREME_WINDOW: Duration = Duration::from_secs(10);
+
+/// The minimum (or maximum) of the samples of the last `window` to `2 * window`: two
+/// buckets, the older dropped as the newer one fills, so it costs O(1) per sample.
+#[derive(Debug, Clone)]
+struct WindowedExtreme {
+    is_max: bool,
+    current: Option<f64>,
+    previous: Option<f64>,
+    bucket_start: Duration,
+}
+
+impl WindowedExtreme {
+    fn new(is_max: bool) -> Self {
+        Self {
+            is_max,
+            current: None,
+            previous: None,
+            bucket_start: Duration::ZERO,
+        }
+    }
+
+    fn better(&self, a: f64, b: f64) -> f64 {
+        if self.is_max {
+            a.max(b)
+        } else {
+            a.min(b)
+        }
+    }
+
+    fn on_sample(&mut self, now: Duration, x: f64) {
+        if now.saturating_sub(self.bucket_start) >= RTT_EXTREME_WINDOW {
+            self.previous = self.current.take();
+            self.bucket_start = now;
+        }
+        self.current = Some(self.current.map_or(x, |c| self.better(c, x)));
+    }
+
+    fn get(&self) -> Option<f64> {
+        match (self.current, self.previous) {
+            (Some(a), Some(b)) => Some(self.better(a, b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl Default for RttEstimator {
@@ -30,12 +81,17 @@ impl RttEstimator {
             rttvar: 0.0,
             latest: 0.0,
             samples: 0,
+            min: WindowedExtreme::new(false),
+            max: WindowedExtreme::new(true),
         }
     }
 
-    pub fn on_sample(&mut self, rtt: Duration) {
+    /// Take an RTT sample measured at `now`.
+    pub fn on_sample(&mut self, now: Duration, rtt: Duration) {
         let r = rtt.as_secs_f64() * 1e3;
         self.latest = r;
+        self.min.on_sample(now, r);
+        self.max.on_sample(now, r);
         self.samples += 1;
         match self.srtt {
             None => {
@@ -65,6 +121,16 @@ impl RttEstimator {
 
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Smallest RTT of the last 10-20 s, in ms.
+    pub fn min_ms(&self) -> Option<f64> {
+        self.min.get()
+    }
+
+    /// Largest RTT of the last 10-20 s, in ms.
+    pub fn max_ms(&self) -> Option<f64> {
+        self.max.get()
     }
 }
 
@@ -146,6 +212,23 @@ impl LossEstimator {
         }
     }
 
+    /// A packet recorded lost `age` outcomes ago (0 = the latest) was delivered after all:
+    /// take it out of the loss rate. Burst and correlation statistics keep it (they are
+    /// running averages that cannot be unwound cheaply); late acks are rare enough.
+    pub fn forgive(&mut self, age: u64) {
+        let Some(idx) = (self.window.len() as u64)
+            .checked_sub(age + 1)
+            .map(|i| i as usize)
+        else {
+            return;
+        };
+        if self.window[idx] {
+            self.window[idx] = false;
+            self.window_losses -= 1;
+            self.lost -= 1;
+        }
+    }
+
     /// Fraction of the recent window that was lost, in [0, 1] (losses / total, §7.2.1).
     pub fn loss_rate(&self) -> f64 {
         if self.window.is_empty() {
@@ -222,7 +305,7 @@ mod tests {
         let mut r = RttEstimator::new();
         for i in 0..200 {
             let ms = if i % 2 == 0 { 90 } else { 110 };
-            r.on_sample(Duration::from_millis(ms));
+            r.on_sample(Duration::from_millis(i), Duration::from_millis(ms));
         }
         let s = r.srtt_ms().unwrap();
         assert!((s - 100.0).abs() < 5.0, "srtt {s}");
@@ -231,6 +314,21 @@ mod tests {
             "rttvar {}",
             r.rttvar_ms()
         );
+        assert_eq!((r.min_ms(), r.max_ms()), (Some(90.0), Some(110.0)));
+    }
+
+    #[test]
+    fn rtt_extremes_forget_old_samples() {
+        let mut r = RttEstimator::new();
+        let s = Duration::from_secs;
+        r.on_sample(s(0), Duration::from_millis(50));
+        r.on_sample(s(1), Duration::from_millis(80));
+        // Still remembered one window later...
+        r.on_sample(s(11), Duration::from_millis(100));
+        assert_eq!(r.min_ms(), Some(50.0));
+        // ...but not two.
+        r.on_sample(s(22), Duration::from_millis(100));
+        assert_eq!((r.min_ms(), r.max_ms()), (Some(100.0), Some(100.0)));
     }
 
     #[test]

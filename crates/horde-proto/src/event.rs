@@ -40,6 +40,16 @@ pub enum Event {
         channel: Option<u8>,
         reason: NackReason,
     },
+    /// An ADU earlier nacked as [`NackReason::Lost`] was acknowledged after all: the loss
+    /// was spurious (reordering or a delay spike), and the ADU did arrive.
+    LateAck {
+        stream: u32,
+        adu: u64,
+        stream_seq: u64,
+        channel: u8,
+        rtt: Duration,
+        latency: Duration,
+    },
     /// The bandwidth allocator changed this stream's allocation (bytes per second).
     Throttle {
         stream: u32,

@@ -10,7 +10,7 @@ pub mod session;
 pub mod stream;
 pub mod wire;
 
-pub use cc::{CcConfig, CongestionControl};
+pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
 pub use event::{Event, NackReason};
 pub use session::{

@@ -20,7 +20,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
-use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, Resolved, SentAdu};
+use crate::channel::{
+    min_opt, Channel, ChannelConfig, ChannelStats, Resolution, Resolved, SentAdu,
+};
 use crate::event::{Event, NackReason};
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
@@ -134,7 +136,10 @@ pub struct SessionStats {
     pub adus_queued: u64,
     pub adus_sent: u64,
     pub adus_acked: u64,
+    /// ADUs nacked as lost (late-acked ones included).
     pub adus_lost: u64,
+    /// ADUs nacked as lost and then acknowledged after all.
+    pub adus_late_acked: u64,
     pub adus_dropped: u64,
     pub adus_received: u64,
     pub cycles: u64,
@@ -500,9 +505,9 @@ impl Session {
         };
         let mut ch = self.channels.remove(idx);
         self.unconfirmed.retain(|&c| c != id);
-        // Everything outstanding on it is lost; a far-future loss check resolves it all.
+        // Everything outstanding on it is lost.
         let mut out = Vec::new();
-        ch.detect_losses(now + Duration::from_secs(1 << 20), &mut out);
+        ch.abandon(now, &mut out);
         self.tx.retain(|p| pending_channel(p) != idx);
         for p in self.tx.iter_mut() {
             shift_channel_index(p, idx);
@@ -736,8 +741,8 @@ impl Session {
         for r in resolved {
             let Some(a) = r.adu else { continue };
             let stream = self.send.get_mut(&a.stream);
-            let outcome = match r.rtt {
-                Some(rtt) => {
+            let outcome = match r.resolution {
+                Resolution::Acked { rtt } => {
                     let latency = now.saturating_sub(a.inserted);
                     if let Some(s) = stream {
                         s.on_acked(latency);
@@ -755,7 +760,7 @@ impl Session {
                         latency_ms: latency.as_secs_f64() * 1e3,
                     }
                 }
-                None => {
+                Resolution::Lost(_) => {
                     if let Some(s) = stream {
                         s.on_lost();
                     }
@@ -768,6 +773,21 @@ impl Session {
                         reason: NackReason::Lost,
                     });
                     Outcome::Lost
+                }
+                Resolution::LateAcked { rtt, .. } => {
+                    let latency = now.saturating_sub(a.inserted);
+                    self.stats.adus_late_acked += 1;
+                    self.events.push_back(Event::LateAck {
+                        stream: a.stream,
+                        adu: a.adu,
+                        stream_seq: a.stream_seq,
+                        channel,
+                        rtt,
+                        latency,
+                    });
+                    Outcome::Acked {
+                        latency_ms: latency.as_secs_f64() * 1e3,
+                    }
                 }
             };
             if let Some(h) = a.history {
@@ -800,13 +820,13 @@ impl Session {
         let mut out = std::mem::take(&mut self.resolved);
         for idx in 0..self.channels.len() {
             out.clear();
-            self.channels[idx].detect_losses(now, &mut out);
+            let actions = self.channels[idx].on_timeout(now, &mut out);
             let id = self.channels[idx].id;
             self.on_resolved(now, id, &out);
-            if self.channels[idx].check_liveness(now) {
+            if actions.died {
                 self.events.push_back(Event::ChannelDown { channel: id });
             }
-            if self.channels[idx].probe_due(now) && self.state != State::Closed {
+            if actions.probe && self.state != State::Closed {
                 let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
                 let ts = self.send_ts(now);
                 self.tx.push_back(PendingTx::Ping(idx, seq, ts));
@@ -863,8 +883,12 @@ impl Session {
                 }
             }
         }
-        if self.tx.is_empty() && self.cycle_due(now) {
-            self.run_cycle(now);
+        if self.tx.is_empty() {
+            if self.cycle_due(now) {
+                self.run_cycle(now);
+            } else if self.send.values().all(|s| s.queue.is_empty()) {
+                self.mark_idle_channels_app_limited(now);
+            }
         }
         let p = self.tx.pop_front()?;
         buf.clear();
@@ -918,6 +942,15 @@ impl Session {
             dst: ch.remote,
             channel: cid,
         })
+    }
+
+    /// Channels that could send but have nothing to: their rate samples understate them.
+    fn mark_idle_channels_app_limited(&mut self, now: Duration) {
+        for c in &mut self.channels {
+            if c.next_send_at(now).is_some_and(|t| t <= now) {
+                c.mark_app_limited();
+            }
+        }
     }
 
     fn cycle_due(&self, now: Duration) -> bool {
@@ -1004,6 +1037,10 @@ impl Session {
             }
             used[s] = true;
             self.transmit_adu(now, &slots[s], &adus[a]);
+        }
+        // A channel left with real slots it had no ADU for is application-limited.
+        if adus.len() < n_real {
+            self.mark_idle_channels_app_limited(now);
         }
         self.slots = slots;
         self.adus = adus;

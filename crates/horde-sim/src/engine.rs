@@ -559,7 +559,11 @@ impl Simulation {
 /// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).
 fn record_event(metrics: &mut Metrics, ids: &BTreeMap<(u32, u64), u64>, now: Duration, e: Event) {
     match e {
+        // A late ack turns an earlier declared loss into a delivery.
         Event::Ack {
+            stream, stream_seq, ..
+        }
+        | Event::LateAck {
             stream, stream_seq, ..
         } => {
             if let Some(&id) = ids.get(&(stream, stream_seq)) {

@@ -1,0 +1,597 @@
+//! The network channel manager (`ncManager`, thesis §3.3, ch. 4): one per channel.
+//!
+//! It owns the channel's congestion control and estimators, numbers and tracks the
+//! packets it sends and detects their loss ([`sent`]), turns congestion-control
+//! permission into real `txSlot`s and its rate estimate into phantom ones, and keeps the
+//! receive state from which it acknowledges the peer's packets on the same channel
+//! ([`receive`]).
+
+mod receive;
+mod sent;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use horde_policy::TxSlot;
+
+use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
+use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
+use crate::wire::{Ack, DATA_HEADER_LEN};
+
+use receive::ReceiveState;
+pub use sent::{Resolution, SentAdu};
+use sent::{SentPacket, SentTracker};
+
+/// Channel settings.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelConfig {
+    /// Largest ADU one slot carries, in bytes (thesis `maximumSize`). Datagrams are
+    /// this plus the Horde header, plus the secure layer's overhead on real networks.
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    #[serde(default)]
+    pub congestion: CcConfig,
+    /// Cost of one kilobyte sent, in the operator's unit (0 = flat rate).
+    #[serde(default)]
+    pub cost_per_kb: f64,
+    /// RTT assumed before the first sample, in ms.
+    #[serde(default = "default_initial_rtt_ms")]
+    pub initial_rtt_ms: f64,
+    /// How the loss correlation of two of this channel's slots is estimated.
+    #[serde(default)]
+    pub loss_correlation: LossCorrelation,
+}
+
+/// Where a channel's slot-pair loss correlations ([`TxSlot::burst_correlation`]) come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossCorrelation {
+    /// P(both lost | either lost) measured on the channel's own packets, per gap
+    /// ([`LossEstimator::burst_correlation`]).
+    #[default]
+    Measured,
+    /// The fixed model of the thesis's simulations (§7.2.1): adjacent slots fully
+    /// correlated, halving with each further step, nothing beyond
+    /// [`horde_policy::CORRELATION_SPAN`] ([`thesis_burst_correlation`]).
+    Thesis,
+}
+
+fn default_mtu() -> u32 {
+    1200
+}
+fn default_initial_rtt_ms() -> f64 {
+    500.0
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        Self {
+            mtu: default_mtu(),
+            congestion: CcConfig::default(),
+            cost_per_kb: 0.0,
+            initial_rtt_ms: default_initial_rtt_ms(),
+            loss_correlation: LossCorrelation::default(),
+        }
+    }
+}
+
+
+/// A resolved packet, reported to the session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resolved {
+    pub seq: u64,
+    pub adu: Option<SentAdu>,
+    pub resolution: Resolution,
+}
+
+/// Liveness of a channel (thesis `chPoolMan`: dead channels get no slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    /// No ack for too long; only probes are sent until one is acked.
+    Dead {
+        next_probe: Duration,
+    },
+}
+
+/// What a channel's timers asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimerActions {
+    /// Send a probe (a sequenced ping) now.
+    pub probe: bool,
+    /// The channel just died.
+    pub died: bool,
+}
+
+/// A channel with packets in flight and no ack for this many probe timeouts (and at least
+/// MIN_DEAD_AFTER) is declared dead.
+const DEAD_AFTER_PTOS: u32 = 3;
+const MIN_DEAD_AFTER: Duration = Duration::from_millis(1000);
+const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+/// Real slots offered per channel per cycle, so one very wide window cannot swamp a
+/// scheduling cycle.
+pub const MAX_REAL_SLOTS_PER_CYCLE: usize = 64;
+const MAX_PHANTOM_SLOTS: usize = 64;
+/// A loss is put down to congestion when the round trip of the packet that revealed it
+/// had at least this fraction of the largest queueing delay seen: a drop-tail queue drops
+/// when it is full, a radio loses packets at any queue level.
+const CONGESTION_QUEUE_FRACTION: f64 = 0.7;
+/// Below this spread of round trips (ms, and as a fraction of the minimum) no queue has
+/// ever built, so a loss cannot be an overflow.
+const MIN_QUEUE_SPREAD_MS: f64 = 2.0;
+const MIN_QUEUE_SPREAD_FRACTION: f64 = 0.1;
+
+pub struct Channel {
+    pub id: u8,
+    /// Local interface (socket) index this channel sends from.
+    pub local: u16,
+    /// Peer address; follows the peer if its address changes.
+    pub remote: SocketAddr,
+    pub config: ChannelConfig,
+    cc: Box<dyn CongestionControl>,
+    pub rtt: RttEstimator,
+    /// Link losses (congestion losses and late-acked packets excluded).
+    pub loss: LossEstimator,
+    liveness: Liveness,
+    sent: SentTracker,
+    /// Last time an ack made progress, or the channel started sending after being idle.
+    last_progress: Duration,
+    recv: ReceiveState,
+    pub stats: ChannelStats,
+}
+
+/// Counters of one channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChannelStats {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub acked: u64,
+    /// Packets declared lost (late-acked ones included).
+    pub lost: u64,
+    /// Of those, put down to the sender's own queue overflow.
+    pub lost_congestion: u64,
+    /// Declared lost, then acknowledged after all.
+    pub late_acked: u64,
+    pub packets_received: u64,
+    pub duplicates: u64,
+    /// Probes on a dead channel and probe-timeout probes on a live one.
+    pub probes_sent: u64,
+    pub probe_timeouts: u64,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("id", &self.id)
+            .field("remote", &self.remote)
+            .field("cc", &self.cc)
+            .field("liveness", &self.liveness)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Channel {
+    pub fn new(
+        id: u8,
+        local: u16,
+        remote: SocketAddr,
+        config: ChannelConfig,
+        now: Duration,
+    ) -> Self {
+        let cc = config
+            .congestion
+            .build(config.mtu + DATA_HEADER_LEN as u32, now);
+        Self {
+            id,
+            local,
+            remote,
+            config,
+            cc,
+            rtt: RttEstimator::new(),
+            loss: LossEstimator::new(),
+            liveness: Liveness::Alive,
+            sent: SentTracker::new(now),
+            last_progress: now,
+            recv: ReceiveState::new(now),
+            stats: ChannelStats::default(),
+        }
+    }
+
+    pub fn liveness(&self) -> Liveness {
+        self.liveness
+    }
+
+    /// Whether any sequenced packet (data or probe) has arrived from the peer.
+    pub fn has_received(&self) -> bool {
+        self.recv.has_received()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.liveness == Liveness::Alive
+    }
+
+    pub fn congestion_control(&self) -> &dyn CongestionControl {
+        &*self.cc
+    }
+
+    /// Largest ADU payload one slot carries.
+    pub fn max_adu(&self) -> u32 {
+        self.config.mtu
+    }
+
+    /// Bytes on the wire of a full slot.
+    fn slot_wire_bytes(&self) -> u32 {
+        self.config.mtu + DATA_HEADER_LEN as u32
+    }
+
+    pub fn srtt(&self) -> Duration {
+        ms(self.expected_rtt_ms())
+    }
+
+    fn min_rtt(&self) -> Duration {
+        ms(self.rtt.min_ms().unwrap_or(self.config.initial_rtt_ms))
+    }
+
+    /// Sustained rate this channel is expected to carry, bytes/s (0 while dead).
+    pub fn rate(&self) -> f64 {
+        if self.is_alive() {
+            self.cc.rate(self.srtt())
+        } else {
+            0.0
+        }
+    }
+
+    fn expected_rtt_ms(&self) -> f64 {
+        self.rtt.srtt_ms().unwrap_or(self.config.initial_rtt_ms)
+    }
+
+    /// The probe timeout (RFC 9002 §6.2.1): srtt + max(4 rttvar, granularity) + the
+    /// peer's ack delay; before any sample, three initial RTTs.
+    fn pto(&self) -> Duration {
+        let var = match self.rtt.srtt_ms() {
+            Some(_) => self.rtt.rttvar_ms(),
+            None => self.config.initial_rtt_ms / 2.0,
+        };
+        self.srtt() + ms((4.0 * var).max(1.0)) + receive::max_ack_delay()
+    }
+
+    fn dead_after(&self) -> Duration {
+        (self.pto() * DEAD_AFTER_PTOS).max(MIN_DEAD_AFTER)
+    }
+
+    fn reo_wnd(&self) -> Duration {
+        self.sent.reo_wnd(self.min_rtt(), self.srtt())
+    }
+
+    /// ADU payload bytes/s this channel is expected to carry in full slots: [`rate`]
+    /// less the per-packet header.
+    ///
+    /// [`rate`]: Channel::rate
+    pub fn payload_rate(&self) -> f64 {
+        self.rate() * f64::from(self.max_adu()) / f64::from(self.slot_wire_bytes())
+    }
+
+    /// Append the real slots available now.
+    pub fn real_slots(&self, now: Duration, out: &mut Vec<TxSlot>) -> usize {
+        if !self.is_alive() {
+            return 0;
+        }
+        let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
+        let n = (allowance / u64::from(self.slot_wire_bytes())) as usize;
+        let n = n.min(MAX_REAL_SLOTS_PER_CYCLE);
+        let next = self.sent.next_seq();
+        for k in 0..n {
+            out.push(self.slot(next + k as u64, 0.0, None));
+        }
+        n
+    }
+
+    /// Append phantom slots predicted for the next `lookahead`, after `real` real ones:
+    /// ⌊λ/τ⌋ of them for slot period τ at the current rate (thesis §7.2.1).
+    pub fn phantom_slots(
+        &self,
+        now: Duration,
+        lookahead: Duration,
+        real: usize,
+        out: &mut Vec<TxSlot>,
+    ) {
+        let rate = self.rate();
+        if lookahead.is_zero() || rate <= 0.0 {
+            return;
+        }
+        let period = f64::from(self.slot_wire_bytes()) / rate;
+        let first = match self.cc.next_allowance_at(now) {
+            Some(t) if real == 0 => t.saturating_sub(now).as_secs_f64(),
+            _ => period,
+        };
+        let horizon = lookahead.as_secs_f64();
+        let next = self.sent.next_seq();
+        let mut k = 0;
+        while k < MAX_PHANTOM_SLOTS {
+            let wait = first + k as f64 * period;
+            if wait > horizon {
+                break;
+            }
+            let confidence = 0.95f32.powi(k as i32 + 1);
+            out.push(self.slot(next + (real + k) as u64, wait * 1e3, Some(confidence)));
+            k += 1;
+        }
+    }
+
+    fn slot(&self, sequence: u64, wait_ms: f64, phantom: Option<f32>) -> TxSlot {
+        TxSlot {
+            channel: u16::from(self.id),
+            sequence,
+            loss_probability: self.loss.loss_rate(),
+            expected_rtt_ms: self.expected_rtt_ms(),
+            wait_ms,
+            max_size: self.max_adu(),
+            cost_per_kb: self.config.cost_per_kb,
+            phantom,
+            burst_correlation: match self.config.loss_correlation {
+                LossCorrelation::Measured => self.loss.burst_correlation(),
+                LossCorrelation::Thesis => thesis_burst_correlation(),
+            },
+        }
+    }
+
+    /// The sequence number the next packet will carry.
+    pub fn next_seq_peek(&self) -> u64 {
+        self.sent.next_seq()
+    }
+
+    /// The sender had nothing for this channel although it could send: rate samples taken
+    /// until what is in flight now is delivered understate the channel.
+    pub fn mark_app_limited(&mut self) {
+        self.sent.mark_app_limited();
+    }
+
+    /// Record a packet about to be sent; returns its sequence number.
+    pub fn on_send(&mut self, now: Duration, size: u32, adu: Option<SentAdu>) -> u64 {
+        if !self.sent.has_in_flight() {
+            // A channel that was idle starts its dead-man timer from this send.
+            self.last_progress = self.last_progress.max(now);
+        }
+        let seq = self.sent.on_send(now, size, adu);
+        self.cc.on_sent(now, size, self.sent.bytes_in_flight());
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += u64::from(size);
+        if adu.is_none() {
+            self.stats.probes_sent += 1;
+        }
+        seq
+    }
+
+    /// Process an ack from the peer; newly acked (and late-acked) packets are appended to
+    /// `out`, then any losses the ack reveals.
+    pub fn on_ack(&mut self, now: Duration, ack: &Ack, out: &mut Vec<Resolved>) {
+        let prior_in_flight = self.sent.bytes_in_flight();
+        let min_rtt = self.rtt.min_ms().map(ms);
+        let ack_delay = Duration::from_micros(u64::from(ack.ack_delay_us));
+        let (cc, rtt, stats) = (&mut self.cc, &mut self.rtt, &mut self.stats);
+        let frame = self.sent.on_ack(
+            now,
+            ack.iter_ranges(),
+            ack.largest,
+            ack_delay,
+            min_rtt,
+            &mut self.loss,
+            |seq, p, resolution| {
+                match resolution {
+                    Resolution::Acked { rtt: r } => {
+                        rtt.on_sample(now, r);
+                        stats.acked += 1;
+                    }
+                    Resolution::LateAcked { rtt: r, .. } => {
+                        rtt.on_sample(now, r);
+                        cc.on_spurious_loss(now, p.sent_at);
+                        stats.late_acked += 1;
+                    }
+                    Resolution::Lost(_) => {}
+                }
+                out.push(Resolved {
+                    seq,
+                    adu: p.adu,
+                    resolution,
+                });
+            },
+        );
+        if frame.acked_bytes > 0 {
+            self.last_progress = now;
+            if let Liveness::Dead { .. } = self.liveness {
+                self.liveness = Liveness::Alive;
+                self.cc.reset(now);
+            }
+            self.cc.on_ack(&AckSample {
+                now,
+                acked_bytes: frame.acked_bytes,
+                rtt: frame.latest_rtt.unwrap_or(self.srtt()),
+                min_rtt: self.min_rtt(),
+                srtt: self.srtt(),
+                prior_in_flight,
+                in_flight: self.sent.bytes_in_flight(),
+                rate: frame.rate,
+            });
+        }
+        self.detect_losses(now, out);
+    }
+
+    /// Whether a loss revealed now looks like an overflow of the queue the sender filled:
+    /// the latest round trip sits near the largest one seen.
+    fn classify_loss(rtt: &RttEstimator) -> LossKind {
+        let (Some(min), Some(max)) = (rtt.min_ms(), rtt.max_ms()) else {
+            return LossKind::Link;
+        };
+        let spread = max - min;
+        if spread < MIN_QUEUE_SPREAD_MS.max(MIN_QUEUE_SPREAD_FRACTION * min) {
+            return LossKind::Link;
+        }
+        if rtt.latest_ms() - min >= CONGESTION_QUEUE_FRACTION * spread {
+            LossKind::Congestion
+        } else {
+            LossKind::Link
+        }
+    }
+
+    /// Declare overdue packets lost (appended to `out`).
+    pub fn detect_losses(&mut self, now: Duration, out: &mut Vec<Resolved>) {
+        let reo_wnd = self.reo_wnd();
+        let (cc, rtt, stats) = (&mut self.cc, &self.rtt, &mut self.stats);
+        let in_flight = self.sent.bytes_in_flight();
+        self.sent.detect_losses(
+            now,
+            reo_wnd,
+            &mut self.loss,
+            |_| Self::classify_loss(rtt),
+            |seq, p, kind| {
+                record_loss(cc, stats, now, in_flight, p, kind);
+                out.push(Resolved {
+                    seq,
+                    adu: p.adu,
+                    resolution: Resolution::Lost(kind),
+                });
+            },
+        );
+    }
+
+    /// Run the channel's timers: loss detection, the probe timeout, the dead-man check,
+    /// and probes of a dead channel. Losses are appended to `out`.
+    pub fn on_timeout(&mut self, now: Duration, out: &mut Vec<Resolved>) -> TimerActions {
+        let mut actions = TimerActions::default();
+        self.detect_losses(now, out);
+        match self.liveness {
+            Liveness::Alive => {
+                if self.sent.has_in_flight()
+                    && now.saturating_sub(self.last_progress) >= self.dead_after()
+                {
+                    self.die(now, out);
+                    actions.died = true;
+                    actions.probe = true;
+                } else if self.sent.pto_time(self.pto()).is_some_and(|t| t <= now) {
+                    self.sent.pto_count += 1;
+                    self.stats.probe_timeouts += 1;
+                    actions.probe = true;
+                }
+            }
+            Liveness::Dead { next_probe } if now >= next_probe => {
+                self.liveness = Liveness::Dead {
+                    next_probe: now + PROBE_INTERVAL,
+                };
+                actions.probe = true;
+            }
+            Liveness::Dead { .. } => {}
+        }
+        actions
+    }
+
+    /// Nothing acked for too long: the channel is dead, and what it had in flight is lost.
+    fn die(&mut self, now: Duration, out: &mut Vec<Resolved>) {
+        self.liveness = Liveness::Dead {
+            next_probe: now + PROBE_INTERVAL,
+        };
+        self.abandon(now, out);
+    }
+
+    /// Declare everything in flight lost to the link (the channel died or is removed).
+    pub fn abandon(&mut self, now: Duration, out: &mut Vec<Resolved>) {
+        let (cc, stats) = (&mut self.cc, &mut self.stats);
+        self.sent
+            .declare_all_lost(now, &mut self.loss, |seq, p, kind| {
+                record_loss(cc, stats, now, 0, p, kind);
+                out.push(Resolved {
+                    seq,
+                    adu: p.adu,
+                    resolution: Resolution::Lost(kind),
+                });
+            });
+    }
+
+    /// Earliest time this channel needs [`Channel::on_timeout`] or an ack sent.
+    pub fn next_timeout(&self) -> Option<Duration> {
+        let mut t = self.recv.ack_due();
+        t = min_opt(t, self.sent.loss_time(self.reo_wnd()));
+        match self.liveness {
+            Liveness::Alive => {
+                t = min_opt(t, self.sent.pto_time(self.pto()));
+                if self.sent.has_in_flight() {
+                    t = min_opt(t, Some(self.last_progress + self.dead_after()));
+                }
+            }
+            Liveness::Dead { next_probe } => t = min_opt(t, Some(next_probe)),
+        }
+        t
+    }
+
+    /// When the congestion controller will next allow a send without an ack.
+    pub fn next_send_at(&self, now: Duration) -> Option<Duration> {
+        if !self.is_alive() {
+            return None;
+        }
+        let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
+        if allowance >= u64::from(self.slot_wire_bytes()) {
+            return Some(now);
+        }
+        self.cc.next_allowance_at(now)
+    }
+
+    /// Record a received data packet or ping. Returns `false` for a duplicate.
+    pub fn on_receive(&mut self, now: Duration, seq: u64, send_ts: u32) -> bool {
+        self.stats.packets_received += 1;
+        let fresh = self.recv.on_receive(now, seq, send_ts);
+        if !fresh {
+            self.stats.duplicates += 1;
+        }
+        fresh
+    }
+
+    /// Build the ack to send now, if one is due.
+    pub fn take_ack(&mut self, now: Duration, conn: u64) -> Option<Ack> {
+        self.recv.take_ack(now, conn, self.id)
+    }
+
+    pub fn ack_pending(&self) -> bool {
+        self.recv.ack_due().is_some()
+    }
+
+    /// The current RACK reordering-window multiplier (1 until losses prove spurious).
+    pub fn reordering_multiplier(&self) -> u32 {
+        self.sent.reo_wnd_mult()
+    }
+}
+
+fn record_loss(
+    cc: &mut Box<dyn CongestionControl>,
+    stats: &mut ChannelStats,
+    now: Duration,
+    in_flight: u64,
+    p: &SentPacket,
+    kind: LossKind,
+) {
+    cc.on_loss(&LossSample {
+        now,
+        bytes: p.size,
+        sent_at: p.sent_at,
+        kind,
+        in_flight,
+    });
+    stats.lost += 1;
+    if kind == LossKind::Congestion {
+        stats.lost_congestion += 1;
+    }
+}
+
+fn ms(x: f64) -> Duration {
+    Duration::from_secs_f64(x.max(0.0) / 1e3)
+}
+
+pub(crate) fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,560 @@
+//! The send side of a channel's loss recovery: what is in flight, RACK-style time and
+//! order based loss detection (RFC 8985) with a reordering window that grows when losses
+//! prove spurious, probe timeouts that probe rather than declare (RFC 9002 §6.2), the
+//! memory of declared losses that lets a late ack be recognised, and delivery-rate samples
+//! (draft-cheng-iccrg-delivery-rate-estimation) for model-based congestion control.
+//!
+//! Horde never retransmits at this layer: a declared loss becomes a nack to the
+//! application, so every false declaration costs the application, not only the window.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::cc::{LossKind, RateSample};
+use crate::estimator::LossEstimator;
+
+/// What a sent packet carried.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SentAdu {
+    pub adu: u64,
+    pub stream: u32,
+    pub stream_seq: u64,
+    pub inserted: Duration,
+    /// Position in the session's transmission history, if it is being kept.
+    pub history: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SentPacket {
+    pub sent_at: Duration,
+    pub size: u32,
+    pub adu: Option<SentAdu>,
+    /// Delivery-rate state when it was sent.
+    delivered: u64,
+    delivered_time: Duration,
+    first_sent_time: Duration,
+    app_limited: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    InFlight(SentPacket),
+    Acked,
+    Lost(LossKind),
+}
+
+/// A packet declared lost, remembered for a while so that a late ack for it is reported
+/// as such and its congestion response undone.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LostPacket {
+    pub seq: u64,
+    pub packet: SentPacket,
+    pub declared_at: Duration,
+    pub kind: LossKind,
+}
+
+/// How long declared losses are remembered, at least and in round trips.
+const LATE_ACK_MEMORY_MIN: Duration = Duration::from_secs(2);
+const LATE_ACK_MEMORY_RTTS: u32 = 4;
+/// At most this many declared losses are remembered per channel.
+const LATE_ACK_MEMORY_PACKETS: usize = 4096;
+/// The reordering window is min_rtt/4 times a multiplier (RFC 8985 §6.2) that grows by
+/// one per round trip in which a spurious loss is seen, up to this, and is capped by srtt.
+const MAX_REO_WND_MULT: u32 = 64;
+/// Loss episodes without a spurious loss after which the multiplier falls back to 1.
+const REO_WND_PERSIST: u32 = 16;
+/// Timer granularity: runtimes wake on timers of about a millisecond.
+const GRANULARITY: Duration = Duration::from_millis(1);
+
+/// How an acked or lost packet was resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resolution {
+    Acked { rtt: Duration },
+    Lost(LossKind),
+    /// Acked after it had been declared lost.
+    LateAcked { rtt: Duration, kind: LossKind },
+}
+
+/// The outcome of one ack frame for the packets it acknowledged.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AckedFrame {
+    pub acked_bytes: u64,
+    /// RTT of the most recently sent newly acked packet.
+    pub latest_rtt: Option<Duration>,
+    pub rate: Option<RateSample>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SentTracker {
+    next_seq: u64,
+    /// Sequence number of `fates[0]`.
+    base_seq: u64,
+    fates: VecDeque<Fate>,
+    bytes_in_flight: u64,
+    largest_acked: Option<u64>,
+    lost: VecDeque<LostPacket>,
+
+    /// Send time and RTT of the most recently sent packet known delivered (RACK.xmit_ts,
+    /// RACK.rtt).
+    rack: Option<(Duration, Duration)>,
+    reo_wnd_mult: u32,
+    reo_wnd_persist: u32,
+    /// When the multiplier last grew, so it grows at most once per round trip.
+    reo_wnd_grown_at: Option<Duration>,
+    last_episode_at: Option<Duration>,
+
+    /// Probe timeouts fired since the last ack (the backoff exponent).
+    pub pto_count: u32,
+    last_ack_eliciting_at: Duration,
+
+    delivered: u64,
+    delivered_time: Duration,
+    first_sent_time: Duration,
+    /// Delivery count at which an application-limited phase ends (0: not limited).
+    app_limited_until: u64,
+}
+
+impl SentTracker {
+    pub fn new(now: Duration) -> Self {
+        Self {
+            next_seq: 0,
+            base_seq: 0,
+            fates: VecDeque::new(),
+            bytes_in_flight: 0,
+            largest_acked: None,
+            lost: VecDeque::new(),
+            rack: None,
+            reo_wnd_mult: 1,
+            reo_wnd_persist: REO_WND_PERSIST,
+            reo_wnd_grown_at: None,
+            last_episode_at: None,
+            pto_count: 0,
+            last_ack_eliciting_at: now,
+            delivered: 0,
+            delivered_time: now,
+            first_sent_time: now,
+            app_limited_until: 0,
+        }
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.bytes_in_flight
+    }
+
+    pub fn has_in_flight(&self) -> bool {
+        self.bytes_in_flight > 0
+    }
+
+    pub fn reo_wnd_mult(&self) -> u32 {
+        self.reo_wnd_mult
+    }
+
+    /// The sender has nothing to send although the channel could take it: rate samples
+    /// until what is in flight now is delivered say less than the channel can carry.
+    pub fn mark_app_limited(&mut self) {
+        self.app_limited_until = (self.delivered + self.bytes_in_flight).max(1);
+    }
+
+    /// Record a packet about to be sent; returns its sequence number.
+    pub fn on_send(&mut self, now: Duration, size: u32, adu: Option<SentAdu>) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.fates.is_empty() {
+            self.base_seq = seq;
+        }
+        if self.bytes_in_flight == 0 {
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        self.fates.push_back(Fate::InFlight(SentPacket {
+            sent_at: now,
+            size,
+            adu,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
+            app_limited: self.app_limited_until > 0,
+        }));
+        self.bytes_in_flight += u64::from(size);
+        self.last_ack_eliciting_at = now;
+        seq
+    }
+
+    /// Apply the acknowledged ranges `(lo, hi)` (inclusive) of one ack frame whose largest
+    /// number is `largest` and whose ack delay is `ack_delay`. Calls `each` for every packet
+    /// newly acked, late-acked included.
+    pub fn on_ack(
+        &mut self,
+        now: Duration,
+        ranges: impl Iterator<Item = (u64, u64)>,
+        largest: u64,
+        ack_delay: Duration,
+        min_rtt: Option<Duration>,
+        estimator: &mut LossEstimator,
+        mut each: impl FnMut(u64, &SentPacket, Resolution),
+    ) -> AckedFrame {
+        let mut frame = AckedFrame::default();
+        // The packet that sets the rate sample: the most recently sent one acked.
+        let mut sample: Option<SentPacket> = None;
+        for (lo, hi) in ranges {
+            let hi = hi.min(self.next_seq.saturating_sub(1));
+            if lo > hi {
+                continue;
+            }
+            self.ack_late(now, lo, hi, estimator, &mut each);
+            for seq in lo.max(self.base_seq)..=hi {
+                let idx = (seq - self.base_seq) as usize;
+                let Some(Fate::InFlight(p)) = self.fates.get(idx).copied() else {
+                    continue;
+                };
+                self.fates[idx] = Fate::Acked;
+                self.bytes_in_flight -= u64::from(p.size);
+                let mut rtt = now.saturating_sub(p.sent_at);
+                if seq == largest {
+                    rtt = rtt.saturating_sub(ack_delay).max(GRANULARITY.min(rtt));
+                }
+                self.delivered += u64::from(p.size);
+                self.delivered_time = now;
+                frame.acked_bytes += u64::from(p.size);
+                if self.rack.is_none_or(|(sent, _)| p.sent_at >= sent) {
+                    self.rack = Some((p.sent_at, rtt));
+                    frame.latest_rtt = Some(rtt);
+                }
+                if sample.is_none_or(|s| p.delivered >= s.delivered) {
+                    sample = Some(p);
+                }
+                each(seq, &p, Resolution::Acked { rtt });
+            }
+        }
+        if frame.acked_bytes > 0 {
+            self.largest_acked = self.largest_acked.max(Some(largest));
+            self.pto_count = 0;
+        }
+        if let Some(p) = sample {
+            frame.rate = self.rate_sample(now, &p, min_rtt);
+        }
+        frame
+    }
+
+    /// Resolve declared losses in `lo..=hi` as late acks.
+    fn ack_late(
+        &mut self,
+        now: Duration,
+        lo: u64,
+        hi: u64,
+        estimator: &mut LossEstimator,
+        each: &mut impl FnMut(u64, &SentPacket, Resolution),
+    ) {
+        let start = self.lost.partition_point(|l| l.seq < lo);
+        let end = self.lost.partition_point(|l| l.seq <= hi);
+        if start == end {
+            return;
+        }
+        for l in self.lost.drain(start..end) {
+            self.delivered += u64::from(l.packet.size);
+            // Not yet counted by the estimator: count it delivered; counted: take it back.
+            match l.seq.checked_sub(self.base_seq) {
+                Some(idx) => self.fates[idx as usize] = Fate::Acked,
+                None => {
+                    if l.kind == LossKind::Link {
+                        estimator.forgive(self.base_seq - 1 - l.seq);
+                    }
+                }
+            }
+            let rtt = now.saturating_sub(l.packet.sent_at);
+            each(
+                l.seq,
+                &l.packet,
+                Resolution::LateAcked { rtt, kind: l.kind },
+            );
+            // A spurious loss: widen the reordering window, once per round trip.
+            let round = self.rack.map_or(Duration::ZERO, |(_, r)| r);
+            if self
+                .reo_wnd_grown_at
+                .is_none_or(|t| now.saturating_sub(t) >= round)
+            {
+                self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(MAX_REO_WND_MULT);
+                self.reo_wnd_grown_at = Some(now);
+            }
+            self.reo_wnd_persist = REO_WND_PERSIST;
+        }
+    }
+
+    fn rate_sample(
+        &mut self,
+        now: Duration,
+        p: &SentPacket,
+        min_rtt: Option<Duration>,
+    ) -> Option<RateSample> {
+        self.first_sent_time = p.sent_at;
+        if self.app_limited_until > 0 && self.delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        let send_elapsed = p.sent_at.saturating_sub(p.first_sent_time);
+        let ack_elapsed = now.saturating_sub(p.delivered_time);
+        let interval = send_elapsed.max(ack_elapsed);
+        // Shorter than a round trip means acks were compressed: no honest sample.
+        if interval.is_zero() || min_rtt.is_some_and(|m| interval < m) {
+            return None;
+        }
+        let delivered = self.delivered - p.delivered;
+        Some(RateSample {
+            delivery_rate: delivered as f64 / interval.as_secs_f64(),
+            delivered,
+            interval,
+            app_limited: p.app_limited,
+            total_delivered: self.delivered,
+            prior_delivered: p.delivered,
+        })
+    }
+
+    /// RACK's reordering window: how much later than the RACK round trip a packet sent
+    /// before a delivered one may still arrive.
+    pub fn reo_wnd(&self, min_rtt: Duration, srtt: Duration) -> Duration {
+        (min_rtt / 4 * self.reo_wnd_mult).min(srtt).max(GRANULARITY)
+    }
+
+    /// When the oldest in-flight packet overtaken by a delivered one becomes lost.
+    pub fn loss_time(&self, reo_wnd: Duration) -> Option<Duration> {
+        let (_, rack_rtt) = self.rack?;
+        let largest = self.largest_acked?;
+        self.fates.iter().enumerate().find_map(|(i, f)| match f {
+            Fate::InFlight(p) if self.base_seq + (i as u64) < largest => {
+                Some(p.sent_at + rack_rtt + reo_wnd)
+            }
+            _ => None,
+        })
+    }
+
+    /// Declare lost every packet sent before a delivered one whose time is up (RFC 8985
+    /// §6.2); calls `each` for every one. Returns how many were declared.
+    pub fn detect_losses(
+        &mut self,
+        now: Duration,
+        reo_wnd: Duration,
+        estimator: &mut LossEstimator,
+        classify: impl Fn(&SentPacket) -> LossKind,
+        mut each: impl FnMut(u64, &SentPacket, LossKind),
+    ) -> usize {
+        let (Some((_, rack_rtt)), Some(largest)) = (self.rack, self.largest_acked) else {
+            self.retire(now, rack_rtt_or_zero(self.rack), estimator);
+            return 0;
+        };
+        let mut declared = 0;
+        for idx in 0..self.fates.len() {
+            let seq = self.base_seq + idx as u64;
+            if seq >= largest {
+                break;
+            }
+            let Fate::InFlight(p) = self.fates[idx] else {
+                continue;
+            };
+            if now < p.sent_at + rack_rtt + reo_wnd {
+                break; // every later packet was sent later still
+            }
+            let kind = classify(&p);
+            self.declare(now, idx, p, kind);
+            each(seq, &p, kind);
+            declared += 1;
+        }
+        if declared > 0 {
+            self.on_loss_episode(now, rack_rtt);
+        }
+        self.retire(now, rack_rtt, estimator);
+        declared
+    }
+
+    /// Declare every in-flight packet lost to the link (the channel died).
+    pub fn declare_all_lost(
+        &mut self,
+        now: Duration,
+        estimator: &mut LossEstimator,
+        mut each: impl FnMut(u64, &SentPacket, LossKind),
+    ) {
+        for idx in 0..self.fates.len() {
+            if let Fate::InFlight(p) = self.fates[idx] {
+                self.declare(now, idx, p, LossKind::Link);
+                each(self.base_seq + idx as u64, &p, LossKind::Link);
+            }
+        }
+        self.retire(now, rack_rtt_or_zero(self.rack), estimator);
+    }
+
+    fn declare(&mut self, now: Duration, idx: usize, p: SentPacket, kind: LossKind) {
+        self.fates[idx] = Fate::Lost(kind);
+        self.bytes_in_flight -= u64::from(p.size);
+        let seq = self.base_seq + idx as u64;
+        let at = self.lost.partition_point(|l| l.seq < seq);
+        self.lost.insert(
+            at,
+            LostPacket {
+                seq,
+                packet: p,
+                declared_at: now,
+                kind,
+            },
+        );
+        if self.lost.len() > LATE_ACK_MEMORY_PACKETS {
+            self.lost.pop_front();
+        }
+    }
+
+    /// A round of losses without a spurious one: after enough, trust the short window again.
+    fn on_loss_episode(&mut self, now: Duration, round: Duration) {
+        if self
+            .last_episode_at
+            .is_some_and(|t| now.saturating_sub(t) < round)
+        {
+            return;
+        }
+        self.last_episode_at = Some(now);
+        self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
+        if self.reo_wnd_persist == 0 {
+            self.reo_wnd_mult = 1;
+            self.reo_wnd_persist = REO_WND_PERSIST;
+        }
+    }
+
+    /// Drop resolved packets from the front, giving the estimator their outcomes in
+    /// sequence order (only link losses count as lost: a queue the sender overfilled says
+    /// nothing about the link). Forget declared losses too old for a late ack.
+    fn retire(&mut self, now: Duration, round: Duration, estimator: &mut LossEstimator) {
+        loop {
+            let lost = match self.fates.front() {
+                Some(Fate::Acked) => false,
+                Some(Fate::Lost(kind)) => *kind == LossKind::Link,
+                _ => break,
+            };
+            estimator.on_outcome(lost);
+            self.fates.pop_front();
+            self.base_seq += 1;
+        }
+        let memory = (round * LATE_ACK_MEMORY_RTTS).max(LATE_ACK_MEMORY_MIN);
+        while self
+            .lost
+            .front()
+            .is_some_and(|l| now.saturating_sub(l.declared_at) > memory)
+        {
+            self.lost.pop_front();
+        }
+    }
+
+    /// When the probe timeout fires: `pto` after the last ack-eliciting send, doubled per
+    /// probe already unanswered. `None` with nothing in flight.
+    pub fn pto_time(&self, pto: Duration) -> Option<Duration> {
+        self.has_in_flight()
+            .then(|| self.last_ack_eliciting_at + pto * (1u32 << self.pto_count.min(10)))
+    }
+}
+
+fn rack_rtt_or_zero(rack: Option<(Duration, Duration)>) -> Duration {
+    rack.map_or(Duration::ZERO, |(_, r)| r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn ack(s: &mut SentTracker, now: Duration, lo: u64, hi: u64) -> Vec<(u64, Resolution)> {
+        let mut out = Vec::new();
+        let mut est = LossEstimator::new();
+        let ranges = [(lo, hi)].into_iter();
+        s.on_ack(now, ranges, hi, Duration::ZERO, None, &mut est, |q, _, r| {
+            out.push((q, r))
+        });
+        out
+    }
+
+    fn detect(s: &mut SentTracker, now: Duration, reo: Duration) -> Vec<u64> {
+        let mut lost = Vec::new();
+        let mut est = LossEstimator::new();
+        s.detect_losses(now, reo, &mut est, |_| LossKind::Link, |q, _, _| lost.push(q));
+        lost
+    }
+
+    #[test]
+    fn delay_alone_declares_nothing() {
+        let mut s = SentTracker::new(t(0));
+        for _ in 0..10 {
+            s.on_send(t(0), 1000, None);
+        }
+        // A long silence (an outage): no later packet was delivered, so nothing is lost.
+        assert!(detect(&mut s, t(5_000), t(10)).is_empty());
+        assert_eq!(s.bytes_in_flight(), 10_000);
+        // Everything then arrives.
+        assert_eq!(ack(&mut s, t(5_050), 0, 9).len(), 10);
+        assert!(!s.has_in_flight());
+    }
+
+    #[test]
+    fn a_hole_is_lost_after_rack_rtt_plus_window() {
+        let mut s = SentTracker::new(t(0));
+        for i in 0..4 {
+            s.on_send(t(i * 10), 1000, None);
+        }
+        ack(&mut s, t(130), 0, 0); // rtt 130
+        ack(&mut s, t(160), 2, 3); // packet 1 (sent at 10) is overtaken; rack rtt 130
+        let reo = t(20);
+        assert_eq!(s.loss_time(reo), Some(t(10 + 130 + 20)));
+        assert!(detect(&mut s, t(159), reo).is_empty());
+        assert_eq!(detect(&mut s, t(160), reo), vec![1]);
+    }
+
+    #[test]
+    fn late_ack_is_reported_and_widens_the_window() {
+        let mut s = SentTracker::new(t(0));
+        for _ in 0..3 {
+            s.on_send(t(0), 1000, None);
+        }
+        ack(&mut s, t(100), 1, 2);
+        assert_eq!(detect(&mut s, t(200), t(1)), vec![0]);
+        assert_eq!(s.reo_wnd_mult(), 1);
+        let late = ack(&mut s, t(250), 0, 0);
+        let kind = LossKind::Link;
+        assert_eq!(late, vec![(0, Resolution::LateAcked { rtt: t(250), kind })]);
+        assert_eq!(s.reo_wnd_mult(), 2);
+        // Reported once only.
+        assert!(ack(&mut s, t(260), 0, 0).is_empty());
+    }
+
+    #[test]
+    fn rate_sample_measures_delivery() {
+        let mut s = SentTracker::new(t(0));
+        // A packet of 1000 B every 10 ms, each acked 100 ms after it was sent: 100 kB/s.
+        let mut rate = None;
+        for now in (0..400).step_by(10) {
+            if now >= 100 {
+                let seq = (now - 100) / 10;
+                let f = s.on_ack(
+                    t(now),
+                    [(seq, seq)].into_iter(),
+                    seq,
+                    Duration::ZERO,
+                    Some(t(100)),
+                    &mut LossEstimator::new(),
+                    |_, _, _| {},
+                );
+                rate = f.rate.or(rate);
+            }
+            s.on_send(t(now), 1000, None);
+        }
+        let r = rate.expect("a sample once a round trip of data was acked");
+        assert!((r.delivery_rate - 100_000.0).abs() < 12_000.0, "{r:?}");
+        assert!(!r.app_limited);
+        // Marked application-limited, the next samples say so.
+        s.mark_app_limited();
+        s.on_send(t(400), 1000, None);
+        let mut est = LossEstimator::new();
+        let ranges = [(40, 40)].into_iter();
+        let f = s.on_ack(t(500), ranges, 40, Duration::ZERO, None, &mut est, |_, _, _| {});
+        assert!(f.rate.unwrap().app_limited);
+    }
+}
