@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::wire::{Ack, MAX_ACK_RANGES};
+use crate::wire::Ack;
 
 const MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 /// Received packets that trigger an immediate ack. Fewer acks save datagrams (and their
@@ -12,6 +12,10 @@ const ACK_EVERY: u32 = 4;
 /// Received-sequence ranges kept for building acks. Older ranges are forgotten, and
 /// anything at or below what was forgotten counts as a duplicate.
 const MAX_RECV_RANGES: usize = 64;
+/// Ranges reported per ack besides the first. Acks go every few packets, so an older hole
+/// was already reported many times; a lossy channel would otherwise send every ack at
+/// the wire format's limit (about 500 bytes) for the rest of its life.
+const RANGES_PER_ACK: usize = 12;
 
 /// How long a receiver may hold an ack back; the sender's probe timeout allows for it.
 pub(crate) const fn max_ack_delay() -> Duration {
@@ -86,9 +90,9 @@ impl ReceiveState {
         self.ack_due = None;
         self.unacked = 0;
         let (&(lo0, hi0), rest) = self.ranges.split_first()?;
-        let mut ranges = Vec::with_capacity(rest.len().min(MAX_ACK_RANGES));
+        let mut ranges = Vec::with_capacity(rest.len().min(RANGES_PER_ACK));
         let mut prev_lo = lo0;
-        for &(lo, hi) in rest.iter().take(MAX_ACK_RANGES) {
+        for &(lo, hi) in rest.iter().take(RANGES_PER_ACK) {
             ranges.push((prev_lo - hi - 2, hi - lo));
             prev_lo = lo;
         }
