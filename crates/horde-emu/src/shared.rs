@@ -183,10 +183,11 @@ impl Core {
                 due.clear();
                 d.link.deliver(now, &mut due);
                 for del in &due {
-                    let Some(payload) = d.slab.take(del.id) else {
+                    let Some((arrived, payload)) = d.slab.take_stored(del.id) else {
                         d.stats.dropped_other += 1;
                         continue;
                     };
+                    d.stats.transit.record(del.at.saturating_sub(arrived));
                     if down {
                         d.stats.dropped_down += 1;
                         continue;

@@ -36,11 +36,16 @@ impl PayloadSlab {
 
     /// Remove and return the payload for `id`, if still stored.
     pub fn take(&mut self, id: u64) -> Option<Vec<u8>> {
+        self.take_stored(id).map(|(_, payload)| payload)
+    }
+
+    /// Remove and return when the payload for `id` was stored, and the payload.
+    pub fn take_stored(&mut self, id: u64) -> Option<(Duration, Vec<u8>)> {
         let idx = usize::try_from(id.checked_sub(self.base)?).ok()?;
         let entry = self.entries.get_mut(idx)?.take()?;
         self.live -= 1;
         self.trim_front();
-        Some(entry.payload)
+        Some((entry.stored_at, entry.payload))
     }
 
     /// Drop entries stored before `cutoff`; returns how many were dropped. Entries are

@@ -64,6 +64,9 @@ pub struct DirectionStats {
     pub in_flight: u64,
     /// Actual send time minus the model's scheduled delivery time.
     pub release_error: Histogram,
+    /// Per-packet one-way delay through the link model (queueing, serialization and
+    /// propagation): scheduled delivery time minus arrival.
+    pub transit: Histogram,
 }
 
 /// Stats of one channel.
