@@ -1,6 +1,7 @@
 //! `LinkSpec`: a serde (TOML-friendly) description of one link direction, and its builder.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +178,20 @@ impl LinkSpec {
         )))
     }
 
+    /// Bytes the bottleneck can serve in the first `duration` (from a trace's start), or
+    /// `None` for an unlimited link. Traces are read relative to `base_dir`.
+    pub fn capacity_bytes(
+        &self,
+        duration: Duration,
+        base_dir: &Path,
+    ) -> Result<Option<u64>, LinkError> {
+        Ok(match self.rate_model(Some(base_dir))? {
+            Rate::Unlimited => None,
+            Rate::Trace(trace) => Some(trace.capacity_bytes_until(duration)),
+            Rate::Constant { ns_per_byte } => Some((duration.as_nanos() as f64 / ns_per_byte) as u64),
+        })
+    }
+
     /// The rate model; traces are read only when `base_dir` is given.
     fn rate_model(&self, base_dir: Option<&Path>) -> Result<Rate, LinkError> {
         Ok(match &self.rate {
@@ -285,10 +300,23 @@ fn power_of_two(what: &'static str, n: u32) -> Result<u32, LinkError> {
 mod tests {
     use super::*;
     use crate::Delivery;
-    use std::time::Duration;
 
     fn from_toml(text: &str) -> Result<LinkSpec, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    #[test]
+    fn capacity_of_constant_trace_and_unlimited_links() {
+        let dir = std::env::temp_dir().join(format!("horde-capacity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("t.up"), "5\n10\n").unwrap();
+        let ten_s = Duration::from_secs(10);
+        let cap = |text: &str| from_toml(text).unwrap().capacity_bytes(ten_s, &dir).unwrap();
+        assert_eq!(cap("rate = { model = \"constant\", kbps = 800 }"), Some(1_000_000));
+        // Two 1500 B opportunities every 10 ms for 10 s.
+        assert_eq!(cap("rate = { model = \"trace\", path = \"t.up\" }"), Some(3_000_000));
+        assert_eq!(cap(""), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn err(spec: &LinkSpec) -> String {

@@ -122,6 +122,12 @@ impl Trace {
             / self.period_ms() as f64
     }
 
+    /// Bytes the trace can carry from its start to `until` (every opportunity at or
+    /// before it, over all repetitions).
+    pub fn capacity_bytes_until(&self, until: Duration) -> u64 {
+        self.first_opportunity_after(until) * u64::from(OPPORTUNITY_BYTES)
+    }
+
     /// Time of opportunity `index` (counting from 0 over all repetitions).
     pub(crate) fn opportunity_time(&self, index: u64) -> Duration {
         let n = self.opportunities_ms.len() as u64;
@@ -182,6 +188,8 @@ mod tests {
         assert_eq!(trace.period_ms(), 10);
         // Four opportunities of 1500 B every 10 ms = 4.8 Mbit/s.
         assert_eq!(trace.capacity_bps(), 4_800_000.0);
+        // Up to 21 ms: 1, 2, 2, 10, 11, 12, 12, 20.
+        assert_eq!(trace.capacity_bytes_until(Duration::from_millis(21)), 8 * 1500);
     }
 
     #[test]
