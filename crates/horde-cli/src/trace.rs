@@ -11,12 +11,17 @@ use horde_links::{Trace, TraceStats};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Generate a cellular-like Mahimahi trace (one ms timestamp per 1500-byte delivery
-    /// opportunity): rate states with dwell times, fading within them, and outages of
-    /// 100 ms to 1 s. The same arguments always give the same trace. See docs/traces.md.
+    /// Generate a cellular-like Mahimahi trace.
+    ///
+    /// One ms timestamp per 1500-byte delivery opportunity, from rate states with dwell
+    /// times, fading within them, and outages of 100 ms to 1 s, scaled to the mean. The
+    /// same arguments always give the same trace. See docs/traces.md.
     Gen(GenArgs),
-    /// Print a trace's mean rate, coefficient of variation at 100 ms bins, time in gaps
-    /// of at least 100 ms and longest gap. Exits 1 if any file cannot be read or parsed.
+    /// Measure traces: mean rate, variation at 100 ms, gaps.
+    ///
+    /// Prints each trace's mean rate, coefficient of variation at 100 ms bins, share of
+    /// time in gaps of at least 100 ms and longest gap. Exits 1 if any file cannot be read
+    /// or parsed (the others are still measured).
     Stats {
         /// Mahimahi trace files; `-` reads standard input.
         #[arg(required = true)]
