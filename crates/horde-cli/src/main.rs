@@ -1,5 +1,5 @@
-//! `horde`: run Horde's demo, simulator, emulator, sender and receiver, and check hose
-//! objectives.
+//! `horde`: run Horde's demo, simulator, emulator, sender and receiver, check hose
+//! objectives, and make and measure link traces.
 
 mod app;
 mod demo;
@@ -10,6 +10,7 @@ mod live;
 mod peer;
 mod sim;
 mod table;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,11 @@ enum Command {
         #[command(subcommand)]
         command: hose::Command,
     },
+    /// Cellular-like Mahimahi traces: generate them, measure any trace.
+    Trace {
+        #[command(subcommand)]
+        command: trace::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,6 +69,7 @@ fn main() -> ExitCode {
         Command::Recv(a) => peer::recv(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Hose { command } => hose::run(command),
+        Command::Trace { command } => trace::run(command),
     };
     match result {
         Ok(code) => code,

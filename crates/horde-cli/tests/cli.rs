@@ -274,3 +274,160 @@ fn emu_runs_a_config_and_reports_bad_ones() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn trace_gen_pipes_into_trace_stats() {
+    let gen = horde(&[
+        "trace",
+        "gen",
+        "--mean-mbps",
+        "6",
+        "--duration-s",
+        "30",
+        "--seed",
+        "4",
+    ]);
+    assert!(gen.status.success(), "{}", text(&gen.stderr));
+    let again = horde(&[
+        "trace",
+        "gen",
+        "--mean-mbps",
+        "6",
+        "--duration-s",
+        "30",
+        "--seed",
+        "4",
+    ]);
+    assert_eq!(gen.stdout, again.stdout, "same seed, same trace");
+
+    let mut stats = Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(["trace", "stats", "--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run horde trace stats");
+    use std::io::Write;
+    stats.stdin.take().unwrap().write_all(&gen.stdout).unwrap();
+    let out = stats.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON array");
+    let s = &json[0];
+    assert_eq!(s["duration_s"].as_f64(), Some(30.0), "{s}");
+    let mean = s["mean_mbps"].as_f64().unwrap();
+    assert!((mean - 6.0).abs() < 0.6, "{s}");
+    let cv = s["cv_100ms"].as_f64().unwrap();
+    assert!((0.6..=1.2).contains(&cv), "{s}");
+    let gaps = s["gap_fraction"].as_f64().unwrap();
+    assert!((0.01..=0.20).contains(&gaps), "{s}");
+    assert!(s["longest_gap_ms"].as_u64().unwrap() >= 100, "{s}");
+}
+
+/// docs/traces.md gives the commands that made traces/; they still make the same bytes.
+#[test]
+fn shipped_traces_come_from_the_documented_commands() {
+    for (file, mean, seed) in [
+        ("cell-a.up", "6", "1"),
+        ("cell-b.up", "11", "2"),
+        ("cell-c.up", "2", "3"),
+    ] {
+        let out = horde(&[
+            "trace",
+            "gen",
+            "--mean-mbps",
+            mean,
+            "--duration-s",
+            "60",
+            "--seed",
+            seed,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let shipped = std::fs::read(repo().join("traces").join(file)).unwrap();
+        assert!(
+            out.stdout == shipped,
+            "traces/{file} differs from its command"
+        );
+    }
+}
+
+#[test]
+fn trace_commands_reject_bad_input_clearly() {
+    let out = horde(&["trace", "gen", "--mean-mbps", "fast"]);
+    assert_eq!(out.status.code(), Some(2), "clap usage error");
+    assert!(
+        text(&out.stderr).contains("expected a number, found \"fast\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = horde(&["trace", "gen", "--mean-mbps", "-3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("must be a positive number, got -3"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = horde(&["trace", "gen", "--mean-mbps", "5000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("mean_mbps must be"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let dir = std::env::temp_dir().join(format!("horde-cli-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.up");
+    std::fs::write(&bad, "1\n2\n2.5\n").unwrap();
+    let out = horde(&[
+        "trace",
+        "stats",
+        bad.to_str().unwrap(),
+        "traces/cell-a.up",
+        "no-such.up",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3: expected a millisecond timestamp, found \"2.5\"",
+            bad.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("no-such.up: "), "{err}");
+    assert!(
+        text(&out.stdout).contains("traces/cell-a.up"),
+        "the good file is still measured"
+    );
+
+    let params = dir.join("params.toml");
+    std::fs::write(&params, "mean_mbps = 6\nfading_sigma = \"high\"\n").unwrap();
+    let out = horde(&["trace", "gen", "--params", params.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2:16:", params.display())),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The scenario's trace paths are relative to the scenario file, not the working directory.
+#[test]
+fn cellular3_runs_from_another_directory() {
+    let out = Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args([
+            "sim",
+            "../../scenarios/cellular3.toml",
+            "--duration",
+            "3",
+            "--json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run horde");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for c in json["channels"].as_array().unwrap() {
+        assert!(c["sent"].as_u64().unwrap() > 0, "{c}");
+    }
+}

@@ -66,3 +66,33 @@ impl LinkError {
         }
     }
 }
+
+/// [`CellularParams`](crate::cellular::CellularParams) or a requested trace length are out
+/// of range.
+#[derive(Debug, thiserror::Error)]
+pub enum CellularError {
+    /// A parameter is out of range, e.g. `mean_mbps must be a positive number ..., got -1`.
+    #[error("{what} must be {expected}, got {got}")]
+    Invalid {
+        /// The parameter, as written in TOML (`mean_mbps`, `states.level`, ...).
+        what: &'static str,
+        /// What would have been accepted.
+        expected: String,
+        /// The offending value.
+        got: String,
+    },
+}
+
+impl CellularError {
+    pub(crate) fn invalid(
+        what: &'static str,
+        expected: impl Into<String>,
+        got: impl ToString,
+    ) -> CellularError {
+        CellularError::Invalid {
+            what,
+            expected: expected.into(),
+            got: got.to_string(),
+        }
+    }
+}

@@ -18,21 +18,27 @@
 //! 3. a **delay process** (constant or Gaussian clipped at 0) added to the survivors,
 //!    which are delivered in delivery-time order, ties in arrival order.
 //!
+//! [`cellular`] generates cellular-like traces and [`TraceStats`] summarises any trace;
+//! see `docs/traces.md`.
+//!
 //! See `docs/links.md` for the models, the TOML format and how they are tested.
 
 #![warn(missing_docs)]
 
 mod bottleneck;
+pub mod cellular;
 mod delay;
 mod error;
 mod link;
 mod loss;
 mod spec;
 mod trace;
+mod trace_stats;
 
-pub use error::{LinkError, TraceError};
+pub use error::{CellularError, LinkError, TraceError};
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 pub use trace::{Trace, OPPORTUNITY_BYTES};
+pub use trace_stats::{TraceStats, BIN_MS, GAP_MS};
 
 use std::time::Duration;
 

@@ -103,6 +103,24 @@ impl Trace {
         }
     }
 
+    /// A trace from timestamps already known to be valid (non-empty, non-decreasing,
+    /// positive last entry, within range).
+    pub(crate) fn from_sorted(opportunities_ms: Vec<u64>) -> Trace {
+        debug_assert!(opportunities_ms.windows(2).all(|w| w[0] <= w[1]));
+        debug_assert!(opportunities_ms
+            .last()
+            .is_some_and(|&p| p > 0 && p <= MAX_TIMESTAMP_MS));
+        Trace { opportunities_ms }
+    }
+
+    /// Write the trace in Mahimahi format: one timestamp per line.
+    pub fn write_mahimahi(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        for ms in &self.opportunities_ms {
+            writeln!(out, "{ms}")?;
+        }
+        Ok(())
+    }
+
     /// The opportunities of one period, in ms from the start of the period.
     pub fn opportunities_ms(&self) -> &[u64] {
         &self.opportunities_ms
