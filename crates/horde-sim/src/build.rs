@@ -57,13 +57,13 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
             config: ChannelConfig {
                 mtu: c.mtu,
                 congestion: match c.congestion {
-                    Congestion::Cbr { kbps } => CcConfig::Cbr {
+                    Congestion::Cbr { kbps, .. } => CcConfig::Cbr {
                         kbps,
                         // Bank at most one cycle plus a slot, so a cycle sees the slots that
                         // came due since the last one and no more.
                         burst_ms: s.scheduler.cycle_ms + f64::from(c.mtu) * 8.0 / kbps,
                     },
-                    Congestion::Aimd {} => CcConfig::default(),
+                    ref other => other.clone(),
                 },
                 cost_per_kb: c.cost_per_kb,
                 loss_correlation: c.loss_correlation,

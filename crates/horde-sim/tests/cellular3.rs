@@ -19,7 +19,7 @@ fn cellular3_parses_and_validates() {
     let s = Scenario::load(scenario_path()).unwrap();
     assert_eq!(s.channels.len(), 3);
     for c in &s.channels {
-        assert_eq!(c.congestion, Congestion::Aimd {}, "{}", c.name);
+        assert_eq!(c.congestion, Congestion::default(), "{}", c.name);
         assert_eq!(c.up.buffer_bytes, Some(150_000), "{}", c.name);
         for link in [&c.up, &c.down] {
             match link.delay {

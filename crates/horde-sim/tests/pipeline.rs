@@ -35,7 +35,7 @@ fn run(s: &Scenario) -> Report {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let Congestion::Cbr { kbps } = c.congestion else {
+            let Congestion::Cbr { kbps, .. } = c.congestion else {
                 panic!("fig7-5 is CBR")
             };
             Chan {

@@ -45,7 +45,6 @@ use std::time::Duration;
 
 use horde_links::LinkSpec;
 pub use horde_proto::LossCorrelation;
-use serde::{Deserialize, Serialize};
 
 use crate::workload::WorkloadSpec;
 
@@ -104,16 +103,12 @@ pub struct HostSpec {
     pub name: String,
 }
 
-/// A channel's congestion control, e.g. `{ kind = "cbr", kbps = 120 }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum Congestion {
-    /// Slots at a constant rate: one `mtu`-byte slot every `mtu * 8 / kbps` ms (thesis
-    /// §7.2.1).
-    Cbr { kbps: f64 },
-    /// Generic AIMD driven by acks (thesis E1, §7.1).
-    Aimd {},
-}
+/// A channel's congestion control, as in the runtime's configuration, e.g.
+/// `{ kind = "cbr", kbps = 120 }` or `{ kind = "aimd" }`; a channel without the key gets
+/// [`CcConfig::default`]. In the simulator a CBR channel banks at most one scheduling
+/// cycle plus one slot of tokens, whatever its `burst_ms`: a cycle then sees the slots
+/// that came due since the last one and no more (thesis §7.2.1).
+pub type Congestion = horde_proto::CcConfig;
 
 /// Which way data crosses a channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

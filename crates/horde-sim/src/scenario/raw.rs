@@ -51,7 +51,8 @@ pub(crate) struct RawChannel {
     #[serde(default)]
     pub(crate) between: Option<Spanned<Vec<Spanned<String>>>>,
     pub(crate) mtu: Spanned<u32>,
-    pub(crate) congestion: Spanned<Congestion>,
+    #[serde(default)]
+    pub(crate) congestion: Option<Spanned<Congestion>>,
     #[serde(default)]
     pub(crate) cost_per_kb: Option<Spanned<f64>>,
     #[serde(default)]

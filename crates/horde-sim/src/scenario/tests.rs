@@ -58,7 +58,7 @@ fn a_good_file_gets_its_defaults() {
     );
     let c1 = &s.channels[0];
     assert_eq!(c1.between, ["a".to_string(), "b".to_string()]);
-    assert_eq!(c1.congestion, Congestion::Cbr { kbps: 120.0 });
+    assert_eq!(c1.congestion, Congestion::Cbr { kbps: 120.0, burst_ms: 150.0 });
     assert_eq!(c1.cost_per_kb, 0.0);
     assert_eq!(
         c1.down,
@@ -70,7 +70,7 @@ fn a_good_file_gets_its_defaults() {
     let c2 = &s.channels[1];
     assert_eq!(
         (c2.congestion.clone(), c2.cost_per_kb),
-        (Congestion::Aimd {}, 2.5)
+        (Congestion::default(), 2.5)
     );
     assert_ne!(c2.down, horde_links::LinkSpec::default());
     let (s0, s1) = (&s.streams[0], &s.streams[1]);
@@ -173,7 +173,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
         // Inside a link spec (horde_links::LinkSpec) and a congestion table.
         (edit("up = { }", "up = { bufer_bytes = 3 }"), "bad.toml:16:8: unknown field `bufer_bytes`, expected one of `rate`, `buffer_bytes`, `loss`, `delay`"),
         (edit("up = { }", "up = { loss = { model = \"bernoulli\", p = \"x\" } }"), "bad.toml:16:15: invalid type: string \"x\", expected f64"),
-        (edit("{ kind = \"aimd\" }", "{ kind = \"aimd\", kbps = 3 }"), "bad.toml:14:14: unknown field `kbps`, there are no fields"),
+        (edit("{ kind = \"aimd\" }", "{ kind = \"aimd\", kbps = 3 }"), "bad.toml:14:14: unknown field `kbps`, expected `initial_window_packets`"),
     ];
     for (text, want) in cases {
         assert_eq!(err(&text), want);

@@ -230,12 +230,14 @@ impl Checker<'_> {
         if *c.mtu.get_ref() == 0 {
             return Err(self.loc.at(span(&c.mtu), "mtu must be at least 1 byte"));
         }
-        if let Congestion::Cbr { kbps } = c.congestion.get_ref() {
-            if !(kbps.is_finite() && *kbps > 0.0) {
-                return Err(self.loc.at(
-                    span(&c.congestion),
-                    format!("congestion.kbps must be a positive number, got {kbps}"),
-                ));
+        if let Some(cc) = &c.congestion {
+            if let Congestion::Cbr { kbps, .. } = cc.get_ref() {
+                if !(kbps.is_finite() && *kbps > 0.0) {
+                    return Err(self.loc.at(
+                        span(cc),
+                        format!("congestion.kbps must be a positive number, got {kbps}"),
+                    ));
+                }
             }
         }
         let cost_per_kb = match &c.cost_per_kb {
@@ -252,7 +254,11 @@ impl Checker<'_> {
             name,
             between,
             mtu: *c.mtu.get_ref(),
-            congestion: c.congestion.get_ref().clone(),
+            congestion: c
+                .congestion
+                .as_ref()
+                .map(|cc| cc.get_ref().clone())
+                .unwrap_or_default(),
             cost_per_kb,
             loss_correlation: c.loss_correlation,
             up: link("up", &c.up)?,
