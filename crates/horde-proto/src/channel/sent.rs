@@ -322,10 +322,9 @@ impl SentTracker {
     pub fn loss_time(&self, reo_wnd: Duration) -> Option<Duration> {
         let (_, rack_rtt) = self.rack?;
         let largest = self.largest_acked?;
-        self.fates.iter().enumerate().find_map(|(i, f)| match f {
-            Fate::InFlight(p) if self.base_seq + (i as u64) < largest => {
-                Some(p.sent_at + rack_rtt + reo_wnd)
-            }
+        let overtaken = largest.saturating_sub(self.base_seq) as usize;
+        self.fates.iter().take(overtaken).find_map(|f| match f {
+            Fate::InFlight(p) => Some(p.sent_at + rack_rtt + reo_wnd),
             _ => None,
         })
     }
