@@ -238,7 +238,7 @@ impl Driver {
             self.receive_all();
             loop {
                 match cmd_rx.try_recv() {
-                    Ok(Command::Shutdown) => return,
+                    Ok(Command::Shutdown) => return self.last_flush().await,
                     Ok(cmd) => self.command(cmd),
                     Err(_) => break,
                 }
@@ -261,13 +261,21 @@ impl Driver {
             tokio::select! {
                 biased;
                 cmd = cmd_rx.recv() => match cmd {
-                    None | Some(Command::Shutdown) => return,
+                    None | Some(Command::Shutdown) => return self.last_flush().await,
                     Some(cmd) => self.command(cmd),
                 },
                 _ = readable => {}
                 _ = sleep => {}
             }
         }
+    }
+
+    /// Before the sockets close, send what the sessions still have queued: above all
+    /// the `Close` of a connection the application has just closed, so that its peer
+    /// ends at once instead of waiting for a timeout.
+    async fn last_flush(&mut self) {
+        let now = self.now();
+        self.flush(now).await;
     }
 
     fn next_deadline(&self, now: Duration) -> Duration {

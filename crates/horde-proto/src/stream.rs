@@ -78,14 +78,18 @@ impl StreamConfig {
     }
 
     /// The (low, high) back-pressure marks in bytes for a stream allocated `rate`
-    /// bytes/s. The high mark never exceeds the queue limit, so a stream stops being
-    /// writable before its queue drops anything; the low mark is at most the high one.
+    /// bytes/s. The high mark is at most half the queue limit, so a stream stops being
+    /// writable well before its queue drops anything even if the application overshoots
+    /// by a burst; the low mark is at most half the high one, so the hysteresis survives
+    /// that cap on fast paths.
     pub fn water_marks(&self, rate: f64) -> (usize, usize) {
         let at = |ms: f64| (rate.max(0.0) * ms.max(0.0) / 1e3) as usize;
         let high = at(self.high_water_ms)
             .max(2 * self.water_floor_bytes)
-            .min(self.max_queue_bytes);
-        let low = at(self.low_water_ms).max(self.water_floor_bytes).min(high);
+            .min(self.max_queue_bytes / 2);
+        let low = at(self.low_water_ms)
+            .max(self.water_floor_bytes)
+            .min(high / 2);
         (low, high)
     }
 }
@@ -408,8 +412,14 @@ mod tests {
         assert_eq!(c.water_marks(2.5e6), (25_000, 50_000));
         // A gigabit path is capped by the queue limit, the low mark under the high one.
         let (low, high) = c.water_marks(125e6);
-        assert_eq!(high, c.max_queue_bytes);
-        assert!(low <= high);
+        assert_eq!(high, c.max_queue_bytes / 2);
+        assert_eq!(low, high / 2);
+        // A queue limit under the floors wins over them.
+        let small = StreamConfig {
+            max_queue_bytes: 10_000,
+            ..StreamConfig::default()
+        };
+        assert_eq!(small.water_marks(0.0), (2_500, 5_000));
     }
 
     #[test]
