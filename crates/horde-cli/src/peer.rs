@@ -384,11 +384,14 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         };
         let mut report = RecvReport::new(hold, stamp::unix_micros());
         let end = receive(conn, &mut report, &limits, json).await;
+        // The partial interval since the last row, unless it is too short to rate.
         let now = stamp::unix_micros();
         let since = report.intervals.last().map_or(0.0, |i| i.end_s);
-        let last = report.interval(now).clone();
-        if !json && last.end_s - since >= 0.01 {
-            print!("{}", render_recv(&last));
+        if report.secs(now) - since >= 0.01 {
+            let last = report.interval(now);
+            if !json {
+                print!("{}", render_recv(last));
+            }
         }
         let summary = report.summary();
         let stats = host.stats().await?;

@@ -63,8 +63,10 @@ pub struct SendStreamRow {
     /// ADUs queued in the interval.
     pub sent: u64,
     pub acked: u64,
-    /// Lost, dropped from the queue, or still queued at close.
+    /// Sent and declared lost.
     pub lost: u64,
+    /// Never sent: dropped from a full queue, withdrawn, or still queued at close.
+    pub dropped: u64,
     /// Payload bytes acked over the interval, in kbit/s.
     pub goodput_kbps: f64,
     /// Insertion-to-ack latency of the ADUs acked in the interval.
@@ -88,11 +90,35 @@ pub struct SendInterval {
     pub channels: Vec<SendChannelRow>,
 }
 
+/// One stream's cumulative counters at the start of an interval.
+#[derive(Debug, Default, Clone, Copy)]
+struct StreamMark {
+    queued: u64,
+    acked: u64,
+    lost: u64,
+    dropped: u64,
+    acked_bytes: u64,
+    latencies: usize,
+}
+
+impl StreamMark {
+    fn of(s: &crate::live::StreamLive) -> Self {
+        Self {
+            queued: s.queued,
+            acked: s.acked,
+            lost: s.lost,
+            dropped: s.dropped,
+            acked_bytes: s.acked_bytes,
+            latencies: s.latencies.len(),
+        }
+    }
+}
+
 /// Cumulative counters at the start of the current interval.
 #[derive(Debug, Default, Clone)]
 struct SendMark {
     at: Duration,
-    streams: BTreeMap<u32, (u64, u64, u64, u64, usize)>,
+    streams: BTreeMap<u32, StreamMark>,
     channels: BTreeMap<u8, u64>,
     channel_acks: BTreeMap<u8, u64>,
 }
@@ -121,7 +147,7 @@ impl SendReport {
             .streams
             .iter()
             .map(|(id, s)| {
-                let (q0, a0, l0, b0, n0) = from.streams.get(id).copied().unwrap_or_default();
+                let m = from.streams.get(id).copied().unwrap_or_default();
                 SendStreamRow {
                     id: *id,
                     name: self
@@ -129,11 +155,14 @@ impl SendReport {
                         .get(id)
                         .cloned()
                         .unwrap_or_else(|| id.to_string()),
-                    sent: s.queued - q0,
-                    acked: s.acked - a0,
-                    lost: s.lost + s.dropped - l0,
-                    goodput_kbps: kbps(s.acked_bytes - b0, secs),
-                    latency_ms: Quantiles::of_ms(&s.latencies[n0.min(s.latencies.len())..]),
+                    sent: s.queued - m.queued,
+                    acked: s.acked - m.acked,
+                    lost: s.lost - m.lost,
+                    dropped: s.dropped - m.dropped,
+                    goodput_kbps: kbps(s.acked_bytes - m.acked_bytes, secs),
+                    latency_ms: Quantiles::of_ms(
+                        &s.latencies[m.latencies.min(s.latencies.len())..],
+                    ),
                 }
             })
             .collect();
@@ -165,16 +194,7 @@ impl SendReport {
             streams: live
                 .streams
                 .iter()
-                .map(|(id, s)| {
-                    let v = (
-                        s.queued,
-                        s.acked,
-                        s.lost + s.dropped,
-                        s.acked_bytes,
-                        s.latencies.len(),
-                    );
-                    (*id, v)
-                })
+                .map(|(id, s)| (*id, StreamMark::of(s)))
                 .collect(),
             channels: live.channel_acked_bytes.clone(),
             channel_acks: live.by_channel_acks(),
@@ -204,6 +224,7 @@ pub fn render_send(i: &SendInterval) -> String {
         "sent",
         "acked",
         "lost",
+        "dropped",
         "goodput kbit/s",
         "latency p50 ms",
         "p95 ms",
@@ -217,6 +238,7 @@ pub fn render_send(i: &SendInterval) -> String {
             s.sent.to_string(),
             s.acked.to_string(),
             s.lost.to_string(),
+            s.dropped.to_string(),
             format!("{:.0}", s.goodput_kbps),
             ms(s.latency_ms.p50),
             ms(s.latency_ms.p95),
@@ -369,7 +391,8 @@ impl RecvReport {
         }
     }
 
-    fn secs(&self, us: u64) -> f64 {
+    /// Seconds from the start of the report to `us`.
+    pub fn secs(&self, us: u64) -> f64 {
         us.saturating_sub(self.start_us) as f64 / 1e6
     }
 
