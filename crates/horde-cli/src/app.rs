@@ -131,11 +131,14 @@ pub async fn run_sender(
     Ok(())
 }
 
+/// The class an ADU is also counted under, from its fields.
+type ClassOf = Box<dyn Fn(&Fields) -> Option<String> + Send + Sync>;
+
 /// Queues a stream's ADUs: stamps them, counts them, tags the classes tracked apart.
 struct Feeder {
     handle: ConnectionHandle,
     live: Arc<Mutex<Live>>,
-    class_of: Box<dyn Fn(&Fields) -> Option<String> + Send + Sync>,
+    class_of: ClassOf,
 }
 
 impl Feeder {
@@ -186,7 +189,7 @@ async fn feed_bulk(
 }
 
 /// Video I-frames are tracked as a class of their own, since objectives single them out.
-fn class_namer(plan: &StreamPlan) -> Box<dyn Fn(&Fields) -> Option<String> + Send + Sync> {
+fn class_namer(plan: &StreamPlan) -> ClassOf {
     let class = format!("{} I-frames", plan.name);
     Box::new(move |fields| {
         (fields.get("frame_type") == Some(&Value::Str("I".into()))).then(|| class.clone())
