@@ -6,14 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use bytes::Bytes;
-use horde_net::Connection;
+use horde_net::{Connection, ConnectionHandle};
 use horde_policy::{Fields, Objective, Value};
 use horde_proto::{Event, StreamConfig};
 use horde_sim::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
 
 use crate::live::Live;
+use crate::stamp;
 
 /// One stream the sender runs.
 #[derive(Clone)]
@@ -25,12 +25,18 @@ pub struct StreamPlan {
     pub objectives: Vec<Arc<dyn Objective>>,
 }
 
-/// Bulk sources keep at most this many ADUs unresolved inside Horde.
-const BULK_WINDOW: u64 = 64;
+/// A bulk source is topped up this many ADUs at a time while its stream is writable,
+/// so the application asks about back-pressure once per burst rather than per ADU.
+const BULK_BURST: usize = 8;
 /// How long the sender waits after the run for outstanding ADUs to resolve.
 const DRAIN: Duration = Duration::from_secs(3);
 
 /// Run `plans` for `duration`, then drain. `tick` is called about once a second.
+///
+/// Timed sources emit on their own clocks; bulk sources are fed by a task each that
+/// waits for back-pressure ([`ConnectionHandle::writable`]) to release its stream, so
+/// they keep every channel busy with no fixed window. Every payload starts with a
+/// [`stamp`](crate::stamp) (send time and sequence number) for the receiver.
 pub async fn run_sender(
     conn: Connection,
     plans: &[StreamPlan],
@@ -41,67 +47,63 @@ pub async fn run_sender(
     mut tick: impl FnMut(Duration),
 ) -> Result<()> {
     let (handle, mut events) = conn.split();
-    let mut workloads: Vec<(u32, Box<dyn Workload>)> = Vec::new();
+    let mut timed: Vec<(u32, Box<dyn Workload>)> = Vec::new();
+    let mut bulk = Vec::new();
+    let start = Instant::now();
+    let end = start + duration;
     for p in plans {
         handle.open_stream(p.id, p.config.clone()).await?;
         for o in &p.objectives {
             handle.inject_objective(o.clone()).await?;
         }
-        workloads.push((p.id, p.workload.build(stream_seed(seed, p.id), max_adu)?));
+        let w = p.workload.build(stream_seed(seed, p.id), max_adu)?;
+        if w.is_bulk() {
+            let feeder = Feeder {
+                handle: handle.clone(),
+                live: live.clone(),
+                class_of: class_namer(p),
+            };
+            bulk.push(tokio::spawn(feed_bulk(feeder, p.id, w, start, end)));
+        } else {
+            timed.push((p.id, w));
+        }
     }
-    let start = Instant::now();
-    let end = start + duration;
     let mut next_tick = start + Duration::from_secs(1);
     let mut out: Vec<AduSpec> = Vec::new();
+    let feeders: Vec<Feeder> = plans
+        .iter()
+        .map(|p| Feeder {
+            handle: handle.clone(),
+            live: live.clone(),
+            class_of: class_namer(p),
+        })
+        .collect();
     loop {
         let now = Instant::now();
         if now >= end {
             break;
         }
         let t = now - start;
-        for (id, w) in workloads.iter_mut() {
+        for (id, w) in timed.iter_mut() {
             out.clear();
-            if w.is_bulk() {
-                let outstanding = {
-                    let l = live.lock().expect("live stats lock");
-                    l.streams
-                        .get(id)
-                        .map_or(0, |s| s.queued - s.acked - s.lost - s.dropped)
-                };
-                if outstanding < BULK_WINDOW {
-                    w.emit(t, &mut out);
-                }
-            } else if w.next_at().is_some_and(|d| d <= t) {
+            if w.next_at().is_some_and(|d| d <= t) {
                 w.emit(t, &mut out);
             }
+            let feeder = &feeders[plans.iter().position(|p| p.id == *id).expect("planned")];
             for spec in out.drain(..) {
-                let class = tag_of(plans, *id, &spec.fields);
-                let mut l = live.lock().expect("live stats lock");
-                let seq = l.streams.get(id).map_or(0, |s| s.queued);
-                if let Some(c) = class {
-                    l.tag(*id, seq, &c);
-                }
-                l.on_queued(*id);
-                drop(l);
-                handle.send_adu_nowait(
-                    *id,
-                    Bytes::from(vec![0u8; spec.size as usize]),
-                    spec.fields,
-                )?;
+                feeder.queue(*id, spec)?;
             }
         }
         if now >= next_tick {
             tick(now - start);
             next_tick += Duration::from_secs(1);
         }
-        let next_due = workloads
+        let next_due = timed
             .iter()
             .filter_map(|(_, w)| w.next_at())
             .min()
             .map_or(end, |d| (start + d).min(end))
-            .min(next_tick)
-            // Bulk sources are re-checked as acks come in, and at least every 5 ms.
-            .min(now + Duration::from_millis(5));
+            .min(next_tick);
         tokio::select! {
             e = events.recv() => match e {
                 Some(e) => record(&live, &e),
@@ -112,6 +114,9 @@ pub async fn run_sender(
         while let Ok(e) = events.try_recv() {
             record(&live, &e);
         }
+    }
+    for b in bulk {
+        b.await??;
     }
     // Drain: let what was sent resolve (ack or nack) before reporting.
     let drain_end = Instant::now() + DRAIN;
@@ -126,11 +131,69 @@ pub async fn run_sender(
     Ok(())
 }
 
+/// The class an ADU is also counted under, from its fields.
+type ClassOf = Box<dyn Fn(&Fields) -> Option<String> + Send + Sync>;
+
+/// Queues a stream's ADUs: stamps them, counts them, tags the classes tracked apart.
+struct Feeder {
+    handle: ConnectionHandle,
+    live: Arc<Mutex<Live>>,
+    class_of: ClassOf,
+}
+
+impl Feeder {
+    fn queue(&self, stream: u32, spec: AduSpec) -> Result<()> {
+        let size = (spec.size as usize).max(stamp::STAMP_LEN);
+        let mut l = self.live.lock().expect("live stats lock");
+        let seq = l.on_queued(stream, size as u32);
+        if let Some(c) = (self.class_of)(&spec.fields) {
+            l.tag(stream, seq, &c);
+        }
+        drop(l);
+        let payload = stamp::payload(size, seq, stamp::unix_micros());
+        self.handle.send_adu_nowait(stream, payload, spec.fields)?;
+        Ok(())
+    }
+}
+
+/// Keep a bulk stream's queue between its back-pressure marks until `end`.
+async fn feed_bulk(
+    feeder: Feeder,
+    id: u32,
+    mut w: Box<dyn Workload>,
+    start: Instant,
+    end: Instant,
+) -> Result<()> {
+    let mut out = Vec::new();
+    loop {
+        tokio::select! {
+            r = feeder.handle.writable(id) => r?,
+            _ = tokio::time::sleep_until(end) => return Ok(()),
+        }
+        let now = Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        out.clear();
+        while out.len() < BULK_BURST {
+            let before = out.len();
+            w.emit(now - start, &mut out);
+            if out.len() == before {
+                break;
+            }
+        }
+        for spec in out.drain(..) {
+            feeder.queue(id, spec)?;
+        }
+    }
+}
+
 /// Video I-frames are tracked as a class of their own, since objectives single them out.
-fn tag_of(plans: &[StreamPlan], stream: u32, fields: &Fields) -> Option<String> {
-    let is_i = fields.get("frame_type") == Some(&Value::Str("I".into()));
-    let name = &plans.iter().find(|p| p.id == stream)?.name;
-    is_i.then(|| format!("{name} I-frames"))
+fn class_namer(plan: &StreamPlan) -> ClassOf {
+    let class = format!("{} I-frames", plan.name);
+    Box::new(move |fields| {
+        (fields.get("frame_type") == Some(&Value::Str("I".into()))).then(|| class.clone())
+    })
 }
 
 fn record(live: &Mutex<Live>, e: &Event) {

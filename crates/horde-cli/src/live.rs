@@ -14,6 +14,8 @@ pub struct StreamLive {
     pub dropped: u64,
     /// Insertion-to-ack latencies in ms.
     pub latencies: Vec<f64>,
+    /// Payload bytes of the acked ADUs (the sender's view of goodput).
+    pub acked_bytes: u64,
     pub received: u64,
     pub bytes_received: u64,
     /// ADUs acked per channel.
@@ -51,9 +53,13 @@ impl StreamLive {
 pub struct Live {
     pub streams: BTreeMap<u32, StreamLive>,
     pub channels: BTreeMap<u8, u64>,
+    /// Payload bytes acked per channel.
+    pub channel_acked_bytes: BTreeMap<u8, u64>,
     /// Sender-side results of tagged ADUs (e.g. a video's I-frames), by tag.
     pub classes: BTreeMap<String, StreamLive>,
     tagged: BTreeMap<(u32, u64), String>,
+    /// Payload size of each unresolved ADU, by (stream, stream_seq).
+    sizes: BTreeMap<(u32, u64), u32>,
 }
 
 impl Live {
@@ -68,8 +74,11 @@ impl Live {
                 ..
             } => {
                 *self.channels.entry(*channel).or_default() += 1;
+                let size = u64::from(self.sizes.remove(&(*stream, *stream_seq)).unwrap_or(0));
+                *self.channel_acked_bytes.entry(*channel).or_default() += size;
                 for s in self.targets(*stream, *stream_seq) {
                     s.acked += 1;
+                    s.acked_bytes += size;
                     s.latencies.push(latency.as_secs_f64() * 1e3);
                     *s.by_channel.entry(*channel).or_default() += 1;
                 }
@@ -84,6 +93,7 @@ impl Live {
                 if let Some(c) = channel {
                     *self.channels.entry(*c).or_default() += 1;
                 }
+                self.sizes.remove(&(*stream, *stream_seq));
                 for s in self.targets(*stream, *stream_seq) {
                     match reason {
                         NackReason::Lost => s.lost += 1,
@@ -111,6 +121,17 @@ impl Live {
         self.tagged.insert((stream, seq), class.to_string());
     }
 
+    /// ADUs acked per channel, over every stream.
+    pub fn by_channel_acks(&self) -> BTreeMap<u8, u64> {
+        let mut out = BTreeMap::new();
+        for s in self.streams.values() {
+            for (c, n) in &s.by_channel {
+                *out.entry(*c).or_default() += n;
+            }
+        }
+        out
+    }
+
     pub fn on_receiver_event(&mut self, e: &Event) {
         if let Event::Received {
             stream, payload, ..
@@ -122,8 +143,14 @@ impl Live {
         }
     }
 
-    pub fn on_queued(&mut self, stream: u32) {
-        self.streams.entry(stream).or_default().queued += 1;
+    /// Count an ADU of `size` payload bytes queued on `stream`; returns its stream
+    /// sequence number (ADUs are numbered from 0 in the order they are queued).
+    pub fn on_queued(&mut self, stream: u32, size: u32) -> u64 {
+        let s = self.streams.entry(stream).or_default();
+        let seq = s.queued;
+        s.queued += 1;
+        self.sizes.insert((stream, seq), size);
+        seq
     }
 
     /// A table of per-stream latency, loss and goodput and per-channel share.
@@ -157,7 +184,7 @@ impl Live {
                 f(s.mean()),
                 f(s.percentile(50.0)),
                 f(s.percentile(95.0)),
-                format!("{:.0}", s.bytes_received as f64 * 8.0 / secs / 1e3),
+                format!("{:.0}", s.acked_bytes as f64 * 8.0 / secs / 1e3),
             ]);
         }
         for (name, s) in &self.classes {

@@ -5,10 +5,14 @@ mod app;
 mod demo;
 mod emu;
 mod hose;
+mod inorder;
 mod keygen;
 mod live;
 mod peer;
+mod report;
+mod sigint;
 mod sim;
+mod stamp;
 mod table;
 mod trace;
 

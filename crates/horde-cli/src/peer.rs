@@ -9,13 +9,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
+use horde_net::Connection;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
+use horde_proto::Event;
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use horde_sim::workload::WorkloadSpec;
 use serde::Deserialize;
+use tokio::time::Instant;
 
 use crate::app::{self, StreamPlan};
 use crate::live::Live;
+use crate::report::{render_recv, render_send, RecvReport, SendReport};
+use crate::stamp;
 
 #[derive(clap::Args)]
 pub struct SendArgs {
@@ -24,6 +29,9 @@ pub struct SendArgs {
     /// Override the run length in seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Print one JSON object (intervals and summary) at the end instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -33,6 +41,13 @@ pub struct RecvArgs {
     /// Stop after this many seconds (default: run until the sender closes or Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
+    /// Once a sender is connected, stop after this many seconds without data from it;
+    /// 0 disables (default: `idle_timeout_s` from the file, 10).
+    #[arg(long)]
+    idle_timeout: Option<f64>,
+    /// Print one JSON object (intervals and summary) at the end instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +75,9 @@ struct SendConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SendChannel {
+    /// Label in reports (default `ch0`, `ch1`, ... by position).
+    #[serde(default)]
+    name: Option<String>,
     bind: SocketAddr,
     #[serde(default)]
     device: Option<String>,
@@ -95,6 +113,13 @@ struct RecvConfig {
     allowed_keys: Vec<String>,
     #[serde(default = "default_service")]
     service: u32,
+    /// Seconds without data from a connected sender after which the receiver reports
+    /// and exits; 0 disables.
+    #[serde(default = "default_idle_timeout")]
+    idle_timeout_s: f64,
+    /// How long the in-order delay measure waits for a missing ADU before giving it up.
+    #[serde(default = "default_in_order_hold")]
+    in_order_hold_ms: f64,
     interfaces: Vec<RecvInterface>,
 }
 
@@ -115,6 +140,16 @@ fn default_duration() -> f64 {
 fn default_mtu() -> u32 {
     1200
 }
+fn default_idle_timeout() -> f64 {
+    10.0
+}
+fn default_in_order_hold() -> f64 {
+    100.0
+}
+/// Interval of the periodic report rows.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// How often the receiver looks for Ctrl-C.
+const SIGINT_POLL: Duration = Duration::from_millis(50);
 
 fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
     let path = base.join(path);
@@ -175,6 +210,22 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let scheduler = crate::hose::scheduler(cfg.scheduler.as_deref().unwrap_or("rrr"))?;
     let max_adu = cfg.channels.iter().map(|c| c.mtu).min().unwrap_or(1200);
+    let channel_names: Vec<String> = cfg
+        .channels
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.name.clone().unwrap_or_else(|| format!("ch{i}")))
+        .collect();
+    if let Some(dup) = channel_names
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| channel_names[..i].contains(n).then_some(n))
+    {
+        anyhow::bail!(
+            "{}: two [[channels]] are named \"{dup}\"",
+            args.config.display()
+        );
+    }
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
             keypair,
@@ -212,10 +263,25 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             })
             .await?;
         let live = Arc::new(Mutex::new(Live::default()));
-        let names = app::names(&plans);
-        let channel_names: Vec<String> =
-            cfg.channels.iter().map(|c| c.remote.to_string()).collect();
-        let l2 = live.clone();
+        let locals = host.local_addrs().to_vec();
+        let channels_json: Vec<serde_json::Value> = cfg
+            .channels
+            .iter()
+            .zip(&channel_names)
+            .zip(&locals)
+            .enumerate()
+            .map(|(i, ((c, name), local))| {
+                if !args.json {
+                    println!("channel {name}: {local} -> {}", c.remote);
+                }
+                serde_json::json!({ "id": i, "name": name, "local": local.to_string(), "remote": c.remote.to_string() })
+            })
+            .collect();
+        let report = Arc::new(Mutex::new(SendReport::new(
+            app::names(&plans),
+            channel_names.clone(),
+        )));
+        let (l2, r2, json) = (live.clone(), report.clone(), args.json);
         app::run_sender(
             conn,
             &plans,
@@ -223,18 +289,36 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             cfg.seed,
             max_adu,
             live.clone(),
-            |t| {
-                println!(
-                    "--- {:.0} s\n{}",
-                    t.as_secs_f64(),
-                    l2.lock()
-                        .expect("live lock")
-                        .table(t, &names, &channel_names)
-                );
+            move |t| {
+                let l = l2.lock().expect("live lock");
+                let mut r = r2.lock().expect("report lock");
+                let since = r.intervals.last().map_or(0.0, |i| i.end_s);
+                if t.as_secs_f64() - since < 0.01 {
+                    return; // nothing left of this interval
+                }
+                let row = r.interval(&l, t);
+                if !json {
+                    print!("{}", render_send(row));
+                }
             },
         )
         .await?;
+        // The host sends the connection's Close before its sockets shut.
         host.shutdown().await;
+        let l = live.lock().expect("live lock");
+        let r = report.lock().expect("report lock");
+        let summary = r.summary(&l, duration);
+        if args.json {
+            let out = serde_json::json!({
+                "role": "send",
+                "channels": channels_json,
+                "intervals": r.intervals,
+                "summary": summary,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("summary\n{}", render_send(&summary));
+        }
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -250,6 +334,15 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         .map(|(i, k)| public_key(k, &format!("allowed_keys[{i}]")))
         .collect::<Result<Vec<_>>>()?;
     let until = args.duration.map(crate::emu::seconds).transpose()?;
+    let idle_s = args.idle_timeout.unwrap_or(cfg.idle_timeout_s);
+    anyhow::ensure!(
+        idle_s.is_finite() && idle_s >= 0.0,
+        "idle timeout must be 0 (off) or a positive number of seconds, got {idle_s}"
+    );
+    let idle = (idle_s > 0.0).then(|| Duration::from_secs_f64(idle_s));
+    let hold = Duration::from_secs_f64(cfg.in_order_hold_ms.max(0.0) / 1e3);
+    let json = args.json;
+    let sigint = crate::sigint::Guard::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
             keypair,
@@ -263,40 +356,158 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         );
         host_cfg.allowed_peers = allowed;
         let host = Host::bind(host_cfg).await?;
-        println!(
-            "listening on {:?} for service {}",
-            host.local_addrs(),
-            cfg.service
-        );
-        let mut listener = host.listen(cfg.service);
-        let deadline = until.map(|d| tokio::time::Instant::now() + d);
-        let accept = async { listener.accept().await };
-        let conn = match deadline {
-            Some(d) => tokio::time::timeout_at(d, accept).await.ok().flatten(),
-            None => accept.await,
-        };
-        let Some(conn) = conn else {
-            println!("no sender connected");
-            return Ok(ExitCode::SUCCESS);
-        };
-        let live = Arc::new(Mutex::new(Live::default()));
-        let start = tokio::time::Instant::now();
-        app::run_receiver(conn, live.clone(), deadline).await;
-        let l = live.lock().expect("live lock").clone();
-        let elapsed = start.elapsed().as_secs_f64().max(1e-3);
-        for (id, s) in &l.streams {
+        if !json {
             println!(
-                "stream {id}: received {} ADUs, {:.0} kbit/s",
-                s.received,
-                s.bytes_received as f64 * 8.0 / elapsed / 1e3
+                "listening on {:?} for service {}",
+                host.local_addrs(),
+                cfg.service
             );
         }
+        let mut listener = host.listen(cfg.service);
+        let deadline = until.map(|d| Instant::now() + d);
+        let limits = Limits {
+            deadline,
+            idle,
+            sigint: &sigint,
+        };
+        let Some(conn) = accept(&mut listener, &limits).await else {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "role": "recv", "end": "no sender" })
+                );
+            } else {
+                println!("no sender connected");
+            }
+            host.shutdown().await;
+            return Ok(ExitCode::SUCCESS);
+        };
+        let mut report = RecvReport::new(hold, stamp::unix_micros());
+        let end = receive(conn, &mut report, &limits, json).await;
+        // The partial interval since the last row, unless it is too short to rate.
+        let now = stamp::unix_micros();
+        let since = report.intervals.last().map_or(0.0, |i| i.end_s);
+        if report.secs(now) - since >= 0.01 {
+            let last = report.interval(now);
+            if !json {
+                print!("{}", render_recv(last));
+            }
+        }
+        let summary = report.summary();
         let stats = host.stats().await?;
-        println!(
-            "datagrams dropped by the secure layer: {}",
-            stats.dropped.total()
-        );
         host.shutdown().await;
+        if json {
+            let out = serde_json::json!({
+                "role": "recv",
+                "end": end.as_str(),
+                "intervals": report.intervals,
+                "summary": summary,
+                "dropped_by_secure_layer": stats.dropped.total(),
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            println!("ended: {}", end.as_str());
+            print!("summary\n{}", render_recv(&summary));
+            for s in &summary.streams {
+                println!(
+                    "stream {}: received {} ADUs, {:.0} kbit/s",
+                    s.id, s.received, s.goodput_kbps
+                );
+            }
+            println!(
+                "datagrams dropped by the secure layer: {}",
+                stats.dropped.total()
+            );
+        }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// When the receiver stops waiting.
+struct Limits<'a> {
+    deadline: Option<Instant>,
+    idle: Option<Duration>,
+    sigint: &'a crate::sigint::Guard,
+}
+
+/// Why the receiver stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Closed,
+    Idle,
+    Duration,
+    Interrupted,
+}
+
+impl End {
+    fn as_str(self) -> &'static str {
+        match self {
+            End::Closed => "sender closed",
+            End::Idle => "idle timeout",
+            End::Duration => "duration reached",
+            End::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Wait for a sender until `--duration` passes or Ctrl-C (the idle timeout only counts
+/// once a sender is connected).
+async fn accept(listener: &mut horde_net::Listener, limits: &Limits<'_>) -> Option<Connection> {
+    loop {
+        let wake = Instant::now() + SIGINT_POLL;
+        let wake = limits.deadline.map_or(wake, |d| d.min(wake));
+        tokio::select! {
+            c = listener.accept() => return c,
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        if limits.sigint.interrupted() || limits.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+    }
+}
+
+/// Account for what the sender delivers, printing a row per interval, until it closes,
+/// it has been idle too long, `--duration` passes or Ctrl-C.
+async fn receive(
+    mut conn: Connection,
+    report: &mut RecvReport,
+    limits: &Limits<'_>,
+    json: bool,
+) -> End {
+    let mut next_row = Instant::now() + REPORT_EVERY;
+    let mut idle_at = limits.idle.map(|d| Instant::now() + d);
+    loop {
+        let mut wake = next_row.min(Instant::now() + SIGINT_POLL);
+        for t in [limits.deadline, idle_at].into_iter().flatten() {
+            wake = wake.min(t);
+        }
+        tokio::select! {
+            e = conn.next_event() => match e {
+                Some(Event::Received { stream, channel, payload, .. }) => {
+                    report.on_received(stream, channel, &payload, stamp::unix_micros());
+                    idle_at = limits.idle.map(|d| Instant::now() + d);
+                }
+                Some(Event::Closed) | None => return End::Closed,
+                Some(_) => {}
+            },
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        let now = Instant::now();
+        if limits.sigint.interrupted() {
+            return End::Interrupted;
+        }
+        if limits.deadline.is_some_and(|d| now >= d) {
+            return End::Duration;
+        }
+        if idle_at.is_some_and(|t| now >= t) {
+            return End::Idle;
+        }
+        if now >= next_row {
+            next_row += REPORT_EVERY;
+            let row = report.interval(stamp::unix_micros());
+            if !json {
+                print!("{}", render_recv(row));
+            }
+        }
+    }
 }

@@ -55,6 +55,7 @@ pub(crate) enum ConnOp {
     SetField(AduHandle, String, Value),
     Remove(AduHandle, oneshot::Sender<bool>),
     SetMaxRate(u32, Option<f64>, Reply<()>),
+    Writable(u32, Reply<()>),
     Inject(Arc<dyn Objective>, oneshot::Sender<ObjectiveId>),
     RemoveObjective(ObjectiveId),
     LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
@@ -279,6 +280,16 @@ impl ConnectionHandle {
             fields,
             reply: None,
         })
+    }
+
+    /// Wait until `stream` may take more ADUs: at once if its queue is under the
+    /// high-water mark, otherwise until it has drained to the low-water mark
+    /// ([`Event::Writable`]; marks in [`StreamConfig`]). A bulk sender keeps every
+    /// channel busy, without a fixed window, by alternating this with `send_adu_nowait`
+    /// until the queue reaches the high mark. Fails if the stream is unknown or the
+    /// session closes meanwhile.
+    pub async fn writable(&self, stream: u32) -> Result<(), NetError> {
+        self.ask(|r| ConnOp::Writable(stream, r)).await
     }
 
     pub fn set_adu_field(&self, adu: AduHandle, name: &str, value: Value) -> Result<(), NetError> {

@@ -86,6 +86,8 @@ struct Conn {
     /// Channels the peer opened that were removed with their interface; the application
     /// hears `ChannelUp` when the peer's traffic brings them back.
     restoring: Vec<u8>,
+    /// Callers of `ConnectionHandle::writable` waiting for their stream to drain.
+    writable_waiters: Vec<(u32, Answer<()>)>,
 }
 
 impl Conn {
@@ -104,16 +106,37 @@ impl Conn {
             targets: BTreeMap::new(),
             parked: Vec::new(),
             restoring: Vec::new(),
+            writable_waiters: Vec::new(),
+        }
+    }
+
+    /// Pass one session event to the application, waking `writable` waiters first.
+    fn deliver(&mut self, e: Event) {
+        if let Event::Writable { stream } = e {
+            let waiters = std::mem::take(&mut self.writable_waiters);
+            for (s, reply) in waiters {
+                if s == stream {
+                    let _ = reply.send(Ok(()));
+                } else {
+                    self.writable_waiters.push((s, reply));
+                }
+            }
+        }
+        let _ = self.events.send(e);
+    }
+
+    /// A closed session will never drain: its waiters get an error.
+    fn fail_waiters(&mut self) {
+        for (_, reply) in self.writable_waiters.drain(..) {
+            let _ = reply.send(Err(horde_proto::SessionError::Closed.into()));
         }
     }
 
     /// Hand the session's queued events to the application, so that what the pool
     /// manager reports next comes after them.
     fn forward_events(&mut self) {
-        if let Some(p) = self.proto.as_mut() {
-            while let Some(e) = p.poll_event() {
-                let _ = self.events.send(e);
-            }
+        while let Some(e) = self.proto.as_mut().and_then(Session::poll_event) {
+            self.deliver(e);
         }
     }
 }
@@ -215,7 +238,7 @@ impl Driver {
             self.receive_all();
             loop {
                 match cmd_rx.try_recv() {
-                    Ok(Command::Shutdown) => return,
+                    Ok(Command::Shutdown) => return self.last_flush().await,
                     Ok(cmd) => self.command(cmd),
                     Err(_) => break,
                 }
@@ -238,13 +261,21 @@ impl Driver {
             tokio::select! {
                 biased;
                 cmd = cmd_rx.recv() => match cmd {
-                    None | Some(Command::Shutdown) => return,
+                    None | Some(Command::Shutdown) => return self.last_flush().await,
                     Some(cmd) => self.command(cmd),
                 },
                 _ = readable => {}
                 _ = sleep => {}
             }
         }
+    }
+
+    /// Before the sockets close, send what the sessions still have queued: above all
+    /// the `Close` of a connection the application has just closed, so that its peer
+    /// ends at once instead of waiting for a timeout.
+    async fn last_flush(&mut self) {
+        let now = self.now();
+        self.flush(now).await;
     }
 
     fn next_deadline(&self, now: Duration) -> Duration {
@@ -730,6 +761,18 @@ impl Driver {
             ConnOp::SetMaxRate(stream, kbps, r) => {
                 let _ = r.send(p.set_max_rate(stream, kbps).map_err(Into::into));
             }
+            ConnOp::Writable(stream, r) => match p.writable(stream) {
+                _ if p.is_closed() => {
+                    let _ = r.send(Err(horde_proto::SessionError::Closed.into()));
+                }
+                Ok(true) => {
+                    let _ = r.send(Ok(()));
+                }
+                Ok(false) => conn.writable_waiters.push((stream, r)),
+                Err(e) => {
+                    let _ = r.send(Err(e.into()));
+                }
+            },
             ConnOp::Inject(o, r) => {
                 let _ = r.send(p.inject_objective(o));
             }
@@ -865,9 +908,11 @@ impl Driver {
                     Self::send_on(s, &self.sealed, t.dst, &mut self.stats).await;
                 }
             }
-            while let Some(e) = p.poll_event() {
-                let _ = conn.events.send(e);
+            conn.forward_events();
+            if conn.proto.as_ref().is_some_and(Session::is_closed) {
+                conn.fail_waiters();
             }
+            let p = conn.proto.as_ref().expect("checked above");
             if !conn.restoring.is_empty() {
                 let channels = p.channels();
                 conn.restoring.retain(|&id| {

@@ -55,6 +55,15 @@ pub enum Event {
         stream: u32,
         rate: f64,
     },
+    /// The stream's send queue, having reached its high-water mark, has fallen to its
+    /// low-water mark: the application may queue more (see [`Session::writable`] and
+    /// [`StreamConfig::water_marks`]). Fires once per crossing, not per ADU sent.
+    ///
+    /// [`Session::writable`]: crate::Session::writable
+    /// [`StreamConfig::water_marks`]: crate::StreamConfig::water_marks
+    Writable {
+        stream: u32,
+    },
     /// An ADU arrived from the peer.
     Received {
         stream: u32,

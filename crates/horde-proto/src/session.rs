@@ -400,6 +400,9 @@ impl Session {
             inserted: now,
         });
         self.stats.adus_queued += 1;
+        if s.update_writable() {
+            self.events.push_back(Event::Writable { stream });
+        }
         for d in dropped {
             self.stats.adus_dropped += 1;
             self.events.push_back(Event::Nack {
@@ -430,14 +433,43 @@ impl Session {
 
     /// Withdraw a queued ADU. Returns `false` if it already left.
     pub fn remove_adu(&mut self, adu: AduHandle) -> bool {
-        self.send
+        let removed = self
+            .send
             .get_mut(&adu.stream)
             .and_then(|s| s.take(adu.id))
-            .is_some()
+            .is_some();
+        self.note_drained();
+        removed
     }
 
+    /// ADUs waiting in a stream's send queue.
     pub fn queued(&self, stream: u32) -> usize {
         self.send.get(&stream).map_or(0, |s| s.queue.len())
+    }
+
+    /// Payload bytes waiting in a stream's send queue.
+    pub fn queued_bytes(&self, stream: u32) -> usize {
+        self.send.get(&stream).map_or(0, |s| s.queued_bytes)
+    }
+
+    /// Whether the application may queue more on `stream` now: `false` from the moment
+    /// its queue reaches the high-water mark until it falls to the low-water mark, which
+    /// [`Event::Writable`] announces (marks: [`StreamConfig::water_marks`]). Advisory:
+    /// [`Session::send_adu`] still accepts ADUs up to the queue limit.
+    pub fn writable(&self, stream: u32) -> Result<bool, SessionError> {
+        self.send
+            .get(&stream)
+            .map(SendStream::writable)
+            .ok_or(SessionError::UnknownStream(stream))
+    }
+
+    /// Announce streams whose queue fell to the low-water mark.
+    fn note_drained(&mut self) {
+        for s in self.send.values_mut() {
+            if s.update_writable() {
+                self.events.push_back(Event::Writable { stream: s.id });
+            }
+        }
     }
 
     pub fn inject_objective(&mut self, objective: Arc<dyn Objective>) -> ObjectiveId {
@@ -886,6 +918,7 @@ impl Session {
         if self.tx.is_empty() {
             if self.cycle_due(now) {
                 self.run_cycle(now);
+                self.note_drained();
             } else if self.send.values().all(|s| s.queue.is_empty()) {
                 self.mark_idle_channels_app_limited(now);
             }

@@ -20,10 +20,40 @@ pub struct StreamConfig {
     /// Sender queue limit in bytes; the oldest ADUs are dropped (and nacked) past it.
     #[serde(default = "default_queue_limit")]
     pub max_queue_bytes: usize,
+    /// Back-pressure high-water mark, in ms of sending at the stream's allocated rate:
+    /// once the queue holds this much the stream stops being writable.
+    #[serde(default = "default_high_water_ms")]
+    pub high_water_ms: f64,
+    /// Back-pressure low-water mark, in ms at the allocated rate: a stream that stopped
+    /// being writable becomes writable again, with [`Event::Writable`](crate::Event),
+    /// once its queue has fallen to this much.
+    #[serde(default = "default_low_water_ms")]
+    pub low_water_ms: f64,
+    /// Floor of the low-water mark in bytes (the high mark is at least twice it), so a
+    /// stream whose allocation is still unknown or tiny keeps a few ADUs queued.
+    #[serde(default = "default_water_floor")]
+    pub water_floor_bytes: usize,
 }
 
 fn default_queue_limit() -> usize {
     256 * 1024
+}
+// Why these marks: an application refills its queue within a millisecond or two of
+// hearing `Writable` (one hop through the runtime's command channel), and the runtime
+// wakes on ~1 ms timers. A low mark of 10 ms at the stream's rate leaves the queue a wide
+// margin against running dry meanwhile, and the 10 ms between the marks bounds how often
+// the application is woken (about every 10 ms of sending) without queueing more than
+// ~20 ms of data ahead of the channels. A rate-relative mark scales from a 1 Mbit/s modem
+// to a gigabit path, where a fixed count of ADUs would either starve the fast path or
+// queue seconds on the slow one; the floor covers the start, before any rate is known.
+fn default_high_water_ms() -> f64 {
+    20.0
+}
+fn default_low_water_ms() -> f64 {
+    10.0
+}
+fn default_water_floor() -> usize {
+    8 * 1024
 }
 
 impl Default for StreamConfig {
@@ -32,6 +62,9 @@ impl Default for StreamConfig {
             max_kbps: None,
             ordered: false,
             max_queue_bytes: default_queue_limit(),
+            high_water_ms: default_high_water_ms(),
+            low_water_ms: default_low_water_ms(),
+            water_floor_bytes: default_water_floor(),
         }
     }
 }
@@ -42,6 +75,22 @@ impl StreamConfig {
             Some(k) => Demand::MaxRate(k * 1000.0 / 8.0),
             None => Demand::Elastic,
         }
+    }
+
+    /// The (low, high) back-pressure marks in bytes for a stream allocated `rate`
+    /// bytes/s. The high mark is at most half the queue limit, so a stream stops being
+    /// writable well before its queue drops anything even if the application overshoots
+    /// by a burst; the low mark is at most half the high one, so the hysteresis survives
+    /// that cap on fast paths.
+    pub fn water_marks(&self, rate: f64) -> (usize, usize) {
+        let at = |ms: f64| (rate.max(0.0) * ms.max(0.0) / 1e3) as usize;
+        let high = at(self.high_water_ms)
+            .max(2 * self.water_floor_bytes)
+            .min(self.max_queue_bytes / 2);
+        let low = at(self.low_water_ms)
+            .max(self.water_floor_bytes)
+            .min(high / 2);
+        (low, high)
     }
 }
 
@@ -73,6 +122,9 @@ pub struct SendStream {
     pub announced: f64,
     /// Bytes this stream may still send ahead of others (may go negative).
     pub credit: f64,
+    /// Back-pressure: the queue reached the high-water mark and has not yet fallen to
+    /// the low-water mark.
+    blocked: bool,
     latency_ave: f64,
     latency_var: f64,
     loss_rate: f64,
@@ -90,6 +142,7 @@ impl SendStream {
             allocation: 0.0,
             announced: f64::NAN,
             credit: 0.0,
+            blocked: false,
             latency_ave: 0.0,
             latency_var: 0.0,
             loss_rate: 0.0,
@@ -108,6 +161,25 @@ impl SendStream {
             dropped.push(old);
         }
         dropped
+    }
+
+    /// Whether the application may queue more (back-pressure with hysteresis between the
+    /// marks of [`StreamConfig::water_marks`]).
+    pub fn writable(&self) -> bool {
+        !self.blocked
+    }
+
+    /// Re-evaluate back-pressure after the queue grew or shrank. Returns `true` when the
+    /// stream has just become writable again (time for an `Event::Writable`).
+    pub fn update_writable(&mut self) -> bool {
+        let (low, high) = self.config.water_marks(self.allocation);
+        if self.queued_bytes >= high {
+            self.blocked = true;
+        } else if self.blocked && self.queued_bytes <= low {
+            self.blocked = false;
+            return true;
+        }
+        false
     }
 
     /// Take the ADU with `id` out of the queue.
@@ -319,6 +391,93 @@ mod tests {
             vec![2, 3]
         );
         assert_eq!(r.next_timeout(t(50)), None);
+    }
+
+    fn adu(id: u64, len: usize) -> QueuedAdu {
+        QueuedAdu {
+            id,
+            seq: id,
+            payload: Bytes::from(vec![0; len]),
+            fields: Fields::new(),
+            inserted: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn water_marks_follow_the_rate_above_their_floors_and_under_the_queue_limit() {
+        let c = StreamConfig::default();
+        // Unknown rate: the floors.
+        assert_eq!(c.water_marks(0.0), (8 * 1024, 16 * 1024));
+        // 2.5 MB/s (20 Mbit/s): 10 ms and 20 ms of it.
+        assert_eq!(c.water_marks(2.5e6), (25_000, 50_000));
+        // A gigabit path is capped by the queue limit, the low mark under the high one.
+        let (low, high) = c.water_marks(125e6);
+        assert_eq!(high, c.max_queue_bytes / 2);
+        assert_eq!(low, high / 2);
+        // A queue limit under the floors wins over them.
+        let small = StreamConfig {
+            max_queue_bytes: 10_000,
+            ..StreamConfig::default()
+        };
+        assert_eq!(small.water_marks(0.0), (2_500, 5_000));
+    }
+
+    #[test]
+    fn writable_has_hysteresis_between_the_marks() {
+        let mut s = SendStream::new(
+            1,
+            StreamConfig {
+                water_floor_bytes: 1000,
+                high_water_ms: 0.0,
+                low_water_ms: 0.0,
+                ..StreamConfig::default()
+            },
+        );
+        // Marks: low 1000, high 2000 bytes.
+        let mut next = 0;
+        let mut push = |s: &mut SendStream| {
+            s.push(adu(next, 300));
+            next += 1;
+            s.update_writable()
+        };
+        for _ in 0..6 {
+            assert!(!push(&mut s), "no event on the way up");
+            assert!(
+                s.writable(),
+                "{} bytes is under the high mark",
+                s.queued_bytes
+            );
+        }
+        assert!(!push(&mut s));
+        assert_eq!(s.queued_bytes, 2100);
+        assert!(!s.writable(), "at the high mark");
+        // Draining to just above the low mark keeps it blocked, without events.
+        let mut id = 0;
+        let mut pop = |s: &mut SendStream| {
+            s.take(id).expect("queued");
+            id += 1;
+            s.update_writable()
+        };
+        for _ in 0..3 {
+            assert!(!pop(&mut s));
+            assert!(!s.writable(), "{} bytes: still blocked", s.queued_bytes);
+        }
+        assert_eq!(s.queued_bytes, 1200);
+        assert!(pop(&mut s), "writable again at the low mark: one event");
+        assert_eq!(s.queued_bytes, 900);
+        assert!(s.writable());
+        assert!(!pop(&mut s), "only once per crossing");
+        // Refilling to between the marks stays writable: no event on the way down.
+        for _ in 0..3 {
+            assert!(!push(&mut s));
+        }
+        assert_eq!(s.queued_bytes, 1500);
+        assert!(s.writable());
+        while !s.queue.is_empty() {
+            let first = s.queue[0].id;
+            s.take(first);
+            assert!(!s.update_writable(), "never blocked, so no event");
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig,
+    CcConfig, ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, SessionError,
+    StreamConfig,
 };
 
 const CLIENT: usize = 0;
@@ -547,4 +548,75 @@ fn a_lost_hello_of_an_added_channel_is_repeated() {
         })
         .count();
     assert_eq!(late_nacks, 0);
+}
+
+/// Back-pressure end to end in the session: a stream stops being writable at the
+/// high-water mark, `Writable` fires once as its queue drains to the low-water mark, and
+/// a refill that stays under the high mark raises no further event.
+#[test]
+fn writable_fires_once_per_drain_from_high_to_low_water() {
+    let mut net = Net::new(
+        &[25],
+        CcConfig::Cbr {
+            kbps: 400.0,
+            burst_ms: 20.0,
+        },
+        Box::new(|_, _| false),
+    );
+    // Marks fixed by their floor: low 4000 bytes, high 8000.
+    let config = StreamConfig {
+        water_floor_bytes: 4000,
+        high_water_ms: 0.0,
+        low_water_ms: 0.0,
+        ..StreamConfig::default()
+    };
+    assert_eq!(config.water_marks(50_000.0), (4000, 8000));
+    net.client.open_stream(1, config).unwrap();
+    let writable_events = |net: &Net| {
+        net.events[CLIENT]
+            .iter()
+            .filter(|e| matches!(e, Event::Writable { stream: 1 }))
+            .count()
+    };
+    let fill = |net: &mut Net, upto: usize| {
+        let t = net.now;
+        while net.client.queued_bytes(1) + 500 <= upto {
+            net.client
+                .send_adu(t, 1, Bytes::from(vec![0u8; 500]), Fields::new())
+                .unwrap();
+        }
+    };
+    // Queued before the handshake completes: 15 ADUs (7500 bytes) leave it writable,
+    // the 16th reaches the high mark.
+    fill(&mut net, 7500);
+    assert!(net.client.writable(1).unwrap());
+    fill(&mut net, 8000);
+    assert!(!net.client.writable(1).unwrap());
+    assert_eq!(net.client.writable(9), Err(SessionError::UnknownStream(9)));
+
+    // Drain in 1 ms steps: blocked while above the low mark, one event on reaching it.
+    let mut t = Duration::ZERO;
+    while writable_events(&net) == 0 {
+        assert!(t < Duration::from_secs(2), "never became writable");
+        assert!(!net.client.writable(1).unwrap());
+        assert!(net.client.queued_bytes(1) > 4000 - 500, "blocked too long");
+        t += Duration::from_millis(1);
+        net.run_until(t);
+    }
+    assert!(net.client.queued_bytes(1) <= 4000);
+    assert!(net.client.writable(1).unwrap());
+
+    // Refill to just under the high mark and drain completely: no new event.
+    fill(&mut net, 7500);
+    assert!(net.client.writable(1).unwrap());
+    net.run_until(t + Duration::from_secs(1));
+    assert_eq!(net.client.queued_bytes(1), 0);
+    assert_eq!(writable_events(&net), 1);
+
+    // Over the high mark again: one more event when it drains.
+    let t = net.now;
+    fill(&mut net, 8000);
+    assert!(!net.client.writable(1).unwrap());
+    net.run_until(t + Duration::from_secs(1));
+    assert_eq!(writable_events(&net), 2);
 }
