@@ -148,9 +148,6 @@ pub struct Simulation {
     in_flight: BTreeMap<u64, InFlight>,
     next_packet: u64,
     streams: Vec<StreamRun>,
-    /// (pair, stream, stream_seq) -> metrics ADU id.
-    adu_ids: BTreeMap<(u32, u64), u64>,
-    next_adu: u64,
     metrics: Metrics,
     scratch: Vec<u8>,
     deliveries: Vec<Delivery>,
@@ -163,6 +160,13 @@ fn label(host: usize, iface: u16) -> SocketAddr {
         Ipv4Addr::new(127, 10 + host as u8, (iface >> 8) as u8, iface as u8),
         5000,
     ))
+}
+
+/// The metrics id of ADU `stream_seq` of `stream` (stream ids are unique in a
+/// topology). A function rather than a table, so that nothing per ADU outlives the ADU.
+/// Sequence numbers are kept to 32 bits: four billion ADUs per stream.
+fn adu_id(stream: u32, stream_seq: u64) -> u64 {
+    (u64::from(stream) << 32) | (stream_seq & 0xFFFF_FFFF)
 }
 
 /// A seed for component `k` of kind `kind`, derived from the run's seed.
@@ -284,8 +288,6 @@ impl Simulation {
             in_flight: BTreeMap::new(),
             next_packet: 0,
             streams,
-            adu_ids: BTreeMap::new(),
-            next_adu: 0,
             metrics,
             scratch: Vec::with_capacity(2048),
             deliveries: Vec::new(),
@@ -299,6 +301,17 @@ impl Simulation {
 
     pub fn duration(&self) -> Duration {
         self.end
+    }
+
+    /// The interval of the goodput series in the report (default 1 s); set before
+    /// [`Simulation::run`].
+    pub fn set_goodput_interval(&mut self, interval: Duration) {
+        self.metrics.set_goodput_interval(interval);
+    }
+
+    /// The metrics collector, e.g. to see how much it holds.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Run to the end, calling `progress` with the virtual time about once per
@@ -468,9 +481,7 @@ impl Simulation {
                 let payload = Bytes::from(vec![0u8; spec.size as usize]);
                 match session.send_adu(now, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
-                        let id = self.next_adu;
-                        self.next_adu += 1;
-                        self.adu_ids.insert((h.stream, h.seq), id);
+                        let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
                     }
                     Err(e) => tracing::warn!(stream = st.setup.id, error = %e, "ADU rejected"),
@@ -530,7 +541,7 @@ impl Simulation {
                 };
                 if let Some(s) = session {
                     while let Some(e) = s.poll_event() {
-                        record_event(&mut self.metrics, &self.adu_ids, now, e);
+                        record_event(&mut self.metrics, now, e);
                     }
                 }
             }
@@ -546,48 +557,37 @@ impl Simulation {
                 stream_seq,
                 seq,
                 ..
-            }) => {
-                if let Some(&id) = self.adu_ids.get(&(stream, stream_seq)) {
-                    self.metrics.adu_sent(id, ch, seq, self.now);
-                }
-            }
+            }) => self
+                .metrics
+                .adu_sent(adu_id(stream, stream_seq), ch, seq, self.now),
             _ => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
     }
 }
 
 /// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).
-fn record_event(metrics: &mut Metrics, ids: &BTreeMap<(u32, u64), u64>, now: Duration, e: Event) {
+fn record_event(metrics: &mut Metrics, now: Duration, e: Event) {
     match e {
         Event::Ack {
             stream, stream_seq, ..
-        } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                metrics.adu_acked(id, now);
-            }
-        }
+        } => metrics.adu_acked(adu_id(stream, stream_seq), now),
         Event::Nack {
             stream,
             stream_seq,
             reason,
             ..
         } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                match reason {
-                    NackReason::Lost => metrics.adu_nacked(id, now),
-                    NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
-                        metrics.adu_dropped(id, now)
-                    }
+            let id = adu_id(stream, stream_seq);
+            match reason {
+                NackReason::Lost => metrics.adu_nacked(id, now),
+                NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
+                    metrics.adu_dropped(id, now)
                 }
             }
         }
         Event::Received {
             stream, stream_seq, ..
-        } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                metrics.adu_delivered(id, now);
-            }
-        }
+        } => metrics.adu_delivered(adu_id(stream, stream_seq), now),
         _ => {}
     }
 }
