@@ -151,6 +151,7 @@ pub struct Simulation {
     metrics: Metrics,
     scratch: Vec<u8>,
     deliveries: Vec<Delivery>,
+    lost_ids: Vec<u64>,
     adu_specs: Vec<AduSpec>,
 }
 
@@ -291,6 +292,7 @@ impl Simulation {
             metrics,
             scratch: Vec::with_capacity(2048),
             deliveries: Vec::new(),
+            lost_ids: Vec::new(),
             adu_specs: Vec::new(),
         })
     }
@@ -378,7 +380,16 @@ impl Simulation {
         for g in 0..self.links.len() {
             for dir in 0..2 {
                 self.deliveries.clear();
-                self.links[g][dir].deliver(self.now, &mut self.deliveries);
+                self.lost_ids.clear();
+                self.links[g][dir].deliver_and_report_losses(
+                    self.now,
+                    &mut self.deliveries,
+                    &mut self.lost_ids,
+                );
+                // A lost packet's payload would otherwise be held until the end.
+                for id in &self.lost_ids {
+                    self.in_flight.remove(id);
+                }
                 for d in std::mem::take(&mut self.deliveries) {
                     if let Some(pkt) = self.in_flight.remove(&d.id) {
                         self.receive(pkt);
