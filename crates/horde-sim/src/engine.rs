@@ -112,6 +112,13 @@ struct StreamRun {
     low_water: usize,
 }
 
+/// With event-driven cycles (`cycle_ms = 0`) a session reports work due *now* whenever
+/// a channel may send and an ADU waits, even when no waiting ADU may take the slot yet
+/// (e.g. every stream is over its allocation, which refills with time). A step that
+/// moves nothing is therefore not repeated at the same instant: the session is looked
+/// at again this much later.
+const IDLE_RETRY: Duration = Duration::from_millis(1);
+
 /// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
 /// fewer than one cycle's slots (`bulk_low_water`), whichever is more.
 const BULK_LOW_WATER: usize = 16;
@@ -152,6 +159,9 @@ pub struct Simulation {
     scratch: Vec<u8>,
     deliveries: Vec<Delivery>,
     lost_ids: Vec<u64>,
+    /// Packets sent and delivered and ADUs made so far: a step that leaves it unchanged
+    /// moved nothing.
+    activity: u64,
     adu_specs: Vec<AduSpec>,
 }
 
@@ -293,6 +303,7 @@ impl Simulation {
             scratch: Vec::with_capacity(2048),
             deliveries: Vec::new(),
             lost_ids: Vec::new(),
+            activity: 0,
             adu_specs: Vec::new(),
         })
     }
@@ -321,10 +332,13 @@ impl Simulation {
     pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {
         let mut next_tick = Duration::ZERO;
         self.step_sessions();
-        while let Some(t) = self.next_event() {
+        // Whether the last step moved nothing: no packet sent or delivered, no ADU made.
+        let mut idle = false;
+        while let Some(t) = self.next_event(idle) {
             if t > self.end {
                 break;
             }
+            let activity = self.activity;
             self.now = t;
             if t >= next_tick {
                 progress(t);
@@ -339,6 +353,7 @@ impl Simulation {
                 }
             }
             self.step_sessions();
+            idle = self.activity == activity;
         }
         self.now = self.end;
         progress(self.end);
@@ -350,7 +365,13 @@ impl Simulation {
         self.metrics.report(self.end)
     }
 
-    fn next_event(&self) -> Option<Duration> {
+    /// The next event time. After an idle step, a session asking to run again at once is
+    /// looked at `IDLE_RETRY` later instead.
+    fn next_event(&self, idle: bool) -> Option<Duration> {
+        let retry = |x: Option<Duration>| match x {
+            Some(x) if idle && x <= self.now => Some(self.now + IDLE_RETRY),
+            x => x,
+        };
         let mut t: Option<Duration> = None;
         let mut consider = |x: Option<Duration>| {
             if let Some(x) = x {
@@ -362,12 +383,12 @@ impl Simulation {
             consider(l[1].next_delivery());
         }
         for p in &self.pairs {
-            consider(p.client_session.poll_timeout(self.now));
-            consider(
+            consider(retry(p.client_session.poll_timeout(self.now)));
+            consider(retry(
                 p.server_session
                     .as_ref()
                     .and_then(|s| s.poll_timeout(self.now)),
-            );
+            ));
         }
         for s in &self.streams {
             consider(s.workload.next_at());
@@ -400,6 +421,7 @@ impl Simulation {
     }
 
     fn receive(&mut self, pkt: InFlight) {
+        self.activity += 1;
         let now = self.now;
         let Some(pi) = self
             .pairs
@@ -492,6 +514,7 @@ impl Simulation {
                 let payload = Bytes::from(vec![0u8; spec.size as usize]);
                 match session.send_adu(now, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
+                        self.activity += 1;
                         let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
                     }
@@ -522,6 +545,7 @@ impl Simulation {
                     let g = p.channels[t.channel as usize];
                     let to_host = if side == 0 { p.server } else { p.client };
                     self.account_sent(g);
+                    self.activity += 1;
                     let id = self.next_packet;
                     self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);

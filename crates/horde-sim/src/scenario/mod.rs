@@ -6,7 +6,7 @@
 //! duration_s = 600
 //! [scheduler]                # optional
 //! kind = "rrr"               # checked by the driver, not here
-//! cycle_ms = 100             # default 100
+//! cycle_ms = 100             # default 0: a cycle whenever a channel may send
 //! lookahead_ms = 300         # default 0
 //! [[hosts]]                  # optional; default two hosts "a" and "b"
 //! name = "ambulance"
