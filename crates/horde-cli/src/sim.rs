@@ -29,6 +29,9 @@ pub struct Args {
     /// Write report.json, CSV files and a latency CDF plot into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Length of each goodput-series interval, in seconds.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -49,7 +52,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(k) = &args.scheduler {
         scenario.scheduler.kind = k.clone();
     }
-    let report = simulate(&scenario)?;
+    anyhow::ensure!(
+        args.interval > 0.0 && args.interval.is_finite(),
+        "--interval must be a positive number of seconds, got {}",
+        args.interval
+    );
+    let report = simulate(&scenario, Duration::from_secs_f64(args.interval))?;
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         report
@@ -67,16 +75,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         print_summary(&scenario, &report);
         if let Some(dir) = &args.out {
-            println!("\nwrote report.json, streams.csv, channels.csv, latency_cdf.csv, latency_cdf.svg to {}", dir.display());
+            println!("\nwrote report.json, streams.csv, channels.csv, latency_cdf.csv, goodput.csv, latency_cdf.svg to {}", dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Run a scenario with a progress bar on the terminal.
-pub fn simulate(scenario: &Scenario) -> Result<Report> {
+/// Run a scenario with a progress bar on the terminal; the report's goodput series is
+/// in steps of `interval`.
+pub fn simulate(scenario: &Scenario, interval: Duration) -> Result<Report> {
     let topo = horde_sim::build::topology(scenario)?;
     let mut sim = Simulation::new(topo)?;
+    sim.set_goodput_interval(interval);
     let total = sim.duration();
     let bar = ProgressBar::new(total.as_secs().max(1));
     bar.set_style(
@@ -105,10 +115,16 @@ fn print_summary(scenario: &Scenario, report: &Report) {
         "mean ms".into(),
         "median ms".into(),
         "p95 ms".into(),
+        "1-way p50".into(),
+        "1-way p95".into(),
+        "in-order p95".into(),
+        "goodput kbps".into(),
         "channels".into(),
     ]];
     for s in json["streams"].as_array().into_iter().flatten() {
         let lat = &s["latency_ms"];
+        let one_way = &s["one_way_delay_ms"];
+        let in_order = &s["in_order_delay_ms"];
         let f = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.0}"));
         let shares = s["channels"]
             .as_object()
@@ -127,6 +143,10 @@ fn print_summary(scenario: &Scenario, report: &Report) {
             f(&lat["mean"]),
             f(&lat["median"]),
             f(&lat["p95"]),
+            f(&one_way["median"]),
+            f(&one_way["p95"]),
+            f(&in_order["p95"]),
+            f(&s["delivered_goodput_kbps"]),
             shares,
         ]);
     }

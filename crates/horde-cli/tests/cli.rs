@@ -48,6 +48,14 @@ fn sim_json_is_byte_identical_for_the_same_seed() {
         for key in ["mean", "median", "p95"] {
             assert!(s["latency_ms"][key].is_f64(), "latency_ms.{key} in {s}");
         }
+        for key in ["mean", "median", "p95", "p99"] {
+            for delay in ["one_way_delay_ms", "in_order_delay_ms"] {
+                assert!(s[delay][key].is_f64(), "{delay}.{key} in {s}");
+            }
+        }
+        assert!(s["delivered_goodput_kbps"].as_f64().unwrap() > 0.0, "{s}");
+        let series = s["delivered_goodput_series_kbps"].as_array().unwrap();
+        assert_eq!(series.len(), 60, "1 s intervals by default");
         assert_eq!(s["channels"].as_object().unwrap().len(), 6);
     }
     for c in json["channels"].as_array().unwrap() {
@@ -61,13 +69,22 @@ fn sim_json_is_byte_identical_for_the_same_seed() {
 #[test]
 fn sim_out_writes_csv_and_plot() {
     let dir = std::env::temp_dir().join(format!("horde-cli-out-{}", std::process::id()));
-    let out = horde(&["sim", "--duration", "20", "--out", dir.to_str().unwrap()]);
+    let out = horde(&[
+        "sim",
+        "--duration",
+        "20",
+        "--interval",
+        "2.5",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     for f in [
         "report.json",
         "streams.csv",
         "channels.csv",
         "latency_cdf.csv",
+        "goodput.csv",
         "latency_cdf.svg",
     ] {
         let meta = std::fs::metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -76,6 +93,16 @@ fn sim_out_writes_csv_and_plot() {
     assert!(std::fs::read_to_string(dir.join("latency_cdf.svg"))
         .unwrap()
         .contains("<svg"));
+    // Eight 2.5 s intervals per stream of the built-in scenario's.
+    let goodput = std::fs::read_to_string(dir.join("goodput.csv")).unwrap();
+    let streams = std::fs::read_to_string(dir.join("streams.csv"))
+        .unwrap()
+        .lines()
+        .count()
+        - 1;
+    assert!(goodput.starts_with("stream,start_s,end_s,bytes,kbps\n"));
+    assert_eq!(goodput.lines().count() - 1, 8 * streams, "{goodput}");
+    assert!(goodput.contains(",17.5,20,"), "{goodput}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -100,6 +127,13 @@ fn bad_scenarios_and_arguments_get_clear_errors() {
 
     let out = horde(&["sim", "--duration", "-5"]);
     assert_ne!(out.status.code(), Some(0));
+    let out = horde(&["sim", "--duration", "1", "--interval", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--interval"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = horde(&["sim", "--scheduler", "nonsense", "--duration", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

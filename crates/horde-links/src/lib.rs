@@ -84,6 +84,19 @@ pub trait Link: Send {
     fn next_delivery(&self) -> Option<Duration>;
     /// Move every packet whose delivery time is `<= now` into `out`, in delivery order.
     fn deliver(&mut self, now: Duration, out: &mut Vec<Delivery>);
+    /// [`Link::deliver`], and also push into `lost` the ids of packets the loss process
+    /// dropped that have left the bottleneck by `now` (those counted in
+    /// [`LinkStats::lost`] by this call), so a caller holding their payloads can let go.
+    /// Links that never lose a queued packet need not override it.
+    fn deliver_and_report_losses(
+        &mut self,
+        now: Duration,
+        out: &mut Vec<Delivery>,
+        lost: &mut Vec<u64>,
+    ) {
+        let _ = lost;
+        self.deliver(now, out);
+    }
     /// Counters so far.
     fn stats(&self) -> LinkStats;
 }

@@ -40,8 +40,8 @@ pub(crate) struct ModelLink {
     loss_rng: ChaCha8Rng,
     delay_rng: ChaCha8Rng,
     in_flight: BinaryHeap<Reverse<InFlight>>,
-    /// Bottleneck departure times of lost packets (non-decreasing: FIFO).
-    lost: VecDeque<Duration>,
+    /// Bottleneck departure times and ids of lost packets (times non-decreasing: FIFO).
+    lost: VecDeque<(Duration, u64)>,
     next_seq: u64,
     stats: LinkStats,
 }
@@ -80,7 +80,7 @@ impl Link for ModelLink {
             return Verdict::QueueFull;
         };
         if self.loss.lose(&mut self.loss_rng) {
-            self.lost.push_back(departure);
+            self.lost.push_back((departure, id));
         } else {
             let at = departure.saturating_add(self.delay.sample(&mut self.delay_rng));
             self.in_flight.push(Reverse(InFlight {
@@ -99,9 +99,22 @@ impl Link for ModelLink {
     }
 
     fn deliver(&mut self, now: Duration, out: &mut Vec<Delivery>) {
-        while self.lost.front().is_some_and(|&t| t <= now) {
+        self.deliver_and_report_losses(now, out, &mut Vec::new());
+    }
+
+    fn deliver_and_report_losses(
+        &mut self,
+        now: Duration,
+        out: &mut Vec<Delivery>,
+        lost: &mut Vec<u64>,
+    ) {
+        while let Some(&(t, id)) = self.lost.front() {
+            if t > now {
+                break;
+            }
             self.lost.pop_front();
             self.stats.lost += 1;
+            lost.push(id);
         }
         while let Some(Reverse(p)) = self.in_flight.peek() {
             if p.at > now {
@@ -279,6 +292,14 @@ mod tests {
         assert_eq!(l.stats().lost, 0);
         l.deliver(ms(100), &mut out);
         assert_eq!(l.stats().lost, 1);
+        assert!(out.is_empty());
+        // The id of a lost packet is reported once, when it is counted.
+        l.enqueue(ms(100), 2, 1000);
+        let mut lost = Vec::new();
+        l.deliver_and_report_losses(ms(199), &mut out, &mut lost);
+        assert!(lost.is_empty());
+        l.deliver_and_report_losses(ms(300), &mut out, &mut lost);
+        assert_eq!((lost, l.stats().lost), (vec![2], 2));
         assert!(out.is_empty());
     }
 

@@ -112,6 +112,13 @@ struct StreamRun {
     low_water: usize,
 }
 
+/// With event-driven cycles (`cycle_ms = 0`) a session reports work due *now* whenever
+/// a channel may send and an ADU waits, even when no waiting ADU may take the slot yet
+/// (e.g. every stream is over its allocation, which refills with time). A step that
+/// moves nothing is therefore not repeated at the same instant: the session is looked
+/// at again this much later.
+const IDLE_RETRY: Duration = Duration::from_millis(1);
+
 /// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
 /// fewer than one cycle's slots (`bulk_low_water`), whichever is more.
 const BULK_LOW_WATER: usize = 16;
@@ -148,12 +155,13 @@ pub struct Simulation {
     in_flight: BTreeMap<u64, InFlight>,
     next_packet: u64,
     streams: Vec<StreamRun>,
-    /// (pair, stream, stream_seq) -> metrics ADU id.
-    adu_ids: BTreeMap<(u32, u64), u64>,
-    next_adu: u64,
     metrics: Metrics,
     scratch: Vec<u8>,
     deliveries: Vec<Delivery>,
+    lost_ids: Vec<u64>,
+    /// Packets sent and delivered and ADUs made so far: a step that leaves it unchanged
+    /// moved nothing.
+    activity: u64,
     adu_specs: Vec<AduSpec>,
 }
 
@@ -163,6 +171,13 @@ fn label(host: usize, iface: u16) -> SocketAddr {
         Ipv4Addr::new(127, 10 + host as u8, (iface >> 8) as u8, iface as u8),
         5000,
     ))
+}
+
+/// The metrics id of ADU `stream_seq` of `stream` (stream ids are unique in a
+/// topology). A function rather than a table, so that nothing per ADU outlives the ADU.
+/// Sequence numbers are kept to 32 bits: four billion ADUs per stream.
+fn adu_id(stream: u32, stream_seq: u64) -> u64 {
+    (u64::from(stream) << 32) | (stream_seq & 0xFFFF_FFFF)
 }
 
 /// A seed for component `k` of kind `kind`, derived from the run's seed.
@@ -284,11 +299,11 @@ impl Simulation {
             in_flight: BTreeMap::new(),
             next_packet: 0,
             streams,
-            adu_ids: BTreeMap::new(),
-            next_adu: 0,
             metrics,
             scratch: Vec::with_capacity(2048),
             deliveries: Vec::new(),
+            lost_ids: Vec::new(),
+            activity: 0,
             adu_specs: Vec::new(),
         })
     }
@@ -301,15 +316,29 @@ impl Simulation {
         self.end
     }
 
+    /// The interval of the goodput series in the report (default 1 s); set before
+    /// [`Simulation::run`].
+    pub fn set_goodput_interval(&mut self, interval: Duration) {
+        self.metrics.set_goodput_interval(interval);
+    }
+
+    /// The metrics collector, e.g. to see how much it holds.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Run to the end, calling `progress` with the virtual time about once per
     /// simulated second.
     pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {
         let mut next_tick = Duration::ZERO;
         self.step_sessions();
-        while let Some(t) = self.next_event() {
+        // Whether the last step moved nothing: no packet sent or delivered, no ADU made.
+        let mut idle = false;
+        while let Some(t) = self.next_event(idle) {
             if t > self.end {
                 break;
             }
+            let activity = self.activity;
             self.now = t;
             if t >= next_tick {
                 progress(t);
@@ -324,6 +353,7 @@ impl Simulation {
                 }
             }
             self.step_sessions();
+            idle = self.activity == activity;
         }
         self.now = self.end;
         progress(self.end);
@@ -335,7 +365,13 @@ impl Simulation {
         self.metrics.report(self.end)
     }
 
-    fn next_event(&self) -> Option<Duration> {
+    /// The next event time. After an idle step, a session asking to run again at once is
+    /// looked at `IDLE_RETRY` later instead.
+    fn next_event(&self, idle: bool) -> Option<Duration> {
+        let retry = |x: Option<Duration>| match x {
+            Some(x) if idle && x <= self.now => Some(self.now + IDLE_RETRY),
+            x => x,
+        };
         let mut t: Option<Duration> = None;
         let mut consider = |x: Option<Duration>| {
             if let Some(x) = x {
@@ -347,12 +383,12 @@ impl Simulation {
             consider(l[1].next_delivery());
         }
         for p in &self.pairs {
-            consider(p.client_session.poll_timeout(self.now));
-            consider(
+            consider(retry(p.client_session.poll_timeout(self.now)));
+            consider(retry(
                 p.server_session
                     .as_ref()
                     .and_then(|s| s.poll_timeout(self.now)),
-            );
+            ));
         }
         for s in &self.streams {
             consider(s.workload.next_at());
@@ -365,7 +401,16 @@ impl Simulation {
         for g in 0..self.links.len() {
             for dir in 0..2 {
                 self.deliveries.clear();
-                self.links[g][dir].deliver(self.now, &mut self.deliveries);
+                self.lost_ids.clear();
+                self.links[g][dir].deliver_and_report_losses(
+                    self.now,
+                    &mut self.deliveries,
+                    &mut self.lost_ids,
+                );
+                // A lost packet's payload would otherwise be held until the end.
+                for id in &self.lost_ids {
+                    self.in_flight.remove(id);
+                }
                 for d in std::mem::take(&mut self.deliveries) {
                     if let Some(pkt) = self.in_flight.remove(&d.id) {
                         self.receive(pkt);
@@ -376,6 +421,7 @@ impl Simulation {
     }
 
     fn receive(&mut self, pkt: InFlight) {
+        self.activity += 1;
         let now = self.now;
         let Some(pi) = self
             .pairs
@@ -468,9 +514,8 @@ impl Simulation {
                 let payload = Bytes::from(vec![0u8; spec.size as usize]);
                 match session.send_adu(now, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
-                        let id = self.next_adu;
-                        self.next_adu += 1;
-                        self.adu_ids.insert((h.stream, h.seq), id);
+                        self.activity += 1;
+                        let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
                     }
                     Err(e) => tracing::warn!(stream = st.setup.id, error = %e, "ADU rejected"),
@@ -500,6 +545,7 @@ impl Simulation {
                     let g = p.channels[t.channel as usize];
                     let to_host = if side == 0 { p.server } else { p.client };
                     self.account_sent(g);
+                    self.activity += 1;
                     let id = self.next_packet;
                     self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);
@@ -530,7 +576,7 @@ impl Simulation {
                 };
                 if let Some(s) = session {
                     while let Some(e) = s.poll_event() {
-                        record_event(&mut self.metrics, &self.adu_ids, now, e);
+                        record_event(&mut self.metrics, now, e);
                     }
                 }
             }
@@ -546,18 +592,16 @@ impl Simulation {
                 stream_seq,
                 seq,
                 ..
-            }) => {
-                if let Some(&id) = self.adu_ids.get(&(stream, stream_seq)) {
-                    self.metrics.adu_sent(id, ch, seq, self.now);
-                }
-            }
+            }) => self
+                .metrics
+                .adu_sent(adu_id(stream, stream_seq), ch, seq, self.now),
             _ => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
     }
 }
 
 /// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).
-fn record_event(metrics: &mut Metrics, ids: &BTreeMap<(u32, u64), u64>, now: Duration, e: Event) {
+fn record_event(metrics: &mut Metrics, now: Duration, e: Event) {
     match e {
         // A late ack turns an earlier declared loss into a delivery.
         Event::Ack {
@@ -565,33 +609,24 @@ fn record_event(metrics: &mut Metrics, ids: &BTreeMap<(u32, u64), u64>, now: Dur
         }
         | Event::LateAck {
             stream, stream_seq, ..
-        } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                metrics.adu_acked(id, now);
-            }
-        }
+        } => metrics.adu_acked(adu_id(stream, stream_seq), now),
         Event::Nack {
             stream,
             stream_seq,
             reason,
             ..
         } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                match reason {
-                    NackReason::Lost => metrics.adu_nacked(id, now),
-                    NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
-                        metrics.adu_dropped(id, now)
-                    }
+            let id = adu_id(stream, stream_seq);
+            match reason {
+                NackReason::Lost => metrics.adu_nacked(id, now),
+                NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
+                    metrics.adu_dropped(id, now)
                 }
             }
         }
         Event::Received {
             stream, stream_seq, ..
-        } => {
-            if let Some(&id) = ids.get(&(stream, stream_seq)) {
-                metrics.adu_delivered(id, now);
-            }
-        }
+        } => metrics.adu_delivered(adu_id(stream, stream_seq), now),
         _ => {}
     }
 }

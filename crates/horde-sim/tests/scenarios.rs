@@ -126,3 +126,53 @@ fn telemedicine_is_the_builtin_and_fits_its_channels() {
     }
     assert!(offered < capacity * 0.75, "offered {offered} of {capacity}");
 }
+
+#[test]
+fn thesis_scenarios_keep_their_100_ms_cycle() {
+    let mut files = vec![shipped("fig7-5.toml")];
+    for e in std::fs::read_dir(shipped("thesis")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            files.push(p);
+        }
+    }
+    assert!(files.len() > 10);
+    for f in files {
+        let s = Scenario::load(&f).unwrap();
+        assert_eq!(s.scheduler.cycle_ms, 100.0, "{}", f.display());
+    }
+}
+
+#[test]
+fn event_driven_cycles_are_the_default_and_runs_move_on() {
+    // E1 (AIMD channels, random walk, an objective) without its `cycle_ms`: the session
+    // asks to run whenever a channel may send, also when no ADU may take the slot yet;
+    // the engine must not spin at one instant.
+    let text = std::fs::read_to_string(shipped("thesis/e1.toml")).unwrap();
+    let text = text.replace("cycle_ms = 100\n", "");
+    let mut s = Scenario::from_str(&text, "e1-default-cycle.toml").unwrap();
+    s.base_dir = shipped("thesis");
+    for st in &mut s.streams {
+        for o in &mut st.objectives {
+            *o = shipped("thesis").join(&*o);
+        }
+    }
+    s.duration_s = 20.0;
+    assert_eq!(s.scheduler.cycle_ms, 0.0);
+    let topo = horde_sim::build::topology(&s).unwrap();
+    assert_eq!(topo.session.cycle_ms, 0.0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let report = horde_sim::engine::Simulation::new(topo)
+            .unwrap()
+            .run(|_| {});
+        let _ = tx.send(report);
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("20 simulated seconds finish");
+    assert_eq!(r.unmatched_events, 0);
+    for st in &r.streams {
+        assert!(st.delivered > 50, "stream {}: {}", st.id, st.delivered);
+    }
+}

@@ -3,7 +3,8 @@
 //! The driver reports events as they happen, ADUs by the session-unique id it gave them
 //! and channels by the [`ChannelId`] returned from [`Metrics::add_channel`]:
 //!
-//! * [`Metrics::adu_inserted`] when the application hands an ADU to Horde;
+//! * [`Metrics::adu_inserted`] when the application hands an ADU to Horde. A stream's
+//!   ADUs must be inserted in stream order (the order in-order delivery follows);
 //! * [`Metrics::adu_dropped`] if Horde drops it unsent (sender-side queue overrun);
 //! * [`Metrics::adu_sent`] for every transmission, with the channel and the packet's
 //!   channel sequence number (an ADU sent twice, e.g. retransmitted, is two transmissions);
@@ -15,13 +16,24 @@
 //! * [`Metrics::control_sent`] for non-data packets (acks, probes) and
 //!   [`Metrics::link_stats`] for the link models' own counters at the end.
 //!
-//! Events naming an ADU the collector never saw inserted are counted in
-//! `unmatched_events` rather than panicking, so a driver bug shows up in the report.
+//! Memory does not grow with the run's length: counters and histograms are updated as
+//! events arrive, and an ADU's record is kept only until it has *settled* (acked, lost,
+//! or dropped unsent) and then seen no event for the retention time (30 s of virtual
+//! time by default, [`Metrics::set_retention`]); only late acks can change a settled
+//! ADU, and they come within a few round trips.
+//!
+//! Events naming an ADU the collector never saw inserted, or one whose record it has
+//! already let go, are counted in `unmatched_events` rather than panicking, so a driver
+//! bug shows up in the report.
 //!
 //! [`Metrics::report`] computes the [`Report`]; definitions of every number are on the
-//! report types. Everything is kept in ordered containers, so the same events give the
-//! same report, byte for byte.
+//! report types and in `docs/metrics.md`. Everything is kept in ordered containers, so
+//! the same events give the same report, byte for byte.
 
+mod correlation;
+mod goodput;
+mod histogram;
+mod in_order;
 mod output;
 mod plot;
 mod report;
@@ -30,8 +42,13 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
+
+use correlation::LostIndex;
+use goodput::IntervalBytes;
+use histogram::DelayHistogram;
+use in_order::{InOrder, Resolution};
 
 pub use report::{ChannelReport, LinkCounters, Report, StreamReport};
 pub use stats::{percentile, Summary};
@@ -39,6 +56,12 @@ pub use stats::{percentile, Summary};
 /// A channel registered with [`Metrics::add_channel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChannelId(pub usize);
+
+/// Default goodput series interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Default time a settled ADU's record is kept for late events.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -55,39 +78,181 @@ pub(crate) struct Tx {
     pub(crate) verdict: Verdict,
 }
 
+/// An ADU's state as far as the counts go: see `StreamReport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Final {
+    Unsent,
+    Acked,
+    Lost,
+    Pending,
+}
+
+/// What is kept of an ADU until it settles.
 #[derive(Debug, Clone)]
 pub(crate) struct AduRecord {
     pub(crate) stream: u32,
+    /// Its position in the stream: the stream's `ordinal`-th insertion.
+    pub(crate) ordinal: u64,
     pub(crate) size: u32,
     pub(crate) inserted: Duration,
     pub(crate) dropped: bool,
     pub(crate) txs: Vec<Tx>,
-    /// First ack, and the transmission it resolved.
-    pub(crate) acked: Option<(Duration, usize)>,
-    pub(crate) delivered: Option<Duration>,
+    pub(crate) acked: bool,
+    pub(crate) delivered: bool,
+    /// Resolved for in-order delivery (delivered or given up on).
+    pub(crate) resolved: bool,
+    /// When it last settled; `None` while it may still change.
+    pub(crate) settled_at: Option<Duration>,
+}
+
+impl AduRecord {
+    pub(crate) fn state(&self) -> Final {
+        if self.txs.is_empty() {
+            Final::Unsent
+        } else if self.txs.iter().any(|t| t.verdict == Verdict::Acked) {
+            Final::Acked
+        } else if self.txs.iter().all(|t| t.verdict == Verdict::Lost) {
+            Final::Lost
+        } else {
+            Final::Pending
+        }
+    }
+
+    fn settled(&self) -> bool {
+        match self.state() {
+            Final::Unsent => self.dropped,
+            Final::Acked | Final::Lost => true,
+            Final::Pending => false,
+        }
+    }
+}
+
+/// Running totals of one stream.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamAcc {
+    pub(crate) inserted: u64,
+    pub(crate) dropped: u64,
+    pub(crate) sent: u64,
+    pub(crate) transmissions: u64,
+    pub(crate) acked: u64,
+    pub(crate) lost: u64,
+    pub(crate) pending: u64,
+    pub(crate) delivered: u64,
+    /// Lost ADUs already retired and found correlated.
+    pub(crate) lost_correlated: u64,
+    pub(crate) acked_bytes: u64,
+    pub(crate) delivered_bytes: u64,
+    /// Transmissions per channel index (shorter than the channel list if the last
+    /// channels carried none).
+    pub(crate) per_channel: Vec<u64>,
+    pub(crate) latency: DelayHistogram,
+    pub(crate) rtt: DelayHistogram,
+    pub(crate) one_way: DelayHistogram,
+    pub(crate) in_order: DelayHistogram,
+    pub(crate) goodput: IntervalBytes,
+    pub(crate) order: InOrder,
+}
+
+impl StreamAcc {
+    /// Move one ADU's count from state `from` to state `to`.
+    fn shift(&mut self, from: Final, to: Final) {
+        if from == to {
+            return;
+        }
+        if let Some(c) = self.count_of(from) {
+            *c -= 1;
+        }
+        if let Some(c) = self.count_of(to) {
+            *c += 1;
+        }
+        if from == Final::Unsent {
+            self.sent += 1;
+        }
+    }
+
+    fn count_of(&mut self, state: Final) -> Option<&mut u64> {
+        match state {
+            Final::Unsent => None,
+            Final::Acked => Some(&mut self.acked),
+            Final::Lost => Some(&mut self.lost),
+            Final::Pending => Some(&mut self.pending),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.per_channel.capacity() * 8
+            + self.latency.heap_bytes()
+            + self.rtt.heap_bytes()
+            + self.one_way.heap_bytes()
+            + self.in_order.heap_bytes()
+            + self.goodput.heap_bytes()
+    }
 }
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChannelRecord {
     pub(crate) name: String,
+    pub(crate) sent: u64,
+    /// Transmissions currently declared lost.
+    pub(crate) lost: u64,
+    pub(crate) bytes: u64,
     pub(crate) control_sent: u64,
     pub(crate) control_bytes: u64,
     pub(crate) link: Option<horde_links::LinkStats>,
 }
 
 /// Collects one run's events. See the module documentation for what to call when.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Metrics {
     pub(crate) channels: Vec<ChannelRecord>,
     /// Registered streams; streams first seen in `adu_inserted` are added too.
-    pub(crate) streams: BTreeSet<u32>,
-    pub(crate) adus: BTreeMap<u64, AduRecord>,
+    pub(crate) streams: BTreeMap<u32, StreamAcc>,
+    /// ADUs not yet retired.
+    pub(crate) live: BTreeMap<u64, AduRecord>,
+    /// (settled at, ADU) in settling order: candidates for retirement.
+    settled: VecDeque<(Duration, u64)>,
+    pub(crate) lost_index: LostIndex,
+    /// The latest event time seen.
+    now: Duration,
+    retention: Duration,
+    pub(crate) interval: Duration,
     pub(crate) unmatched: u64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            channels: Vec::new(),
+            streams: BTreeMap::new(),
+            live: BTreeMap::new(),
+            settled: VecDeque::new(),
+            lost_index: LostIndex::default(),
+            now: Duration::ZERO,
+            retention: DEFAULT_RETENTION,
+            interval: DEFAULT_INTERVAL,
+            unmatched: 0,
+        }
+    }
 }
 
 impl Metrics {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The length of each goodput series interval (default 1 s); set it before the run.
+    /// Zero is ignored.
+    pub fn set_goodput_interval(&mut self, interval: Duration) {
+        if !interval.is_zero() {
+            self.interval = interval;
+        }
+    }
+
+    /// How long a settled ADU's record waits for late events before it is let go
+    /// (default 30 s of virtual time). Losses declared more than twice this apart are
+    /// not compared for correlation.
+    pub fn set_retention(&mut self, retention: Duration) {
+        self.retention = retention;
     }
 
     /// Register a channel; the report lists channels in registration order. Registering
@@ -105,55 +270,87 @@ impl Metrics {
 
     /// Register a stream so that it appears in the report even if it never sends.
     pub fn add_stream(&mut self, id: u32) {
-        self.streams.insert(id);
+        self.streams.entry(id).or_default();
     }
 
     /// The application handed ADU `adu` of `size` bytes to stream `stream` at `at`.
     pub fn adu_inserted(&mut self, stream: u32, adu: u64, size: u32, at: Duration) {
-        if self.adus.contains_key(&adu) {
+        self.advance(at);
+        if self.live.contains_key(&adu) {
             self.unmatched += 1;
             return;
         }
-        self.streams.insert(stream);
-        self.adus.insert(
+        let s = self.streams.entry(stream).or_default();
+        let ordinal = s.inserted;
+        s.inserted += 1;
+        self.live.insert(
             adu,
             AduRecord {
                 stream,
+                ordinal,
                 size,
                 inserted: at,
                 dropped: false,
                 txs: Vec::new(),
-                acked: None,
-                delivered: None,
+                acked: false,
+                delivered: false,
+                resolved: false,
+                settled_at: None,
             },
         );
     }
 
     /// Horde dropped the ADU before sending it.
-    pub fn adu_dropped(&mut self, adu: u64, _at: Duration) {
-        match self.adus.get_mut(&adu) {
-            Some(r) => r.dropped = true,
-            None => self.unmatched += 1,
+    pub fn adu_dropped(&mut self, adu: u64, at: Duration) {
+        self.advance(at);
+        let Some(r) = self.live.get_mut(&adu) else {
+            self.unmatched += 1;
+            return;
+        };
+        let s = self.streams.get_mut(&r.stream).expect("inserted stream");
+        if !r.dropped {
+            r.dropped = true;
+            s.dropped += 1;
         }
+        if !r.resolved {
+            r.resolved = true;
+            s.order.resolve(r.ordinal, Resolution::Skipped { at }, |d| {
+                s.in_order.record(d)
+            });
+        }
+        self.note_settling(adu, at);
     }
 
     /// One transmission of `adu` on `channel` with channel sequence number `seq`.
     pub fn adu_sent(&mut self, adu: u64, channel: ChannelId, seq: u64, at: Duration) {
-        let known_channel = channel.0 < self.channels.len();
-        match self.adus.get_mut(&adu) {
-            Some(r) if known_channel => r.txs.push(Tx {
-                channel: channel.0,
-                seq,
-                at,
-                verdict: Verdict::Pending,
-            }),
-            _ => self.unmatched += 1,
+        self.advance(at);
+        let (Some(r), Some(c)) = (self.live.get_mut(&adu), self.channels.get_mut(channel.0)) else {
+            self.unmatched += 1;
+            return;
+        };
+        let s = self.streams.get_mut(&r.stream).expect("inserted stream");
+        let before = r.state();
+        r.txs.push(Tx {
+            channel: channel.0,
+            seq,
+            at,
+            verdict: Verdict::Pending,
+        });
+        s.shift(before, r.state());
+        s.transmissions += 1;
+        if s.per_channel.len() <= channel.0 {
+            s.per_channel.resize(channel.0 + 1, 0);
         }
+        s.per_channel[channel.0] += 1;
+        c.sent += 1;
+        c.bytes += u64::from(r.size);
+        self.note_settling(adu, at);
     }
 
     /// The sender learned that a transmission of `adu` arrived.
     pub fn adu_acked(&mut self, adu: u64, at: Duration) {
-        let Some(r) = self.adus.get_mut(&adu) else {
+        self.advance(at);
+        let Some(r) = self.live.get_mut(&adu) else {
             self.unmatched += 1;
             return;
         };
@@ -164,36 +361,80 @@ impl Metrics {
             .iter()
             .position(|t| t.verdict == Verdict::Pending)
             .or_else(|| r.txs.iter().position(|t| t.verdict == Verdict::Lost));
-        match i {
-            Some(i) => {
-                r.txs[i].verdict = Verdict::Acked;
-                if r.acked.is_none() {
-                    r.acked = Some((at, i));
-                }
-            }
-            None => self.unmatched += 1,
-        }
-    }
-
-    /// The sender declared a transmission of `adu` lost (nack or timeout).
-    pub fn adu_nacked(&mut self, adu: u64, _at: Duration) {
-        let Some(r) = self.adus.get_mut(&adu) else {
+        let Some(i) = i else {
             self.unmatched += 1;
             return;
         };
-        match r.txs.iter_mut().find(|t| t.verdict == Verdict::Pending) {
-            Some(t) => t.verdict = Verdict::Lost,
-            None => self.unmatched += 1,
+        let s = self.streams.get_mut(&r.stream).expect("inserted stream");
+        let before = r.state();
+        let tx = &mut r.txs[i];
+        if tx.verdict == Verdict::Lost {
+            self.channels[tx.channel].lost -= 1;
+            self.lost_index.remove((tx.channel, r.stream, tx.seq));
         }
+        tx.verdict = Verdict::Acked;
+        if !r.acked {
+            r.acked = true;
+            s.latency.record(at.saturating_sub(r.inserted));
+            s.rtt.record(at.saturating_sub(tx.at));
+            s.acked_bytes += u64::from(r.size);
+        }
+        s.shift(before, r.state());
+        self.note_settling(adu, at);
+    }
+
+    /// The sender declared a transmission of `adu` lost (nack or timeout).
+    pub fn adu_nacked(&mut self, adu: u64, at: Duration) {
+        self.advance(at);
+        let Some(r) = self.live.get_mut(&adu) else {
+            self.unmatched += 1;
+            return;
+        };
+        let before = r.state();
+        let Some(tx) = r.txs.iter_mut().find(|t| t.verdict == Verdict::Pending) else {
+            self.unmatched += 1;
+            return;
+        };
+        tx.verdict = Verdict::Lost;
+        self.channels[tx.channel].lost += 1;
+        self.lost_index
+            .insert((tx.channel, r.stream, tx.seq), adu, at);
+        let s = self.streams.get_mut(&r.stream).expect("inserted stream");
+        let after = r.state();
+        s.shift(before, after);
+        if after == Final::Lost && !r.resolved {
+            // Every transmission is declared lost: an in-order reader stops waiting.
+            r.resolved = true;
+            s.order.resolve(r.ordinal, Resolution::Skipped { at }, |d| {
+                s.in_order.record(d)
+            });
+        }
+        self.note_settling(adu, at);
     }
 
     /// The receiving host delivered `adu` to its application. Duplicates are ignored.
     pub fn adu_delivered(&mut self, adu: u64, at: Duration) {
-        match self.adus.get_mut(&adu) {
-            Some(r) => {
-                r.delivered.get_or_insert(at);
-            }
-            None => self.unmatched += 1,
+        self.advance(at);
+        let Some(r) = self.live.get_mut(&adu) else {
+            self.unmatched += 1;
+            return;
+        };
+        if r.delivered {
+            return;
+        }
+        r.delivered = true;
+        let s = self.streams.get_mut(&r.stream).expect("inserted stream");
+        s.delivered += 1;
+        s.delivered_bytes += u64::from(r.size);
+        s.one_way.record(at.saturating_sub(r.inserted));
+        s.goodput.add(self.interval, at, u64::from(r.size));
+        if !r.resolved {
+            r.resolved = true;
+            let how = Resolution::Delivered {
+                at,
+                inserted: r.inserted,
+            };
+            s.order.resolve(r.ordinal, how, |d| s.in_order.record(d));
         }
     }
 
@@ -220,5 +461,70 @@ impl Metrics {
     /// The report for a run of length `duration` (used for goodput).
     pub fn report(&self, duration: Duration) -> Report {
         report::build(self, duration)
+    }
+
+    /// Per-ADU state held right now: live ADU records, resolved ADUs waiting for in-order
+    /// release, and recent losses kept for correlation. Bounded by what is in flight and
+    /// the retention time, not by the run's length.
+    pub fn held_records(&self) -> usize {
+        self.live.len()
+            + self.settled.len()
+            + self.lost_index.len()
+            + self
+                .streams
+                .values()
+                .map(|s| s.order.waiting())
+                .sum::<usize>()
+    }
+
+    /// Heap bytes held by the streaming summaries (histograms, goodput series), which
+    /// grow with the spread of the delays and the run's length over the interval.
+    pub fn summary_heap_bytes(&self) -> usize {
+        self.streams.values().map(StreamAcc::heap_bytes).sum()
+    }
+
+    /// Move the clock to `at` (if later) and let go of ADUs settled long enough ago.
+    fn advance(&mut self, at: Duration) {
+        if at <= self.now {
+            return;
+        }
+        self.now = at;
+        while let Some(&(t, id)) = self.settled.front() {
+            if t.saturating_add(self.retention) > self.now {
+                break;
+            }
+            self.settled.pop_front();
+            if self.live.get(&id).is_some_and(|r| r.settled_at == Some(t)) {
+                self.retire(id);
+            }
+        }
+        let horizon = self.retention.saturating_mul(2);
+        self.lost_index.expire(self.now.saturating_sub(horizon));
+    }
+
+    /// Record whether `adu`'s last event left it settled; every event on a settled ADU
+    /// restarts its retention time.
+    fn note_settling(&mut self, adu: u64, at: Duration) {
+        let Some(r) = self.live.get_mut(&adu) else {
+            return;
+        };
+        if r.settled() {
+            r.settled_at = Some(at);
+            self.settled.push_back((at, adu));
+        } else {
+            r.settled_at = None;
+        }
+    }
+
+    /// Forget a settled ADU; a lost one's correlation is decided now.
+    fn retire(&mut self, adu: u64) {
+        let Some(r) = self.live.remove(&adu) else {
+            return;
+        };
+        if r.state() == Final::Lost && report::is_correlated(&self.lost_index, adu, &r) {
+            if let Some(s) = self.streams.get_mut(&r.stream) {
+                s.lost_correlated += 1;
+            }
+        }
     }
 }

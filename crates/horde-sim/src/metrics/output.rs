@@ -56,16 +56,29 @@ impl Report {
         std::fs::write(dir.join("report.json"), self.to_json())
     }
 
-    /// `streams.csv`: one row per stream; latency and RTT summaries in ms; then, per
-    /// channel in report order, `adus_<name>` and `share_<name>`.
+    /// `streams.csv`: one row per stream; latency, RTT, one-way and in-order delay
+    /// summaries in ms; then, per channel in report order, `adus_<name>` and
+    /// `share_<name>`.
     pub fn streams_csv(&self) -> String {
         let mut out = String::from(
             "id,inserted,dropped,sent,transmissions,acked,lost,pending,delivered,loss_rate,\
-             lost_correlated,correlated_loss_fraction,goodput_kbps,",
+             lost_correlated,correlated_loss_fraction,goodput_kbps,delivered_bytes,\
+             delivered_goodput_kbps,",
         );
-        out.push_str(&summary_header("latency_ms"));
-        out.push(',');
-        out.push_str(&summary_header("rtt_ms"));
+        for (i, name) in [
+            "latency_ms",
+            "rtt_ms",
+            "one_way_delay_ms",
+            "in_order_delay_ms",
+        ]
+        .iter()
+        .enumerate()
+        {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&summary_header(name));
+        }
         for c in &self.channels {
             let _ = write!(
                 out,
@@ -78,7 +91,7 @@ impl Report {
         for s in &self.streams {
             let _ = write!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.id,
                 s.inserted,
                 s.dropped,
@@ -92,8 +105,12 @@ impl Report {
                 s.lost_correlated,
                 num(s.correlated_loss_fraction),
                 s.goodput_kbps,
+                s.delivered_bytes,
+                s.delivered_goodput_kbps,
                 summary_row(&s.latency_ms),
                 summary_row(&s.rtt_ms),
+                summary_row(&s.one_way_delay_ms),
+                summary_row(&s.in_order_delay_ms),
             );
             for c in &self.channels {
                 let n = s.channels.get(&c.name).copied().unwrap_or(0);
@@ -135,30 +152,44 @@ impl Report {
         out
     }
 
-    /// `latency_cdf.csv`: `stream,latency_ms,cdf`, the empirical CDF of each stream's ADU
-    /// latency. One row per distinct latency value; `cdf` is the fraction of the
-    /// stream's acked ADUs with latency at or below it.
+    /// `latency_cdf.csv`: `stream,latency_ms,cdf`, the CDF of each stream's ADU latency
+    /// from its histogram: one row per non-empty bucket (values within 0.1 %), `cdf`
+    /// the fraction of the stream's acked ADUs at or below it.
     pub fn latency_cdf_csv(&self) -> String {
         let mut out = String::from("stream,latency_ms,cdf\n");
         for s in &self.streams {
-            let v = &s.latency_samples_ms;
-            let n = v.len() as f64;
-            for (i, x) in v.iter().enumerate() {
-                // Ties: keep only the last of a run of equal values (the step's top).
-                if v.get(i + 1) == Some(x) {
-                    continue;
-                }
-                let _ = writeln!(out, "{},{},{}", s.id, x, (i + 1) as f64 / n);
+            for (x, p) in &s.latency_cdf {
+                let _ = writeln!(out, "{},{},{}", s.id, x, p);
             }
         }
         out
     }
 
-    /// `streams.csv`, `channels.csv` and `latency_cdf.csv` in `dir` (created if missing).
+    /// `goodput.csv`: `stream,start_s,end_s,bytes,kbps`, each stream's delivered payload
+    /// in each goodput interval.
+    pub fn goodput_csv(&self) -> String {
+        let mut out = String::from("stream,start_s,end_s,bytes,kbps\n");
+        for s in &self.streams {
+            let series = s
+                .delivered_bytes_series
+                .iter()
+                .zip(&s.delivered_goodput_series_kbps);
+            for (k, (bytes, kbps)) in series.enumerate() {
+                let start = k as f64 * self.goodput_interval_s;
+                let end = (start + self.goodput_interval_s).min(self.duration_s);
+                let _ = writeln!(out, "{},{},{},{},{}", s.id, start, end, bytes, kbps);
+            }
+        }
+        out
+    }
+
+    /// `streams.csv`, `channels.csv`, `latency_cdf.csv` and `goodput.csv` in `dir`
+    /// (created if missing).
     pub fn write_csv(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("streams.csv"), self.streams_csv())?;
         std::fs::write(dir.join("channels.csv"), self.channels_csv())?;
-        std::fs::write(dir.join("latency_cdf.csv"), self.latency_cdf_csv())
+        std::fs::write(dir.join("latency_cdf.csv"), self.latency_cdf_csv())?;
+        std::fs::write(dir.join("goodput.csv"), self.goodput_csv())
     }
 }

@@ -23,20 +23,18 @@ const COLOURS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Points of the empirical CDF of ascending `v`, thinned to at most `MAX_POINTS + 1`
-/// evenly spaced in probability, starting from (min, 0).
-fn cdf_points(v: &[f64]) -> Vec<(f64, f64)> {
-    let n = v.len();
-    if n == 0 {
+/// `cdf` (ascending `(value, fraction)` points) thinned to at most `MAX_POINTS + 1`,
+/// starting from `(min, 0)` and always keeping the last point.
+fn cdf_points(cdf: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let Some(&(first, _)) = cdf.first() else {
         return Vec::new();
-    }
+    };
+    let n = cdf.len();
     let m = n.min(MAX_POINTS);
     let mut pts = Vec::with_capacity(m + 1);
-    pts.push((v[0], 0.0));
+    pts.push((first, 0.0));
     for j in 1..=m {
-        // The nearest-rank quantile j/m: the same rule as the report's percentiles.
-        let idx = (j * n).div_ceil(m) - 1;
-        pts.push((v[idx], (idx + 1) as f64 / n as f64));
+        pts.push(cdf[(j * n).div_ceil(m) - 1]);
     }
     pts
 }
@@ -55,7 +53,7 @@ impl Report {
             let xmax = self
                 .streams
                 .iter()
-                .filter_map(|s| s.latency_samples_ms.last().copied())
+                .filter_map(|s| s.latency_cdf.last().map(|p| p.0))
                 .fold(0.0f64, f64::max);
             let xmax = if xmax > 0.0 { xmax * 1.05 } else { 1.0 };
             let title = match &self.scenario {
@@ -78,7 +76,7 @@ impl Report {
                 .map_err(plot_err)?;
             let mut any = false;
             for (i, s) in self.streams.iter().enumerate() {
-                let pts = cdf_points(&s.latency_samples_ms);
+                let pts = cdf_points(&s.latency_cdf);
                 if pts.is_empty() {
                     continue;
                 }
@@ -119,13 +117,15 @@ mod tests {
 
     #[test]
     fn cdf_points_thin_long_runs_and_end_at_one() {
-        let v: Vec<f64> = (0..5000).map(f64::from).collect();
+        let v: Vec<(f64, f64)> = (0..5000)
+            .map(|i| (f64::from(i), f64::from(i + 1) / 5000.0))
+            .collect();
         let p = cdf_points(&v);
         assert_eq!(p.len(), 1001);
         assert_eq!(p[0], (0.0, 0.0));
         assert_eq!(*p.last().unwrap(), (4999.0, 1.0));
         assert!(p.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
-        let short = cdf_points(&[3.0, 7.0]);
+        let short = cdf_points(&[(3.0, 0.5), (7.0, 1.0)]);
         assert_eq!(short, vec![(3.0, 0.0), (3.0, 0.5), (7.0, 1.0)]);
     }
 }

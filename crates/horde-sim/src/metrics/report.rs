@@ -3,26 +3,31 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use horde_policy::CORRELATION_SPAN;
 use serde::Serialize;
 
-use super::stats::{sort_samples, Summary};
-use super::{AduRecord, Metrics, Verdict};
+use super::correlation::LostIndex;
+use super::goodput::interval_len;
+use super::stats::Summary;
+use super::{AduRecord, Final, Metrics, Verdict};
 
 /// One run's results. Serialises to JSON as
-/// `{ "duration_s", "streams": [..], "channels": [..], "unmatched_events" }`.
+/// `{ "duration_s", "goodput_interval_s", "streams": [..], "channels": [..],
+/// "unmatched_events" }`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// The scenario's name, if the driver sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,
     pub duration_s: f64,
+    /// Length of each interval of the streams' `delivered_goodput_series_kbps`, in s.
+    pub goodput_interval_s: f64,
     /// Ascending by id.
     pub streams: Vec<StreamReport>,
     /// In registration order.
     pub channels: Vec<ChannelReport>,
-    /// Events naming an unknown ADU or channel, a second insertion of one ADU id, or an
-    /// ack/nack with no transmission left to resolve. Non-zero means a driver bug.
+    /// Events naming an unknown ADU or channel, a second insertion of one ADU id, an
+    /// ack/nack with no transmission left to resolve, or an event for an ADU settled
+    /// longer than the retention time ago. Non-zero means a driver bug.
     pub unmatched_events: u64,
 }
 
@@ -55,7 +60,8 @@ pub struct StreamReport {
     /// lost transmissions has, on the same channel and within `CORRELATION_SPAN` (8)
     /// channel sequence numbers, a lost transmission of *another* ADU of the same stream:
     /// the two were lost in the same loss burst (thesis §7.2.1 treats slots more than 8
-    /// apart as uncorrelated). `null` if nothing was sent.
+    /// apart as uncorrelated). Only losses declared within the collector's retention
+    /// time (30 s) of each other are compared. `null` if nothing was sent.
     pub correlated_loss_fraction: Option<f64>,
     /// Payload bytes of acked ADUs × 8 / run duration, in kbit/s (1 kbit = 1000 bits):
     /// bytes whose reception the peer acknowledged (thesis §7.4.1 footnote 16).
@@ -66,16 +72,35 @@ pub struct StreamReport {
     /// Send of the acked transmission to its ack, over acked ADUs, in ms: the network
     /// round trip alone, without queueing inside Horde (as in Figs. 7-3 and 7-24).
     pub rtt_ms: Summary,
+    /// Insertion at the sender to delivery to the receiving application, over delivered
+    /// ADUs, in ms: the one-way delay the application sees.
+    pub one_way_delay_ms: Summary,
+    /// Insertion to the moment an application reading the stream in order could take
+    /// the ADU, over delivered ADUs released in order, in ms: the ADU must have arrived
+    /// and every earlier ADU of the stream must have arrived or been given up on
+    /// (declared lost, or dropped unsent). Head-of-line waiting included; ADUs still
+    /// held behind an unresolved one at the end are not counted.
+    pub in_order_delay_ms: Summary,
+    /// Payload bytes of ADUs delivered to the receiving application.
+    pub delivered_bytes: u64,
+    /// `delivered_bytes` × 8 / run duration, in kbit/s: the goodput the application sees.
+    pub delivered_goodput_kbps: f64,
+    /// Delivered payload kbit/s in each `goodput_interval_s` interval of the run (the
+    /// last one may be shorter; its rate is over its own length).
+    pub delivered_goodput_series_kbps: Vec<f64>,
     /// Channel name → transmissions of this stream's ADUs it carried (every registered
     /// channel, zeros included).
     pub channels: BTreeMap<String, u64>,
     /// Channel name → that channel's fraction of this stream's transmissions; all
     /// zero if the stream sent nothing.
     pub channel_share: BTreeMap<String, f64>,
-    /// Latency samples (ms) of acked ADUs, ascending: the CDF in `latency_cdf.csv`.
-    /// Too big for JSON.
+    /// The latency CDF as (latency ms, fraction of acked ADUs at or below it), one point
+    /// per histogram bucket, ascending: `latency_cdf.csv` and the plot. Not in JSON.
     #[serde(skip)]
-    pub latency_samples_ms: Vec<f64>,
+    pub latency_cdf: Vec<(f64, f64)>,
+    /// Delivered payload bytes per goodput interval, for `goodput.csv`. Not in JSON.
+    #[serde(skip)]
+    pub delivered_bytes_series: Vec<u64>,
 }
 
 /// Per channel, from the sender's point of view.
@@ -108,147 +133,49 @@ pub struct LinkCounters {
     pub bytes_delivered: u64,
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_nanos() as f64 / 1e6
-}
-
 fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
-#[derive(Default)]
-struct StreamAcc {
-    inserted: u64,
-    dropped: u64,
-    sent: u64,
-    transmissions: u64,
-    acked: u64,
-    lost: u64,
-    pending: u64,
-    delivered: u64,
-    lost_correlated: u64,
-    acked_bytes: u64,
-    latency: Vec<f64>,
-    rtt: Vec<f64>,
-    per_channel: Vec<u64>,
-}
-
-#[derive(Default)]
-struct ChannelAcc {
-    sent: u64,
-    lost: u64,
-    bytes: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Final {
-    Unsent,
-    Acked,
-    Lost,
-    Pending,
-}
-
-fn final_state(r: &AduRecord) -> Final {
-    if r.txs.is_empty() {
-        Final::Unsent
-    } else if r.txs.iter().any(|t| t.verdict == Verdict::Acked) {
-        Final::Acked
-    } else if r.txs.iter().all(|t| t.verdict == Verdict::Lost) {
-        Final::Lost
+fn kbps(bytes: u64, over: Duration) -> f64 {
+    let secs = over.as_secs_f64();
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1000.0
     } else {
-        Final::Pending
+        0.0
     }
 }
 
-/// Ids of ADUs with a lost transmission that shares a loss burst with a lost
-/// transmission of another ADU of the same stream (see `StreamReport::lost_correlated`).
-fn correlated_adus(m: &Metrics) -> std::collections::BTreeSet<u64> {
-    // (channel, stream) -> lost transmissions as (channel seq, adu), sorted by seq.
-    let mut lost: BTreeMap<(usize, u32), Vec<(u64, u64)>> = BTreeMap::new();
-    for (&id, r) in &m.adus {
-        for t in r.txs.iter().filter(|t| t.verdict == Verdict::Lost) {
-            lost.entry((t.channel, r.stream))
-                .or_default()
-                .push((t.seq, id));
-        }
-    }
-    let span = CORRELATION_SPAN as u64;
-    let mut out = std::collections::BTreeSet::new();
-    for list in lost.values_mut() {
-        list.sort_unstable();
-        for (i, &(seq, id)) in list.iter().enumerate() {
-            // Neighbours within the span on either side; sequence numbers are unique per
-            // channel, so at most `span` entries each way are looked at.
-            let before = list[..i].iter().rev().take_while(|(s, _)| seq - s <= span);
-            let after = list[i + 1..].iter().take_while(|(s, _)| s - seq <= span);
-            if before.chain(after).any(|&(_, other)| other != id) {
-                out.insert(id);
-            }
-        }
-    }
-    out
+/// Whether lost ADU `adu` shares a loss burst with another ADU of its stream.
+pub(super) fn is_correlated(index: &LostIndex, adu: u64, r: &AduRecord) -> bool {
+    r.txs
+        .iter()
+        .filter(|t| t.verdict == Verdict::Lost)
+        .any(|t| index.has_neighbour((t.channel, r.stream, t.seq), adu))
 }
 
 pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
-    let nch = m.channels.len();
-    let mut streams: BTreeMap<u32, StreamAcc> = m
+    // Lost ADUs not yet retired: their correlation is decided now.
+    let mut live_correlated: BTreeMap<u32, u64> = BTreeMap::new();
+    for (&id, r) in &m.live {
+        if r.state() == Final::Lost && is_correlated(&m.lost_index, id, r) {
+            *live_correlated.entry(r.stream).or_default() += 1;
+        }
+    }
+    let streams = m
         .streams
         .iter()
-        .map(|&id| {
-            (
-                id,
-                StreamAcc {
-                    per_channel: vec![0; nch],
-                    ..StreamAcc::default()
-                },
-            )
-        })
-        .collect();
-    let mut channels: Vec<ChannelAcc> = (0..nch).map(|_| ChannelAcc::default()).collect();
-    let correlated = correlated_adus(m);
-
-    for (id, r) in &m.adus {
-        // Every inserted ADU's stream is registered by `adu_inserted`.
-        let Some(s) = streams.get_mut(&r.stream) else {
-            continue;
-        };
-        s.inserted += 1;
-        s.dropped += u64::from(r.dropped);
-        s.transmissions += r.txs.len() as u64;
-        for t in &r.txs {
-            s.per_channel[t.channel] += 1;
-            let c = &mut channels[t.channel];
-            c.sent += 1;
-            c.bytes += u64::from(r.size);
-            c.lost += u64::from(t.verdict == Verdict::Lost);
-        }
-        s.delivered += u64::from(r.delivered.is_some());
-        match final_state(r) {
-            Final::Unsent => continue,
-            Final::Acked => {
-                s.acked += 1;
-                s.acked_bytes += u64::from(r.size);
-                if let Some((at, i)) = r.acked {
-                    s.latency.push(ms(at.saturating_sub(r.inserted)));
-                    s.rtt.push(ms(at.saturating_sub(r.txs[i].at)));
-                }
-            }
-            Final::Lost => {
-                s.lost += 1;
-                s.lost_correlated += u64::from(correlated.contains(id));
-            }
-            Final::Pending => s.pending += 1,
-        }
-        s.sent += 1;
-    }
-
-    let secs = duration.as_secs_f64();
-    let streams = streams
-        .into_iter()
-        .map(|(id, mut s)| {
-            sort_samples(&mut s.latency);
-            sort_samples(&mut s.rtt);
+        .map(|(&id, s)| {
+            let lost_correlated =
+                s.lost_correlated + live_correlated.get(&id).copied().unwrap_or(0);
+            let per_channel = |i: usize| s.per_channel.get(i).copied().unwrap_or(0);
             let names = m.channels.iter().map(|c| c.name.clone());
+            let series = s.goodput.series(m.interval, duration);
+            let series_kbps = series
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| kbps(b, interval_len(k, m.interval, duration)))
+                .collect();
             StreamReport {
                 id,
                 inserted: s.inserted,
@@ -260,24 +187,27 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
                 pending: s.pending,
                 delivered: s.delivered,
                 loss_rate: ratio(s.lost, s.sent),
-                lost_correlated: s.lost_correlated,
-                correlated_loss_fraction: ratio(s.lost_correlated, s.sent),
-                goodput_kbps: if secs > 0.0 {
-                    s.acked_bytes as f64 * 8.0 / secs / 1000.0
-                } else {
-                    0.0
-                },
-                latency_ms: Summary::from_sorted(&s.latency),
-                rtt_ms: Summary::from_sorted(&s.rtt),
-                channels: names.clone().zip(s.per_channel.iter().copied()).collect(),
-                channel_share: names
-                    .zip(
-                        s.per_channel
-                            .iter()
-                            .map(|&n| ratio(n, s.transmissions).unwrap_or(0.0)),
-                    )
+                lost_correlated,
+                correlated_loss_fraction: ratio(lost_correlated, s.sent),
+                goodput_kbps: kbps(s.acked_bytes, duration),
+                latency_ms: s.latency.summary(),
+                rtt_ms: s.rtt.summary(),
+                one_way_delay_ms: s.one_way.summary(),
+                in_order_delay_ms: s.in_order.summary(),
+                delivered_bytes: s.delivered_bytes,
+                delivered_goodput_kbps: kbps(s.delivered_bytes, duration),
+                delivered_goodput_series_kbps: series_kbps,
+                channels: names
+                    .clone()
+                    .enumerate()
+                    .map(|(i, n)| (n, per_channel(i)))
                     .collect(),
-                latency_samples_ms: s.latency,
+                channel_share: names
+                    .enumerate()
+                    .map(|(i, n)| (n, ratio(per_channel(i), s.transmissions).unwrap_or(0.0)))
+                    .collect(),
+                latency_cdf: s.latency.cdf(),
+                delivered_bytes_series: series,
             }
         })
         .collect();
@@ -285,13 +215,12 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
     let channels = m
         .channels
         .iter()
-        .zip(channels)
-        .map(|(c, a)| ChannelReport {
+        .map(|c| ChannelReport {
             name: c.name.clone(),
-            sent: a.sent,
-            lost: a.lost,
-            loss_rate: ratio(a.lost, a.sent),
-            bytes_sent: a.bytes,
+            sent: c.sent,
+            lost: c.lost,
+            loss_rate: ratio(c.lost, c.sent),
+            bytes_sent: c.bytes,
             control_sent: c.control_sent,
             control_bytes: c.control_bytes,
             link: c.link.map(|l| LinkCounters {
@@ -306,7 +235,8 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
 
     Report {
         scenario: None,
-        duration_s: secs,
+        duration_s: duration.as_secs_f64(),
+        goodput_interval_s: m.interval.as_secs_f64(),
         streams,
         channels,
         unmatched_events: m.unmatched,

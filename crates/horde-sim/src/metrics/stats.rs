@@ -1,4 +1,4 @@
-//! Exact summary statistics from samples.
+//! Summary statistics: the shape every delay distribution is reported in.
 
 use serde::Serialize;
 
@@ -54,9 +54,4 @@ impl Summary {
             max: sorted.last().copied(),
         }
     }
-}
-
-/// Sort samples ascending (total order, so NaN cannot make the result depend on input order).
-pub fn sort_samples(v: &mut [f64]) {
-    v.sort_by(f64::total_cmp);
 }

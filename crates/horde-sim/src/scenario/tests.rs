@@ -52,6 +52,12 @@ fn a_good_file_gets_its_defaults() {
     assert_eq!((s.name.as_str(), s.seed, s.duration_s), ("t", 7, 10.0));
     assert_eq!(s.duration(), Duration::from_secs(10));
     assert_eq!(s.scheduler, SchedulerSpec::default());
+    // Event-driven cycles by default, as in the runtime's `SessionConfig`.
+    assert_eq!(s.scheduler.cycle_ms, 0.0);
+    assert_eq!(
+        s.scheduler.cycle_ms,
+        horde_proto::SessionConfig::default().cycle_ms
+    );
     assert_eq!(
         s.hosts,
         vec![HostSpec { name: "a".into() }, HostSpec { name: "b".into() }]
@@ -86,6 +92,22 @@ fn a_good_file_gets_its_defaults() {
         (Some(1), Some(1), None)
     );
     assert_eq!(s.base_dir, PathBuf::from("."));
+}
+
+#[test]
+fn a_zero_cycle_is_valid() {
+    let text = edit(
+        "[[channels]]\nname = \"c1\"",
+        "[scheduler]\ncycle_ms = 0\n\n[[channels]]\nname = \"c1\"",
+    );
+    let s = Scenario::from_str(&text, "zero.toml").unwrap();
+    assert_eq!(s.scheduler.cycle_ms, 0.0);
+    let text = edit(
+        "[[channels]]\nname = \"c1\"",
+        "[scheduler]\ncycle_ms = 100\n\n[[channels]]\nname = \"c1\"",
+    );
+    let s = Scenario::from_str(&text, "hundred.toml").unwrap();
+    assert_eq!(s.scheduler.cycle_ms, 100.0);
 }
 
 #[test]
@@ -202,7 +224,7 @@ fn validation_errors_point_at_the_offending_value() {
         (edit("name = \"c1\"", "name = \"c1\"\nbetween = [\"a\"]"), "bad.toml:7:11: `between` must name exactly two hosts, got 1"),
         (edit("id = 0", "id = 0\nfrom = \"ambulance\""), "bad.toml:21:8: `from` names unknown host \"ambulance\" (hosts: a, b)"),
         (edit("objectives = [\"x1.hose\"]", "objectives = [\"\"]"), "bad.toml:29:15: objective path is empty"),
-        (edit("[[channels]]\nname = \"c1\"", "[scheduler]\ncycle_ms = 0\n\n[[channels]]\nname = \"c1\""), "bad.toml:6:12: scheduler.cycle_ms must be a positive number, got 0"),
+        (edit("[[channels]]\nname = \"c1\"", "[scheduler]\ncycle_ms = -5\n\n[[channels]]\nname = \"c1\""), "bad.toml:6:12: scheduler.cycle_ms must be zero or positive, got -5"),
         (edit("[[channels]]\nname = \"c1\"", "[scheduler]\nlookahead_ms = -1\n[[channels]]\nname = \"c1\""), "bad.toml:6:16: scheduler.lookahead_ms must be zero or positive, got -1"),
         (edit("[[channels]]\nname = \"c1\"", "[scheduler]\nk = 0\n[[channels]]\nname = \"c1\""), "bad.toml:6:5: scheduler.k must be at least 1"),
         (edit("[[channels]]\nname = \"c1\"", "hosts = [{ name = \"solo\" }]\n[[channels]]\nname = \"c1\""), "bad.toml:5:9: [[hosts]] lists 1 host(s); a scenario needs at least two"),

@@ -136,7 +136,7 @@ impl Checker<'_> {
             out.kind = self.name("scheduler kind", kind)?;
         }
         if let Some(v) = &s.cycle_ms {
-            out.cycle_ms = self.positive("scheduler.cycle_ms", v)?;
+            out.cycle_ms = self.non_negative("scheduler.cycle_ms", v)?;
         }
         if let Some(v) = &s.lookahead_ms {
             out.lookahead_ms = self.non_negative("scheduler.lookahead_ms", v)?;
