@@ -232,6 +232,36 @@ impl Default for CcConfig {
 }
 
 impl CcConfig {
+    /// The controller `kind` with every parameter at its default; `None` for an unknown
+    /// kind or `cbr` (whose rate has no default).
+    pub fn with_defaults(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "aimd" => Self::default(),
+            "cubic" => CcConfig::Cubic {
+                initial_window_packets: default_modern_initial_window(),
+                c: default_cubic_c(),
+                beta: default_cubic_beta(),
+                fast_convergence: true,
+                hystart: true,
+                link_loss_reduces: true,
+            },
+            "bbr" => CcConfig::Bbr {
+                initial_window_packets: default_modern_initial_window(),
+                cwnd_gain: default_bbr_cwnd_gain(),
+                bw_window_rounds: default_bbr_bw_window_rounds(),
+                min_rtt_window_s: default_min_rtt_window_s(),
+                probe_rtt_ms: default_bbr_probe_rtt_ms(),
+            },
+            "copa" => CcConfig::Copa {
+                initial_window_packets: default_modern_initial_window(),
+                delta: default_copa_delta(),
+                min_rtt_window_s: default_min_rtt_window_s(),
+                drain_cap: true,
+            },
+            _ => return None,
+        })
+    }
+
     /// The controller's name as written in configuration files.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -333,6 +363,7 @@ mod config_tests {
         for kind in ["aimd", "cubic", "bbr", "copa"] {
             let c = parse(&format!("congestion = {{ kind = \"{kind}\" }}")).unwrap();
             assert_eq!(c.kind(), kind);
+            assert_eq!(CcConfig::with_defaults(kind), Some(c.clone()));
             assert_eq!(c.build(1235, Duration::ZERO).name(), kind);
         }
         let c = parse("congestion = { kind = \"cubic\", beta = 0.8, hystart = false }").unwrap();

@@ -14,7 +14,7 @@
 //! name = "cdma1"
 //! between = ["ambulance", "hospital"]   # optional with exactly two hosts
 //! mtu = 768
-//! congestion = { kind = "cbr", kbps = 120 }   # or { kind = "aimd" }
+//! congestion = { kind = "cbr", kbps = 120 }   # or aimd, cubic, bbr, copa
 //! cost_per_kb = 0                       # default 0
 //! loss_correlation = "measured"          # or "thesis"; default "measured"
 //! up = { rate = { model = "constant", kbps = 120 } }  # a horde_links::LinkSpec
@@ -113,6 +113,12 @@ pub enum Congestion {
     Cbr { kbps: f64 },
     /// Generic AIMD driven by acks (thesis E1, §7.1).
     Aimd {},
+    /// CUBIC with HyStart++, default parameters (docs/congestion.md).
+    Cubic {},
+    /// BBR version 1, default parameters.
+    Bbr {},
+    /// Copa, delay-targeting, default parameters.
+    Copa {},
 }
 
 /// Which way data crosses a channel.
