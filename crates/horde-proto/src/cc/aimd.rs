@@ -110,8 +110,7 @@ impl CongestionControl for Aimd {
     }
 
     fn on_spurious_loss(&mut self, now: Duration, sent_at: Duration) {
-        if let Some((cwnd, ssthresh)) = take_undo(&mut self.undo, sent_at, self.recovery_start)
-        {
+        if let Some((cwnd, ssthresh)) = take_undo(&mut self.undo, sent_at, self.recovery_start) {
             self.cwnd = self.cwnd.max(cwnd);
             self.ssthresh = ssthresh;
             self.update_pacing(now);

@@ -9,11 +9,20 @@
 use std::time::Duration;
 
 mod aimd;
+mod bbr;
 mod cbr;
+mod copa;
+mod cubic;
+mod filter;
 mod pacer;
+#[cfg(test)]
+mod testbed;
 
 pub use aimd::Aimd;
+pub use bbr::{Bbr, BbrParams, Mode as BbrMode};
 pub use cbr::Cbr;
+pub use copa::{Copa, CopaParams};
+pub use cubic::{Cubic, CubicParams};
 pub use pacer::Pacer;
 
 /// What one ack frame told the channel.
@@ -116,6 +125,54 @@ pub enum CcConfig {
         #[serde(default = "default_burst_ms")]
         burst_ms: f64,
     },
+    /// CUBIC (RFC 9438) with HyStart++ slow start (RFC 9406).
+    Cubic {
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        /// Cubic scaling constant C, in segments/s^3.
+        #[serde(default = "default_cubic_c")]
+        c: f64,
+        /// Multiplicative decrease factor.
+        #[serde(default = "default_cubic_beta")]
+        beta: f64,
+        #[serde(default = "yes")]
+        fast_convergence: bool,
+        #[serde(default = "yes")]
+        hystart: bool,
+        /// Whether losses put down to the link (not to queue overflow) reduce the window.
+        #[serde(default = "yes")]
+        link_loss_reduces: bool,
+    },
+    /// BBR version 1: paced at the measured bottleneck rate, window twice the BDP.
+    Bbr {
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        #[serde(default = "default_bbr_cwnd_gain")]
+        cwnd_gain: f64,
+        /// Length of the bottleneck-bandwidth filter, in round trips.
+        #[serde(default = "default_bbr_bw_window_rounds")]
+        bw_window_rounds: u32,
+        /// How long a minimum RTT stands before ProbeRTT refreshes it, in s.
+        #[serde(default = "default_min_rtt_window_s")]
+        min_rtt_window_s: f64,
+        /// How long ProbeRTT holds the flight at four packets, in ms.
+        #[serde(default = "default_bbr_probe_rtt_ms")]
+        probe_rtt_ms: f64,
+    },
+    /// Copa (NSDI 2018), default mode: targets a queue of 1/delta packets.
+    Copa {
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        #[serde(default = "default_copa_delta")]
+        delta: f64,
+        /// Window of the minimum RTT filter, in s.
+        #[serde(default = "default_min_rtt_window_s")]
+        min_rtt_window_s: f64,
+        /// While shrinking, cap the window at the recent delivery rate times the minimum
+        /// RTT (plus Copa's target queue), so a link that slows is drained in one step.
+        #[serde(default = "yes")]
+        drain_cap: bool,
+    },
 }
 
 fn default_initial_window() -> u32 {
@@ -123,6 +180,47 @@ fn default_initial_window() -> u32 {
 }
 fn default_burst_ms() -> f64 {
     150.0
+}
+fn default_modern_initial_window() -> u32 {
+    10
+}
+fn default_cubic_c() -> f64 {
+    CubicParams::default().c
+}
+fn default_cubic_beta() -> f64 {
+    CubicParams::default().beta
+}
+fn yes() -> bool {
+    true
+}
+fn default_bbr_cwnd_gain() -> f64 {
+    BbrParams::default().cwnd_gain
+}
+fn default_bbr_bw_window_rounds() -> u32 {
+    BbrParams::default().bw_window_rounds as u32
+}
+fn default_min_rtt_window_s() -> f64 {
+    10.0
+}
+fn default_bbr_probe_rtt_ms() -> f64 {
+    BbrParams::default().probe_rtt_duration.as_secs_f64() * 1e3
+}
+fn default_copa_delta() -> f64 {
+    CopaParams::default().delta
+}
+
+/// `x` if it is a finite number in `lo..=hi`, else `default` (configuration layers
+/// validate; a controller must never be built from nonsense).
+fn within(x: f64, lo: f64, hi: f64, default: f64) -> f64 {
+    if x.is_finite() && (lo..=hi).contains(&x) {
+        x
+    } else {
+        default
+    }
+}
+
+fn secs(x: f64, default: f64) -> Duration {
+    Duration::from_secs_f64(within(x, 0.0, 1e6, default))
 }
 
 impl Default for CcConfig {
@@ -134,11 +232,44 @@ impl Default for CcConfig {
 }
 
 impl CcConfig {
+    /// The controller `kind` with every parameter at its default; `None` for an unknown
+    /// kind or `cbr` (whose rate has no default).
+    pub fn with_defaults(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "aimd" => Self::default(),
+            "cubic" => CcConfig::Cubic {
+                initial_window_packets: default_modern_initial_window(),
+                c: default_cubic_c(),
+                beta: default_cubic_beta(),
+                fast_convergence: true,
+                hystart: true,
+                link_loss_reduces: true,
+            },
+            "bbr" => CcConfig::Bbr {
+                initial_window_packets: default_modern_initial_window(),
+                cwnd_gain: default_bbr_cwnd_gain(),
+                bw_window_rounds: default_bbr_bw_window_rounds(),
+                min_rtt_window_s: default_min_rtt_window_s(),
+                probe_rtt_ms: default_bbr_probe_rtt_ms(),
+            },
+            "copa" => CcConfig::Copa {
+                initial_window_packets: default_modern_initial_window(),
+                delta: default_copa_delta(),
+                min_rtt_window_s: default_min_rtt_window_s(),
+                drain_cap: true,
+            },
+            _ => return None,
+        })
+    }
+
     /// The controller's name as written in configuration files.
     pub fn kind(&self) -> &'static str {
         match self {
             CcConfig::Aimd { .. } => "aimd",
             CcConfig::Cbr { .. } => "cbr",
+            CcConfig::Cubic { .. } => "cubic",
+            CcConfig::Bbr { .. } => "bbr",
+            CcConfig::Copa { .. } => "copa",
         }
     }
 
@@ -153,7 +284,115 @@ impl CcConfig {
                 mss,
                 now,
             )),
+            CcConfig::Cubic {
+                initial_window_packets,
+                c,
+                beta,
+                fast_convergence,
+                hystart,
+                link_loss_reduces,
+            } => {
+                let d = CubicParams::default();
+                Box::new(Cubic::new(
+                    mss,
+                    CubicParams {
+                        initial_window_packets: initial_window_packets.max(2),
+                        c: within(c, 1e-3, 1e3, d.c),
+                        beta: within(beta, 0.1, 0.95, d.beta),
+                        fast_convergence,
+                        hystart,
+                        link_loss_reduces,
+                    },
+                ))
+            }
+            CcConfig::Bbr {
+                initial_window_packets,
+                cwnd_gain,
+                bw_window_rounds,
+                min_rtt_window_s,
+                probe_rtt_ms,
+            } => {
+                let d = BbrParams::default();
+                Box::new(Bbr::new(
+                    mss,
+                    BbrParams {
+                        initial_window_packets: initial_window_packets.max(4),
+                        cwnd_gain: within(cwnd_gain, 1.0, 10.0, d.cwnd_gain),
+                        bw_window_rounds: u64::from(bw_window_rounds.max(1)),
+                        min_rtt_window: secs(min_rtt_window_s, 10.0),
+                        probe_rtt_duration: secs(probe_rtt_ms / 1e3, 0.2),
+                    },
+                ))
+            }
+            CcConfig::Copa {
+                initial_window_packets,
+                delta,
+                min_rtt_window_s,
+                drain_cap,
+            } => {
+                let d = CopaParams::default();
+                Box::new(Copa::new(
+                    mss,
+                    CopaParams {
+                        initial_window_packets: initial_window_packets.max(2),
+                        delta: within(delta, 1e-3, 100.0, d.delta),
+                        min_rtt_window: secs(min_rtt_window_s, 10.0),
+                        drain_cap,
+                    },
+                ))
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Channel {
+        congestion: CcConfig,
+    }
+
+    fn parse(s: &str) -> Result<CcConfig, toml::de::Error> {
+        toml::from_str::<Channel>(s).map(|c| c.congestion)
+    }
+
+    #[test]
+    fn every_controller_is_configured_by_kind_alone() {
+        for kind in ["aimd", "cubic", "bbr", "copa"] {
+            let c = parse(&format!("congestion = {{ kind = \"{kind}\" }}")).unwrap();
+            assert_eq!(c.kind(), kind);
+            assert_eq!(CcConfig::with_defaults(kind), Some(c.clone()));
+            assert_eq!(c.build(1235, Duration::ZERO).name(), kind);
+        }
+        let c = parse("congestion = { kind = \"cubic\", beta = 0.8, hystart = false }").unwrap();
+        let CcConfig::Cubic {
+            beta, hystart, c, ..
+        } = c
+        else {
+            panic!("{c:?}");
+        };
+        assert_eq!((beta, hystart, c), (0.8, false, 0.4));
+    }
+
+    #[test]
+    fn unknown_parameters_are_rejected() {
+        let e = parse("congestion = { kind = \"copa\", delta = 0.5, velocity = 2 }").unwrap_err();
+        assert!(e.to_string().contains("unknown field `velocity`"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_parameters_fall_back_to_defaults() {
+        let c = parse("congestion = { kind = \"cubic\", beta = 7.0 }").unwrap();
+        // A window of 10 packets after a loss keeps 7, not 70.
+        let mut cc = c.build(1000, Duration::ZERO);
+        cc.on_loss(&testing::loss(
+            Duration::from_millis(10),
+            1000,
+            Duration::from_millis(5),
+        ));
+        assert_eq!(cc.window(), Some(7000));
     }
 }
 

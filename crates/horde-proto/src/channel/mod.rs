@@ -76,7 +76,6 @@ impl Default for ChannelConfig {
     }
 }
 
-
 /// A resolved packet, reported to the session.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Resolved {

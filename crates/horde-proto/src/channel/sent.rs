@@ -69,10 +69,15 @@ const GRANULARITY: Duration = Duration::from_millis(1);
 /// How an acked or lost packet was resolved.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Resolution {
-    Acked { rtt: Duration },
+    Acked {
+        rtt: Duration,
+    },
     Lost(LossKind),
     /// Acked after it had been declared lost.
-    LateAcked { rtt: Duration, kind: LossKind },
+    LateAcked {
+        rtt: Duration,
+        kind: LossKind,
+    },
 }
 
 /// The outcome of one ack frame for the packets it acknowledged.
@@ -466,16 +471,28 @@ mod tests {
         let mut out = Vec::new();
         let mut est = LossEstimator::new();
         let ranges = [(lo, hi)].into_iter();
-        s.on_ack(now, ranges, hi, Duration::ZERO, None, &mut est, |q, _, r| {
-            out.push((q, r))
-        });
+        s.on_ack(
+            now,
+            ranges,
+            hi,
+            Duration::ZERO,
+            None,
+            &mut est,
+            |q, _, r| out.push((q, r)),
+        );
         out
     }
 
     fn detect(s: &mut SentTracker, now: Duration, reo: Duration) -> Vec<u64> {
         let mut lost = Vec::new();
         let mut est = LossEstimator::new();
-        s.detect_losses(now, reo, &mut est, |_| LossKind::Link, |q, _, _| lost.push(q));
+        s.detect_losses(
+            now,
+            reo,
+            &mut est,
+            |_| LossKind::Link,
+            |q, _, _| lost.push(q),
+        );
         lost
     }
 
@@ -553,7 +570,15 @@ mod tests {
         s.on_send(t(400), 1000, None);
         let mut est = LossEstimator::new();
         let ranges = [(40, 40)].into_iter();
-        let f = s.on_ack(t(500), ranges, 40, Duration::ZERO, None, &mut est, |_, _, _| {});
+        let f = s.on_ack(
+            t(500),
+            ranges,
+            40,
+            Duration::ZERO,
+            None,
+            &mut est,
+            |_, _, _| {},
+        );
         assert!(f.rate.unwrap().app_limited);
     }
 }

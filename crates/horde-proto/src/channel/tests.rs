@@ -165,7 +165,11 @@ fn reordering_is_forgiven_and_the_window_restored() {
     assert_eq!(late.len(), 1);
     assert_eq!(p.tx.stats.late_acked, 1);
     assert_eq!(window(&p), before, "the reduction was undone");
-    assert_eq!(p.tx.loss.lost(), 0, "the loss was taken out of the estimate");
+    assert_eq!(
+        p.tx.loss.lost(),
+        0,
+        "the loss was taken out of the estimate"
+    );
     assert_eq!(p.tx.reordering_multiplier(), 2);
 }
 
@@ -215,7 +219,11 @@ fn silent_channel_dies_and_comes_back_on_ack() {
     assert!(!ch.on_timeout(t(500), &mut out).died);
     let died = ch.on_timeout(t(20_000), &mut out);
     assert!(died.died && died.probe);
-    assert_eq!(lost(&out), vec![0], "what was in flight is lost with the channel");
+    assert_eq!(
+        lost(&out),
+        vec![0],
+        "what was in flight is lost with the channel"
+    );
     assert!(!ch.is_alive());
     assert!(!ch.on_timeout(t(20_100), &mut out).probe);
     assert!(ch.on_timeout(t(20_250), &mut out).probe);

@@ -14,7 +14,7 @@
 //! name = "cdma1"
 //! between = ["ambulance", "hospital"]   # optional with exactly two hosts
 //! mtu = 768
-//! congestion = { kind = "cbr", kbps = 120 }   # or { kind = "aimd" }
+//! congestion = { kind = "cbr", kbps = 120 }   # or aimd, cubic, bbr, copa
 //! cost_per_kb = 0                       # default 0
 //! loss_correlation = "measured"          # or "thesis"; default "measured"
 //! up = { rate = { model = "constant", kbps = 120 } }  # a horde_links::LinkSpec
