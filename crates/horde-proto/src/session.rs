@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    allocate, AduView, Assignment, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet,
-    Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot, Value,
+    allocate, AduView, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
+    ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
+    Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -22,6 +23,7 @@ use thiserror::Error;
 
 use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, Resolved, SentAdu};
 use crate::event::{Event, NackReason};
+use crate::fair_share::FairShare;
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
 
@@ -75,6 +77,17 @@ impl Default for SessionConfig {
         }
     }
 }
+
+/// How far behind its allocation, in seconds of it, a stream may fall because a
+/// scheduler keeps its ADUs for phantom slots (look-ahead) before the fairness pass puts
+/// them on real slots regardless. Small against the 5 s windows over which each stream
+/// is promised 95% of its allocation.
+const DEFERRAL_BUDGET_SECS: f64 = 0.15;
+
+/// A stream with ADUs waiting keeps at most this much unserved allocation, in seconds of
+/// it, as credit; beyond it the debt is forgiven (a stream the channels cannot carry,
+/// e.g. ADUs no live channel fits).
+const DEBT_HORIZON_SECS: f64 = 2.0;
 
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
@@ -199,6 +212,9 @@ pub struct Session {
     slots: Vec<TxSlot>,
     adus: Vec<AduView>,
     assignment: Assignment,
+    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
+    may_wait: Vec<bool>,
+    fair_share: FairShare,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
 }
@@ -252,6 +268,8 @@ impl Session {
             slots: Vec::new(),
             adus: Vec::new(),
             assignment: Vec::new(),
+            may_wait: Vec::new(),
+            fair_share: FairShare::default(),
             resolved: Vec::new(),
             delivered: Vec::new(),
             config,
@@ -973,7 +991,8 @@ impl Session {
         }
 
         let mut adus = std::mem::take(&mut self.adus);
-        self.collect_adus(now, slots.len(), &mut adus);
+        let mut may_wait = std::mem::take(&mut self.may_wait);
+        self.collect_adus(now, slots.len(), &mut adus, &mut may_wait);
         let streams: Vec<StreamStats> = self.send.values().map(|s| s.stats()).collect();
         let history = self.history.make_contiguous();
         let input = ScheduleInput {
@@ -988,6 +1007,15 @@ impl Session {
             .scheduler
             .schedule(&input, &mut self.rng, &mut assignment);
         self.stats.objective_evaluations += cs.evaluations;
+        assignment.resize(adus.len(), None);
+        self.fair_share.enforce(
+            &slots,
+            n_real,
+            &adus,
+            &may_wait,
+            &mut assignment,
+            self.stats.cycles as usize,
+        );
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -1007,6 +1035,7 @@ impl Session {
         }
         self.slots = slots;
         self.adus = adus;
+        self.may_wait = may_wait;
         self.assignment = assignment;
     }
 
@@ -1080,7 +1109,15 @@ impl Session {
         let mtu = f64::from(self.max_adu());
         for (s, a) in self.send.values_mut().zip(alloc) {
             s.allocation = a;
-            s.refill(dt, mtu);
+            if s.queue.is_empty() {
+                s.refill(dt, mtu);
+            } else {
+                // A stream with ADUs waiting is owed what it was not sent: its debt is
+                // not forgiven at the idle cap (a scheduler that kept deferring it would
+                // otherwise go unnoticed), only past a long horizon.
+                let cap = (a * DEBT_HORIZON_SECS).max(mtu);
+                s.credit = (s.credit + a * dt.as_secs_f64()).min(cap.max(s.credit));
+            }
             let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
             if moved {
                 s.announced = a;
@@ -1088,6 +1125,35 @@ impl Session {
                     stream: s.id,
                     rate: a,
                 });
+            }
+        }
+        self.forgive_common_debt();
+    }
+
+    /// When every stream held at the fair-share level (one that wants more than its
+    /// allocation) and has ADUs waiting is owed service, the capacity the allocator
+    /// counted was not all there (slots lost to pacing, partly filled slots). Min-max
+    /// fairness over the capacity there really is takes that shortfall from those
+    /// streams alike and none from streams that asked for less than the fair share, so
+    /// the common part of their debt is forgiven. `owed_secs` then measures how far each
+    /// stream is behind its fair share, which is what the fairness pass acts on.
+    fn forgive_common_debt(&mut self) {
+        let at_fair_level = |s: &SendStream| {
+            !s.queue.is_empty()
+                && match s.config.demand() {
+                    Demand::Elastic => true,
+                    Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
+                }
+        };
+        let floor = self
+            .send
+            .values()
+            .filter(|s| at_fair_level(s))
+            .map(SendStream::owed_secs)
+            .fold(f64::INFINITY, f64::min);
+        if floor.is_finite() && floor > 0.0 {
+            for s in self.send.values_mut().filter(|s| at_fair_level(s)) {
+                s.credit -= floor * s.allocation.max(1.0);
             }
         }
     }
@@ -1101,13 +1167,22 @@ impl Session {
     /// 3. any stream.
     ///
     /// Filling every slot, not just the real ones, keeps real slots from going empty when
-    /// a scheduler defers some ADUs to phantoms. Filling from streams that are owed
-    /// bandwidth before the others keeps the allocation: a stream that has had its share
-    /// only gets in when nobody owed has anything left to send, so a scheduler that
-    /// favours it (an objective that prefers its ADUs) cannot take more than its share
-    /// merely by putting its ADUs in the real slots.
-    fn collect_adus(&mut self, now: Duration, want: usize, out: &mut Vec<AduView>) {
+    /// a scheduler defers some ADUs to phantoms. The order is the priority: the first
+    /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
+    /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
+    /// stream may wait for a better slot to come: only while objectives are active (no
+    /// objective, no reason to wait) and the stream is owed less than
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    fn collect_adus(
+        &mut self,
+        now: Duration,
+        want: usize,
+        out: &mut Vec<AduView>,
+        may_wait: &mut Vec<bool>,
+    ) {
         out.clear();
+        may_wait.clear();
+        let objectives = !self.objectives.is_empty();
         let mut order: Vec<(usize, &SendStream)> = self
             .send
             .values()
@@ -1130,6 +1205,10 @@ impl Session {
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
+        let patient: Vec<bool> = order
+            .iter()
+            .map(|s| objectives && s.owed_secs() < DEFERRAL_BUDGET_SECS)
+            .collect();
         for pass in 0..3 {
             loop {
                 let mut progressed = false;
@@ -1146,6 +1225,7 @@ impl Session {
                     credit[k] -= q.payload.len() as f64;
                     taken[k] += 1;
                     progressed = true;
+                    may_wait.push(patient[k]);
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,

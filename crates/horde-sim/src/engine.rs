@@ -301,6 +301,11 @@ impl Simulation {
         self.end
     }
 
+    /// Everything measured so far (the raw events behind the [`Report`]).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Run to the end, calling `progress` with the virtual time about once per
     /// simulated second.
     pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {

@@ -26,6 +26,7 @@ mod output;
 mod plot;
 mod report;
 mod stats;
+mod windows;
 
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ use std::time::Duration;
 
 pub use report::{ChannelReport, LinkCounters, Report, StreamReport};
 pub use stats::{percentile, Summary};
+pub use windows::WindowBytes;
 
 /// A channel registered with [`Metrics::add_channel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
