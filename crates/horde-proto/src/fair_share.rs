@@ -27,13 +27,17 @@ use horde_policy::{AduView, TxSlot};
 pub(crate) struct FairShare {
     /// Per real slot: the ADU in it.
     holder: Vec<Option<usize>>,
+    /// Whether the channel a scheduler chose says anything (objectives are active).
+    keep_channel: bool,
 }
 
 impl FairShare {
     /// Adjust `assignment` (ADU index -> slot index; real slots are `0..n_real`) so that
     /// every ADU among the first `n_real` of `adus` is on a real slot unless it is on a
     /// phantom and `may_wait` excuses it, and fill empty real slots with other ADUs
-    /// that may not wait. Among equally good real slots the scan starts at `offset`
+    /// that may not wait. With `keep_channel` (objectives are active, so the scheduler's
+    /// choice of channel means something) a moved ADU stays on its channel if it can;
+    /// otherwise, and among equally good real slots, the scan starts at `offset`
     /// (modulo `n_real`), so no channel is favoured cycle after cycle. Returns how many
     /// ADUs were moved.
     pub(crate) fn enforce(
@@ -43,8 +47,10 @@ impl FairShare {
         adus: &[AduView],
         may_wait: &[bool],
         assignment: &mut [Option<usize>],
+        keep_channel: bool,
         offset: usize,
     ) -> usize {
+        self.keep_channel = keep_channel;
         self.holder.clear();
         self.holder.resize(n_real, None);
         for (a, s) in assignment.iter().enumerate() {
@@ -74,8 +80,8 @@ impl FairShare {
     }
 
     /// The real slot ADU `a` should take: an empty one, or (for an ADU of the fair set)
-    /// one held by an ADU outside it; on the channel of `current` if there is one, then
-    /// the first from `offset` on.
+    /// one held by an ADU outside it; on the channel of `current` if there is one and it
+    /// counts, then the first from `offset` on.
     fn real_slot_for(
         &self,
         slots: &[TxSlot],
@@ -87,7 +93,9 @@ impl FairShare {
     ) -> Option<usize> {
         let n_real = self.holder.len();
         let fair = n_real.min(adus.len());
-        let channel = current.map(|s| slots[s].channel);
+        let channel = current
+            .filter(|_| self.keep_channel)
+            .map(|s| slots[s].channel);
         let mut best: Option<(u8, usize)> = None;
         for k in 0..n_real {
             let s = (k + offset) % n_real;
@@ -154,7 +162,7 @@ mod tests {
         // The scheduler parked ADU 0 on channel 1's phantom and gave both real slots to
         // stream 9, which is beyond its share.
         let mut asg = vec![Some(2), None, Some(0), Some(1)];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, true, 0);
         assert_eq!(moved, 2);
         assert_eq!(asg[0], Some(1), "channel 1, as the scheduler chose");
         assert_eq!(asg[1], Some(0));
@@ -168,7 +176,7 @@ mod tests {
         let mut asg = vec![Some(2), Some(0), Some(1), None];
         let before = asg.clone();
         let may_wait = [true, false, false, false];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
         assert_eq!(moved, 0);
         assert_eq!(asg, before);
     }
@@ -179,7 +187,7 @@ mod tests {
         // A scheduler that ignores phantoms left ADU 0 out and gave its real slot to
         // ADU 3, beyond the fair set; waiting is allowed only on a phantom.
         let mut asg = vec![None, Some(1), Some(2), Some(0)];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[true; 4], &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[true; 4], &mut asg, true, 0);
         assert_eq!(moved, 1);
         assert_eq!((asg[0], asg[3]), (Some(0), None));
     }
@@ -188,7 +196,7 @@ mod tests {
     fn empty_real_slots_go_to_adus_that_may_not_wait() {
         let (slots, adus) = cycle();
         let mut asg = vec![Some(0), Some(2), Some(3), None];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, true, 0);
         assert_eq!(moved, 1);
         assert_eq!(asg[1], Some(1));
         assert_eq!(asg[0], Some(0));
@@ -201,10 +209,10 @@ mod tests {
         // fair set: 2 holds a real slot, 3 takes the one left empty, nobody is displaced.
         let mut asg = vec![Some(0), Some(2), None, Some(1)];
         let may_wait = [false, true, false, false];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
         assert_eq!(moved, 0);
         let mut asg = vec![Some(0), Some(2), None, None];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
         assert_eq!(moved, 1);
         assert_eq!(asg[2], Some(1));
         assert_eq!(asg[3], None);

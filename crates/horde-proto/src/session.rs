@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    allocate, AduView, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
-    ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
-    Value,
+    allocate, AduView, Assignment, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet,
+    Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot, Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -78,16 +77,11 @@ impl Default for SessionConfig {
     }
 }
 
-/// How far behind its allocation, in seconds of it, a stream may fall because a
-/// scheduler keeps its ADUs for phantom slots (look-ahead) before the fairness pass puts
-/// them on real slots regardless. Small against the 5 s windows over which each stream
-/// is promised 95% of its allocation.
-const DEFERRAL_BUDGET_SECS: f64 = 0.15;
-
-/// A stream with ADUs waiting keeps at most this much unserved allocation, in seconds of
-/// it, as credit; beyond it the debt is forgiven (a stream the channels cannot carry,
-/// e.g. ADUs no live channel fits).
-const DEBT_HORIZON_SECS: f64 = 2.0;
+/// How far behind a cycle without look-ahead, in seconds of its allocation, a stream
+/// may fall because a scheduler keeps its ADUs for phantom slots before the fairness
+/// pass puts them on real slots regardless. Small against the 5 s windows over which
+/// each stream is promised 95% of its allocation.
+const DEFERRAL_BUDGET_SECS: f64 = 0.1;
 
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
@@ -215,6 +209,9 @@ pub struct Session {
     /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
     may_wait: Vec<bool>,
     fair_share: FairShare,
+    /// Per stream: payload bytes it is behind what cycles without look-ahead would
+    /// have sent it, because it waited for phantom slots.
+    deferred: BTreeMap<u32, f64>,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
 }
@@ -270,6 +267,7 @@ impl Session {
             assignment: Vec::new(),
             may_wait: Vec::new(),
             fair_share: FairShare::default(),
+            deferred: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
             config,
@@ -1014,8 +1012,12 @@ impl Session {
             &adus,
             &may_wait,
             &mut assignment,
-            self.stats.cycles as usize,
+            !self.objectives.is_empty(),
+            // A hash of the cycle number: a plain counter would fall into step with
+            // periodic sources and slot clocks and favour one channel for them.
+            (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         );
+        self.track_deferral(n_real, &adus, &assignment);
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -1096,6 +1098,23 @@ impl Session {
         });
     }
 
+    /// Update how far each stream is behind what a cycle without look-ahead would have
+    /// sent it: its ADUs in the cycle's fair set (the first `n_real`) less its ADUs on
+    /// real slots. Catching up later (more real slots than its fair set) pays it back.
+    fn track_deferral(&mut self, n_real: usize, adus: &[AduView], assignment: &Assignment) {
+        for (a, adu) in adus.iter().enumerate() {
+            let fair = a < n_real;
+            let sent = assignment[a].is_some_and(|s| s < n_real);
+            if fair != sent {
+                let sign = if fair { 1.0 } else { -1.0 };
+                *self.deferred.entry(adu.stream_id).or_insert(0.0) += sign * f64::from(adu.length);
+            }
+        }
+        for behind in self.deferred.values_mut() {
+            *behind = behind.max(0.0);
+        }
+    }
+
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
     /// stream's credit, and tell streams whose allocation moved by more than 10%.
     fn update_allocations(&mut self, now: Duration) {
@@ -1109,15 +1128,7 @@ impl Session {
         let mtu = f64::from(self.max_adu());
         for (s, a) in self.send.values_mut().zip(alloc) {
             s.allocation = a;
-            if s.queue.is_empty() {
-                s.refill(dt, mtu);
-            } else {
-                // A stream with ADUs waiting is owed what it was not sent: its debt is
-                // not forgiven at the idle cap (a scheduler that kept deferring it would
-                // otherwise go unnoticed), only past a long horizon.
-                let cap = (a * DEBT_HORIZON_SECS).max(mtu);
-                s.credit = (s.credit + a * dt.as_secs_f64()).min(cap.max(s.credit));
-            }
+            s.refill(dt, mtu);
             let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
             if moved {
                 s.announced = a;
@@ -1125,35 +1136,6 @@ impl Session {
                     stream: s.id,
                     rate: a,
                 });
-            }
-        }
-        self.forgive_common_debt();
-    }
-
-    /// When every stream held at the fair-share level (one that wants more than its
-    /// allocation) and has ADUs waiting is owed service, the capacity the allocator
-    /// counted was not all there (slots lost to pacing, partly filled slots). Min-max
-    /// fairness over the capacity there really is takes that shortfall from those
-    /// streams alike and none from streams that asked for less than the fair share, so
-    /// the common part of their debt is forgiven. `owed_secs` then measures how far each
-    /// stream is behind its fair share, which is what the fairness pass acts on.
-    fn forgive_common_debt(&mut self) {
-        let at_fair_level = |s: &SendStream| {
-            !s.queue.is_empty()
-                && match s.config.demand() {
-                    Demand::Elastic => true,
-                    Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
-                }
-        };
-        let floor = self
-            .send
-            .values()
-            .filter(|s| at_fair_level(s))
-            .map(SendStream::owed_secs)
-            .fold(f64::INFINITY, f64::min);
-        if floor.is_finite() && floor > 0.0 {
-            for s in self.send.values_mut().filter(|s| at_fair_level(s)) {
-                s.credit -= floor * s.allocation.max(1.0);
             }
         }
     }
@@ -1171,8 +1153,9 @@ impl Session {
     /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
     /// stream may wait for a better slot to come: only while objectives are active (no
-    /// objective, no reason to wait) and the stream is owed less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    /// objective, no reason to wait) and the stream is less than
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation behind what it would have been sent
+    /// without look-ahead (`deferred`).
     fn collect_adus(
         &mut self,
         now: Duration,
@@ -1207,7 +1190,10 @@ impl Session {
         let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
         let patient: Vec<bool> = order
             .iter()
-            .map(|s| objectives && s.owed_secs() < DEFERRAL_BUDGET_SECS)
+            .map(|s| {
+                let behind = self.deferred.get(&s.id).copied().unwrap_or(0.0);
+                objectives && behind < DEFERRAL_BUDGET_SECS * s.allocation
+            })
             .collect();
         for pass in 0..3 {
             loop {
