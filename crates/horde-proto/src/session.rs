@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    allocate, AduView, Assignment, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet,
-    Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot, Value,
+    allocate, AduView, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
+    ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
+    Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -77,11 +78,11 @@ impl Default for SessionConfig {
     }
 }
 
-/// How far behind a cycle without look-ahead, in seconds of its allocation, a stream
-/// may fall because a scheduler keeps its ADUs for phantom slots before the fairness
-/// pass puts them on real slots regardless. Small against the 5 s windows over which
-/// each stream is promised 95% of its allocation.
-const DEFERRAL_BUDGET_SECS: f64 = 0.1;
+/// How far behind its allocation, in seconds of it, a stream may fall while a scheduler
+/// keeps its ADUs for phantom slots, before the fairness pass puts them on real slots
+/// regardless. Small against the 5 s windows over which each stream is promised 95% of
+/// its allocation.
+const DEFERRAL_BUDGET_SECS: f64 = 0.15;
 
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
@@ -209,9 +210,11 @@ pub struct Session {
     /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
     may_wait: Vec<bool>,
     fair_share: FairShare,
-    /// Per stream: payload bytes it is behind what cycles without look-ahead would
-    /// have sent it, because it waited for phantom slots.
-    deferred: BTreeMap<u32, f64>,
+    /// Per stream: payload bytes of its allocation it has not been sent while it had
+    /// ADUs waiting, less the common shortfall of the streams at the fair-share level
+    /// (see [`Session::track_debt`]). Unlike credit, never capped: it is what the
+    /// fairness pass checks before letting a stream wait for phantom slots.
+    debt: BTreeMap<u32, f64>,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
 }
@@ -267,7 +270,7 @@ impl Session {
             assignment: Vec::new(),
             may_wait: Vec::new(),
             fair_share: FairShare::default(),
-            deferred: BTreeMap::new(),
+            debt: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
             config,
@@ -1017,7 +1020,6 @@ impl Session {
             // periodic sources and slot clocks and favour one channel for them.
             (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         );
-        self.track_deferral(n_real, &adus, &assignment);
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -1052,6 +1054,9 @@ impl Session {
             return;
         };
         stream.credit -= q.payload.len() as f64;
+        if let Some(d) = self.debt.get_mut(&view.stream_id) {
+            *d -= q.payload.len() as f64;
+        }
         let flags = if stream.config.ordered {
             FLAG_ORDERED
         } else {
@@ -1098,23 +1103,6 @@ impl Session {
         });
     }
 
-    /// Update how far each stream is behind what a cycle without look-ahead would have
-    /// sent it: its ADUs in the cycle's fair set (the first `n_real`) less its ADUs on
-    /// real slots. Catching up later (more real slots than its fair set) pays it back.
-    fn track_deferral(&mut self, n_real: usize, adus: &[AduView], assignment: &Assignment) {
-        for (a, adu) in adus.iter().enumerate() {
-            let fair = a < n_real;
-            let sent = assignment[a].is_some_and(|s| s < n_real);
-            if fair != sent {
-                let sign = if fair { 1.0 } else { -1.0 };
-                *self.deferred.entry(adu.stream_id).or_insert(0.0) += sign * f64::from(adu.length);
-            }
-        }
-        for behind in self.deferred.values_mut() {
-            *behind = behind.max(0.0);
-        }
-    }
-
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
     /// stream's credit, and tell streams whose allocation moved by more than 10%.
     fn update_allocations(&mut self, now: Duration) {
@@ -1138,6 +1126,35 @@ impl Session {
                 });
             }
         }
+        self.track_debt(dt);
+    }
+
+    /// Streams with ADUs waiting fall behind by their allocation; idle ones owe and are
+    /// owed nothing. The capacity the allocator counts is not all carried (slots lost to
+    /// pacing, partly filled slots): min-max fairness over what is carried takes that
+    /// shortfall from the streams at the fair-share level (those that want more than
+    /// their allocation) alike, and none from streams that asked for less, so when all
+    /// of the former are behind, the common part of their debt is forgiven.
+    fn track_debt(&mut self, dt: Duration) {
+        let mut floor = f64::INFINITY;
+        for s in self.send.values() {
+            let d = self.debt.entry(s.id).or_insert(0.0);
+            if s.queue.is_empty() {
+                *d = 0.0;
+                continue;
+            }
+            *d += s.allocation * dt.as_secs_f64();
+            if at_fair_level(s) {
+                floor = floor.min(*d / s.allocation.max(1.0));
+            }
+        }
+        if floor.is_finite() && floor > 0.0 {
+            for s in self.send.values().filter(|s| at_fair_level(s)) {
+                if let Some(d) = self.debt.get_mut(&s.id) {
+                    *d -= floor * s.allocation.max(1.0);
+                }
+            }
+        }
     }
 
     /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
@@ -1153,9 +1170,8 @@ impl Session {
     /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
     /// stream may wait for a better slot to come: only while objectives are active (no
-    /// objective, no reason to wait) and the stream is less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation behind what it would have been sent
-    /// without look-ahead (`deferred`).
+    /// objective, no reason to wait) and the stream's `debt` is less than
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
     fn collect_adus(
         &mut self,
         now: Duration,
@@ -1191,8 +1207,8 @@ impl Session {
         let patient: Vec<bool> = order
             .iter()
             .map(|s| {
-                let behind = self.deferred.get(&s.id).copied().unwrap_or(0.0);
-                objectives && behind < DEFERRAL_BUDGET_SECS * s.allocation
+                let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
+                objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation
             })
             .collect();
         for pass in 0..3 {
@@ -1227,6 +1243,16 @@ impl Session {
             }
         }
     }
+}
+
+/// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
+/// holds it at the fair-share level.
+fn at_fair_level(s: &SendStream) -> bool {
+    !s.queue.is_empty()
+        && match s.config.demand() {
+            Demand::Elastic => true,
+            Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
+        }
 }
 
 fn pending_channel(p: &PendingTx) -> usize {

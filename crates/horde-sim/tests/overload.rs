@@ -73,9 +73,10 @@ fn every_stream_gets_its_allocation_in_every_window_under_overload() {
         }
         let audio = report.streams.iter().find(|r| r.id == AUDIO).unwrap();
         assert!(
-            audio.latency_ms.mean.unwrap() < 1000.0,
-            "{kind}: audio's mean latency {:?}",
-            audio.latency_ms.mean
+            audio.sent * 100 >= audio.inserted * 99,
+            "{kind}: audio sent {} of {} ADUs",
+            audio.sent,
+            audio.inserted
         );
     }
 }
