@@ -22,6 +22,17 @@
 
 use horde_policy::{AduView, TxSlot};
 
+/// How the fairness pass picks among real slots that would do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotChoice {
+    /// A moved ADU stays on the channel the scheduler chose for it if it can: set when
+    /// objectives are active, so that choice means something.
+    pub keep_channel: bool,
+    /// Otherwise, and among equally good slots, the scan starts at this real slot
+    /// (modulo their number), so no channel is favoured cycle after cycle.
+    pub offset: usize,
+}
+
 /// Reusable buffers for [`FairShare::enforce`].
 #[derive(Debug, Default)]
 pub(crate) struct FairShare {
@@ -35,10 +46,7 @@ impl FairShare {
     /// Adjust `assignment` (ADU index -> slot index; real slots are `0..n_real`) so that
     /// every ADU among the first `n_real` of `adus` is on a real slot unless it is on a
     /// phantom and `may_wait` excuses it, and fill empty real slots with other ADUs
-    /// that may not wait. With `keep_channel` (objectives are active, so the scheduler's
-    /// choice of channel means something) a moved ADU stays on its channel if it can;
-    /// otherwise, and among equally good real slots, the scan starts at `offset`
-    /// (modulo `n_real`), so no channel is favoured cycle after cycle. Returns how many
+    /// that may not wait, choosing among real slots as `choice` says. Returns how many
     /// ADUs were moved.
     pub(crate) fn enforce(
         &mut self,
@@ -47,10 +55,10 @@ impl FairShare {
         adus: &[AduView],
         may_wait: &[bool],
         assignment: &mut [Option<usize>],
-        keep_channel: bool,
-        offset: usize,
+        choice: SlotChoice,
     ) -> usize {
-        self.keep_channel = keep_channel;
+        self.keep_channel = choice.keep_channel;
+        let offset = choice.offset;
         self.holder.clear();
         self.holder.resize(n_real, None);
         for (a, s) in assignment.iter().enumerate() {
@@ -123,6 +131,11 @@ mod tests {
     use super::*;
     use horde_policy::Fields;
 
+    const CHOICE: SlotChoice = SlotChoice {
+        keep_channel: true,
+        offset: 0,
+    };
+
     fn slot(channel: u16, phantom: bool) -> TxSlot {
         TxSlot {
             channel,
@@ -162,7 +175,7 @@ mod tests {
         // The scheduler parked ADU 0 on channel 1's phantom and gave both real slots to
         // stream 9, which is beyond its share.
         let mut asg = vec![Some(2), None, Some(0), Some(1)];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, CHOICE);
         assert_eq!(moved, 2);
         assert_eq!(asg[0], Some(1), "channel 1, as the scheduler chose");
         assert_eq!(asg[1], Some(0));
@@ -176,7 +189,7 @@ mod tests {
         let mut asg = vec![Some(2), Some(0), Some(1), None];
         let before = asg.clone();
         let may_wait = [true, false, false, false];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, CHOICE);
         assert_eq!(moved, 0);
         assert_eq!(asg, before);
     }
@@ -187,7 +200,7 @@ mod tests {
         // A scheduler that ignores phantoms left ADU 0 out and gave its real slot to
         // ADU 3, beyond the fair set; waiting is allowed only on a phantom.
         let mut asg = vec![None, Some(1), Some(2), Some(0)];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[true; 4], &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[true; 4], &mut asg, CHOICE);
         assert_eq!(moved, 1);
         assert_eq!((asg[0], asg[3]), (Some(0), None));
     }
@@ -196,7 +209,7 @@ mod tests {
     fn empty_real_slots_go_to_adus_that_may_not_wait() {
         let (slots, adus) = cycle();
         let mut asg = vec![Some(0), Some(2), Some(3), None];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &[false; 4], &mut asg, CHOICE);
         assert_eq!(moved, 1);
         assert_eq!(asg[1], Some(1));
         assert_eq!(asg[0], Some(0));
@@ -209,10 +222,10 @@ mod tests {
         // fair set: 2 holds a real slot, 3 takes the one left empty, nobody is displaced.
         let mut asg = vec![Some(0), Some(2), None, Some(1)];
         let may_wait = [false, true, false, false];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, CHOICE);
         assert_eq!(moved, 0);
         let mut asg = vec![Some(0), Some(2), None, None];
-        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, true, 0);
+        let moved = FairShare::default().enforce(&slots, 2, &adus, &may_wait, &mut asg, CHOICE);
         assert_eq!(moved, 1);
         assert_eq!(asg[2], Some(1));
         assert_eq!(asg[3], None);

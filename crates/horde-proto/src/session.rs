@@ -23,7 +23,7 @@ use thiserror::Error;
 
 use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, Resolved, SentAdu};
 use crate::event::{Event, NackReason};
-use crate::fair_share::FairShare;
+use crate::fair_share::{FairShare, SlotChoice};
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
 
@@ -1009,17 +1009,14 @@ impl Session {
             .schedule(&input, &mut self.rng, &mut assignment);
         self.stats.objective_evaluations += cs.evaluations;
         assignment.resize(adus.len(), None);
-        self.fair_share.enforce(
-            &slots,
-            n_real,
-            &adus,
-            &may_wait,
-            &mut assignment,
-            !self.objectives.is_empty(),
+        let choice = SlotChoice {
+            keep_channel: !self.objectives.is_empty(),
             // A hash of the cycle number: a plain counter would fall into step with
             // periodic sources and slot clocks and favour one channel for them.
-            (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
-        );
+            offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
+        };
+        self.fair_share
+            .enforce(&slots, n_real, &adus, &may_wait, &mut assignment, choice);
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
