@@ -6,6 +6,7 @@ pub mod cc;
 pub mod channel;
 pub mod estimator;
 pub mod event;
+mod fair_share;
 pub mod session;
 pub mod stream;
 pub mod wire;

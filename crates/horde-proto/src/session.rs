@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    allocate, AduView, Assignment, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet,
-    Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot, Value,
+    allocate, AduView, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
+    ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
+    Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -24,6 +25,7 @@ use crate::channel::{
     min_opt, Channel, ChannelConfig, ChannelStats, Resolution, Resolved, SentAdu,
 };
 use crate::event::{Event, NackReason};
+use crate::fair_share::{FairShare, SlotChoice};
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
 
@@ -77,6 +79,12 @@ impl Default for SessionConfig {
         }
     }
 }
+
+/// How far behind its allocation, in seconds of it, a stream may fall while a scheduler
+/// keeps its ADUs for phantom slots, before the fairness pass puts them on real slots
+/// regardless. Small against the 5 s windows over which each stream is promised 95% of
+/// its allocation.
+const DEFERRAL_BUDGET_SECS: f64 = 0.15;
 
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
@@ -204,6 +212,14 @@ pub struct Session {
     slots: Vec<TxSlot>,
     adus: Vec<AduView>,
     assignment: Assignment,
+    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
+    may_wait: Vec<bool>,
+    fair_share: FairShare,
+    /// Per stream: payload bytes of its allocation it has not been sent while it had
+    /// ADUs waiting, less the common shortfall of the streams at the fair-share level
+    /// (see [`Session::track_debt`]). Unlike credit, never capped: it is what the
+    /// fairness pass checks before letting a stream wait for phantom slots.
+    debt: BTreeMap<u32, f64>,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
 }
@@ -257,6 +273,9 @@ impl Session {
             slots: Vec::new(),
             adus: Vec::new(),
             assignment: Vec::new(),
+            may_wait: Vec::new(),
+            fair_share: FairShare::default(),
+            debt: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
             config,
@@ -1039,7 +1058,8 @@ impl Session {
         }
 
         let mut adus = std::mem::take(&mut self.adus);
-        self.collect_adus(now, slots.len(), &mut adus);
+        let mut may_wait = std::mem::take(&mut self.may_wait);
+        self.collect_adus(now, slots.len(), &mut adus, &mut may_wait);
         let streams: Vec<StreamStats> = self.send.values().map(|s| s.stats()).collect();
         let history = self.history.make_contiguous();
         let input = ScheduleInput {
@@ -1054,6 +1074,15 @@ impl Session {
             .scheduler
             .schedule(&input, &mut self.rng, &mut assignment);
         self.stats.objective_evaluations += cs.evaluations;
+        assignment.resize(adus.len(), None);
+        let choice = SlotChoice {
+            keep_channel: !self.objectives.is_empty(),
+            // A hash of the cycle number: a plain counter would fall into step with
+            // periodic sources and slot clocks and favour one channel for them.
+            offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
+        };
+        self.fair_share
+            .enforce(&slots, n_real, &adus, &may_wait, &mut assignment, choice);
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -1077,6 +1106,7 @@ impl Session {
         }
         self.slots = slots;
         self.adus = adus;
+        self.may_wait = may_wait;
         self.assignment = assignment;
     }
 
@@ -1091,6 +1121,9 @@ impl Session {
             return;
         };
         stream.credit -= q.payload.len() as f64;
+        if let Some(d) = self.debt.get_mut(&view.stream_id) {
+            *d -= q.payload.len() as f64;
+        }
         let flags = if stream.config.ordered {
             FLAG_ORDERED
         } else {
@@ -1160,6 +1193,35 @@ impl Session {
                 });
             }
         }
+        self.track_debt(dt);
+    }
+
+    /// Streams with ADUs waiting fall behind by their allocation; idle ones owe and are
+    /// owed nothing. The capacity the allocator counts is not all carried (slots lost to
+    /// pacing, partly filled slots): min-max fairness over what is carried takes that
+    /// shortfall from the streams at the fair-share level (those that want more than
+    /// their allocation) alike, and none from streams that asked for less, so when all
+    /// of the former are behind, the common part of their debt is forgiven.
+    fn track_debt(&mut self, dt: Duration) {
+        let mut floor = f64::INFINITY;
+        for s in self.send.values() {
+            let d = self.debt.entry(s.id).or_insert(0.0);
+            if s.queue.is_empty() {
+                *d = 0.0;
+                continue;
+            }
+            *d += s.allocation * dt.as_secs_f64();
+            if at_fair_level(s) {
+                floor = floor.min(*d / s.allocation.max(1.0));
+            }
+        }
+        if floor.is_finite() && floor > 0.0 {
+            for s in self.send.values().filter(|s| at_fair_level(s)) {
+                if let Some(d) = self.debt.get_mut(&s.id) {
+                    *d -= floor * s.allocation.max(1.0);
+                }
+            }
+        }
     }
 
     /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
@@ -1171,13 +1233,22 @@ impl Session {
     /// 3. any stream.
     ///
     /// Filling every slot, not just the real ones, keeps real slots from going empty when
-    /// a scheduler defers some ADUs to phantoms. Filling from streams that are owed
-    /// bandwidth before the others keeps the allocation: a stream that has had its share
-    /// only gets in when nobody owed has anything left to send, so a scheduler that
-    /// favours it (an objective that prefers its ADUs) cannot take more than its share
-    /// merely by putting its ADUs in the real slots.
-    fn collect_adus(&mut self, now: Duration, want: usize, out: &mut Vec<AduView>) {
+    /// a scheduler defers some ADUs to phantoms. The order is the priority: the first
+    /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
+    /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
+    /// stream may wait for a better slot to come: only while objectives are active (no
+    /// objective, no reason to wait) and the stream's `debt` is less than
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    fn collect_adus(
+        &mut self,
+        now: Duration,
+        want: usize,
+        out: &mut Vec<AduView>,
+        may_wait: &mut Vec<bool>,
+    ) {
         out.clear();
+        may_wait.clear();
+        let objectives = !self.objectives.is_empty();
         let mut order: Vec<(usize, &SendStream)> = self
             .send
             .values()
@@ -1200,6 +1271,13 @@ impl Session {
         let mut taken = vec![0usize; order.len()];
         let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
         let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
+        let patient: Vec<bool> = order
+            .iter()
+            .map(|s| {
+                let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
+                objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation
+            })
+            .collect();
         for pass in 0..3 {
             loop {
                 let mut progressed = false;
@@ -1216,6 +1294,7 @@ impl Session {
                     credit[k] -= q.payload.len() as f64;
                     taken[k] += 1;
                     progressed = true;
+                    may_wait.push(patient[k]);
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,
@@ -1231,6 +1310,16 @@ impl Session {
             }
         }
     }
+}
+
+/// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
+/// holds it at the fair-share level.
+fn at_fair_level(s: &SendStream) -> bool {
+    !s.queue.is_empty()
+        && match s.config.demand() {
+            Demand::Elastic => true,
+            Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
+        }
 }
 
 fn pending_channel(p: &PendingTx) -> usize {

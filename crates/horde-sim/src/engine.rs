@@ -322,7 +322,7 @@ impl Simulation {
         self.metrics.set_goodput_interval(interval);
     }
 
-    /// The metrics collector, e.g. to see how much it holds.
+    /// Everything measured so far (the raw events behind the [`Report`]).
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }

@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod engine;
+pub mod fairness;
 pub mod metrics;
 pub mod objectives;
 pub mod scenario;

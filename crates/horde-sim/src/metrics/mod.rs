@@ -38,6 +38,7 @@ mod output;
 mod plot;
 mod report;
 mod stats;
+mod windows;
 
 #[cfg(test)]
 mod tests;
@@ -52,6 +53,7 @@ use in_order::{InOrder, Resolution};
 
 pub use report::{ChannelReport, LinkCounters, Report, StreamReport};
 pub use stats::{percentile, Summary};
+pub use windows::WindowBytes;
 
 /// A channel registered with [`Metrics::add_channel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,6 +153,9 @@ pub(crate) struct StreamAcc {
     pub(crate) in_order: DelayHistogram,
     pub(crate) goodput: IntervalBytes,
     pub(crate) order: InOrder,
+    /// Payload bytes inserted, and first transmitted, per [`windows::BUCKET`].
+    pub(crate) offered_series: IntervalBytes,
+    pub(crate) sent_series: IntervalBytes,
 }
 
 impl StreamAcc {
@@ -186,6 +191,8 @@ impl StreamAcc {
             + self.one_way.heap_bytes()
             + self.in_order.heap_bytes()
             + self.goodput.heap_bytes()
+            + self.offered_series.heap_bytes()
+            + self.sent_series.heap_bytes()
     }
 }
 
@@ -217,6 +224,8 @@ pub struct Metrics {
     retention: Duration,
     pub(crate) interval: Duration,
     pub(crate) unmatched: u64,
+    /// When the first ADU of any stream was transmitted.
+    pub(crate) first_send: Option<Duration>,
 }
 
 impl Default for Metrics {
@@ -231,6 +240,7 @@ impl Default for Metrics {
             retention: DEFAULT_RETENTION,
             interval: DEFAULT_INTERVAL,
             unmatched: 0,
+            first_send: None,
         }
     }
 }
@@ -283,6 +293,7 @@ impl Metrics {
         let s = self.streams.entry(stream).or_default();
         let ordinal = s.inserted;
         s.inserted += 1;
+        s.offered_series.add(windows::BUCKET, at, u64::from(size));
         self.live.insert(
             adu,
             AduRecord {
@@ -330,6 +341,10 @@ impl Metrics {
         };
         let s = self.streams.get_mut(&r.stream).expect("inserted stream");
         let before = r.state();
+        if r.txs.is_empty() {
+            s.sent_series.add(windows::BUCKET, at, u64::from(r.size));
+            self.first_send = Some(self.first_send.map_or(at, |t| t.min(at)));
+        }
         r.txs.push(Tx {
             channel: channel.0,
             seq,
