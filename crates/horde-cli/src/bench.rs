@@ -73,7 +73,8 @@ pub struct Row {
     /// as fractions of data packets sent.
     pub declared_loss: f64,
     pub actual_loss: f64,
-    pub late_acks: u64,
+    /// Losses declared and then acknowledged after all (counted in real time only).
+    pub late_acks: Option<u64>,
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
@@ -83,7 +84,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
 }
 
 fn links(args: LinksArgs) -> Result<ExitCode> {
-    let duration = crate::emu::seconds(Some(args.duration))?;
+    let duration = crate::emu::seconds(args.duration)?;
     let base = Scenario::load(&args.scenario)?;
     let ccs = args
         .cc
@@ -95,7 +96,10 @@ fn links(args: LinksArgs) -> Result<ExitCode> {
         eprintln!("simulating {name} for {} s", duration.as_secs_f64());
         rows.push(simulate(&base, name, cc, duration)?);
         if args.realtime {
-            eprintln!("running {name} in real time for {} s", duration.as_secs_f64());
+            eprintln!(
+                "running {name} in real time for {} s",
+                duration.as_secs_f64()
+            );
             rows.push(realtime(&base, name, cc, duration)?);
         }
     }
@@ -107,7 +111,10 @@ fn links(args: LinksArgs) -> Result<ExitCode> {
     if let Some(dir) = &args.out {
         write_outputs(dir, &rows)?;
         if !args.json {
-            println!("\nwrote results.json, results.csv, tput_delay.svg to {}", dir.display());
+            println!(
+                "\nwrote results.json, results.csv, tput_delay.svg to {}",
+                dir.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -124,7 +131,10 @@ fn capacity_mbps(s: &Scenario, duration: Duration) -> Result<f64> {
     for c in &s.channels {
         match c.up.capacity_bytes(duration, &s.base_dir)? {
             Some(b) => bytes += b,
-            None => bail!("channel {}: an unlimited link has no capacity to compare with", c.name),
+            None => bail!(
+                "channel {}: an unlimited link has no capacity to compare with",
+                c.name
+            ),
         }
     }
     Ok(bytes as f64 * 8.0 / duration.as_secs_f64() / 1e6)
@@ -143,7 +153,7 @@ fn bulk_scenario(base: &Scenario, cc: &CcConfig, duration: Duration) -> Result<S
         .first()
         .cloned()
         .context("the scenario needs one stream to take hosts from")?;
-    stream.max_kbps = None;
+    stream.rate = horde_sim::scenario::StreamRate::Elastic;
     stream.workload = toml::from_str(&format!("kind = \"bulk\"\nadu_bytes = {mtu}"))?;
     stream.objectives.clear();
     s.streams = vec![stream];
@@ -152,7 +162,7 @@ fn bulk_scenario(base: &Scenario, cc: &CcConfig, duration: Duration) -> Result<S
 
 fn simulate(base: &Scenario, name: &str, cc: &CcConfig, duration: Duration) -> Result<Row> {
     let s = bulk_scenario(base, cc, duration)?;
-    let report = crate::sim::simulate(&s)?;
+    let report = crate::sim::simulate(&s, Duration::from_secs(1))?;
     let goodput: f64 = report.streams.iter().map(|r| r.goodput_kbps).sum::<f64>() / 1e3;
     let sent: u64 = report.channels.iter().map(|c| c.sent).sum();
     let declared: u64 = report.channels.iter().map(|c| c.lost).sum();
@@ -161,7 +171,10 @@ fn simulate(base: &Scenario, name: &str, cc: &CcConfig, duration: Duration) -> R
         .iter()
         .filter_map(|c| c.link.map(|l| l.queue_drops + l.lost))
         .sum();
-    let delay = report.packet_delay_ms();
+    let delay = (
+        report.packet_delay_ms.median.unwrap_or(0.0),
+        report.packet_delay_ms.p95.unwrap_or(0.0),
+    );
     let capacity = capacity_mbps(&s, duration)?;
     Ok(Row {
         mode: "sim",
@@ -174,7 +187,7 @@ fn simulate(base: &Scenario, name: &str, cc: &CcConfig, duration: Duration) -> R
         delay_p95_ms: delay.1,
         declared_loss: ratio(declared, sent),
         actual_loss: ratio(dropped, sent),
-        late_acks: report.channels.iter().map(|c| c.late_acked).sum(),
+        late_acks: None,
     })
 }
 
@@ -217,7 +230,10 @@ async fn realtime_run(
     let emu = start_emulator(s, receiver.local_addrs()[0], &s.base_dir)?;
     let sender = Host::bind(HostConfig::new(
         sender_key,
-        s.channels.iter().map(|_| InterfaceConfig::new(lo)).collect(),
+        s.channels
+            .iter()
+            .map(|_| InterfaceConfig::new(lo))
+            .collect(),
     ))
     .await?;
     let conn = sender
@@ -261,13 +277,20 @@ async fn realtime_run(
 
     let (handle, mut events) = conn.split();
     handle.open_stream(STREAM, StreamConfig::default()).await?;
-    let adu = Bytes::from(vec![0x5a; s.channels.iter().map(|c| c.mtu).min().unwrap_or(1200) as usize]);
+    let adu = Bytes::from(vec![
+        0x5a;
+        s.channels.iter().map(|c| c.mtu).min().unwrap_or(1200)
+            as usize
+    ]);
     let start = Instant::now();
     let mut late_acks = 0u64;
     while start.elapsed() < duration {
         // Keep the stream's queue filled as far as back-pressure allows.
         let left = duration.saturating_sub(start.elapsed());
-        if tokio::time::timeout(left, handle.writable(STREAM)).await.is_err() {
+        if tokio::time::timeout(left, handle.writable(STREAM))
+            .await
+            .is_err()
+        {
             break;
         }
         for _ in 0..16 {
@@ -282,14 +305,13 @@ async fn realtime_run(
     let elapsed = start.elapsed();
     let delivered = received.load(Ordering::Relaxed);
     let stats = handle.stats().await?;
-    let channels = handle.channel_stats().await?;
     rx.abort();
     let _ = handle.close();
     sender.shutdown().await;
     receiver.shutdown().await;
     let emu_stats = emu.shutdown();
 
-    let sent: u64 = channels.iter().map(|(_, c)| c.packets_sent - c.probes_sent).sum();
+    let sent = stats.adus_sent;
     let mut transit = horde_emu::Histogram::new();
     let mut dropped = 0;
     for c in &emu_stats.channels {
@@ -308,7 +330,7 @@ async fn realtime_run(
         delay_p95_ms: transit.quantile(0.95).as_secs_f64() * 1e3,
         declared_loss: ratio(stats.adus_lost - stats.adus_late_acked, sent),
         actual_loss: ratio(dropped, sent),
-        late_acks: late_acks.max(stats.adus_late_acked),
+        late_acks: Some(late_acks.max(stats.adus_late_acked)),
     })
 }
 
@@ -328,7 +350,8 @@ fn start_emulator(
             )
         })
         .collect();
-    let mut cfg = EmulatorConfig::from_toml(&format!("seed = {}\n{toml}", s.seed), "bench", base_dir)?;
+    let mut cfg =
+        EmulatorConfig::from_toml(&format!("seed = {}\n{toml}", s.seed), "bench", base_dir)?;
     for (e, c) in cfg.channels.iter_mut().zip(&s.channels) {
         e.up = c.up.clone();
         e.down = Some(c.down.clone());
@@ -366,7 +389,10 @@ fn print_table(rows: &[Row]) {
 
 fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(rows)?)?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(rows)?,
+    )?;
     let mut csv = String::from(
         "mode,cc,duration_s,capacity_mbps,goodput_mbps,utilization,delay_p50_ms,delay_p95_ms,declared_loss,actual_loss,late_acks\n",
     );
@@ -383,7 +409,7 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
             r.delay_p95_ms,
             r.declared_loss,
             r.actual_loss,
-            r.late_acks
+            r.late_acks.map_or(String::new(), |n| n.to_string())
         ));
     }
     std::fs::write(dir.join("results.csv"), csv)?;
@@ -403,7 +429,10 @@ fn plot(path: &Path, rows: &[Row]) -> Result<()> {
     let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("goodput vs p95 one-way delay (better: up and right)", ("sans-serif", 18))
+        .caption(
+            "goodput vs p95 one-way delay (better: up and right)",
+            ("sans-serif", 18),
+        )
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(55)

@@ -2,6 +2,7 @@
 //! objectives, and make and measure link traces.
 
 mod app;
+mod bench;
 mod demo;
 mod emu;
 mod hose;
@@ -51,6 +52,11 @@ enum Command {
         command: hose::Command,
     },
     /// Cellular-like Mahimahi traces: generate them, measure any trace.
+    /// Whole-run benchmarks: controllers over a scenario's links, simulated and real time.
+    Bench {
+        #[command(subcommand)]
+        command: bench::Command,
+    },
     Trace {
         #[command(subcommand)]
         command: trace::Command,
@@ -74,6 +80,7 @@ fn main() -> ExitCode {
         Command::Keygen(a) => keygen::run(a),
         Command::Hose { command } => hose::run(command),
         Command::Trace { command } => trace::run(command),
+        Command::Bench { command } => bench::run(command),
     };
     match result {
         Ok(code) => code,

@@ -188,7 +188,9 @@ impl LinkSpec {
         Ok(match self.rate_model(Some(base_dir))? {
             Rate::Unlimited => None,
             Rate::Trace(trace) => Some(trace.capacity_bytes_until(duration)),
-            Rate::Constant { ns_per_byte } => Some((duration.as_nanos() as f64 / ns_per_byte) as u64),
+            Rate::Constant { ns_per_byte } => {
+                Some((duration.as_nanos() as f64 / ns_per_byte) as u64)
+            }
         })
     }
 
@@ -311,10 +313,21 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("t.up"), "5\n10\n").unwrap();
         let ten_s = Duration::from_secs(10);
-        let cap = |text: &str| from_toml(text).unwrap().capacity_bytes(ten_s, &dir).unwrap();
-        assert_eq!(cap("rate = { model = \"constant\", kbps = 800 }"), Some(1_000_000));
+        let cap = |text: &str| {
+            from_toml(text)
+                .unwrap()
+                .capacity_bytes(ten_s, &dir)
+                .unwrap()
+        };
+        assert_eq!(
+            cap("rate = { model = \"constant\", kbps = 800 }"),
+            Some(1_000_000)
+        );
         // Two 1500 B opportunities every 10 ms for 10 s.
-        assert_eq!(cap("rate = { model = \"trace\", path = \"t.up\" }"), Some(3_000_000));
+        assert_eq!(
+            cap("rate = { model = \"trace\", path = \"t.up\" }"),
+            Some(3_000_000)
+        );
         assert_eq!(cap(""), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -207,7 +207,10 @@ mod tests {
         // Four opportunities of 1500 B every 10 ms = 4.8 Mbit/s.
         assert_eq!(trace.capacity_bps(), 4_800_000.0);
         // Up to 21 ms: 1, 2, 2, 10, 11, 12, 12, 20.
-        assert_eq!(trace.capacity_bytes_until(Duration::from_millis(21)), 8 * 1500);
+        assert_eq!(
+            trace.capacity_bytes_until(Duration::from_millis(21)),
+            8 * 1500
+        );
     }
 
     #[test]

@@ -89,6 +89,9 @@ struct InFlight {
     to_iface: u16,
     from: SocketAddr,
     bytes: Bytes,
+    sent_at: Duration,
+    /// The global channel, if the packet crosses it in its `up` direction.
+    up_channel: Option<usize>,
 }
 
 /// A session between two hosts and the channels it uses.
@@ -413,6 +416,11 @@ impl Simulation {
                 }
                 for d in std::mem::take(&mut self.deliveries) {
                     if let Some(pkt) = self.in_flight.remove(&d.id) {
+                        if let Some(g) = pkt.up_channel {
+                            let delay = self.now.saturating_sub(pkt.sent_at);
+                            self.metrics
+                                .packet_delivered(self.metric_channels[g], delay);
+                        }
                         self.receive(pkt);
                     }
                 }
@@ -564,6 +572,8 @@ impl Simulation {
                                 to_iface: t.channel as u16,
                                 from: label(host, t.local),
                                 bytes,
+                                sent_at: now,
+                                up_channel: (dir == 0).then_some(g),
                             },
                         );
                     }

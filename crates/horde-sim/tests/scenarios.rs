@@ -53,7 +53,13 @@ fn fig7_5_is_the_thesis_channel_table() {
     for (c, (name, rate, mean, sd, loss, burst)) in s.channels.iter().zip(table) {
         assert_eq!(c.name, name);
         assert_eq!(c.mtu, 768);
-        assert_eq!(c.congestion, Congestion::Cbr { kbps: rate, burst_ms: 150.0 });
+        assert_eq!(
+            c.congestion,
+            Congestion::Cbr {
+                kbps: rate,
+                burst_ms: 150.0
+            }
+        );
         assert_eq!(kbps(&c.up), rate);
         let (m, d) = rtt(&c.up, c.mtu);
         assert!((m - mean).abs() < 0.01, "{name}: RTT mean {m}");

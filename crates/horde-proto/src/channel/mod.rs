@@ -367,16 +367,10 @@ impl Channel {
     pub fn on_ack(&mut self, now: Duration, ack: &Ack, out: &mut Vec<Resolved>) {
         let prior_in_flight = self.sent.bytes_in_flight();
         let min_rtt = self.rtt.min_ms().map(ms);
-        let ack_delay = Duration::from_micros(u64::from(ack.ack_delay_us));
         let (cc, rtt, stats) = (&mut self.cc, &mut self.rtt, &mut self.stats);
-        let frame = self.sent.on_ack(
-            now,
-            ack.iter_ranges(),
-            ack.largest,
-            ack_delay,
-            min_rtt,
-            &mut self.loss,
-            |seq, p, resolution| {
+        let frame = self
+            .sent
+            .on_ack(now, ack, min_rtt, &mut self.loss, |seq, p, resolution| {
                 match resolution {
                     Resolution::Acked { rtt: r } => {
                         rtt.on_sample(now, r);
@@ -394,8 +388,7 @@ impl Channel {
                     adu: p.adu,
                     resolution,
                 });
-            },
-        );
+            });
         if frame.acked_bytes > 0 {
             self.last_progress = now;
             if let Liveness::Dead { .. } = self.liveness {

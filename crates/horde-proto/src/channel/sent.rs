@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::cc::{LossKind, RateSample};
 use crate::estimator::LossEstimator;
+use crate::wire::Ack;
 
 /// What a sent packet carried.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -189,23 +190,22 @@ impl SentTracker {
         seq
     }
 
-    /// Apply the acknowledged ranges `(lo, hi)` (inclusive) of one ack frame whose largest
-    /// number is `largest` and whose ack delay is `ack_delay`. Calls `each` for every packet
-    /// newly acked, late-acked included.
+    /// Apply one ack frame. Calls `each` for every packet newly acked, late-acked
+    /// included.
     pub fn on_ack(
         &mut self,
         now: Duration,
-        ranges: impl Iterator<Item = (u64, u64)>,
-        largest: u64,
-        ack_delay: Duration,
+        ack: &Ack,
         min_rtt: Option<Duration>,
         estimator: &mut LossEstimator,
         mut each: impl FnMut(u64, &SentPacket, Resolution),
     ) -> AckedFrame {
+        let largest = ack.largest;
+        let ack_delay = Duration::from_micros(ack.ack_delay_us.into());
         let mut frame = AckedFrame::default();
         // The packet that sets the rate sample: the most recently sent one acked.
         let mut sample: Option<SentPacket> = None;
-        for (lo, hi) in ranges {
+        for (lo, hi) in ack.iter_ranges() {
             let hi = hi.min(self.next_seq.saturating_sub(1));
             if lo > hi {
                 continue;
@@ -467,19 +467,25 @@ mod tests {
         Duration::from_millis(ms)
     }
 
+    /// An ack of the one range `lo..=hi`.
+    fn frame(lo: u64, hi: u64) -> Ack {
+        Ack {
+            conn: 1,
+            channel: 0,
+            largest: hi,
+            ack_delay_us: 0,
+            echo_ts: 0,
+            first_range: hi - lo,
+            ranges: Vec::new(),
+        }
+    }
+
     fn ack(s: &mut SentTracker, now: Duration, lo: u64, hi: u64) -> Vec<(u64, Resolution)> {
         let mut out = Vec::new();
         let mut est = LossEstimator::new();
-        let ranges = [(lo, hi)].into_iter();
-        s.on_ack(
-            now,
-            ranges,
-            hi,
-            Duration::ZERO,
-            None,
-            &mut est,
-            |q, _, r| out.push((q, r)),
-        );
+        s.on_ack(now, &frame(lo, hi), None, &mut est, |q, _, r| {
+            out.push((q, r))
+        });
         out
     }
 
@@ -549,13 +555,12 @@ mod tests {
         for now in (0..400).step_by(10) {
             if now >= 100 {
                 let seq = (now - 100) / 10;
+                let mut est = LossEstimator::new();
                 let f = s.on_ack(
                     t(now),
-                    [(seq, seq)].into_iter(),
-                    seq,
-                    Duration::ZERO,
+                    &frame(seq, seq),
                     Some(t(100)),
-                    &mut LossEstimator::new(),
+                    &mut est,
                     |_, _, _| {},
                 );
                 rate = f.rate.or(rate);
@@ -569,16 +574,7 @@ mod tests {
         s.mark_app_limited();
         s.on_send(t(400), 1000, None);
         let mut est = LossEstimator::new();
-        let ranges = [(40, 40)].into_iter();
-        let f = s.on_ack(
-            t(500),
-            ranges,
-            40,
-            Duration::ZERO,
-            None,
-            &mut est,
-            |_, _, _| {},
-        );
+        let f = s.on_ack(t(500), &frame(40, 40), None, &mut est, |_, _, _| {});
         assert!(f.rate.unwrap().app_limited);
     }
 }

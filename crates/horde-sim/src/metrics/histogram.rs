@@ -47,6 +47,15 @@ impl DelayHistogram {
         self.max = self.max.max(d);
     }
 
+    /// Add every sample of `other`.
+    pub(crate) fn merge(&mut self, other: &DelayHistogram) {
+        // Both auto-resize, so adding cannot run out of range.
+        let _ = self.micros.add(&other.micros);
+        self.sum_ns += other.sum_ns;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
     pub(crate) fn count(&self) -> u64 {
         self.micros.len()
     }

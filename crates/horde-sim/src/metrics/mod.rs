@@ -206,6 +206,9 @@ pub(crate) struct ChannelRecord {
     pub(crate) control_sent: u64,
     pub(crate) control_bytes: u64,
     pub(crate) link: Option<horde_links::LinkStats>,
+    /// One-way delay through the link of every packet delivered in the channel's `up`
+    /// direction (queueing, serialization, propagation).
+    pub(crate) packet_delay: DelayHistogram,
 }
 
 /// Collects one run's events. See the module documentation for what to call when.
@@ -454,6 +457,14 @@ impl Metrics {
     }
 
     /// A packet that carries no ADU (an ack, a probe) went out on `channel`.
+    /// A packet crossed `channel`'s `up` direction in `delay`.
+    pub fn packet_delivered(&mut self, channel: ChannelId, delay: Duration) {
+        match self.channels.get_mut(channel.0) {
+            Some(c) => c.packet_delay.record(delay),
+            None => self.unmatched += 1,
+        }
+    }
+
     pub fn control_sent(&mut self, channel: ChannelId, bytes: u32) {
         match self.channels.get_mut(channel.0) {
             Some(c) => {

@@ -25,6 +25,9 @@ pub struct Report {
     pub streams: Vec<StreamReport>,
     /// In registration order.
     pub channels: Vec<ChannelReport>,
+    /// One-way delay of every packet in the channels' `up` direction, all channels
+    /// together, in ms.
+    pub packet_delay_ms: Summary,
     /// Events naming an unknown ADU or channel, a second insertion of one ADU id, an
     /// ack/nack with no transmission left to resolve, or an event for an ADU settled
     /// longer than the retention time ago. Non-zero means a driver bug.
@@ -121,6 +124,8 @@ pub struct ChannelReport {
     /// The link model's own counters, if the driver supplied them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkCounters>,
+    /// One-way delay of the packets the `up` direction delivered, in ms.
+    pub packet_delay_ms: Summary,
 }
 
 /// A link model's counters (ground truth, as opposed to what the sender inferred).
@@ -223,6 +228,7 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
             bytes_sent: c.bytes,
             control_sent: c.control_sent,
             control_bytes: c.control_bytes,
+            packet_delay_ms: c.packet_delay.summary(),
             link: c.link.map(|l| LinkCounters {
                 offered: l.offered,
                 queue_drops: l.queue_drops,
@@ -233,12 +239,17 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
         })
         .collect();
 
+    let mut packet_delay = super::histogram::DelayHistogram::default();
+    for c in &m.channels {
+        packet_delay.merge(&c.packet_delay);
+    }
     Report {
         scenario: None,
         duration_s: duration.as_secs_f64(),
         goodput_interval_s: m.interval.as_secs_f64(),
         streams,
         channels,
+        packet_delay_ms: packet_delay.summary(),
         unmatched_events: m.unmatched,
     }
 }

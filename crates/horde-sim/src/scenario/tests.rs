@@ -64,7 +64,13 @@ fn a_good_file_gets_its_defaults() {
     );
     let c1 = &s.channels[0];
     assert_eq!(c1.between, ["a".to_string(), "b".to_string()]);
-    assert_eq!(c1.congestion, Congestion::Cbr { kbps: 120.0, burst_ms: 150.0 });
+    assert_eq!(
+        c1.congestion,
+        Congestion::Cbr {
+            kbps: 120.0,
+            burst_ms: 150.0
+        }
+    );
     assert_eq!(c1.cost_per_kb, 0.0);
     assert_eq!(
         c1.down,
