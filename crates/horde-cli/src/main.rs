@@ -4,10 +4,12 @@
 mod app;
 mod demo;
 mod emu;
+mod flow;
 mod hose;
 mod keygen;
 mod live;
 mod peer;
+mod shell;
 mod sim;
 mod table;
 mod trace;
@@ -51,6 +53,13 @@ enum Command {
         #[command(subcommand)]
         command: trace::Command,
     },
+    /// Run a command in a network namespace whose interfaces are emulated links (root).
+    Shell(shell::Args),
+    /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
+    Flow {
+        #[command(subcommand)]
+        command: flow::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -70,6 +79,8 @@ fn main() -> ExitCode {
         Command::Keygen(a) => keygen::run(a),
         Command::Hose { command } => hose::run(command),
         Command::Trace { command } => trace::run(command),
+        Command::Shell(a) => shell::run(a),
+        Command::Flow { command } => flow::run(command),
     };
     match result {
         Ok(code) => code,
