@@ -157,7 +157,7 @@ fn five_megabytes_survive_an_outage_on_one_of_two_links() {
     }
     let mptcp =
         std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1");
-    let (mut server, port) = flow_server(1);
+    let (server, port) = flow_server(1);
     let links = [
         "--link",
         "rate=20mbit,delay=10ms",

@@ -79,6 +79,9 @@ fn catch_stop_signals() {
     }
 }
 
+/// The built `up` and `down` models of one link.
+type LinkModels = (Box<dyn horde_links::Link>, Box<dyn horde_links::Link>);
+
 /// Parse every `--link`, numbering errors from 1.
 fn parse_links(specs: &[String]) -> Result<Vec<LinkArg>> {
     if specs.len() > MAX_LINKS {
@@ -92,10 +95,7 @@ fn parse_links(specs: &[String]) -> Result<Vec<LinkArg>> {
 }
 
 /// Build the link models (reading traces) for each `--link`.
-fn build_channels(
-    links: &[LinkArg],
-    seed: u64,
-) -> Result<Vec<(Box<dyn horde_links::Link>, Box<dyn horde_links::Link>)>> {
+fn build_channels(links: &[LinkArg], seed: u64) -> Result<Vec<LinkModels>> {
     let cwd = std::env::current_dir()?;
     let build = |i: usize, dir: &str, spec: &horde_links::LinkSpec, down: bool| {
         spec.build(link_seed(seed, i, down), &cwd)
@@ -186,7 +186,7 @@ fn environment(ns: &Namespace, devices: &[LinkDevices]) -> Vec<(String, String)>
 fn start_emulator(
     devices: Vec<LinkDevices>,
     links: Vec<LinkArg>,
-    models: Vec<(Box<dyn horde_links::Link>, Box<dyn horde_links::Link>)>,
+    models: Vec<LinkModels>,
     logging: PacketLogging,
 ) -> Result<EmulatorHandle> {
     let channels = devices
