@@ -342,7 +342,8 @@ mod tests {
     fn bad_specs_say_what_is_wrong() {
         assert!(e("rat=10mbit").starts_with("unknown key \"rat\""));
         assert!(e("rate=10").contains("needs a unit"));
-        assert!(e("delay=abcms").contains("not a non-negative number"));
+        assert!(e("delay=-5ms").contains("not a non-negative number"));
+        assert!(e("delay=abcms").contains("needs a unit"));
         assert!(e("rate").contains("expected key=value"));
         assert!(e("loss=1.5").contains("loss.p"));
         assert!(e("loss=ge:0.1").contains("expected ge:"));
