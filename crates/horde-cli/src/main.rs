@@ -5,6 +5,7 @@ mod app;
 mod bench;
 mod demo;
 mod emu;
+mod flow;
 mod hose;
 mod inorder;
 mod keygen;
@@ -12,6 +13,7 @@ mod live;
 mod peer;
 mod report;
 mod sigint;
+mod shell;
 mod sim;
 mod stamp;
 mod table;
@@ -61,6 +63,13 @@ enum Command {
         #[command(subcommand)]
         command: trace::Command,
     },
+    /// Run a command in a network namespace whose interfaces are emulated links (root).
+    Shell(shell::Args),
+    /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
+    Flow {
+        #[command(subcommand)]
+        command: flow::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,8 @@ fn main() -> ExitCode {
         Command::Hose { command } => hose::run(command),
         Command::Trace { command } => trace::run(command),
         Command::Bench { command } => bench::run(command),
+        Command::Shell(a) => shell::run(a),
+        Command::Flow { command } => flow::run(command),
     };
     match result {
         Ok(code) => code,

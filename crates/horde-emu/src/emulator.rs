@@ -11,6 +11,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::EmulatorConfig;
 use crate::error::EmuError;
+use crate::packet_log::{PacketLogging, PacketRecord};
+use crate::port::PacketPort;
 use crate::receiver::{Receiver, Waker};
 use crate::schedule::{LinkState, ScheduleStep};
 use crate::shared::{ChannelState, Clock, Core, Shared};
@@ -35,6 +37,18 @@ pub struct ChannelSetup {
     pub schedule: Vec<ScheduleStep>,
 }
 
+/// One point-to-point channel between two packet ports (for example the two TUN
+/// devices of an emulated IP link): what the client-facing port reads crosses `up` and
+/// is written to the server-facing port; what that one reads crosses `down` back.
+pub struct PortChannel {
+    pub name: String,
+    pub client_facing: Box<dyn PacketPort>,
+    pub server_facing: Box<dyn PacketPort>,
+    pub up: Box<dyn Link>,
+    pub down: Box<dyn Link>,
+    pub schedule: Vec<ScheduleStep>,
+}
+
 /// Entry point: [`Emulator::start`] for a configuration, [`Emulator::start_with`] for
 /// links built by the caller.
 pub struct Emulator;
@@ -50,7 +64,7 @@ impl Emulator {
         channels: Vec<ChannelSetup>,
         options: TimerOptions,
     ) -> Result<EmulatorHandle, EmuError> {
-        check_names(&channels)?;
+        check_names(channels.iter().map(|c| c.name.as_str()))?;
         let mut sockets = Vec::with_capacity(channels.len());
         let mut states = Vec::with_capacity(channels.len());
         let mut names = Vec::with_capacity(channels.len());
@@ -64,47 +78,91 @@ impl Emulator {
             states.push(ChannelState::new(
                 c.name.clone(),
                 local,
-                c.forward_to,
+                Some(c.forward_to),
                 LinkState::new(c.schedule),
                 c.up,
                 c.down,
             ));
             sockets.push(ChannelSockets {
-                client_facing,
-                server_facing,
+                client_facing: Box::new(client_facing),
+                server_facing: Box::new(server_facing),
             });
             names.push(c.name);
             addrs.push((local, server_local));
         }
-        let sockets = Arc::new(sockets);
-        let shared = Arc::new(Shared::new(Core::new(states), Clock::start()));
-        let (receiver, waker) = Receiver::new(&sockets)?;
-
-        let mut threads = Vec::with_capacity(2);
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.to_string())
-                .spawn(f)
-                .map_err(|e| EmuError::os("spawn thread", e))
-        };
-        let (s, k) = (shared.clone(), sockets.clone());
-        threads.push(spawn(
-            "horde-emu-timer",
-            Box::new(move || timer::run(s, k, options)),
-        )?);
-        let (s, k) = (shared.clone(), sockets.clone());
-        let rt = options.realtime_priority;
-        let recv = spawn("horde-emu-recv", Box::new(move || receiver.run(s, k, rt)));
-        let mut handle = EmulatorHandle {
-            shared,
-            waker,
-            names,
-            addrs,
-            threads,
-        };
-        handle.threads.push(recv?);
-        Ok(handle)
+        launch(states, sockets, names, addrs, options, PacketLogging::Off)
     }
+
+    /// Start relaying between the given ports, keeping per-packet records as `logging`
+    /// says ([`EmulatorHandle::take_packet_records`]). Channel stats of these channels
+    /// show the unspecified address `0.0.0.0:0` as their client address.
+    pub fn start_ports(
+        channels: Vec<PortChannel>,
+        options: TimerOptions,
+        logging: PacketLogging,
+    ) -> Result<EmulatorHandle, EmuError> {
+        check_names(channels.iter().map(|c| c.name.as_str()))?;
+        let none: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
+        let mut sockets = Vec::with_capacity(channels.len());
+        let mut states = Vec::with_capacity(channels.len());
+        let mut names = Vec::with_capacity(channels.len());
+        for c in channels {
+            states.push(ChannelState::new(
+                c.name.clone(),
+                none,
+                None,
+                LinkState::new(c.schedule),
+                c.up,
+                c.down,
+            ));
+            sockets.push(ChannelSockets {
+                client_facing: c.client_facing,
+                server_facing: c.server_facing,
+            });
+            names.push(c.name);
+        }
+        let addrs = vec![(none, none); names.len()];
+        launch(states, sockets, names, addrs, options, logging)
+    }
+}
+
+/// Start the receive and release threads over built channels.
+fn launch(
+    states: Vec<ChannelState>,
+    sockets: Vec<ChannelSockets>,
+    names: Vec<String>,
+    addrs: Vec<(SocketAddr, SocketAddr)>,
+    options: TimerOptions,
+    logging: PacketLogging,
+) -> Result<EmulatorHandle, EmuError> {
+    let sockets = Arc::new(sockets);
+    let shared = Arc::new(Shared::new(Core::new(states, logging), Clock::start()));
+    let (receiver, waker) = Receiver::new(&sockets)?;
+
+    let mut threads = Vec::with_capacity(2);
+    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(f)
+            .map_err(|e| EmuError::os("spawn thread", e))
+    };
+    let (s, k) = (shared.clone(), sockets.clone());
+    threads.push(spawn(
+        "horde-emu-timer",
+        Box::new(move || timer::run(s, k, options)),
+    )?);
+    let (s, k) = (shared.clone(), sockets.clone());
+    let rt = options.realtime_priority;
+    let recv = spawn("horde-emu-recv", Box::new(move || receiver.run(s, k, rt)));
+    let mut handle = EmulatorHandle {
+        shared,
+        waker,
+        names,
+        addrs,
+        threads,
+    };
+    handle.threads.push(recv?);
+    Ok(handle)
 }
 
 /// Bind the server-facing socket on loopback when the destination is local, else on
@@ -120,16 +178,14 @@ fn server_side_bind_addr(forward_to: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-fn check_names(channels: &[ChannelSetup]) -> Result<(), EmuError> {
-    for (i, c) in channels.iter().enumerate() {
-        if c.name.is_empty() {
+fn check_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), EmuError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, name) in names.enumerate() {
+        if name.is_empty() {
             return Err(EmuError::Setup(format!("channel #{} has no name", i + 1)));
         }
-        if channels[..i].iter().any(|o| o.name == c.name) {
-            return Err(EmuError::Setup(format!(
-                "two channels are named `{}`",
-                c.name
-            )));
+        if !seen.insert(name) {
+            return Err(EmuError::Setup(format!("two channels are named `{name}`")));
         }
     }
     Ok(())
@@ -214,6 +270,12 @@ impl EmulatorHandle {
             elapsed: now,
             channels,
         }
+    }
+
+    /// Per-packet records kept since the last call; empty unless the emulator was
+    /// started with packet logging. Call it regularly: records accumulate in memory.
+    pub fn take_packet_records(&self) -> Vec<PacketRecord> {
+        self.shared.lock().take_records()
     }
 
     /// Stop both threads, wait for them, and return the final stats.

@@ -1,6 +1,6 @@
 //! Horde's real-time user-space link emulator.
 //!
-//! Each emulated channel is a pair of UDP relay sockets: a client-facing one that the
+//! Each emulated channel is a pair of packet ports, usually UDP relay sockets: a client-facing one that the
 //! Horde sender sends to, and a server-facing one that forwards to the real receiver.
 //! Client → server traffic crosses the channel's `up` [`Link`](horde_links::Link), replies
 //! cross its `down` link back to the client's most recently seen address. A receive
@@ -15,6 +15,8 @@ mod emulator;
 mod error;
 mod histogram;
 mod ideal;
+mod packet_log;
+mod port;
 mod realtime;
 mod receiver;
 mod run;
@@ -23,18 +25,22 @@ mod shared;
 mod slab;
 mod stats;
 mod timer;
+mod tun;
 
 pub use config::{
     link_seed, ChannelConfig, ChannelState, EmulatorConfig, ScheduleEntry, TimerConfig,
 };
-pub use emulator::{ChannelSetup, Emulator, EmulatorHandle};
+pub use emulator::{ChannelSetup, Emulator, EmulatorHandle, PortChannel};
 pub use error::EmuError;
 pub use histogram::Histogram;
 pub use ideal::IdealLink;
+pub use packet_log::{Fate, PacketLogging, PacketRecord};
+pub use port::PacketPort;
 pub use run::{run_until, run_until_with};
 pub use schedule::ScheduleStep;
 pub use stats::{ChannelStats, Direction, DirectionStats, Stats};
 pub use timer::{TimerOptions, DEFAULT_REALTIME_PRIORITY, DEFAULT_SPIN_US};
+pub use tun::TunDevice;
 
 /// Link specifications, re-exported for building configurations in code.
 pub use horde_links::LinkSpec;

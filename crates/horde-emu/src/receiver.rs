@@ -8,6 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::error::EmuError;
+use crate::port::PacketPort;
 use crate::realtime;
 use crate::shared::Shared;
 use crate::stats::Direction;
@@ -86,8 +87,8 @@ impl Receiver {
         };
         add(waker.fd.as_raw_fd(), WAKER_TOKEN)?;
         for (i, s) in sockets.iter().enumerate() {
-            add(s.client_facing.as_raw_fd(), 2 * i as u64)?;
-            add(s.server_facing.as_raw_fd(), 2 * i as u64 + 1)?;
+            add(s.client_facing.raw_fd(), 2 * i as u64)?;
+            add(s.server_facing.raw_fd(), 2 * i as u64 + 1)?;
         }
         Ok((
             Self {
@@ -113,7 +114,7 @@ impl Receiver {
         let _keep_waker = self.waker;
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 2 * sockets.len() + 1];
         let mut buf = vec![0u8; MAX_DATAGRAM];
-        let mut batch: Vec<(Vec<u8>, SocketAddr)> = Vec::with_capacity(BATCH);
+        let mut batch: Vec<(Vec<u8>, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
         while !shared.is_shutdown() {
             // SAFETY: events has room for events.len() entries.
             let n = unsafe {
@@ -146,7 +147,7 @@ impl Receiver {
                 // A bounded number of batches per socket and round, so that one flooded
                 // socket cannot starve the others (epoll is level-triggered).
                 for _ in 0..BATCHES_PER_ROUND {
-                    let drained = read_batch(socket, &mut buf, &mut batch);
+                    let drained = read_batch(socket.as_ref(), &mut buf, &mut batch);
                     if !batch.is_empty() {
                         enqueue(&shared, channel, dir, &mut batch);
                     }
@@ -161,12 +162,12 @@ impl Receiver {
 
 /// Read up to [`BATCH`] datagrams; returns true once the socket has nothing more.
 fn read_batch(
-    socket: &std::net::UdpSocket,
+    socket: &dyn PacketPort,
     buf: &mut [u8],
-    batch: &mut Vec<(Vec<u8>, SocketAddr)>,
+    batch: &mut Vec<(Vec<u8>, Option<SocketAddr>)>,
 ) -> bool {
     while batch.len() < BATCH {
-        match socket.recv_from(buf) {
+        match socket.recv(buf) {
             Ok((n, from)) => batch.push((buf[..n].to_vec(), from)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -184,13 +185,13 @@ fn enqueue(
     shared: &Shared,
     channel: usize,
     dir: Direction,
-    batch: &mut Vec<(Vec<u8>, SocketAddr)>,
+    batch: &mut Vec<(Vec<u8>, Option<SocketAddr>)>,
 ) {
     let mut core = shared.lock();
     let mut earliest = None;
     for (payload, from) in batch.drain(..) {
-        if dir == Direction::Up {
-            core.channels[channel].client = Some(from);
+        if dir == Direction::Up && from.is_some() {
+            core.channels[channel].client = from;
         }
         let now = shared.clock.now();
         if let Some(next) = core.offer(channel, dir, now, payload) {

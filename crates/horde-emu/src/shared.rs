@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use horde_links::{Delivery, Link, Verdict};
 
+use crate::packet_log::{Fate, PacketLogging, PacketRecord};
 use crate::schedule::LinkState;
 use crate::slab::PayloadSlab;
 use crate::stats::{ChannelStats, Direction, DirectionStats};
@@ -70,7 +71,9 @@ impl DirState {
 pub(crate) struct ChannelState {
     pub name: String,
     pub client_facing: SocketAddr,
-    pub forward_to: SocketAddr,
+    /// The real receiver of a UDP relay channel; `None` for a point-to-point channel
+    /// (TUN ports), whose packets need no address.
+    pub forward_to: Option<SocketAddr>,
     /// The most recent source address seen on the client-facing socket.
     pub client: Option<SocketAddr>,
     pub state: LinkState,
@@ -81,7 +84,7 @@ impl ChannelState {
     pub fn new(
         name: String,
         client_facing: SocketAddr,
-        forward_to: SocketAddr,
+        forward_to: Option<SocketAddr>,
         state: LinkState,
         up: Box<dyn Link>,
         down: Box<dyn Link>,
@@ -99,13 +102,24 @@ impl ChannelState {
     fn dir(&mut self, dir: Direction) -> &mut DirState {
         &mut self.dirs[dir.index()]
     }
+
+    /// Where a packet leaving in `dir` goes: `Ok(None)` on a point-to-point channel,
+    /// `Err(())` for a reply before any client address was seen.
+    fn destination(&self, dir: Direction) -> Result<Option<SocketAddr>, ()> {
+        match (self.forward_to, dir) {
+            (None, _) => Ok(None),
+            (Some(to), Direction::Up) => Ok(Some(to)),
+            (Some(_), Direction::Down) => self.client.map(Some).ok_or(()),
+        }
+    }
 }
 
 /// A packet due for release, taken out of its link.
 pub(crate) struct Outgoing {
     pub channel: usize,
     pub dir: Direction,
-    pub dest: SocketAddr,
+    pub dest: Option<SocketAddr>,
+    pub arrived: Duration,
     pub scheduled: Duration,
     pub payload: Vec<u8>,
 }
@@ -114,9 +128,12 @@ pub(crate) struct Outgoing {
 pub(crate) struct Sent {
     pub channel: usize,
     pub dir: Direction,
-    pub bytes: usize,
+    pub arrived: Duration,
+    /// The scheduled release time.
+    pub scheduled: Duration,
     /// Actual send time minus scheduled time, or `None` if the send failed.
     pub error: Option<Duration>,
+    pub payload: Vec<u8>,
 }
 
 /// Everything behind the mutex.
@@ -126,14 +143,44 @@ pub(crate) struct Core {
     /// pending, `Some(ZERO)` while it is busy and will look again anyway.
     pub armed: Option<Duration>,
     scratch: Vec<Delivery>,
+    logging: PacketLogging,
+    records: Vec<PacketRecord>,
 }
 
 impl Core {
-    pub fn new(channels: Vec<ChannelState>) -> Self {
+    pub fn new(channels: Vec<ChannelState>, logging: PacketLogging) -> Self {
         Self {
             channels,
             armed: Some(Duration::ZERO),
             scratch: Vec::new(),
+            logging,
+            records: Vec::new(),
+        }
+    }
+
+    /// Records kept since the last call (empty unless logging is on).
+    pub fn take_records(&mut self) -> Vec<PacketRecord> {
+        std::mem::take(&mut self.records)
+    }
+
+    fn log_drop(
+        &mut self,
+        channel: usize,
+        dir: Direction,
+        arrival: Duration,
+        size: usize,
+        fate: Fate,
+    ) {
+        if self.logging != PacketLogging::Off {
+            self.records.push(PacketRecord {
+                channel,
+                dir,
+                arrival,
+                departure: None,
+                size,
+                fate,
+                payload: None,
+            });
         }
     }
 
@@ -149,17 +196,22 @@ impl Core {
         let ch = &mut self.channels[channel];
         let down = ch.state.is_down(now);
         let d = ch.dir(dir);
+        let len = payload.len();
         d.stats.offered += 1;
-        d.stats.offered_bytes += payload.len() as u64;
+        d.stats.offered_bytes += len as u64;
         if down {
             d.stats.dropped_down += 1;
+            self.log_drop(channel, dir, now, len, Fate::DroppedDown);
             return None;
         }
-        let size = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+        let size = u32::try_from(len).unwrap_or(u32::MAX);
         let id = d.slab.insert(now, payload);
         if d.link.enqueue(now, id, size) == Verdict::QueueFull {
             d.slab.take(id);
             d.stats.dropped_queue += 1;
+            let next = d.link.next_delivery();
+            self.log_drop(channel, dir, now, len, Fate::DroppedQueue);
+            return next;
         }
         d.link.next_delivery()
     }
@@ -168,13 +220,25 @@ impl Core {
     /// their channel is down, or replies with no client address yet, are dropped here.
     pub fn collect_due(&mut self, now: Duration, out: &mut Vec<Outgoing>) {
         let mut due = std::mem::take(&mut self.scratch);
+        let logging = self.logging != PacketLogging::Off;
+        let records = &mut self.records;
+        let mut log = |channel, dir, arrival, size, fate| {
+            if logging {
+                records.push(PacketRecord {
+                    channel,
+                    dir,
+                    arrival,
+                    departure: None,
+                    size,
+                    fate,
+                    payload: None,
+                });
+            }
+        };
         for (ci, ch) in self.channels.iter_mut().enumerate() {
             let down = ch.state.is_down(now);
             for dir in Direction::BOTH {
-                let dest = match dir {
-                    Direction::Up => Some(ch.forward_to),
-                    Direction::Down => ch.client,
-                };
+                let dest = ch.destination(dir);
                 let d = &mut ch.dirs[dir.index()];
                 match d.link.next_delivery() {
                     Some(t) if t <= now => {}
@@ -190,23 +254,27 @@ impl Core {
                     d.stats.transit.record(del.at.saturating_sub(arrived));
                     if down {
                         d.stats.dropped_down += 1;
+                        log(ci, dir, arrived, payload.len(), Fate::DroppedDown);
                         continue;
                     }
-                    let Some(dest) = dest else {
+                    let Ok(dest) = dest else {
                         d.stats.dropped_other += 1;
+                        log(ci, dir, arrived, payload.len(), Fate::DroppedOther);
                         continue;
                     };
                     out.push(Outgoing {
                         channel: ci,
                         dir,
                         dest,
+                        arrived,
                         scheduled: del.at,
                         payload,
                     });
                 }
                 if d.link.next_delivery().is_none() {
                     // Nothing left inside the link: what the slab still holds was lost.
-                    d.slab.clear();
+                    d.slab
+                        .clear_with(|at, p| log(ci, dir, at, p.len(), Fate::DroppedLoss));
                 }
             }
         }
@@ -215,17 +283,36 @@ impl Core {
     }
 
     /// Record the outcome of sends.
-    pub fn record(&mut self, sent: &[Sent]) {
-        for s in sent {
+    pub fn record(&mut self, sent: &mut Vec<Sent>) {
+        for s in sent.drain(..) {
             let d = self.channels[s.channel].dir(s.dir);
+            let size = s.payload.len();
             match s.error {
                 Some(err) => {
                     d.stats.delivered += 1;
-                    d.stats.delivered_bytes += s.bytes as u64;
+                    d.stats.delivered_bytes += size as u64;
                     d.stats.release_error.record(err);
                 }
                 None => d.stats.dropped_other += 1,
             }
+            if self.logging == PacketLogging::Off {
+                continue;
+            }
+            let delivered = s.error.is_some();
+            self.records.push(PacketRecord {
+                channel: s.channel,
+                dir: s.dir,
+                arrival: s.arrived,
+                departure: s.error.map(|e| s.scheduled + e),
+                size,
+                fate: if delivered {
+                    Fate::Delivered
+                } else {
+                    Fate::DroppedOther
+                },
+                payload: (delivered && self.logging == PacketLogging::RecordsWithPayload)
+                    .then_some(s.payload),
+            });
         }
     }
 
@@ -241,8 +328,26 @@ impl Core {
     /// Forget payloads stored before `cutoff`: packets the loss process removed while
     /// the link never ran empty.
     pub fn evict_older_than(&mut self, cutoff: Duration) {
-        for d in self.channels.iter_mut().flat_map(|c| c.dirs.iter_mut()) {
-            d.slab.evict_older_than(cutoff);
+        let logging = self.logging != PacketLogging::Off;
+        for (ci, ch) in self.channels.iter_mut().enumerate() {
+            for dir in Direction::BOTH {
+                let records = &mut self.records;
+                ch.dirs[dir.index()]
+                    .slab
+                    .evict_older_than_with(cutoff, |at, p| {
+                        if logging {
+                            records.push(PacketRecord {
+                                channel: ci,
+                                dir,
+                                arrival: at,
+                                departure: None,
+                                size: p.len(),
+                                fate: Fate::DroppedLoss,
+                                payload: None,
+                            });
+                        }
+                    });
+            }
         }
     }
 
@@ -321,14 +426,17 @@ mod tests {
     use crate::schedule::ScheduleStep;
 
     fn core_with(schedule: Vec<ScheduleStep>) -> Core {
-        Core::new(vec![ChannelState::new(
-            "c".into(),
-            "127.0.0.1:1".parse().unwrap(),
-            "127.0.0.1:2".parse().unwrap(),
-            LinkState::new(schedule),
-            Box::new(IdealLink::new()),
-            Box::new(IdealLink::new()),
-        )])
+        Core::new(
+            vec![ChannelState::new(
+                "c".into(),
+                "127.0.0.1:1".parse().unwrap(),
+                Some("127.0.0.1:2".parse().unwrap()),
+                LinkState::new(schedule),
+                Box::new(IdealLink::new()),
+                Box::new(IdealLink::new()),
+            )],
+            PacketLogging::Off,
+        )
     }
 
     #[test]
@@ -340,7 +448,7 @@ mod tests {
         let mut out = Vec::new();
         core.collect_due(t, &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].dest, "127.0.0.1:2".parse().unwrap());
+        assert_eq!(out[0].dest, Some("127.0.0.1:2".parse().unwrap()));
         assert_eq!(out[0].payload, vec![1, 2]);
         let snap = core.snapshot(t);
         assert_eq!(
@@ -372,20 +480,15 @@ mod tests {
     #[test]
     fn record_counts_delivery_and_failures() {
         let mut core = core_with(vec![]);
-        core.record(&[
-            Sent {
-                channel: 0,
-                dir: Direction::Up,
-                bytes: 100,
-                error: Some(Duration::from_micros(20)),
-            },
-            Sent {
-                channel: 0,
-                dir: Direction::Up,
-                bytes: 100,
-                error: None,
-            },
-        ]);
+        let sent = |error| Sent {
+            channel: 0,
+            dir: Direction::Up,
+            arrived: Duration::ZERO,
+            scheduled: Duration::ZERO,
+            error,
+            payload: vec![0; 100],
+        };
+        core.record(&mut vec![sent(Some(Duration::from_micros(20))), sent(None)]);
         let snap = core.snapshot(Duration::ZERO);
         assert_eq!(snap[0].up.delivered, 1);
         assert_eq!(snap[0].up.delivered_bytes, 100);

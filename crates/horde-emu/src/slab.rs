@@ -50,12 +50,26 @@ impl PayloadSlab {
 
     /// Drop entries stored before `cutoff`; returns how many were dropped. Entries are
     /// stored in time order, so this stops at the first one that is new enough.
+    #[cfg(test)]
     pub fn evict_older_than(&mut self, cutoff: Duration) -> usize {
+        self.evict_older_than_with(cutoff, |_, _| {})
+    }
+
+    /// [`evict_older_than`](Self::evict_older_than), showing each evicted entry's store
+    /// time and payload to `on_evict`.
+    pub fn evict_older_than_with(
+        &mut self,
+        cutoff: Duration,
+        mut on_evict: impl FnMut(Duration, &[u8]),
+    ) -> usize {
         let mut evicted = 0;
         while let Some(front) = self.entries.front() {
             match front {
                 Some(e) if e.stored_at >= cutoff => break,
-                Some(_) => evicted += 1,
+                Some(e) => {
+                    on_evict(e.stored_at, &e.payload);
+                    evicted += 1;
+                }
                 None => {}
             }
             self.entries.pop_front();
@@ -66,7 +80,17 @@ impl PayloadSlab {
     }
 
     /// Drop everything; returns how many entries were dropped.
+    #[cfg(test)]
     pub fn clear(&mut self) -> usize {
+        self.clear_with(|_, _| {})
+    }
+
+    /// [`clear`](Self::clear), showing each dropped entry's store time and payload to
+    /// `on_drop`.
+    pub fn clear_with(&mut self, mut on_drop: impl FnMut(Duration, &[u8])) -> usize {
+        for e in self.entries.iter().flatten() {
+            on_drop(e.stored_at, &e.payload);
+        }
         let dropped = self.live;
         self.base += self.entries.len() as u64;
         self.entries.clear();

@@ -8,21 +8,21 @@
 //! receive that brings an earlier deadline notifies the condition variable, or sets
 //! `kick` while the thread spins. Without real-time priority the thread does not spin.
 
-use std::net::UdpSocket;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::port::PacketPort;
 use crate::realtime;
 use crate::shared::{Outgoing, Sent, Shared};
 use crate::stats::Direction;
 
-/// The two relay sockets of a channel.
+/// The two ports of a channel.
 pub(crate) struct ChannelSockets {
     /// Receives from the client, sends replies to it.
-    pub client_facing: UdpSocket,
+    pub client_facing: Box<dyn PacketPort>,
     /// Sends to the real destination, receives its replies.
-    pub server_facing: UdpSocket,
+    pub server_facing: Box<dyn PacketPort>,
 }
 
 /// Tuning of the release thread.
@@ -82,8 +82,7 @@ pub(crate) fn run(shared: Arc<Shared>, sockets: Arc<Vec<ChannelSockets>>, opts: 
             drop(core);
             send_all(&sockets, &clock, &mut out, &mut sent);
             core = shared.lock();
-            core.record(&sent);
-            sent.clear();
+            core.record(&mut sent);
             continue;
         }
         if now >= next_gc {
@@ -142,18 +141,20 @@ fn send_all(
             Direction::Down => &s.client_facing,
         };
         let at = clock.now();
-        let error = match socket.send_to(&o.payload, o.dest) {
-            Ok(_) => Some(at.saturating_sub(o.scheduled)),
+        let error = match socket.send(&o.payload, o.dest) {
+            Ok(()) => Some(at.saturating_sub(o.scheduled)),
             Err(e) => {
-                tracing::debug!("send to {} failed: {e}", o.dest);
+                tracing::debug!("send to {:?} failed: {e}", o.dest);
                 None
             }
         };
         sent.push(Sent {
             channel: o.channel,
             dir: o.dir,
-            bytes: o.payload.len(),
+            arrived: o.arrived,
+            scheduled: o.scheduled,
             error,
+            payload: o.payload,
         });
     }
 }

@@ -1,0 +1,482 @@
+//! `horde flow server` / `horde flow client`: a kernel TCP or MPTCP bulk transfer, the
+//! baseline Horde is compared with. The client sends an 8-byte length and that many
+//! pseudo-random bytes; the server answers with the byte count and an FNV-1a checksum
+//! of what it read, so the client can check that every byte arrived intact.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use serde::Serialize;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// `IPPROTO_MPTCP` (not in every libc).
+const IPPROTO_MPTCP: i32 = 262;
+/// `SOL_MPTCP` and `MPTCP_TCPINFO`: per-subflow `tcp_info` of an MPTCP socket.
+const SOL_MPTCP: i32 = 284;
+const MPTCP_TCPINFO: i32 = 2;
+const CHUNK: usize = 64 * 1024;
+const RTT_SAMPLE_EVERY: Duration = Duration::from_millis(10);
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Accept transfers and check them; one JSON line per transfer on stdout.
+    Server(ServerArgs),
+    /// Send N bytes to a server; prints JSON with bytes, seconds, goodput, RTT.
+    Client(ClientArgs),
+}
+
+#[derive(ClapArgs)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:5201")]
+    listen: SocketAddr,
+    /// Listen with plain TCP even when MPTCP is available (an MPTCP listener also
+    /// accepts plain TCP clients).
+    #[arg(long)]
+    tcp_only: bool,
+    /// Exit after this many transfers (default: serve forever).
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+#[derive(ClapArgs)]
+pub struct ClientArgs {
+    /// The server's address.
+    #[arg(long, default_value = "127.0.0.1:5201")]
+    connect: SocketAddr,
+    /// Bytes to send.
+    #[arg(long)]
+    bytes: u64,
+    /// Use MPTCP (IPPROTO_MPTCP); subflows follow the kernel's `ip mptcp` endpoints.
+    #[arg(long)]
+    mptcp: bool,
+    /// Congestion control (TCP_CONGESTION); the kernel default when absent.
+    #[arg(long, value_enum)]
+    cc: Option<Cc>,
+    /// Local address to bind before connecting (picks the emulated link in `horde shell`).
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    /// Seed of the pseudo-random payload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Cc {
+    Cubic,
+    Bbr,
+    Reno,
+}
+
+impl Cc {
+    fn name(self) -> &'static str {
+        match self {
+            Cc::Cubic => "cubic",
+            Cc::Bbr => "bbr",
+            Cc::Reno => "reno",
+        }
+    }
+}
+
+pub fn run(command: Command) -> Result<ExitCode> {
+    match command {
+        Command::Server(a) => server(a),
+        Command::Client(a) => client(a),
+    }
+}
+
+/// FNV-1a, 64 bit: enough to notice a corrupted or reordered byte stream.
+#[derive(Clone, Copy)]
+struct Checksum(u64);
+
+impl Checksum {
+    fn new() -> Self {
+        Checksum(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// Deterministic payload bytes (xorshift64*), so runs are repeatable.
+struct Payload(u64);
+
+impl Payload {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            let v = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+fn stream_socket(addr: SocketAddr, mptcp: bool) -> std::io::Result<Socket> {
+    let protocol = if mptcp {
+        Protocol::from(IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    };
+    Socket::new(Domain::for_address(addr), Type::STREAM, Some(protocol))
+}
+
+#[derive(Serialize)]
+struct ServerReport {
+    peer: String,
+    protocol: &'static str,
+    bytes: u64,
+    seconds: f64,
+    goodput_mbps: f64,
+    checksum: String,
+}
+
+fn server(args: ServerArgs) -> Result<ExitCode> {
+    let (socket, protocol) = match (args.tcp_only, stream_socket(args.listen, true)) {
+        (false, Ok(s)) => (s, "mptcp"),
+        _ => (stream_socket(args.listen, false)?, "tcp"),
+    };
+    socket.set_reuse_address(true)?;
+    socket
+        .bind(&args.listen.into())
+        .with_context(|| format!("bind {}", args.listen))?;
+    socket.listen(64)?;
+    let listener: TcpListener = socket.into();
+    eprintln!(
+        "flow server listening on {} ({protocol})",
+        listener.local_addr()?
+    );
+    let mut served = 0;
+    while args.count.is_none_or(|c| served < c) {
+        let (stream, peer) = listener.accept()?;
+        served += 1;
+        match receive(stream) {
+            Ok((bytes, seconds, sum)) => {
+                let report = ServerReport {
+                    peer: peer.to_string(),
+                    protocol,
+                    bytes,
+                    seconds,
+                    goodput_mbps: mbps(bytes, seconds),
+                    checksum: format!("{:016x}", sum.0),
+                };
+                println!("{}", serde_json::to_string(&report)?);
+            }
+            Err(e) => eprintln!("transfer from {peer} failed: {e:#}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read one transfer and answer with its byte count and checksum.
+fn receive(mut stream: TcpStream) -> Result<(u64, f64, Checksum)> {
+    let start = Instant::now();
+    let mut header = [0u8; 8];
+    stream.read_exact(&mut header).context("read length")?;
+    let expected = u64::from_be_bytes(header);
+    let mut sum = Checksum::new();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; CHUNK];
+    while got < expected {
+        let want = (expected - got).min(CHUNK as u64) as usize;
+        let n = stream.read(&mut buf[..want])?;
+        if n == 0 {
+            bail!("connection closed after {got} of {expected} bytes");
+        }
+        sum.update(&buf[..n]);
+        got += n as u64;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut reply = [0u8; 16];
+    reply[..8].copy_from_slice(&got.to_be_bytes());
+    reply[8..].copy_from_slice(&sum.0.to_be_bytes());
+    stream.write_all(&reply)?;
+    Ok((got, seconds, sum))
+}
+
+#[derive(Serialize)]
+struct ClientReport {
+    protocol: &'static str,
+    cc: String,
+    local: String,
+    server: String,
+    bytes: u64,
+    seconds: f64,
+    goodput_mbps: f64,
+    checksum: String,
+    checksum_ok: bool,
+    /// The sender's smoothed RTT (`tcpi_rtt`), sampled every 10 ms; for MPTCP, every
+    /// subflow's.
+    rtt_ms: RttSummary,
+    subflows: usize,
+}
+
+#[derive(Serialize)]
+struct RttSummary {
+    samples: usize,
+    p50: f64,
+    p95: f64,
+    max: f64,
+}
+
+impl RttSummary {
+    fn of(mut samples_us: Vec<u32>) -> Self {
+        samples_us.sort_unstable();
+        let q = |p: f64| {
+            if samples_us.is_empty() {
+                return 0.0;
+            }
+            let i = ((samples_us.len() - 1) as f64 * p).round() as usize;
+            f64::from(samples_us[i]) / 1000.0
+        };
+        RttSummary {
+            samples: samples_us.len(),
+            p50: q(0.5),
+            p95: q(0.95),
+            max: q(1.0),
+        }
+    }
+}
+
+fn client(args: ClientArgs) -> Result<ExitCode> {
+    let protocol = if args.mptcp { "mptcp" } else { "tcp" };
+    let socket = stream_socket(args.connect, args.mptcp).with_context(|| {
+        format!("create a {protocol} socket (is MPTCP enabled: sysctl net.mptcp.enabled?)")
+    })?;
+    if let Some(cc) = args.cc {
+        set_congestion(&socket, cc.name())?;
+    }
+    if let Some(ip) = args.bind {
+        socket
+            .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+            .with_context(|| format!("bind {ip}"))?;
+    }
+    let start = Instant::now();
+    socket
+        .connect(&args.connect.into())
+        .with_context(|| format!("connect to {}", args.connect))?;
+    let cc = congestion(&socket).unwrap_or_else(|_| "?".into());
+    let local = socket
+        .local_addr()?
+        .as_socket()
+        .map_or("?".into(), |a| a.to_string());
+    let mut stream: TcpStream = socket.into();
+
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let fd = stream.as_raw_fd();
+        let sampling = sampling.clone();
+        let mptcp = args.mptcp;
+        std::thread::spawn(move || sample_rtts(fd, mptcp, &sampling))
+    };
+    let sent = send(&mut stream, args.bytes, args.seed);
+    sampling.store(false, Ordering::Release);
+    let (rtts, subflows) = sampler.join().unwrap_or_default();
+    let (sum, reply) = sent?;
+    let seconds = start.elapsed().as_secs_f64();
+    let (got, server_sum) = reply;
+    let report = ClientReport {
+        protocol,
+        cc,
+        local,
+        server: args.connect.to_string(),
+        bytes: got,
+        seconds,
+        goodput_mbps: mbps(got, seconds),
+        checksum: format!("{:016x}", sum.0),
+        checksum_ok: got == args.bytes && server_sum == sum.0,
+        rtt_ms: RttSummary::of(rtts),
+        subflows,
+    };
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(if report.checksum_ok {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("checksum mismatch: the server got different bytes");
+        ExitCode::from(2)
+    })
+}
+
+/// Send the length and the payload, then wait for the server's count and checksum.
+fn send(stream: &mut TcpStream, bytes: u64, seed: u64) -> Result<(Checksum, (u64, u64))> {
+    stream.write_all(&bytes.to_be_bytes())?;
+    let mut payload = Payload(seed.max(1));
+    let mut sum = Checksum::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        payload.fill(&mut buf[..n]);
+        sum.update(&buf[..n]);
+        stream.write_all(&buf[..n]).context("send")?;
+        left -= n as u64;
+    }
+    let mut reply = [0u8; 16];
+    stream
+        .read_exact(&mut reply)
+        .context("read the server's reply")?;
+    let got = u64::from_be_bytes(reply[..8].try_into().expect("8 bytes"));
+    let server_sum = u64::from_be_bytes(reply[8..].try_into().expect("8 bytes"));
+    Ok((sum, (got, server_sum)))
+}
+
+fn mbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e6
+    } else {
+        0.0
+    }
+}
+
+fn set_congestion(socket: &Socket, name: &str) -> Result<()> {
+    // SAFETY: passes a byte string and its length for the duration of the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        bail!(
+            "TCP_CONGESTION {name}: {} (see /proc/sys/net/ipv4/tcp_available_congestion_control)",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+fn congestion(socket: &Socket) -> std::io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf and len describe a writable buffer for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let name = &buf[..len as usize];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
+/// Sample the smoothed RTT of every (sub)flow until `sampling` is cleared. Returns the
+/// samples in µs and the largest number of subflows seen.
+fn sample_rtts(fd: RawFd, mptcp: bool, sampling: &AtomicBool) -> (Vec<u32>, usize) {
+    let mut samples = Vec::new();
+    let mut subflows = 0;
+    while sampling.load(Ordering::Acquire) {
+        let rtts = if mptcp {
+            subflow_rtts(fd)
+        } else {
+            tcp_rtt(fd).map(|r| vec![r])
+        };
+        if let Some(rtts) = rtts {
+            subflows = subflows.max(rtts.len());
+            samples.extend(rtts.into_iter().filter(|&r| r > 0));
+        }
+        std::thread::sleep(RTT_SAMPLE_EVERY);
+    }
+    (samples, subflows)
+}
+
+fn tcp_rtt(fd: RawFd) -> Option<u32> {
+    // SAFETY: tcp_info is plain old data; all-zero is valid.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: info and len describe a writable buffer for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(info.tcpi_rtt)
+}
+
+/// `struct mptcp_subflow_data` followed by one `tcp_info` per subflow.
+#[repr(C)]
+struct SubflowInfos {
+    size_subflow_data: u32,
+    num_subflows: u32,
+    size_kernel: u32,
+    size_user: u32,
+    infos: [libc::tcp_info; 8],
+}
+
+fn subflow_rtts(fd: RawFd) -> Option<Vec<u32>> {
+    // SAFETY: plain old data; all-zero is valid.
+    let mut data: SubflowInfos = unsafe { std::mem::zeroed() };
+    data.size_subflow_data = 16;
+    data.size_user = std::mem::size_of::<libc::tcp_info>() as u32;
+    let mut len = std::mem::size_of::<SubflowInfos>() as libc::socklen_t;
+    // SAFETY: data and len describe a writable buffer for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_MPTCP,
+            MPTCP_TCPINFO,
+            (&mut data as *mut SubflowInfos).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let n = (data.num_subflows as usize).min(data.infos.len());
+    Some(data.infos[..n].iter().map(|i| i.tcpi_rtt).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_sees_order_and_content() {
+        let mut a = Checksum::new();
+        a.update(b"ab");
+        let mut b = Checksum::new();
+        b.update(b"ba");
+        assert_ne!(a.0, b.0);
+        let mut c = Checksum::new();
+        c.update(b"a");
+        c.update(b"b");
+        assert_eq!(a.0, c.0, "chunking does not matter");
+    }
+
+    #[test]
+    fn loopback_transfer_checks_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || receive(listener.accept().unwrap().0).unwrap());
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let (sum, (got, server_sum)) = send(&mut stream, 300_001, 7).unwrap();
+        let (bytes, _, received) = server.join().unwrap();
+        assert_eq!((got, bytes), (300_001, 300_001));
+        assert_eq!(server_sum, sum.0);
+        assert_eq!(received.0, sum.0);
+    }
+}

@@ -1,0 +1,354 @@
+//! The `--link` argument of `horde shell`: comma-separated `key=value` pairs describing
+//! one emulated link.
+//!
+//! Keys before any `up=` or `down=` apply to both directions; `up=` and `down=` start a
+//! section for one direction, whose value is either a rate (`up=trace:FILE`,
+//! `up=20mbit`) or that section's first `key=value` (`down=rate=20mbit`).
+//!
+//! | key | value |
+//! | --- | --- |
+//! | `rate` | `10mbit`, `500kbit`, `1gbit`, `64000bps`, or `trace:FILE` (Mahimahi) |
+//! | `delay` | one-way delay: `20ms`, `1.5s`, `300us` |
+//! | `jitter` | standard deviation of a Gaussian delay around `delay` |
+//! | `buffer` | drop-tail buffer: `150kb` (1000 B), `64kib`, `1mb`, `3000b` |
+//! | `loss` | `0.01` (Bernoulli) or `ge:P_GB:P_BG[:LOSS_GOOD[:LOSS_BAD]]` (Gilbert-Elliott) |
+//! | `down_at` | outage of both directions: `START:LENGTH`, e.g. `5s:2s` (repeatable) |
+
+use std::fmt;
+use std::time::Duration;
+
+use horde_emu::ScheduleStep;
+use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+
+/// One parsed `--link`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LinkArg {
+    /// Namespace → host.
+    pub up: LinkSpec,
+    /// Host → namespace.
+    pub down: LinkSpec,
+    /// Outages, as down/up steps.
+    pub schedule: Vec<ScheduleStep>,
+}
+
+/// What is wrong with a `--link` value (the caller adds `--link N: `).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkArgError(pub String);
+
+impl fmt::Display for LinkArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(message: impl Into<String>) -> Result<T, LinkArgError> {
+    Err(LinkArgError(message.into()))
+}
+
+#[derive(Clone, Copy)]
+enum Section {
+    Both,
+    Up,
+    Down,
+}
+
+/// A per-direction part of the spec that has not been combined yet.
+#[derive(Default, Clone)]
+struct Partial {
+    rate: Option<RateSpec>,
+    delay_ms: Option<f64>,
+    jitter_ms: Option<f64>,
+    buffer: Option<u64>,
+    loss: Option<LossSpec>,
+}
+
+impl Partial {
+    fn merged_over(&self, base: &Partial) -> Partial {
+        Partial {
+            rate: self.rate.clone().or_else(|| base.rate.clone()),
+            delay_ms: self.delay_ms.or(base.delay_ms),
+            jitter_ms: self.jitter_ms.or(base.jitter_ms),
+            buffer: self.buffer.or(base.buffer),
+            loss: self.loss.clone().or_else(|| base.loss.clone()),
+        }
+    }
+
+    fn into_spec(self) -> LinkSpec {
+        let delay = match (self.delay_ms, self.jitter_ms) {
+            (None, None) => None,
+            (mean, None) => Some(DelaySpec::Constant {
+                ms: mean.unwrap_or(0.0),
+            }),
+            (mean, Some(sd)) => Some(DelaySpec::Gaussian {
+                mean_ms: mean.unwrap_or(0.0),
+                sd_ms: sd,
+            }),
+        };
+        LinkSpec {
+            rate: self.rate,
+            buffer_bytes: self.buffer,
+            loss: self.loss,
+            delay,
+        }
+    }
+}
+
+impl LinkArg {
+    /// Parse one `--link` value. Link parameters are checked too
+    /// ([`LinkSpec::validate`]); trace files are only read when the link is built.
+    pub fn parse(text: &str) -> Result<LinkArg, LinkArgError> {
+        let mut parts = [Partial::default(), Partial::default(), Partial::default()];
+        let mut schedule = Vec::new();
+        let mut section = Section::Both;
+        if text.trim().is_empty() {
+            return err("empty link spec (try rate=10mbit,delay=20ms)");
+        }
+        for item in text.split(',') {
+            let Some((key, value)) = item.split_once('=') else {
+                return err(format!("expected key=value, got \"{item}\""));
+            };
+            let (key, value) = match key {
+                "up" | "down" => {
+                    section = if key == "up" {
+                        Section::Up
+                    } else {
+                        Section::Down
+                    };
+                    match value.split_once('=') {
+                        Some((k, v)) => (k, v),
+                        None => ("rate", value),
+                    }
+                }
+                _ => (key, value),
+            };
+            let part = &mut parts[section as usize];
+            match key {
+                "rate" => part.rate = Some(rate(value)?),
+                "delay" => part.delay_ms = Some(millis(key, value)?),
+                "jitter" => part.jitter_ms = Some(millis(key, value)?),
+                "buffer" => part.buffer = Some(bytes(value)?),
+                "loss" => part.loss = Some(loss(value)?),
+                "down_at" => {
+                    let (start, length) = outage(value)?;
+                    schedule.push(ScheduleStep {
+                        at: start,
+                        down: true,
+                    });
+                    schedule.push(ScheduleStep {
+                        at: start + length,
+                        down: false,
+                    });
+                }
+                _ => {
+                    return err(format!(
+                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, down_at, up or down)"
+                    ))
+                }
+            }
+        }
+        let [both, up, down] = parts;
+        let arg = LinkArg {
+            up: up.merged_over(&both).into_spec(),
+            down: down.merged_over(&both).into_spec(),
+            schedule,
+        };
+        for (name, spec) in [("up", &arg.up), ("down", &arg.down)] {
+            spec.validate()
+                .map_err(|e| LinkArgError(format!("{name}: {e}")))?;
+        }
+        Ok(arg)
+    }
+}
+
+fn number(what: &str, text: &str) -> Result<f64, LinkArgError> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => err(format!("{what}: \"{text}\" is not a non-negative number")),
+    }
+}
+
+/// Split `20ms` into (`20`, `ms`).
+fn split_unit(text: &str) -> (&str, &str) {
+    let at = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    (&text[..at], &text[at..])
+}
+
+fn rate(text: &str) -> Result<RateSpec, LinkArgError> {
+    if let Some(path) = text.strip_prefix("trace:") {
+        if path.is_empty() {
+            return err("rate: trace: needs a file, e.g. trace:traces/cell-a.up");
+        }
+        return Ok(RateSpec::Trace { path: path.into() });
+    }
+    let (value, unit) = split_unit(text);
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "bps" | "bit" => 1e-3,
+        "kbit" | "kbps" => 1.0,
+        "mbit" | "mbps" => 1e3,
+        "gbit" | "gbps" => 1e6,
+        _ => {
+            return err(format!(
+                "rate: \"{text}\" needs a unit: bps, kbit, mbit, gbit (or trace:FILE)"
+            ))
+        }
+    };
+    Ok(RateSpec::Constant {
+        kbps: number("rate", value)? * scale,
+    })
+}
+
+fn duration(what: &str, text: &str) -> Result<Duration, LinkArgError> {
+    let (value, unit) = split_unit(text);
+    let scale = match unit {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        _ => return err(format!("{what}: \"{text}\" needs a unit: us, ms or s")),
+    };
+    Ok(Duration::from_secs_f64(number(what, value)? * scale))
+}
+
+fn millis(what: &str, text: &str) -> Result<f64, LinkArgError> {
+    Ok(duration(what, text)?.as_secs_f64() * 1e3)
+}
+
+fn bytes(text: &str) -> Result<u64, LinkArgError> {
+    let (value, unit) = split_unit(text);
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "b" => 1.0,
+        "kb" => 1e3,
+        "kib" => 1024.0,
+        "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        _ => {
+            return err(format!(
+                "buffer: \"{text}\" needs a unit: b, kb, kib, mb, mib"
+            ))
+        }
+    };
+    Ok((number("buffer", value)? * scale).round() as u64)
+}
+
+fn loss(text: &str) -> Result<LossSpec, LinkArgError> {
+    let Some(params) = text.strip_prefix("ge:") else {
+        return Ok(LossSpec::Bernoulli {
+            p: number("loss", text)?,
+        });
+    };
+    let values = params
+        .split(':')
+        .map(|v| number("loss", v))
+        .collect::<Result<Vec<_>, _>>()?;
+    match values[..] {
+        [p_good_to_bad, p_bad_to_good] => Ok(LossSpec::GilbertElliott {
+            p_good_to_bad,
+            p_bad_to_good,
+            loss_in_good: 0.0,
+            loss_in_bad: 1.0,
+        }),
+        [p_good_to_bad, p_bad_to_good, loss_in_good] => Ok(LossSpec::GilbertElliott {
+            p_good_to_bad,
+            p_bad_to_good,
+            loss_in_good,
+            loss_in_bad: 1.0,
+        }),
+        [p_good_to_bad, p_bad_to_good, loss_in_good, loss_in_bad] => Ok(LossSpec::GilbertElliott {
+            p_good_to_bad,
+            p_bad_to_good,
+            loss_in_good,
+            loss_in_bad,
+        }),
+        _ => err(format!(
+            "loss: \"{text}\": expected ge:P_GOOD_TO_BAD:P_BAD_TO_GOOD[:LOSS_IN_GOOD[:LOSS_IN_BAD]]"
+        )),
+    }
+}
+
+fn outage(text: &str) -> Result<(Duration, Duration), LinkArgError> {
+    let Some((start, length)) = text.split_once(':') else {
+        return err(format!(
+            "down_at: \"{text}\": expected START:LENGTH, e.g. 5s:2s"
+        ));
+    };
+    Ok((duration("down_at", start)?, duration("down_at", length)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(text: &str) -> String {
+        LinkArg::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn shared_keys_apply_to_both_directions() {
+        let l = LinkArg::parse("rate=10mbit,delay=20ms").unwrap();
+        assert_eq!(l.up, l.down);
+        assert_eq!(l.up.rate, Some(RateSpec::Constant { kbps: 10_000.0 }));
+        assert_eq!(l.up.delay, Some(DelaySpec::Constant { ms: 20.0 }));
+        assert!(l.schedule.is_empty());
+    }
+
+    #[test]
+    fn sections_override_per_direction() {
+        let l = LinkArg::parse(
+            "delay=30ms,buffer=150kb,up=trace:traces/cell-a.up,down=rate=20mbit,delay=40ms,loss=ge:0.01:0.3,down_at=5s:2s",
+        )
+        .unwrap();
+        assert_eq!(
+            l.up.rate,
+            Some(RateSpec::Trace {
+                path: "traces/cell-a.up".into()
+            })
+        );
+        assert_eq!(l.up.delay, Some(DelaySpec::Constant { ms: 30.0 }));
+        assert_eq!(l.up.buffer_bytes, Some(150_000));
+        assert_eq!(l.up.loss, None);
+        assert_eq!(l.down.rate, Some(RateSpec::Constant { kbps: 20_000.0 }));
+        assert_eq!(l.down.delay, Some(DelaySpec::Constant { ms: 40.0 }));
+        assert_eq!(l.down.buffer_bytes, Some(150_000));
+        assert!(matches!(
+            l.down.loss,
+            Some(LossSpec::GilbertElliott { p_good_to_bad, .. }) if p_good_to_bad == 0.01
+        ));
+        assert_eq!(
+            l.schedule,
+            vec![
+                ScheduleStep {
+                    at: Duration::from_secs(5),
+                    down: true
+                },
+                ScheduleStep {
+                    at: Duration::from_secs(7),
+                    down: false
+                }
+            ]
+        );
+        let l = LinkArg::parse("loss=0.01,jitter=2ms,delay=10ms").unwrap();
+        assert_eq!(l.up.loss, Some(LossSpec::Bernoulli { p: 0.01 }));
+        assert_eq!(
+            l.up.delay,
+            Some(DelaySpec::Gaussian {
+                mean_ms: 10.0,
+                sd_ms: 2.0
+            })
+        );
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        assert!(e("rat=10mbit").starts_with("unknown key \"rat\""));
+        assert!(e("rate=10").contains("needs a unit"));
+        assert!(e("delay=-5ms").contains("not a non-negative number"));
+        assert!(e("delay=abcms").contains("needs a unit"));
+        assert!(e("rate").contains("expected key=value"));
+        assert!(e("loss=1.5").contains("loss.p"));
+        assert!(e("loss=ge:0.1").contains("expected ge:"));
+        assert!(e("down_at=5s").contains("START:LENGTH"));
+        assert!(e("buffer=0b").contains("buffer_bytes"));
+        assert!(e("").contains("empty"));
+    }
+}

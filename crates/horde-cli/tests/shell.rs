@@ -1,0 +1,356 @@
+//! `horde shell` and `horde flow` end to end: kernel TCP and MPTCP through emulated
+//! links, cleanup, `--link` errors, packet logs.
+//!
+//! The shell needs root. Without it, these tests check that it says so and stop there;
+//! CI runs them as root. They run one at a time (a lock) because they measure goodput
+//! and timing on a small machine.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn horde_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_horde")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn horde(args: &[&str]) -> Output {
+    Command::new(horde_bin())
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run horde")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Without root, the shell must refuse clearly; returns true when the caller should
+/// go on (root).
+fn root_or_refusal_checked() -> bool {
+    if is_root() {
+        return true;
+    }
+    let out = horde(&["shell", "--link", "rate=1mbit", "--", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("needs root"),
+        "{}",
+        text(&out.stderr)
+    );
+    eprintln!("not root: checked the refusal only");
+    false
+}
+
+/// A `horde flow server` on the host, serving `count` transfers; returns it and its port.
+fn flow_server(count: u32) -> (Child, u16) {
+    let mut child = Command::new(horde_bin())
+        .args(["flow", "server", "--listen", "0.0.0.0:0", "--count"])
+        .arg(count.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start flow server");
+    let mut line = String::new();
+    BufReader::new(child.stderr.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // "flow server listening on 0.0.0.0:PORT (mptcp)"
+    let port = line
+        .split_whitespace()
+        .nth(4)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    (child, port)
+}
+
+/// Run `script` (sh) in a shell with `shell_args`; `$HORDE` is the binary.
+fn shell(shell_args: &[&str], script: &str) -> Output {
+    Command::new(horde_bin())
+        .arg("shell")
+        .args(shell_args)
+        .args(["--", "sh", "-c", script])
+        .env("HORDE", horde_bin())
+        .current_dir(repo())
+        .output()
+        .expect("run horde shell")
+}
+
+fn client_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "shell failed: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let line = text(&out.stdout)
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON in {}", text(&out.stdout)))
+        .to_string();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn leftovers(netns: &str, index: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    if text(&ns.stdout)
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(netns))
+    {
+        found.push(format!("namespace {netns}"));
+    }
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    for l in text(&links.stdout).lines() {
+        if l.contains(&format!("hs{index}h")) || l.contains(&format!("hs{index}n")) {
+            found.push(l.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn tcp_bulk_fills_a_10_mbit_link() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (mut server, port) = flow_server(1);
+    let out = shell(
+        &["--link", "rate=10mbit,delay=20ms"],
+        &format!(
+            "$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 3000000 --cc cubic"
+        ),
+    );
+    server.kill().ok();
+    server.wait().ok();
+    let json = client_json(&out);
+    assert_eq!(json["checksum_ok"], true, "{json}");
+    let goodput = json["goodput_mbps"].as_f64().unwrap();
+    eprintln!("cubic over 10 Mbit/s, 20 ms: {goodput:.2} Mbit/s");
+    assert!(
+        goodput >= 8.5,
+        "goodput {goodput} Mbit/s < 85 % of 10: {json}"
+    );
+    assert!(goodput <= 10.0, "faster than the link: {json}");
+}
+
+#[test]
+fn five_megabytes_survive_an_outage_on_one_of_two_links() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let mptcp =
+        std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1");
+    let (server, port) = flow_server(1);
+    let links = [
+        "--link",
+        "rate=20mbit,delay=10ms",
+        "--link",
+        "rate=20mbit,delay=10ms,down_at=0.5s:2s",
+    ];
+    let out = if mptcp {
+        eprintln!("MPTCP over both links");
+        let mut args = links.to_vec();
+        args.push("--mptcp");
+        shell(
+            &args,
+            &format!(
+                "$HORDE flow client --mptcp --connect $HORDE_SHELL_HOST:{port} --bytes 5000000"
+            ),
+        )
+    } else {
+        eprintln!("no MPTCP in this kernel: plain TCP bound to the surviving link 0");
+        shell(
+            &links,
+            &format!(
+                "$HORDE flow client --bind $HORDE_SHELL_LINK0 --connect $HORDE_SHELL_HOST:{port} --bytes 5000000"
+            ),
+        )
+    };
+    let served = server.wait_with_output().unwrap();
+    let json = client_json(&out);
+    assert_eq!(json["bytes"], 5_000_000, "{json}");
+    assert_eq!(json["checksum_ok"], true, "{json}");
+    let server_json: serde_json::Value =
+        serde_json::from_str(text(&served.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(server_json["checksum"], json["checksum"]);
+    if mptcp {
+        assert_eq!(json["protocol"], "mptcp");
+        assert_eq!(json["subflows"], 2, "one subflow per link: {json}");
+    }
+}
+
+#[test]
+fn the_shell_cleans_up_after_a_killed_command_and_a_terminated_shell() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    // The command dies of SIGKILL: exit code 128 + 9, nothing left behind.
+    let out = shell(
+        &["--link", "rate=1mbit", "--link", "delay=5ms"],
+        "echo $HORDE_SHELL_NETNS; kill -9 $$",
+    );
+    assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
+    let netns = text(&out.stdout).trim().to_string();
+    let index = netns.strip_prefix("horde-shell-").expect("namespace name");
+    assert!(
+        leftovers(&netns, index).is_empty(),
+        "{:?}",
+        leftovers(&netns, index)
+    );
+
+    // The shell itself gets SIGTERM while the command sleeps (with a background child).
+    let mut child = Command::new(horde_bin())
+        .args(["shell", "--link", "rate=1mbit", "--", "sh", "-c"])
+        .arg("sleep 60 & echo $HORDE_SHELL_NETNS; sleep 60")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let netns = line.trim().to_string();
+    let index = netns.strip_prefix("horde-shell-").expect("namespace name");
+    assert!(
+        !leftovers(&netns, index).is_empty(),
+        "namespace exists while running"
+    );
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the command's fate is passed on"
+    );
+    assert!(
+        leftovers(&netns, index).is_empty(),
+        "{:?}",
+        leftovers(&netns, index)
+    );
+}
+
+#[test]
+fn bad_link_specs_are_reported_with_their_position() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let err = |args: &[&str]| {
+        let mut all = vec!["shell"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let out = horde(&all);
+        assert_eq!(out.status.code(), Some(1));
+        text(&out.stderr)
+    };
+    let e = err(&["--link", "rat=10mbit"]);
+    assert!(e.contains("--link 1: unknown key \"rat\""), "{e}");
+    let e = err(&["--link", "rate=1mbit", "--link", "delay=5"]);
+    assert!(e.contains("--link 2: delay: \"5\" needs a unit"), "{e}");
+    let e = err(&["--link", "loss=2"]);
+    assert!(e.contains("--link 1: up: loss.p"), "{e}");
+
+    let dir = std::env::temp_dir().join(format!("horde-shell-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("bad.up");
+    std::fs::write(&trace, "1\n2\nten\n").unwrap();
+    let spec = format!("up=trace:{}", trace.display());
+    let e = err(&["--link", "rate=1mbit", "--link", &spec]);
+    assert!(
+        e.contains(&format!("{}:3: ", trace.display())) && e.contains("--link 2 up"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// How late each delivered packet of one `--log` CSV left, in ms, against a replay
+/// of the model: a FIFO at `rate_bps` (serialization starts at arrival or when the
+/// previous packet is done) followed by a constant `delay_ms`.
+fn lateness_ms(path: &Path, rate_bps: f64, delay_ms: f64) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("arrival_ms,departure_ms,size,dropped,reason")
+    );
+    let mut rows: Vec<(f64, f64, f64)> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f[3], "0", "nothing is dropped on this link: {l}");
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut free_at = 0.0f64;
+    rows.iter()
+        .map(|&(arrival, departure, size)| {
+            free_at = free_at.max(arrival) + size * 8.0 / rate_bps * 1e3;
+            departure - (free_at + delay_ms)
+        })
+        .collect()
+}
+
+#[test]
+fn the_packet_log_shows_the_models_delay() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("horde-shell-log-{}", std::process::id()));
+    let pcap = dir.join("pcap");
+    let (mut server, port) = flow_server(1);
+    let out = shell(
+        &[
+            "--link",
+            "rate=10mbit,delay=10ms",
+            "--log",
+            dir.to_str().unwrap(),
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ],
+        &format!("$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 2000000"),
+    );
+    server.kill().ok();
+    server.wait().ok();
+    assert_eq!(client_json(&out)["checksum_ok"], true);
+    for d in ["up", "down"] {
+        let mut extra = lateness_ms(&dir.join(format!("link0-{d}.csv")), 10e6, 10.0);
+        assert!(extra.len() > 100, "{d}: only {} packets", extra.len());
+        extra.sort_by(f64::total_cmp);
+        let p99 = extra[extra.len() * 99 / 100];
+        eprintln!(
+            "{d}: {} packets, p99 release lateness {p99:.3} ms",
+            extra.len()
+        );
+        // The log has µs resolution.
+        assert!(extra[0] >= -0.002, "{d}: released early: {}", extra[0]);
+        assert!(p99 < 1.0, "{d}: p99 {p99} ms beyond the model's 10 ms");
+        // The capture holds a header plus one IPv4 packet per delivered record.
+        let cap = std::fs::read(pcap.join(format!("link0-{d}.pcap"))).unwrap();
+        assert_eq!(&cap[..4], &0xa1b2_c3d4u32.to_le_bytes());
+        assert_eq!(cap[24 + 16] >> 4, 4, "{d}: first packet is IPv4");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
