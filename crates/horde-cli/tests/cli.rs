@@ -641,3 +641,53 @@ fn cellular3_runs_from_another_directory() {
         assert!(c["sent"].as_u64().unwrap() > 0, "{c}");
     }
 }
+
+/// `horde bench links` runs the shipped cellular scenario under two controllers in the
+/// simulator and in real time, writes its table, CSV and plot, and its figures are sane:
+/// goodput within the links' capacity and most of it used by a buffer-filling
+/// controller, and declared loss close to what the links dropped.
+#[test]
+fn bench_links_compares_controllers_over_the_cellular_links() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-bench-{}", std::process::id()));
+    let out = horde(&[
+        "bench",
+        "links",
+        "scenarios/cellular3.toml",
+        "--cc",
+        "cubic,copa",
+        "--duration",
+        "4",
+        "--realtime",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_of(&out);
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 4, "sim and real time for each controller");
+    for r in rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
+        assert!(f("capacity_mbps") > 5.0, "{r}");
+        assert!(f("goodput_mbps") <= f("capacity_mbps") * 1.02, "{r}");
+        assert!(
+            f("delay_p95_ms") >= f("delay_p50_ms") && f("delay_p50_ms") >= 30.0,
+            "{r}"
+        );
+        assert!(
+            (f("declared_loss") - f("actual_loss")).abs() <= 0.1 * f("actual_loss") + 0.005,
+            "declared vs actual loss: {r}"
+        );
+        if r["cc"] == "cubic" {
+            assert!(f("utilization") > 0.6, "{r}");
+        }
+    }
+    for f in ["results.json", "results.csv", "tput_delay.svg"] {
+        let meta = std::fs::metadata(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(meta.len() > 0, "{f} is empty");
+    }
+    let bad = horde(&["bench", "links", "--cc", "vegas", "--duration", "1"]);
+    assert!(!bad.status.success());
+    assert!(text(&bad.stderr).contains("unknown congestion controller \"vegas\""));
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -206,9 +206,9 @@ mod tests {
         assert_eq!(trace.period_ms(), 10);
         // Four opportunities of 1500 B every 10 ms = 4.8 Mbit/s.
         assert_eq!(trace.capacity_bps(), 4_800_000.0);
-        // Up to 21 ms: 1, 2, 2, 10, 11, 12, 12, 20.
+        // Up to and including 20 ms: 1, 2, 2, 10, 11, 12, 12, 20.
         assert_eq!(
-            trace.capacity_bytes_until(Duration::from_millis(21)),
+            trace.capacity_bytes_until(Duration::from_millis(20)),
             8 * 1500
         );
     }

@@ -86,6 +86,10 @@ impl Default for SessionConfig {
 /// its allocation.
 const DEFERRAL_BUDGET_SECS: f64 = 0.15;
 
+/// How long an event-driven session waits after a cycle that sent nothing before trying
+/// again without news.
+const IDLE_CYCLE_RETRY: Duration = Duration::from_millis(1);
+
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
 }
@@ -393,6 +397,7 @@ impl Session {
         payload: Bytes,
         fields: Fields,
     ) -> Result<AduHandle, SessionError> {
+        self.wake_cycle(now);
         if self.state == State::Closed {
             return Err(SessionError::Closed);
         }
@@ -716,6 +721,7 @@ impl Session {
                 let Some(idx) = self.known_channel(ack.channel, src) else {
                     return;
                 };
+                self.wake_cycle(now);
                 let was_alive = self.channels[idx].is_alive();
                 let mut out = std::mem::take(&mut self.resolved);
                 out.clear();
@@ -791,28 +797,42 @@ impl Session {
     fn on_resolved(&mut self, now: Duration, channel: u8, resolved: &[Resolved]) {
         for r in resolved {
             let Some(a) = r.adu else { continue };
-            let stream = self.send.get_mut(&a.stream);
+            let stream_state = self.send.get_mut(&a.stream);
             let outcome = match r.resolution {
-                Resolution::Acked { rtt } => {
+                Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
+                    let late = matches!(r.resolution, Resolution::LateAcked { .. });
                     let latency = now.saturating_sub(a.inserted);
-                    if let Some(s) = stream {
-                        s.on_acked(latency);
+                    let (stream, adu, stream_seq) = (a.stream, a.adu, a.stream_seq);
+                    if late {
+                        self.stats.adus_late_acked += 1;
+                        self.events.push_back(Event::LateAck {
+                            stream,
+                            adu,
+                            stream_seq,
+                            channel,
+                            rtt,
+                            latency,
+                        });
+                    } else {
+                        if let Some(s) = stream_state {
+                            s.on_acked(latency);
+                        }
+                        self.stats.adus_acked += 1;
+                        self.events.push_back(Event::Ack {
+                            stream,
+                            adu,
+                            stream_seq,
+                            channel,
+                            rtt,
+                            latency,
+                        });
                     }
-                    self.stats.adus_acked += 1;
-                    self.events.push_back(Event::Ack {
-                        stream: a.stream,
-                        adu: a.adu,
-                        stream_seq: a.stream_seq,
-                        channel,
-                        rtt,
-                        latency,
-                    });
                     Outcome::Acked {
                         latency_ms: latency.as_secs_f64() * 1e3,
                     }
                 }
                 Resolution::Lost(_) => {
-                    if let Some(s) = stream {
+                    if let Some(s) = stream_state {
                         s.on_lost();
                     }
                     self.stats.adus_lost += 1;
@@ -824,21 +844,6 @@ impl Session {
                         reason: NackReason::Lost,
                     });
                     Outcome::Lost
-                }
-                Resolution::LateAcked { rtt, .. } => {
-                    let latency = now.saturating_sub(a.inserted);
-                    self.stats.adus_late_acked += 1;
-                    self.events.push_back(Event::LateAck {
-                        stream: a.stream,
-                        adu: a.adu,
-                        stream_seq: a.stream_seq,
-                        channel,
-                        rtt,
-                        latency,
-                    });
-                    Outcome::Acked {
-                        latency_ms: latency.as_secs_f64() * 1e3,
-                    }
                 }
             };
             if let Some(h) = a.history {
@@ -915,12 +920,7 @@ impl Session {
                 .iter()
                 .filter_map(|c| c.next_send_at(now))
                 .min();
-            let cycle_at = if self.config.cycle_ms > 0.0 {
-                slot_at.map(|s| s.max(self.next_cycle))
-            } else {
-                slot_at
-            };
-            t = min_opt(t, cycle_at);
+            t = min_opt(t, slot_at.map(|s| s.max(self.next_cycle)));
         }
         t
     }
@@ -1005,6 +1005,13 @@ impl Session {
         }
     }
 
+    /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
+    fn wake_cycle(&mut self, now: Duration) {
+        if self.config.cycle_ms <= 0.0 {
+            self.next_cycle = self.next_cycle.min(now);
+        }
+    }
+
     fn cycle_due(&self, now: Duration) -> bool {
         if self.state != State::Connected || self.send.values().all(|s| s.queue.is_empty()) {
             return false;
@@ -1017,7 +1024,7 @@ impl Session {
         if ready == 0 {
             return false;
         }
-        if self.config.cycle_ms <= 0.0 || now >= self.next_cycle {
+        if now >= self.next_cycle {
             return true;
         }
         self.config.early_cycle_slots.is_some_and(|m| {
@@ -1103,6 +1110,11 @@ impl Session {
         // A channel left with real slots it had no ADU for is application-limited.
         if adus.len() < n_real {
             self.mark_idle_channels_app_limited(now);
+        }
+        // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
+        // say) would otherwise run again at once, forever; wait for news or a moment.
+        if self.config.cycle_ms <= 0.0 && !used.contains(&true) {
+            self.next_cycle = now + IDLE_CYCLE_RETRY;
         }
         self.slots = slots;
         self.adus = adus;

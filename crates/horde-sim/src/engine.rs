@@ -115,13 +115,6 @@ struct StreamRun {
     low_water: usize,
 }
 
-/// With event-driven cycles (`cycle_ms = 0`) a session reports work due *now* whenever
-/// a channel may send and an ADU waits, even when no waiting ADU may take the slot yet
-/// (e.g. every stream is over its allocation, which refills with time). A step that
-/// moves nothing is therefore not repeated at the same instant: the session is looked
-/// at again this much later.
-const IDLE_RETRY: Duration = Duration::from_millis(1);
-
 /// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
 /// fewer than one cycle's slots (`bulk_low_water`), whichever is more.
 const BULK_LOW_WATER: usize = 16;
@@ -335,13 +328,10 @@ impl Simulation {
     pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {
         let mut next_tick = Duration::ZERO;
         self.step_sessions();
-        // Whether the last step moved nothing: no packet sent or delivered, no ADU made.
-        let mut idle = false;
-        while let Some(t) = self.next_event(idle) {
+        while let Some(t) = self.next_event() {
             if t > self.end {
                 break;
             }
-            let activity = self.activity;
             self.now = t;
             if t >= next_tick {
                 progress(t);
@@ -356,7 +346,6 @@ impl Simulation {
                 }
             }
             self.step_sessions();
-            idle = self.activity == activity;
         }
         self.now = self.end;
         progress(self.end);
@@ -368,13 +357,8 @@ impl Simulation {
         self.metrics.report(self.end)
     }
 
-    /// The next event time. After an idle step, a session asking to run again at once is
-    /// looked at `IDLE_RETRY` later instead.
-    fn next_event(&self, idle: bool) -> Option<Duration> {
-        let retry = |x: Option<Duration>| match x {
-            Some(x) if idle && x <= self.now => Some(self.now + IDLE_RETRY),
-            x => x,
-        };
+    /// The next event time.
+    fn next_event(&self) -> Option<Duration> {
         let mut t: Option<Duration> = None;
         let mut consider = |x: Option<Duration>| {
             if let Some(x) = x {
@@ -386,12 +370,12 @@ impl Simulation {
             consider(l[1].next_delivery());
         }
         for p in &self.pairs {
-            consider(retry(p.client_session.poll_timeout(self.now)));
-            consider(retry(
+            consider(p.client_session.poll_timeout(self.now));
+            consider(
                 p.server_session
                     .as_ref()
                     .and_then(|s| s.poll_timeout(self.now)),
-            ));
+            );
         }
         for s in &self.streams {
             consider(s.workload.next_at());

@@ -286,8 +286,7 @@ impl CongestionControl for Cubic {
     }
 
     fn allowance(&self, now: Duration, in_flight: u64) -> u64 {
-        let window = self.cwnd.saturating_sub(in_flight);
-        window.min(self.pacer.tokens_at(now).max(0.0) as u64)
+        self.pacer.allowance(now, self.cwnd, in_flight)
     }
 
     fn next_allowance_at(&self, now: Duration) -> Option<Duration> {

@@ -54,6 +54,13 @@ impl Pacer {
         }
     }
 
+    /// What a window-based controller may send now: what the window `cwnd` leaves
+    /// beside `in_flight`, and no more than the pacing credit.
+    pub fn allowance(&self, now: Duration, cwnd: u64, in_flight: u64) -> u64 {
+        let window = cwnd.saturating_sub(in_flight);
+        window.min(self.tokens_at(now).max(0.0) as u64)
+    }
+
     pub fn on_sent(&mut self, now: Duration, bytes: u32) {
         let have = self.tokens_at(now);
         self.tokens = if have.is_finite() {

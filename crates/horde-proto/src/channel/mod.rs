@@ -524,7 +524,9 @@ impl Channel {
         if allowance >= u64::from(self.slot_wire_bytes()) {
             return Some(now);
         }
-        self.cc.next_allowance_at(now)
+        // Pacing credit that is already there but cannot be used means the window is
+        // full: only an ack opens it, and asking again now would spin the driver.
+        self.cc.next_allowance_at(now).filter(|&t| t > now)
     }
 
     /// Record a received data packet or ping. Returns `false` for a duplicate.

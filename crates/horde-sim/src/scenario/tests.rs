@@ -82,7 +82,7 @@ fn a_good_file_gets_its_defaults() {
     let c2 = &s.channels[1];
     assert_eq!(
         (c2.congestion.clone(), c2.cost_per_kb),
-        (Congestion::default(), 2.5)
+        (Congestion::with_defaults("aimd").unwrap(), 2.5)
     );
     assert_ne!(c2.down, horde_links::LinkSpec::default());
     let (s0, s1) = (&s.streams[0], &s.streams[1]);
