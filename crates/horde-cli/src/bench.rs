@@ -147,7 +147,7 @@ fn bulk_scenario(base: &Scenario, cc: &CcConfig, duration: Duration) -> Result<S
     for c in &mut s.channels {
         c.congestion = cc.clone();
     }
-    let mtu = s.channels.iter().map(|c| c.mtu).min().unwrap_or(1200);
+    let mtu = bulk_adu_bytes(&s);
     let mut stream = s
         .streams
         .first()
@@ -158,6 +158,11 @@ fn bulk_scenario(base: &Scenario, cc: &CcConfig, duration: Duration) -> Result<S
     stream.objectives.clear();
     s.streams = vec![stream];
     Ok(s)
+}
+
+/// Bulk ADUs fill the smallest slot of the scenario's channels.
+fn bulk_adu_bytes(s: &Scenario) -> u32 {
+    s.channels.iter().map(|c| c.mtu).min().unwrap_or(1200)
 }
 
 fn simulate(base: &Scenario, name: &str, cc: &CcConfig, duration: Duration) -> Result<Row> {
@@ -277,13 +282,8 @@ async fn realtime_run(
 
     let (handle, mut events) = conn.split();
     handle.open_stream(STREAM, StreamConfig::default()).await?;
-    let adu = Bytes::from(vec![
-        0x5a;
-        s.channels.iter().map(|c| c.mtu).min().unwrap_or(1200)
-            as usize
-    ]);
+    let adu = Bytes::from(vec![0x5a; bulk_adu_bytes(s) as usize]);
     let start = Instant::now();
-    let mut late_acks = 0u64;
     while start.elapsed() < duration {
         // Keep the stream's queue filled as far as back-pressure allows.
         let left = duration.saturating_sub(start.elapsed());
@@ -296,11 +296,8 @@ async fn realtime_run(
         for _ in 0..16 {
             handle.send_adu_nowait(STREAM, adu.clone(), Fields::new())?;
         }
-        while let Ok(e) = events.try_recv() {
-            if matches!(e, Event::LateAck { .. }) {
-                late_acks += 1;
-            }
-        }
+        // The sender's events are not needed: its counters say what happened.
+        while events.try_recv().is_ok() {}
     }
     let elapsed = start.elapsed();
     let delivered = received.load(Ordering::Relaxed);
@@ -330,7 +327,7 @@ async fn realtime_run(
         delay_p95_ms: transit.quantile(0.95).as_secs_f64() * 1e3,
         declared_loss: ratio(stats.adus_lost - stats.adus_late_acked, sent),
         actual_loss: ratio(dropped, sent),
-        late_acks: Some(late_acks.max(stats.adus_late_acked)),
+        late_acks: Some(stats.adus_late_acked),
     })
 }
 

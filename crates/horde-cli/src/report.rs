@@ -245,19 +245,32 @@ pub fn render_send(i: &SendInterval) -> String {
         ]);
     }
     let mut out = crate::table::render(&rows);
-    let mut rows = vec![["interval s", "channel", "acked", "goodput kbit/s"]
+    let channels = i
+        .channels
+        .iter()
+        .map(|c| (&c.name, c.acked, c.goodput_kbps));
+    out.push_str(&channel_table(&when, "acked", channels));
+    out
+}
+
+/// The per-channel rows of an interval: name, a packet count and goodput.
+fn channel_table<'a>(
+    when: &str,
+    count: &str,
+    channels: impl Iterator<Item = (&'a String, u64, f64)>,
+) -> String {
+    let mut rows = vec![["interval s", "channel", count, "goodput kbit/s"]
         .map(String::from)
         .to_vec()];
-    for c in &i.channels {
+    for (name, n, goodput_kbps) in channels {
         rows.push(vec![
-            when.clone(),
-            c.name.clone(),
-            c.acked.to_string(),
-            format!("{:.0}", c.goodput_kbps),
+            when.to_string(),
+            name.clone(),
+            n.to_string(),
+            format!("{goodput_kbps:.0}"),
         ]);
     }
-    out.push_str(&crate::table::render(&rows));
-    out
+    crate::table::render(&rows)
 }
 
 // ----- receiver -------------------------------------------------------------------
@@ -501,18 +514,11 @@ pub fn render_recv(i: &RecvInterval) -> String {
         ]);
     }
     let mut out = crate::table::render(&rows);
-    let mut rows = vec![["interval s", "channel", "received", "goodput kbit/s"]
-        .map(String::from)
-        .to_vec()];
-    for c in &i.channels {
-        rows.push(vec![
-            when.clone(),
-            c.name.clone(),
-            c.received.to_string(),
-            format!("{:.0}", c.goodput_kbps),
-        ]);
-    }
-    out.push_str(&crate::table::render(&rows));
+    let channels = i
+        .channels
+        .iter()
+        .map(|c| (&c.name, c.received, c.goodput_kbps));
+    out.push_str(&channel_table(&when, "received", channels));
     out
 }
 

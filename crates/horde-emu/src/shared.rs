@@ -143,34 +143,19 @@ pub(crate) struct Core {
     /// pending, `Some(ZERO)` while it is busy and will look again anyway.
     pub armed: Option<Duration>,
     scratch: Vec<Delivery>,
+    log: PacketLog,
+}
+
+/// The per-packet records kept when logging is on.
+#[derive(Debug)]
+struct PacketLog {
     logging: PacketLogging,
     records: Vec<PacketRecord>,
 }
 
-impl Core {
-    pub fn new(channels: Vec<ChannelState>, logging: PacketLogging) -> Self {
-        Self {
-            channels,
-            armed: Some(Duration::ZERO),
-            scratch: Vec::new(),
-            logging,
-            records: Vec::new(),
-        }
-    }
-
-    /// Records kept since the last call (empty unless logging is on).
-    pub fn take_records(&mut self) -> Vec<PacketRecord> {
-        std::mem::take(&mut self.records)
-    }
-
-    fn log_drop(
-        &mut self,
-        channel: usize,
-        dir: Direction,
-        arrival: Duration,
-        size: usize,
-        fate: Fate,
-    ) {
+impl PacketLog {
+    /// Record a packet that never left the emulator.
+    fn drop(&mut self, channel: usize, dir: Direction, arrival: Duration, size: usize, fate: Fate) {
         if self.logging != PacketLogging::Off {
             self.records.push(PacketRecord {
                 channel,
@@ -182,6 +167,25 @@ impl Core {
                 payload: None,
             });
         }
+    }
+}
+
+impl Core {
+    pub fn new(channels: Vec<ChannelState>, logging: PacketLogging) -> Self {
+        Self {
+            channels,
+            armed: Some(Duration::ZERO),
+            scratch: Vec::new(),
+            log: PacketLog {
+                logging,
+                records: Vec::new(),
+            },
+        }
+    }
+
+    /// Records kept since the last call (empty unless logging is on).
+    pub fn take_records(&mut self) -> Vec<PacketRecord> {
+        std::mem::take(&mut self.log.records)
     }
 
     /// Offer a received packet to a channel direction at `now`. Returns the link's
@@ -201,7 +205,7 @@ impl Core {
         d.stats.offered_bytes += len as u64;
         if down {
             d.stats.dropped_down += 1;
-            self.log_drop(channel, dir, now, len, Fate::DroppedDown);
+            self.log.drop(channel, dir, now, len, Fate::DroppedDown);
             return None;
         }
         let size = u32::try_from(len).unwrap_or(u32::MAX);
@@ -210,7 +214,7 @@ impl Core {
             d.slab.take(id);
             d.stats.dropped_queue += 1;
             let next = d.link.next_delivery();
-            self.log_drop(channel, dir, now, len, Fate::DroppedQueue);
+            self.log.drop(channel, dir, now, len, Fate::DroppedQueue);
             return next;
         }
         d.link.next_delivery()
@@ -220,21 +224,7 @@ impl Core {
     /// their channel is down, or replies with no client address yet, are dropped here.
     pub fn collect_due(&mut self, now: Duration, out: &mut Vec<Outgoing>) {
         let mut due = std::mem::take(&mut self.scratch);
-        let logging = self.logging != PacketLogging::Off;
-        let records = &mut self.records;
-        let mut log = |channel, dir, arrival, size, fate| {
-            if logging {
-                records.push(PacketRecord {
-                    channel,
-                    dir,
-                    arrival,
-                    departure: None,
-                    size,
-                    fate,
-                    payload: None,
-                });
-            }
-        };
+        let log = &mut self.log;
         for (ci, ch) in self.channels.iter_mut().enumerate() {
             let down = ch.state.is_down(now);
             for dir in Direction::BOTH {
@@ -254,12 +244,12 @@ impl Core {
                     d.stats.transit.record(del.at.saturating_sub(arrived));
                     if down {
                         d.stats.dropped_down += 1;
-                        log(ci, dir, arrived, payload.len(), Fate::DroppedDown);
+                        log.drop(ci, dir, arrived, payload.len(), Fate::DroppedDown);
                         continue;
                     }
                     let Ok(dest) = dest else {
                         d.stats.dropped_other += 1;
-                        log(ci, dir, arrived, payload.len(), Fate::DroppedOther);
+                        log.drop(ci, dir, arrived, payload.len(), Fate::DroppedOther);
                         continue;
                     };
                     out.push(Outgoing {
@@ -274,7 +264,7 @@ impl Core {
                 if d.link.next_delivery().is_none() {
                     // Nothing left inside the link: what the slab still holds was lost.
                     d.slab
-                        .clear_with(|at, p| log(ci, dir, at, p.len(), Fate::DroppedLoss));
+                        .clear_with(|at, p| log.drop(ci, dir, at, p.len(), Fate::DroppedLoss));
                 }
             }
         }
@@ -295,11 +285,11 @@ impl Core {
                 }
                 None => d.stats.dropped_other += 1,
             }
-            if self.logging == PacketLogging::Off {
+            if self.log.logging == PacketLogging::Off {
                 continue;
             }
             let delivered = s.error.is_some();
-            self.records.push(PacketRecord {
+            self.log.records.push(PacketRecord {
                 channel: s.channel,
                 dir: s.dir,
                 arrival: s.arrived,
@@ -310,7 +300,7 @@ impl Core {
                 } else {
                     Fate::DroppedOther
                 },
-                payload: (delivered && self.logging == PacketLogging::RecordsWithPayload)
+                payload: (delivered && self.log.logging == PacketLogging::RecordsWithPayload)
                     .then_some(s.payload),
             });
         }
@@ -328,24 +318,13 @@ impl Core {
     /// Forget payloads stored before `cutoff`: packets the loss process removed while
     /// the link never ran empty.
     pub fn evict_older_than(&mut self, cutoff: Duration) {
-        let logging = self.logging != PacketLogging::Off;
+        let log = &mut self.log;
         for (ci, ch) in self.channels.iter_mut().enumerate() {
             for dir in Direction::BOTH {
-                let records = &mut self.records;
                 ch.dirs[dir.index()]
                     .slab
                     .evict_older_than_with(cutoff, |at, p| {
-                        if logging {
-                            records.push(PacketRecord {
-                                channel: ci,
-                                dir,
-                                arrival: at,
-                                departure: None,
-                                size: p.len(),
-                                fate: Fate::DroppedLoss,
-                                payload: None,
-                            });
-                        }
+                        log.drop(ci, dir, at, p.len(), Fate::DroppedLoss)
                     });
             }
         }

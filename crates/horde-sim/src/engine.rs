@@ -155,9 +155,6 @@ pub struct Simulation {
     scratch: Vec<u8>,
     deliveries: Vec<Delivery>,
     lost_ids: Vec<u64>,
-    /// Packets sent and delivered and ADUs made so far: a step that leaves it unchanged
-    /// moved nothing.
-    activity: u64,
     adu_specs: Vec<AduSpec>,
 }
 
@@ -299,7 +296,6 @@ impl Simulation {
             scratch: Vec::with_capacity(2048),
             deliveries: Vec::new(),
             lost_ids: Vec::new(),
-            activity: 0,
             adu_specs: Vec::new(),
         })
     }
@@ -413,7 +409,6 @@ impl Simulation {
     }
 
     fn receive(&mut self, pkt: InFlight) {
-        self.activity += 1;
         let now = self.now;
         let Some(pi) = self
             .pairs
@@ -506,7 +501,6 @@ impl Simulation {
                 let payload = Bytes::from(vec![0u8; spec.size as usize]);
                 match session.send_adu(now, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
-                        self.activity += 1;
                         let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
                     }
@@ -537,7 +531,6 @@ impl Simulation {
                     let g = p.channels[t.channel as usize];
                     let to_host = if side == 0 { p.server } else { p.client };
                     self.account_sent(g);
-                    self.activity += 1;
                     let id = self.next_packet;
                     self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);

@@ -461,7 +461,7 @@ impl Channel {
                     actions.died = true;
                     actions.probe = true;
                 } else if self.sent.pto_time(self.pto()).is_some_and(|t| t <= now) {
-                    self.sent.pto_count += 1;
+                    self.sent.on_probe_timeout();
                     self.stats.probe_timeouts += 1;
                     actions.probe = true;
                 }

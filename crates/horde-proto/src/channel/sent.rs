@@ -110,7 +110,7 @@ pub(crate) struct SentTracker {
     last_episode_at: Option<Duration>,
 
     /// Probe timeouts fired since the last ack (the backoff exponent).
-    pub pto_count: u32,
+    pto_count: u32,
     last_ack_eliciting_at: Duration,
 
     delivered: u64,
@@ -445,6 +445,11 @@ impl SentTracker {
         {
             self.lost.pop_front();
         }
+    }
+
+    /// A probe timeout fired: the next one waits twice as long, until an ack.
+    pub fn on_probe_timeout(&mut self) {
+        self.pto_count += 1;
     }
 
     /// When the probe timeout fires: `pto` after the last ack-eliciting send, doubled per
