@@ -218,7 +218,7 @@ pub async fn run_receiver(mut conn: Connection, live: Arc<Mutex<Live>>, until: O
             None => conn.next_event().await,
         };
         match e {
-            Some(Event::Closed) | None => break,
+            Some(Event::Closed { .. }) | None => break,
             Some(e) => live.lock().expect("live stats lock").on_receiver_event(&e),
         }
     }

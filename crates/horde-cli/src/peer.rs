@@ -487,7 +487,7 @@ async fn receive(
                     report.on_received(stream, channel, &payload, stamp::unix_micros());
                     idle_at = limits.idle.map(|d| Instant::now() + d);
                 }
-                Some(Event::Closed) | None => return End::Closed,
+                Some(Event::Closed { .. }) | None => return End::Closed,
                 Some(_) => {}
             },
             _ = tokio::time::sleep_until(wake) => {}

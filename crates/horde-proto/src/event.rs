@@ -14,8 +14,41 @@ pub enum NackReason {
     QueueOverflow,
     /// Removed by the application before it was sent.
     Removed,
-    /// Still queued when the session closed.
+    /// Still queued when the session closed (never sent).
     Closed,
+    /// Sent, but neither acknowledged nor declared lost when the session ended (closed,
+    /// replaced, timed out): it may or may not have arrived.
+    Abandoned,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// The peer sent `Close`.
+    PeerClosed,
+    /// This end's application closed it (reported once the close is acknowledged or
+    /// its timeout passes).
+    LocalClose,
+    /// Nothing arrived from the peer for the idle timeout.
+    IdleTimeout,
+    /// A new handshake from the same peer key replaced this session (the peer restarted
+    /// or reconnected).
+    Replaced,
+    /// The peer is unreachable (ICMP errors on every channel).
+    Unreachable,
+}
+
+impl CloseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::PeerClosed => "peer closed",
+            CloseReason::LocalClose => "closed",
+            CloseReason::IdleTimeout => "idle timeout",
+            CloseReason::Replaced => "replaced by a new session",
+            CloseReason::Unreachable => "peer unreachable",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +110,22 @@ pub enum Event {
     ChannelUp {
         channel: u8,
     },
-    /// The peer closed the session.
-    Closed,
+    /// The session ended; no event follows unless the runtime reconnects
+    /// ([`Event::Reconnecting`]).
+    Closed {
+        reason: CloseReason,
+    },
+    /// The session ended for `reason` and the runtime is opening a new one to the same
+    /// peer (attempt `attempt`, from 1); [`Event::Connected`] follows when it is up.
+    Reconnecting {
+        reason: CloseReason,
+        attempt: u32,
+    },
+    /// The peer's receive buffer is full: data waits in the send queues (and
+    /// [`Session::writable`] turns false as they fill) until [`Event::FlowResumed`].
+    ///
+    /// [`Session::writable`]: crate::Session::writable
+    FlowBlocked,
+    /// The peer has room again after [`Event::FlowBlocked`].
+    FlowResumed,
 }

@@ -7,15 +7,16 @@ pub mod channel;
 pub mod estimator;
 pub mod event;
 mod fair_share;
+mod lifecycle;
 pub mod session;
 pub mod stream;
 pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
-pub use event::{Event, NackReason};
+pub use event::{CloseReason, Event, NackReason};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
     Transmit,
 };
-pub use stream::StreamConfig;
+pub use stream::{InFlightPolicy, StreamConfig};

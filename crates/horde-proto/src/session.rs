@@ -24,9 +24,10 @@ use thiserror::Error;
 use crate::channel::{
     min_opt, Channel, ChannelConfig, ChannelStats, Resolution, Resolved, SentAdu,
 };
-use crate::event::{Event, NackReason};
+use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::{FairShare, SlotChoice};
-use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
+use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
+use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
 
 /// Session-wide settings.
@@ -54,6 +55,22 @@ pub struct SessionConfig {
     /// Handshake retransmission interval, ms.
     #[serde(default = "default_hello_ms")]
     pub hello_interval_ms: f64,
+    /// Close the session ([`CloseReason::IdleTimeout`]) when nothing has arrived from
+    /// the peer for this long, ms; 0 disables.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: f64,
+    /// Send a keepalive (a ping on every channel) when nothing has been sent for this
+    /// long, ms, so that a quiet but live session outlasts its peer's idle timeout (and
+    /// NAT bindings stay open, as WireGuard's persistent keepalive); 0 disables.
+    #[serde(default = "default_keepalive_ms")]
+    pub keepalive_ms: f64,
+    /// How long a local close waits for the peer's `CloseAck`, repeating `Close`, and
+    /// how long an end closed by its peer keeps answering repeated `Close`s, ms.
+    #[serde(default = "default_close_timeout_ms")]
+    pub close_timeout_ms: f64,
+    /// Interval between repetitions of an unacknowledged `Close`, ms.
+    #[serde(default = "default_close_retry_ms")]
+    pub close_retry_ms: f64,
 }
 
 fn default_history() -> usize {
@@ -64,6 +81,18 @@ fn default_reorder_hold_ms() -> f64 {
 }
 fn default_hello_ms() -> f64 {
     500.0
+}
+fn default_idle_timeout_ms() -> f64 {
+    10_000.0
+}
+fn default_keepalive_ms() -> f64 {
+    1_000.0
+}
+fn default_close_timeout_ms() -> f64 {
+    2_000.0
+}
+fn default_close_retry_ms() -> f64 {
+    100.0
 }
 
 impl Default for SessionConfig {
@@ -76,6 +105,10 @@ impl Default for SessionConfig {
             history_len: default_history(),
             reorder_hold_ms: default_reorder_hold_ms(),
             hello_interval_ms: default_hello_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            keepalive_ms: default_keepalive_ms(),
+            close_timeout_ms: default_close_timeout_ms(),
+            close_retry_ms: default_close_retry_ms(),
         }
     }
 }
@@ -154,6 +187,10 @@ pub struct SessionStats {
     pub adus_late_acked: u64,
     pub adus_dropped: u64,
     pub adus_received: u64,
+    /// Sent ADUs nacked as [`NackReason::Abandoned`] when the session ended.
+    pub adus_abandoned: u64,
+    /// Data packets dropped unacknowledged because the receive buffer was full.
+    pub flow_dropped: u64,
     pub cycles: u64,
     pub objective_evaluations: u64,
 }
@@ -162,6 +199,12 @@ pub struct SessionStats {
 enum State {
     Handshaking,
     Connected,
+    /// Closed locally: `Close` is repeated until acknowledged or timed out; acks of
+    /// data in flight are still taken.
+    Closing,
+    /// Closed by the peer (or replaced, or timed out): no more data either way;
+    /// repeated `Close`s are answered until the drain time ends.
+    Draining,
     Closed,
 }
 
@@ -181,6 +224,8 @@ enum PendingTx {
     Ack(usize, Ack),
     Ping(usize, u64, u32),
     Close(usize),
+    CloseAck(usize),
+    Window(usize, u64),
 }
 
 pub struct Session {
@@ -226,6 +271,8 @@ pub struct Session {
     debt: BTreeMap<u32, f64>,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
+    life: Lifecycle,
+    close_reason: Option<CloseReason>,
 }
 
 impl std::fmt::Debug for Session {
@@ -282,6 +329,8 @@ impl Session {
             debt: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
+            life: Lifecycle::new(now),
+            close_reason: None,
             config,
         }
     }
@@ -344,8 +393,14 @@ impl Session {
         self.state == State::Connected
     }
 
+    /// Whether the session has ended or is ending: it takes no more ADUs.
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
+        matches!(self.state, State::Closing | State::Draining | State::Closed)
+    }
+
+    /// Why the session ended, once it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.close_reason
     }
 
     pub fn stats(&self) -> SessionStats {
@@ -398,7 +453,7 @@ impl Session {
         fields: Fields,
     ) -> Result<AduHandle, SessionError> {
         self.wake_cycle(now);
-        if self.state == State::Closed {
+        if self.is_closed() {
             return Err(SessionError::Closed);
         }
         let max = self.max_adu();
@@ -572,11 +627,42 @@ impl Session {
         true
     }
 
-    /// Close the session: queued ADUs are nacked and the peer is told.
-    pub fn close(&mut self, _now: Duration) {
-        if self.state == State::Closed {
+    /// Close the session: queued ADUs are nacked at once, and `Close` is repeated on
+    /// every channel until the peer acknowledges it or `close_timeout_ms` passes. Acks
+    /// for ADUs in flight are still taken meanwhile; what is still in flight at the end
+    /// is nacked as [`NackReason::Abandoned`], then [`Event::Closed`] reports
+    /// [`CloseReason::LocalClose`].
+    pub fn close(&mut self, now: Duration) {
+        if self.is_closed() {
             return;
         }
+        self.nack_queued();
+        for i in 0..self.channels.len() {
+            self.tx.push_back(PendingTx::Close(i));
+        }
+        self.state = State::Closing;
+        self.life.start_close(now, &self.config);
+        if self.channels.is_empty() {
+            self.finish(now, CloseReason::LocalClose);
+        }
+    }
+
+    /// End the session because a new one with the same peer replaced it.
+    pub fn replaced(&mut self, now: Duration) {
+        if !matches!(self.state, State::Closed | State::Draining) {
+            self.finish(now, CloseReason::Replaced);
+        }
+    }
+
+    /// End the session because the peer cannot be reached (the driver saw ICMP errors).
+    pub fn unreachable(&mut self, now: Duration) {
+        if !matches!(self.state, State::Closed | State::Draining) {
+            self.finish(now, CloseReason::Unreachable);
+        }
+    }
+
+    /// Nack every queued ADU as [`NackReason::Closed`].
+    fn nack_queued(&mut self) {
         for s in self.send.values_mut() {
             for q in s.queue.drain(..) {
                 self.events.push_back(Event::Nack {
@@ -589,10 +675,130 @@ impl Session {
             }
             s.queued_bytes = 0;
         }
-        for i in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Close(i));
+    }
+
+    /// The session has ended for `reason`: what is in flight is abandoned (nacked, or
+    /// kept for the successor if its stream resends), queued ADUs are nacked unless a
+    /// successor will take them, and the application hears [`Event::Closed`].
+    fn finish(&mut self, now: Duration, reason: CloseReason) {
+        let mut out = Vec::new();
+        for c in &mut self.channels {
+            c.abandon(now, &mut out);
         }
-        self.state = State::Closed;
+        for r in &out {
+            let Some(a) = r.adu else { continue };
+            match self.life.resend.remove(&a.adu) {
+                Some(kept) if self.life.successor_expected => self.life.carried.push(kept),
+                _ => {
+                    self.stats.adus_abandoned += 1;
+                    self.events.push_back(Event::Nack {
+                        stream: a.stream,
+                        adu: a.adu,
+                        stream_seq: a.stream_seq,
+                        channel: None,
+                        reason: NackReason::Abandoned,
+                    });
+                }
+            }
+        }
+        self.life.resend.clear();
+        if !self.life.successor_expected {
+            self.nack_queued();
+        }
+        self.tx
+            .retain(|p| matches!(p, PendingTx::CloseAck(_) | PendingTx::Ack(..)));
+        self.life.closing = None;
+        self.state = if reason == CloseReason::PeerClosed {
+            self.life.drain_until = Some(now + ms(self.config.close_timeout_ms));
+            State::Draining
+        } else {
+            State::Closed
+        };
+        self.close_reason = Some(reason);
+        self.events.push_back(Event::Closed { reason });
+    }
+
+    /// The runtime will open a new session to the same peer when this one ends and hand
+    /// it this one's streams ([`Session::inherit`]): ending must not nack what is queued,
+    /// nor the in-flight ADUs of streams with [`InFlightPolicy::Resend`].
+    pub fn set_successor_expected(&mut self, expected: bool) {
+        self.life.successor_expected = expected;
+    }
+
+    /// No successor after all: nack what an ended session kept for one (queued ADUs as
+    /// [`NackReason::Closed`], carried in-flight ones as [`NackReason::Abandoned`]).
+    pub fn release(&mut self) {
+        self.life.successor_expected = false;
+        for (stream, q) in std::mem::take(&mut self.life.carried) {
+            self.stats.adus_abandoned += 1;
+            self.events.push_back(Event::Nack {
+                stream,
+                adu: q.id,
+                stream_seq: q.seq,
+                channel: None,
+                reason: NackReason::Abandoned,
+            });
+        }
+        self.nack_queued();
+    }
+
+    /// Take over an ended session's streams: their configuration, sequence numbers,
+    /// queued ADUs (in-flight ones of resending streams first), objectives, scheduler
+    /// and ADU ids, so that the application's handles and counts carry on.
+    pub fn inherit(&mut self, old: &mut Session, now: Duration) {
+        self.next_adu_id = self.next_adu_id.max(old.next_adu_id);
+        let mut carried = std::mem::take(&mut old.life.carried);
+        carried.sort_by_key(|(_, q)| std::cmp::Reverse(q.seq));
+        for (id, old_stream) in std::mem::take(&mut old.send) {
+            let mut s = SendStream::new(id, old_stream.config.clone());
+            s.next_seq = old_stream.next_seq;
+            for (_, q) in carried.iter().filter(|(st, _)| *st == id) {
+                s.queued_bytes += q.payload.len();
+                s.queue.push_front(q.clone());
+            }
+            for q in old_stream.queue {
+                s.queued_bytes += q.payload.len();
+                s.queue.push_back(q);
+            }
+            self.send.insert(id, s);
+        }
+        self.objectives = std::mem::take(&mut old.objectives);
+        std::mem::swap(&mut self.scheduler, &mut old.scheduler);
+        self.wake_cycle(now);
+    }
+
+    /// Bound the receive buffer (payload bytes delivered to the application and not yet
+    /// read, as told by [`Session::consumed`]); `None` leaves it unbounded, for drivers
+    /// that hand ADUs straight to their consumer.
+    pub fn set_receive_buffer(&mut self, limit: Option<usize>) {
+        self.life.flow.limit = limit;
+    }
+
+    /// The application has read `bytes` of payload delivered earlier.
+    pub fn consumed(&mut self, now: Duration, bytes: usize) {
+        let flow = &mut self.life.flow;
+        flow.unread = flow.unread.saturating_sub(bytes);
+        if let Some(open) = flow.update(now, false) {
+            self.queue_window(open);
+        }
+    }
+
+    /// Payload bytes delivered to the application and not yet read.
+    pub fn unread_bytes(&self) -> usize {
+        self.life.flow.unread
+    }
+
+    /// Whether the peer's zero window holds back this end's data now.
+    pub fn flow_blocked(&self) -> bool {
+        self.life.flow.blocked_since.is_some()
+    }
+
+    fn queue_window(&mut self, open: u64) {
+        if !self.channels.is_empty() {
+            // On the first channel alive, else the first: it is one small packet.
+            let idx = self.channels.iter().position(|c| c.is_alive()).unwrap_or(0);
+            self.tx.push_back(PendingTx::Window(idx, open));
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -628,6 +834,17 @@ impl Session {
         if packet.conn() != self.conn {
             self.stats.foreign += 1;
             return;
+        }
+        self.life.last_rx = now;
+        match self.state {
+            State::Closed => return,
+            State::Draining => {
+                if matches!(packet, Packet::Close { .. }) {
+                    self.answer_close(local, src);
+                }
+                return;
+            }
+            _ => {}
         }
         match packet {
             Packet::Hello {
@@ -683,9 +900,21 @@ impl Session {
                 payload,
                 ..
             } => {
+                if self.state == State::Closing {
+                    return;
+                }
                 let Some(idx) = self.data_channel(now, channel, local, src) else {
                     return;
                 };
+                // A full receive buffer takes nothing more: the packet is not acked,
+                // so the sender counts it lost, and is told to stop.
+                if !self.life.flow.fits(payload.len()) {
+                    self.stats.flow_dropped += 1;
+                    if let Some(open) = self.life.flow.update(now, true) {
+                        self.queue_window(open);
+                    }
+                    return;
+                }
                 if !self.channels[idx].on_receive(now, seq, send_ts) {
                     return;
                 }
@@ -706,6 +935,9 @@ impl Session {
                     &mut self.delivered,
                 );
                 self.flush_delivered();
+                if let Some(open) = self.life.flow.update(now, false) {
+                    self.queue_window(open);
+                }
             }
             Packet::Ping {
                 channel,
@@ -735,12 +967,53 @@ impl Session {
                 self.resolved = out;
             }
             Packet::Close { .. } => {
-                if self.state != State::Closed {
-                    self.state = State::Closed;
-                    self.events.push_back(Event::Closed);
+                // The last acks go out before the CloseAck, so the closing end learns
+                // the fate of what it had in flight.
+                for idx in 0..self.channels.len() {
+                    if let Some(ack) = self.channels[idx].take_ack(now, self.conn) {
+                        self.tx.push_back(PendingTx::Ack(idx, ack));
+                    }
+                }
+                self.answer_close(local, src);
+                let reason = if self.state == State::Closing {
+                    CloseReason::LocalClose // both ends closed at once
+                } else {
+                    CloseReason::PeerClosed
+                };
+                self.finish(now, reason);
+            }
+            Packet::CloseAck { .. } => {
+                if self.state == State::Closing {
+                    self.finish(now, CloseReason::LocalClose);
+                }
+            }
+            Packet::Window { open, .. } => {
+                let flow = &mut self.life.flow;
+                if open == 0 {
+                    if flow.blocked_since.is_none() {
+                        self.events.push_back(Event::FlowBlocked);
+                    }
+                    flow.blocked_since = Some(now);
+                } else if flow.blocked_since.take().is_some() {
+                    self.events.push_back(Event::FlowResumed);
+                    self.wake_cycle(now);
                 }
             }
         }
+    }
+
+    /// Acknowledge a `Close` on the channel it came over (the first channel if the
+    /// address is not one of them).
+    fn answer_close(&mut self, local: u16, src: SocketAddr) {
+        if self.channels.is_empty() {
+            return;
+        }
+        let idx = self
+            .channels
+            .iter()
+            .position(|c| c.remote == src && c.local == local)
+            .unwrap_or(0);
+        self.tx.push_back(PendingTx::CloseAck(idx));
     }
 
     /// The channel a hello or data packet arrived on, creating it on the accepting side.
@@ -785,6 +1058,9 @@ impl Session {
 
     fn flush_delivered(&mut self) {
         for d in self.delivered.drain(..) {
+            if self.life.flow.limit.is_some() {
+                self.life.flow.unread += d.payload.len();
+            }
             self.events.push_back(Event::Received {
                 stream: d.stream,
                 stream_seq: d.stream_seq,
@@ -797,6 +1073,7 @@ impl Session {
     fn on_resolved(&mut self, now: Duration, channel: u8, resolved: &[Resolved]) {
         for r in resolved {
             let Some(a) = r.adu else { continue };
+            self.life.resend.remove(&a.adu);
             let stream_state = self.send.get_mut(&a.stream);
             let outcome = match r.resolution {
                 Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
@@ -859,6 +1136,9 @@ impl Session {
 
     /// Process timers that are due.
     pub fn handle_timeout(&mut self, now: Duration) {
+        if !self.lifecycle_timers(now) {
+            return;
+        }
         if self.hello_due.is_some_and(|t| t <= now) {
             match self.state {
                 State::Handshaking => self.send_hellos(now),
@@ -882,7 +1162,7 @@ impl Session {
             if actions.died {
                 self.events.push_back(Event::ChannelDown { channel: id });
             }
-            if actions.probe && self.state != State::Closed {
+            if actions.probe && matches!(self.state, State::Connected | State::Closing) {
                 let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
                 let ts = self.send_ts(now);
                 self.tx.push_back(PendingTx::Ping(idx, seq, ts));
@@ -896,14 +1176,96 @@ impl Session {
         self.flush_delivered();
     }
 
+    /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
+    /// still runs its other timers.
+    fn lifecycle_timers(&mut self, now: Duration) -> bool {
+        match self.state {
+            State::Closed => return false,
+            State::Draining => {
+                if self.life.drain_until.is_some_and(|t| now >= t) {
+                    self.life.drain_until = None;
+                    self.state = State::Closed;
+                }
+                return false;
+            }
+            State::Closing => {
+                if let Some(c) = self.life.closing {
+                    if now >= c.deadline {
+                        self.finish(now, CloseReason::LocalClose);
+                        return false;
+                    }
+                    if now >= c.next_retry {
+                        for i in 0..self.channels.len() {
+                            self.tx.push_back(PendingTx::Close(i));
+                        }
+                        let retry = ms(self.config.close_retry_ms).max(Duration::from_millis(1));
+                        self.life.closing = Some(crate::lifecycle::Closing {
+                            next_retry: now + retry,
+                            ..c
+                        });
+                    }
+                }
+            }
+            State::Handshaking | State::Connected => {
+                if self
+                    .life
+                    .idle_deadline(&self.config)
+                    .is_some_and(|t| now >= t)
+                {
+                    self.finish(now, CloseReason::IdleTimeout);
+                    return false;
+                }
+                if self.state == State::Connected
+                    && self
+                        .life
+                        .keepalive_deadline(&self.config)
+                        .is_some_and(|t| now >= t)
+                {
+                    for idx in 0..self.channels.len() {
+                        let seq =
+                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
+                        let ts = self.send_ts(now);
+                        self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+                    }
+                    self.life.last_tx = now;
+                }
+            }
+        }
+        if self.life.flow.blocked_since.is_some() && self.life.flow.may_send(now) {
+            // Zero-window probe: send again; a still-full receiver shuts the window anew.
+            self.wake_cycle(now);
+        }
+        true
+    }
+
     /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
+        if !self.tx.is_empty() {
+            return Some(now);
+        }
         let hellos = match self.state {
             State::Handshaking => true,
             State::Connected => !self.unconfirmed.is_empty(),
-            State::Closed => false,
+            State::Closed | State::Closing => false,
+            State::Draining => return self.life.drain_until,
         };
+        if self.state == State::Closed {
+            return None;
+        }
         let mut t = self.hello_due.filter(|_| hellos);
+        if let Some(c) = self.life.closing {
+            t = min_opt(t, Some(c.deadline.min(c.next_retry)));
+        } else {
+            t = min_opt(t, self.life.idle_deadline(&self.config));
+            if self.state == State::Connected {
+                t = min_opt(t, self.life.keepalive_deadline(&self.config));
+            }
+        }
+        if let Some(b) = self.life.flow.blocked_since {
+            if !self.life.flow.may_send(now) {
+                t = min_opt(t, Some(b + ZERO_WINDOW_PROBE));
+            }
+        }
         for c in &self.channels {
             t = min_opt(t, c.next_timeout());
         }
@@ -914,7 +1276,10 @@ impl Session {
         if !self.tx.is_empty() {
             return Some(now);
         }
-        if self.state == State::Connected && self.send.values().any(|s| !s.queue.is_empty()) {
+        if self.state == State::Connected
+            && self.life.flow.may_send(now)
+            && self.send.values().any(|s| !s.queue.is_empty())
+        {
             let slot_at = self
                 .channels
                 .iter()
@@ -944,6 +1309,7 @@ impl Session {
         }
         let p = self.tx.pop_front()?;
         buf.clear();
+        self.life.last_tx = now;
         let idx = pending_channel(&p);
         let ch = &self.channels[idx];
         let (conn, cid) = (self.conn, ch.id);
@@ -988,6 +1354,8 @@ impl Session {
                 buf,
             ),
             PendingTx::Close(_) => wire::encode(&Packet::Close { conn }, buf),
+            PendingTx::CloseAck(_) => wire::encode(&Packet::CloseAck { conn }, buf),
+            PendingTx::Window(_, open) => wire::encode(&Packet::Window { conn, open }, buf),
         }
         Some(Transmit {
             local: ch.local,
@@ -1013,7 +1381,10 @@ impl Session {
     }
 
     fn cycle_due(&self, now: Duration) -> bool {
-        if self.state != State::Connected || self.send.values().all(|s| s.queue.is_empty()) {
+        if self.state != State::Connected
+            || self.send.values().all(|s| s.queue.is_empty())
+            || !self.life.flow.may_send(now)
+        {
             return false;
         }
         let ready = self
@@ -1101,6 +1472,9 @@ impl Session {
         chosen.sort_unstable();
         let mut used = vec![false; n_real];
         for (s, a) in chosen {
+            if !self.life.flow.may_send(now) {
+                break; // a zero-window probe is one ADU
+            }
             if used[s] || slots[s].max_size < adus[a].length {
                 continue; // a scheduler bug must not corrupt the session
             }
@@ -1135,6 +1509,12 @@ impl Session {
         stream.credit -= q.payload.len() as f64;
         if let Some(d) = self.debt.get_mut(&view.stream_id) {
             *d -= q.payload.len() as f64;
+        }
+        if let Some(t) = self.life.flow.blocked_since.as_mut() {
+            *t = now; // this ADU is the probe; the next one waits
+        }
+        if stream.config.on_reconnect == InFlightPolicy::Resend {
+            self.life.resend.insert(q.id, (view.stream_id, q.clone()));
         }
         let flags = if stream.config.ordered {
             FLAG_ORDERED
@@ -1340,7 +1720,9 @@ fn pending_channel(p: &PendingTx) -> usize {
         | PendingTx::HelloAck(i)
         | PendingTx::Ack(i, _)
         | PendingTx::Ping(i, _, _)
-        | PendingTx::Close(i) => *i,
+        | PendingTx::Close(i)
+        | PendingTx::CloseAck(i)
+        | PendingTx::Window(i, _) => *i,
         PendingTx::Data { channel, .. } => *channel,
     }
 }
@@ -1352,7 +1734,9 @@ fn shift_channel_index(p: &mut PendingTx, removed: usize) {
         | PendingTx::HelloAck(i)
         | PendingTx::Ack(i, _)
         | PendingTx::Ping(i, _, _)
-        | PendingTx::Close(i) => i,
+        | PendingTx::Close(i)
+        | PendingTx::CloseAck(i)
+        | PendingTx::Window(i, _) => i,
         PendingTx::Data { channel, .. } => channel,
     };
     if *i > removed {

@@ -33,6 +33,24 @@ pub struct StreamConfig {
     /// stream whose allocation is still unknown or tiny keeps a few ADUs queued.
     #[serde(default = "default_water_floor")]
     pub water_floor_bytes: usize,
+    /// What happens to this stream's ADUs in flight when the runtime replaces a dead
+    /// session with a new one to the same peer (see `docs/architecture.md`, Lifecycle).
+    #[serde(default)]
+    pub on_reconnect: InFlightPolicy,
+}
+
+/// The fate of a stream's in-flight ADUs (sent, not yet acked or declared lost) when
+/// its session ends and a new one takes over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InFlightPolicy {
+    /// Nack them ([`NackReason::Abandoned`](crate::NackReason)): right for real-time
+    /// data, which would be stale by the time a new session is up.
+    #[default]
+    Nack,
+    /// Queue them again, first, on the new session, with their ids and sequence numbers:
+    /// right for data that must arrive (the receiver may then get one twice).
+    Resend,
 }
 
 fn default_queue_limit() -> usize {
@@ -65,6 +83,7 @@ impl Default for StreamConfig {
             high_water_ms: default_high_water_ms(),
             low_water_ms: default_low_water_ms(),
             water_floor_bytes: default_water_floor(),
+            on_reconnect: InFlightPolicy::Nack,
         }
     }
 }

@@ -29,6 +29,8 @@ const T_DATA: u8 = 3;
 const T_ACK: u8 = 4;
 const T_PING: u8 = 5;
 const T_CLOSE: u8 = 6;
+const T_CLOSE_ACK: u8 = 7;
+const T_WINDOW: u8 = 8;
 
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
@@ -71,9 +73,13 @@ pub enum Packet {
         seq: u64,
         send_ts: u32,
     },
-    Close {
-        conn: u64,
-    },
+    /// Ends the session; repeated until a [`Packet::CloseAck`] answers it or a timeout.
+    Close { conn: u64 },
+    /// Answers every `Close` received, so the closing end can stop repeating it.
+    CloseAck { conn: u64 },
+    /// Receive-side flow control: how many more payload bytes the receiver's buffer can
+    /// hold (0: stop sending data until a larger window or a zero-window probe).
+    Window { conn: u64, open: u64 },
 }
 
 /// Ranges are QUIC-style: `largest` and `first_range` packets below it are received; then
@@ -117,7 +123,9 @@ impl Packet {
             | Packet::HelloAck { conn, .. }
             | Packet::Data { conn, .. }
             | Packet::Ping { conn, .. }
-            | Packet::Close { conn } => *conn,
+            | Packet::Close { conn }
+            | Packet::CloseAck { conn }
+            | Packet::Window { conn, .. } => *conn,
             Packet::Ack(a) => a.conn,
         }
     }
@@ -237,6 +245,15 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
         Packet::Close { conn } => {
             out.push(header(T_CLOSE));
             out.extend_from_slice(&conn.to_be_bytes());
+        }
+        Packet::CloseAck { conn } => {
+            out.push(header(T_CLOSE_ACK));
+            out.extend_from_slice(&conn.to_be_bytes());
+        }
+        Packet::Window { conn, open } => {
+            out.push(header(T_WINDOW));
+            out.extend_from_slice(&conn.to_be_bytes());
+            out.extend_from_slice(&open.to_be_bytes());
         }
     }
 }
@@ -426,6 +443,11 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
             send_ts: r.u32()?,
         },
         T_CLOSE => Packet::Close { conn },
+        T_CLOSE_ACK => Packet::CloseAck { conn },
+        T_WINDOW => Packet::Window {
+            conn,
+            open: r.u64()?,
+        },
         t => return Err(WireError::UnknownType(t)),
     };
     r.finish()?;
@@ -506,6 +528,8 @@ mod tests {
                 send_ts
             }),
             any::<u64>().prop_map(|conn| Packet::Close { conn }),
+            any::<u64>().prop_map(|conn| Packet::CloseAck { conn }),
+            any::<(u64, u64)>().prop_map(|(conn, open)| Packet::Window { conn, open }),
         ]
     }
 

@@ -605,7 +605,7 @@ fn record_event(metrics: &mut Metrics, now: Duration, e: Event) {
         } => {
             let id = adu_id(stream, stream_seq);
             match reason {
-                NackReason::Lost => metrics.adu_nacked(id, now),
+                NackReason::Lost | NackReason::Abandoned => metrics.adu_nacked(id, now),
                 NackReason::QueueOverflow | NackReason::Removed | NackReason::Closed => {
                     metrics.adu_dropped(id, now)
                 }
