@@ -6,13 +6,16 @@
 //! callback ([`Connection::on_event`]).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use horde_crypto::PublicKey;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
 use horde_proto::{AduHandle, Event, LatencyMode, SessionStats, StreamConfig};
 use thiserror::Error;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
@@ -35,8 +38,8 @@ pub enum NetError {
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, NetError>>;
 
 pub(crate) enum Command {
-    Connect(ConnectConfig, Reply<Connection>),
-    Listen(u32, mpsc::UnboundedSender<Connection>),
+    Connect(ConnectConfig, Option<Reconnect>, Reply<Connection>),
+    Listen(u32, mpsc::Sender<Connection>),
     AddInterface(InterfaceConfig, Reply<(usize, SocketAddr)>),
     RemoveInterface(usize),
     Stats(oneshot::Sender<HostStats>),
@@ -65,11 +68,35 @@ pub(crate) enum ConnOp {
     Close,
 }
 
+/// How a connection opened with [`Host::connect_persistent`] comes back after its
+/// session dies (the peer restarted, timed out or became unreachable): handshakes are
+/// tried with exponential backoff from `initial` to `max` between attempts, for at most
+/// `give_up_after`. The application hears [`Event::Reconnecting`], then
+/// [`Event::Connected`] when the new session is up; its streams, objectives and queued
+/// ADUs carry over (in-flight ones per [`StreamConfig::on_reconnect`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reconnect {
+    pub initial: Duration,
+    pub max: Duration,
+    pub give_up_after: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(2),
+            give_up_after: Duration::from_secs(60),
+        }
+    }
+}
+
 /// A running Horde host.
 pub struct Host {
     cmd: mpsc::UnboundedSender<Command>,
     local_addrs: Vec<SocketAddr>,
     public: PublicKey,
+    backlog: usize,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -77,11 +104,13 @@ impl Host {
     /// Bind every interface and start the driver on the current tokio runtime.
     pub async fn bind(config: HostConfig) -> Result<Host, NetError> {
         let public = *config.keypair.public();
+        let backlog = config.accept_backlog.max(1);
         let (cmd, local_addrs, task) = driver::spawn(config)?;
         Ok(Host {
             cmd,
             local_addrs,
             public,
+            backlog,
             task,
         })
     }
@@ -98,16 +127,37 @@ impl Host {
     /// Open a connection to a peer (active open). Returns once the secure handshake is
     /// done; ADUs sent before the Horde handshake completes are queued.
     pub async fn connect(&self, config: ConnectConfig) -> Result<Connection, NetError> {
+        self.open(config, None).await
+    }
+
+    /// As [`Host::connect`], and when the session dies later the host opens a new one
+    /// to the same peer by itself, as `reconnect` says. The first handshake must succeed
+    /// within `config.handshake_timeout`, as with `connect`.
+    pub async fn connect_persistent(
+        &self,
+        config: ConnectConfig,
+        reconnect: Reconnect,
+    ) -> Result<Connection, NetError> {
+        self.open(config, Some(reconnect)).await
+    }
+
+    async fn open(
+        &self,
+        config: ConnectConfig,
+        reconnect: Option<Reconnect>,
+    ) -> Result<Connection, NetError> {
         let (tx, rx) = oneshot::channel();
         self.cmd
-            .send(Command::Connect(config, tx))
+            .send(Command::Connect(config, reconnect, tx))
             .map_err(|_| NetError::HostGone)?;
         rx.await.map_err(|_| NetError::HostGone)?
     }
 
-    /// Accept connections for `service` (passive open).
+    /// Accept connections for `service` (passive open). At most
+    /// [`HostConfig::accept_backlog`] accepted connections wait for [`Listener::accept`];
+    /// the host closes any more at once.
     pub fn listen(&self, service: u32) -> Listener {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.backlog);
         let _ = self.cmd.send(Command::Listen(service, tx));
         Listener { rx }
     }
@@ -138,7 +188,8 @@ impl Host {
         rx.await.map_err(|_| NetError::HostGone)
     }
 
-    /// Stop the driver and close every socket.
+    /// Close every connection (waiting, at most its `close_timeout_ms`, for the peers to
+    /// acknowledge), then stop the driver and close every socket.
     pub async fn shutdown(self) {
         let _ = self.cmd.send(Command::Shutdown);
         let _ = self.task.await;
@@ -147,7 +198,7 @@ impl Host {
 
 /// Incoming connections for one service.
 pub struct Listener {
-    rx: mpsc::UnboundedReceiver<Connection>,
+    rx: mpsc::Receiver<Connection>,
 }
 
 impl Listener {
@@ -156,22 +207,70 @@ impl Listener {
     }
 }
 
+/// A connection's events as the application reads them. Reading a
+/// [`Event::Received`] frees its payload's room in the connection's receive buffer
+/// ([`HostConfig::recv_buffer_bytes`]): a peer is held back while its ADUs lie unread.
+///
+/// [`HostConfig::recv_buffer_bytes`]: crate::HostConfig::recv_buffer_bytes
+pub struct EventReceiver {
+    rx: mpsc::UnboundedReceiver<Event>,
+    read: Arc<AtomicU64>,
+}
+
+impl EventReceiver {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>, read: Arc<AtomicU64>) -> Self {
+        Self { rx, read }
+    }
+
+    fn count(&self, e: &Event) {
+        if let Event::Received { payload, .. } = e {
+            self.read.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The next event; `None` once the connection and its host are gone.
+    pub async fn recv(&mut self) -> Option<Event> {
+        let e = self.rx.recv().await;
+        if let Some(e) = &e {
+            self.count(e);
+        }
+        e
+    }
+
+    /// An event if one is waiting.
+    pub fn try_recv(&mut self) -> Result<Event, TryRecvError> {
+        let e = self.rx.try_recv();
+        if let Ok(e) = &e {
+            self.count(e);
+        }
+        e
+    }
+}
+
 /// One session with a peer: a command handle plus the stream of events.
 pub struct Connection {
     handle: ConnectionHandle,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: EventReceiver,
+    peer: Option<PublicKey>,
 }
 
 impl Connection {
     pub(crate) fn new(
         key: u64,
         cmd: mpsc::UnboundedSender<Command>,
-        events: mpsc::UnboundedReceiver<Event>,
+        events: EventReceiver,
+        peer: Option<PublicKey>,
     ) -> Self {
         Self {
             handle: ConnectionHandle { key, cmd },
             events,
+            peer,
         }
+    }
+
+    /// The peer's static public key.
+    pub fn peer(&self) -> Option<&PublicKey> {
+        self.peer.as_ref()
     }
 
     /// The next event; `None` once the connection and its host are gone.
@@ -186,7 +285,9 @@ impl Connection {
 
     /// Deliver every event to `callback` on a task of its own; returns the command handle.
     pub fn on_event(self, mut callback: impl FnMut(Event) + Send + 'static) -> ConnectionHandle {
-        let Connection { handle, mut events } = self;
+        let Connection {
+            handle, mut events, ..
+        } = self;
         tokio::spawn(async move {
             while let Some(e) = events.recv().await {
                 callback(e);
@@ -200,7 +301,7 @@ impl Connection {
     }
 
     /// Split into the command handle and the event receiver.
-    pub fn split(self) -> (ConnectionHandle, mpsc::UnboundedReceiver<Event>) {
+    pub fn split(self) -> (ConnectionHandle, EventReceiver) {
         (self.handle, self.events)
     }
 }

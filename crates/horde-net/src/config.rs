@@ -46,7 +46,19 @@ pub struct HostConfig {
     /// How often the channel pool manager checks the interfaces that name a `device`;
     /// `None` (or zero) turns it off. Default 250 ms.
     pub interface_poll: Option<Duration>,
+    /// Per connection: payload bytes delivered to the application and not yet read
+    /// that the host holds before it tells the peer to stop (receive-side flow control).
+    /// Default [`DEFAULT_RECV_BUFFER`].
+    pub recv_buffer_bytes: usize,
+    /// Accepted connections that may wait for [`Listener::accept`](crate::Listener)
+    /// per service; more are closed at once. Default [`DEFAULT_ACCEPT_BACKLOG`].
+    pub accept_backlog: usize,
 }
+
+/// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
+pub const DEFAULT_RECV_BUFFER: usize = 4 << 20;
+/// The default [`HostConfig::accept_backlog`].
+pub const DEFAULT_ACCEPT_BACKLOG: usize = 64;
 
 /// The default [`HostConfig::interface_poll`].
 pub const DEFAULT_INTERFACE_POLL: Duration = Duration::from_millis(250);
@@ -62,6 +74,8 @@ impl HostConfig {
             accepted_channel: ChannelConfig::default(),
             scheduler: None,
             interface_poll: Some(DEFAULT_INTERFACE_POLL),
+            recv_buffer_bytes: DEFAULT_RECV_BUFFER,
+            accept_backlog: DEFAULT_ACCEPT_BACKLOG,
         }
     }
 }

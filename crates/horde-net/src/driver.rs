@@ -13,22 +13,26 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use horde_crypto::{
-    classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, Reply, Responder,
+    classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, PublicKey, Reply,
+    Responder,
 };
 use horde_proto::wire::{self, Packet as Wire};
-use horde_proto::{ChannelConfig, ChannelSpec, Event, Session, SessionConfig};
+use horde_proto::{ChannelConfig, ChannelSpec, CloseReason, Event, Session, SessionConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
-use crate::api::{Command, ConnOp, Connection, NetError, Reply as Answer};
+use crate::api::{
+    Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
+};
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::socket;
@@ -57,11 +61,25 @@ pub struct HostStats {
     pub channels_restored: u64,
     /// Whether each interface's socket is open now, in interface order.
     pub interfaces_open: Vec<bool>,
+    /// Sessions ended because a new handshake from the same peer key replaced them.
+    pub sessions_replaced: u64,
+    /// Accepted connections closed at once because the listener's backlog was full.
+    pub backlog_refused: u64,
+    /// Sessions a persistent connection opened again after its old one died.
+    pub reconnects: u64,
+    /// Sessions removed after they ended (closed, replaced, timed out).
+    pub sessions_removed: u64,
 }
 
 /// Datagrams read from one socket per turn before others get a chance.
 const RECV_BATCH: usize = 64;
 const INITIATION_RETRY: Duration = Duration::from_millis(500);
+/// Consecutive sends refused by ICMP port unreachable on every channel after which a
+/// session's peer counts as gone (its process is not there; a link that is down is the
+/// channel pool manager's business).
+const REFUSED_SENDS: u32 = 3;
+/// Extra time the shutdown waits beyond the sessions' close timeout.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(50);
 const MAX_DATAGRAM: usize = 65_535;
 
 struct PendingHandshake {
@@ -69,7 +87,18 @@ struct PendingHandshake {
     config: ConnectConfig,
     next_send: Duration,
     deadline: Duration,
+    /// Interval until the next initiation is sent (doubling when reconnecting).
+    retry: Duration,
     reply: Answer<Connection>,
+}
+
+/// A persistent connection's state while it opens a new session after the old one died.
+struct Redial {
+    policy: Reconnect,
+    /// The ended session, kept until the new one takes over its streams.
+    old: Option<Session>,
+    reason: Option<CloseReason>,
+    give_up_at: Duration,
 }
 
 struct Conn {
@@ -88,6 +117,18 @@ struct Conn {
     restoring: Vec<u8>,
     /// Callers of `ConnectionHandle::writable` waiting for their stream to drain.
     writable_waiters: Vec<(u32, Answer<()>)>,
+    /// Payload bytes the application has read (counted by its [`EventReceiver`]), and
+    /// how much of that the session has been told.
+    read: Arc<AtomicU64>,
+    read_told: u64,
+    /// Persistent connections: how to reconnect, and the redial in progress.
+    reconnect: Option<Reconnect>,
+    redial: Option<Redial>,
+    /// The connection config a client connection was opened with.
+    connect: Option<ConnectConfig>,
+    /// Per channel: sends refused by ICMP port unreachable since the last datagram
+    /// from the peer.
+    refused: BTreeMap<u8, u32>,
 }
 
 impl Conn {
@@ -107,11 +148,36 @@ impl Conn {
             parked: Vec::new(),
             restoring: Vec::new(),
             writable_waiters: Vec::new(),
+            read: Arc::new(AtomicU64::new(0)),
+            read_told: 0,
+            reconnect: None,
+            redial: None,
+            connect: None,
+            refused: BTreeMap::new(),
         }
+    }
+
+    fn peer(&self) -> Option<PublicKey> {
+        self.crypto.as_ref().map(|c| *c.remote_static())
+    }
+
+    /// The application's end of this connection's events.
+    fn receiver(&self, rx: mpsc::UnboundedReceiver<Event>) -> EventReceiver {
+        EventReceiver::new(rx, self.read.clone())
     }
 
     /// Pass one session event to the application, waking `writable` waiters first.
     fn deliver(&mut self, e: Event) {
+        // A persistent connection's session that died is followed by a new one: the
+        // application hears that instead of the end.
+        let e = match e {
+            Event::Closed { reason }
+                if reason != CloseReason::LocalClose && self.reconnect.is_some() =>
+            {
+                Event::Reconnecting { reason, attempt: 1 }
+            }
+            e => e,
+        };
         if let Event::Writable { stream } = e {
             let waiters = std::mem::take(&mut self.writable_waiters);
             for (s, reply) in waiters {
@@ -155,7 +221,8 @@ struct Driver {
     conns: BTreeMap<u64, Conn>,
     /// Local crypto index -> connection key.
     by_index: HashMap<u32, u64>,
-    listeners: HashMap<u32, mpsc::UnboundedSender<Connection>>,
+    listeners: HashMap<u32, mpsc::Sender<Connection>>,
+    recv_buffer: usize,
     cmd_tx: mpsc::UnboundedSender<Command>,
     next_key: u64,
     rng: StdRng,
@@ -208,6 +275,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         conns: BTreeMap::new(),
         by_index: HashMap::new(),
         listeners: HashMap::new(),
+        recv_buffer: config.recv_buffer_bytes,
         cmd_tx: cmd_tx.clone(),
         next_key: 1,
         rng: StdRng::from_entropy(),
@@ -270,12 +338,56 @@ impl Driver {
         }
     }
 
-    /// Before the sockets close, send what the sessions still have queued: above all
-    /// the `Close` of a connection the application has just closed, so that its peer
-    /// ends at once instead of waiting for a timeout.
+    /// Before the sockets close, close every session and wait until each peer has
+    /// acknowledged its `Close` (or the close timeout has passed), so that peers end at
+    /// once instead of waiting for an idle timeout, and every ADU in flight is resolved.
     async fn last_flush(&mut self) {
         let now = self.now();
-        self.flush(now).await;
+        for c in self.conns.values_mut() {
+            c.reconnect = None;
+            if let Some(mut r) = c.redial.take() {
+                if let Some(old) = r.old.as_mut() {
+                    old.release();
+                }
+                c.proto = r.old.take();
+                let _ = c.events.send(Event::Closed {
+                    reason: CloseReason::LocalClose,
+                });
+            }
+            if let Some(p) = c.proto.as_mut() {
+                p.close(now);
+            }
+        }
+        let give_up = now
+            + Duration::from_secs_f64(self.session.close_timeout_ms.max(0.0) / 1e3)
+            + SHUTDOWN_GRACE;
+        loop {
+            self.receive_all();
+            let now = self.now();
+            self.timers(now);
+            self.flush(now).await;
+            let closing = self
+                .conns
+                .values()
+                .any(|c| c.proto.as_ref().is_some_and(|p| p.close_reason().is_none()));
+            if !closing || now >= give_up {
+                return;
+            }
+            let wake = self.next_deadline(now).min(give_up);
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(self.start + wake));
+            let readable = poll_fn(|cx| {
+                for s in self.sockets.iter().flatten() {
+                    if s.poll_recv_ready(cx).is_ready() {
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                _ = readable => {}
+                _ = sleep => {}
+            }
+        }
     }
 
     fn next_deadline(&self, now: Duration) -> Duration {
@@ -291,6 +403,9 @@ impl Driver {
             }
             if let Some(h) = &c.handshake {
                 t = t.min(h.next_send).min(h.deadline);
+            }
+            if let Some(r) = &c.redial {
+                t = t.min(r.give_up_at);
             }
         }
         t.max(now)
@@ -357,6 +472,7 @@ impl Driver {
                 let Some(crypto) = conn.crypto.as_mut() else {
                     return;
                 };
+                conn.refused.clear();
                 let plain = match crypto.open(&self.recv_buf[..len], &mut self.plain) {
                     Ok((_, p)) => Bytes::copy_from_slice(p),
                     Err(reason) => {
@@ -386,13 +502,44 @@ impl Driver {
             }
         };
         self.send_raw(iface, src, reply.response().to_vec());
-        if let Reply::NewSession { session, .. } = reply {
+        if let Reply::NewSession { session, peer, .. } = reply {
+            self.replace_sessions_of(&peer);
             let key = self.next_key;
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
             self.by_index.insert(session.local_index(), key);
             self.conns
                 .insert(key, Conn::new(Some(session), None, tx, Some(rx)));
+        }
+    }
+
+    /// A new handshake from `peer` replaces the sessions it opened before (it restarted,
+    /// or reconnected): their applications hear [`CloseReason::Replaced`], what they had
+    /// in flight is abandoned, and their state is freed.
+    fn replace_sessions_of(&mut self, peer: &PublicKey) {
+        let now = self.now();
+        let old: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                c.crypto
+                    .as_ref()
+                    .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        for key in old {
+            let Some(mut c) = self.conns.remove(&key) else {
+                continue;
+            };
+            if let Some(p) = c.proto.as_mut() {
+                p.replaced(now);
+                c.forward_events();
+            }
+            c.fail_waiters();
+            self.by_index.retain(|_, k| *k != key);
+            self.stats.sessions_replaced += 1;
+            tracing::info!(peer = %peer, "new handshake from the peer replaces its old session");
         }
     }
 
@@ -436,11 +583,31 @@ impl Driver {
             .collect();
         let (config, aliases) = self.new_session_config();
         let conn_id = self.rng.gen();
+        let recv_buffer = self.recv_buffer;
         match Session::connect(config, conn_id, hs.config.service, specs, aliases, now) {
             Ok(mut p) => {
                 self.install_scheduler(&mut p);
+                p.set_receive_buffer(Some(recv_buffer));
                 let conn = self.conns.get_mut(&key).expect("indexed connection exists");
                 conn.crypto = Some(Box::new(crypto));
+                p.set_successor_expected(conn.reconnect.is_some());
+                if let Some(mut r) = conn.redial.take() {
+                    // A reconnection: the new session carries on the old one's streams,
+                    // and the application keeps its handle and event channel.
+                    if let Some(old) = r.old.as_mut() {
+                        p.inherit(old, now);
+                    }
+                    conn.proto = Some(p);
+                    conn.targets = live
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, t)| (i as u8, t))
+                        .collect();
+                    conn.parked = parked;
+                    self.stats.reconnects += 1;
+                    tracing::info!("reconnected to the peer");
+                    return;
+                }
                 conn.proto = Some(p);
                 // `Session::connect` numbers the channels 0.. in order.
                 conn.targets = live
@@ -451,8 +618,10 @@ impl Driver {
                 conn.parked = parked;
                 let (tx, rx) = mpsc::unbounded_channel();
                 conn.events = tx;
+                let events = conn.receiver(rx);
+                let peer = conn.peer();
                 let reply = std::mem::replace(&mut hs.reply, tokio::sync::oneshot::channel().0);
-                let _ = reply.send(Ok(Connection::new(key, self.cmd_tx.clone(), rx)));
+                let _ = reply.send(Ok(Connection::new(key, self.cmd_tx.clone(), events, peer)));
             }
             Err(e) => {
                 let _ = hs.reply.send(Err(e.into()));
@@ -484,6 +653,7 @@ impl Driver {
         };
         let cfg = self.accepted_channel.clone();
         let (config, aliases) = self.new_session_config();
+        let recv_buffer = self.recv_buffer;
         match Session::accept(
             config,
             now,
@@ -495,10 +665,20 @@ impl Driver {
         ) {
             Ok(mut p) => {
                 self.install_scheduler(&mut p);
+                p.set_receive_buffer(Some(recv_buffer));
                 let conn = self.conns.get_mut(&key).expect("connection exists");
                 conn.proto = Some(p);
                 if let Some(rx) = conn.events_rx.take() {
-                    let _ = listener.send(Connection::new(key, self.cmd_tx.clone(), rx));
+                    let events = conn.receiver(rx);
+                    let c = Connection::new(key, self.cmd_tx.clone(), events, conn.peer());
+                    if listener.try_send(c).is_err() {
+                        // The application is not accepting: refuse rather than queue.
+                        self.stats.backlog_refused += 1;
+                        tracing::warn!(service, "accept backlog full: connection closed");
+                        if let Some(p) = conn.proto.as_mut() {
+                            p.close(now);
+                        }
+                    }
                 }
             }
             Err(_) => self.stats.unroutable += 1,
@@ -510,7 +690,9 @@ impl Driver {
     fn command(&mut self, cmd: Command) {
         let now = self.now();
         match cmd {
-            Command::Connect(config, reply) => self.start_connect(config, reply, now),
+            Command::Connect(config, reconnect, reply) => {
+                self.start_connect(config, reconnect, reply, now)
+            }
             Command::Listen(service, tx) => {
                 self.listeners.insert(service, tx);
             }
@@ -688,7 +870,13 @@ impl Driver {
         }
     }
 
-    fn start_connect(&mut self, config: ConnectConfig, reply: Answer<Connection>, now: Duration) {
+    fn start_connect(
+        &mut self,
+        config: ConnectConfig,
+        reconnect: Option<Reconnect>,
+        reply: Answer<Connection>,
+        now: Duration,
+    ) {
         // An interface that is only down for now is fine: its channels wait for it.
         if let Some(bad) = config.channels.iter().find(|c| {
             self.ifaces
@@ -712,24 +900,112 @@ impl Driver {
         self.by_index.insert(index, key);
         let deadline = now + config.handshake_timeout;
         let (tx, _) = mpsc::unbounded_channel();
-        let handshake = PendingHandshake {
+        let mut conn = Conn::new(None, None, tx, None);
+        conn.reconnect = reconnect;
+        conn.connect = Some(config.clone());
+        conn.handshake = Some(PendingHandshake {
             initiator,
             config,
             next_send: now,
             deadline,
+            retry: INITIATION_RETRY,
             reply,
+        });
+        self.conns.insert(key, conn);
+    }
+
+    /// A persistent connection's session has ended for `reason`: keep it for its
+    /// streams and start handshaking again, with backoff.
+    fn start_redial(&mut self, key: u64, reason: CloseReason, now: Duration) {
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return;
         };
-        self.conns
-            .insert(key, Conn::new(None, Some(handshake), tx, None));
+        let (Some(policy), Some(config)) = (conn.reconnect, conn.connect.clone()) else {
+            return;
+        };
+        let old = conn.proto.take();
+        conn.crypto = None;
+        conn.refused.clear();
+        self.by_index.retain(|_, k| *k != key);
+        let by_index = &self.by_index;
+        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let initiator = Initiator::new(
+            &self.keypair,
+            &config.peer,
+            index,
+            unix_micros(),
+            &mut self.rng,
+        );
+        self.by_index.insert(index, key);
+        tracing::info!(reason = reason.as_str(), "session ended; reconnecting");
+        let conn = self.conns.get_mut(&key).expect("checked above");
+        conn.handshake = Some(PendingHandshake {
+            initiator,
+            config,
+            next_send: now,
+            deadline: now + policy.give_up_after,
+            retry: policy.initial,
+            reply: tokio::sync::oneshot::channel().0,
+        });
+        conn.redial = Some(Redial {
+            policy,
+            old,
+            reason: Some(reason),
+            give_up_at: now + policy.give_up_after,
+        });
     }
 
     fn conn_op(&mut self, key: u64, op: ConnOp, now: Duration) {
         let Some(conn) = self.conns.get_mut(&key) else {
             return; // dropping the reply sender tells the caller the host is gone
         };
-        let Some(p) = conn.proto.as_mut() else {
+        if conn.redial.is_some() && matches!(op, ConnOp::Close) {
+            self.cancel_redial(key, CloseReason::LocalClose);
+            return;
+        }
+        // While reconnecting, the ended session holds the streams for its successor.
+        let redialing = conn.proto.is_none();
+        let taken = if redialing {
+            conn.redial.as_mut().and_then(|r| r.old.take())
+        } else {
+            conn.proto.take()
+        };
+        let Some(mut session) = taken else {
             return;
         };
+        self.apply_op(key, &mut session, op, now);
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return;
+        };
+        match conn.redial.as_mut() {
+            Some(r) if redialing => r.old = Some(session),
+            _ => conn.proto = Some(session),
+        }
+    }
+
+    /// Give up reconnecting: what the ended session kept for a successor is nacked, the
+    /// application hears the end, and the connection is forgotten.
+    fn cancel_redial(&mut self, key: u64, reason: CloseReason) {
+        let Some(mut c) = self.conns.remove(&key) else {
+            return;
+        };
+        self.by_index.retain(|_, k| *k != key);
+        c.reconnect = None;
+        if let Some(mut r) = c.redial.take() {
+            if let Some(mut old) = r.old.take() {
+                old.release();
+                while let Some(e) = old.poll_event() {
+                    c.deliver(e);
+                }
+            }
+        }
+        c.deliver(Event::Closed { reason });
+        c.fail_waiters();
+        self.stats.sessions_removed += 1;
+    }
+
+    fn apply_op(&mut self, key: u64, p: &mut Session, op: ConnOp, now: Duration) {
+        let conn = self.conns.get_mut(&key).expect("caller checked");
         match op {
             ConnOp::OpenStream(id, cfg, r) => {
                 let _ = r.send(p.open_stream(id, cfg).map_err(Into::into));
@@ -762,7 +1038,7 @@ impl Driver {
                 let _ = r.send(p.set_max_rate(stream, kbps).map_err(Into::into));
             }
             ConnOp::Writable(stream, r) => match p.writable(stream) {
-                _ if p.is_closed() => {
+                _ if p.is_closed() && !p.successor_expected() => {
                     let _ = r.send(Err(horde_proto::SessionError::Closed.into()));
                 }
                 Ok(true) => {
@@ -832,7 +1108,10 @@ impl Driver {
                 if now >= h.deadline {
                     failed.push(key);
                 } else if now >= h.next_send {
-                    h.next_send = now + INITIATION_RETRY;
+                    h.next_send = now + h.retry;
+                    if let Some(r) = &c.redial {
+                        h.retry = (h.retry * 2).min(r.policy.max); // backoff
+                    }
                     for ch in &h.config.channels {
                         resend.push((ch.interface, ch.remote, h.initiator.initiation().to_vec()));
                     }
@@ -843,6 +1122,16 @@ impl Driver {
             self.send_raw(iface, dst, bytes);
         }
         for key in failed {
+            if let Some(reason) = self
+                .conns
+                .get(&key)
+                .and_then(|c| c.redial.as_ref())
+                .and_then(|r| r.reason)
+            {
+                tracing::warn!("gave up reconnecting to the peer");
+                self.cancel_redial(key, reason);
+                continue;
+            }
             if let Some(mut c) = self.conns.remove(&key) {
                 if let Some(h) = c.handshake.take() {
                     let _ = h.reply.send(Err(NetError::HandshakeTimeout));
@@ -857,26 +1146,33 @@ impl Driver {
     }
 
     /// Send one datagram, waiting for the socket if it is not writable yet (a fresh
-    /// socket is not known to be writable until the reactor has seen it once).
-    async fn send_on(socket: &UdpSocket, bytes: &[u8], dst: SocketAddr, stats: &mut HostStats) {
+    /// socket is not known to be writable until the reactor has seen it once). Returns
+    /// whether the send was refused by an ICMP port unreachable.
+    async fn send_on(
+        socket: &UdpSocket,
+        bytes: &[u8],
+        dst: SocketAddr,
+        stats: &mut HostStats,
+    ) -> bool {
         loop {
             match socket.try_send_to(bytes, dst) {
                 Ok(n) => {
                     stats.datagrams_out += 1;
                     stats.bytes_out += n as u64;
-                    return;
+                    return false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if socket.writable().await.is_err() {
                         stats.send_errors += 1;
-                        return;
+                        return false;
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     // A dead route or a refused port: the channel manager sees the loss
-                    // and its dead-man timer takes the channel out of service.
+                    // and its dead-man timer takes the channel out of service; repeated
+                    // refusals end the session (see `REFUSED_SENDS`).
                     stats.send_errors += 1;
-                    return;
+                    return e.kind() == io::ErrorKind::ConnectionRefused;
                 }
             }
         }
@@ -890,11 +1186,17 @@ impl Driver {
         }
         let keys: Vec<u64> = self.conns.keys().copied().collect();
         let mut closed = Vec::new();
+        let mut ended = Vec::new();
         for key in keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
                 continue;
             };
+            let read = conn.read.load(Ordering::Relaxed);
+            if read > conn.read_told {
+                p.consumed(now, (read - conn.read_told) as usize);
+                conn.read_told = read;
+            }
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
                 self.sealed.clear();
                 if crypto
@@ -905,10 +1207,26 @@ impl Driver {
                     continue;
                 }
                 if let Some(Some(s)) = self.sockets.get(t.local as usize) {
-                    Self::send_on(s, &self.sealed, t.dst, &mut self.stats).await;
+                    if Self::send_on(s, &self.sealed, t.dst, &mut self.stats).await {
+                        *conn.refused.entry(t.channel).or_default() += 1;
+                    }
                 }
             }
+            let everywhere = !p.channels().is_empty()
+                && p.channels()
+                    .iter()
+                    .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
+            if everywhere && !p.is_closed() {
+                p.unreachable(now);
+            }
+            let reason = p.close_reason();
             conn.forward_events();
+            if conn.reconnect.is_some() {
+                if let Some(reason) = reason.filter(|r| *r != CloseReason::LocalClose) {
+                    ended.push((key, reason));
+                    continue;
+                }
+            }
             if conn.proto.as_ref().is_some_and(Session::is_closed) {
                 conn.fail_waiters();
             }
@@ -929,6 +1247,10 @@ impl Driver {
         }
         for key in closed {
             self.remove_conn(key);
+            self.stats.sessions_removed += 1;
+        }
+        for (key, reason) in ended {
+            self.start_redial(key, reason, now);
         }
     }
 

@@ -9,9 +9,9 @@ mod driver;
 mod pool;
 mod socket;
 
-pub use api::{Connection, ConnectionHandle, Host, Listener, NetError};
+pub use api::{Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect};
 pub use config::{
     ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
-    DEFAULT_INTERFACE_POLL,
+    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
 };
 pub use driver::HostStats;

@@ -34,7 +34,7 @@ use horde_net::{
 };
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event, StreamConfig};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 const SERVICE: u32 = 11;
 /// One ADU every `SEND_EVERY`: 500 ADUs/s of 200 bytes, about 100 kB/s.
@@ -199,7 +199,7 @@ struct SenderReport {
 
 /// Take events into `log` until `done(log)` or `limit` from now; whether `done` held.
 async fn collect_until(
-    events: &mut mpsc::UnboundedReceiver<Event>,
+    events: &mut horde_net::EventReceiver,
     log: &mut Log,
     t0: Instant,
     limit: Duration,

@@ -453,7 +453,7 @@ impl Session {
         fields: Fields,
     ) -> Result<AduHandle, SessionError> {
         self.wake_cycle(now);
-        if self.is_closed() {
+        if self.is_closed() && !self.life.successor_expected {
             return Err(SessionError::Closed);
         }
         let max = self.max_adu();
@@ -723,6 +723,11 @@ impl Session {
     /// nor the in-flight ADUs of streams with [`InFlightPolicy::Resend`].
     pub fn set_successor_expected(&mut self, expected: bool) {
         self.life.successor_expected = expected;
+    }
+
+    /// Whether an ended session keeps its streams (and takes ADUs) for a successor.
+    pub fn successor_expected(&self) -> bool {
+        self.life.successor_expected
     }
 
     /// No successor after all: nack what an ended session kept for one (queued ADUs as
