@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use horde_crypto::{Keypair, PublicKey};
+use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
 use horde_policy::Scheduler;
 use horde_proto::{ChannelConfig, SessionConfig};
 
@@ -46,6 +46,10 @@ pub struct HostConfig {
     /// How often the channel pool manager checks the interfaces that name a `device`;
     /// `None` (or zero) turns it off. Default 250 ms.
     pub interface_poll: Option<Duration>,
+    /// Handshake defences: worker queue, per-source rate limit, when to ask for cookies.
+    pub handshakes: crate::handshake::HandshakeSettings,
+    /// When session keys rotate (WireGuard's thresholds by default).
+    pub rekey: RekeyPolicy,
 }
 
 /// The default [`HostConfig::interface_poll`].
@@ -62,6 +66,8 @@ impl HostConfig {
             accepted_channel: ChannelConfig::default(),
             scheduler: None,
             interface_poll: Some(DEFAULT_INTERFACE_POLL),
+            handshakes: Default::default(),
+            rekey: RekeyPolicy::default(),
         }
     }
 }
