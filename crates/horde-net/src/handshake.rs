@@ -257,6 +257,10 @@ impl Handshakes {
         match self.gate.check(datagram, src, now, under_load) {
             Err(reason) => {
                 dropped.record(reason);
+                if reason == DropReason::RateLimited {
+                    // It passed mac1, so it counts towards the load.
+                    self.load.count(now);
+                }
                 if reason == DropReason::LegacyHandshake {
                     if let Some(held) = self.legacy_log.allow(Instant::now()) {
                         tracing::warn!(
