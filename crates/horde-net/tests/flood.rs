@@ -13,7 +13,7 @@ const ADUS_PER_SECOND: u32 = 200;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_session_keeps_delivering_under_a_handshake_flood() {
     for kind in FloodKind::ALL {
-        let r = live_session(Some((kind, RATE)), ADUS_PER_SECOND, 500, SECONDS).await;
+        let r = live_session(None, Some((kind, RATE)), ADUS_PER_SECOND, 500, SECONDS).await;
         let d = &r.server_drops;
         let name = kind.name();
         eprintln!(

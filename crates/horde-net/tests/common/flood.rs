@@ -157,10 +157,20 @@ impl LiveReport {
 
 pub const WINDOW: Duration = Duration::from_millis(250);
 
+/// An emulated link for the session's channel: rate (kbit/s) and one-way delay (ms), both
+/// ways. The flood does not go through it: it hits the receiver's socket directly.
+#[derive(Debug, Clone, Copy)]
+pub struct EmulatedLink {
+    pub kbps: f64,
+    pub delay_ms: f64,
+}
+
 /// Runs a session from 127.0.0.1 to 127.0.0.1 sending `adus_per_second` ADUs of
 /// `adu_bytes` for `seconds`, with `flood` (kind, datagrams/s) against the receiver
-/// during the whole run. Both hosts run on the caller's runtime.
+/// during the whole run, directly or over an emulated `link`. Both hosts run on the
+/// caller's runtime.
 pub async fn live_session(
+    link: Option<EmulatedLink>,
     flood: Option<(FloodKind, u32)>,
     adus_per_second: u32,
     adu_bytes: usize,
@@ -179,6 +189,24 @@ pub async fn live_session(
     .await
     .unwrap();
     let target = server.local_addrs()[0];
+    let emulator = link.map(|l| {
+        let spec = format!(
+            "rate = {{ model = \"constant\", kbps = {} }}\ndelay = {{ model = \"constant\", ms = {} }}\nbuffer_bytes = 200000",
+            l.kbps, l.delay_ms
+        );
+        let toml = format!(
+            "seed = 1\n[[channels]]\nname = \"cell\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"{target}\"\nup = {{}}\n"
+        );
+        let mut cfg = horde_emu::EmulatorConfig::from_toml(&toml, "flood", std::path::Path::new("."))
+            .unwrap();
+        let spec: horde_emu::LinkSpec = toml::from_str(&spec).unwrap();
+        cfg.channels[0].up = spec.clone();
+        cfg.channels[0].down = Some(spec);
+        horde_emu::Emulator::start(&cfg).unwrap()
+    });
+    let remote = emulator
+        .as_ref()
+        .map_or(target, |e| e.client_addr("cell").unwrap());
     let mut listener = server.listen(7);
     let conn = client
         .connect(ConnectConfig {
@@ -186,7 +214,7 @@ pub async fn live_session(
             service: 7,
             channels: vec![ChannelTarget {
                 interface: 0,
-                remote: target,
+                remote,
                 config: ChannelConfig::default(),
             }],
             handshake_timeout: Duration::from_secs(5),
