@@ -41,11 +41,33 @@ pub enum DropReason {
     /// same peer: a replay of an old initiation, or an initiator whose clock went backwards.
     #[error("initiation timestamp not newer than the last accepted")]
     StaleInitiation,
+    /// An initiation in the first handshake format (109 bytes, no MACs): the peer runs an
+    /// older Horde and must be upgraded.
+    #[error("initiation in the old handshake format (no mac1/mac2): the peer must upgrade")]
+    LegacyHandshake,
+    /// An initiation whose `mac1` does not verify: its sender does not know this host's
+    /// public key (random garbage, or meant for another host). No Diffie-Hellman was done.
+    #[error("initiation mac1 does not verify")]
+    BadMac,
+    /// The responder is under load and the initiation carried no valid `mac2`: it was
+    /// answered with a cookie reply instead of being processed.
+    #[error("under load: initiation needs a cookie (cookie reply sent)")]
+    NeedCookie,
+    /// Too many initiations from this source address.
+    #[error("handshake rate limit for the source address exceeded")]
+    RateLimited,
+    /// The handshake worker's queue was full.
+    #[error("handshake queue full")]
+    QueueFull,
+    /// A transport datagram under a key that has been used for too long or for too many
+    /// messages (the peer did not rekey).
+    #[error("session key expired")]
+    KeyExpired,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 16] = [
         DropReason::Truncated,
         DropReason::Oversized,
         DropReason::UnknownType,
@@ -56,6 +78,12 @@ impl DropReason {
         DropReason::TooOld,
         DropReason::NotAllowed,
         DropReason::StaleInitiation,
+        DropReason::LegacyHandshake,
+        DropReason::BadMac,
+        DropReason::NeedCookie,
+        DropReason::RateLimited,
+        DropReason::QueueFull,
+        DropReason::KeyExpired,
     ];
 
     /// A short stable identifier, for metrics and logs.
@@ -71,6 +99,12 @@ impl DropReason {
             DropReason::TooOld => "too_old",
             DropReason::NotAllowed => "not_allowed",
             DropReason::StaleInitiation => "stale_initiation",
+            DropReason::LegacyHandshake => "legacy_handshake",
+            DropReason::BadMac => "bad_mac",
+            DropReason::NeedCookie => "need_cookie",
+            DropReason::RateLimited => "rate_limited",
+            DropReason::QueueFull => "queue_full",
+            DropReason::KeyExpired => "key_expired",
         }
     }
 

@@ -24,11 +24,13 @@ use snow::resolvers::{CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
 use snow::{Builder, HandshakeState};
 
+use crate::cookie::MacKeys;
 use crate::drop::counted;
 use crate::packet::{
-    classify, Packet, INITIATION_LEN, INITIATION_PAYLOAD_LEN, PREFIX_LEN, RESPONSE_LEN,
-    RESPONSE_PAYLOAD_LEN, TYPE_INITIATION, TYPE_RESPONSE,
+    classify, Packet, COOKIE_LEN, INITIATION_LEN, INITIATION_PAYLOAD_LEN, MAC1_OFFSET, MAC2_OFFSET,
+    PREFIX_LEN, RESPONSE_LEN, RESPONSE_PAYLOAD_LEN, TYPE_INITIATION, TYPE_RESPONSE,
 };
+use crate::session::SessionKeys;
 use crate::{DropCounters, DropReason, Keypair, PublicKey, Session};
 
 /// The Noise protocol name; it is hashed into every handshake.
@@ -36,7 +38,9 @@ pub const NOISE_PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 
 /// Prefix of the Noise prologue. The prologue is this label followed by the initiation's
 /// first five bytes (type and sender index), so the cleartext header is authenticated.
-const PROLOGUE_LABEL: &[u8] = b"horde-crypto v1";
+/// v2 added `mac1`/`mac2` to the initiation; the label changed with it so that no v1 and v2
+/// handshake can ever complete with each other.
+const PROLOGUE_LABEL: &[u8] = b"horde-crypto v2";
 
 /// Draws a random 32-bit index for which `in_use` is false. The caller owns the table that
 /// routes datagrams to sessions by index, so it chooses the index and passes it to
@@ -74,6 +78,8 @@ pub struct Initiator {
     local_index: u32,
     responder: PublicKey,
     initiation: Vec<u8>,
+    mac_keys: MacKeys,
+    cookie: Option<[u8; COOKIE_LEN]>,
     drops: DropCounters,
 }
 
@@ -103,16 +109,58 @@ impl Initiator {
             .build_initiator()
             .expect("IK initiator has its local and remote keys");
         let written = state
-            .write_message(&timestamp.to_le_bytes(), &mut initiation[PREFIX_LEN..])
+            .write_message(
+                &timestamp.to_le_bytes(),
+                &mut initiation[PREFIX_LEN..MAC1_OFFSET],
+            )
             .expect("the first IK message fits its buffer");
-        debug_assert_eq!(PREFIX_LEN + written, INITIATION_LEN);
+        debug_assert_eq!(PREFIX_LEN + written, MAC1_OFFSET);
+        let mac_keys = MacKeys::for_responder(responder);
+        mac_keys.stamp(&mut initiation, None);
         Self {
             state: Some(state),
             local_index,
             responder: *responder,
             initiation,
+            mac_keys,
+            cookie: None,
             drops: DropCounters::new(),
         }
+    }
+
+    /// Processes a cookie reply: the responder is under load and wants this initiation again
+    /// with `mac2` made from the cookie. On success [`Initiator::initiation`] carries `mac2`
+    /// from now on; resend it at once.
+    ///
+    /// Errors: the header and length reasons, [`DropReason::UnexpectedType`],
+    /// [`DropReason::WrongIndex`], [`DropReason::BadTag`] (not from the responder, or not for
+    /// this initiation), [`DropReason::Replayed`] after the handshake completed.
+    pub fn read_cookie_reply(&mut self, datagram: &[u8]) -> Result<(), DropReason> {
+        let result = self.read_cookie_reply_inner(datagram);
+        counted(&mut self.drops, result)
+    }
+
+    fn read_cookie_reply_inner(&mut self, datagram: &[u8]) -> Result<(), DropReason> {
+        match classify(datagram)? {
+            Packet::CookieReply { receiver_index } if receiver_index == self.local_index => {}
+            Packet::CookieReply { .. } => return Err(DropReason::WrongIndex),
+            _ => return Err(DropReason::UnexpectedType),
+        }
+        if self.state.is_none() {
+            return Err(DropReason::Replayed);
+        }
+        let cookie = self
+            .mac_keys
+            .open_cookie_reply(datagram, &self.initiation[MAC1_OFFSET..MAC2_OFFSET])?;
+        self.cookie = Some(cookie);
+        self.mac_keys
+            .stamp(&mut self.initiation, self.cookie.as_ref());
+        Ok(())
+    }
+
+    /// Whether a cookie reply was accepted (the initiation carries `mac2`).
+    pub fn has_cookie(&self) -> bool {
+        self.cookie.is_some()
     }
 
     /// The initiation datagram. Send it, and send it again (unchanged) to retransmit.
@@ -163,12 +211,10 @@ impl Initiator {
             .read_message(&datagram[PREFIX_LEN..], &mut payload)
             .map_err(|_| DropReason::BadTag)?;
         let remote_index = u32::from_le_bytes(payload);
-        let state = self.state.take().expect("checked above");
-        let transport = state
-            .into_stateless_transport_mode()
-            .expect("IK is complete after two messages");
+        let mut state = self.state.take().expect("checked above");
+        let (to_responder, to_initiator) = state.dangerously_get_raw_split();
         Ok(Session::new(
-            transport,
+            SessionKeys::new(to_responder, to_initiator),
             self.local_index,
             remote_index,
             self.responder,
@@ -253,17 +299,23 @@ pub struct Responder {
     /// Ephemeral key of each peer's last accepted initiation, to recognise retransmissions
     /// without any Diffie-Hellman work.
     by_ephemeral: HashMap<[u8; 32], PublicKey>,
+    mac_keys: MacKeys,
+    /// The static key of the last initiation refused as not allowed, for the caller's log.
+    rejected: Option<PublicKey>,
     drops: DropCounters,
 }
 
 impl Responder {
     /// A responder with static key `local` that accepts the initiators in `allowed`.
     pub fn new(local: Keypair, allowed: impl IntoIterator<Item = PublicKey>) -> Self {
+        let mac_keys = MacKeys::for_responder(local.public());
         Self {
             local,
             allowed: allowed.into_iter().collect(),
             peers: HashMap::new(),
             by_ephemeral: HashMap::new(),
+            mac_keys,
+            rejected: None,
             drops: DropCounters::new(),
         }
     }
@@ -298,8 +350,11 @@ impl Responder {
     /// ignored when the result is [`Reply::Resend`]. `rng` supplies the responder's ephemeral
     /// key.
     ///
+    /// `mac1` is checked again here (it is cheap); `mac2` and rate limits are the
+    /// [`HandshakeGate`](crate::HandshakeGate)'s job, before this is called.
+    ///
     /// Errors: the header and length reasons, [`DropReason::UnexpectedType`] for any other
-    /// type, [`DropReason::BadTag`] (not addressed to this responder's key, or altered),
+    /// type, [`DropReason::BadMac`], [`DropReason::BadTag`] (not addressed to this responder's key, or altered),
     /// [`DropReason::NotAllowed`], and [`DropReason::StaleInitiation`] (an authentic but old
     /// initiation: a replay, or the initiator's clock went backwards). Rejections change
     /// nothing but [`Responder::drop_counters`].
@@ -327,12 +382,17 @@ impl Responder {
             Packet::Initiation { sender_index } => sender_index,
             _ => return Err(DropReason::UnexpectedType),
         };
+        if !self.mac_keys.mac1_ok(datagram) {
+            return Err(DropReason::BadMac);
+        }
+        // The Noise part; the MACs may differ between copies (a cookie adds mac2).
+        let noise = &datagram[..MAC1_OFFSET];
         let mut ephemeral = [0u8; 32];
         ephemeral.copy_from_slice(&datagram[PREFIX_LEN..PREFIX_LEN + 32]);
 
         if let Some(peer) = self.by_ephemeral.get(&ephemeral) {
             if let Some(record) = self.peers.get(peer) {
-                if record.initiation == datagram {
+                if record.initiation == noise {
                     return Ok(Reply::Resend {
                         peer: *peer,
                         response: record.response.clone(),
@@ -349,7 +409,7 @@ impl Responder {
             .expect("IK responder has its local key");
         let mut payload = [0u8; INITIATION_PAYLOAD_LEN];
         state
-            .read_message(&datagram[PREFIX_LEN..], &mut payload)
+            .read_message(&datagram[PREFIX_LEN..MAC1_OFFSET], &mut payload)
             .map_err(|_| DropReason::BadTag)?;
         let peer = {
             let raw = state
@@ -360,6 +420,7 @@ impl Responder {
             PublicKey::from_bytes(key)
         };
         if !self.allowed.contains(&peer) {
+            self.rejected = Some(peer);
             return Err(DropReason::NotAllowed);
         }
         let timestamp = u64::from_le_bytes(payload);
@@ -376,15 +437,19 @@ impl Responder {
             .write_message(&local_index.to_le_bytes(), &mut response[PREFIX_LEN..])
             .expect("the second IK message fits its buffer");
         debug_assert_eq!(PREFIX_LEN + written, RESPONSE_LEN);
-        let transport = state
-            .into_stateless_transport_mode()
-            .expect("IK is complete after two messages");
-        let session = Session::new(transport, local_index, sender_index, peer, false);
+        let (to_responder, to_initiator) = state.dangerously_get_raw_split();
+        let session = Session::new(
+            SessionKeys::new(to_initiator, to_responder),
+            local_index,
+            sender_index,
+            peer,
+            false,
+        );
 
         let record = PeerRecord {
             timestamp,
             ephemeral,
-            initiation: datagram.to_vec(),
+            initiation: noise.to_vec(),
             response: response.clone(),
         };
         if let Some(old) = self.peers.insert(peer, record) {
@@ -396,6 +461,12 @@ impl Responder {
             response,
             session: Box::new(session),
         })
+    }
+
+    /// The static key of the most recent initiation refused with [`DropReason::NotAllowed`],
+    /// taken (so each refusal is reported once).
+    pub fn take_rejected_key(&mut self) -> Option<PublicKey> {
+        self.rejected.take()
     }
 
     /// Initiations dropped by [`Responder::respond`], per reason.

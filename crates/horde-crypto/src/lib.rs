@@ -41,23 +41,34 @@
 
 #![warn(missing_docs)]
 
+mod cookie;
 mod drop;
 mod handshake;
 mod keys;
 mod packet;
+mod ratelimit;
+pub mod rekey;
 mod replay;
 mod session;
 
+pub use cookie::{Admission, HandshakeGate, COOKIE_SECRET_LIFETIME};
 pub use drop::{DropCounters, DropReason};
 pub use handshake::{random_index, Initiator, Reply, Responder, NOISE_PATTERN};
 pub use keys::{KeyError, Keypair, PublicKey, KEY_LEN, KEY_TEXT_LEN};
 pub use packet::{
-    classify, nonce, split_nonce, Packet, COUNTER_BITS, COUNTER_LIMIT, COUNTER_MASK,
-    INITIATION_LEN, MAX_NOISE_MESSAGE, MAX_PLAINTEXT, RESPONSE_LEN, TAG_LEN, TRANSPORT_HEADER_LEN,
-    TRANSPORT_OVERHEAD, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
+    classify, nonce, split_nonce, Packet, COOKIE_REPLY_LEN, COUNTER_BITS, COUNTER_LIMIT,
+    COUNTER_MASK, INITIATION_LEN, KEY_PHASE_BIT, LEGACY_INITIATION_LEN, MAC1_OFFSET, MAC2_OFFSET,
+    MAC_LEN, MAX_NOISE_MESSAGE, MAX_PLAINTEXT, RESPONSE_LEN, TAG_LEN, TRANSPORT_HEADER_LEN,
+    TRANSPORT_OVERHEAD, TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
 };
+pub use ratelimit::{RateLimit, RateLimiter};
+pub use rekey::RekeyPolicy;
 pub use replay::{ReplayWindow, REPLAY_WINDOW};
 pub use session::{SealError, Session};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_admission;
+#[cfg(test)]
+mod tests_rekey;

@@ -2,11 +2,15 @@
 //!
 //! Every datagram starts with a type byte and a 32-bit little-endian index:
 //!
-//! | type | name       | layout                                                            | size   |
-//! |------|------------|-------------------------------------------------------------------|--------|
-//! | 1    | initiation | type, sender index, Noise message 1 (e 32, s 32+16, payload 8+16) | 109    |
-//! | 2    | response   | type, receiver index, Noise message 2 (e 32, payload 4+16)        | 57     |
-//! | 3    | transport  | type, receiver index, nonce (u64 LE), ciphertext, tag (16)        | 29 + n |
+//! | type     | name         | layout                                                                           | size   |
+//! |----------|--------------|----------------------------------------------------------------------------------|--------|
+//! | 1        | initiation   | type, sender index, Noise message 1 (e 32, s 32+16, payload 8+16), mac1, mac2     | 141    |
+//! | 2        | response     | type, receiver index, Noise message 2 (e 32, payload 4+16)                       | 57     |
+//! | 3 / 0x83 | transport    | type (bit 7: key phase), receiver index, nonce (u64 LE), ciphertext, tag (16)    | 29 + n |
+//! | 4        | cookie reply | type, receiver index, nonce 24, encrypted cookie 16+16                           | 61     |
+//!
+//! The first handshake format (v1) had no MACs: a 109-byte initiation. It is recognised by its
+//! length and refused with [`DropReason::LegacyHandshake`] so that the operator learns why.
 
 use crate::DropReason;
 
@@ -14,8 +18,14 @@ use crate::DropReason;
 pub const TYPE_INITIATION: u8 = 1;
 /// Type byte of a handshake response.
 pub const TYPE_RESPONSE: u8 = 2;
-/// Type byte of a transport datagram.
+/// Type byte of a transport datagram sealed under an even key phase. The odd phase sets
+/// [`KEY_PHASE_BIT`].
 pub const TYPE_TRANSPORT: u8 = 3;
+/// Type byte of a cookie reply (the responder is under load and wants proof of address).
+pub const TYPE_COOKIE_REPLY: u8 = 4;
+/// Bit of a transport datagram's type byte that carries the sender's key phase (see
+/// `Session`'s rekeying).
+pub const KEY_PHASE_BIT: u8 = 0x80;
 
 /// Length of the AEAD tag.
 pub const TAG_LEN: usize = 16;
@@ -34,8 +44,22 @@ pub(crate) const NOISE_MSG1_LEN: usize =
 /// Noise IK message 2: `e, ee, se` + encrypted payload.
 pub(crate) const NOISE_MSG2_LEN: usize = DH_LEN + (RESPONSE_PAYLOAD_LEN + TAG_LEN);
 
+/// Length of `mac1` and `mac2` (keyed BLAKE2s-128).
+pub const MAC_LEN: usize = 16;
+/// Offset of `mac1` in an initiation: it covers everything before it.
+pub const MAC1_OFFSET: usize = PREFIX_LEN + NOISE_MSG1_LEN;
+/// Offset of `mac2` in an initiation: it covers everything before it, `mac1` included.
+pub const MAC2_OFFSET: usize = MAC1_OFFSET + MAC_LEN;
 /// Size of an initiation datagram.
-pub const INITIATION_LEN: usize = PREFIX_LEN + NOISE_MSG1_LEN;
+pub const INITIATION_LEN: usize = MAC2_OFFSET + MAC_LEN;
+/// Size of an initiation in the first handshake format, which had no MACs.
+pub const LEGACY_INITIATION_LEN: usize = PREFIX_LEN + NOISE_MSG1_LEN;
+/// Length of the cookie a cookie reply carries.
+pub const COOKIE_LEN: usize = 16;
+/// Length of the XChaCha20-Poly1305 nonce in a cookie reply.
+pub const COOKIE_NONCE_LEN: usize = 24;
+/// Size of a cookie reply datagram.
+pub const COOKIE_REPLY_LEN: usize = PREFIX_LEN + COOKIE_NONCE_LEN + COOKIE_LEN + TAG_LEN;
 /// Size of a response datagram.
 pub const RESPONSE_LEN: usize = PREFIX_LEN + NOISE_MSG2_LEN;
 /// Header of a transport datagram: type, receiver index, nonce.
@@ -79,6 +103,11 @@ pub enum Packet {
         /// The initiator's index.
         receiver_index: u32,
     },
+    /// A cookie reply, for the [`Initiator`](crate::Initiator) with this local index.
+    CookieReply {
+        /// The initiator's index.
+        receiver_index: u32,
+    },
     /// Session traffic, for the [`Session`](crate::Session) with this local index.
     Transport {
         /// The receiving session's local index.
@@ -87,18 +116,29 @@ pub enum Packet {
         channel: u8,
         /// Per-channel packet counter (low 56 bits of the nonce).
         counter: u64,
+        /// The sender's key phase (0 or 1).
+        key_phase: u8,
     },
 }
 
 /// Reads the cleartext header and checks the length for the type.
 ///
 /// Errors: [`DropReason::Truncated`] (empty, or shorter than the type requires),
-/// [`DropReason::UnknownType`], [`DropReason::Oversized`].
+/// [`DropReason::UnknownType`], [`DropReason::Oversized`], and
+/// [`DropReason::LegacyHandshake`] for an initiation in the first (MAC-less) format.
 pub fn classify(datagram: &[u8]) -> Result<Packet, DropReason> {
-    let (&kind, _) = datagram.split_first().ok_or(DropReason::Truncated)?;
+    let (&raw_kind, _) = datagram.split_first().ok_or(DropReason::Truncated)?;
+    let (kind, key_phase) = match raw_kind & !KEY_PHASE_BIT {
+        TYPE_TRANSPORT => (TYPE_TRANSPORT, raw_kind >> 7),
+        _ => (raw_kind, 0),
+    };
     let (min, max) = match kind {
+        TYPE_INITIATION if datagram.len() == LEGACY_INITIATION_LEN => {
+            return Err(DropReason::LegacyHandshake)
+        }
         TYPE_INITIATION => (INITIATION_LEN, INITIATION_LEN),
         TYPE_RESPONSE => (RESPONSE_LEN, RESPONSE_LEN),
+        TYPE_COOKIE_REPLY => (COOKIE_REPLY_LEN, COOKIE_REPLY_LEN),
         TYPE_TRANSPORT => (TRANSPORT_OVERHEAD, TRANSPORT_HEADER_LEN + MAX_NOISE_MESSAGE),
         _ => return Err(DropReason::UnknownType),
     };
@@ -116,12 +156,16 @@ pub fn classify(datagram: &[u8]) -> Result<Packet, DropReason> {
         TYPE_RESPONSE => Packet::Response {
             receiver_index: index,
         },
+        TYPE_COOKIE_REPLY => Packet::CookieReply {
+            receiver_index: index,
+        },
         _ => {
             let (channel, counter) = split_nonce(read_u64(datagram, PREFIX_LEN));
             Packet::Transport {
                 receiver_index: index,
                 channel,
                 counter,
+                key_phase,
             }
         }
     })
@@ -147,7 +191,9 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(INITIATION_LEN, 109);
+        assert_eq!(INITIATION_LEN, 141);
+        assert_eq!(LEGACY_INITIATION_LEN, 109);
+        assert_eq!(COOKIE_REPLY_LEN, 61);
         assert_eq!(RESPONSE_LEN, 57);
         assert_eq!(TRANSPORT_HEADER_LEN, 13);
         assert_eq!(TRANSPORT_OVERHEAD, 29);
@@ -167,7 +213,7 @@ mod tests {
     #[test]
     fn classify_by_length() {
         assert_eq!(classify(&[]), Err(DropReason::Truncated));
-        for t in [0u8, 4, 0x80, 0xff] {
+        for t in [0u8, 5, 0x80, 0x81, 0xff] {
             assert_eq!(classify(&[t; 200]), Err(DropReason::UnknownType));
         }
         let mut init = vec![0u8; INITIATION_LEN];
@@ -183,6 +229,10 @@ mod tests {
             classify(&init[..INITIATION_LEN - 1]),
             Err(DropReason::Truncated)
         );
+        assert_eq!(
+            classify(&init[..LEGACY_INITIATION_LEN]),
+            Err(DropReason::LegacyHandshake)
+        );
         init.push(0);
         assert_eq!(classify(&init), Err(DropReason::Oversized));
 
@@ -195,9 +245,16 @@ mod tests {
             Ok(Packet::Transport {
                 receiver_index: 9,
                 channel: 3,
-                counter: 77
+                counter: 77,
+                key_phase: 0
             })
         );
+        t[0] = TYPE_TRANSPORT | KEY_PHASE_BIT;
+        assert!(matches!(
+            classify(&t),
+            Ok(Packet::Transport { key_phase: 1, .. })
+        ));
+        t[0] = TYPE_TRANSPORT;
         assert_eq!(
             classify(&t[..TRANSPORT_OVERHEAD - 1]),
             Err(DropReason::Truncated)

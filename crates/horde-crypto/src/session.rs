@@ -1,16 +1,35 @@
-//! Transport: sealing and opening datagrams of an established session.
+//! Transport: sealing and opening datagrams of an established session, and rotating its
+//! keys (see [`crate::rekey`]).
 
 use std::fmt;
+use std::time::Duration;
 
-use snow::StatelessTransportState;
+use chacha20poly1305::aead::AeadInPlace;
+use chacha20poly1305::Tag;
 
 use crate::drop::counted;
 use crate::packet::{
-    self, classify, Packet, COUNTER_LIMIT, MAX_PLAINTEXT, TAG_LEN, TRANSPORT_HEADER_LEN,
-    TYPE_TRANSPORT,
+    self, classify, Packet, COUNTER_LIMIT, KEY_PHASE_BIT, MAX_PLAINTEXT, TAG_LEN,
+    TRANSPORT_HEADER_LEN, TYPE_TRANSPORT,
 };
+use crate::rekey::{aead_nonce, KeyGeneration, RekeyPolicy};
 use crate::replay::ReplayWindow;
 use crate::{DropCounters, DropReason, PublicKey};
+
+/// The two directional keys a handshake produced.
+pub(crate) struct SessionKeys {
+    send: KeyGeneration,
+    recv: KeyGeneration,
+}
+
+impl SessionKeys {
+    pub(crate) fn new(send: [u8; 32], recv: [u8; 32]) -> Self {
+        Self {
+            send: KeyGeneration::first(send),
+            recv: KeyGeneration::first(recv),
+        }
+    }
+}
 
 const CHANNELS: usize = 256;
 
@@ -40,7 +59,15 @@ pub enum SealError {
 /// `counter` counting up from 0 per channel. Channels therefore never coordinate, and
 /// reordering between channels never looks like replay.
 pub struct Session {
-    transport: StatelessTransportState,
+    send: KeyGeneration,
+    recv: KeyGeneration,
+    /// The peer's key before its last rotation, for datagrams still in flight.
+    recv_previous: Option<KeyGeneration>,
+    policy: RekeyPolicy,
+    /// The latest time given to [`Session::tick`].
+    clock: Duration,
+    rekeys_sent: u64,
+    rekeys_received: u64,
     local_index: u32,
     remote_index: u32,
     remote_static: PublicKey,
@@ -55,14 +82,20 @@ pub struct Session {
 
 impl Session {
     pub(crate) fn new(
-        transport: StatelessTransportState,
+        keys: SessionKeys,
         local_index: u32,
         remote_index: u32,
         remote_static: PublicKey,
         initiator: bool,
     ) -> Self {
         Self {
-            transport,
+            send: keys.send,
+            recv: keys.recv,
+            recv_previous: None,
+            policy: RekeyPolicy::default(),
+            clock: Duration::ZERO,
+            rekeys_sent: 0,
+            rekeys_received: 0,
             local_index,
             remote_index,
             remote_static,
@@ -98,19 +131,48 @@ impl Session {
         if counter >= COUNTER_LIMIT {
             return Err(SealError::CounterExhausted { channel });
         }
+        if self.policy.send_due(&self.send, self.clock) {
+            self.send = self.send.next(self.clock);
+            self.rekeys_sent += 1;
+        }
         let nonce = packet::nonce(channel, counter);
         out.reserve(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN);
-        out.push(TYPE_TRANSPORT);
+        let phase_bit = if self.send.phase() == 1 {
+            KEY_PHASE_BIT
+        } else {
+            0
+        };
+        out.push(TYPE_TRANSPORT | phase_bit);
         out.extend_from_slice(&self.remote_index.to_le_bytes());
         out.extend_from_slice(&nonce.to_le_bytes());
-        out.resize(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN, 0);
-        self.transport
-            .write_message(nonce, plaintext, &mut out[TRANSPORT_HEADER_LEN..])
-            // Invariant: snow fails only on an oversized payload, the reserved nonce 2^64 - 1
-            // or missing keys; the first two are excluded above and a session always has keys.
-            .expect("transport encryption cannot fail after the length and nonce checks");
+        out.extend_from_slice(plaintext);
+        let tag = self
+            .send
+            .cipher()
+            .encrypt_in_place_detached(&aead_nonce(nonce), b"", &mut out[TRANSPORT_HEADER_LEN..])
+            // Invariant: fails only on a payload beyond ChaCha20's 256 GiB limit.
+            .expect("transport encryption cannot fail after the length check");
+        out.extend_from_slice(&tag);
+        self.send.used(self.clock);
         self.send_next[usize::from(channel)] = counter + 1;
         Ok(counter)
+    }
+
+    /// Tells the session the time (any monotonic clock, as a duration since an origin of the
+    /// caller's choice). Keys rotate on time only for a session that is ticked; see
+    /// [`RekeyPolicy`].
+    pub fn tick(&mut self, now: Duration) {
+        self.clock = self.clock.max(now);
+    }
+
+    /// Replaces the rekeying thresholds (the defaults are WireGuard's).
+    pub fn set_rekey_policy(&mut self, policy: RekeyPolicy) {
+        self.policy = policy;
+    }
+
+    /// Key rotations done: `(of our sending key, of the peer's sending key seen)`.
+    pub fn rekeys(&self) -> (u64, u64) {
+        (self.rekeys_sent, self.rekeys_received)
     }
 
     /// Authenticates and decrypts a transport datagram. On success `out` holds the plaintext
@@ -135,13 +197,14 @@ impl Session {
     }
 
     fn open_inner(&mut self, datagram: &[u8], out: &mut Vec<u8>) -> Result<u8, DropReason> {
-        let (receiver_index, channel, counter) = match classify(datagram)? {
+        let (receiver_index, channel, counter, key_phase) = match classify(datagram)? {
             Packet::Transport {
                 receiver_index,
                 channel,
                 counter,
-            } => (receiver_index, channel, counter),
-            Packet::Initiation { .. } | Packet::Response { .. } => {
+                key_phase,
+            } => (receiver_index, channel, counter, key_phase),
+            Packet::Initiation { .. } | Packet::Response { .. } | Packet::CookieReply { .. } => {
                 return Err(DropReason::UnexpectedType)
             }
         };
@@ -151,19 +214,64 @@ impl Session {
         if let Some(window) = &self.windows[usize::from(channel)] {
             window.check(counter)?;
         }
-        let ciphertext = &datagram[TRANSPORT_HEADER_LEN..];
-        out.resize(ciphertext.len() - TAG_LEN, 0);
         let nonce = packet::nonce(channel, counter);
-        if self.transport.read_message(nonce, ciphertext, out).is_err() {
-            // Covers the reserved nonce 2^64 - 1 too, which `seal` never produces.
-            out.clear();
+        if nonce == u64::MAX {
+            // Noise reserves this nonce; `seal` never produces it.
             return Err(DropReason::BadTag);
+        }
+        let (ciphertext, tag) = datagram[TRANSPORT_HEADER_LEN..]
+            .split_at(datagram.len() - TRANSPORT_HEADER_LEN - TAG_LEN);
+        out.extend_from_slice(ciphertext);
+        if let Err(reason) = self.decrypt(key_phase, nonce, out, Tag::from_slice(tag)) {
+            out.clear();
+            return Err(reason);
         }
         let window = self.windows[usize::from(channel)].get_or_insert_with(Default::default);
         // Cannot fail: checked above and nothing ran in between.
         window.accept(counter)?;
         self.confirmed = true;
         Ok(channel)
+    }
+
+    /// Decrypts `buf` in place under the key generation the phase bit names: the current
+    /// one, else the previous one (a datagram sealed before the peer's last rotation) or the
+    /// next one (the peer has just rotated; on success it becomes current). The buffer is
+    /// untouched unless the tag verifies.
+    fn decrypt(
+        &mut self,
+        key_phase: u8,
+        nonce: u64,
+        buf: &mut [u8],
+        tag: &Tag,
+    ) -> Result<(), DropReason> {
+        let (clock, policy) = (self.clock, self.policy);
+        let try_key = |k: &KeyGeneration, buf: &mut [u8]| -> Result<(), DropReason> {
+            if policy.expired(k, clock) {
+                return Err(DropReason::KeyExpired);
+            }
+            k.cipher()
+                .decrypt_in_place_detached(&aead_nonce(nonce), b"", buf, tag)
+                .map_err(|_| DropReason::BadTag)
+        };
+        if key_phase == self.recv.phase() {
+            try_key(&self.recv, buf)?;
+            self.recv.used(clock);
+            return Ok(());
+        }
+        if let Some(previous) = self.recv_previous.as_mut() {
+            if try_key(previous, buf).is_ok() {
+                previous.used(clock);
+                return Ok(());
+            }
+        }
+        let next = self.recv.next(clock);
+        next.cipher()
+            .decrypt_in_place_detached(&aead_nonce(nonce), b"", buf, tag)
+            .map_err(|_| DropReason::BadTag)?;
+        self.recv_previous = Some(std::mem::replace(&mut self.recv, next));
+        self.recv.used(clock);
+        self.rekeys_received += 1;
+        Ok(())
     }
 
     /// This side's index: the receiver index of datagrams sent to us.

@@ -104,15 +104,23 @@ fn wrong_responder_key_fails() {
     let (c, s) = keys(&mut rng);
     let other = Keypair::generate_with(&mut rng);
     let mut responder = Responder::new(s, [*c.public()]);
-    // The initiator believes the responder's key is `other`'s.
+    // The initiator believes the responder's key is `other`'s: mac1 gives it away before
+    // any Diffie-Hellman.
     let init = Initiator::new(&c, other.public(), 1, 1, &mut rng);
     assert_eq!(
         responder
             .respond(init.initiation(), 2, &mut rng)
             .unwrap_err(),
+        DropReason::BadMac
+    );
+    assert_eq!(responder.drop_counters().get(DropReason::BadMac), 1);
+    // With a mac1 made for this responder, the Noise message itself still fails.
+    let mut forged = init.initiation().to_vec();
+    crate::cookie::MacKeys::for_responder(responder.public()).stamp(&mut forged, None);
+    assert_eq!(
+        responder.respond(&forged, 2, &mut rng).unwrap_err(),
         DropReason::BadTag
     );
-    assert_eq!(responder.drop_counters().get(DropReason::BadTag), 1);
 }
 
 #[test]
@@ -232,6 +240,12 @@ fn altered_initiation_header_is_rejected() {
     altered[1] ^= 1;
     assert_eq!(
         responder.respond(&altered, 2, &mut rng).unwrap_err(),
+        DropReason::BadMac
+    );
+    // Even with mac1 recomputed over the altered header.
+    crate::cookie::MacKeys::for_responder(responder.public()).stamp(&mut altered, None);
+    assert_eq!(
+        responder.respond(&altered, 2, &mut rng).unwrap_err(),
         DropReason::BadTag
     );
     // And the genuine one still works afterwards.
@@ -303,7 +317,8 @@ fn round_trip_on_several_channels() {
                 Ok(Packet::Transport {
                     receiver_index: p.server.local_index(),
                     channel: ch,
-                    counter: u64::from(round)
+                    counter: u64::from(round),
+                    key_phase: 0
                 })
             );
             sent.push((ch, msg, d));
@@ -404,7 +419,8 @@ fn tampered_datagrams_are_rejected_and_change_nothing() {
             let expected = match (i, flip) {
                 // Type 3 becomes 2, a response, and 48 bytes are too short for one.
                 (0, 0x01) => DropReason::Truncated,
-                (0, _) => DropReason::UnknownType,
+                // The key phase bit: neither the previous nor the next key verifies it.
+                (0, _) => DropReason::BadTag,
                 (1..=4, _) => DropReason::WrongIndex,
                 // Counter 1 becomes counter 0, which was already accepted: caught by the
                 // replay check before decryption.
@@ -465,11 +481,16 @@ fn every_truncation_and_extension_has_the_right_reason() {
 
     // Truncated initiations.
     for len in 0..INITIATION_LEN {
+        let expected = if len == LEGACY_INITIATION_LEN {
+            DropReason::LegacyHandshake
+        } else {
+            DropReason::Truncated
+        };
         assert_eq!(
             responder
                 .respond(&initiation[..len], 3, &mut rng)
                 .unwrap_err(),
-            DropReason::Truncated,
+            expected,
             "len {len}"
         );
     }
@@ -481,7 +502,7 @@ fn every_truncation_and_extension_has_the_right_reason() {
     );
     assert_eq!(
         responder.drop_counters().get(DropReason::Truncated),
-        INITIATION_LEN as u64
+        INITIATION_LEN as u64 - 1
     );
 
     // Truncated responses.
@@ -562,12 +583,12 @@ fn each_receiver_rejects_the_other_types() {
         init.read_response(&transport).unwrap_err(),
         DropReason::UnexpectedType
     );
-    for t in (0..=255u8).filter(|t| !(1..=3).contains(t)) {
+    for t in (0..=255u8).filter(|t| !(1..=4).contains(t) && *t != 0x83) {
         let mut d = transport.clone();
         d[0] = t;
         assert_eq!(open(&mut server, &d), Err(DropReason::UnknownType));
     }
-    assert_eq!(server.drop_counters().get(DropReason::UnknownType), 253);
+    assert_eq!(server.drop_counters().get(DropReason::UnknownType), 251);
     assert_eq!(server.drop_counters().get(DropReason::UnexpectedType), 2);
     assert_eq!(open(&mut server, &transport), Ok((0, b"data".to_vec())));
 }
@@ -725,7 +746,7 @@ proptest! {
         let responded = r.responder.respond(&bytes, 5, &mut r.rng).map(|_| ());
         let read = r.initiator.read_response(&bytes).map(|_| ());
         match kind {
-            TYPE_INITIATION => prop_assert_eq!(responded, Err(DropReason::BadTag)),
+            TYPE_INITIATION => prop_assert_eq!(responded, Err(DropReason::BadMac)),
             TYPE_RESPONSE => prop_assert_eq!(read, Err(DropReason::BadTag)),
             _ => prop_assert_eq!(opened, Err(DropReason::BadTag)),
         }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use horde_crypto::{Keypair, PublicKey};
+use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
 use horde_policy::Scheduler;
 use horde_proto::{ChannelConfig, SessionConfig};
 
@@ -53,6 +53,10 @@ pub struct HostConfig {
     /// Accepted connections that may wait for [`Listener::accept`](crate::Listener)
     /// per service; more are closed at once. Default [`DEFAULT_ACCEPT_BACKLOG`].
     pub accept_backlog: usize,
+    /// Handshake defences: worker queue, per-source rate limit, when to ask for cookies.
+    pub handshakes: crate::handshake::HandshakeSettings,
+    /// When session keys rotate (WireGuard's thresholds by default).
+    pub rekey: RekeyPolicy,
 }
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
@@ -76,6 +80,8 @@ impl HostConfig {
             interface_poll: Some(DEFAULT_INTERFACE_POLL),
             recv_buffer_bytes: DEFAULT_RECV_BUFFER,
             accept_backlog: DEFAULT_ACCEPT_BACKLOG,
+            handshakes: Default::default(),
+            rekey: RekeyPolicy::default(),
         }
     }
 }

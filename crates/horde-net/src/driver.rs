@@ -20,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use horde_crypto::{
-    classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, PublicKey, Reply,
-    Responder,
+    classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, PublicKey,
+    RekeyPolicy, Reply,
 };
 use horde_proto::wire::{self, Packet as Wire};
 use horde_proto::{ChannelConfig, ChannelSpec, CloseReason, Event, Session, SessionConfig};
@@ -34,6 +34,7 @@ use crate::api::{
     Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
 };
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
+use crate::handshake::{Done, Gate, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::socket;
 
@@ -214,7 +215,9 @@ struct Driver {
     ifaces: Vec<Iface>,
     monitor: pool::Monitor,
     keypair: Keypair,
-    responder: Responder,
+    /// Initiations: cheap checks here, Diffie-Hellman on the handshake worker.
+    handshakes: Handshakes,
+    rekey: RekeyPolicy,
     session: SessionConfig,
     accepted_channel: ChannelConfig,
     scheduler: Option<SchedulerFactory>,
@@ -261,14 +264,19 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         });
     }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let responder = Responder::new(config.keypair.clone(), config.allowed_peers.iter().copied());
+    let handshakes = Handshakes::spawn(
+        config.keypair.clone(),
+        config.allowed_peers.iter().copied(),
+        config.handshakes.clone(),
+    )?;
     let driver = Driver {
         start: Instant::now(),
         sockets,
         ifaces,
         monitor,
         keypair: config.keypair,
-        responder,
+        handshakes,
+        rekey: config.rekey,
         session: config.session,
         accepted_channel: config.accepted_channel,
         scheduler: config.scheduler,
@@ -304,6 +312,9 @@ impl Driver {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.receive_all();
+            while let Some(done) = self.handshakes.try_done() {
+                self.on_handshake_done(done);
+            }
             loop {
                 match cmd_rx.try_recv() {
                     Ok(Command::Shutdown) => return self.last_flush().await,
@@ -333,6 +344,11 @@ impl Driver {
                     Some(cmd) => self.command(cmd),
                 },
                 _ = readable => {}
+                done = self.handshakes.next_done() => {
+                    if let Some(done) = done {
+                        self.on_handshake_done(done);
+                    }
+                }
                 _ = sleep => {}
             }
         }
@@ -460,6 +476,9 @@ impl Driver {
             Ok(Packet::Response {
                 receiver_index: receiver,
             }) => self.on_response(receiver, len, now),
+            Ok(Packet::CookieReply {
+                receiver_index: receiver,
+            }) => self.on_cookie_reply(receiver, len, now),
             Ok(Packet::Transport {
                 receiver_index: receiver,
                 ..
@@ -488,13 +507,47 @@ impl Driver {
         }
     }
 
+    /// Only the cheap checks here; the handshake worker answers later
+    /// ([`Driver::on_handshake_done`]).
     fn on_initiation(&mut self, iface: usize, src: SocketAddr, len: usize) {
+        let now = self.now();
         let by_index = &self.by_index;
-        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
-        let reply = match self
-            .responder
-            .respond(&self.recv_buf[..len], index, &mut self.rng)
-        {
+        let gate = self.handshakes.on_initiation(
+            &self.recv_buf[..len],
+            iface,
+            src,
+            now,
+            |i| by_index.contains_key(&i),
+            &mut self.stats.dropped,
+        );
+        if let Gate::Send(cookie_reply) = gate {
+            self.send_raw(iface, src, cookie_reply);
+        }
+    }
+
+    /// A cookie reply: our initiation is wanted again with `mac2`; resend it now.
+    fn on_cookie_reply(&mut self, receiver: u32, len: usize, now: Duration) {
+        let Some(&key) = self.by_index.get(&receiver) else {
+            self.stats.dropped.record(DropReason::WrongIndex);
+            return;
+        };
+        let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+        let Some(hs) = conn.handshake.as_mut() else {
+            self.stats.dropped.record(DropReason::UnexpectedType);
+            return;
+        };
+        match hs.initiator.read_cookie_reply(&self.recv_buf[..len]) {
+            Ok(()) => hs.next_send = now,
+            Err(reason) => self.stats.dropped.record(reason),
+        }
+    }
+
+    /// The handshake worker's answer to an initiation.
+    fn on_handshake_done(&mut self, done: Done) {
+        let Done {
+            iface, src, result, ..
+        } = done;
+        let reply = match result {
             Ok(r) => r,
             Err(reason) => {
                 self.stats.dropped.record(reason);
@@ -502,8 +555,12 @@ impl Driver {
             }
         };
         self.send_raw(iface, src, reply.response().to_vec());
-        if let Reply::NewSession { session, peer, .. } = reply {
+        if let Reply::NewSession {
+            mut session, peer, ..
+        } = reply
+        {
             self.replace_sessions_of(&peer);
+            session.set_rekey_policy(self.rekey);
             let key = self.next_key;
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
@@ -565,6 +622,8 @@ impl Driver {
                 return;
             }
         };
+        let mut crypto = crypto;
+        crypto.set_rekey_policy(self.rekey);
         // Channels over an interface that is down now wait for it to come back.
         let sockets = &self.sockets;
         let (live, parked): (Vec<ChannelTarget>, Vec<ChannelTarget>) = hs
@@ -886,8 +945,10 @@ impl Driver {
             let _ = reply.send(Err(NetError::NoInterface(bad.interface)));
             return;
         }
-        let by_index = &self.by_index;
-        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let (by_index, handshakes) = (&self.by_index, &self.handshakes);
+        let index = random_index(&mut self.rng, |i| {
+            by_index.contains_key(&i) || handshakes.is_reserved(i)
+        });
         let initiator = Initiator::new(
             &self.keypair,
             &config.peer,
@@ -1197,6 +1258,7 @@ impl Driver {
                 p.consumed(now, (read - conn.read_told) as usize);
                 conn.read_told = read;
             }
+            crypto.tick(now);
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
                 self.sealed.clear();
                 if crypto

@@ -6,6 +6,7 @@
 mod api;
 pub mod config;
 mod driver;
+pub mod handshake;
 mod pool;
 mod socket;
 
@@ -15,3 +16,4 @@ pub use config::{
     DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
 };
 pub use driver::HostStats;
+pub use handshake::HandshakeSettings;

@@ -1,0 +1,148 @@
+//! Per-source token buckets for handshake initiations, in a bounded table.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How many initiations one source address may send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Tokens added per second (sustained initiations per second).
+    pub per_second: f64,
+    /// Bucket size (initiations accepted back to back).
+    pub burst: f64,
+    /// Most source addresses tracked at once. When the table is full and no entry can be
+    /// forgotten, new sources are refused until one can.
+    pub max_sources: usize,
+}
+
+impl Default for RateLimit {
+    /// WireGuard's 20 initiations per second, with a burst of 10 so that an initiator
+    /// retrying on several channels at once is not throttled.
+    fn default() -> Self {
+        Self {
+            per_second: 20.0,
+            burst: 10.0,
+            max_sources: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    updated: Duration,
+}
+
+/// Token bucket per source IP address. Sans-IO: the caller passes the time.
+#[derive(Debug)]
+pub struct RateLimiter {
+    limit: RateLimit,
+    buckets: HashMap<IpAddr, Bucket>,
+}
+
+impl RateLimiter {
+    /// An empty table with the given limits.
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Takes one token for `source` at time `now`; false if its bucket is empty (or the
+    /// table is full of sources that are still being limited).
+    pub fn allow(&mut self, source: IpAddr, now: Duration) -> bool {
+        if !self.buckets.contains_key(&source) && self.buckets.len() >= self.limit.max_sources {
+            self.forget_refilled(now);
+            if self.buckets.len() >= self.limit.max_sources {
+                return false;
+            }
+        }
+        let limit = self.limit;
+        let bucket = self.buckets.entry(source).or_insert(Bucket {
+            tokens: limit.burst,
+            updated: now,
+        });
+        let elapsed = now.saturating_sub(bucket.updated).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * limit.per_second).min(limit.burst);
+        bucket.updated = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sources tracked now.
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no source is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// A bucket that has refilled is the same as no bucket: drop it.
+    fn forget_refilled(&mut self, now: Duration) {
+        let limit = self.limit;
+        self.buckets.retain(|_, b| {
+            let elapsed = now.saturating_sub(b.updated).as_secs_f64();
+            b.tokens + elapsed * limit.per_second < limit.burst
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn burst_then_sustained_rate() {
+        let mut r = RateLimiter::new(RateLimit {
+            per_second: 10.0,
+            burst: 3.0,
+            max_sources: 8,
+        });
+        let t0 = Duration::from_secs(5);
+        let allowed = (0..10).filter(|_| r.allow(ip(1), t0)).count();
+        assert_eq!(allowed, 3, "the burst");
+        // 100 ms later one token has come back, and only one.
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(r.allow(ip(1), t1));
+        assert!(!r.allow(ip(1), t1));
+        // Other sources have their own buckets.
+        assert!(r.allow(ip(2), t1));
+        // Over 10 s at 10/s, about 100 pass out of 1000 attempts.
+        let passed = (0..1000)
+            .filter(|i| r.allow(ip(1), t1 + Duration::from_millis(10 * (i + 1))))
+            .count();
+        assert!((99..=101).contains(&passed), "{passed}");
+    }
+
+    #[test]
+    fn table_is_bounded_and_forgets_idle_sources() {
+        let mut r = RateLimiter::new(RateLimit {
+            per_second: 1.0,
+            burst: 2.0,
+            max_sources: 4,
+        });
+        let t0 = Duration::ZERO;
+        for i in 0..4 {
+            assert!(r.allow(ip(i), t0));
+        }
+        // Full of sources that are still limited: a fifth is refused and not added.
+        assert!(!r.allow(ip(9), t0));
+        assert_eq!(r.len(), 4);
+        // Once their buckets have refilled they are forgotten, making room.
+        let later = t0 + Duration::from_secs(2);
+        assert!(r.allow(ip(9), later));
+        assert_eq!(r.len(), 1);
+    }
+}

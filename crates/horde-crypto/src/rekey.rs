@@ -1,0 +1,140 @@
+//! Key rotation for established sessions.
+//!
+//! *When* follows WireGuard: a sending key is replaced after [`REKEY_AFTER_TIME`] or
+//! [`REKEY_AFTER_MESSAGES`], and a receiving key is refused after [`REJECT_AFTER_TIME`] or
+//! [`REJECT_AFTER_MESSAGES`]. *How* follows QUIC's key update: each side ratchets its own
+//! sending key with Noise's `REKEY` function (`k' = first 32 bytes of ENCRYPT(k, 2^64 - 1, "",
+//! zeros)`) and flips the key phase bit in the type byte; the receiver derives the next key
+//! when it sees the other phase, and keeps the previous key for datagrams still in flight.
+//! No message exchange is needed, so delivery never pauses, and the session's index stays the
+//! same. Old keys are erased, so a key stolen later does not decrypt earlier generations.
+
+use std::time::Duration;
+
+use chacha20poly1305::aead::AeadInPlace;
+use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce};
+use zeroize::Zeroizing;
+
+/// Replace a sending key after this long (WireGuard's `REKEY_AFTER_TIME`).
+pub const REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
+/// Refuse datagrams under a receiving key first used this long ago (`REJECT_AFTER_TIME`).
+pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+/// Replace a sending key after this many datagrams (`REKEY_AFTER_MESSAGES`).
+pub const REKEY_AFTER_MESSAGES: u64 = 1 << 60;
+/// Refuse datagrams under a receiving key after this many (`REJECT_AFTER_MESSAGES`).
+pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
+
+/// When a [`Session`](crate::Session) rotates and refuses keys. Time thresholds apply only to
+/// sessions the caller ticks ([`Session::tick`](crate::Session::tick)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RekeyPolicy {
+    /// Rotate the sending key once it has been in use this long.
+    pub rekey_after_time: Duration,
+    /// Refuse a receiving key first used longer ago than this.
+    pub reject_after_time: Duration,
+    /// Rotate the sending key after this many datagrams under it.
+    pub rekey_after_messages: u64,
+    /// Refuse a receiving key after this many datagrams under it.
+    pub reject_after_messages: u64,
+}
+
+impl Default for RekeyPolicy {
+    /// WireGuard's constants.
+    fn default() -> Self {
+        Self {
+            rekey_after_time: REKEY_AFTER_TIME,
+            reject_after_time: REJECT_AFTER_TIME,
+            rekey_after_messages: REKEY_AFTER_MESSAGES,
+            reject_after_messages: REJECT_AFTER_MESSAGES,
+        }
+    }
+}
+
+impl RekeyPolicy {
+    /// Rotation every `interval` (for tests and short-lived experiments); refusal after 1.5
+    /// intervals, the same ratio as WireGuard's 120 s / 180 s.
+    pub fn every(interval: Duration) -> Self {
+        Self {
+            rekey_after_time: interval,
+            reject_after_time: interval + interval / 2,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the sending key `k` should be replaced before the next datagram. A key is
+    /// rotated only after it sealed at least one datagram, so the receiver never has to skip
+    /// a generation it has not seen.
+    pub(crate) fn send_due(&self, k: &KeyGeneration, now: Duration) -> bool {
+        k.messages >= self.rekey_after_messages
+            || k.first_used
+                .is_some_and(|t| now.saturating_sub(t) >= self.rekey_after_time)
+    }
+
+    /// Whether the receiving key `k` must no longer be accepted.
+    pub(crate) fn expired(&self, k: &KeyGeneration, now: Duration) -> bool {
+        k.messages >= self.reject_after_messages
+            || k.first_used
+                .is_some_and(|t| now.saturating_sub(t) > self.reject_after_time)
+    }
+}
+
+/// The ChaCha20-Poly1305 nonce of Noise's `ChaChaPoly`: 32 zero bits, then the 64-bit
+/// counter, little-endian.
+pub(crate) fn aead_nonce(n: u64) -> Nonce {
+    let mut bytes = [0u8; 12];
+    bytes[4..].copy_from_slice(&n.to_le_bytes());
+    bytes.into()
+}
+
+/// One generation of a directional key.
+pub(crate) struct KeyGeneration {
+    cipher: ChaCha20Poly1305,
+    phase: u8,
+    first_used: Option<Duration>,
+    messages: u64,
+}
+
+impl KeyGeneration {
+    /// The key a handshake produced: phase 0.
+    pub(crate) fn first(key: [u8; 32]) -> Self {
+        Self::with_phase(Zeroizing::new(key), 0)
+    }
+
+    fn with_phase(key: Zeroizing<[u8; 32]>, phase: u8) -> Self {
+        // The raw key is wiped when `key` drops; the cipher keeps its own expanded copy.
+        let cipher = ChaCha20Poly1305::new(Key::from_slice(&key[..]));
+        Self {
+            cipher,
+            phase,
+            first_used: None,
+            messages: 0,
+        }
+    }
+
+    /// The following generation (Noise `REKEY`), with the other phase bit. `now` stamps it as
+    /// in use from then on.
+    pub(crate) fn next(&self, now: Duration) -> Self {
+        let mut block = Zeroizing::new([0u8; 32]);
+        self.cipher
+            .encrypt_in_place_detached(&aead_nonce(u64::MAX), b"", &mut block[..])
+            .expect("32 bytes are within ChaCha20-Poly1305's limit");
+        let mut next = Self::with_phase(block, self.phase ^ 1);
+        next.first_used = Some(now);
+        next
+    }
+
+    pub(crate) fn cipher(&self) -> &ChaCha20Poly1305 {
+        &self.cipher
+    }
+
+    /// 0 or 1.
+    pub(crate) fn phase(&self) -> u8 {
+        self.phase
+    }
+
+    /// Records one datagram under this key at `now`.
+    pub(crate) fn used(&mut self, now: Duration) {
+        self.first_used.get_or_insert(now);
+        self.messages = self.messages.saturating_add(1);
+    }
+}

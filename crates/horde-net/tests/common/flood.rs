@@ -1,0 +1,304 @@
+//! A handshake flood against a live session, over loopback: the attacker, and a measured
+//! session between two hosts. Shared by the flood test and the flood benchmark.
+//!
+//! The attacker sends from 127.0.0.2 (the session runs on 127.0.0.1), paced in 1 ms steps,
+//! for a fixed time, and then stops by itself. It answers cookie replies like a real
+//! initiator would (its address is real), so the per-source rate limit is exercised too.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use horde_crypto::{DropCounters, Initiator, Keypair, PublicKey, INITIATION_LEN, TYPE_INITIATION};
+use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
+use horde_policy::Fields;
+use horde_proto::{ChannelConfig, Event, StreamConfig};
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
+
+/// What the attacker sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloodKind {
+    /// Well-sized initiations of random bytes (no valid mac1).
+    Random,
+    /// One captured initiation of an allow-listed key, replayed over and over.
+    Replay,
+    /// Valid initiations from a key that is not on the allow-list.
+    Disallowed,
+}
+
+impl FloodKind {
+    pub const ALL: [FloodKind; 3] = [FloodKind::Random, FloodKind::Replay, FloodKind::Disallowed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FloodKind::Random => "random",
+            FloodKind::Replay => "replayed allowed key",
+            FloodKind::Disallowed => "disallowed key",
+        }
+    }
+}
+
+/// A running flood; [`Flood::join`] returns how many datagrams it sent.
+pub struct Flood {
+    thread: std::thread::JoinHandle<u64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Flood {
+    /// Starts sending `kind` at `rate` datagrams/s to `target` for `seconds`.
+    /// `allowed` is an allow-listed key (for replays), `responder` the target's public key.
+    pub fn start(
+        kind: FloodKind,
+        target: SocketAddr,
+        responder: PublicKey,
+        allowed: &Keypair,
+        rate: u32,
+        seconds: f64,
+    ) -> Flood {
+        let mut rng = StdRng::seed_from_u64(0xF100D);
+        let stranger = Keypair::generate_with(&mut rng);
+        let identity = match kind {
+            FloodKind::Disallowed => stranger,
+            _ => allowed.clone(),
+        };
+        // Timestamp 1: older than any real handshake, as a captured one would be.
+        let mut initiator = Initiator::new(&identity, &responder, 0xBAD, 1, &mut rng);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+            socket.set_nonblocking(true).unwrap();
+            let mut random = vec![0u8; INITIATION_LEN];
+            let mut reply = [0u8; 256];
+            let start = Instant::now();
+            let end = start + Duration::from_secs_f64(seconds);
+            let mut sent = 0u64;
+            let mut fresh = 0u32;
+            while Instant::now() < end && !stop_flag.load(Ordering::Relaxed) {
+                // Cookie replies make the replayed and disallowed initiations carry mac2.
+                while let Ok((n, _)) = socket.recv_from(&mut reply) {
+                    let _ = initiator.read_cookie_reply(&reply[..n]);
+                }
+                let due = (start.elapsed().as_secs_f64() * f64::from(rate)) as u64;
+                while sent < due {
+                    let bytes: &[u8] = match kind {
+                        FloodKind::Random => {
+                            rng.fill_bytes(&mut random);
+                            random[0] = TYPE_INITIATION;
+                            &random
+                        }
+                        FloodKind::Replay => initiator.initiation(),
+                        FloodKind::Disallowed => {
+                            // A new handshake now and then, as a real peer would make.
+                            fresh += 1;
+                            if fresh % 1000 == 0 {
+                                initiator = Initiator::new(
+                                    &identity,
+                                    &responder,
+                                    0xBAD,
+                                    u64::from(fresh),
+                                    &mut rng,
+                                );
+                            }
+                            initiator.initiation()
+                        }
+                    };
+                    let _ = socket.send_to(bytes, target);
+                    sent += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            sent
+        });
+        Flood { thread, stop }
+    }
+
+    pub fn join(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// What the live session saw.
+#[derive(Debug, Clone)]
+pub struct LiveReport {
+    pub sent: u64,
+    pub delivered: u64,
+    pub acked: u64,
+    /// ADUs delivered in each 250 ms window of the run.
+    pub delivered_per_window: Vec<u64>,
+    /// Acks in each 250 ms window.
+    pub acked_per_window: Vec<u64>,
+    /// One-way latency of every delivered ADU, ms.
+    pub latencies_ms: Vec<f64>,
+    pub seconds: f64,
+    pub server_drops: DropCounters,
+    pub flood_sent: u64,
+}
+
+impl LiveReport {
+    pub fn goodput_kbps(&self, adu_bytes: usize) -> f64 {
+        self.delivered as f64 * adu_bytes as f64 * 8.0 / 1000.0 / self.seconds
+    }
+
+    pub fn p95_ms(&self) -> f64 {
+        let mut v = self.latencies_ms.clone();
+        v.sort_by(f64::total_cmp);
+        v.get(((v.len() as f64 * 0.95) as usize).min(v.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+}
+
+pub const WINDOW: Duration = Duration::from_millis(250);
+
+/// An emulated link for the session's channel: rate (kbit/s) and one-way delay (ms), both
+/// ways. The flood does not go through it: it hits the receiver's socket directly.
+#[derive(Debug, Clone, Copy)]
+pub struct EmulatedLink {
+    pub kbps: f64,
+    pub delay_ms: f64,
+}
+
+/// Runs a session from 127.0.0.1 to 127.0.0.1 sending `adus_per_second` ADUs of
+/// `adu_bytes` for `seconds`, with `flood` (kind, datagrams/s) against the receiver
+/// during the whole run, directly or over an emulated `link`. Both hosts run on the
+/// caller's runtime.
+pub async fn live_session(
+    link: Option<EmulatedLink>,
+    flood: Option<(FloodKind, u32)>,
+    adus_per_second: u32,
+    adu_bytes: usize,
+    seconds: f64,
+) -> LiveReport {
+    let client_key = Keypair::generate();
+    let server_key = Keypair::generate();
+    let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut server_cfg = HostConfig::new(server_key.clone(), vec![InterfaceConfig::new(lo)]);
+    server_cfg.allowed_peers = vec![*client_key.public()];
+    let server = Host::bind(server_cfg).await.unwrap();
+    let client = Host::bind(HostConfig::new(
+        client_key.clone(),
+        vec![InterfaceConfig::new(lo)],
+    ))
+    .await
+    .unwrap();
+    let target = server.local_addrs()[0];
+    let emulator = link.map(|l| {
+        let spec = format!(
+            "rate = {{ model = \"constant\", kbps = {} }}\ndelay = {{ model = \"constant\", ms = {} }}\nbuffer_bytes = 200000",
+            l.kbps, l.delay_ms
+        );
+        let toml = format!(
+            "seed = 1\n[[channels]]\nname = \"cell\"\nlisten = \"127.0.0.1:0\"\nforward_to = \"{target}\"\nup = {{}}\n"
+        );
+        let mut cfg = horde_emu::EmulatorConfig::from_toml(&toml, "flood", std::path::Path::new("."))
+            .unwrap();
+        let spec: horde_emu::LinkSpec = toml::from_str(&spec).unwrap();
+        cfg.channels[0].up = spec.clone();
+        cfg.channels[0].down = Some(spec);
+        horde_emu::Emulator::start(&cfg).unwrap()
+    });
+    let remote = emulator
+        .as_ref()
+        .map_or(target, |e| e.client_addr("cell").unwrap());
+    let mut listener = server.listen(7);
+    let conn = client
+        .connect(ConnectConfig {
+            peer: *server_key.public(),
+            service: 7,
+            channels: vec![ChannelTarget {
+                interface: 0,
+                remote,
+                config: ChannelConfig::default(),
+            }],
+            handshake_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    let accepted = tokio::time::timeout(Duration::from_secs(5), listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    conn.open_stream(1, StreamConfig::default()).await.unwrap();
+    let (handle, mut client_events) = conn.split();
+    let (_server_handle, mut server_events) = accepted.split();
+
+    let attack = flood.map(|(kind, rate)| {
+        Flood::start(
+            kind,
+            target,
+            *server_key.public(),
+            &client_key,
+            rate,
+            seconds,
+        )
+    });
+
+    let epoch = Instant::now();
+    let windows = (seconds / WINDOW.as_secs_f64()).ceil() as usize + 8;
+    let receiver = tokio::spawn(async move {
+        let mut delivered = 0u64;
+        let mut per_window = vec![0u64; windows];
+        let mut latencies = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds + 1.0);
+        while let Ok(Some(e)) = tokio::time::timeout_at(deadline, server_events.recv()).await {
+            if let Event::Received { payload, .. } = e {
+                let now = epoch.elapsed();
+                let sent_ns = u64::from_le_bytes(payload[..8].try_into().unwrap());
+                latencies.push((now.as_nanos() as f64 - sent_ns as f64) / 1e6);
+                delivered += 1;
+                let w = (now.as_secs_f64() / WINDOW.as_secs_f64()) as usize;
+                per_window[w.min(windows - 1)] += 1;
+            }
+        }
+        (delivered, per_window, latencies)
+    });
+    let acks = tokio::spawn(async move {
+        let mut acked = 0u64;
+        let mut per_window = vec![0u64; windows];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds + 1.0);
+        while let Ok(Some(e)) = tokio::time::timeout_at(deadline, client_events.recv()).await {
+            if matches!(e, Event::Ack { .. } | Event::LateAck { .. }) {
+                acked += 1;
+                let w = (epoch.elapsed().as_secs_f64() / WINDOW.as_secs_f64()) as usize;
+                per_window[w.min(windows - 1)] += 1;
+            }
+        }
+        (acked, per_window)
+    });
+
+    let total = (f64::from(adus_per_second) * seconds) as u64;
+    let mut ticker =
+        tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(adus_per_second)));
+    let mut payload = vec![0x5Au8; adu_bytes.max(8)];
+    for _ in 0..total {
+        ticker.tick().await;
+        payload[..8].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_le_bytes());
+        handle
+            .send_adu_nowait(1, Bytes::copy_from_slice(&payload), Fields::new())
+            .unwrap();
+    }
+    let flood_sent = attack.map_or(0, Flood::join);
+    let (delivered, delivered_per_window, latencies_ms) = receiver.await.unwrap();
+    let (acked, acked_per_window) = acks.await.unwrap();
+    let server_drops = server.stats().await.unwrap().dropped;
+    client.shutdown().await;
+    server.shutdown().await;
+    LiveReport {
+        sent: total,
+        delivered,
+        acked,
+        delivered_per_window,
+        acked_per_window,
+        latencies_ms,
+        seconds,
+        server_drops,
+        flood_sent,
+    }
+}
