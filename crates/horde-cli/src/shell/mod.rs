@@ -52,6 +52,10 @@ pub struct Args {
     /// Seed of the links' random processes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Initial congestion window, in segments, of TCP over the links (route `initcwnd`,
+    /// both ways); the kernel default (10) when absent.
+    #[arg(long, value_name = "SEGMENTS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    initcwnd: Option<u32>,
     /// Print the emulator's per-link counters to stderr when the command ends.
     #[arg(long)]
     stats: bool,
@@ -94,6 +98,16 @@ fn parse_links(specs: &[String]) -> Result<Vec<LinkArg>> {
         .collect()
 }
 
+/// The `up` and `down` models of one `--link` value (for checking what others write).
+#[cfg(test)]
+pub(crate) fn parse_link_arg(
+    text: &str,
+) -> Result<(horde_links::LinkSpec, horde_links::LinkSpec), String> {
+    LinkArg::parse(text)
+        .map(|l| (l.up, l.down))
+        .map_err(|e| e.to_string())
+}
+
 /// Build the link models (reading traces) for each `--link`.
 fn build_channels(links: &[LinkArg], seed: u64) -> Result<Vec<LinkModels>> {
     let cwd = std::env::current_dir()?;
@@ -134,6 +148,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|i| ns.add_link(i))
         .collect::<Result<Vec<_>>>()?;
     ns.default_route(&devices)?;
+    if let Some(n) = args.initcwnd {
+        ns.set_initcwnd(&devices, n).context("set initcwnd")?;
+    }
     if args.mptcp {
         ns.configure_mptcp(&devices)
             .context("configure MPTCP endpoints")?;

@@ -162,6 +162,47 @@ impl Namespace {
         })
     }
 
+    /// Give TCP connections over every link, both ways, an initial congestion window of
+    /// `segments` (`initcwnd` on the namespace's routes and the host's link routes), so
+    /// kernel TCP can be compared with a stack that starts smaller or larger.
+    pub fn set_initcwnd(&self, links: &[LinkDevices], segments: u32) -> Result<()> {
+        let n = segments.to_string();
+        let first = &links[0].inner_name;
+        self.ip(&["route", "change", "default", "dev", first, "initcwnd", &n])?;
+        for (i, l) in links.iter().enumerate() {
+            let table = (TABLE_BASE + i).to_string();
+            self.ip(&[
+                "route",
+                "change",
+                "default",
+                "dev",
+                &l.inner_name,
+                "table",
+                &table,
+                "initcwnd",
+                &n,
+            ])?;
+            let net = Ipv4Addr::from(u32::from(l.outer_addr) & !3);
+            run(&[
+                "ip",
+                "route",
+                "change",
+                &format!("{net}/30"),
+                "dev",
+                &format!("hs{}h{i}", self.index),
+                "proto",
+                "kernel",
+                "scope",
+                "link",
+                "src",
+                &l.outer_addr.to_string(),
+                "initcwnd",
+                &n,
+            ])?;
+        }
+        Ok(())
+    }
+
     /// Route everything else (the host address included) through link 0.
     pub fn default_route(&self, links: &[LinkDevices]) -> Result<()> {
         self.ip(&["route", "add", "default", "dev", &links[0].inner_name])
