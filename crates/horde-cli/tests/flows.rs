@@ -76,8 +76,12 @@ fn sim_reports_are_repeatable_and_written_out() {
     let flows = std::fs::read_to_string(out.join("flows.csv")).unwrap();
     let n = report["flows"].as_array().unwrap().len();
     assert_eq!(flows.lines().count(), n + 1);
-    assert!(std::fs::read_to_string(out.join("fct_cdf.svg")).unwrap().contains("<svg"));
-    assert!(std::fs::read_to_string(out.join("summary.csv")).unwrap().starts_with("class,"));
+    assert!(std::fs::read_to_string(out.join("fct_cdf.svg"))
+        .unwrap()
+        .contains("<svg"));
+    assert!(std::fs::read_to_string(out.join("summary.csv"))
+        .unwrap()
+        .starts_with("class,"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -85,11 +89,23 @@ fn sim_reports_are_repeatable_and_written_out() {
 fn workload_file_errors_name_file_line_and_column() {
     let dir = scratch("errors");
     let cases = [
-        (SMALL.replace("load = 0.3", "load = 3"), ":9:1: flow 1 (web): load must be in (0, 1]"),
-        (SMALL.replace("interval_ms = 40", "interval_ms = \"fast\""), ":20:15: invalid type"),
-        (SMALL.replace("\"interactive\"", "\"chat\""), ":18:8: unknown variant `chat`"),
         (
-            SMALL.replace("model = \"constant\", kbps = 8000", "model = \"trace\", path = \"missing.trace\""),
+            SMALL.replace("load = 0.3", "load = 3"),
+            ":8:1: flow 1 (web): load must be in (0, 1]",
+        ),
+        (
+            SMALL.replace("interval_ms = 40", "interval_ms = \"fast\""),
+            ":13:1: flow 2: invalid type",
+        ),
+        (
+            SMALL.replace("\"interactive\"", "\"chat\""),
+            ":13:1: flow 2: unknown variant `chat`",
+        ),
+        (
+            SMALL.replace(
+                "model = \"constant\", kbps = 8000",
+                "model = \"trace\", path = \"missing.trace\"",
+            ),
             ":7:6: link.up:",
         ),
     ];
@@ -99,7 +115,10 @@ fn workload_file_errors_name_file_line_and_column() {
         let out = horde(&["flows", "sim", file.to_str().unwrap()]);
         assert!(!out.status.success());
         let err = text(&out.stderr);
-        assert!(err.contains(&format!("bad{i}.toml{want}")), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("bad{i}.toml{want}")),
+            "case {i}: {err}"
+        );
     }
     let out = horde(&["flows", "sim", "no/such/file.toml"]);
     assert!(text(&out.stderr).contains("no/such/file.toml: cannot read"));
@@ -119,7 +138,11 @@ fn emu_runs_the_same_workload_over_kernel_tcp() {
     let f = file.to_str().unwrap();
     let out = horde(&["flows", "emu", f, "--json"]);
     if !is_root() {
-        assert!(text(&out.stderr).contains("needs root"), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("needs root"),
+            "{}",
+            text(&out.stderr)
+        );
         return;
     }
     let emu = json(&out);
@@ -132,7 +155,13 @@ fn emu_runs_the_same_workload_over_kernel_tcp() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|f| (f["id"].clone(), f["bytes_down"].clone(), f["start_s"].clone()))
+            .map(|f| {
+                (
+                    f["id"].clone(),
+                    f["bytes_down"].clone(),
+                    f["start_s"].clone(),
+                )
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(key(&emu), key(&sim));

@@ -48,8 +48,9 @@ struct RawScenario {
     #[serde(default)]
     tcp: TcpSettings,
     link: Spanned<RawLink>,
+    /// Read as plain tables first, so that an error inside one entry points at it.
     #[serde(default, rename = "flow")]
-    flows: Vec<Spanned<FlowSpec>>,
+    flows: Vec<Spanned<toml::Table>>,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +65,9 @@ struct RawLink {
 fn one() -> u64 {
     1
 }
+
+/// The built `up` and `down` models.
+pub type LinkPair = (Box<dyn Link>, Box<dyn Link>);
 
 /// A validated flow scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,7 +186,10 @@ impl FlowScenario {
             return Err(loc.at(raw.link.span(), "no [[flow]] entries: nothing to run"));
         }
         let mut flows = Vec::new();
-        for (i, f) in raw.flows.iter().enumerate() {
+        for (i, entry) in raw.flows.iter().enumerate() {
+            let f = FlowSpec::deserialize(toml::Value::Table(entry.get_ref().clone()))
+                .map(|spec| Spanned::new(entry.span(), spec))
+                .map_err(|e| loc.at(entry.span(), format!("flow {}: {}", i + 1, e.message())))?;
             f.get_ref().validate(duration_s).map_err(|m| {
                 loc.at(
                     f.span(),
@@ -225,7 +232,7 @@ impl FlowScenario {
     }
 
     /// The two link models, seeded from the scenario's seed.
-    pub fn links(&self) -> Result<(Box<dyn Link>, Box<dyn Link>), horde_links::LinkError> {
+    pub fn links(&self) -> Result<LinkPair, horde_links::LinkError> {
         let seed = |k: u64| crate::workload::stream_seed(self.seed ^ k, 0);
         Ok((
             self.up.build(seed(UP_LINK), &self.base_dir)?,
@@ -276,7 +283,10 @@ bytes = 1000
         );
         let typo = GOOD.replace("\"bulk\"", "\"bluk\"");
         let e = parse(&typo).unwrap_err();
-        assert!(e.starts_with("s.toml:7:8: unknown variant `bluk`"), "{e}");
+        assert!(
+            e.starts_with("s.toml:6:1: flow 1: unknown variant `bluk`"),
+            "{e}"
+        );
         let dur = GOOD.replace("duration_s = 10", "duration_s = -1");
         assert!(
             parse(&dur).unwrap_err().starts_with("s.toml:3:14:"),

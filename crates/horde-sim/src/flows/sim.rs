@@ -142,8 +142,8 @@ impl<C: Carrier> FlowSim<C> {
         FlowSim {
             now: Duration::ZERO,
             carrier,
-            client: SimHost::new(CLIENT_ADDR, seed ^ 0x5eed_c1),
-            server: SimHost::new(SERVER_ADDR, seed ^ 0x5eed_5e),
+            client: SimHost::new(CLIENT_ADDR, seed ^ 0x005e_edc1),
+            server: SimHost::new(SERVER_ADDR, seed ^ 0x005e_ed5e),
             tcp,
             specs,
             plan,

@@ -34,7 +34,7 @@ impl TruncatedLogNormal {
 
     /// Checked parameters (finite, `sigma > 0`, `max_bytes >= 1`).
     pub fn validate(&self) -> Result<(), String> {
-        if !self.mu.is_finite() || !(self.sigma.is_finite() && self.sigma > 0.0) {
+        if !(self.mu.is_finite() && self.sigma.is_finite() && self.sigma > 0.0) {
             return Err(format!(
                 "lognormal needs a finite mu and a positive sigma, got mu {} sigma {}",
                 self.mu, self.sigma
