@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// 2 to start like smoltcp; the kernel default (10) when absent.
     #[arg(long, value_name = "SEGMENTS")]
     initcwnd: Option<u32>,
+    /// emu only: kernel TCP's minimum retransmission timeout in ms (passed to `horde
+    /// shell`), e.g. 1000 to time out like smoltcp; the kernel default (200) when absent.
+    #[arg(long, value_name = "MS")]
+    rto_min: Option<u32>,
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
@@ -78,8 +82,8 @@ fn publish(report: &FlowReport, args: &RunArgs) -> Result<ExitCode> {
 
 fn sim(args: RunArgs) -> Result<ExitCode> {
     ensure!(
-        args.initcwnd.is_none(),
-        "--initcwnd applies to `flows emu` only"
+        args.initcwnd.is_none() && args.rto_min.is_none(),
+        "--initcwnd and --rto-min apply to `flows emu` only"
     );
     let s = load(&args.file, args.seed)?;
     let wall = Instant::now();
@@ -204,6 +208,9 @@ fn emu(args: RunArgs) -> Result<ExitCode> {
     let mut shell_args = vec!["--seed".to_string(), s.seed.to_string()];
     if let Some(n) = args.initcwnd {
         shell_args.extend(["--initcwnd".to_string(), n.to_string()]);
+    }
+    if let Some(ms) = args.rto_min {
+        shell_args.extend(["--rto-min".to_string(), ms.to_string()]);
     }
     shell_args.extend(["--link".to_string(), link]);
     eprintln!("horde shell {}", shell_args.join(" "));

@@ -56,6 +56,10 @@ pub struct Args {
     /// both ways); the kernel default (10) when absent.
     #[arg(long, value_name = "SEGMENTS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     initcwnd: Option<u32>,
+    /// Minimum retransmission timeout of TCP over the links, in ms (route `rto_min`,
+    /// both ways); the kernel default (200 ms) when absent.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    rto_min: Option<u32>,
     /// Print the emulator's per-link counters to stderr when the command ends.
     #[arg(long)]
     stats: bool,
@@ -148,8 +152,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|i| ns.add_link(i))
         .collect::<Result<Vec<_>>>()?;
     ns.default_route(&devices)?;
+    let mut route_options = Vec::new();
     if let Some(n) = args.initcwnd {
-        ns.set_initcwnd(&devices, n).context("set initcwnd")?;
+        route_options.extend(["initcwnd".to_string(), n.to_string()]);
+    }
+    if let Some(ms) = args.rto_min {
+        route_options.extend(["rto_min".to_string(), format!("{ms}ms")]);
+    }
+    if !route_options.is_empty() {
+        ns.set_tcp_route_options(&devices, &route_options)
+            .context("set TCP route options")?;
     }
     if args.mptcp {
         ns.configure_mptcp(&devices)

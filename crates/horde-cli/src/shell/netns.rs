@@ -162,16 +162,24 @@ impl Namespace {
         })
     }
 
-    /// Give TCP connections over every link, both ways, an initial congestion window of
-    /// `segments` (`initcwnd` on the namespace's routes and the host's link routes), so
-    /// kernel TCP can be compared with a stack that starts smaller or larger.
-    pub fn set_initcwnd(&self, links: &[LinkDevices], segments: u32) -> Result<()> {
-        let n = segments.to_string();
+    /// TCP route attributes (`initcwnd 2`, `rto_min 1000ms`, ...) on every link, both
+    /// ways: the namespace's routes and the host's link routes. Lets kernel TCP be
+    /// compared with a stack that starts or times out differently.
+    pub fn set_tcp_route_options(&self, links: &[LinkDevices], options: &[String]) -> Result<()> {
+        fn joined<'a>(base: &[&'a str], options: &'a [String]) -> Vec<&'a str> {
+            base.iter()
+                .copied()
+                .chain(options.iter().map(String::as_str))
+                .collect()
+        }
         let first = &links[0].inner_name;
-        self.ip(&["route", "change", "default", "dev", first, "initcwnd", &n])?;
+        self.ip(&joined(
+            &["route", "change", "default", "dev", first],
+            options,
+        ))?;
         for (i, l) in links.iter().enumerate() {
             let table = (TABLE_BASE + i).to_string();
-            self.ip(&[
+            let route = [
                 "route",
                 "change",
                 "default",
@@ -179,26 +187,17 @@ impl Namespace {
                 &l.inner_name,
                 "table",
                 &table,
-                "initcwnd",
-                &n,
-            ])?;
-            let net = Ipv4Addr::from(u32::from(l.outer_addr) & !3);
-            run(&[
-                "ip",
-                "route",
-                "change",
-                &format!("{net}/30"),
-                "dev",
-                &format!("hs{}h{i}", self.index),
-                "proto",
-                "kernel",
-                "scope",
-                "link",
-                "src",
-                &l.outer_addr.to_string(),
-                "initcwnd",
-                &n,
-            ])?;
+            ];
+            self.ip(&joined(&route, options))?;
+            let net = format!("{}/30", Ipv4Addr::from(u32::from(l.outer_addr) & !3));
+            let (dev, src) = (format!("hs{}h{i}", self.index), l.outer_addr.to_string());
+            run(&joined(
+                &[
+                    "ip", "route", "change", &net, "dev", &dev, "proto", "kernel", "scope", "link",
+                    "src", &src,
+                ],
+                options,
+            ))?;
         }
         Ok(())
     }
