@@ -128,7 +128,7 @@ fn run_flow(
         Some(*sum)
     });
     let mut next_target = complete_at.next();
-    while let Some(target) = next_target {
+    while next_target.is_some() {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
             result.error = Some("run ended".into());
@@ -147,7 +147,6 @@ fn run_flow(
                     result.completions_us.push(now);
                     next_target = complete_at.next();
                 }
-                let _ = target;
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 result.error = Some("run ended".into());
