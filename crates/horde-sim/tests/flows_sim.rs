@@ -111,3 +111,84 @@ bytes = 10000000
     assert!(r.run_s <= s.end().as_secs_f64() + 1e-9);
     assert!(Duration::from_secs_f64(r.run_s) > Duration::from_millis(1900));
 }
+
+/// A carrier of our own in front of the direct link: it drops every 40th data segment
+/// the server sends, which is how a tunnel or any other path plugs in.
+struct DropEveryNth {
+    inner: horde_sim::flows::DirectLink,
+    n: u64,
+    data_seen: u64,
+    dropped: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl horde_sim::flows::Carrier for DropEveryNth {
+    fn send(&mut self, now: Duration, from: horde_sim::flows::Side, packet: Vec<u8>) {
+        // 40 bytes of IPv4 + TCP headers (smoltcp sends no options on data segments).
+        if from == horde_sim::flows::Side::Server && packet.len() > 40 {
+            self.data_seen += 1;
+            if self.data_seen % self.n == 0 {
+                self.dropped.set(self.dropped.get() + 1);
+                return;
+            }
+        }
+        self.inner.send(now, from, packet);
+    }
+    fn next_delivery(&self) -> Option<Duration> {
+        self.inner.next_delivery()
+    }
+    fn deliver(&mut self, now: Duration, out: &mut Vec<(horde_sim::flows::Side, Vec<u8>)>) {
+        self.inner.deliver(now, out);
+    }
+    fn stats(&self) -> horde_sim::flows::CarrierStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn any_carrier_plugs_in_and_every_lost_segment_is_resent() {
+    let s = scenario(
+        r#"
+seed = 2
+duration_s = 5
+[link]
+up = { rate = { model = "constant", kbps = 10000 }, delay = { model = "constant", ms = 10 } }
+[[flow]]
+kind = "bulk"
+bytes = 300000
+count = 3
+[[flow]]
+kind = "request_response"
+request_bytes = 100
+response_bytes = 30000
+rate_per_s = 4
+"#,
+    );
+    let (up, down) = s.links().unwrap();
+    let dropped = std::rc::Rc::new(std::cell::Cell::new(0));
+    let carrier = DropEveryNth {
+        inner: horde_sim::flows::DirectLink::new(up, down),
+        n: 40,
+        data_seen: 0,
+        dropped: dropped.clone(),
+    };
+    let r = horde_sim::flows::simulate(
+        "drops",
+        carrier,
+        s.tcp,
+        &s.flows,
+        s.plan().unwrap(),
+        s.seed,
+        s.end(),
+    )
+    .unwrap();
+    assert!(dropped.get() > 10, "{}", dropped.get());
+    for c in &r.classes {
+        assert_eq!(c.completed, c.flows, "{c:?}");
+    }
+    let retransmits: u64 = r.flows.iter().map(|f| f.retransmits).sum();
+    assert!(
+        retransmits >= dropped.get(),
+        "{retransmits} < {}",
+        dropped.get()
+    );
+}
