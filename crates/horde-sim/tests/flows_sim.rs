@@ -126,7 +126,7 @@ impl horde_sim::flows::Carrier for DropEveryNth {
         // 40 bytes of IPv4 + TCP headers (smoltcp sends no options on data segments).
         if from == horde_sim::flows::Side::Server && packet.len() > 40 {
             self.data_seen += 1;
-            if self.data_seen % self.n == 0 {
+            if self.data_seen.is_multiple_of(self.n) {
                 self.dropped.set(self.dropped.get() + 1);
                 return;
             }
