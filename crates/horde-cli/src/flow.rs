@@ -44,6 +44,9 @@ pub struct ServerArgs {
     /// Exit after this many transfers (default: serve forever).
     #[arg(long)]
     count: Option<u64>,
+    /// Speak the flow-workload protocol (docs/flows.md) instead of bulk transfers.
+    #[arg(long)]
+    workload: bool,
 }
 
 #[derive(ClapArgs)]
@@ -52,8 +55,14 @@ pub struct ClientArgs {
     #[arg(long, default_value = "127.0.0.1:5201")]
     connect: SocketAddr,
     /// Bytes to send.
-    #[arg(long)]
-    bytes: u64,
+    #[arg(long, required_unless_present = "workload")]
+    bytes: Option<u64>,
+    /// Run a flow scenario's workload (docs/flows.md) against a `--workload` server.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["bytes", "mptcp"])]
+    workload: Option<std::path::PathBuf>,
+    /// With --workload: write raw per-flow results (JSON) here instead of a table.
+    #[arg(long, value_name = "FILE", requires = "workload")]
+    results: Option<std::path::PathBuf>,
     /// Use MPTCP (IPPROTO_MPTCP); subflows follow the kernel's `ip mptcp` endpoints.
     #[arg(long)]
     mptcp: bool,
@@ -63,9 +72,9 @@ pub struct ClientArgs {
     /// Local address to bind before connecting (picks the emulated link in `horde shell`).
     #[arg(long)]
     bind: Option<std::net::IpAddr>,
-    /// Seed of the pseudo-random payload.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of the pseudo-random payload (with --workload: overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -143,6 +152,9 @@ struct ServerReport {
 }
 
 fn server(args: ServerArgs) -> Result<ExitCode> {
+    if args.workload {
+        return crate::flows::server(args.listen, args.count);
+    }
     let (socket, protocol) = match (args.tcp_only, stream_socket(args.listen, true)) {
         (false, Ok(s)) => (s, "mptcp"),
         _ => (stream_socket(args.listen, false)?, "tcp"),
@@ -250,6 +262,13 @@ impl RttSummary {
 }
 
 fn client(args: ClientArgs) -> Result<ExitCode> {
+    if let Some(file) = &args.workload {
+        return crate::flows::client(file, args.seed, args.connect, args.results.as_deref());
+    }
+    let bytes = args
+        .bytes
+        .expect("clap requires --bytes without --workload");
+    let seed = args.seed.unwrap_or(1);
     let protocol = if args.mptcp { "mptcp" } else { "tcp" };
     let socket = stream_socket(args.connect, args.mptcp).with_context(|| {
         format!("create a {protocol} socket (is MPTCP enabled: sysctl net.mptcp.enabled?)")
@@ -280,7 +299,7 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
         let mptcp = args.mptcp;
         std::thread::spawn(move || sample_rtts(fd, mptcp, &sampling))
     };
-    let sent = send(&mut stream, args.bytes, args.seed);
+    let sent = send(&mut stream, bytes, seed);
     sampling.store(false, Ordering::Release);
     let (rtts, subflows) = sampler.join().unwrap_or_default();
     let (sum, reply) = sent?;
@@ -295,7 +314,7 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
         seconds,
         goodput_mbps: mbps(got, seconds),
         checksum: format!("{:016x}", sum.0),
-        checksum_ok: got == args.bytes && server_sum == sum.0,
+        checksum_ok: got == bytes && server_sum == sum.0,
         rtt_ms: RttSummary::of(rtts),
         subflows,
     };
@@ -339,7 +358,7 @@ fn mbps(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
-fn set_congestion(socket: &Socket, name: &str) -> Result<()> {
+pub(crate) fn set_congestion(socket: &Socket, name: &str) -> Result<()> {
     // SAFETY: passes a byte string and its length for the duration of the call.
     let rc = unsafe {
         libc::setsockopt(

@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod emu;
 mod flow;
+mod flows;
 mod hose;
 mod inorder;
 mod keygen;
@@ -70,6 +71,11 @@ enum Command {
         #[command(subcommand)]
         command: flow::Command,
     },
+    /// Flow workloads and completion times: `flows sim FILE` (smoltcp), `flows emu FILE` (kernel TCP, root).
+    Flows {
+        #[command(subcommand)]
+        command: flows::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -92,6 +98,7 @@ fn main() -> ExitCode {
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
         Command::Flow { command } => flow::run(command),
+        Command::Flows { command } => flows::run(command),
     };
     match result {
         Ok(code) => code,

@@ -52,6 +52,14 @@ pub struct Args {
     /// Seed of the links' random processes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Initial congestion window, in segments, of TCP over the links (route `initcwnd`,
+    /// both ways); the kernel default (10) when absent.
+    #[arg(long, value_name = "SEGMENTS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    initcwnd: Option<u32>,
+    /// Minimum retransmission timeout of TCP over the links, in ms (route `rto_min`,
+    /// both ways); the kernel default (200 ms) when absent.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    rto_min: Option<u32>,
     /// Print the emulator's per-link counters to stderr when the command ends.
     #[arg(long)]
     stats: bool,
@@ -94,6 +102,16 @@ fn parse_links(specs: &[String]) -> Result<Vec<LinkArg>> {
         .collect()
 }
 
+/// The `up` and `down` models of one `--link` value (for checking what others write).
+#[cfg(test)]
+pub(crate) fn parse_link_arg(
+    text: &str,
+) -> Result<(horde_links::LinkSpec, horde_links::LinkSpec), String> {
+    LinkArg::parse(text)
+        .map(|l| (l.up, l.down))
+        .map_err(|e| e.to_string())
+}
+
 /// Build the link models (reading traces) for each `--link`.
 fn build_channels(links: &[LinkArg], seed: u64) -> Result<Vec<LinkModels>> {
     let cwd = std::env::current_dir()?;
@@ -134,6 +152,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|i| ns.add_link(i))
         .collect::<Result<Vec<_>>>()?;
     ns.default_route(&devices)?;
+    let mut route_options = Vec::new();
+    if let Some(n) = args.initcwnd {
+        route_options.extend(["initcwnd".to_string(), n.to_string()]);
+    }
+    if let Some(ms) = args.rto_min {
+        route_options.extend(["rto_min".to_string(), format!("{ms}ms")]);
+    }
+    if !route_options.is_empty() {
+        ns.set_tcp_route_options(&devices, &route_options)
+            .context("set TCP route options")?;
+    }
     if args.mptcp {
         ns.configure_mptcp(&devices)
             .context("configure MPTCP endpoints")?;

@@ -162,6 +162,46 @@ impl Namespace {
         })
     }
 
+    /// TCP route attributes (`initcwnd 2`, `rto_min 1000ms`, ...) on every link, both
+    /// ways: the namespace's routes and the host's link routes. Lets kernel TCP be
+    /// compared with a stack that starts or times out differently.
+    pub fn set_tcp_route_options(&self, links: &[LinkDevices], options: &[String]) -> Result<()> {
+        fn joined<'a>(base: &[&'a str], options: &'a [String]) -> Vec<&'a str> {
+            base.iter()
+                .copied()
+                .chain(options.iter().map(String::as_str))
+                .collect()
+        }
+        let first = &links[0].inner_name;
+        self.ip(&joined(
+            &["route", "change", "default", "dev", first],
+            options,
+        ))?;
+        for (i, l) in links.iter().enumerate() {
+            let table = (TABLE_BASE + i).to_string();
+            let route = [
+                "route",
+                "change",
+                "default",
+                "dev",
+                &l.inner_name,
+                "table",
+                &table,
+            ];
+            self.ip(&joined(&route, options))?;
+            let net = format!("{}/30", Ipv4Addr::from(u32::from(l.outer_addr) & !3));
+            let (dev, src) = (format!("hs{}h{i}", self.index), l.outer_addr.to_string());
+            run(&joined(
+                &[
+                    "ip", "route", "change", &net, "dev", &dev, "proto", "kernel", "scope", "link",
+                    "src", &src,
+                ],
+                options,
+            ))?;
+        }
+        Ok(())
+    }
+
     /// Route everything else (the host address included) through link 0.
     pub fn default_route(&self, links: &[LinkDevices]) -> Result<()> {
         self.ip(&["route", "add", "default", "dev", &links[0].inner_name])

@@ -1,0 +1,116 @@
+//! A scenario's link models written as one `horde shell --link` value, so the real-time
+//! run emulates exactly the models the simulator used.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+
+/// `up=...,down=...` for `horde shell --link`; trace paths become absolute (the shell
+/// resolves them against its working directory, the scenario against its own folder).
+pub fn link_arg(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<String> {
+    Ok(format!(
+        "up={},down={}",
+        section(up, base_dir)?,
+        section(down, base_dir)?
+    ))
+}
+
+fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
+    let mut keys = Vec::new();
+    match &spec.rate {
+        None | Some(RateSpec::Unlimited {}) => {}
+        Some(RateSpec::Constant { kbps }) => keys.push(format!("rate={kbps}kbit")),
+        Some(RateSpec::Trace { path }) => {
+            let full = base_dir.join(path);
+            let full = full.canonicalize().unwrap_or(full);
+            let text = full.display().to_string();
+            if text.contains(',') || text.contains('=') {
+                bail!("trace path {text} contains ',' or '=', which --link cannot carry");
+            }
+            keys.push(format!("rate=trace:{text}"));
+        }
+    }
+    match &spec.delay {
+        None => keys.push("delay=0ms".into()),
+        Some(DelaySpec::Constant { ms }) => keys.push(format!("delay={ms}ms")),
+        Some(DelaySpec::Gaussian { mean_ms, sd_ms }) => {
+            keys.push(format!("delay={mean_ms}ms"));
+            keys.push(format!("jitter={sd_ms}ms"));
+        }
+    }
+    if let Some(b) = spec.buffer_bytes {
+        keys.push(format!("buffer={b}b"));
+    }
+    match &spec.loss {
+        None | Some(LossSpec::None {}) => {}
+        Some(LossSpec::Bernoulli { p }) => keys.push(format!("loss={p}")),
+        Some(LossSpec::GilbertElliott {
+            p_good_to_bad,
+            p_bad_to_good,
+            loss_in_good,
+            loss_in_bad,
+        }) => keys.push(format!(
+            "loss=ge:{p_good_to_bad}:{p_bad_to_good}:{loss_in_good}:{loss_in_bad}"
+        )),
+        Some(other) => bail!("loss model {other:?} has no horde shell --link form"),
+    }
+    Ok(keys.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::parse_link_arg;
+
+    #[test]
+    fn the_shell_reads_back_the_same_models() {
+        let up = LinkSpec {
+            rate: Some(RateSpec::Constant { kbps: 2500.5 }),
+            buffer_bytes: Some(60_000),
+            loss: Some(LossSpec::GilbertElliott {
+                p_good_to_bad: 0.01,
+                p_bad_to_good: 0.3,
+                loss_in_good: 0.001,
+                loss_in_bad: 0.6,
+            }),
+            delay: Some(DelaySpec::Gaussian {
+                mean_ms: 40.0,
+                sd_ms: 2.5,
+            }),
+        };
+        let down = LinkSpec {
+            rate: Some(RateSpec::Trace {
+                path: "cell-a.up".into(),
+            }),
+            buffer_bytes: None,
+            loss: Some(LossSpec::Bernoulli { p: 0.02 }),
+            delay: Some(DelaySpec::Constant { ms: 20.0 }),
+        };
+        let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces");
+        let text = link_arg(&up, &down, &traces).unwrap();
+        let (up2, down2) = parse_link_arg(&text).unwrap();
+        assert_eq!(up2, up);
+        assert_eq!(
+            down2.rate,
+            Some(RateSpec::Trace {
+                path: traces.join("cell-a.up").canonicalize().unwrap()
+            })
+        );
+        assert_eq!((down2.loss, down2.delay), (down.loss, down.delay));
+        // A direction with nothing set still forms a section.
+        let ideal = link_arg(&LinkSpec::default(), &LinkSpec::default(), &traces).unwrap();
+        assert_eq!(
+            parse_link_arg(&ideal).unwrap().0.delay,
+            Some(DelaySpec::Constant { ms: 0.0 })
+        );
+        let burst = LinkSpec {
+            loss: Some(LossSpec::BurstMarkov {
+                rate: 0.1,
+                max_burst: 4,
+            }),
+            ..LinkSpec::default()
+        };
+        assert!(link_arg(&burst, &burst, &traces).is_err());
+    }
+}

@@ -1,0 +1,167 @@
+//! What carries the simulated hosts' IP packets from one to the other.
+//!
+//! A [`Carrier`] takes whole IP packets from either side and hands them to the other
+//! side later (or never). [`DirectLink`] is the single-path baseline: one `horde-links`
+//! model per direction. A tunnel that stripes packets over several channels implements
+//! the same trait.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use horde_links::{Delivery, Link, LinkStats, Verdict};
+
+/// The two ends of a simulated path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Opens connections (the host inside the namespace in `horde shell`).
+    Client,
+    /// Accepts them.
+    Server,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// Counters of one direction, client to server (`up`) or back (`down`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CarrierStats {
+    pub up: LinkStats,
+    pub down: LinkStats,
+}
+
+/// Moves IP packets between the client and the server host.
+pub trait Carrier {
+    /// Offer a packet sent by `from` at `now` (non-decreasing across calls).
+    fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>);
+    /// When the next packet comes out, if one is on its way.
+    fn next_delivery(&self) -> Option<Duration>;
+    /// Append `(receiving side, packet)` for every packet due by `now`, in order.
+    fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>);
+    fn stats(&self) -> CarrierStats;
+}
+
+/// One link model per direction: the single-path baseline.
+pub struct DirectLink {
+    up: Box<dyn Link>,
+    down: Box<dyn Link>,
+    /// Payloads inside the links, by id.
+    payloads: HashMap<u64, Vec<u8>>,
+    next_id: u64,
+    deliveries: Vec<Delivery>,
+    lost: Vec<u64>,
+}
+
+impl DirectLink {
+    /// `up` carries client-to-server packets, `down` the others.
+    pub fn new(up: Box<dyn Link>, down: Box<dyn Link>) -> Self {
+        DirectLink {
+            up,
+            down,
+            payloads: HashMap::new(),
+            next_id: 0,
+            deliveries: Vec::new(),
+            lost: Vec::new(),
+        }
+    }
+
+    /// Drain one direction into `out`, releasing payloads of lost packets.
+    fn drain(&mut self, now: Duration, up: bool, out: &mut Vec<(Side, Vec<u8>)>) {
+        let link = if up { &mut self.up } else { &mut self.down };
+        link.deliver_and_report_losses(now, &mut self.deliveries, &mut self.lost);
+        for id in self.lost.drain(..) {
+            self.payloads.remove(&id);
+        }
+        let to = if up { Side::Server } else { Side::Client };
+        for d in self.deliveries.drain(..) {
+            if let Some(p) = self.payloads.remove(&d.id) {
+                out.push((to, p));
+            }
+        }
+    }
+}
+
+impl Carrier for DirectLink {
+    fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let link = match from {
+            Side::Client => &mut self.up,
+            Side::Server => &mut self.down,
+        };
+        if link.enqueue(now, id, packet.len() as u32) == Verdict::Queued {
+            self.payloads.insert(id, packet);
+        }
+    }
+
+    fn next_delivery(&self) -> Option<Duration> {
+        match (self.up.next_delivery(), self.down.next_delivery()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>) {
+        self.drain(now, true, out);
+        self.drain(now, false, out);
+    }
+
+    fn stats(&self) -> CarrierStats {
+        CarrierStats {
+            up: self.up.stats(),
+            down: self.down.stats(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+
+    fn link(kbps: f64, ms: f64, loss: Option<LossSpec>) -> Box<dyn Link> {
+        LinkSpec {
+            rate: Some(RateSpec::Constant { kbps }),
+            buffer_bytes: None,
+            loss,
+            delay: Some(DelaySpec::Constant { ms }),
+        }
+        .build(1, std::path::Path::new("."))
+        .unwrap()
+    }
+
+    #[test]
+    fn packets_cross_in_their_direction_with_the_models_timing() {
+        // 8 Mbit/s: 1000 B take 1 ms, then 10 ms (up) or 30 ms (down) of delay.
+        let mut c = DirectLink::new(link(8_000.0, 10.0, None), link(8_000.0, 30.0, None));
+        c.send(Duration::ZERO, Side::Client, vec![1; 1000]);
+        c.send(Duration::ZERO, Side::Server, vec![2; 1000]);
+        assert_eq!(c.next_delivery(), Some(Duration::from_millis(11)));
+        let mut out = Vec::new();
+        c.deliver(Duration::from_millis(11), &mut out);
+        assert_eq!(out, vec![(Side::Server, vec![1; 1000])]);
+        assert_eq!(c.next_delivery(), Some(Duration::from_millis(31)));
+        c.deliver(Duration::from_millis(31), &mut out);
+        assert_eq!(out[1], (Side::Client, vec![2; 1000]));
+        assert_eq!(c.stats().up.delivered, 1);
+    }
+
+    #[test]
+    fn lost_packets_release_their_payloads() {
+        let lossy = Some(LossSpec::Bernoulli { p: 1.0 });
+        let mut c = DirectLink::new(link(8_000.0, 1.0, lossy), link(8_000.0, 1.0, None));
+        for _ in 0..10 {
+            c.send(Duration::ZERO, Side::Client, vec![0; 500]);
+        }
+        let mut out = Vec::new();
+        c.deliver(Duration::from_secs(1), &mut out);
+        assert!(out.is_empty());
+        assert!(c.payloads.is_empty());
+        assert_eq!(c.stats().up.lost, 10);
+    }
+}
