@@ -255,21 +255,15 @@ impl Handshakes {
         let depth = self.depth.load(Ordering::Relaxed);
         let under_load = self.load.is_loaded(now, depth, &self.settings);
         match self.gate.check(datagram, src, now, under_load) {
+            Err(DropReason::LegacyHandshake) => {
+                self.on_legacy(src, dropped);
+                Gate::Nothing
+            }
             Err(reason) => {
                 dropped.record(reason);
                 if reason == DropReason::RateLimited {
                     // It passed mac1, so it counts towards the load.
                     self.load.count(now);
-                }
-                if reason == DropReason::LegacyHandshake {
-                    if let Some(held) = self.legacy_log.allow(Instant::now()) {
-                        tracing::warn!(
-                            source = %src,
-                            held_back = held,
-                            "initiation in the old handshake format (no mac1/mac2): the peer \
-                             runs an older Horde and must be upgraded"
-                        );
-                    }
                 }
                 Gate::Nothing
             }
@@ -305,6 +299,20 @@ impl Handshakes {
                 }
                 Gate::Nothing
             }
+        }
+    }
+
+    /// An initiation in the first handshake format: counted, and logged at most every 10 s
+    /// so that the operator learns the peer must be upgraded.
+    pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
+        dropped.record(DropReason::LegacyHandshake);
+        if let Some(held) = self.legacy_log.allow(Instant::now()) {
+            tracing::warn!(
+                source = %src,
+                held_back = held,
+                "initiation in the old handshake format (no mac1/mac2): the peer runs an \
+                 older Horde and must be upgraded"
+            );
         }
     }
 
