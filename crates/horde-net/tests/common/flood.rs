@@ -96,7 +96,7 @@ impl Flood {
                         FloodKind::Disallowed => {
                             // A new handshake now and then, as a real peer would make.
                             fresh += 1;
-                            if fresh % 1000 == 0 {
+                            if fresh.is_multiple_of(1000) {
                                 initiator = Initiator::new(
                                     &identity,
                                     &responder,
