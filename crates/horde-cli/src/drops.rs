@@ -43,7 +43,7 @@ mod tests {
         d.record(DropReason::NotAllowed);
         assert_eq!(
             render(&d),
-            "datagrams dropped by the secure layer: 3 (bad_mac 2, not_allowed 1)\n"
+            "datagrams dropped by the secure layer: 3 (not_allowed 1, bad_mac 2)\n"
         );
         let j = to_json(&d);
         assert_eq!(j["bad_mac"], 2);
