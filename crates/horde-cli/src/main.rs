@@ -4,6 +4,7 @@
 mod app;
 mod bench;
 mod demo;
+mod drops;
 mod emu;
 mod flow;
 mod flows;

@@ -371,13 +371,19 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
             sigint: &sigint,
         };
         let Some(conn) = accept(&mut listener, &limits).await else {
+            let stats = host.stats().await?;
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({ "role": "recv", "end": "no sender" })
+                    serde_json::json!({
+                        "role": "recv",
+                        "end": "no sender",
+                        "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                    })
                 );
             } else {
                 println!("no sender connected");
+                print!("{}", crate::drops::render(&stats.dropped));
             }
             host.shutdown().await;
             return Ok(ExitCode::SUCCESS);
@@ -403,6 +409,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "intervals": report.intervals,
                 "summary": summary,
                 "dropped_by_secure_layer": stats.dropped.total(),
+                "dropped_by_reason": crate::drops::to_json(&stats.dropped),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
@@ -414,10 +421,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     s.id, s.received, s.goodput_kbps
                 );
             }
-            println!(
-                "datagrams dropped by the secure layer: {}",
-                stats.dropped.total()
-            );
+            print!("{}", crate::drops::render(&stats.dropped));
         }
         Ok(ExitCode::SUCCESS)
     })

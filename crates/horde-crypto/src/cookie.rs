@@ -161,7 +161,8 @@ impl HandshakeGate {
     /// Decides about an initiation from `source` at time `now`.
     ///
     /// Errors: the header and length reasons (including [`DropReason::LegacyHandshake`]),
-    /// [`DropReason::UnexpectedType`], [`DropReason::BadMac`], [`DropReason::RateLimited`].
+    /// [`DropReason::UnexpectedType`], [`DropReason::BadMac`], [`DropReason::RateLimited`]
+    /// (the source's token bucket is empty: it pays for admissions and cookie replies alike).
     /// A cookie reply is counted as [`DropReason::NeedCookie`]. Every outcome but `Admit` is
     /// counted in [`HandshakeGate::drop_counters`].
     pub fn check(
@@ -196,6 +197,11 @@ impl HandshakeGate {
             let cookie = self.cookie_for(source, now);
             let mac2 = &datagram[MAC2_OFFSET..MAC2_OFFSET + MAC_LEN];
             if !mac_ok(&cookie, &datagram[..MAC2_OFFSET], mac2) {
+                // Cookie replies draw on the source's bucket too: a source flooding without
+                // mac2 would otherwise cost an encryption and a send per datagram.
+                if !self.limiter.allow(source.ip(), now) {
+                    return Err(DropReason::RateLimited);
+                }
                 let mac1 = &datagram[MAC1_OFFSET..MAC2_OFFSET];
                 return Ok(Admission::Cookie(self.cookie_reply(
                     sender_index,

@@ -5,8 +5,10 @@
 //!
 //! The design follows WireGuard: static X25519 keys, `Noise_IK_25519_ChaChaPoly_BLAKE2s`, random
 //! 32-bit indices that route datagrams to sessions, and explicit nonces so datagrams may
-//! arrive out of order. `docs/crypto.md` has the threat model, the byte layouts and the known
-//! limits.
+//! arrive out of order. Initiations carry WireGuard's `mac1`/`mac2`, so a [`HandshakeGate`]
+//! can refuse floods before any Diffie-Hellman (cookie replies under load, per-source rate
+//! limits), and sessions rotate their keys in place ([`rekey`]). `docs/crypto.md` has the
+//! threat model, the byte layouts and the known limits.
 //!
 //! ```
 //! use horde_crypto::{random_index, Initiator, Keypair, Reply, Responder};

@@ -200,6 +200,27 @@ fn initiations_are_limited_per_source_address() {
 }
 
 #[test]
+fn cookie_replies_are_limited_per_source_too() {
+    let limit = RateLimit {
+        per_second: 10.0,
+        burst: 4.0,
+        max_sources: 16,
+    };
+    let mut s = setup(7, limit);
+    let init = Initiator::new(&s.client, s.responder.public(), 7, 1, &mut s.rng);
+    let flood = addr("127.0.0.2:9");
+    let mut cookies = 0;
+    for _ in 0..100 {
+        match s.gate.check(init.initiation(), flood, T0, true) {
+            Ok(Admission::Cookie(_)) => cookies += 1,
+            other => assert_eq!(other, Err(DropReason::RateLimited)),
+        }
+    }
+    assert_eq!(cookies, 4, "one reply per token");
+    assert_eq!(s.gate.drop_counters().get(DropReason::RateLimited), 96);
+}
+
+#[test]
 fn rejected_key_is_reported_once() {
     let mut s = setup(6, RateLimit::default());
     let stranger = Keypair::generate_with(&mut s.rng);

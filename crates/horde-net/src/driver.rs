@@ -471,6 +471,9 @@ impl Driver {
         let now = self.now();
         let data = &self.recv_buf[..len];
         match classify(data) {
+            Err(DropReason::LegacyHandshake) => {
+                self.handshakes.on_legacy(src, &mut self.stats.dropped)
+            }
             Err(reason) => self.stats.dropped.record(reason),
             Ok(Packet::Initiation { .. }) => self.on_initiation(iface, src, len),
             Ok(Packet::Response {

@@ -255,21 +255,15 @@ impl Handshakes {
         let depth = self.depth.load(Ordering::Relaxed);
         let under_load = self.load.is_loaded(now, depth, &self.settings);
         match self.gate.check(datagram, src, now, under_load) {
+            Err(DropReason::LegacyHandshake) => {
+                self.on_legacy(src, dropped);
+                Gate::Nothing
+            }
             Err(reason) => {
                 dropped.record(reason);
                 if reason == DropReason::RateLimited {
                     // It passed mac1, so it counts towards the load.
                     self.load.count(now);
-                }
-                if reason == DropReason::LegacyHandshake {
-                    if let Some(held) = self.legacy_log.allow(Instant::now()) {
-                        tracing::warn!(
-                            source = %src,
-                            held_back = held,
-                            "initiation in the old handshake format (no mac1/mac2): the peer \
-                             runs an older Horde and must be upgraded"
-                        );
-                    }
                 }
                 Gate::Nothing
             }
@@ -305,6 +299,20 @@ impl Handshakes {
                 }
                 Gate::Nothing
             }
+        }
+    }
+
+    /// An initiation in the first handshake format: counted, and logged at most every 10 s
+    /// so that the operator learns the peer must be upgraded.
+    pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
+        dropped.record(DropReason::LegacyHandshake);
+        if let Some(held) = self.legacy_log.allow(Instant::now()) {
+            tracing::warn!(
+                source = %src,
+                held_back = held,
+                "initiation in the old handshake format (no mac1/mac2): the peer runs an \
+                 older Horde and must be upgraded"
+            );
         }
     }
 
@@ -368,5 +376,97 @@ fn work(
         if done.send(answer).is_err() {
             return; // the driver is gone
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_crypto::Initiator;
+
+    fn settings(queue: usize, load_rate: u32) -> HandshakeSettings {
+        HandshakeSettings {
+            queue,
+            rate_limit: RateLimit {
+                per_second: 1e6,
+                burst: 1e6,
+                max_sources: 16,
+            },
+            load_rate,
+        }
+    }
+
+    #[test]
+    fn load_comes_from_queue_depth_or_rate_and_holds_for_a_second() {
+        let s = settings(64, 10);
+        let mut m = LoadMeter {
+            window_start: Duration::ZERO,
+            in_window: 0,
+            last_loaded: None,
+        };
+        let t = Duration::from_secs(5);
+        assert!(!m.is_loaded(t, 7, &s), "7 queued of 64 is below 1/8");
+        assert!(m.is_loaded(t, 8, &s), "8 queued is 1/8");
+        assert!(m.is_loaded(t + Duration::from_millis(999), 0, &s), "held");
+        assert!(
+            !m.is_loaded(t + LOAD_HOLD, 0, &s),
+            "released after the hold"
+        );
+        let t = Duration::from_secs(10);
+        for _ in 0..10 {
+            m.count(t);
+        }
+        assert!(!m.is_loaded(t, 0, &s), "10 a second is allowed");
+        m.count(t);
+        assert!(m.is_loaded(t, 0, &s), "11 within a second is load");
+        // A new one-second window starts from zero.
+        let later = t + Duration::from_secs(3);
+        m.count(later);
+        assert!(!m.is_loaded(later, 0, &s));
+    }
+
+    #[test]
+    fn admitted_initiations_reach_the_worker_and_a_full_queue_drops() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let client = Keypair::generate_with(&mut rng);
+        let server = Keypair::generate_with(&mut rng);
+        let server_public = *server.public();
+        let mut hs = Handshakes::spawn(server, [*client.public()], settings(4, 1000)).unwrap();
+        let src: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        let now = Duration::from_secs(1);
+        let mut dropped = DropCounters::new();
+
+        // One initiation: admitted, answered by the worker with a new session.
+        let init = Initiator::new(&client, &server_public, 5, 1, &mut rng);
+        let gate = hs.on_initiation(init.initiation(), 0, src, now, |_| false, &mut dropped);
+        assert!(matches!(gate, Gate::Nothing));
+        let done = loop {
+            if let Some(d) = hs.try_done() {
+                break d;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(done.src, src);
+        assert!(matches!(done.result, Ok(Reply::NewSession { .. })));
+        assert!(!hs.is_reserved(done.index), "released with the answer");
+        assert_eq!(dropped.total(), 0);
+
+        // A burst of fresh initiations: the queue of 4 fills (the host goes under load
+        // once 1/8 of it waits, so the burst carries the cookie it was given).
+        let mut burst = Initiator::new(&client, &server_public, 6, 2, &mut rng);
+        let mut sent = 0;
+        while sent < 200 && dropped.get(DropReason::QueueFull) == 0 {
+            match hs.on_initiation(burst.initiation(), 0, src, now, |_| false, &mut dropped) {
+                Gate::Send(cookie_reply) => burst.read_cookie_reply(&cookie_reply).unwrap(),
+                Gate::Nothing => {}
+            }
+            sent += 1;
+        }
+        assert!(
+            dropped.get(DropReason::QueueFull) >= 1,
+            "queue never filled: {dropped:?}"
+        );
+        assert!(burst.has_cookie());
+        assert!(dropped.get(DropReason::NeedCookie) >= 1);
     }
 }

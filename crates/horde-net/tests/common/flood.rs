@@ -96,7 +96,7 @@ impl Flood {
                         FloodKind::Disallowed => {
                             // A new handshake now and then, as a real peer would make.
                             fresh += 1;
-                            if fresh % 1000 == 0 {
+                            if fresh.is_multiple_of(1000) {
                                 initiator = Initiator::new(
                                     &identity,
                                     &responder,
@@ -139,6 +139,9 @@ pub struct LiveReport {
     pub seconds: f64,
     pub server_drops: DropCounters,
     pub flood_sent: u64,
+    /// How long a second client, connecting halfway through the run, took to connect
+    /// (`None`: it did not connect within 5 s).
+    pub late_connect: Option<Duration>,
 }
 
 impl LiveReport {
@@ -180,7 +183,9 @@ pub async fn live_session(
     let server_key = Keypair::generate();
     let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut server_cfg = HostConfig::new(server_key.clone(), vec![InterfaceConfig::new(lo)]);
-    server_cfg.allowed_peers = vec![*client_key.public()];
+    // The second key is a client that connects halfway through the flood.
+    let late_key = Keypair::generate();
+    server_cfg.allowed_peers = vec![*client_key.public(), *late_key.public()];
     let server = Host::bind(server_cfg).await.unwrap();
     let client = Host::bind(HostConfig::new(
         client_key.clone(),
@@ -273,6 +278,31 @@ pub async fn live_session(
         (acked, per_window)
     });
 
+    // A second client connects halfway through, while the flood is on.
+    let server_public = *server_key.public();
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs_f64(seconds / 2.0)).await;
+        let host = Host::bind(HostConfig::new(late_key, vec![InterfaceConfig::new(lo)]))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let result = host
+            .connect(ConnectConfig {
+                peer: server_public,
+                service: 8,
+                channels: vec![ChannelTarget {
+                    interface: 0,
+                    remote: target,
+                    config: ChannelConfig::default(),
+                }],
+                handshake_timeout: Duration::from_secs(5),
+            })
+            .await;
+        let took = started.elapsed();
+        host.shutdown().await;
+        result.ok().map(|_| took)
+    });
+
     let total = (f64::from(adus_per_second) * seconds) as u64;
     let mut ticker =
         tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(adus_per_second)));
@@ -285,6 +315,7 @@ pub async fn live_session(
             .unwrap();
     }
     let flood_sent = attack.map_or(0, Flood::join);
+    let late_connect = late.await.unwrap();
     let (delivered, delivered_per_window, latencies_ms) = receiver.await.unwrap();
     let (acked, acked_per_window) = acks.await.unwrap();
     let server_drops = server.stats().await.unwrap().dropped;
@@ -300,5 +331,6 @@ pub async fn live_session(
         seconds,
         server_drops,
         flood_sent,
+        late_connect,
     }
 }

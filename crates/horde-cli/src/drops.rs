@@ -1,0 +1,54 @@
+//! The secure layer's drop counters, per reason, for `recv`'s text and JSON output.
+
+use horde_crypto::DropCounters;
+
+/// Every reason with its count (zeros included, so the JSON keys are stable).
+pub fn to_json(drops: &DropCounters) -> serde_json::Value {
+    drops
+        .iter()
+        .map(|(reason, count)| (reason.as_str().to_string(), serde_json::Value::from(count)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// One line: the total, then the non-zero reasons.
+pub fn render(drops: &DropCounters) -> String {
+    let reasons: Vec<String> = drops
+        .iter()
+        .filter(|&(_, c)| c > 0)
+        .map(|(r, c)| format!("{} {c}", r.as_str()))
+        .collect();
+    if reasons.is_empty() {
+        "datagrams dropped by the secure layer: 0\n".to_string()
+    } else {
+        format!(
+            "datagrams dropped by the secure layer: {} ({})\n",
+            drops.total(),
+            reasons.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_crypto::DropReason;
+
+    #[test]
+    fn per_reason_counts_in_text_and_json() {
+        let mut d = DropCounters::new();
+        assert_eq!(render(&d), "datagrams dropped by the secure layer: 0\n");
+        d.record(DropReason::BadMac);
+        d.record(DropReason::BadMac);
+        d.record(DropReason::NotAllowed);
+        assert_eq!(
+            render(&d),
+            "datagrams dropped by the secure layer: 3 (not_allowed 1, bad_mac 2)\n"
+        );
+        let j = to_json(&d);
+        assert_eq!(j["bad_mac"], 2);
+        assert_eq!(j["not_allowed"], 1);
+        assert_eq!(j["rate_limited"], 0);
+        assert_eq!(j.as_object().unwrap().len(), DropReason::ALL.len());
+    }
+}
