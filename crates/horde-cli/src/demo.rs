@@ -264,6 +264,7 @@ async fn run_once(
         args.seed,
         1200,
         live.clone(),
+        || false,
         move |t| {
             if json {
                 return;
