@@ -32,10 +32,11 @@ const BULK_BURST: usize = 8;
 const DRAIN: Duration = Duration::from_secs(3);
 /// How long it waits for its close to finish (the session's close timeout is 2 s).
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
-/// How often the run checks `stop`.
+/// How often the run checks for Ctrl-C.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
-/// Run `plans` for `duration` or until `stop` says so, then drain and close; the
+/// Run `plans` for `duration` or until Ctrl-C (when the caller catches it with a
+/// [`sigint::Guard`](crate::sigint::Guard)), then drain and close; the
 /// events of the close (nacks of what was left, `Closed`) are recorded too. `tick` is
 /// called about once a second.
 ///
@@ -50,7 +51,6 @@ pub async fn run_sender(
     seed: u64,
     max_adu: u32,
     live: Arc<Mutex<Live>>,
-    stop: impl Fn() -> bool,
     mut tick: impl FnMut(Duration),
 ) -> Result<()> {
     let (handle, mut events) = conn.split();
@@ -87,7 +87,7 @@ pub async fn run_sender(
         .collect();
     loop {
         let now = Instant::now();
-        if now >= end || stop() {
+        if now >= end || crate::sigint::interrupted() {
             break;
         }
         let t = now - start;

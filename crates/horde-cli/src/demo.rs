@@ -264,7 +264,6 @@ async fn run_once(
         args.seed,
         1200,
         live.clone(),
-        || false,
         move |t| {
             if json {
                 return;

@@ -304,7 +304,6 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             cfg.seed,
             max_adu,
             live.clone(),
-            || sigint.interrupted(),
             move |t| {
                 let l = l2.lock().expect("live lock");
                 let mut r = r2.lock().expect("report lock");
@@ -428,7 +427,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         }
         let summary = report.summary();
         let senders: Vec<serde_json::Value> =
-            serve.senders.iter_mut().map(SenderRx::to_json).collect();
+            serve.senders.iter_mut().map(SenderRx::summarize).collect();
         if json {
             let out = serde_json::json!({
                 "role": "recv",
@@ -513,7 +512,7 @@ struct SenderRx {
 }
 
 impl SenderRx {
-    fn to_json(&mut self) -> serde_json::Value {
+    fn summarize(&mut self) -> serde_json::Value {
         let summary = self.report.summary();
         serde_json::json!({
             "id": self.id,

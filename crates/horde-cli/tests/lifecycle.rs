@@ -117,7 +117,7 @@ fn balanced(send: &serde_json::Value) -> serde_json::Value {
     s
 }
 
-fn sender<'a>(recv: &'a serde_json::Value, id: u64) -> &'a serde_json::Value {
+fn sender(recv: &serde_json::Value, id: u64) -> &serde_json::Value {
     recv["senders"]
         .as_array()
         .unwrap()
