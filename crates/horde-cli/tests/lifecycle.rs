@@ -196,12 +196,9 @@ fn a_sender_killed_and_restarted_is_delivered_within_two_seconds() {
 
 #[test]
 fn a_sender_reconnects_when_the_receiver_is_killed_and_restarted() {
-    let dir = setup(
-        "recv-restart",
-        1,
-        6,
-        "[session]\nidle_timeout_ms = 1000\nkeepalive_ms = 250\n",
-    );
+    // Default session settings: every channel dies about a second after the receiver,
+    // and the sender handshakes again with backoff.
+    let dir = setup("recv-restart", 1, 6, "");
     let recv = spawn(&["recv", &path(&dir, "recv.toml"), "--json"]);
     std::thread::sleep(Duration::from_millis(300));
     let send = spawn(&["send", &path(&dir, "send0.toml"), "--json"]);

@@ -596,6 +596,9 @@ impl Driver {
                     // and the application keeps its handle and event channel.
                     if let Some(old) = r.old.as_mut() {
                         p.inherit(old, now);
+                        while let Some(e) = old.poll_event() {
+                            conn.deliver(e);
+                        }
                     }
                     conn.proto = Some(p);
                     conn.targets = live
@@ -977,6 +980,12 @@ impl Driver {
         let Some(conn) = self.conns.get_mut(&key) else {
             return;
         };
+        if redialing {
+            // Its nacks (a queue overflowing while the peer is away) go out now.
+            while let Some(e) = session.poll_event() {
+                conn.deliver(e);
+            }
+        }
         match conn.redial.as_mut() {
             Some(r) if redialing => r.old = Some(session),
             _ => conn.proto = Some(session),
@@ -1216,7 +1225,15 @@ impl Driver {
                 && p.channels()
                     .iter()
                     .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
-            if everywhere && !p.is_closed() {
+            // A persistent connection whose every channel is dead (nothing acked for
+            // three probe timeouts, at least a second, keepalives included) handshakes
+            // again rather than wait out the idle timeout: a restarted peer answers the
+            // handshake at once, and one behind an outage as soon as it is back.
+            let all_dead = conn.reconnect.is_some()
+                && p.is_connected()
+                && !p.channels().is_empty()
+                && p.channels().iter().all(|c| !c.is_alive());
+            if (everywhere || all_dead) && !p.is_closed() {
                 p.unreachable(now);
             }
             let reason = p.close_reason();
