@@ -367,3 +367,62 @@ async fn connections_beyond_the_accept_backlog_are_refused() {
     second.shutdown().await;
     server.shutdown().await;
 }
+
+/// The other reported failure: a sender that died was never noticed and its accepted
+/// connection never removed. Now the receiver's idle timeout ends and frees it.
+#[test]
+fn a_dead_senders_session_times_out_and_is_removed() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sender_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (server, mut accepted) = rt.block_on(async {
+        let mut cfg = server_config(&sk, lo(), &[*ck.public()]);
+        cfg.session.idle_timeout_ms = 600.0;
+        let server = Host::bind(cfg).await.unwrap();
+        let mut listener = server.listen(SERVICE);
+        let addr = server.local_addrs()[0];
+        let (ck, sk) = (ck.clone(), sk.clone());
+        sender_rt.spawn(async move {
+            let host = client(&ck, SessionConfig::default()).await;
+            let conn = host.connect(target(addr, &sk)).await.unwrap();
+            conn.open_stream(1, StreamConfig::default()).await.unwrap();
+            conn.send_adu(1, payload(1), Fields::new()).await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        (server, accept(&mut listener).await)
+    });
+    // The sender's process dies: no Close, no keepalives.
+    sender_rt.shutdown_background();
+    let t = Instant::now();
+    rt.block_on(async {
+        let (seen, closed) = until(&mut accepted, Duration::from_secs(3), |e| {
+            matches!(e, Event::Closed { .. })
+        })
+        .await;
+        assert!(closed, "{seen:?}");
+        assert_eq!(
+            seen.last(),
+            Some(&Event::Closed {
+                reason: CloseReason::IdleTimeout
+            })
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t.elapsed()
+        );
+        // Its state is gone: the event stream ends.
+        let end = tokio::time::timeout(Duration::from_secs(1), accepted.next_event()).await;
+        assert_eq!(end.ok(), Some(None));
+        assert_eq!(server.stats().await.unwrap().sessions_removed, 1);
+        server.shutdown().await;
+    });
+}
