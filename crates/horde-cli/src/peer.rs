@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig, Reconnect};
-use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use horde_proto::{CcConfig, ChannelConfig, InFlightPolicy, SessionConfig, StreamConfig};
 use horde_proto::{CloseReason, Event};
 use horde_sim::workload::WorkloadSpec;
 use serde::Deserialize;
@@ -108,6 +108,9 @@ struct SendStream {
     max_kbps: Option<f64>,
     #[serde(default)]
     ordered: bool,
+    /// ADUs in flight when a session dies: `nack` (default) or `resend` on the next.
+    #[serde(default)]
+    on_reconnect: InFlightPolicy,
     workload: WorkloadSpec,
     #[serde(default)]
     objectives: Vec<PathBuf>,
@@ -208,6 +211,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 config: StreamConfig {
                     max_kbps: s.max_kbps,
                     ordered: s.ordered,
+                    on_reconnect: s.on_reconnect,
                     ..StreamConfig::default()
                 },
                 workload: s.workload.clone(),
