@@ -61,7 +61,8 @@ pub struct HostStats {
     pub channels_restored: u64,
     /// Whether each interface's socket is open now, in interface order.
     pub interfaces_open: Vec<bool>,
-    /// Sessions ended because a new handshake from the same peer key replaced them.
+    /// Sessions ended because a new session from the same peer key to the same service
+    /// replaced them.
     pub sessions_replaced: u64,
     /// Accepted connections closed at once because the listener's backlog was full.
     pub backlog_refused: u64,
@@ -502,8 +503,7 @@ impl Driver {
             }
         };
         self.send_raw(iface, src, reply.response().to_vec());
-        if let Reply::NewSession { session, peer, .. } = reply {
-            self.replace_sessions_of(&peer);
+        if let Reply::NewSession { session, .. } = reply {
             let key = self.next_key;
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
@@ -513,18 +513,21 @@ impl Driver {
         }
     }
 
-    /// A new handshake from `peer` replaces the sessions it opened before (it restarted,
-    /// or reconnected): their applications hear [`CloseReason::Replaced`], what they had
-    /// in flight is abandoned, and their state is freed.
-    fn replace_sessions_of(&mut self, peer: &PublicKey) {
+    /// A new session from `peer` for `service` (connection `new`) replaces the sessions
+    /// the peer opened to that service before (it restarted, or reconnected): their
+    /// applications hear [`CloseReason::Replaced`], what they had in flight is
+    /// abandoned, and their state is freed. Its sessions to other services stay.
+    fn replace_sessions_of(&mut self, peer: &PublicKey, service: u32, new: u64) {
         let now = self.now();
         let old: Vec<u64> = self
             .conns
             .iter()
-            .filter(|(_, c)| {
-                c.crypto
-                    .as_ref()
-                    .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
+            .filter(|(&k, c)| {
+                k != new
+                    && c.proto.as_ref().is_some_and(|p| p.service() == service)
+                    && c.crypto
+                        .as_ref()
+                        .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
             })
             .map(|(&k, _)| k)
             .collect();
@@ -669,6 +672,9 @@ impl Driver {
             Ok(mut p) => {
                 self.install_scheduler(&mut p);
                 p.set_receive_buffer(Some(recv_buffer));
+                if let Some(peer) = self.conns.get(&key).and_then(Conn::peer) {
+                    self.replace_sessions_of(&peer, service, key);
+                }
                 let conn = self.conns.get_mut(&key).expect("connection exists");
                 conn.proto = Some(p);
                 if let Some(rx) = conn.events_rx.take() {

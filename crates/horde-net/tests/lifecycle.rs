@@ -426,3 +426,43 @@ fn a_dead_senders_session_times_out_and_is_removed() {
         server.shutdown().await;
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_keeps_its_sessions_to_other_services() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let server = Host::bind(server_config(&sk, lo(), &[*ck.public()]))
+        .await
+        .unwrap();
+    let (mut three, mut four) = (server.listen(SERVICE), server.listen(SERVICE + 1));
+    let addr = server.local_addrs()[0];
+    let host = client(&ck, SessionConfig::default()).await;
+    let a = host.connect(target(addr, &sk)).await.unwrap();
+    let b = host
+        .connect(ConnectConfig {
+            service: SERVICE + 1,
+            ..target(addr, &sk)
+        })
+        .await
+        .unwrap();
+    let (mut a_in, mut b_in) = (accept(&mut three).await, accept(&mut four).await);
+    for (c, peer_side) in [(&a, &mut a_in), (&b, &mut b_in)] {
+        c.open_stream(1, StreamConfig::default()).await.unwrap();
+        c.send_adu(1, payload(9), Fields::new()).await.unwrap();
+        let (seen, got) = until(peer_side, Duration::from_secs(3), |e| {
+            matches!(e, Event::Received { .. })
+        })
+        .await;
+        assert!(got, "{seen:?}");
+    }
+    assert_eq!(server.stats().await.unwrap().sessions_replaced, 0);
+    // A second connection to the same service does replace the first.
+    let _again = host.connect(target(addr, &sk)).await.unwrap();
+    let (seen, ended) = until(&mut a_in, Duration::from_secs(3), |e| {
+        matches!(e, Event::Closed { .. })
+    })
+    .await;
+    assert!(ended, "{seen:?}");
+    assert_eq!(server.stats().await.unwrap().sessions_replaced, 1);
+    host.shutdown().await;
+    server.shutdown().await;
+}
