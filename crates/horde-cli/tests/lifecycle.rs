@@ -244,3 +244,31 @@ fn ctrl_c_stops_the_sender_with_a_close_and_balanced_books() {
     assert_eq!(received(sender(&rx, 0)), acked);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn recv_in_server_mode_outlives_its_senders() {
+    let dir = setup("server", 1, 1, "");
+    let recv = spawn(&[
+        "recv",
+        &path(&dir, "recv.toml"),
+        "--server",
+        "--duration",
+        "3",
+        "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let tx = json_of(&finish(spawn(&[
+        "send",
+        &path(&dir, "send0.toml"),
+        "--json",
+    ])));
+    let started = Instant::now();
+    let rx = json_of(&finish(recv));
+    // The sender closed after about 1 s; the server ran on to its 3 s.
+    assert!(started.elapsed() > Duration::from_millis(500));
+    assert_eq!(rx["end"], "duration reached", "{rx}");
+    assert_eq!(sender(&rx, 0)["end"], "peer closed");
+    let s = balanced(&tx);
+    assert_eq!(received(sender(&rx, 0)), s["acked"].as_u64().unwrap());
+    std::fs::remove_dir_all(dir).unwrap();
+}
