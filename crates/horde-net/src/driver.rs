@@ -347,13 +347,18 @@ impl Driver {
         for c in self.conns.values_mut() {
             c.reconnect = None;
             if let Some(mut r) = c.redial.take() {
-                if let Some(old) = r.old.as_mut() {
+                c.handshake = None;
+                // Reconnecting: what the old session kept for its successor is nacked.
+                if let Some(mut old) = r.old.take() {
                     old.release();
+                    while let Some(e) = old.poll_event() {
+                        c.deliver(e);
+                    }
                 }
-                c.proto = r.old.take();
-                let _ = c.events.send(Event::Closed {
+                c.deliver(Event::Closed {
                     reason: CloseReason::LocalClose,
                 });
+                c.fail_waiters();
             }
             if let Some(p) = c.proto.as_mut() {
                 p.close(now);

@@ -466,3 +466,49 @@ async fn a_peer_keeps_its_sessions_to_other_services() {
     host.shutdown().await;
     server.shutdown().await;
 }
+
+/// Shut down while reconnecting to a receiver that never comes back: every ADU is still
+/// accounted for, and the application hears the end.
+#[test]
+fn shutdown_while_reconnecting_accounts_for_every_adu() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let (rt, addr, _) = receiver_process(sk.clone(), lo(), *ck.public());
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (host, mut conn) = client_rt.block_on(async {
+        let host = client(&ck, SessionConfig::default()).await;
+        let conn = host
+            .connect_persistent(target(addr, &sk), Reconnect::default())
+            .await
+            .unwrap();
+        conn.open_stream(1, StreamConfig::default()).await.unwrap();
+        (host, conn)
+    });
+    rt.shutdown_background();
+    client_rt.block_on(async {
+        // Without RTT samples yet, the channel's dead-man timer is a few seconds.
+        let (seen, redialing) = until(&mut conn, Duration::from_secs(10), |e| {
+            matches!(e, Event::Reconnecting { .. })
+        })
+        .await;
+        assert!(redialing, "{seen:?}");
+        for i in 0..10 {
+            conn.send_adu_nowait(1, payload(i), Fields::new()).unwrap();
+        }
+        host.shutdown().await;
+        let mut nacked = 0;
+        let mut end = None;
+        while let Some(e) = conn.next_event().await {
+            match e {
+                Event::Nack { .. } => nacked += 1,
+                Event::Closed { reason } => end = Some(reason),
+                _ => {}
+            }
+        }
+        assert_eq!(nacked, 10);
+        assert_eq!(end, Some(CloseReason::LocalClose));
+    });
+}
