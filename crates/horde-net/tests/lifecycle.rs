@@ -479,7 +479,13 @@ fn shutdown_while_reconnecting_accounts_for_every_adu() {
         .build()
         .unwrap();
     let (host, mut conn) = client_rt.block_on(async {
-        let host = client(&ck, SessionConfig::default()).await;
+        // A short idle timeout ends the session even before its channels are known
+        // dead (they have no RTT samples yet, so their dead-man timer is long).
+        let session = SessionConfig {
+            idle_timeout_ms: 1500.0,
+            ..SessionConfig::default()
+        };
+        let host = client(&ck, session).await;
         let conn = host
             .connect_persistent(target(addr, &sk), Reconnect::default())
             .await
@@ -489,8 +495,7 @@ fn shutdown_while_reconnecting_accounts_for_every_adu() {
     });
     rt.shutdown_background();
     client_rt.block_on(async {
-        // Without RTT samples yet, the channel's dead-man timer is a few seconds.
-        let (seen, redialing) = until(&mut conn, Duration::from_secs(10), |e| {
+        let (seen, redialing) = until(&mut conn, Duration::from_secs(5), |e| {
             matches!(e, Event::Reconnecting { .. })
         })
         .await;
