@@ -30,8 +30,15 @@ pub struct StreamPlan {
 const BULK_BURST: usize = 8;
 /// How long the sender waits after the run for outstanding ADUs to resolve.
 const DRAIN: Duration = Duration::from_secs(3);
+/// How long it waits for its close to finish (the session's close timeout is 2 s).
+const CLOSE_WAIT: Duration = Duration::from_secs(3);
+/// How often the run checks for Ctrl-C.
+const STOP_POLL: Duration = Duration::from_millis(50);
 
-/// Run `plans` for `duration`, then drain. `tick` is called about once a second.
+/// Run `plans` for `duration` or until Ctrl-C (when the caller catches it with a
+/// [`sigint::Guard`](crate::sigint::Guard)), then drain and close; the
+/// events of the close (nacks of what was left, `Closed`) are recorded too. `tick` is
+/// called about once a second.
 ///
 /// Timed sources emit on their own clocks; bulk sources are fed by a task each that
 /// waits for back-pressure ([`ConnectionHandle::writable`]) to release its stream, so
@@ -80,7 +87,7 @@ pub async fn run_sender(
         .collect();
     loop {
         let now = Instant::now();
-        if now >= end {
+        if now >= end || crate::sigint::interrupted() {
             break;
         }
         let t = now - start;
@@ -103,7 +110,8 @@ pub async fn run_sender(
             .filter_map(|(_, w)| w.next_at())
             .min()
             .map_or(end, |d| (start + d).min(end))
-            .min(next_tick);
+            .min(next_tick)
+            .min(now + STOP_POLL);
         tokio::select! {
             e = events.recv() => match e {
                 Some(e) => record(&live, &e),
@@ -116,7 +124,12 @@ pub async fn run_sender(
         }
     }
     for b in bulk {
-        b.await??;
+        b.abort(); // stopped early: the feeders' own clocks run to `end`
+        match b.await {
+            Ok(r) => r?,
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     // Drain: let what was sent resolve (ack or nack) before reporting.
     let drain_end = Instant::now() + DRAIN;
@@ -126,8 +139,16 @@ pub async fn run_sender(
             _ => break,
         }
     }
-    tick(duration);
+    tick(start.elapsed().min(duration));
     handle.close()?;
+    // Whatever was still queued or in flight is nacked as the close finishes.
+    let close_end = Instant::now() + CLOSE_WAIT;
+    while let Ok(Some(e)) = tokio::time::timeout_at(close_end, events.recv()).await {
+        record(&live, &e);
+        if matches!(e, Event::Closed { .. }) {
+            break;
+        }
+    }
     Ok(())
 }
 
@@ -204,7 +225,7 @@ fn all_resolved(live: &Mutex<Live>) -> bool {
     let l = live.lock().expect("live stats lock");
     l.streams
         .values()
-        .all(|s| s.acked + s.lost + s.dropped >= s.queued)
+        .all(|s| s.acked + s.lost + s.dropped + s.abandoned >= s.queued)
 }
 
 /// Count what a receiving connection delivers until it closes or `until` passes.

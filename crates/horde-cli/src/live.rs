@@ -12,6 +12,8 @@ pub struct StreamLive {
     pub acked: u64,
     pub lost: u64,
     pub dropped: u64,
+    /// Queued or in flight when the session closed: never known to arrive or not.
+    pub abandoned: u64,
     /// Insertion-to-ack latencies in ms.
     pub latencies: Vec<f64>,
     /// Payload bytes of the acked ADUs (the sender's view of goodput).
@@ -38,13 +40,13 @@ impl StreamLive {
             .then(|| self.latencies.iter().sum::<f64>() / self.latencies.len() as f64)
     }
 
-    /// Fraction of resolved ADUs that were lost or dropped.
+    /// Fraction of resolved ADUs that were lost, dropped or abandoned.
     pub fn loss_rate(&self) -> f64 {
-        let resolved = self.acked + self.lost + self.dropped;
+        let resolved = self.acked + self.lost + self.dropped + self.abandoned;
         if resolved == 0 {
             0.0
         } else {
-            (self.lost + self.dropped) as f64 / resolved as f64
+            (self.lost + self.dropped + self.abandoned) as f64 / resolved as f64
         }
     }
 }
@@ -97,7 +99,8 @@ impl Live {
                 for s in self.targets(*stream, *stream_seq) {
                     match reason {
                         NackReason::Lost => s.lost += 1,
-                        _ => s.dropped += 1,
+                        NackReason::Closed | NackReason::Abandoned => s.abandoned += 1,
+                        NackReason::QueueOverflow | NackReason::Removed => s.dropped += 1,
                     }
                 }
             }

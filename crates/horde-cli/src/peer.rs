@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
-use horde_net::Connection;
-use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
-use horde_proto::Event;
-use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig, Reconnect};
+use horde_proto::{CcConfig, ChannelConfig, InFlightPolicy, SessionConfig, StreamConfig};
+use horde_proto::{CloseReason, Event};
 use horde_sim::workload::WorkloadSpec;
 use serde::Deserialize;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::app::{self, StreamPlan};
@@ -48,6 +48,10 @@ pub struct RecvArgs {
     /// Print one JSON object (intervals and summary) at the end instead of tables.
     #[arg(long)]
     json: bool,
+    /// Serve senders until `--duration` or Ctrl-C, however many come and go (by
+    /// default the receiver also ends when its last sender closes).
+    #[arg(long)]
+    server: bool,
 }
 
 #[derive(Deserialize)]
@@ -68,6 +72,10 @@ struct SendConfig {
     /// Scheduler name (see `horde sim --help`); default rrr.
     #[serde(default)]
     scheduler: Option<String>,
+    /// Open a new session by itself, with backoff, when the receiver restarts, times
+    /// out or becomes unreachable.
+    #[serde(default = "default_reconnect")]
+    reconnect: bool,
     channels: Vec<SendChannel>,
     streams: Vec<SendStream>,
 }
@@ -100,6 +108,9 @@ struct SendStream {
     max_kbps: Option<f64>,
     #[serde(default)]
     ordered: bool,
+    /// ADUs in flight when a session dies: `nack` (default) or `resend` on the next.
+    #[serde(default)]
+    on_reconnect: InFlightPolicy,
     workload: WorkloadSpec,
     #[serde(default)]
     objectives: Vec<PathBuf>,
@@ -139,6 +150,9 @@ fn default_duration() -> f64 {
 }
 fn default_mtu() -> u32 {
     1200
+}
+fn default_reconnect() -> bool {
+    true
 }
 fn default_idle_timeout() -> f64 {
     10.0
@@ -197,6 +211,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 config: StreamConfig {
                     max_kbps: s.max_kbps,
                     ordered: s.ordered,
+                    on_reconnect: s.on_reconnect,
                     ..StreamConfig::default()
                 },
                 workload: s.workload.clone(),
@@ -226,6 +241,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             args.config.display()
         );
     }
+    let sigint = crate::sigint::Guard::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
             keypair,
@@ -240,8 +256,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         host_cfg.session = cfg.session.clone();
         host_cfg.scheduler = Some(scheduler);
         let host = Host::bind(host_cfg).await?;
-        let conn = host
-            .connect(ConnectConfig {
+        let target = ConnectConfig {
                 peer,
                 service: cfg.service,
                 channels: cfg
@@ -260,8 +275,12 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                     })
                     .collect(),
                 handshake_timeout: Duration::from_secs(10),
-            })
-            .await?;
+            };
+        let conn = if cfg.reconnect {
+            host.connect_persistent(target, Reconnect::default()).await?
+        } else {
+            host.connect(target).await?
+        };
         let live = Arc::new(Mutex::new(Live::default()));
         let locals = host.local_addrs().to_vec();
         let channels_json: Vec<serde_json::Value> = cfg
@@ -303,21 +322,36 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             },
         )
         .await?;
-        // The host sends the connection's Close before its sockets shut.
+        // The connection is closed; the host waits for any other Close to be acked.
+        let stats = host.stats().await?;
         host.shutdown().await;
         let l = live.lock().expect("live lock");
         let r = report.lock().expect("report lock");
-        let summary = r.summary(&l, duration);
+        let ran = r.intervals.last().map_or(duration, |i| Duration::from_secs_f64(i.end_s));
+        let summary = r.summary(&l, ran);
+        // Every ADU is acked, lost, dropped from the queue or abandoned at close.
+        let unaccounted: u64 = summary
+            .streams
+            .iter()
+            .map(|s| s.sent.saturating_sub(s.acked + s.lost + s.dropped + s.abandoned))
+            .sum();
         if args.json {
             let out = serde_json::json!({
                 "role": "send",
                 "channels": channels_json,
                 "intervals": r.intervals,
                 "summary": summary,
+                "unaccounted": unaccounted,
+                "reconnects": stats.reconnects,
+                "interrupted": sigint.interrupted(),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             print!("summary\n{}", render_send(&summary));
+            println!(
+                "reconnects: {}; ADUs unaccounted for: {unaccounted}",
+                stats.reconnects
+            );
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -363,15 +397,18 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 cfg.service
             );
         }
-        let mut listener = host.listen(cfg.service);
-        let deadline = until.map(|d| Instant::now() + d);
+        let listener = host.listen(cfg.service);
         let limits = Limits {
-            deadline,
+            deadline: until.map(|d| Instant::now() + d),
             idle,
             sigint: &sigint,
+            server: args.server,
         };
-        let Some(conn) = accept(&mut listener, &limits).await else {
-            let stats = host.stats().await?;
+        let mut serve = Serve::new(hold, json);
+        let end = serve.run(listener, &limits).await;
+        let stats = host.stats().await?;
+        host.shutdown().await;
+        if serve.senders.is_empty() {
             if json {
                 println!(
                     "{}",
@@ -385,11 +422,9 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 println!("no sender connected");
                 print!("{}", crate::drops::render(&stats.dropped));
             }
-            host.shutdown().await;
             return Ok(ExitCode::SUCCESS);
-        };
-        let mut report = RecvReport::new(hold, stamp::unix_micros());
-        let end = receive(conn, &mut report, &limits, json).await;
+        }
+        let report = &mut serve.all;
         // The partial interval since the last row, unless it is too short to rate.
         let now = stamp::unix_micros();
         let since = report.intervals.last().map_or(0.0, |i| i.end_s);
@@ -400,14 +435,16 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
             }
         }
         let summary = report.summary();
-        let stats = host.stats().await?;
-        host.shutdown().await;
+        let senders: Vec<serde_json::Value> =
+            serve.senders.iter_mut().map(SenderRx::summarize).collect();
         if json {
             let out = serde_json::json!({
                 "role": "recv",
                 "end": end.as_str(),
                 "intervals": report.intervals,
                 "summary": summary,
+                "senders": senders,
+                "sessions_replaced": stats.sessions_replaced,
                 "dropped_by_secure_layer": stats.dropped.total(),
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
             });
@@ -421,6 +458,22 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     s.id, s.received, s.goodput_kbps
                 );
             }
+            for s in &senders {
+                println!(
+                    "sender {} (key {}): {}",
+                    s["id"],
+                    s["peer"].as_str().unwrap_or("?"),
+                    s["end"].as_str().unwrap_or("?")
+                );
+                for st in s["summary"]["streams"].as_array().into_iter().flatten() {
+                    println!(
+                        "  stream {}: received {} ADUs, {:.0} kbit/s",
+                        st["id"],
+                        st["received"],
+                        st["goodput_kbps"].as_f64().unwrap_or(0.0)
+                    );
+                }
+            }
             print!("{}", crate::drops::render(&stats.dropped));
         }
         Ok(ExitCode::SUCCESS)
@@ -432,6 +485,8 @@ struct Limits<'a> {
     deadline: Option<Instant>,
     idle: Option<Duration>,
     sigint: &'a crate::sigint::Guard,
+    /// Keep serving when the last sender closes.
+    server: bool,
 }
 
 /// Why the receiver stopped.
@@ -454,63 +509,158 @@ impl End {
     }
 }
 
-/// Wait for a sender until `--duration` passes or Ctrl-C (the idle timeout only counts
-/// once a sender is connected).
-async fn accept(listener: &mut horde_net::Listener, limits: &Limits<'_>) -> Option<Connection> {
-    loop {
-        let wake = Instant::now() + SIGINT_POLL;
-        let wake = limits.deadline.map_or(wake, |d| d.min(wake));
-        tokio::select! {
-            c = listener.accept() => return c,
-            _ = tokio::time::sleep_until(wake) => {}
-        }
-        if limits.sigint.interrupted() || limits.deadline.is_some_and(|d| Instant::now() >= d) {
-            return None;
-        }
+/// One accepted connection, as `recv` reports it.
+struct SenderRx {
+    id: usize,
+    peer: String,
+    report: RecvReport,
+    /// Why its session ended, once it has.
+    end: Option<CloseReason>,
+}
+
+impl SenderRx {
+    fn summarize(&mut self) -> serde_json::Value {
+        let summary = self.report.summary();
+        serde_json::json!({
+            "id": self.id,
+            "peer": self.peer,
+            "end": self.end.map_or("open", CloseReason::as_str),
+            "first_arrival_unix_us": self.report.first_arrival_us(),
+            "summary": summary,
+        })
     }
 }
 
-/// Account for what the sender delivers, printing a row per interval, until it closes,
-/// it has been idle too long, `--duration` passes or Ctrl-C.
-async fn receive(
-    mut conn: Connection,
-    report: &mut RecvReport,
-    limits: &Limits<'_>,
+/// What a connection's forwarding task tells the server loop: an event, or that the
+/// connection is over (`None`).
+type FromSender = (usize, Option<Event>);
+
+/// The receiver in server mode: every accepted connection is read at once by a task of
+/// its own (so that it never holds its sender back needlessly), and its events are
+/// counted per sender and in total.
+struct Serve {
+    hold: Duration,
     json: bool,
-) -> End {
-    let mut next_row = Instant::now() + REPORT_EVERY;
-    let mut idle_at = limits.idle.map(|d| Instant::now() + d);
-    loop {
-        let mut wake = next_row.min(Instant::now() + SIGINT_POLL);
-        for t in [limits.deadline, idle_at].into_iter().flatten() {
-            wake = wake.min(t);
+    all: RecvReport,
+    senders: Vec<SenderRx>,
+    open: usize,
+    last_end: Option<CloseReason>,
+}
+
+impl Serve {
+    fn new(hold: Duration, json: bool) -> Self {
+        Self {
+            hold,
+            json,
+            all: RecvReport::new(hold, stamp::unix_micros()),
+            senders: Vec::new(),
+            open: 0,
+            last_end: None,
         }
-        tokio::select! {
-            e = conn.next_event() => match e {
-                Some(Event::Received { stream, channel, payload, .. }) => {
-                    report.on_received(stream, channel, &payload, stamp::unix_micros());
-                    idle_at = limits.idle.map(|d| Instant::now() + d);
+    }
+
+    fn accepted(
+        &mut self,
+        mut conn: horde_net::Connection,
+        tx: &mpsc::UnboundedSender<FromSender>,
+    ) {
+        let id = self.senders.len();
+        let peer = conn.peer().map_or_else(|| "?".into(), ToString::to_string);
+        if !self.json {
+            println!("sender {id} connected (key {peer})");
+        }
+        self.senders.push(SenderRx {
+            id,
+            peer,
+            report: RecvReport::new(self.hold, stamp::unix_micros()),
+            end: None,
+        });
+        self.open += 1;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(e) = conn.next_event().await {
+                let last = matches!(e, Event::Closed { .. });
+                let _ = tx.send((id, Some(e)));
+                if last {
+                    break;
                 }
-                Some(Event::Closed { .. }) | None => return End::Closed,
-                Some(_) => {}
-            },
-            _ = tokio::time::sleep_until(wake) => {}
-        }
-        let now = Instant::now();
-        if limits.sigint.interrupted() {
-            return End::Interrupted;
-        }
-        if limits.deadline.is_some_and(|d| now >= d) {
-            return End::Duration;
-        }
-        if idle_at.is_some_and(|t| now >= t) {
-            return End::Idle;
-        }
-        if now >= next_row {
-            next_row += REPORT_EVERY;
-            let row = report.interval(stamp::unix_micros());
-            if !json {
-                print!("{}", render_recv(row));
+            }
+            let _ = tx.send((id, None));
+        });
+    }
+
+    /// Serve until every sender has closed (unless `--server`), the idle timeout,
+    /// `--duration` or Ctrl-C. The idle timeout counts once a sender is connected.
+    async fn run(&mut self, mut listener: horde_net::Listener, limits: &Limits<'_>) -> End {
+        let (tx, mut rx) = mpsc::unbounded_channel::<FromSender>();
+        let mut next_row = Instant::now() + REPORT_EVERY;
+        let mut idle_at: Option<Instant> = None;
+        let mut listening = true;
+        loop {
+            let mut wake = Instant::now() + SIGINT_POLL;
+            if !self.senders.is_empty() {
+                wake = wake.min(next_row);
+            }
+            for t in [limits.deadline, idle_at].into_iter().flatten() {
+                wake = wake.min(t);
+            }
+            tokio::select! {
+                c = listener.accept(), if listening => match c {
+                    Some(c) => {
+                        self.accepted(c, &tx);
+                        if self.senders.len() == 1 {
+                            // Rows start with the first sender.
+                            self.all = RecvReport::new(self.hold, stamp::unix_micros());
+                            next_row = Instant::now() + REPORT_EVERY;
+                        }
+                        idle_at = limits.idle.map(|d| Instant::now() + d);
+                    }
+                    None => listening = false,
+                },
+                m = rx.recv() => match m {
+                    Some((id, Some(Event::Received { stream, channel, payload, .. }))) => {
+                        let now = stamp::unix_micros();
+                        self.all.on_received(stream, channel, &payload, now);
+                        self.senders[id].report.on_received(stream, channel, &payload, now);
+                        idle_at = limits.idle.map(|d| Instant::now() + d);
+                    }
+                    Some((id, Some(Event::Closed { reason }))) => {
+                        self.senders[id].end = Some(reason);
+                        self.last_end = Some(reason);
+                        if !self.json {
+                            println!("sender {id}: {}", reason.as_str());
+                        }
+                    }
+                    Some((_, None)) => {
+                        self.open -= 1;
+                        let closed = matches!(
+                            self.last_end,
+                            Some(CloseReason::PeerClosed | CloseReason::LocalClose)
+                        );
+                        if self.open == 0 && closed && !limits.server {
+                            return End::Closed;
+                        }
+                    }
+                    Some(_) | None => {}
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            let now = Instant::now();
+            if limits.sigint.interrupted() {
+                return End::Interrupted;
+            }
+            if limits.deadline.is_some_and(|d| now >= d) {
+                return End::Duration;
+            }
+            if !limits.server && idle_at.is_some_and(|t| now >= t) {
+                return End::Idle;
+            }
+            if !self.senders.is_empty() && now >= next_row {
+                next_row += REPORT_EVERY;
+                let row = self.all.interval(stamp::unix_micros());
+                if !self.json {
+                    print!("{}", render_recv(row));
+                }
             }
         }
     }

@@ -65,8 +65,11 @@ pub struct SendStreamRow {
     pub acked: u64,
     /// Sent and declared lost.
     pub lost: u64,
-    /// Never sent: dropped from a full queue, withdrawn, or still queued at close.
+    /// Never sent: dropped from a full queue or withdrawn.
     pub dropped: u64,
+    /// Still queued, or in flight and unresolved, when the connection closed. Over a
+    /// whole run, `sent = acked + lost + dropped + abandoned`.
+    pub abandoned: u64,
     /// Payload bytes acked over the interval, in kbit/s.
     pub goodput_kbps: f64,
     /// Insertion-to-ack latency of the ADUs acked in the interval.
@@ -97,6 +100,7 @@ struct StreamMark {
     acked: u64,
     lost: u64,
     dropped: u64,
+    abandoned: u64,
     acked_bytes: u64,
     latencies: usize,
 }
@@ -108,6 +112,7 @@ impl StreamMark {
             acked: s.acked,
             lost: s.lost,
             dropped: s.dropped,
+            abandoned: s.abandoned,
             acked_bytes: s.acked_bytes,
             latencies: s.latencies.len(),
         }
@@ -159,6 +164,7 @@ impl SendReport {
                     acked: s.acked - m.acked,
                     lost: s.lost - m.lost,
                     dropped: s.dropped - m.dropped,
+                    abandoned: s.abandoned - m.abandoned,
                     goodput_kbps: kbps(s.acked_bytes - m.acked_bytes, secs),
                     latency_ms: Quantiles::of_ms(
                         &s.latencies[m.latencies.min(s.latencies.len())..],
@@ -225,6 +231,7 @@ pub fn render_send(i: &SendInterval) -> String {
         "acked",
         "lost",
         "dropped",
+        "abandoned",
         "goodput kbit/s",
         "latency p50 ms",
         "p95 ms",
@@ -239,6 +246,7 @@ pub fn render_send(i: &SendInterval) -> String {
             s.acked.to_string(),
             s.lost.to_string(),
             s.dropped.to_string(),
+            s.abandoned.to_string(),
             format!("{:.0}", s.goodput_kbps),
             ms(s.latency_ms.p50),
             ms(s.latency_ms.p95),
@@ -344,6 +352,7 @@ pub struct RecvReport {
     hold_us: u64,
     start_us: u64,
     interval_start_us: u64,
+    first_arrival_us: Option<u64>,
     last_arrival_us: Option<u64>,
     streams: BTreeMap<u32, StreamRx>,
     channels: BTreeMap<u8, (Window, Window)>,
@@ -357,6 +366,7 @@ impl RecvReport {
             hold_us: hold.as_micros() as u64,
             start_us,
             interval_start_us: start_us,
+            first_arrival_us: None,
             last_arrival_us: None,
             streams: BTreeMap::new(),
             channels: BTreeMap::new(),
@@ -366,6 +376,7 @@ impl RecvReport {
     }
 
     pub fn on_received(&mut self, stream: u32, channel: u8, payload: &[u8], now_us: u64) {
+        self.first_arrival_us.get_or_insert(now_us);
         self.last_arrival_us = Some(now_us);
         let hold = self.hold_us;
         let s = self.streams.entry(stream).or_insert_with(|| StreamRx {
@@ -402,6 +413,11 @@ impl RecvReport {
                 s.now.in_order.record(Duration::from_micros(d));
             }
         }
+    }
+
+    /// When the first ADU arrived (unix µs).
+    pub fn first_arrival_us(&self) -> Option<u64> {
+        self.first_arrival_us
     }
 
     /// Seconds from the start of the report to `us`.

@@ -10,6 +10,11 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// Whether Ctrl-C has been caught by a live [`Guard`] (always `false` without one).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 /// Catches SIGINT while alive; restores the previous disposition when dropped.
 pub struct Guard {
     previous: libc::sigaction,

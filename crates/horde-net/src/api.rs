@@ -69,7 +69,8 @@ pub(crate) enum ConnOp {
 }
 
 /// How a connection opened with [`Host::connect_persistent`] comes back after its
-/// session dies (the peer restarted, timed out or became unreachable): handshakes are
+/// session dies (the peer restarted, timed out or became unreachable, or every channel
+/// died): handshakes are
 /// tried with exponential backoff from `initial` to `max` between attempts, for at most
 /// `give_up_after`. The application hears [`Event::Reconnecting`], then
 /// [`Event::Connected`] when the new session is up; its streams, objectives and queued
@@ -85,7 +86,7 @@ impl Default for Reconnect {
     fn default() -> Self {
         Self {
             initial: Duration::from_millis(100),
-            max: Duration::from_secs(2),
+            max: Duration::from_secs(1),
             give_up_after: Duration::from_secs(60),
         }
     }

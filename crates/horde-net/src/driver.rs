@@ -62,7 +62,8 @@ pub struct HostStats {
     pub channels_restored: u64,
     /// Whether each interface's socket is open now, in interface order.
     pub interfaces_open: Vec<bool>,
-    /// Sessions ended because a new handshake from the same peer key replaced them.
+    /// Sessions ended because a new session from the same peer key to the same service
+    /// replaced them.
     pub sessions_replaced: u64,
     /// Accepted connections closed at once because the listener's backlog was full.
     pub backlog_refused: u64,
@@ -362,13 +363,18 @@ impl Driver {
         for c in self.conns.values_mut() {
             c.reconnect = None;
             if let Some(mut r) = c.redial.take() {
-                if let Some(old) = r.old.as_mut() {
+                c.handshake = None;
+                // Reconnecting: what the old session kept for its successor is nacked.
+                if let Some(mut old) = r.old.take() {
                     old.release();
+                    while let Some(e) = old.poll_event() {
+                        c.deliver(e);
+                    }
                 }
-                c.proto = r.old.take();
-                let _ = c.events.send(Event::Closed {
+                c.deliver(Event::Closed {
                     reason: CloseReason::LocalClose,
                 });
+                c.fail_waiters();
             }
             if let Some(p) = c.proto.as_mut() {
                 p.close(now);
@@ -558,11 +564,7 @@ impl Driver {
             }
         };
         self.send_raw(iface, src, reply.response().to_vec());
-        if let Reply::NewSession {
-            mut session, peer, ..
-        } = reply
-        {
-            self.replace_sessions_of(&peer);
+        if let Reply::NewSession { mut session, .. } = reply {
             session.set_rekey_policy(self.rekey);
             let key = self.next_key;
             self.next_key += 1;
@@ -573,18 +575,21 @@ impl Driver {
         }
     }
 
-    /// A new handshake from `peer` replaces the sessions it opened before (it restarted,
-    /// or reconnected): their applications hear [`CloseReason::Replaced`], what they had
-    /// in flight is abandoned, and their state is freed.
-    fn replace_sessions_of(&mut self, peer: &PublicKey) {
+    /// A new session from `peer` for `service` (connection `new`) replaces the sessions
+    /// the peer opened to that service before (it restarted, or reconnected): their
+    /// applications hear [`CloseReason::Replaced`], what they had in flight is
+    /// abandoned, and their state is freed. Its sessions to other services stay.
+    fn replace_sessions_of(&mut self, peer: &PublicKey, service: u32, new: u64) {
         let now = self.now();
         let old: Vec<u64> = self
             .conns
             .iter()
-            .filter(|(_, c)| {
-                c.crypto
-                    .as_ref()
-                    .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
+            .filter(|(&k, c)| {
+                k != new
+                    && c.proto.as_ref().is_some_and(|p| p.service() == service)
+                    && c.crypto
+                        .as_ref()
+                        .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
             })
             .map(|(&k, _)| k)
             .collect();
@@ -658,6 +663,9 @@ impl Driver {
                     // and the application keeps its handle and event channel.
                     if let Some(old) = r.old.as_mut() {
                         p.inherit(old, now);
+                        while let Some(e) = old.poll_event() {
+                            conn.deliver(e);
+                        }
                     }
                     conn.proto = Some(p);
                     conn.targets = live
@@ -728,6 +736,9 @@ impl Driver {
             Ok(mut p) => {
                 self.install_scheduler(&mut p);
                 p.set_receive_buffer(Some(recv_buffer));
+                if let Some(peer) = self.conns.get(&key).and_then(Conn::peer) {
+                    self.replace_sessions_of(&peer, service, key);
+                }
                 let conn = self.conns.get_mut(&key).expect("connection exists");
                 conn.proto = Some(p);
                 if let Some(rx) = conn.events_rx.take() {
@@ -1041,6 +1052,12 @@ impl Driver {
         let Some(conn) = self.conns.get_mut(&key) else {
             return;
         };
+        if redialing {
+            // Its nacks (a queue overflowing while the peer is away) go out now.
+            while let Some(e) = session.poll_event() {
+                conn.deliver(e);
+            }
+        }
         match conn.redial.as_mut() {
             Some(r) if redialing => r.old = Some(session),
             _ => conn.proto = Some(session),
@@ -1281,7 +1298,15 @@ impl Driver {
                 && p.channels()
                     .iter()
                     .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
-            if everywhere && !p.is_closed() {
+            // A persistent connection whose every channel is dead (nothing acked for
+            // three probe timeouts, at least a second, keepalives included) handshakes
+            // again rather than wait out the idle timeout: a restarted peer answers the
+            // handshake at once, and one behind an outage as soon as it is back.
+            let all_dead = conn.reconnect.is_some()
+                && p.is_connected()
+                && !p.channels().is_empty()
+                && p.channels().iter().all(|c| !c.is_alive());
+            if (everywhere || all_dead) && !p.is_closed() {
                 p.unreachable(now);
             }
             let reason = p.close_reason();

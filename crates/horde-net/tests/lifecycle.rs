@@ -367,3 +367,153 @@ async fn connections_beyond_the_accept_backlog_are_refused() {
     second.shutdown().await;
     server.shutdown().await;
 }
+
+/// The other reported failure: a sender that died was never noticed and its accepted
+/// connection never removed. Now the receiver's idle timeout ends and frees it.
+#[test]
+fn a_dead_senders_session_times_out_and_is_removed() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sender_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (server, mut accepted) = rt.block_on(async {
+        let mut cfg = server_config(&sk, lo(), &[*ck.public()]);
+        cfg.session.idle_timeout_ms = 600.0;
+        let server = Host::bind(cfg).await.unwrap();
+        let mut listener = server.listen(SERVICE);
+        let addr = server.local_addrs()[0];
+        let (ck, sk) = (ck.clone(), sk.clone());
+        sender_rt.spawn(async move {
+            let host = client(&ck, SessionConfig::default()).await;
+            let conn = host.connect(target(addr, &sk)).await.unwrap();
+            conn.open_stream(1, StreamConfig::default()).await.unwrap();
+            conn.send_adu(1, payload(1), Fields::new()).await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        (server, accept(&mut listener).await)
+    });
+    // The sender's process dies: no Close, no keepalives.
+    sender_rt.shutdown_background();
+    let t = Instant::now();
+    rt.block_on(async {
+        let (seen, closed) = until(&mut accepted, Duration::from_secs(3), |e| {
+            matches!(e, Event::Closed { .. })
+        })
+        .await;
+        assert!(closed, "{seen:?}");
+        assert_eq!(
+            seen.last(),
+            Some(&Event::Closed {
+                reason: CloseReason::IdleTimeout
+            })
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            t.elapsed()
+        );
+        // Its state is gone: the event stream ends.
+        let end = tokio::time::timeout(Duration::from_secs(1), accepted.next_event()).await;
+        assert_eq!(end.ok(), Some(None));
+        assert_eq!(server.stats().await.unwrap().sessions_removed, 1);
+        server.shutdown().await;
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_keeps_its_sessions_to_other_services() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let server = Host::bind(server_config(&sk, lo(), &[*ck.public()]))
+        .await
+        .unwrap();
+    let (mut three, mut four) = (server.listen(SERVICE), server.listen(SERVICE + 1));
+    let addr = server.local_addrs()[0];
+    let host = client(&ck, SessionConfig::default()).await;
+    let a = host.connect(target(addr, &sk)).await.unwrap();
+    let b = host
+        .connect(ConnectConfig {
+            service: SERVICE + 1,
+            ..target(addr, &sk)
+        })
+        .await
+        .unwrap();
+    let (mut a_in, mut b_in) = (accept(&mut three).await, accept(&mut four).await);
+    for (c, peer_side) in [(&a, &mut a_in), (&b, &mut b_in)] {
+        c.open_stream(1, StreamConfig::default()).await.unwrap();
+        c.send_adu(1, payload(9), Fields::new()).await.unwrap();
+        let (seen, got) = until(peer_side, Duration::from_secs(3), |e| {
+            matches!(e, Event::Received { .. })
+        })
+        .await;
+        assert!(got, "{seen:?}");
+    }
+    assert_eq!(server.stats().await.unwrap().sessions_replaced, 0);
+    // A second connection to the same service does replace the first.
+    let _again = host.connect(target(addr, &sk)).await.unwrap();
+    let (seen, ended) = until(&mut a_in, Duration::from_secs(3), |e| {
+        matches!(e, Event::Closed { .. })
+    })
+    .await;
+    assert!(ended, "{seen:?}");
+    assert_eq!(server.stats().await.unwrap().sessions_replaced, 1);
+    host.shutdown().await;
+    server.shutdown().await;
+}
+
+/// Shut down while reconnecting to a receiver that never comes back: every ADU is still
+/// accounted for, and the application hears the end.
+#[test]
+fn shutdown_while_reconnecting_accounts_for_every_adu() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let (rt, addr, _) = receiver_process(sk.clone(), lo(), *ck.public());
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (host, mut conn) = client_rt.block_on(async {
+        // A short idle timeout ends the session even before its channels are known
+        // dead (they have no RTT samples yet, so their dead-man timer is long).
+        let session = SessionConfig {
+            idle_timeout_ms: 1500.0,
+            ..SessionConfig::default()
+        };
+        let host = client(&ck, session).await;
+        let conn = host
+            .connect_persistent(target(addr, &sk), Reconnect::default())
+            .await
+            .unwrap();
+        conn.open_stream(1, StreamConfig::default()).await.unwrap();
+        (host, conn)
+    });
+    rt.shutdown_background();
+    client_rt.block_on(async {
+        let (seen, redialing) = until(&mut conn, Duration::from_secs(5), |e| {
+            matches!(e, Event::Reconnecting { .. })
+        })
+        .await;
+        assert!(redialing, "{seen:?}");
+        for i in 0..10 {
+            conn.send_adu_nowait(1, payload(i), Fields::new()).unwrap();
+        }
+        host.shutdown().await;
+        let mut nacked = 0;
+        let mut end = None;
+        while let Some(e) = conn.next_event().await {
+            match e {
+                Event::Nack { .. } => nacked += 1,
+                Event::Closed { reason } => end = Some(reason),
+                _ => {}
+            }
+        }
+        assert_eq!(nacked, 10);
+        assert_eq!(end, Some(CloseReason::LocalClose));
+    });
+}

@@ -636,6 +636,8 @@ impl Session {
         if self.is_closed() {
             return;
         }
+        // Closed on purpose: no new session will take anything over.
+        self.life.successor_expected = false;
         self.nack_queued();
         for i in 0..self.channels.len() {
             self.tx.push_back(PendingTx::Close(i));
@@ -654,7 +656,8 @@ impl Session {
         }
     }
 
-    /// End the session because the peer cannot be reached (the driver saw ICMP errors).
+    /// End the session because the peer cannot be reached (the driver saw every channel
+    /// die, or ICMP errors on every channel).
     pub fn unreachable(&mut self, now: Duration) {
         if !matches!(self.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Unreachable);

@@ -574,6 +574,21 @@ mod tests {
     }
 
     #[test]
+    fn lifecycle_packets_match_the_documented_bytes() {
+        let conn = 0x0102_0304_0506_0708;
+        let mut buf = Vec::new();
+        encode(&Packet::CloseAck { conn }, &mut buf);
+        assert_eq!(buf, [0x17, 1, 2, 3, 4, 5, 6, 7, 8]);
+        buf.clear();
+        encode(&Packet::Window { conn, open: 65536 }, &mut buf);
+        assert_eq!(buf, [0x18, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(
+            decode(&Bytes::from(buf)),
+            Ok(Packet::Window { conn, open: 65536 })
+        );
+    }
+
+    #[test]
     fn ack_ranges_expand() {
         let a = Ack {
             conn: 1,
