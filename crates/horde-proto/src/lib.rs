@@ -7,6 +7,7 @@ pub mod channel;
 pub mod estimator;
 pub mod event;
 mod fair_share;
+mod packing;
 pub mod session;
 pub mod stream;
 pub mod wire;
@@ -16,6 +17,6 @@ pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
 pub use event::{Event, NackReason};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
-    Transmit,
+    Transmit, TransmitAdus,
 };
 pub use stream::StreamConfig;

@@ -1,23 +1,33 @@
-//! The wire format, version 1 (documented in `docs/wire.md`).
+//! The wire format, version 2 (documented in `docs/wire.md`).
 //!
 //! Every datagram starts with one byte: the version in the high nibble and the packet
 //! type in the low nibble, then the 64-bit connection id. All integers are big-endian and
 //! fixed width: decoding is a handful of bounds-checked loads, which keeps the codec far
 //! above the packet rates any set of cellular links can produce. Decoding never panics;
 //! anything malformed is a [`WireError`].
+//!
+//! Version 2 adds [`Packet::Packed`]: several ADUs in one packet. A packet with one ADU
+//! is still a [`Packet::Data`], laid out exactly as in version 1, so one-ADU-per-slot
+//! sessions send the same bytes (and the same packet sizes) as before.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::Bytes;
 use thiserror::Error;
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Most address aliases a handshake may carry.
 pub const MAX_ALIASES: usize = 16;
 /// Most ack ranges one ack carries.
 pub const MAX_ACK_RANGES: usize = 32;
 /// Bytes before the payload of a data packet.
 pub const DATA_HEADER_LEN: usize = 1 + 8 + 1 + 1 + 8 + 4 + 4 + 8;
+/// Bytes of a packed data packet before its first ADU entry.
+pub const PACKED_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 1;
+/// Bytes of one ADU entry of a packed data packet before its payload.
+pub const PACKED_ENTRY_LEN: usize = 1 + 4 + 8 + 2;
+/// Most ADUs one packed data packet carries.
+pub const MAX_PACKED_ADUS: usize = 32;
 /// Bytes of an ack before its `(gap, len)` pairs.
 const ACK_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 4 + 8 + 1;
 /// Bytes of one `(gap, len)` pair.
@@ -29,6 +39,7 @@ const T_DATA: u8 = 3;
 const T_ACK: u8 = 4;
 const T_PING: u8 = 5;
 const T_CLOSE: u8 = 6;
+const T_PACKED: u8 = 7;
 
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
@@ -74,6 +85,109 @@ pub enum Packet {
     Close {
         conn: u64,
     },
+    /// Several ADUs in one slot of one channel (version 2). Acked, and declared lost, as
+    /// one packet; each ADU is delivered on its own.
+    Packed {
+        conn: u64,
+        channel: u8,
+        /// Per-channel sequence number, shared with `Data` and `Ping`.
+        seq: u64,
+        send_ts: u32,
+        adus: PackedAdus,
+    },
+}
+
+/// One ADU of a [`Packet::Packed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedAdu {
+    /// Data flags of this ADU ([`FLAG_ORDERED`]).
+    pub flags: u8,
+    pub stream: u32,
+    pub stream_seq: u64,
+    pub payload: Bytes,
+}
+
+/// The ADU entries of a packed packet, kept in their wire encoding: decoding checks them
+/// once and then hands out zero-copy slices, so receiving a packed packet allocates
+/// nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PackedAdus {
+    count: u8,
+    /// `count` entries, each `flags u8, stream u32, stream_seq u64, len u16, payload`.
+    body: Bytes,
+}
+
+impl PackedAdus {
+    /// Encode `adus` (at most [`MAX_PACKED_ADUS`], each payload under 64 KiB; tests and
+    /// tools: the session writes entries straight into the datagram).
+    pub fn new(adus: &[PackedAdu]) -> Result<Self, WireError> {
+        if adus.is_empty() || adus.len() > MAX_PACKED_ADUS {
+            return Err(WireError::TooMany(adus.len()));
+        }
+        let mut body = Vec::new();
+        for a in adus {
+            let len = u16::try_from(a.payload.len()).map_err(|_| WireError::TooLong)?;
+            put_packed_entry(a.flags, a.stream, a.stream_seq, len, &mut body);
+            body.extend_from_slice(&a.payload);
+        }
+        Ok(Self {
+            count: adus.len() as u8,
+            body: Bytes::from(body),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The ADUs in packet order; payloads share the datagram's buffer.
+    pub fn iter(&self) -> impl Iterator<Item = PackedAdu> + '_ {
+        let mut pos = 0;
+        (0..self.count).map(move |_| {
+            let h = &self.body[pos..pos + PACKED_ENTRY_LEN];
+            let len = usize::from(u16::from_be_bytes([h[13], h[14]]));
+            let start = pos + PACKED_ENTRY_LEN;
+            pos = start + len;
+            PackedAdu {
+                flags: h[0],
+                stream: be32(h, 1),
+                stream_seq: be64(h, 5),
+                payload: self.body.slice(start..pos),
+            }
+        })
+    }
+
+    /// Check `count` entries that fill `body` exactly.
+    fn parse(count: u8, body: Bytes) -> Result<Self, WireError> {
+        if count == 0 || usize::from(count) > MAX_PACKED_ADUS {
+            return Err(WireError::TooMany(usize::from(count)));
+        }
+        let mut pos = 0usize;
+        for _ in 0..count {
+            let h = body
+                .get(pos..pos + PACKED_ENTRY_LEN)
+                .ok_or(WireError::Truncated)?;
+            let len = usize::from(u16::from_be_bytes([h[13], h[14]]));
+            pos += PACKED_ENTRY_LEN + len;
+            if pos > body.len() {
+                return Err(WireError::Truncated);
+            }
+        }
+        if pos != body.len() {
+            return Err(WireError::Trailing);
+        }
+        Ok(Self { count, body })
+    }
+}
+
+impl std::fmt::Debug for PackedAdus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// Ranges are QUIC-style: `largest` and `first_range` packets below it are received; then
@@ -117,7 +231,8 @@ impl Packet {
             | Packet::HelloAck { conn, .. }
             | Packet::Data { conn, .. }
             | Packet::Ping { conn, .. }
-            | Packet::Close { conn } => *conn,
+            | Packet::Close { conn }
+            | Packet::Packed { conn, .. } => *conn,
             Packet::Ack(a) => a.conn,
         }
     }
@@ -134,6 +249,18 @@ pub fn is_hello(datagram: &[u8]) -> bool {
     datagram.first() == Some(&header(T_HELLO))
 }
 
+/// The version of a datagram that is a hello of a version this end does not speak: the
+/// hello type and the connection id sit where they always have, so an endpoint can refuse
+/// an old peer by name ([`SessionError::UnsupportedVersion`]) instead of dropping its
+/// hellos as noise.
+///
+/// [`SessionError::UnsupportedVersion`]: crate::SessionError::UnsupportedVersion
+pub fn foreign_hello_version(datagram: &[u8]) -> Option<u8> {
+    let first = *datagram.first()?;
+    let version = first >> 4;
+    (first & 0x0f == T_HELLO && version != VERSION && datagram.len() >= 9).then_some(version)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum WireError {
     #[error("datagram truncated")]
@@ -148,6 +275,8 @@ pub enum WireError {
     TooMany(usize),
     #[error("trailing bytes after packet")]
     Trailing,
+    #[error("ADU too long for a packed entry")]
+    TooLong,
 }
 
 fn header(t: u8) -> u8 {
@@ -202,26 +331,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             );
             out.extend_from_slice(payload);
         }
-        Packet::Ack(a) => {
-            let n = a.ranges.len().min(MAX_ACK_RANGES);
-            let mut h = [0u8; ACK_HEADER_LEN];
-            h[0] = header(T_ACK);
-            h[1..9].copy_from_slice(&a.conn.to_be_bytes());
-            h[9] = a.channel;
-            h[10..18].copy_from_slice(&a.largest.to_be_bytes());
-            h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
-            h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
-            h[26..34].copy_from_slice(&a.first_range.to_be_bytes());
-            h[34] = n as u8;
-            out.reserve(ACK_HEADER_LEN + n * ACK_RANGE_LEN);
-            out.extend_from_slice(&h);
-            for &(gap, len) in &a.ranges[..n] {
-                let mut r = [0u8; ACK_RANGE_LEN];
-                r[..8].copy_from_slice(&gap.to_be_bytes());
-                r[8..].copy_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&r);
-            }
-        }
+        Packet::Ack(a) => encode_ack(a, out),
         Packet::Ping {
             conn,
             channel,
@@ -238,7 +348,83 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             out.push(header(T_CLOSE));
             out.extend_from_slice(&conn.to_be_bytes());
         }
+        Packet::Packed {
+            conn,
+            channel,
+            seq,
+            send_ts,
+            adus,
+        } => {
+            out.reserve(PACKED_HEADER_LEN + adus.body.len());
+            encode_packed_header(*conn, *channel, *seq, *send_ts, adus.count, out);
+            out.extend_from_slice(&adus.body);
+        }
     }
+}
+
+/// Append the encoding of an ack (as [`encode`] of a [`Packet::Ack`], without moving it).
+pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
+    let n = a.ranges.len().min(MAX_ACK_RANGES);
+    let mut h = [0u8; ACK_HEADER_LEN];
+    h[0] = header(T_ACK);
+    h[1..9].copy_from_slice(&a.conn.to_be_bytes());
+    h[9] = a.channel;
+    h[10..18].copy_from_slice(&a.largest.to_be_bytes());
+    h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
+    h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
+    h[26..34].copy_from_slice(&a.first_range.to_be_bytes());
+    h[34] = n as u8;
+    out.reserve(ACK_HEADER_LEN + n * ACK_RANGE_LEN);
+    out.extend_from_slice(&h);
+    for &(gap, len) in &a.ranges[..n] {
+        let mut r = [0u8; ACK_RANGE_LEN];
+        r[..8].copy_from_slice(&gap.to_be_bytes());
+        r[8..].copy_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&r);
+    }
+}
+
+/// Write a packed data header for `count` ADUs; the caller appends each entry with
+/// [`encode_packed_entry`] and its payload.
+pub fn encode_packed_header(
+    conn: u64,
+    channel: u8,
+    seq: u64,
+    send_ts: u32,
+    count: u8,
+    out: &mut Vec<u8>,
+) {
+    let mut h = [0u8; PACKED_HEADER_LEN];
+    h[0] = header(T_PACKED);
+    h[1..9].copy_from_slice(&conn.to_be_bytes());
+    h[9] = channel;
+    h[10..18].copy_from_slice(&seq.to_be_bytes());
+    h[18..22].copy_from_slice(&send_ts.to_be_bytes());
+    h[22] = count;
+    out.extend_from_slice(&h);
+}
+
+/// Write one packed ADU entry followed by its payload.
+pub fn encode_packed_entry(
+    flags: u8,
+    stream: u32,
+    stream_seq: u64,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let len = u16::try_from(payload.len()).map_err(|_| WireError::TooLong)?;
+    put_packed_entry(flags, stream, stream_seq, len, out);
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+fn put_packed_entry(flags: u8, stream: u32, stream_seq: u64, len: u16, out: &mut Vec<u8>) {
+    let mut h = [0u8; PACKED_ENTRY_LEN];
+    h[0] = flags;
+    h[1..5].copy_from_slice(&stream.to_be_bytes());
+    h[5..13].copy_from_slice(&stream_seq.to_be_bytes());
+    h[13..15].copy_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&h);
 }
 
 /// Write a data header; the caller appends the payload. Avoids building a `Packet` on
@@ -426,6 +612,18 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
             send_ts: r.u32()?,
         },
         T_CLOSE => Packet::Close { conn },
+        T_PACKED => {
+            let h = r.array::<{ PACKED_HEADER_LEN - 9 }>()?;
+            let body = datagram.slice(r.pos..);
+            r.pos = datagram.len();
+            Packet::Packed {
+                conn,
+                channel: h[0],
+                seq: be64(h, 1),
+                send_ts: be32(h, 9),
+                adus: PackedAdus::parse(h[13], body)?,
+            }
+        }
         t => return Err(WireError::UnknownType(t)),
     };
     r.finish()?;
@@ -506,7 +704,35 @@ mod tests {
                 send_ts
             }),
             any::<u64>().prop_map(|conn| Packet::Close { conn }),
+            (any::<(u64, u8, u64, u32)>(), packed_adus()).prop_map(
+                |((conn, channel, seq, send_ts), adus)| Packet::Packed {
+                    conn,
+                    channel,
+                    seq,
+                    send_ts,
+                    adus: PackedAdus::new(&adus).unwrap(),
+                }
+            ),
         ]
+    }
+
+    /// 1 to 32 ADUs of mixed sizes: mostly small (speech frames, samples, acks), some
+    /// empty, some large.
+    fn packed_adus() -> impl Strategy<Value = Vec<PackedAdu>> {
+        let payload = prop_oneof![
+            4 => prop::collection::vec(any::<u8>(), 0..64),
+            1 => prop::collection::vec(any::<u8>(), 64..1400),
+        ];
+        let adu =
+            (any::<(u8, u32, u64)>(), payload).prop_map(|((flags, stream, stream_seq), p)| {
+                PackedAdu {
+                    flags,
+                    stream,
+                    stream_seq,
+                    payload: Bytes::from(p),
+                }
+            });
+        prop::collection::vec(adu, 1..=MAX_PACKED_ADUS)
     }
 
     proptest! {
@@ -519,6 +745,31 @@ mod tests {
         }
 
         #[test]
+        fn packed_round_trip_through_the_session_encoder(
+            (conn, channel, seq, send_ts) in any::<(u64, u8, u64, u32)>(),
+            adus in packed_adus(),
+        ) {
+            // The session writes the header and each entry itself; the decoder must give
+            // back every ADU, in order, with its flags and payload.
+            let mut buf = Vec::new();
+            encode_packed_header(conn, channel, seq, send_ts, adus.len() as u8, &mut buf);
+            for a in &adus {
+                encode_packed_entry(a.flags, a.stream, a.stream_seq, &a.payload, &mut buf).unwrap();
+            }
+            let expected_len = PACKED_HEADER_LEN
+                + adus.iter().map(|a| PACKED_ENTRY_LEN + a.payload.len()).sum::<usize>();
+            prop_assert_eq!(buf.len(), expected_len);
+            let Packet::Packed { conn: c, channel: ch, seq: q, send_ts: ts, adus: got } =
+                decode(&Bytes::from(buf)).unwrap()
+            else {
+                return Err(TestCaseError::fail("not a packed packet"));
+            };
+            prop_assert_eq!((c, ch, q, ts), (conn, channel, seq, send_ts));
+            prop_assert_eq!(got.len(), adus.len());
+            prop_assert_eq!(got.iter().collect::<Vec<_>>(), adus);
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&Bytes::from(b));
         }
@@ -528,6 +779,7 @@ mod tests {
             let mut buf = Vec::new();
             encode(&p, &mut buf);
             // Data payloads are open-ended, so only cuts inside the header must fail.
+            // Packed entries carry their lengths, so every cut of a packed packet fails.
             let must_fail = match p { Packet::Data { .. } => DATA_HEADER_LEN, _ => buf.len() };
             for cut in 0..must_fail {
                 prop_assert!(decode(&Bytes::copy_from_slice(&buf[..cut])).is_err(), "cut {}", cut);
@@ -540,13 +792,80 @@ mod tests {
         let mut buf = Vec::new();
         encode(&Packet::Close { conn: 7 }, &mut buf);
         let mut bad = buf.clone();
-        bad[0] = (2 << 4) | T_CLOSE;
-        assert_eq!(decode(&Bytes::from(bad)), Err(WireError::Version(2)));
+        bad[0] = (1 << 4) | T_CLOSE;
+        assert_eq!(decode(&Bytes::from(bad)), Err(WireError::Version(1)));
         let mut bad = buf.clone();
         bad[0] = (VERSION << 4) | 0x0f;
         assert_eq!(decode(&Bytes::from(bad)), Err(WireError::UnknownType(15)));
         buf.push(0);
         assert_eq!(decode(&Bytes::from(buf)), Err(WireError::Trailing));
+    }
+
+    #[test]
+    fn packed_counts_and_lengths_are_checked() {
+        let adu = |n: usize| PackedAdu {
+            flags: 0,
+            stream: 1,
+            stream_seq: 2,
+            payload: Bytes::from(vec![7; n]),
+        };
+        assert_eq!(PackedAdus::new(&[]), Err(WireError::TooMany(0)));
+        let many: Vec<_> = (0..=MAX_PACKED_ADUS).map(|_| adu(1)).collect();
+        assert_eq!(
+            PackedAdus::new(&many),
+            Err(WireError::TooMany(MAX_PACKED_ADUS + 1))
+        );
+        assert_eq!(PackedAdus::new(&[adu(70_000)]), Err(WireError::TooLong));
+        let p = Packet::Packed {
+            conn: 9,
+            channel: 1,
+            seq: 3,
+            send_ts: 4,
+            adus: PackedAdus::new(&[adu(3), adu(0)]).unwrap(),
+        };
+        let mut buf = Vec::new();
+        encode(&p, &mut buf);
+        assert_eq!(buf.len(), PACKED_HEADER_LEN + 2 * PACKED_ENTRY_LEN + 3);
+        // A count of zero, or one past the entries present, is refused.
+        let mut zero = buf.clone();
+        zero[PACKED_HEADER_LEN - 1] = 0;
+        assert_eq!(decode(&Bytes::from(zero)), Err(WireError::TooMany(0)));
+        let mut more = buf.clone();
+        more[PACKED_HEADER_LEN - 1] = 3;
+        assert_eq!(decode(&Bytes::from(more)), Err(WireError::Truncated));
+        let mut fewer = buf.clone();
+        fewer[PACKED_HEADER_LEN - 1] = 1;
+        assert_eq!(decode(&Bytes::from(fewer)), Err(WireError::Trailing));
+        // A length that runs past the datagram.
+        let mut long = buf;
+        long[PACKED_HEADER_LEN + 14] = 200;
+        assert_eq!(decode(&Bytes::from(long)), Err(WireError::Truncated));
+    }
+
+    #[test]
+    fn an_old_hello_is_recognised_as_such() {
+        let hello = Packet::Hello {
+            conn: 5,
+            channel: 0,
+            service: 1,
+            aliases: Vec::new(),
+        };
+        let mut buf = Vec::new();
+        encode(&hello, &mut buf);
+        assert_eq!(foreign_hello_version(&buf), None, "our own version");
+        buf[0] = (1 << 4) | T_HELLO;
+        assert_eq!(foreign_hello_version(&buf), Some(1));
+        assert_eq!(
+            decode(&Bytes::from(buf.clone())),
+            Err(WireError::Version(1))
+        );
+        buf[0] = (1 << 4) | T_DATA;
+        assert_eq!(foreign_hello_version(&buf), None, "not a hello");
+        assert_eq!(
+            foreign_hello_version(&[0x11]),
+            None,
+            "too short for a conn id"
+        );
     }
 
     #[test]
