@@ -1282,19 +1282,29 @@ impl Session {
             c.phantom_slots(now, lookahead, real, &mut cy.slots);
         }
 
-        // With packing, collect beyond one ADU per slot: enough to fill the real slots'
-        // byte capacity. The scheduler sees the first `n_sched`, one per slot.
+        // One ADU per slot for the scheduler; with packing, more after them, as many as
+        // the real slots' byte capacity could carry besides the first n_real.
         let n_sched = cy.slots.len();
-        let (extra_count, extra_bytes) = if self.config.pack_adus {
-            let bytes = cy.slots[..n_real]
+        self.collect_adus(now, n_sched, &mut cy);
+        if self.config.pack_adus && cy.adus.len() == n_sched {
+            let capacity: usize = cy.slots[..n_real]
                 .iter()
                 .map(|s| packed_capacity(s.max_size))
                 .sum();
-            (n_real * MAX_PACKED_ADUS, bytes)
-        } else {
-            (0, 0)
-        };
-        self.collect_adus(now, n_sched, extra_count, extra_bytes, &mut cy);
+            let leads: usize = cy.adus[..n_real.min(cy.adus.len())]
+                .iter()
+                .map(|a| PACKED_ENTRY_LEN + a.length as usize)
+                .sum();
+            if capacity > leads {
+                self.take_adus(
+                    now,
+                    n_sched,
+                    n_real * MAX_PACKED_ADUS,
+                    capacity - leads,
+                    &mut cy,
+                );
+            }
+        }
         let n_sched = n_sched.min(cy.adus.len());
         cy.streams.clear();
         cy.streams.extend(self.send.values().map(|s| s.stats()));
@@ -1529,23 +1539,10 @@ impl Session {
     /// stream may wait for a better slot to come: only while objectives are active (no
     /// objective, no reason to wait) and the stream's `debt` is less than
     /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
-    ///
-    /// With packing, collection goes on past `want` for at most `extra_count` more ADUs
-    /// and until they would take `extra_bytes` of packed entries: what the real slots
-    /// could carry besides.
-    fn collect_adus(
-        &mut self,
-        now: Duration,
-        want: usize,
-        extra_count: usize,
-        extra_bytes: usize,
-        cy: &mut CycleScratch,
-    ) {
-        let out = &mut cy.adus;
-        let may_wait = &mut cy.may_wait;
+    fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
+        cy.adus.clear();
+        cy.may_wait.clear();
         let cursors = &mut cy.cursors;
-        out.clear();
-        may_wait.clear();
         cursors.clear();
         let objectives = !self.objectives.is_empty();
         for (index, s) in self
@@ -1578,6 +1575,23 @@ impl Session {
                 .total_cmp(&a.owed_secs)
                 .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
         });
+        self.take_adus(now, want, 0, 0, cy);
+    }
+
+    /// Take ADUs from the streams in `cy.cursors`' order, where the cursors stand, until
+    /// `cy.adus` holds `want`, then (for packing) at most `extra_count` more and until
+    /// those would take `extra_bytes` of packed entries.
+    fn take_adus(
+        &self,
+        now: Duration,
+        want: usize,
+        extra_count: usize,
+        extra_bytes: usize,
+        cy: &mut CycleScratch,
+    ) {
+        let out = &mut cy.adus;
+        let may_wait = &mut cy.may_wait;
+        let cursors = &mut cy.cursors;
         let limit = want + extra_count;
         let mut extra_used = 0usize;
         let full = |len: usize, extra_used: usize| {
