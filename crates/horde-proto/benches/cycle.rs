@@ -102,7 +102,7 @@ struct Pair {
 impl Pair {
     /// `per_channel` real and as many phantom slots per channel and cycle: CBR tokens for
     /// `per_channel + 1/2` full slots a cycle, and a look-ahead of one cycle.
-    fn new(per_channel: usize, scheduler: fn() -> Box<dyn Scheduler>) -> Self {
+    fn new(per_channel: usize, scheduler: MakeScheduler) -> Self {
         let rate_bps = (per_channel as f64 + 0.5) * SLOT_BYTES / CYCLE.as_secs_f64();
         let config = SessionConfig {
             cycle_ms: CYCLE.as_secs_f64() * 1e3,
@@ -271,7 +271,9 @@ fn directed() -> Box<dyn Scheduler> {
     Box::new(Directed::default())
 }
 
-const SCHEDULERS: [(&str, fn() -> Box<dyn Scheduler>); 2] = [("rrr", rrr), ("directed", directed)];
+type MakeScheduler = fn() -> Box<dyn Scheduler>;
+
+const SCHEDULERS: [(&str, MakeScheduler); 2] = [("rrr", rrr), ("directed", directed)];
 
 fn table() {
     const CYCLES: u32 = 100;

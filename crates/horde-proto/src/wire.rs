@@ -843,6 +843,36 @@ mod tests {
     }
 
     #[test]
+    fn packed_example_of_the_documentation() {
+        let adu = |flags, stream, stream_seq, p: &'static [u8]| PackedAdu {
+            flags,
+            stream,
+            stream_seq,
+            payload: Bytes::from_static(p),
+        };
+        let p = Packet::Packed {
+            conn: 0x0102_0304_0506_0708,
+            channel: 2,
+            seq: 7,
+            send_ts: 1_000_000,
+            adus: PackedAdus::new(&[adu(FLAG_ORDERED, 5, 3, b"hi"), adu(0, 6, 0, b"abc")])
+                .unwrap(),
+        };
+        let mut buf = Vec::new();
+        encode(&p, &mut buf);
+        let hex: String = buf.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "27", "0102030405060708", "02", "0000000000000007", "000f4240", "02",
+                "01", "00000005", "0000000000000003", "0002", "6869",
+                "00", "00000006", "0000000000000000", "0003", "616263",
+            )
+        );
+        assert_eq!(buf.len(), 58);
+    }
+
+    #[test]
     fn an_old_hello_is_recognised_as_such() {
         let hello = Packet::Hello {
             conn: 5,
