@@ -8,7 +8,9 @@
 //! 1. **Leads.** Every real slot that got an ADU starts a packet, in slot order.
 //! 2. **Merge.** An ADU whose slot's channel already has an earlier packet with room
 //!    joins that packet instead, leaving its own slot free. It leaves no later than it
-//!    would have, on the channel the scheduler chose.
+//!    would have, on the channel the scheduler chose. Without objectives a scheduler's
+//!    channel choice means nothing (randomized round-robin picks slots at random), so
+//!    the ADU joins the earliest packet with room on any channel.
 //! 3. **Fill.** The cycle's other ADUs, in the session's priority order (most owed stream
 //!    first), join the first packet with room, or start a packet on a free real slot.
 //!    ADUs the scheduler parked on a phantom slot and may wait for it stay parked. An ADU
@@ -95,6 +97,8 @@ pub(crate) struct PlanInput<'a> {
     pub may_wait: &'a [bool],
     /// Several ADUs per packet; otherwise exactly one per slot.
     pub pack: bool,
+    /// Merge only into packets of the channel the scheduler chose (objectives active).
+    pub keep_channel: bool,
     /// Where among the packets the fill pass starts looking, so no channel is favoured.
     pub offset: usize,
 }
@@ -133,10 +137,8 @@ impl Packer {
             if a == usize::MAX || slots[s].max_size < adus[a].length {
                 continue; // a scheduler bug must not corrupt the session
             }
-            let merged = input.pack
-                && self
-                    .join_channel(slots, adus, a, slots[s].channel)
-                    .is_some();
+            let channel = input.keep_channel.then_some(slots[s].channel);
+            let merged = input.pack && self.join_channel(slots, adus, a, channel).is_some();
             if !merged {
                 self.open(slots, adus, a, s);
             }
@@ -147,17 +149,17 @@ impl Packer {
         self.group();
     }
 
-    /// Join ADU `a` to the first packet on `channel` with room.
+    /// Join ADU `a` to the first packet with room, on `channel` if given.
     fn join_channel(
         &mut self,
         slots: &[TxSlot],
         adus: &[AduView],
         a: usize,
-        channel: u16,
+        channel: Option<u16>,
     ) -> Option<usize> {
         let cost = entry_cost(&adus[a]);
         let p = self.packets.iter().position(|p| {
-            p.channel == channel
+            channel.is_none_or(|c| p.channel == c)
                 && p.count < MAX_PACKED_ADUS
                 && p.used + cost <= packed_capacity(slots[p.slot].max_size)
         })?;

@@ -1345,6 +1345,7 @@ impl Session {
             assignment: &cy.assignment,
             may_wait: &cy.may_wait,
             pack: self.config.pack_adus,
+            keep_channel: choice.keep_channel,
             offset: choice.offset,
         });
         let packer = std::mem::take(&mut cy.packer);
