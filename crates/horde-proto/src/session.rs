@@ -344,6 +344,8 @@ pub struct Session {
     debt: BTreeMap<u32, f64>,
     resolved: Vec<Resolved>,
     delivered: Vec<Delivered>,
+    /// The range list of the last ack received, reused to decode the next.
+    ack_ranges: Vec<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -399,6 +401,7 @@ impl Session {
             debt: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
+            ack_ranges: Vec::new(),
             config,
         }
     }
@@ -741,7 +744,7 @@ impl Session {
 
     /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
-        let packet = match wire::decode(&datagram) {
+        let packet = match wire::decode_reusing(&datagram, &mut self.ack_ranges) {
             Ok(p) => p,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -889,6 +892,7 @@ impl Session {
                 }
                 self.on_resolved(now, ack.channel, &out);
                 self.resolved = out;
+                self.ack_ranges = ack.ranges;
             }
             Packet::Close { .. } => {
                 if self.state != State::Closed {

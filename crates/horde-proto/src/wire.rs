@@ -548,6 +548,12 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 /// Decode one datagram. `datagram` is shared so data payloads are zero-copy slices.
 pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
+    decode_reusing(datagram, &mut Vec::new())
+}
+
+/// [`decode`], building an ack's range list in `spare` (taken from it) rather than a new
+/// `Vec`: a receiver that hands each ack's list back decodes acks without allocating.
+pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<Packet, WireError> {
     let mut r = Reader {
         buf: datagram,
         pos: 0,
@@ -591,10 +597,12 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
                 return Err(WireError::TooMany(n));
             }
             let body = r.take(n * ACK_RANGE_LEN)?;
-            let ranges = body
-                .chunks_exact(ACK_RANGE_LEN)
-                .map(|c| (be64(c, 0), be64(c, 8)))
-                .collect();
+            let mut ranges = std::mem::take(spare);
+            ranges.clear();
+            ranges.extend(
+                body.chunks_exact(ACK_RANGE_LEN)
+                    .map(|c| (be64(c, 0), be64(c, 8))),
+            );
             Packet::Ack(Ack {
                 conn,
                 channel: h[0],

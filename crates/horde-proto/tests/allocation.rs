@@ -6,9 +6,10 @@ mod cycle_pair;
 
 use cycle_pair::{rrr, Pair};
 
-fn steady_state_allocations(pack_adus: bool, small_adus: bool) -> (u64, u64, u64) {
+fn steady_state_allocations(pack_adus: bool, small_adus: bool, lose_every: u64) -> (u64, u64, u64) {
     let adu_bytes = if small_adus { 60 } else { 1200 };
     let mut pair = Pair::with_packing(4, rrr, pack_adus, adu_bytes);
+    pair.lose_every = lose_every;
     pair.warm();
     let (mut cycle, mut other, mut packets) = (0, 0, 0);
     for _ in 0..200 {
@@ -24,7 +25,7 @@ fn steady_state_allocations(pack_adus: bool, small_adus: bool) -> (u64, u64, u64
 #[test]
 fn a_cycle_and_its_acks_allocate_nothing_at_steady_state() {
     for (pack, small) in [(false, false), (true, false), (true, true)] {
-        let (cycle, other, packets) = steady_state_allocations(pack, small);
+        let (cycle, other, packets) = steady_state_allocations(pack, small, 0);
         assert!(packets > 0, "the pair sends");
         assert_eq!(
             cycle, 0,
@@ -35,6 +36,15 @@ fn a_cycle_and_its_acks_allocate_nothing_at_steady_state() {
             "encode and ack allocations (pack {pack}, small ADUs {small})"
         );
     }
+}
+
+#[test]
+fn acks_that_report_holes_allocate_nothing_either() {
+    // Every 7th data datagram lost: acks carry further ranges, and ADUs are nacked.
+    let (cycle, other, packets) = steady_state_allocations(true, false, 7);
+    assert!(packets > 0);
+    assert_eq!(cycle, 0, "cycle allocations with losses");
+    assert_eq!(other, 0, "encode and ack allocations with losses");
 }
 
 #[test]

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,23 +16,31 @@ use horde_proto::{CcConfig, ChannelConfig, ChannelSpec, Session, SessionConfig, 
 
 struct Counting;
 
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// Allocations made by this thread: tests run in parallel threads, and each counts
+    /// its own. A const-initialised `Cell` needs no allocation to reach.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    ALLOCS.with(|c| c.set(c.get() + 1));
+}
 
 // SAFETY: every call is forwarded unchanged to the system allocator; the counter is
 // only a side effect.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -46,7 +54,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 pub fn allocs() -> u64 {
-    ALLOCS.load(Ordering::Relaxed)
+    ALLOCS.with(Cell::get)
 }
 
 pub const CHANNELS: usize = 4;
@@ -84,6 +92,9 @@ pub struct Pair {
     fields: Fields,
     queued_per_stream: usize,
     server_config: SessionConfig,
+    /// Drop every this many-th datagram the client sends (0: none).
+    pub lose_every: u64,
+    sent: u64,
 }
 
 impl Pair {
@@ -144,6 +155,8 @@ impl Pair {
             // 2N ADUs are collected a cycle; keep twice that waiting.
             queued_per_stream: 4 * per_channel * CHANNELS / STREAMS as usize,
             server_config: config,
+            lose_every: 0,
+            sent: 0,
         }
     }
 
@@ -195,11 +208,23 @@ impl Pair {
             counted += allocs() - a;
             let Some(t) = t else { break };
             packets += u64::from(!t.adus.is_empty());
-            let datagram = Bytes::copy_from_slice(&self.buf);
-            self.wire
-                .push_back((self.now + ONE_WAY, client, t.local, datagram));
+            self.put_on_wire(client, t.local, !t.adus.is_empty());
         }
         (if client { counted } else { 0 }, packets)
+    }
+
+    /// Send the datagram in `buf`, unless it is a client's data datagram the loss
+    /// pattern drops.
+    fn put_on_wire(&mut self, to_server: bool, local: u16, data: bool) {
+        if to_server && data && self.lose_every > 0 {
+            self.sent += 1;
+            if self.sent % self.lose_every == 0 {
+                return;
+            }
+        }
+        let datagram = Bytes::copy_from_slice(&self.buf);
+        self.wire
+            .push_back((self.now + ONE_WAY, to_server, local, datagram));
     }
 
     fn top_up(&mut self) {
@@ -238,9 +263,7 @@ impl Pair {
         let mut packets = 0;
         if let Some(t) = first {
             packets += u64::from(!t.adus.is_empty());
-            let datagram = Bytes::copy_from_slice(&self.buf);
-            self.wire
-                .push_back((self.now + ONE_WAY, true, t.local, datagram));
+            self.put_on_wire(true, t.local, !t.adus.is_empty());
         }
         let (encode_allocs, more) = self.drain(true);
         Step {
