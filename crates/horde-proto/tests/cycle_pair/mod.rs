@@ -218,7 +218,7 @@ impl Pair {
     fn put_on_wire(&mut self, to_server: bool, local: u16, data: bool) {
         if to_server && data && self.lose_every > 0 {
             self.sent += 1;
-            if self.sent % self.lose_every == 0 {
+            if self.sent.is_multiple_of(self.lose_every) {
                 return;
             }
         }
