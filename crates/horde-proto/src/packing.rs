@@ -268,3 +268,128 @@ impl Packer {
         self.packets.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_policy::Fields;
+
+    fn slot(channel: u16, phantom: bool) -> TxSlot {
+        TxSlot {
+            channel,
+            sequence: 0,
+            loss_probability: 0.0,
+            expected_rtt_ms: 100.0,
+            wait_ms: if phantom { 50.0 } else { 0.0 },
+            max_size: 200,
+            cost_per_kb: 0.0,
+            phantom: phantom.then_some(0.9),
+            burst_correlation: [0.0; 8],
+        }
+    }
+
+    fn adu(id: u64, stream: u32, length: u32) -> AduView {
+        AduView {
+            id,
+            stream_id: stream,
+            stream_seq: id,
+            length,
+            queue_delay_ms: 0,
+            fields: Fields::default(),
+        }
+    }
+
+    fn plan(input: &PlanInput<'_>) -> Vec<(usize, Vec<usize>)> {
+        let mut p = Packer::default();
+        p.plan(input);
+        p.packets().map(|(s, m)| (s, m.to_vec())).collect()
+    }
+
+    /// Real slots 0, 1 (channel 0) and 2 (channel 1), a phantom 3 (channel 1).
+    fn slots() -> Vec<TxSlot> {
+        vec![
+            slot(0, false),
+            slot(0, false),
+            slot(1, false),
+            slot(1, true),
+        ]
+    }
+
+    #[test]
+    fn without_packing_the_plan_is_the_assignment() {
+        let slots = slots();
+        let adus: Vec<_> = (0..4).map(|i| adu(i, 1, 20)).collect();
+        let assignment = [Some(2), Some(0), Some(3), None];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &[false; 4],
+            pack: false,
+            keep_channel: true,
+            offset: 0,
+        };
+        assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
+    }
+
+    #[test]
+    fn small_adus_merge_per_channel_fill_spare_bytes_and_respect_the_slot() {
+        let slots = slots();
+        // ADUs 0-3 were scheduled (one per slot); 4-7 are extras in priority order.
+        // ADU 5 (stream 2) is larger than any slot, so ADU 6 of stream 2 must wait too.
+        let adus = vec![
+            adu(0, 1, 40),
+            adu(1, 1, 40),
+            adu(2, 1, 40),
+            adu(3, 1, 40),
+            adu(4, 1, 40),
+            adu(5, 2, 205),
+            adu(6, 2, 10),
+            adu(7, 3, 10),
+        ];
+        // 0 and 1 on channel 0's real slots, 2 on channel 1's, 3 parked on the phantom
+        // and allowed to wait there.
+        let assignment = [Some(0), Some(1), Some(2), Some(3)];
+        let may_wait = [false, false, false, true];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &may_wait,
+            pack: true,
+            keep_channel: true,
+            offset: 0,
+        };
+        let got = plan(&input);
+        // Slot 1's ADU merged into slot 0's packet (same channel); 3 stays parked; 4 and
+        // 7 fill its room (3 x 55 + 25 of 212 bytes); 5 fits nowhere and holds back 6.
+        assert_eq!(got, vec![(0, vec![0, 1, 4, 7]), (2, vec![2])]);
+        for (s, members) in &got {
+            let size = packet_size(members.iter().map(|&a| adus[a].length as usize));
+            assert!(size <= slots[*s].max_size as usize + DATA_HEADER_LEN);
+        }
+        // Without objectives the channel does not matter: slot 2's ADU joins too, and 4,
+        // finding no room, takes the real slot the merges freed.
+        let any = PlanInput {
+            keep_channel: false,
+            ..input
+        };
+        assert_eq!(plan(&any), vec![(0, vec![0, 1, 2, 7]), (1, vec![4])]);
+    }
+
+    #[test]
+    fn one_adu_is_a_data_packet_and_more_are_packed() {
+        assert_eq!(packet_size([100].into_iter()), DATA_HEADER_LEN + 100);
+        assert_eq!(
+            packet_size([100, 20].into_iter()),
+            PACKED_HEADER_LEN + 2 * PACKED_ENTRY_LEN + 120
+        );
+        // A full packed slot is no longer than a full data packet.
+        assert_eq!(
+            PACKED_HEADER_LEN + packed_capacity(1200),
+            DATA_HEADER_LEN + 1200
+        );
+    }
+}
