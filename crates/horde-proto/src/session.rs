@@ -694,6 +694,16 @@ impl Session {
         for p in self.tx.iter_mut() {
             shift_channel_index(p, idx);
         }
+        // Entries of packed packets that went with the channel are skipped when the next
+        // packed packet is encoded; with none left, drop them now.
+        if !self
+            .tx
+            .iter()
+            .any(|p| matches!(p, PendingTx::Packed { .. }))
+        {
+            self.tx_adus_base += self.tx_adus.len() as u64;
+            self.tx_adus.clear();
+        }
         self.on_resolved(now, id, &out);
         true
     }
