@@ -712,6 +712,15 @@ impl Driver {
     ) {
         let service = match wire::decode(&plain) {
             Ok(Wire::Hello { service, .. }) => service,
+            Err(wire::WireError::Version(v)) if wire::foreign_hello_version(&plain).is_some() => {
+                tracing::warn!(
+                    peer = %src,
+                    "refused a peer speaking wire version {v}: this host speaks version {} only",
+                    wire::VERSION
+                );
+                self.stats.unroutable += 1;
+                return;
+            }
             _ => {
                 self.stats.unroutable += 1;
                 return;

@@ -27,28 +27,50 @@ impl Demand {
 
 /// Min-max fair allocation of `total` bytes/s over `demands`. Returns one rate per demand.
 pub fn allocate(total: f64, demands: &[Demand]) -> Vec<f64> {
-    let mut alloc = vec![0.0; demands.len()];
-    let mut open: Vec<usize> = (0..demands.len()).collect();
-    let mut left = total.max(0.0);
-    while !open.is_empty() && left > 0.0 {
-        let share = left / open.len() as f64;
-        // Streams whose remaining need fits in an equal share are satisfied now.
-        let (done, rest): (Vec<usize>, Vec<usize>) = open
-            .iter()
-            .partition(|&&i| demands[i].cap() - alloc[i] <= share);
-        if done.is_empty() {
-            for &i in &rest {
-                alloc[i] += share;
-            }
-            break;
-        }
-        for &i in &done {
-            left -= demands[i].cap() - alloc[i];
-            alloc[i] = demands[i].cap();
-        }
-        open = rest;
-    }
+    let mut alloc = Vec::new();
+    Allocator::default().allocate_into(total, demands, &mut alloc);
     alloc
+}
+
+/// The allocator with its working space, for callers that allocate every scheduling
+/// cycle: after the first call with a given number of demands it never touches the heap.
+#[derive(Debug, Default, Clone)]
+pub struct Allocator {
+    /// Indices of demands not yet satisfied.
+    open: Vec<usize>,
+}
+
+impl Allocator {
+    /// [`allocate`] into `alloc` (cleared first), one rate per demand.
+    pub fn allocate_into(&mut self, total: f64, demands: &[Demand], alloc: &mut Vec<f64>) {
+        alloc.clear();
+        alloc.resize(demands.len(), 0.0);
+        self.open.clear();
+        self.open.extend(0..demands.len());
+        let mut left = total.max(0.0);
+        while !self.open.is_empty() && left > 0.0 {
+            let share = left / self.open.len() as f64;
+            // Streams whose remaining need fits in an equal share are satisfied now;
+            // the rest stay open, in order.
+            let before = self.open.len();
+            self.open.retain(|&i| {
+                let need = demands[i].cap() - alloc[i];
+                if need <= share {
+                    left -= need;
+                    alloc[i] = demands[i].cap();
+                    false
+                } else {
+                    true
+                }
+            });
+            if self.open.len() == before {
+                for &i in &self.open {
+                    alloc[i] += share;
+                }
+                break;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ pub mod slot;
 pub mod synth;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
-pub use bandwidth::{allocate, Demand};
+pub use bandwidth::{allocate, Allocator, Demand};
 pub use objective::{
     Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
 };

@@ -1,4 +1,5 @@
-//! Wire codec throughput: a data packet with a 1200-byte payload and an ack with 8 ranges.
+//! Wire codec throughput: a data packet with a 1200-byte payload, an ack with 8 ranges and
+//! a packed packet of 16 ADUs of 40 bytes.
 //!
 //! Run: `cargo bench -p horde-proto --bench wire -- --warm-up-time 1 --measurement-time 3`.
 //! Every benchmark handles one packet per iteration, so criterion reports packets/s
@@ -18,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use horde_proto::wire::{self, Ack, Packet};
+use horde_proto::wire::{self, Ack, PackedAdu, PackedAdus, Packet};
 
 const PAYLOAD: usize = 1200;
 const ACK_RANGES: usize = 8;
@@ -47,6 +48,25 @@ fn ack_packet() -> Packet {
         first_range: 9,
         ranges: (0..ACK_RANGES as u64).map(|k| (k % 3, 4 + k)).collect(),
     })
+}
+
+/// A packed packet of 16 speech-frame-sized ADUs (40 bytes each).
+fn packed_packet() -> Packet {
+    let adus: Vec<PackedAdu> = (0..16u64)
+        .map(|k| PackedAdu {
+            flags: wire::FLAG_ORDERED,
+            stream: 2,
+            stream_seq: 9_000 + k,
+            payload: Bytes::from(vec![k as u8; 40]),
+        })
+        .collect();
+    Packet::Packed {
+        conn: 0x0123_4567_89ab_cdef,
+        channel: 3,
+        seq: 1_000_000,
+        send_ts: 123_456_789,
+        adus: PackedAdus::new(&adus).expect("16 small ADUs pack"),
+    }
 }
 
 fn bench_packet(c: &mut Criterion, name: &str, packet: &Packet) {
@@ -97,6 +117,7 @@ fn bench_packet(c: &mut Criterion, name: &str, packet: &Packet) {
 fn bench(c: &mut Criterion) {
     bench_packet(c, "data_1200", &data_packet());
     bench_packet(c, "ack_8_ranges", &ack_packet());
+    bench_packet(c, "packed_16x40", &packed_packet());
 }
 
 criterion_group!(benches, bench);

@@ -8,6 +8,7 @@ pub mod estimator;
 pub mod event;
 mod fair_share;
 mod lifecycle;
+mod packing;
 pub mod session;
 pub mod stream;
 pub mod wire;
@@ -17,6 +18,6 @@ pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
 pub use event::{CloseReason, Event, NackReason};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
-    Transmit,
+    Transmit, TransmitAdus,
 };
 pub use stream::{InFlightPolicy, StreamConfig};

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    allocate, AduView, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
+    AduView, Allocator, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
     ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
     Value,
 };
@@ -27,8 +27,9 @@ use crate::channel::{
 use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::{FairShare, SlotChoice};
 use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
+use crate::packing::{packed_capacity, packet_size, Packer, PlanInput};
 use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
-use crate::wire::{self, Ack, Packet, FLAG_ORDERED};
+use crate::wire::{self, Ack, Packet, FLAG_ORDERED, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
 
 /// Session-wide settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -71,6 +72,11 @@ pub struct SessionConfig {
     /// Interval between repetitions of an unacknowledged `Close`, ms.
     #[serde(default = "default_close_retry_ms")]
     pub close_retry_ms: f64,
+    /// Pack several ADUs into one packet when they fit in a slot (wire version 2's
+    /// `Packed` packets). Off, every slot carries exactly one ADU, as in the thesis; its
+    /// reproductions run that way.
+    #[serde(default = "default_pack_adus")]
+    pub pack_adus: bool,
 }
 
 fn default_history() -> usize {
@@ -94,6 +100,9 @@ fn default_close_timeout_ms() -> f64 {
 fn default_close_retry_ms() -> f64 {
     100.0
 }
+fn default_pack_adus() -> bool {
+    true
+}
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -109,6 +118,7 @@ impl Default for SessionConfig {
             keepalive_ms: default_keepalive_ms(),
             close_timeout_ms: default_close_timeout_ms(),
             close_retry_ms: default_close_retry_ms(),
+            pack_adus: default_pack_adus(),
         }
     }
 }
@@ -134,6 +144,55 @@ pub struct Transmit {
     pub local: u16,
     pub dst: SocketAddr,
     pub channel: u8,
+    /// The channel sequence number the datagram carries (data, packed data and pings).
+    pub seq: Option<u64>,
+    /// The ADUs it carries, in packet order; empty for control packets.
+    pub adus: TransmitAdus,
+}
+
+/// The ADUs of one [`Transmit`]: at most [`MAX_PACKED_ADUS`], held inline so that
+/// polling a datagram allocates nothing. Dereferences to a slice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TransmitAdus {
+    len: u8,
+    items: [AduHandle; MAX_PACKED_ADUS],
+}
+
+impl TransmitAdus {
+    const NONE: Self = Self {
+        len: 0,
+        items: [AduHandle {
+            stream: 0,
+            id: 0,
+            seq: 0,
+        }; MAX_PACKED_ADUS],
+    };
+
+    fn push(&mut self, h: AduHandle) {
+        if let Some(slot) = self.items.get_mut(usize::from(self.len)) {
+            *slot = h;
+            self.len += 1;
+        }
+    }
+}
+
+impl Default for TransmitAdus {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+impl std::ops::Deref for TransmitAdus {
+    type Target = [AduHandle];
+    fn deref(&self) -> &[AduHandle] {
+        &self.items[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for TransmitAdus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// Identifies a queued or sent ADU.
@@ -167,6 +226,9 @@ pub enum SessionError {
     TooManyChannels,
     #[error("not a handshake packet: {0}")]
     NotAHello(String),
+    /// The peer's hello is of a wire version this end does not speak.
+    #[error("peer speaks wire version {peer}; this end speaks version {ours} only")]
+    UnsupportedVersion { peer: u8, ours: u8 },
 }
 
 /// Counters of the session as a whole.
@@ -217,15 +279,72 @@ enum PendingTx {
         seq: u64,
         flags: u8,
         send_ts: u32,
+        id: u64,
         stream: u32,
         stream_seq: u64,
         payload: Bytes,
+    },
+    /// Several ADUs in one packet: the next `count` entries of `Session::tx_adus`
+    /// from absolute index `first`.
+    Packed {
+        channel: usize,
+        seq: u64,
+        send_ts: u32,
+        first: u64,
+        count: u8,
     },
     Ack(usize, Ack),
     Ping(usize, u64, u32),
     Close(usize),
     CloseAck(usize),
     Window(usize, u64),
+}
+
+/// One ADU waiting in a packed packet's entry list.
+#[derive(Debug)]
+struct PendingAdu {
+    id: u64,
+    flags: u8,
+    stream: u32,
+    stream_seq: u64,
+    payload: Bytes,
+}
+
+/// Working space of the scheduling cycle, reused so that a cycle at steady state does
+/// not touch the heap.
+#[derive(Debug, Default)]
+struct CycleScratch {
+    slots: Vec<TxSlot>,
+    adus: Vec<AduView>,
+    assignment: Assignment,
+    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
+    may_wait: Vec<bool>,
+    /// Per channel: real slots offered this cycle.
+    real_counts: Vec<usize>,
+    streams: Vec<StreamStats>,
+    demands: Vec<Demand>,
+    allocations: Vec<f64>,
+    allocator: Allocator,
+    /// Per stream with ADUs waiting, in collection priority order.
+    cursors: Vec<StreamCursor>,
+    packer: Packer,
+    /// The ADUs of the packet being sent.
+    sent_adus: Vec<SentAdu>,
+    packet_adus: Vec<PendingAdu>,
+}
+
+/// A stream's place in [`Session::collect_adus`].
+#[derive(Debug, Clone, Copy)]
+struct StreamCursor {
+    id: u32,
+    /// Position among the streams with ADUs waiting, by id.
+    index: usize,
+    owed_secs: f64,
+    /// ADUs taken from the front of its queue so far.
+    taken: usize,
+    credit: f64,
+    owed: bool,
+    patient: bool,
 }
 
 pub struct Session {
@@ -248,6 +367,10 @@ pub struct Session {
     history_base: u64,
     events: VecDeque<Event>,
     tx: VecDeque<PendingTx>,
+    /// Entries of queued `PendingTx::Packed` packets, in order; `tx_adus_base` is the
+    /// absolute index of the first.
+    tx_adus: VecDeque<PendingAdu>,
+    tx_adus_base: u64,
     rng: ChaCha8Rng,
     next_adu_id: u64,
     next_cycle: Duration,
@@ -257,12 +380,7 @@ pub struct Session {
     /// (client side); their hello is repeated every `hello_interval_ms`.
     unconfirmed: Vec<u8>,
     stats: SessionStats,
-    // Scratch space reused every cycle.
-    slots: Vec<TxSlot>,
-    adus: Vec<AduView>,
-    assignment: Assignment,
-    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
-    may_wait: Vec<bool>,
+    cycle: CycleScratch,
     fair_share: FairShare,
     /// Per stream: payload bytes of its allocation it has not been sent while it had
     /// ADUs waiting, less the common shortfall of the streams at the fair-share level
@@ -273,6 +391,8 @@ pub struct Session {
     delivered: Vec<Delivered>,
     life: Lifecycle,
     close_reason: Option<CloseReason>,
+    /// The range list of the last ack received, reused to decode the next.
+    ack_ranges: Vec<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -314,6 +434,8 @@ impl Session {
             history_base: 0,
             events: VecDeque::new(),
             tx: VecDeque::new(),
+            tx_adus: VecDeque::new(),
+            tx_adus_base: 0,
             rng,
             next_adu_id: 0,
             next_cycle: now,
@@ -321,16 +443,14 @@ impl Session {
             hello_due: None,
             unconfirmed: Vec::new(),
             stats: SessionStats::default(),
-            slots: Vec::new(),
-            adus: Vec::new(),
-            assignment: Vec::new(),
-            may_wait: Vec::new(),
+            cycle: CycleScratch::default(),
             fair_share: FairShare::default(),
             debt: BTreeMap::new(),
             resolved: Vec::new(),
             delivered: Vec::new(),
             life: Lifecycle::new(now),
             close_reason: None,
+            ack_ranges: Vec::new(),
             config,
         }
     }
@@ -368,6 +488,12 @@ impl Session {
         local_aliases: Vec<SocketAddr>,
         channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
     ) -> Result<Self, SessionError> {
+        if let Some(peer) = wire::foreign_hello_version(&datagram) {
+            return Err(SessionError::UnsupportedVersion {
+                peer,
+                ours: wire::VERSION,
+            });
+        }
         let packet = wire::decode(&datagram).map_err(|e| SessionError::NotAHello(e.to_string()))?;
         let Packet::Hello { conn, service, .. } = packet else {
             return Err(SessionError::NotAHello(format!("{packet:?}")));
@@ -623,6 +749,16 @@ impl Session {
         for p in self.tx.iter_mut() {
             shift_channel_index(p, idx);
         }
+        // Entries of packed packets that went with the channel are skipped when the next
+        // packed packet is encoded; with none left, drop them now.
+        if !self
+            .tx
+            .iter()
+            .any(|p| matches!(p, PendingTx::Packed { .. }))
+        {
+            self.tx_adus_base += self.tx_adus.len() as u64;
+            self.tx_adus.clear();
+        }
         self.on_resolved(now, id, &out);
         true
     }
@@ -801,6 +937,20 @@ impl Session {
         self.life.flow.blocked_since.is_some()
     }
 
+    /// Whether the receive buffer can take `bytes` more of payload. A full buffer takes
+    /// nothing more: the packet is not acked, so the sender counts it lost, and is told
+    /// to stop.
+    fn admit(&mut self, now: Duration, bytes: usize) -> bool {
+        if self.life.flow.fits(bytes) {
+            return true;
+        }
+        self.stats.flow_dropped += 1;
+        if let Some(open) = self.life.flow.update(now, true) {
+            self.queue_window(open);
+        }
+        false
+    }
+
     fn queue_window(&mut self, open: u64) {
         if !self.channels.is_empty() {
             // On the first channel alive, else the first: it is one small packet.
@@ -832,7 +982,7 @@ impl Session {
 
     /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
-        let packet = match wire::decode(&datagram) {
+        let packet = match wire::decode_reusing(&datagram, &mut self.ack_ranges) {
             Ok(p) => p,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -914,13 +1064,7 @@ impl Session {
                 let Some(idx) = self.data_channel(now, channel, local, src) else {
                     return;
                 };
-                // A full receive buffer takes nothing more: the packet is not acked,
-                // so the sender counts it lost, and is told to stop.
-                if !self.life.flow.fits(payload.len()) {
-                    self.stats.flow_dropped += 1;
-                    if let Some(open) = self.life.flow.update(now, true) {
-                        self.queue_window(open);
-                    }
+                if !self.admit(now, payload.len()) {
                     return;
                 }
                 if !self.channels[idx].on_receive(now, seq, send_ts) {
@@ -942,6 +1086,48 @@ impl Session {
                     },
                     &mut self.delivered,
                 );
+                self.flush_delivered();
+                if let Some(open) = self.life.flow.update(now, false) {
+                    self.queue_window(open);
+                }
+            }
+            Packet::Packed {
+                channel,
+                seq,
+                send_ts,
+                adus,
+                ..
+            } => {
+                if self.state == State::Closing {
+                    return;
+                }
+                let Some(idx) = self.data_channel(now, channel, local, src) else {
+                    return;
+                };
+                if !self.admit(now, adus.iter().map(|a| a.payload.len()).sum()) {
+                    return;
+                }
+                if !self.channels[idx].on_receive(now, seq, send_ts) {
+                    return;
+                }
+                for a in adus.iter() {
+                    self.stats.adus_received += 1;
+                    let ordered = a.flags & FLAG_ORDERED != 0;
+                    let rs = self
+                        .recv
+                        .entry(a.stream)
+                        .or_insert_with(|| RecvStream::new(ordered));
+                    rs.on_arrival(
+                        now,
+                        Delivered {
+                            stream: a.stream,
+                            stream_seq: a.stream_seq,
+                            channel,
+                            payload: a.payload,
+                        },
+                        &mut self.delivered,
+                    );
+                }
                 self.flush_delivered();
                 if let Some(open) = self.life.flow.update(now, false) {
                     self.queue_window(open);
@@ -973,6 +1159,7 @@ impl Session {
                 }
                 self.on_resolved(now, ack.channel, &out);
                 self.resolved = out;
+                self.ack_ranges = ack.ranges;
             }
             Packet::Close { .. } => {
                 // The last acks go out before the CloseAck, so the closing end learns
@@ -1171,7 +1358,7 @@ impl Session {
                 self.events.push_back(Event::ChannelDown { channel: id });
             }
             if actions.probe && matches!(self.state, State::Connected | State::Closing) {
-                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
+                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
                 let ts = self.send_ts(now);
                 self.tx.push_back(PendingTx::Ping(idx, seq, ts));
             }
@@ -1231,7 +1418,7 @@ impl Session {
                 {
                     for idx in 0..self.channels.len() {
                         let seq =
-                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, None);
+                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
                         let ts = self.send_ts(now);
                         self.tx.push_back(PendingTx::Ping(idx, seq, ts));
                     }
@@ -1319,8 +1506,9 @@ impl Session {
         buf.clear();
         self.life.last_tx = now;
         let idx = pending_channel(&p);
-        let ch = &self.channels[idx];
-        let (conn, cid) = (self.conn, ch.id);
+        let (conn, cid) = (self.conn, self.channels[idx].id);
+        let mut sent = TransmitAdus::NONE;
+        let mut packet_seq = None;
         match p {
             PendingTx::Hello(_) => wire::encode(
                 &Packet::Hello {
@@ -1343,33 +1531,98 @@ impl Session {
                 seq,
                 flags,
                 send_ts,
+                id,
                 stream,
                 stream_seq,
                 payload,
                 ..
             } => {
+                buf.reserve(wire::DATA_HEADER_LEN + payload.len());
                 wire::encode_data_header(conn, cid, flags, seq, send_ts, stream, stream_seq, buf);
                 buf.extend_from_slice(&payload);
+                packet_seq = Some(seq);
+                sent.push(AduHandle {
+                    stream,
+                    id,
+                    seq: stream_seq,
+                });
             }
-            PendingTx::Ack(_, ack) => wire::encode(&Packet::Ack(ack), buf),
-            PendingTx::Ping(_, seq, send_ts) => wire::encode(
-                &Packet::Ping {
-                    conn,
-                    channel: cid,
-                    seq,
-                    send_ts,
-                },
-                buf,
-            ),
+            PendingTx::Packed {
+                seq,
+                send_ts,
+                first,
+                count,
+                ..
+            } => {
+                packet_seq = Some(seq);
+                self.encode_packed(conn, cid, seq, send_ts, first, count, buf, &mut sent);
+            }
+            PendingTx::Ack(_, ack) => {
+                wire::encode_ack(&ack, buf);
+                self.channels[idx].recycle_ack(ack);
+            }
+            PendingTx::Ping(_, seq, send_ts) => {
+                packet_seq = Some(seq);
+                wire::encode(
+                    &Packet::Ping {
+                        conn,
+                        channel: cid,
+                        seq,
+                        send_ts,
+                    },
+                    buf,
+                )
+            }
             PendingTx::Close(_) => wire::encode(&Packet::Close { conn }, buf),
             PendingTx::CloseAck(_) => wire::encode(&Packet::CloseAck { conn }, buf),
             PendingTx::Window(_, open) => wire::encode(&Packet::Window { conn, open }, buf),
         }
+        let ch = &self.channels[idx];
         Some(Transmit {
             local: ch.local,
             dst: ch.remote,
             channel: cid,
+            seq: packet_seq,
+            adus: sent,
         })
+    }
+
+    /// Write a packed packet whose entries start at absolute index `first` of
+    /// `tx_adus`. Entries before it belong to packets dropped with their channel.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_packed(
+        &mut self,
+        conn: u64,
+        cid: u8,
+        seq: u64,
+        send_ts: u32,
+        first: u64,
+        count: u8,
+        buf: &mut Vec<u8>,
+        sent: &mut TransmitAdus,
+    ) {
+        while self.tx_adus_base < first && self.tx_adus.pop_front().is_some() {
+            self.tx_adus_base += 1;
+        }
+        let n = usize::from(count).min(self.tx_adus.len());
+        let body: usize = self
+            .tx_adus
+            .iter()
+            .take(n)
+            .map(|a| PACKED_ENTRY_LEN + a.payload.len())
+            .sum();
+        buf.reserve(wire::PACKED_HEADER_LEN + body);
+        wire::encode_packed_header(conn, cid, seq, send_ts, n as u8, buf);
+        for a in self.tx_adus.drain(..n) {
+            // Lengths were checked against the slot (at most an mtu, far below 64 KiB).
+            let _ = wire::encode_packed_entry(a.flags, a.stream, a.stream_seq, &a.payload, buf);
+            sent.push(AduHandle {
+                stream: a.stream,
+                id: a.id,
+                seq: a.stream_seq,
+            });
+        }
+        self.tx_adus_base += n as u64;
     }
 
     /// Channels that could send but have nothing to: their rate samples understate them.
@@ -1407,181 +1660,248 @@ impl Session {
             return true;
         }
         self.config.early_cycle_slots.is_some_and(|m| {
-            let mut slots = Vec::new();
-            let n: usize = self
-                .channels
-                .iter()
-                .map(|c| c.real_slots(now, &mut slots))
-                .sum();
+            let n: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
             n >= m
         })
     }
 
-    /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, transmit the
-    /// ADUs mapped to real slots, forget the phantom assignments.
+    /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, pack the
+    /// ADUs mapped to real slots into packets and transmit them, forget the phantom
+    /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
     fn run_cycle(&mut self, now: Duration) {
         self.stats.cycles += 1;
         if self.config.cycle_ms > 0.0 {
             let period = ms(self.config.cycle_ms);
             self.next_cycle = (self.next_cycle + period).max(now);
         }
-        self.update_allocations(now);
+        let mut cy = std::mem::take(&mut self.cycle);
+        self.update_allocations(now, &mut cy);
 
-        let mut slots = std::mem::take(&mut self.slots);
-        slots.clear();
-        let mut real_counts = Vec::with_capacity(self.channels.len());
+        cy.slots.clear();
+        cy.real_counts.clear();
         for c in &self.channels {
-            real_counts.push(c.real_slots(now, &mut slots));
+            cy.real_counts.push(c.real_slots(now, &mut cy.slots));
         }
-        let n_real = slots.len();
+        let n_real = cy.slots.len();
         if n_real == 0 {
-            self.slots = slots;
+            self.cycle = cy;
             return;
         }
         let lookahead = ms(self.config.lookahead_ms);
-        for (c, &real) in self.channels.iter().zip(&real_counts) {
-            c.phantom_slots(now, lookahead, real, &mut slots);
+        for (c, &real) in self.channels.iter().zip(&cy.real_counts) {
+            c.phantom_slots(now, lookahead, real, &mut cy.slots);
         }
 
-        let mut adus = std::mem::take(&mut self.adus);
-        let mut may_wait = std::mem::take(&mut self.may_wait);
-        self.collect_adus(now, slots.len(), &mut adus, &mut may_wait);
-        let streams: Vec<StreamStats> = self.send.values().map(|s| s.stats()).collect();
+        // One ADU per slot for the scheduler; with packing, more after them, as many as
+        // the real slots' byte capacity could carry besides the first n_real.
+        let n_sched = cy.slots.len();
+        self.collect_adus(now, n_sched, &mut cy);
+        if self.config.pack_adus && cy.adus.len() == n_sched {
+            let capacity: usize = cy.slots[..n_real]
+                .iter()
+                .map(|s| packed_capacity(s.max_size))
+                .sum();
+            let leads: usize = cy.adus[..n_real.min(cy.adus.len())]
+                .iter()
+                .map(|a| PACKED_ENTRY_LEN + a.length as usize)
+                .sum();
+            if capacity > leads {
+                self.take_adus(
+                    now,
+                    n_sched,
+                    n_real * MAX_PACKED_ADUS,
+                    capacity - leads,
+                    &mut cy,
+                );
+            }
+        }
+        let n_sched = n_sched.min(cy.adus.len());
+        cy.streams.clear();
+        cy.streams.extend(self.send.values().map(|s| s.stats()));
         let history = self.history.make_contiguous();
         let input = ScheduleInput {
-            slots: &slots,
-            adus: &adus,
+            slots: &cy.slots,
+            adus: &cy.adus[..n_sched],
             history,
-            streams: &streams,
+            streams: &cy.streams,
             objectives: &self.objectives,
         };
-        let mut assignment = std::mem::take(&mut self.assignment);
         let cs = self
             .scheduler
-            .schedule(&input, &mut self.rng, &mut assignment);
+            .schedule(&input, &mut self.rng, &mut cy.assignment);
         self.stats.objective_evaluations += cs.evaluations;
-        assignment.resize(adus.len(), None);
+        cy.assignment.resize(n_sched, None);
         let choice = SlotChoice {
             keep_channel: !self.objectives.is_empty(),
             // A hash of the cycle number: a plain counter would fall into step with
             // periodic sources and slot clocks and favour one channel for them.
             offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         };
-        self.fair_share
-            .enforce(&slots, n_real, &adus, &may_wait, &mut assignment, choice);
+        self.fair_share.enforce(
+            &cy.slots,
+            n_real,
+            &cy.adus[..n_sched],
+            &cy.may_wait[..n_sched],
+            &mut cy.assignment,
+            choice,
+        );
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
-        let mut chosen: Vec<(usize, usize)> = assignment
-            .iter()
-            .enumerate()
-            .filter_map(|(a, s)| s.filter(|&s| s < n_real).map(|s| (s, a)))
-            .collect();
-        chosen.sort_unstable();
-        let mut used = vec![false; n_real];
-        for (s, a) in chosen {
+        cy.packer.plan(&PlanInput {
+            slots: &cy.slots,
+            n_real,
+            adus: &cy.adus,
+            assignment: &cy.assignment,
+            may_wait: &cy.may_wait,
+            pack: self.config.pack_adus,
+            keep_channel: choice.keep_channel,
+            offset: choice.offset,
+        });
+        let packer = std::mem::take(&mut cy.packer);
+        for (slot, members) in packer.packets() {
+            let slot = cy.slots[slot].clone();
             if !self.life.flow.may_send(now) {
-                break; // a zero-window probe is one ADU
+                break; // a zero-window probe is one packet
             }
-            if used[s] || slots[s].max_size < adus[a].length {
-                continue; // a scheduler bug must not corrupt the session
-            }
-            used[s] = true;
-            self.transmit_adu(now, &slots[s], &adus[a]);
+            self.transmit_packet(now, &slot, members, &mut cy);
         }
         // A channel left with real slots it had no ADU for is application-limited.
-        if adus.len() < n_real {
+        let app_limited = if self.config.pack_adus {
+            packer.len() < n_real && packer.all_placed()
+        } else {
+            cy.adus.len() < n_real
+        };
+        if app_limited {
             self.mark_idle_channels_app_limited(now);
         }
         // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
         // say) would otherwise run again at once, forever; wait for news or a moment.
-        if self.config.cycle_ms <= 0.0 && !used.contains(&true) {
+        if self.config.cycle_ms <= 0.0 && packer.len() == 0 {
             self.next_cycle = now + IDLE_CYCLE_RETRY;
         }
-        self.slots = slots;
-        self.adus = adus;
-        self.may_wait = may_wait;
-        self.assignment = assignment;
+        cy.packer = packer;
+        self.cycle = cy;
     }
 
-    fn transmit_adu(&mut self, now: Duration, slot: &TxSlot, view: &AduView) {
+    /// Send one packet in `slot` carrying the collected ADUs `members` (indices into
+    /// `cy.adus`): one ADU as a `Data` packet, several as a `Packed` one.
+    fn transmit_packet(
+        &mut self,
+        now: Duration,
+        slot: &TxSlot,
+        members: &[usize],
+        cy: &mut CycleScratch,
+    ) {
         let Some(idx) = self.channel_index(slot.channel as u8) else {
             return;
         };
-        let Some(stream) = self.send.get_mut(&view.stream_id) else {
-            return;
-        };
-        let Some(q) = stream.take(view.id) else {
-            return;
-        };
-        stream.credit -= q.payload.len() as f64;
-        if let Some(d) = self.debt.get_mut(&view.stream_id) {
-            *d -= q.payload.len() as f64;
-        }
+        cy.sent_adus.clear();
+        cy.packet_adus.clear();
         if let Some(t) = self.life.flow.blocked_since.as_mut() {
-            *t = now; // this ADU is the probe; the next one waits
+            *t = now; // this packet is the probe; the next one waits
         }
-        if stream.config.on_reconnect == InFlightPolicy::Resend {
-            self.life.resend.insert(q.id, (view.stream_id, q.clone()));
-        }
-        let flags = if stream.config.ordered {
-            FLAG_ORDERED
-        } else {
-            0
-        };
-        let history = if self.objectives.is_empty() {
-            None
-        } else {
-            let h = self.history_base + self.history.len() as u64;
-            let mut s = slot.clone();
-            s.sequence = self.channels[idx].next_seq_peek();
-            self.history.push_back(HistoryEntry {
-                adu: view.clone(),
-                slot: s,
-                outcome: Outcome::Pending,
-            });
-            while self.history.len() > self.config.history_len {
-                self.history.pop_front();
-                self.history_base += 1;
+        let seq_peek = self.channels[idx].next_seq_peek();
+        for &a in members {
+            let view = &cy.adus[a];
+            let Some(stream) = self.send.get_mut(&view.stream_id) else {
+                continue;
+            };
+            let Some(q) = stream.take(view.id) else {
+                continue;
+            };
+            stream.credit -= q.payload.len() as f64;
+            if let Some(d) = self.debt.get_mut(&view.stream_id) {
+                *d -= q.payload.len() as f64;
             }
-            Some(h)
-        };
-        let size = (wire::DATA_HEADER_LEN + q.payload.len()) as u32;
-        let seq = self.channels[idx].on_send(
-            now,
-            size,
-            Some(SentAdu {
+            if stream.config.on_reconnect == InFlightPolicy::Resend {
+                self.life.resend.insert(q.id, (view.stream_id, q.clone()));
+            }
+            let flags = if stream.config.ordered {
+                FLAG_ORDERED
+            } else {
+                0
+            };
+            let history = if self.objectives.is_empty() {
+                None
+            } else {
+                let h = self.history_base + self.history.len() as u64;
+                let mut s = slot.clone();
+                s.sequence = seq_peek;
+                self.history.push_back(HistoryEntry {
+                    adu: view.clone(),
+                    slot: s,
+                    outcome: Outcome::Pending,
+                });
+                while self.history.len() > self.config.history_len {
+                    self.history.pop_front();
+                    self.history_base += 1;
+                }
+                Some(h)
+            };
+            cy.sent_adus.push(SentAdu {
                 adu: q.id,
                 stream: view.stream_id,
                 stream_seq: q.seq,
                 inserted: q.inserted,
                 history,
-            }),
-        );
-        self.stats.adus_sent += 1;
-        self.tx.push_back(PendingTx::Data {
+            });
+            cy.packet_adus.push(PendingAdu {
+                id: q.id,
+                flags,
+                stream: view.stream_id,
+                stream_seq: q.seq,
+                payload: q.payload,
+            });
+        }
+        if cy.packet_adus.is_empty() {
+            return;
+        }
+        let size = packet_size(cy.packet_adus.iter().map(|a| a.payload.len())) as u32;
+        let seq = self.channels[idx].on_send(now, size, &cy.sent_adus);
+        self.stats.adus_sent += cy.packet_adus.len() as u64;
+        let send_ts = self.send_ts(now);
+        if cy.packet_adus.len() == 1 {
+            let a = cy.packet_adus.pop().expect("one ADU");
+            self.tx.push_back(PendingTx::Data {
+                channel: idx,
+                seq,
+                flags: a.flags,
+                send_ts,
+                id: a.id,
+                stream: a.stream,
+                stream_seq: a.stream_seq,
+                payload: a.payload,
+            });
+            return;
+        }
+        let first = self.tx_adus_base + self.tx_adus.len() as u64;
+        let count = cy.packet_adus.len() as u8;
+        self.tx_adus.extend(cy.packet_adus.drain(..));
+        self.tx.push_back(PendingTx::Packed {
             channel: idx,
             seq,
-            flags,
-            send_ts: self.send_ts(now),
-            stream: view.stream_id,
-            stream_seq: q.seq,
-            payload: q.payload,
+            send_ts,
+            first,
+            count,
         });
     }
 
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
     /// stream's credit, and tell streams whose allocation moved by more than 10%.
-    fn update_allocations(&mut self, now: Duration) {
+    fn update_allocations(&mut self, now: Duration, cy: &mut CycleScratch) {
         // Allocations and credit are in ADU payload bytes, like streams' `max_kbps`, so
         // divide the payload the channels carry: a channel's rate counts headers too.
         let total: f64 = self.channels.iter().map(|c| c.payload_rate()).sum();
-        let demands: Vec<_> = self.send.values().map(|s| s.config.demand()).collect();
-        let alloc = allocate(total, &demands);
+        cy.demands.clear();
+        cy.demands
+            .extend(self.send.values().map(|s| s.config.demand()));
+        cy.allocator
+            .allocate_into(total, &cy.demands, &mut cy.allocations);
         let dt = now.saturating_sub(self.last_refill);
         self.last_refill = now;
         let mtu = f64::from(self.max_adu());
-        for (s, a) in self.send.values_mut().zip(alloc) {
+        for (s, &a) in self.send.values_mut().zip(&cy.allocations) {
             s.allocation = a;
             s.refill(dt, mtu);
             let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
@@ -1639,62 +1959,87 @@ impl Session {
     /// stream may wait for a better slot to come: only while objectives are active (no
     /// objective, no reason to wait) and the stream's `debt` is less than
     /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
-    fn collect_adus(
-        &mut self,
-        now: Duration,
-        want: usize,
-        out: &mut Vec<AduView>,
-        may_wait: &mut Vec<bool>,
-    ) {
-        out.clear();
-        may_wait.clear();
+    fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
+        cy.adus.clear();
+        cy.may_wait.clear();
+        let cursors = &mut cy.cursors;
+        cursors.clear();
         let objectives = !self.objectives.is_empty();
-        let mut order: Vec<(usize, &SendStream)> = self
+        for (index, s) in self
             .send
             .values()
             .filter(|s| !s.queue.is_empty())
             .enumerate()
-            .collect();
+        {
+            let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
+            cursors.push(StreamCursor {
+                id: s.id,
+                index,
+                owed_secs: s.owed_secs(),
+                taken: 0,
+                credit: s.credit,
+                owed: s.credit > 0.0,
+                patient: objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation,
+            });
+        }
         // Most owed first, in seconds of the stream's own allocation, so a small stream
         // is not outranked by a big one merely because its byte credit is smaller.
         // Ties (common when every stream's credit sits at its cap, e.g. while the
         // channels' estimated rate exceeds what they carry) go to each stream in turn,
-        // not always to the lowest id.
-        let n = order.len().max(1);
+        // not always to the lowest id. Every key differs, so an unstable sort (which
+        // needs no buffer) gives the one order.
+        let n = cursors.len().max(1);
         let turn = (self.stats.cycles % n as u64) as usize;
-        order.sort_by(|(i, a), (j, b)| {
-            b.owed_secs()
-                .total_cmp(&a.owed_secs())
-                .then(((i + n - turn) % n).cmp(&((j + n - turn) % n)))
+        cursors.sort_unstable_by(|a, b| {
+            b.owed_secs
+                .total_cmp(&a.owed_secs)
+                .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
         });
-        let order: Vec<&SendStream> = order.into_iter().map(|(_, s)| s).collect();
-        let mut taken = vec![0usize; order.len()];
-        let mut credit: Vec<f64> = order.iter().map(|s| s.credit).collect();
-        let owed: Vec<bool> = credit.iter().map(|&c| c > 0.0).collect();
-        let patient: Vec<bool> = order
-            .iter()
-            .map(|s| {
-                let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
-                objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation
-            })
-            .collect();
+        self.take_adus(now, want, 0, 0, cy);
+    }
+
+    /// Take ADUs from the streams in `cy.cursors`' order, where the cursors stand, until
+    /// `cy.adus` holds `want`, then (for packing) at most `extra_count` more and until
+    /// those would take `extra_bytes` of packed entries.
+    fn take_adus(
+        &self,
+        now: Duration,
+        want: usize,
+        extra_count: usize,
+        extra_bytes: usize,
+        cy: &mut CycleScratch,
+    ) {
+        let out = &mut cy.adus;
+        let may_wait = &mut cy.may_wait;
+        let cursors = &mut cy.cursors;
+        let limit = want + extra_count;
+        let mut extra_used = 0usize;
+        let full = |len: usize, extra_used: usize| {
+            len >= limit || (len >= want && extra_used >= extra_bytes)
+        };
         for pass in 0..3 {
             loop {
                 let mut progressed = false;
-                for (k, s) in order.iter().enumerate() {
-                    if out.len() >= want {
+                for c in cursors.iter_mut() {
+                    if full(out.len(), extra_used) {
                         break;
                     }
-                    let Some(q) = s.queue.get(taken[k]) else {
+                    let Some(s) = self.send.get(&c.id) else {
                         continue;
                     };
-                    if (pass == 0 && credit[k] <= 0.0) || (pass == 1 && !owed[k]) {
+                    let Some(q) = s.queue.get(c.taken) else {
+                        continue;
+                    };
+                    if (pass == 0 && c.credit <= 0.0) || (pass == 1 && !c.owed) {
                         continue;
                     }
-                    credit[k] -= q.payload.len() as f64;
-                    taken[k] += 1;
+                    if out.len() >= want {
+                        extra_used += PACKED_ENTRY_LEN + q.payload.len();
+                    }
+                    c.credit -= q.payload.len() as f64;
+                    c.taken += 1;
                     progressed = true;
-                    may_wait.push(patient[k]);
+                    may_wait.push(c.patient);
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,
@@ -1704,7 +2049,7 @@ impl Session {
                         fields: q.fields.clone(),
                     });
                 }
-                if !progressed || out.len() >= want {
+                if !progressed || full(out.len(), extra_used) {
                     break;
                 }
             }
@@ -1731,7 +2076,7 @@ fn pending_channel(p: &PendingTx) -> usize {
         | PendingTx::Close(i)
         | PendingTx::CloseAck(i)
         | PendingTx::Window(i, _) => *i,
-        PendingTx::Data { channel, .. } => *channel,
+        PendingTx::Data { channel, .. } | PendingTx::Packed { channel, .. } => *channel,
     }
 }
 
@@ -1745,7 +2090,7 @@ fn shift_channel_index(p: &mut PendingTx, removed: usize) {
         | PendingTx::Close(i)
         | PendingTx::CloseAck(i)
         | PendingTx::Window(i, _) => i,
-        PendingTx::Data { channel, .. } => channel,
+        PendingTx::Data { channel, .. } | PendingTx::Packed { channel, .. } => channel,
     };
     if *i > removed {
         *i -= 1;

@@ -1,23 +1,33 @@
-//! The wire format, version 1 (documented in `docs/wire.md`).
+//! The wire format, version 2 (documented in `docs/wire.md`).
 //!
 //! Every datagram starts with one byte: the version in the high nibble and the packet
 //! type in the low nibble, then the 64-bit connection id. All integers are big-endian and
 //! fixed width: decoding is a handful of bounds-checked loads, which keeps the codec far
 //! above the packet rates any set of cellular links can produce. Decoding never panics;
 //! anything malformed is a [`WireError`].
+//!
+//! Version 2 adds [`Packet::Packed`]: several ADUs in one packet. A packet with one ADU
+//! is still a [`Packet::Data`], laid out exactly as in version 1, so one-ADU-per-slot
+//! sessions send the same bytes (and the same packet sizes) as before.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::Bytes;
 use thiserror::Error;
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Most address aliases a handshake may carry.
 pub const MAX_ALIASES: usize = 16;
 /// Most ack ranges one ack carries.
 pub const MAX_ACK_RANGES: usize = 32;
 /// Bytes before the payload of a data packet.
 pub const DATA_HEADER_LEN: usize = 1 + 8 + 1 + 1 + 8 + 4 + 4 + 8;
+/// Bytes of a packed data packet before its first ADU entry.
+pub const PACKED_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 1;
+/// Bytes of one ADU entry of a packed data packet before its payload.
+pub const PACKED_ENTRY_LEN: usize = 1 + 4 + 8 + 2;
+/// Most ADUs one packed data packet carries.
+pub const MAX_PACKED_ADUS: usize = 32;
 /// Bytes of an ack before its `(gap, len)` pairs.
 const ACK_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 4 + 8 + 1;
 /// Bytes of one `(gap, len)` pair.
@@ -29,8 +39,9 @@ const T_DATA: u8 = 3;
 const T_ACK: u8 = 4;
 const T_PING: u8 = 5;
 const T_CLOSE: u8 = 6;
-const T_CLOSE_ACK: u8 = 7;
-const T_WINDOW: u8 = 8;
+const T_PACKED: u8 = 7;
+const T_CLOSE_ACK: u8 = 8;
+const T_WINDOW: u8 = 9;
 
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
@@ -80,6 +91,109 @@ pub enum Packet {
     /// Receive-side flow control: how many more payload bytes the receiver's buffer can
     /// hold (0: stop sending data until a larger window or a zero-window probe).
     Window { conn: u64, open: u64 },
+    /// Several ADUs in one slot of one channel (version 2). Acked, and declared lost, as
+    /// one packet; each ADU is delivered on its own.
+    Packed {
+        conn: u64,
+        channel: u8,
+        /// Per-channel sequence number, shared with `Data` and `Ping`.
+        seq: u64,
+        send_ts: u32,
+        adus: PackedAdus,
+    },
+}
+
+/// One ADU of a [`Packet::Packed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedAdu {
+    /// Data flags of this ADU ([`FLAG_ORDERED`]).
+    pub flags: u8,
+    pub stream: u32,
+    pub stream_seq: u64,
+    pub payload: Bytes,
+}
+
+/// The ADU entries of a packed packet, kept in their wire encoding: decoding checks them
+/// once and then hands out zero-copy slices, so receiving a packed packet allocates
+/// nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PackedAdus {
+    count: u8,
+    /// `count` entries, each `flags u8, stream u32, stream_seq u64, len u16, payload`.
+    body: Bytes,
+}
+
+impl PackedAdus {
+    /// Encode `adus` (at most [`MAX_PACKED_ADUS`], each payload under 64 KiB; tests and
+    /// tools: the session writes entries straight into the datagram).
+    pub fn new(adus: &[PackedAdu]) -> Result<Self, WireError> {
+        if adus.is_empty() || adus.len() > MAX_PACKED_ADUS {
+            return Err(WireError::TooMany(adus.len()));
+        }
+        let mut body = Vec::new();
+        for a in adus {
+            let len = u16::try_from(a.payload.len()).map_err(|_| WireError::TooLong)?;
+            put_packed_entry(a.flags, a.stream, a.stream_seq, len, &mut body);
+            body.extend_from_slice(&a.payload);
+        }
+        Ok(Self {
+            count: adus.len() as u8,
+            body: Bytes::from(body),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The ADUs in packet order; payloads share the datagram's buffer.
+    pub fn iter(&self) -> impl Iterator<Item = PackedAdu> + '_ {
+        let mut pos = 0;
+        (0..self.count).map(move |_| {
+            let h = &self.body[pos..pos + PACKED_ENTRY_LEN];
+            let len = usize::from(u16::from_be_bytes([h[13], h[14]]));
+            let start = pos + PACKED_ENTRY_LEN;
+            pos = start + len;
+            PackedAdu {
+                flags: h[0],
+                stream: be32(h, 1),
+                stream_seq: be64(h, 5),
+                payload: self.body.slice(start..pos),
+            }
+        })
+    }
+
+    /// Check `count` entries that fill `body` exactly.
+    fn parse(count: u8, body: Bytes) -> Result<Self, WireError> {
+        if count == 0 || usize::from(count) > MAX_PACKED_ADUS {
+            return Err(WireError::TooMany(usize::from(count)));
+        }
+        let mut pos = 0usize;
+        for _ in 0..count {
+            let h = body
+                .get(pos..pos + PACKED_ENTRY_LEN)
+                .ok_or(WireError::Truncated)?;
+            let len = usize::from(u16::from_be_bytes([h[13], h[14]]));
+            pos += PACKED_ENTRY_LEN + len;
+            if pos > body.len() {
+                return Err(WireError::Truncated);
+            }
+        }
+        if pos != body.len() {
+            return Err(WireError::Trailing);
+        }
+        Ok(Self { count, body })
+    }
+}
+
+impl std::fmt::Debug for PackedAdus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 /// Ranges are QUIC-style: `largest` and `first_range` packets below it are received; then
@@ -125,7 +239,8 @@ impl Packet {
             | Packet::Ping { conn, .. }
             | Packet::Close { conn }
             | Packet::CloseAck { conn }
-            | Packet::Window { conn, .. } => *conn,
+            | Packet::Window { conn, .. }
+            | Packet::Packed { conn, .. } => *conn,
             Packet::Ack(a) => a.conn,
         }
     }
@@ -142,6 +257,18 @@ pub fn is_hello(datagram: &[u8]) -> bool {
     datagram.first() == Some(&header(T_HELLO))
 }
 
+/// The version of a datagram that is a hello of a version this end does not speak: the
+/// hello type and the connection id sit where they always have, so an endpoint can refuse
+/// an old peer by name ([`SessionError::UnsupportedVersion`]) instead of dropping its
+/// hellos as noise.
+///
+/// [`SessionError::UnsupportedVersion`]: crate::SessionError::UnsupportedVersion
+pub fn foreign_hello_version(datagram: &[u8]) -> Option<u8> {
+    let first = *datagram.first()?;
+    let version = first >> 4;
+    (first & 0x0f == T_HELLO && version != VERSION && datagram.len() >= 9).then_some(version)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum WireError {
     #[error("datagram truncated")]
@@ -156,6 +283,8 @@ pub enum WireError {
     TooMany(usize),
     #[error("trailing bytes after packet")]
     Trailing,
+    #[error("ADU too long for a packed entry")]
+    TooLong,
 }
 
 fn header(t: u8) -> u8 {
@@ -210,26 +339,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             );
             out.extend_from_slice(payload);
         }
-        Packet::Ack(a) => {
-            let n = a.ranges.len().min(MAX_ACK_RANGES);
-            let mut h = [0u8; ACK_HEADER_LEN];
-            h[0] = header(T_ACK);
-            h[1..9].copy_from_slice(&a.conn.to_be_bytes());
-            h[9] = a.channel;
-            h[10..18].copy_from_slice(&a.largest.to_be_bytes());
-            h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
-            h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
-            h[26..34].copy_from_slice(&a.first_range.to_be_bytes());
-            h[34] = n as u8;
-            out.reserve(ACK_HEADER_LEN + n * ACK_RANGE_LEN);
-            out.extend_from_slice(&h);
-            for &(gap, len) in &a.ranges[..n] {
-                let mut r = [0u8; ACK_RANGE_LEN];
-                r[..8].copy_from_slice(&gap.to_be_bytes());
-                r[8..].copy_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&r);
-            }
-        }
+        Packet::Ack(a) => encode_ack(a, out),
         Packet::Ping {
             conn,
             channel,
@@ -255,7 +365,83 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             out.extend_from_slice(&conn.to_be_bytes());
             out.extend_from_slice(&open.to_be_bytes());
         }
+        Packet::Packed {
+            conn,
+            channel,
+            seq,
+            send_ts,
+            adus,
+        } => {
+            out.reserve(PACKED_HEADER_LEN + adus.body.len());
+            encode_packed_header(*conn, *channel, *seq, *send_ts, adus.count, out);
+            out.extend_from_slice(&adus.body);
+        }
     }
+}
+
+/// Append the encoding of an ack (as [`encode`] of a [`Packet::Ack`], without moving it).
+pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
+    let n = a.ranges.len().min(MAX_ACK_RANGES);
+    let mut h = [0u8; ACK_HEADER_LEN];
+    h[0] = header(T_ACK);
+    h[1..9].copy_from_slice(&a.conn.to_be_bytes());
+    h[9] = a.channel;
+    h[10..18].copy_from_slice(&a.largest.to_be_bytes());
+    h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
+    h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
+    h[26..34].copy_from_slice(&a.first_range.to_be_bytes());
+    h[34] = n as u8;
+    out.reserve(ACK_HEADER_LEN + n * ACK_RANGE_LEN);
+    out.extend_from_slice(&h);
+    for &(gap, len) in &a.ranges[..n] {
+        let mut r = [0u8; ACK_RANGE_LEN];
+        r[..8].copy_from_slice(&gap.to_be_bytes());
+        r[8..].copy_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&r);
+    }
+}
+
+/// Write a packed data header for `count` ADUs; the caller appends each entry with
+/// [`encode_packed_entry`] and its payload.
+pub fn encode_packed_header(
+    conn: u64,
+    channel: u8,
+    seq: u64,
+    send_ts: u32,
+    count: u8,
+    out: &mut Vec<u8>,
+) {
+    let mut h = [0u8; PACKED_HEADER_LEN];
+    h[0] = header(T_PACKED);
+    h[1..9].copy_from_slice(&conn.to_be_bytes());
+    h[9] = channel;
+    h[10..18].copy_from_slice(&seq.to_be_bytes());
+    h[18..22].copy_from_slice(&send_ts.to_be_bytes());
+    h[22] = count;
+    out.extend_from_slice(&h);
+}
+
+/// Write one packed ADU entry followed by its payload.
+pub fn encode_packed_entry(
+    flags: u8,
+    stream: u32,
+    stream_seq: u64,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let len = u16::try_from(payload.len()).map_err(|_| WireError::TooLong)?;
+    put_packed_entry(flags, stream, stream_seq, len, out);
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+fn put_packed_entry(flags: u8, stream: u32, stream_seq: u64, len: u16, out: &mut Vec<u8>) {
+    let mut h = [0u8; PACKED_ENTRY_LEN];
+    h[0] = flags;
+    h[1..5].copy_from_slice(&stream.to_be_bytes());
+    h[5..13].copy_from_slice(&stream_seq.to_be_bytes());
+    h[13..15].copy_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&h);
 }
 
 /// Write a data header; the caller appends the payload. Avoids building a `Packet` on
@@ -379,6 +565,12 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 /// Decode one datagram. `datagram` is shared so data payloads are zero-copy slices.
 pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
+    decode_reusing(datagram, &mut Vec::new())
+}
+
+/// [`decode`], building an ack's range list in `spare` (taken from it) rather than a new
+/// `Vec`: a receiver that hands each ack's list back decodes acks without allocating.
+pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<Packet, WireError> {
     let mut r = Reader {
         buf: datagram,
         pos: 0,
@@ -422,10 +614,12 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
                 return Err(WireError::TooMany(n));
             }
             let body = r.take(n * ACK_RANGE_LEN)?;
-            let ranges = body
-                .chunks_exact(ACK_RANGE_LEN)
-                .map(|c| (be64(c, 0), be64(c, 8)))
-                .collect();
+            let mut ranges = std::mem::take(spare);
+            ranges.clear();
+            ranges.extend(
+                body.chunks_exact(ACK_RANGE_LEN)
+                    .map(|c| (be64(c, 0), be64(c, 8))),
+            );
             Packet::Ack(Ack {
                 conn,
                 channel: h[0],
@@ -448,6 +642,18 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
             conn,
             open: r.u64()?,
         },
+        T_PACKED => {
+            let h = r.array::<{ PACKED_HEADER_LEN - 9 }>()?;
+            let body = datagram.slice(r.pos..);
+            r.pos = datagram.len();
+            Packet::Packed {
+                conn,
+                channel: h[0],
+                seq: be64(h, 1),
+                send_ts: be32(h, 9),
+                adus: PackedAdus::parse(h[13], body)?,
+            }
+        }
         t => return Err(WireError::UnknownType(t)),
     };
     r.finish()?;
@@ -530,7 +736,35 @@ mod tests {
             any::<u64>().prop_map(|conn| Packet::Close { conn }),
             any::<u64>().prop_map(|conn| Packet::CloseAck { conn }),
             any::<(u64, u64)>().prop_map(|(conn, open)| Packet::Window { conn, open }),
+            (any::<(u64, u8, u64, u32)>(), packed_adus()).prop_map(
+                |((conn, channel, seq, send_ts), adus)| Packet::Packed {
+                    conn,
+                    channel,
+                    seq,
+                    send_ts,
+                    adus: PackedAdus::new(&adus).unwrap(),
+                }
+            ),
         ]
+    }
+
+    /// 1 to 32 ADUs of mixed sizes: mostly small (speech frames, samples, acks), some
+    /// empty, some large.
+    fn packed_adus() -> impl Strategy<Value = Vec<PackedAdu>> {
+        let payload = prop_oneof![
+            4 => prop::collection::vec(any::<u8>(), 0..64),
+            1 => prop::collection::vec(any::<u8>(), 64..1400),
+        ];
+        let adu =
+            (any::<(u8, u32, u64)>(), payload).prop_map(|((flags, stream, stream_seq), p)| {
+                PackedAdu {
+                    flags,
+                    stream,
+                    stream_seq,
+                    payload: Bytes::from(p),
+                }
+            });
+        prop::collection::vec(adu, 1..=MAX_PACKED_ADUS)
     }
 
     proptest! {
@@ -543,6 +777,31 @@ mod tests {
         }
 
         #[test]
+        fn packed_round_trip_through_the_session_encoder(
+            (conn, channel, seq, send_ts) in any::<(u64, u8, u64, u32)>(),
+            adus in packed_adus(),
+        ) {
+            // The session writes the header and each entry itself; the decoder must give
+            // back every ADU, in order, with its flags and payload.
+            let mut buf = Vec::new();
+            encode_packed_header(conn, channel, seq, send_ts, adus.len() as u8, &mut buf);
+            for a in &adus {
+                encode_packed_entry(a.flags, a.stream, a.stream_seq, &a.payload, &mut buf).unwrap();
+            }
+            let expected_len = PACKED_HEADER_LEN
+                + adus.iter().map(|a| PACKED_ENTRY_LEN + a.payload.len()).sum::<usize>();
+            prop_assert_eq!(buf.len(), expected_len);
+            let Packet::Packed { conn: c, channel: ch, seq: q, send_ts: ts, adus: got } =
+                decode(&Bytes::from(buf)).unwrap()
+            else {
+                return Err(TestCaseError::fail("not a packed packet"));
+            };
+            prop_assert_eq!((c, ch, q, ts), (conn, channel, seq, send_ts));
+            prop_assert_eq!(got.len(), adus.len());
+            prop_assert_eq!(got.iter().collect::<Vec<_>>(), adus);
+        }
+
+        #[test]
         fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&Bytes::from(b));
         }
@@ -552,6 +811,7 @@ mod tests {
             let mut buf = Vec::new();
             encode(&p, &mut buf);
             // Data payloads are open-ended, so only cuts inside the header must fail.
+            // Packed entries carry their lengths, so every cut of a packed packet fails.
             let must_fail = match p { Packet::Data { .. } => DATA_HEADER_LEN, _ => buf.len() };
             for cut in 0..must_fail {
                 prop_assert!(decode(&Bytes::copy_from_slice(&buf[..cut])).is_err(), "cut {}", cut);
@@ -564,8 +824,8 @@ mod tests {
         let mut buf = Vec::new();
         encode(&Packet::Close { conn: 7 }, &mut buf);
         let mut bad = buf.clone();
-        bad[0] = (2 << 4) | T_CLOSE;
-        assert_eq!(decode(&Bytes::from(bad)), Err(WireError::Version(2)));
+        bad[0] = (1 << 4) | T_CLOSE;
+        assert_eq!(decode(&Bytes::from(bad)), Err(WireError::Version(1)));
         let mut bad = buf.clone();
         bad[0] = (VERSION << 4) | 0x0f;
         assert_eq!(decode(&Bytes::from(bad)), Err(WireError::UnknownType(15)));
@@ -578,13 +838,122 @@ mod tests {
         let conn = 0x0102_0304_0506_0708;
         let mut buf = Vec::new();
         encode(&Packet::CloseAck { conn }, &mut buf);
-        assert_eq!(buf, [0x17, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(buf, [0x28, 1, 2, 3, 4, 5, 6, 7, 8]);
         buf.clear();
         encode(&Packet::Window { conn, open: 65536 }, &mut buf);
-        assert_eq!(buf, [0x18, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(buf, [0x29, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
         assert_eq!(
             decode(&Bytes::from(buf)),
             Ok(Packet::Window { conn, open: 65536 })
+        );
+    }
+
+    #[test]
+    fn packed_counts_and_lengths_are_checked() {
+        let adu = |n: usize| PackedAdu {
+            flags: 0,
+            stream: 1,
+            stream_seq: 2,
+            payload: Bytes::from(vec![7; n]),
+        };
+        assert_eq!(PackedAdus::new(&[]), Err(WireError::TooMany(0)));
+        let many: Vec<_> = (0..=MAX_PACKED_ADUS).map(|_| adu(1)).collect();
+        assert_eq!(
+            PackedAdus::new(&many),
+            Err(WireError::TooMany(MAX_PACKED_ADUS + 1))
+        );
+        assert_eq!(PackedAdus::new(&[adu(70_000)]), Err(WireError::TooLong));
+        let p = Packet::Packed {
+            conn: 9,
+            channel: 1,
+            seq: 3,
+            send_ts: 4,
+            adus: PackedAdus::new(&[adu(3), adu(0)]).unwrap(),
+        };
+        let mut buf = Vec::new();
+        encode(&p, &mut buf);
+        assert_eq!(buf.len(), PACKED_HEADER_LEN + 2 * PACKED_ENTRY_LEN + 3);
+        // A count of zero, or one past the entries present, is refused.
+        let mut zero = buf.clone();
+        zero[PACKED_HEADER_LEN - 1] = 0;
+        assert_eq!(decode(&Bytes::from(zero)), Err(WireError::TooMany(0)));
+        let mut more = buf.clone();
+        more[PACKED_HEADER_LEN - 1] = 3;
+        assert_eq!(decode(&Bytes::from(more)), Err(WireError::Truncated));
+        let mut fewer = buf.clone();
+        fewer[PACKED_HEADER_LEN - 1] = 1;
+        assert_eq!(decode(&Bytes::from(fewer)), Err(WireError::Trailing));
+        // A length that runs past the datagram.
+        let mut long = buf;
+        long[PACKED_HEADER_LEN + 14] = 200;
+        assert_eq!(decode(&Bytes::from(long)), Err(WireError::Truncated));
+    }
+
+    #[test]
+    fn packed_example_of_the_documentation() {
+        let adu = |flags, stream, stream_seq, p: &'static [u8]| PackedAdu {
+            flags,
+            stream,
+            stream_seq,
+            payload: Bytes::from_static(p),
+        };
+        let p = Packet::Packed {
+            conn: 0x0102_0304_0506_0708,
+            channel: 2,
+            seq: 7,
+            send_ts: 1_000_000,
+            adus: PackedAdus::new(&[adu(FLAG_ORDERED, 5, 3, b"hi"), adu(0, 6, 0, b"abc")]).unwrap(),
+        };
+        let mut buf = Vec::new();
+        encode(&p, &mut buf);
+        let hex: String = buf.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "27",
+                "0102030405060708",
+                "02",
+                "0000000000000007",
+                "000f4240",
+                "02",
+                "01",
+                "00000005",
+                "0000000000000003",
+                "0002",
+                "6869",
+                "00",
+                "00000006",
+                "0000000000000000",
+                "0003",
+                "616263",
+            )
+        );
+        assert_eq!(buf.len(), 58);
+    }
+
+    #[test]
+    fn an_old_hello_is_recognised_as_such() {
+        let hello = Packet::Hello {
+            conn: 5,
+            channel: 0,
+            service: 1,
+            aliases: Vec::new(),
+        };
+        let mut buf = Vec::new();
+        encode(&hello, &mut buf);
+        assert_eq!(foreign_hello_version(&buf), None, "our own version");
+        buf[0] = (1 << 4) | T_HELLO;
+        assert_eq!(foreign_hello_version(&buf), Some(1));
+        assert_eq!(
+            decode(&Bytes::from(buf.clone())),
+            Err(WireError::Version(1))
+        );
+        buf[0] = (1 << 4) | T_DATA;
+        assert_eq!(foreign_hello_version(&buf), None, "not a hello");
+        assert_eq!(
+            foreign_hello_version(&[0x11]),
+            None,
+            "too short for a conn id"
         );
     }
 

@@ -28,6 +28,10 @@ struct Net {
     client: Session,
     server: Option<Session>,
     events: [Vec<Event>; 2],
+    config: SessionConfig,
+    /// Datagrams the client sent that carried ADUs, and the ADUs in them.
+    data_datagrams: u64,
+    adus_in_datagrams: u64,
 }
 
 fn addr(host: usize, iface: u16) -> SocketAddr {
@@ -36,6 +40,15 @@ fn addr(host: usize, iface: u16) -> SocketAddr {
 
 impl Net {
     fn new(delays_ms: &[u64], cc: CcConfig, drop: Box<dyn FnMut(u8, u64) -> bool>) -> Self {
+        Self::with_config(delays_ms, cc, drop, SessionConfig::default())
+    }
+
+    fn with_config(
+        delays_ms: &[u64],
+        cc: CcConfig,
+        drop: Box<dyn FnMut(u8, u64) -> bool>,
+        config: SessionConfig,
+    ) -> Self {
         let channels = delays_ms
             .iter()
             .enumerate()
@@ -50,7 +63,7 @@ impl Net {
             })
             .collect();
         let client = Session::connect(
-            SessionConfig::default(),
+            config.clone(),
             42,
             7,
             channels,
@@ -73,6 +86,9 @@ impl Net {
             client,
             server: None,
             events: [Vec::new(), Vec::new()],
+            config,
+            data_datagrams: 0,
+            adus_in_datagrams: 0,
         }
     }
 
@@ -93,6 +109,10 @@ impl Net {
                     break;
                 };
                 let to = 1 - host;
+                if host == CLIENT && !t.adus.is_empty() {
+                    self.data_datagrams += 1;
+                    self.adus_in_datagrams += t.adus.len() as u64;
+                }
                 // Channel i starts on interface i; a channel added later may get another
                 // id, so paths are looked up by interface.
                 if host == CLIENT && buf.len() > 40 {
@@ -156,7 +176,7 @@ impl Net {
                         None => {
                             self.server = Some(
                                 Session::accept(
-                                    SessionConfig::default(),
+                                    self.config.clone(),
                                     self.now,
                                     dst_local,
                                     src,
@@ -619,4 +639,135 @@ fn writable_fires_once_per_drain_from_high_to_low_water() {
     assert!(!net.client.writable(1).unwrap());
     net.run_until(t + Duration::from_secs(1));
     assert_eq!(writable_events(&net), 2);
+}
+
+/// Send `n` ADUs of `len` bytes on `stream`, `per_ms` of them every millisecond.
+fn send_small(net: &mut Net, stream: u32, n: u64, len: usize, per_ms: u64, start: Duration) {
+    for i in 0..n {
+        let t = start + Duration::from_millis(i / per_ms);
+        net.run_until(t);
+        net.client
+            .send_adu(t, stream, Bytes::from(vec![i as u8; len]), Fields::new())
+            .unwrap();
+    }
+}
+
+/// A pair over two CBR channels sending `n` 40-byte ADUs (speech-frame sized) on an
+/// ordered stream, with packing on or off and every 5th data datagram of channel 0 lost.
+fn small_adus(pack_adus: bool, n: u64) -> Net {
+    let config = SessionConfig {
+        pack_adus,
+        cycle_ms: 20.0,
+        ..SessionConfig::default()
+    };
+    let cc = CcConfig::Cbr {
+        kbps: 200.0,
+        burst_ms: 40.0,
+    };
+    let mut net = Net::with_config(&[30, 40], cc, Box::new(|c, k| c == 0 && k % 5 == 2), config);
+    let ordered = StreamConfig {
+        ordered: true,
+        ..StreamConfig::default()
+    };
+    net.client.open_stream(1, ordered).unwrap();
+    net.run_until(Duration::from_millis(200));
+    send_small(&mut net, 1, n, 40, 1, Duration::from_millis(200));
+    net.run_until(Duration::from_secs(5));
+    net
+}
+
+#[test]
+fn small_adus_are_packed_into_fewer_packets_and_each_is_acked_nacked_and_delivered_in_order() {
+    let n = 400;
+    let packed = small_adus(true, n);
+    let single = small_adus(false, n);
+    println!(
+        "{n} ADUs of 40 bytes: {} data datagrams packed, {} one per slot",
+        packed.data_datagrams, single.data_datagrams
+    );
+    assert_eq!(
+        single.data_datagrams, single.adus_in_datagrams,
+        "one ADU a packet"
+    );
+    assert_eq!(single.adus_in_datagrams, n);
+    assert_eq!(packed.adus_in_datagrams, n, "every ADU sent once");
+    assert!(
+        packed.data_datagrams * 3 < single.data_datagrams,
+        "packed {} datagrams, unpacked {}",
+        packed.data_datagrams,
+        single.data_datagrams
+    );
+    for net in [&packed, &single] {
+        let mut acked = std::collections::BTreeSet::new();
+        let mut nacked = std::collections::BTreeSet::new();
+        for e in &net.events[CLIENT] {
+            match e {
+                Event::Ack { stream_seq, .. } => assert!(acked.insert(*stream_seq)),
+                Event::Nack {
+                    stream_seq,
+                    reason: NackReason::Lost,
+                    ..
+                } => assert!(nacked.insert(*stream_seq)),
+                _ => {}
+            }
+        }
+        assert!(!nacked.is_empty(), "the dropped datagrams' ADUs are nacked");
+        assert!(acked.is_disjoint(&nacked));
+        assert_eq!(
+            acked.len() + nacked.len(),
+            n as usize,
+            "every ADU settled once"
+        );
+        let received: Vec<u64> = net.events[SERVER]
+            .iter()
+            .filter_map(|e| match e {
+                Event::Received { stream_seq, .. } => Some(*stream_seq),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            received
+                .iter()
+                .copied()
+                .collect::<std::collections::BTreeSet<_>>(),
+            acked,
+            "exactly the acked ADUs arrived"
+        );
+        assert!(
+            received.windows(2).all(|w| w[0] < w[1]),
+            "an ordered stream is delivered in order"
+        );
+    }
+}
+
+#[test]
+fn a_hello_of_wire_version_1_is_refused_by_name() {
+    let mut net = Net::new(&[10], CcConfig::default(), Box::new(|_, _| false));
+    let mut hello = Vec::new();
+    let t = net
+        .client
+        .poll_transmit(Duration::ZERO, &mut hello)
+        .unwrap();
+    assert!(t.adus.is_empty());
+    assert_eq!(hello[0] >> 4, horde_proto::wire::VERSION);
+    // The same hello as a version-1 peer would send it.
+    hello[0] = (1 << 4) | (hello[0] & 0x0f);
+    let refused = Session::accept(
+        SessionConfig::default(),
+        Duration::ZERO,
+        0,
+        addr(CLIENT, 0),
+        Bytes::from(hello),
+        Vec::new(),
+        Arc::new(|_| ChannelConfig::default()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        refused,
+        SessionError::UnsupportedVersion { peer: 1, ours: 2 }
+    );
+    assert_eq!(
+        refused.to_string(),
+        "peer speaks wire version 1; this end speaks version 2 only"
+    );
 }

@@ -103,6 +103,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
         session: SessionConfig {
             cycle_ms: s.scheduler.cycle_ms,
             lookahead_ms: s.scheduler.lookahead_ms,
+            pack_adus: s.scheduler.pack_adus,
             ..SessionConfig::default()
         },
         scheduler: scheduler(&s.scheduler.kind, s.scheduler.k)?,

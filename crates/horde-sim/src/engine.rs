@@ -16,9 +16,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_links::{Delivery, Link, LinkSpec};
 use horde_policy::{Objective, Scheduler};
-use horde_proto::wire::{self, Packet};
+use horde_proto::wire;
 use horde_proto::{
-    ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig,
+    ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig, Transmit,
 };
 use thiserror::Error;
 
@@ -530,7 +530,7 @@ impl Simulation {
                     };
                     let g = p.channels[t.channel as usize];
                     let to_host = if side == 0 { p.server } else { p.client };
-                    self.account_sent(g);
+                    self.account_sent(g, &t);
                     let id = self.next_packet;
                     self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);
@@ -570,19 +570,18 @@ impl Simulation {
         }
     }
 
-    /// Tell the metrics what the datagram in `scratch`, leaving on channel `g`, carries.
-    fn account_sent(&mut self, g: usize) {
+    /// Tell the metrics what the datagram in `scratch`, leaving on channel `g`, carries:
+    /// the transmit names its ADUs.
+    fn account_sent(&mut self, g: usize, t: &Transmit) {
         let ch = self.metric_channels[g];
-        match wire::decode(&Bytes::copy_from_slice(&self.scratch)) {
-            Ok(Packet::Data {
-                stream,
-                stream_seq,
-                seq,
-                ..
-            }) => self
-                .metrics
-                .adu_sent(adu_id(stream, stream_seq), ch, seq, self.now),
-            _ => self.metrics.control_sent(ch, self.scratch.len() as u32),
+        match t.seq.filter(|_| !t.adus.is_empty()) {
+            Some(seq) => {
+                for a in t.adus.iter() {
+                    self.metrics
+                        .adu_sent(adu_id(a.stream, a.seq), ch, seq, self.now);
+                }
+            }
+            None => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
     }
 }

@@ -114,3 +114,52 @@ fn same_seed_gives_identical_json_and_another_seed_does_not() {
     assert_eq!(a, run(7));
     assert_ne!(a, run(8));
 }
+
+/// Speech-frame-sized ADUs (40 bytes, 50 a second, 16 kbit/s) on a lossy channel set,
+/// with packing on or off.
+fn speech(pack_adus: bool) -> horde_sim::metrics::Report {
+    let mut topo = topology(3, 0.02);
+    topo.streams[0].workload = WorkloadSpec::Cbr {
+        kbps: 16.0,
+        adu_bytes: 40,
+    };
+    topo.session = SessionConfig {
+        pack_adus,
+        cycle_ms: 100.0,
+        ..SessionConfig::default()
+    };
+    Simulation::new(topo).unwrap().run(|_| {})
+}
+
+#[test]
+fn packing_sends_small_adus_in_fewer_packets_and_the_metrics_follow_every_adu() {
+    let (packed, single) = (speech(true), speech(false));
+    let data_packets = |r: &horde_sim::metrics::Report| -> u64 {
+        r.channels
+            .iter()
+            .map(|c| c.link.expect("link counters").offered - c.control_sent)
+            .sum()
+    };
+    for r in [&packed, &single] {
+        assert_eq!(r.unmatched_events, 0, "every transmit's ADUs were known");
+        let s = &r.streams[0];
+        assert!(s.sent > 2800, "sent {}", s.sent);
+        assert!(s.lost > 0, "2% link loss shows up per ADU");
+        assert!(s.delivered + s.lost + 20 >= s.sent);
+    }
+    println!(
+        "{} ADUs of 40 bytes: {} data packets packed, {} one per slot",
+        packed.streams[0].sent,
+        data_packets(&packed),
+        data_packets(&single)
+    );
+    let adu_tx =
+        |r: &horde_sim::metrics::Report| -> u64 { r.channels.iter().map(|c| c.sent).sum() };
+    assert_eq!(data_packets(&single), adu_tx(&single), "one ADU per packet");
+    assert!(
+        data_packets(&packed) * 2 < data_packets(&single),
+        "packed {} packets, one per slot {}",
+        data_packets(&packed),
+        data_packets(&single)
+    );
+}

@@ -11,6 +11,8 @@ use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
 pub struct RandomizedRoundRobin {
     slot_order: Vec<usize>,
     adu_order: Vec<usize>,
+    /// Per entry of `slot_order`: whether an ADU took it this cycle.
+    taken: Vec<bool>,
 }
 
 impl Scheduler for RandomizedRoundRobin {
@@ -35,13 +37,14 @@ impl Scheduler for RandomizedRoundRobin {
         self.adu_order.shuffle(rng);
         // Slots are all the same size on most channels, so the first free slot almost
         // always fits; the scan only matters for mixed MTUs.
-        let mut taken = vec![false; self.slot_order.len()];
+        self.taken.clear();
+        self.taken.resize(self.slot_order.len(), false);
         for &a in &self.adu_order {
             let len = input.adus[a].length;
             let fit = (0..self.slot_order.len())
-                .find(|&k| !taken[k] && input.slots[self.slot_order[k]].max_size >= len);
+                .find(|&k| !self.taken[k] && input.slots[self.slot_order[k]].max_size >= len);
             if let Some(k) = fit {
-                taken[k] = true;
+                self.taken[k] = true;
                 out[a] = Some(self.slot_order[k]);
             }
         }

@@ -76,7 +76,8 @@ impl Default for ChannelConfig {
     }
 }
 
-/// A resolved packet, reported to the session.
+/// A resolved packet, reported to the session: one entry per ADU it carried (a packed
+/// packet's ADUs share its fate), or one with `adu: None` for a probe.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Resolved {
     pub seq: u64,
@@ -271,14 +272,19 @@ impl Channel {
         self.rate() * f64::from(self.max_adu()) / f64::from(self.slot_wire_bytes())
     }
 
-    /// Append the real slots available now.
-    pub fn real_slots(&self, now: Duration, out: &mut Vec<TxSlot>) -> usize {
+    /// How many real slots are available now.
+    pub fn real_slot_count(&self, now: Duration) -> usize {
         if !self.is_alive() {
             return 0;
         }
         let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
         let n = (allowance / u64::from(self.slot_wire_bytes())) as usize;
-        let n = n.min(MAX_REAL_SLOTS_PER_CYCLE);
+        n.min(MAX_REAL_SLOTS_PER_CYCLE)
+    }
+
+    /// Append the real slots available now.
+    pub fn real_slots(&self, now: Duration, out: &mut Vec<TxSlot>) -> usize {
+        let n = self.real_slot_count(now);
         let next = self.sent.next_seq();
         for k in 0..n {
             out.push(self.slot(next + k as u64, 0.0, None));
@@ -346,17 +352,18 @@ impl Channel {
         self.sent.mark_app_limited();
     }
 
-    /// Record a packet about to be sent; returns its sequence number.
-    pub fn on_send(&mut self, now: Duration, size: u32, adu: Option<SentAdu>) -> u64 {
+    /// Record a packet about to be sent with the ADUs it carries (none for a probe);
+    /// returns its sequence number.
+    pub fn on_send(&mut self, now: Duration, size: u32, adus: &[SentAdu]) -> u64 {
         if !self.sent.has_in_flight() {
             // A channel that was idle starts its dead-man timer from this send.
             self.last_progress = self.last_progress.max(now);
         }
-        let seq = self.sent.on_send(now, size, adu);
+        let seq = self.sent.on_send(now, size, adus);
         self.cc.on_sent(now, size, self.sent.bytes_in_flight());
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
-        if adu.is_none() {
+        if adus.is_empty() {
             self.stats.probes_sent += 1;
         }
         seq
@@ -368,9 +375,12 @@ impl Channel {
         let prior_in_flight = self.sent.bytes_in_flight();
         let min_rtt = self.rtt.min_ms().map(ms);
         let (cc, rtt, stats) = (&mut self.cc, &mut self.rtt, &mut self.stats);
-        let frame = self
-            .sent
-            .on_ack(now, ack, min_rtt, &mut self.loss, |seq, p, resolution| {
+        let frame = self.sent.on_ack(
+            now,
+            ack,
+            min_rtt,
+            &mut self.loss,
+            |seq, p, adus, resolution| {
                 match resolution {
                     Resolution::Acked { rtt: r } => {
                         rtt.on_sample(now, r);
@@ -383,12 +393,9 @@ impl Channel {
                     }
                     Resolution::Lost(_) => {}
                 }
-                out.push(Resolved {
-                    seq,
-                    adu: p.adu,
-                    resolution,
-                });
-            });
+                push_resolved(out, seq, adus, resolution);
+            },
+        );
         if frame.acked_bytes > 0 {
             self.last_progress = now;
             if let Liveness::Dead { .. } = self.liveness {
@@ -436,13 +443,9 @@ impl Channel {
             reo_wnd,
             &mut self.loss,
             |_| Self::classify_loss(rtt),
-            |seq, p, kind| {
+            |seq, p, adus, kind| {
                 record_loss(cc, stats, now, in_flight, p, kind);
-                out.push(Resolved {
-                    seq,
-                    adu: p.adu,
-                    resolution: Resolution::Lost(kind),
-                });
+                push_resolved(out, seq, adus, Resolution::Lost(kind));
             },
         );
     }
@@ -489,13 +492,9 @@ impl Channel {
     pub fn abandon(&mut self, now: Duration, out: &mut Vec<Resolved>) {
         let (cc, stats) = (&mut self.cc, &mut self.stats);
         self.sent
-            .declare_all_lost(now, &mut self.loss, |seq, p, kind| {
+            .declare_all_lost(now, &mut self.loss, |seq, p, adus, kind| {
                 record_loss(cc, stats, now, 0, p, kind);
-                out.push(Resolved {
-                    seq,
-                    adu: p.adu,
-                    resolution: Resolution::Lost(kind),
-                });
+                push_resolved(out, seq, adus, Resolution::Lost(kind));
             });
     }
 
@@ -544,6 +543,12 @@ impl Channel {
         self.recv.take_ack(now, conn, self.id)
     }
 
+    /// Hand back an ack built by [`Channel::take_ack`] once it is encoded: its range
+    /// list is reused by the next one, so acking allocates nothing at steady state.
+    pub fn recycle_ack(&mut self, ack: Ack) {
+        self.recv.recycle(ack.ranges);
+    }
+
     pub fn ack_pending(&self) -> bool {
         self.recv.ack_due().is_some()
     }
@@ -551,6 +556,24 @@ impl Channel {
     /// The current RACK reordering-window multiplier (1 until losses prove spurious).
     pub fn reordering_multiplier(&self) -> u32 {
         self.sent.reo_wnd_mult()
+    }
+}
+
+/// One entry per ADU of a resolved packet; one without an ADU for a probe.
+fn push_resolved(out: &mut Vec<Resolved>, seq: u64, adus: &[SentAdu], resolution: Resolution) {
+    if adus.is_empty() {
+        out.push(Resolved {
+            seq,
+            adu: None,
+            resolution,
+        });
+    }
+    for a in adus {
+        out.push(Resolved {
+            seq,
+            adu: Some(*a),
+            resolution,
+        });
     }
 }
 

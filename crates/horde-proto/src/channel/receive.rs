@@ -33,6 +33,8 @@ pub(crate) struct ReceiveState {
     largest_ts: u32,
     unacked: u32,
     ack_due: Option<Duration>,
+    /// A range list handed back after its ack was encoded, reused by the next ack.
+    spare: Vec<(u64, u64)>,
 }
 
 impl ReceiveState {
@@ -44,6 +46,15 @@ impl ReceiveState {
             largest_ts: 0,
             unacked: 0,
             ack_due: None,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Keep an encoded ack's range list for the next ack.
+    pub fn recycle(&mut self, mut ranges: Vec<(u64, u64)>) {
+        if ranges.capacity() > self.spare.capacity() {
+            ranges.clear();
+            self.spare = ranges;
         }
     }
 
@@ -90,7 +101,8 @@ impl ReceiveState {
         self.ack_due = None;
         self.unacked = 0;
         let (&(lo0, hi0), rest) = self.ranges.split_first()?;
-        let mut ranges = Vec::with_capacity(rest.len().min(RANGES_PER_ACK));
+        let mut ranges = std::mem::take(&mut self.spare);
+        ranges.clear();
         let mut prev_lo = lo0;
         for &(lo, hi) in rest.iter().take(RANGES_PER_ACK) {
             ranges.push((prev_lo - hi - 2, hi - lo));

@@ -25,11 +25,19 @@ pub struct SentAdu {
     pub history: Option<u64>,
 }
 
+/// Where a packet's ADUs sit in the tracker's ADU log: `count` entries from absolute
+/// index `start`. A ping carries none; a packed packet several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AduSpan {
+    start: u64,
+    count: u16,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SentPacket {
     pub sent_at: Duration,
     pub size: u32,
-    pub adu: Option<SentAdu>,
+    adus: AduSpan,
     /// Delivery-rate state when it was sent.
     delivered: u64,
     delivered_time: Duration,
@@ -118,6 +126,20 @@ pub(crate) struct SentTracker {
     first_sent_time: Duration,
     /// Delivery count at which an application-limited phase ends (0: not limited).
     app_limited_until: u64,
+
+    /// The ADUs of every packet still in flight or remembered as lost, in send order.
+    /// Entries are dropped from the front once no such packet refers to them, so the log
+    /// stops growing (and allocating) at steady state.
+    adus: Vec<SentAdu>,
+    /// Absolute index of `adus[0]`.
+    adus_base: u64,
+}
+
+/// The ADUs of `span` in a log whose first entry has absolute index `base`.
+fn span_of(log: &[SentAdu], base: u64, span: AduSpan) -> &[SentAdu] {
+    let from = span.start.saturating_sub(base) as usize;
+    let to = (from + usize::from(span.count)).min(log.len());
+    log.get(from..to).unwrap_or(&[])
 }
 
 impl SentTracker {
@@ -140,7 +162,15 @@ impl SentTracker {
             delivered_time: now,
             first_sent_time: now,
             app_limited_until: 0,
+            adus: Vec::new(),
+            adus_base: 0,
         }
+    }
+
+    /// Entries held in the ADU log (tests: it must not grow without bound).
+    #[cfg(test)]
+    fn adu_log_len(&self) -> usize {
+        self.adus.len()
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -165,8 +195,9 @@ impl SentTracker {
         self.app_limited_until = (self.delivered + self.bytes_in_flight).max(1);
     }
 
-    /// Record a packet about to be sent; returns its sequence number.
-    pub fn on_send(&mut self, now: Duration, size: u32, adu: Option<SentAdu>) -> u64 {
+    /// Record a packet about to be sent, carrying `adus` (at most `u16::MAX`); returns
+    /// its sequence number.
+    pub fn on_send(&mut self, now: Duration, size: u32, adus: &[SentAdu]) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.fates.is_empty() {
@@ -176,10 +207,16 @@ impl SentTracker {
             self.first_sent_time = now;
             self.delivered_time = now;
         }
+        let span = AduSpan {
+            start: self.adus_base + self.adus.len() as u64,
+            count: adus.len().min(usize::from(u16::MAX)) as u16,
+        };
+        self.adus
+            .extend_from_slice(&adus[..usize::from(span.count)]);
         self.fates.push_back(Fate::InFlight(SentPacket {
             sent_at: now,
             size,
-            adu,
+            adus: span,
             delivered: self.delivered,
             delivered_time: self.delivered_time,
             first_sent_time: self.first_sent_time,
@@ -191,14 +228,14 @@ impl SentTracker {
     }
 
     /// Apply one ack frame. Calls `each` for every packet newly acked, late-acked
-    /// included.
+    /// included, with the ADUs it carried.
     pub fn on_ack(
         &mut self,
         now: Duration,
         ack: &Ack,
         min_rtt: Option<Duration>,
         estimator: &mut LossEstimator,
-        mut each: impl FnMut(u64, &SentPacket, Resolution),
+        mut each: impl FnMut(u64, &SentPacket, &[SentAdu], Resolution),
     ) -> AckedFrame {
         let largest = ack.largest;
         let ack_delay = Duration::from_micros(ack.ack_delay_us.into());
@@ -232,7 +269,8 @@ impl SentTracker {
                 if sample.is_none_or(|s| p.delivered >= s.delivered) {
                     sample = Some(p);
                 }
-                each(seq, &p, Resolution::Acked { rtt });
+                let adus = span_of(&self.adus, self.adus_base, p.adus);
+                each(seq, &p, adus, Resolution::Acked { rtt });
             }
         }
         if frame.acked_bytes > 0 {
@@ -252,7 +290,7 @@ impl SentTracker {
         lo: u64,
         hi: u64,
         estimator: &mut LossEstimator,
-        each: &mut impl FnMut(u64, &SentPacket, Resolution),
+        each: &mut impl FnMut(u64, &SentPacket, &[SentAdu], Resolution),
     ) {
         let start = self.lost.partition_point(|l| l.seq < lo);
         let end = self.lost.partition_point(|l| l.seq <= hi);
@@ -274,6 +312,7 @@ impl SentTracker {
             each(
                 l.seq,
                 &l.packet,
+                span_of(&self.adus, self.adus_base, l.packet.adus),
                 Resolution::LateAcked { rtt, kind: l.kind },
             );
             // A spurious loss: widen the reordering window, once per round trip.
@@ -342,7 +381,7 @@ impl SentTracker {
         reo_wnd: Duration,
         estimator: &mut LossEstimator,
         classify: impl Fn(&SentPacket) -> LossKind,
-        mut each: impl FnMut(u64, &SentPacket, LossKind),
+        mut each: impl FnMut(u64, &SentPacket, &[SentAdu], LossKind),
     ) -> usize {
         let (Some((_, rack_rtt)), Some(largest)) = (self.rack, self.largest_acked) else {
             self.retire(now, rack_rtt_or_zero(self.rack), estimator);
@@ -362,7 +401,7 @@ impl SentTracker {
             }
             let kind = classify(&p);
             self.declare(now, idx, p, kind);
-            each(seq, &p, kind);
+            each(seq, &p, span_of(&self.adus, self.adus_base, p.adus), kind);
             declared += 1;
         }
         if declared > 0 {
@@ -377,12 +416,13 @@ impl SentTracker {
         &mut self,
         now: Duration,
         estimator: &mut LossEstimator,
-        mut each: impl FnMut(u64, &SentPacket, LossKind),
+        mut each: impl FnMut(u64, &SentPacket, &[SentAdu], LossKind),
     ) {
         for idx in 0..self.fates.len() {
             if let Fate::InFlight(p) = self.fates[idx] {
                 self.declare(now, idx, p, LossKind::Link);
-                each(self.base_seq + idx as u64, &p, LossKind::Link);
+                let adus = span_of(&self.adus, self.adus_base, p.adus);
+                each(self.base_seq + idx as u64, &p, adus, LossKind::Link);
             }
         }
         self.retire(now, rack_rtt_or_zero(self.rack), estimator);
@@ -445,6 +485,26 @@ impl SentTracker {
         {
             self.lost.pop_front();
         }
+        self.forget_adus();
+    }
+
+    /// Drop the ADU log's entries no packet in flight or in the loss memory refers to.
+    /// Both are in send order, so the oldest entry still needed belongs to the first of
+    /// either. Entries go in batches of at least half the log: amortized O(1) per ADU,
+    /// without reallocating.
+    fn forget_adus(&mut self) {
+        let end = self.adus_base + self.adus.len() as u64;
+        let in_flight = self.fates.iter().find_map(|f| match f {
+            Fate::InFlight(p) => Some(p.adus.start),
+            _ => None,
+        });
+        let remembered = self.lost.front().map(|l| l.packet.adus.start);
+        let keep_from = in_flight.unwrap_or(end).min(remembered.unwrap_or(end));
+        let drop = keep_from.saturating_sub(self.adus_base) as usize;
+        if drop > 0 && drop * 2 >= self.adus.len() {
+            self.adus.drain(..drop);
+            self.adus_base += drop as u64;
+        }
     }
 
     /// A probe timeout fired: the next one waits twice as long, until an ack.
@@ -488,7 +548,7 @@ mod tests {
     fn ack(s: &mut SentTracker, now: Duration, lo: u64, hi: u64) -> Vec<(u64, Resolution)> {
         let mut out = Vec::new();
         let mut est = LossEstimator::new();
-        s.on_ack(now, &frame(lo, hi), None, &mut est, |q, _, r| {
+        s.on_ack(now, &frame(lo, hi), None, &mut est, |q, _, _, r| {
             out.push((q, r))
         });
         out
@@ -502,7 +562,7 @@ mod tests {
             reo,
             &mut est,
             |_| LossKind::Link,
-            |q, _, _| lost.push(q),
+            |q, _, _, _| lost.push(q),
         );
         lost
     }
@@ -511,7 +571,7 @@ mod tests {
     fn delay_alone_declares_nothing() {
         let mut s = SentTracker::new(t(0));
         for _ in 0..10 {
-            s.on_send(t(0), 1000, None);
+            s.on_send(t(0), 1000, &[]);
         }
         // A long silence (an outage): no later packet was delivered, so nothing is lost.
         assert!(detect(&mut s, t(5_000), t(10)).is_empty());
@@ -525,7 +585,7 @@ mod tests {
     fn a_hole_is_lost_after_rack_rtt_plus_window() {
         let mut s = SentTracker::new(t(0));
         for i in 0..4 {
-            s.on_send(t(i * 10), 1000, None);
+            s.on_send(t(i * 10), 1000, &[]);
         }
         ack(&mut s, t(130), 0, 0); // rtt 130
         ack(&mut s, t(160), 2, 3); // packet 1 (sent at 10) is overtaken; rack rtt 130
@@ -539,7 +599,7 @@ mod tests {
     fn late_ack_is_reported_and_widens_the_window() {
         let mut s = SentTracker::new(t(0));
         for _ in 0..3 {
-            s.on_send(t(0), 1000, None);
+            s.on_send(t(0), 1000, &[]);
         }
         ack(&mut s, t(100), 1, 2);
         assert_eq!(detect(&mut s, t(200), t(1)), vec![0]);
@@ -550,6 +610,75 @@ mod tests {
         assert_eq!(s.reo_wnd_mult(), 2);
         // Reported once only.
         assert!(ack(&mut s, t(260), 0, 0).is_empty());
+    }
+
+    fn sent_adu(adu: u64) -> SentAdu {
+        SentAdu {
+            adu,
+            stream: 1,
+            stream_seq: adu,
+            inserted: Duration::ZERO,
+            history: None,
+        }
+    }
+
+    #[test]
+    fn packed_adus_share_their_packets_fate_and_the_log_stays_bounded() {
+        let mut s = SentTracker::new(t(0));
+        let mut est = LossEstimator::new();
+        let mut next_adu = 0;
+        let mut resolved: Vec<(u64, Vec<u64>, bool)> = Vec::new();
+        for round in 0..200u64 {
+            // Three packets: 3 ADUs, a probe (none), 1 ADU.
+            let base = round * 3;
+            for n in [3, 0, 1] {
+                let adus: Vec<_> = (0..n).map(|k| sent_adu(next_adu + k)).collect();
+                next_adu += n;
+                s.on_send(t(round * 10), 1000, &adus);
+            }
+            // The first packet of each round is lost: acked around.
+            let now = t(round * 10 + 100);
+            s.on_ack(
+                now,
+                &frame(base + 1, base + 2),
+                None,
+                &mut est,
+                |q, _, a, r| {
+                    resolved.push((
+                        q,
+                        a.iter().map(|x| x.adu).collect(),
+                        matches!(r, Resolution::Acked { .. }),
+                    ))
+                },
+            );
+            s.detect_losses(
+                now + t(200),
+                t(1),
+                &mut est,
+                |_| LossKind::Link,
+                |q, _, a, _| resolved.push((q, a.iter().map(|x| x.adu).collect(), false)),
+            );
+        }
+        // Round 0: packet 1 (probe) and 2 (ADU 3) acked, packet 0 (ADUs 0-2) lost.
+        assert_eq!(resolved[0], (1, vec![], true));
+        assert_eq!(resolved[1], (2, vec![3], true));
+        assert_eq!(resolved[2], (0, vec![0, 1, 2], false));
+        let lost: usize = resolved.iter().filter(|r| !r.2).map(|r| r.1.len()).sum();
+        assert_eq!(lost, 600, "every ADU of every lost packet reported once");
+        // The log holds only what lost-packet memory (for late acks) still refers to.
+        assert!(
+            s.adu_log_len() <= 2 * 4 * 200,
+            "log kept {}",
+            s.adu_log_len()
+        );
+        // A late ack for a remembered lost packet still names its ADUs.
+        let mut late = Vec::new();
+        s.on_ack(t(2300), &frame(597, 597), None, &mut est, |q, _, a, r| {
+            late.push((q, a.iter().map(|x| x.adu).collect::<Vec<_>>(), r))
+        });
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].1, vec![796, 797, 798]);
+        assert!(matches!(late[0].2, Resolution::LateAcked { .. }));
     }
 
     #[test]
@@ -566,20 +695,20 @@ mod tests {
                     &frame(seq, seq),
                     Some(t(100)),
                     &mut est,
-                    |_, _, _| {},
+                    |_, _, _, _| {},
                 );
                 rate = f.rate.or(rate);
             }
-            s.on_send(t(now), 1000, None);
+            s.on_send(t(now), 1000, &[]);
         }
         let r = rate.expect("a sample once a round trip of data was acked");
         assert!((r.delivery_rate - 100_000.0).abs() < 12_000.0, "{r:?}");
         assert!(!r.app_limited);
         // Marked application-limited, the next samples say so.
         s.mark_app_limited();
-        s.on_send(t(400), 1000, None);
+        s.on_send(t(400), 1000, &[]);
         let mut est = LossEstimator::new();
-        let f = s.on_ack(t(500), &frame(40, 40), None, &mut est, |_, _, _| {});
+        let f = s.on_ack(t(500), &frame(40, 40), None, &mut est, |_, _, _, _| {});
         assert!(f.rate.unwrap().app_limited);
     }
 }

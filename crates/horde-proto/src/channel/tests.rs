@@ -51,7 +51,7 @@ fn acks_built_by_receiver_resolve_exactly_the_received_packets() {
     let cfg = ChannelConfig::default();
     let mut tx = Channel::new(0, 0, addr(), cfg.clone(), t0);
     let mut rx = Channel::new(0, 0, addr(), cfg, t0);
-    let seqs: Vec<u64> = (0..10).map(|_| tx.on_send(t0, 1000, None)).collect();
+    let seqs: Vec<u64> = (0..10).map(|_| tx.on_send(t0, 1000, &[])).collect();
     let t1 = t(100);
     for &s in &seqs {
         if s != 3 && s != 4 && s != 8 {
@@ -87,7 +87,7 @@ fn jitter_without_loss_declares_nothing() {
     let mut last_arrival = Duration::ZERO;
     for k in 0..4000u64 {
         let now = t(k * 5);
-        let seq = p.tx.on_send(now, 1200, None);
+        let seq = p.tx.on_send(now, 1200, &[]);
         extra = (extra + rng.gen_range(-20.0..20.0)).clamp(0.0, 400.0);
         let at = (now + t(40) + Duration::from_secs_f64(extra / 1e3)).max(last_arrival);
         last_arrival = at;
@@ -112,18 +112,18 @@ fn an_outage_is_probed_not_declared_lost() {
     let mut p = Pair::new(ChannelConfig::default());
     // Steady traffic with 50 ms one way...
     for k in 0..100u64 {
-        let seq = p.tx.on_send(t(k * 10), 1200, None);
+        let seq = p.tx.on_send(t(k * 10), 1200, &[]);
         p.deliver(t(k * 10 + 50), seq);
     }
     // ...then 20 packets sent into a 300 ms outage, all delivered when it ends.
     let start = 1000;
     let seqs: Vec<u64> = (0..20)
-        .map(|k| p.tx.on_send(t(start + k * 10), 1200, None))
+        .map(|k| p.tx.on_send(t(start + k * 10), 1200, &[]))
         .collect();
     let mut probes = Vec::new();
     for ms in start..start + 300 {
         if p.tick(t(ms)).probe {
-            probes.push(p.tx.on_send(t(ms), 40, None));
+            probes.push(p.tx.on_send(t(ms), 40, &[]));
         }
     }
     assert!(!probes.is_empty(), "the probe timeout fired in the outage");
@@ -143,13 +143,13 @@ fn reordering_is_forgiven_and_the_window_restored() {
     let mut p = Pair::new(ChannelConfig::default());
     let window = |p: &Pair| p.tx.congestion_control().window().unwrap();
     for k in 0..200u64 {
-        let seq = p.tx.on_send(t(k * 2), 1200, None);
+        let seq = p.tx.on_send(t(k * 2), 1200, &[]);
         p.deliver(t(k * 2 + 50), seq);
     }
     let before = window(&p);
     // Packet a is overtaken by b and arrives 200 ms late: declared lost, then late-acked.
-    let a = p.tx.on_send(t(400), 1200, None);
-    let b = p.tx.on_send(t(401), 1200, None);
+    let a = p.tx.on_send(t(400), 1200, &[]);
+    let b = p.tx.on_send(t(401), 1200, &[]);
     p.deliver(t(451), b);
     for ms in 451..600 {
         p.tick(t(ms));
@@ -178,20 +178,20 @@ fn overflow_losses_are_congestion_and_random_ones_link() {
     let mut p = Pair::new(ChannelConfig::default());
     // Round trips from 50 ms (empty queue) up to 150 ms (full queue).
     for k in 0..100u64 {
-        let seq = p.tx.on_send(t(k), 1200, None);
+        let seq = p.tx.on_send(t(k), 1200, &[]);
         p.deliver(t(k + 50 + k), seq);
     }
     // A loss revealed by a packet that queued 95 ms: the queue was full.
-    let a = p.tx.on_send(t(200), 1200, None);
-    let b = p.tx.on_send(t(201), 1200, None);
+    let a = p.tx.on_send(t(200), 1200, &[]);
+    let b = p.tx.on_send(t(201), 1200, &[]);
     p.deliver(t(201 + 145), b);
     let _ = a;
     for ms in 346..700 {
         p.tick(t(ms));
     }
     // A loss revealed by a packet that did not queue: the link lost it.
-    let c = p.tx.on_send(t(700), 1200, None);
-    let d = p.tx.on_send(t(701), 1200, None);
+    let c = p.tx.on_send(t(700), 1200, &[]);
+    let d = p.tx.on_send(t(701), 1200, &[]);
     p.deliver(t(701 + 52), d);
     let _ = c;
     for ms in 753..1100 {
@@ -215,7 +215,7 @@ fn overflow_losses_are_congestion_and_random_ones_link() {
 fn silent_channel_dies_and_comes_back_on_ack() {
     let mut ch = Channel::new(0, 0, addr(), ChannelConfig::default(), t(0));
     let mut out = Vec::new();
-    ch.on_send(t(0), 500, None);
+    ch.on_send(t(0), 500, &[]);
     assert!(!ch.on_timeout(t(500), &mut out).died);
     let died = ch.on_timeout(t(20_000), &mut out);
     assert!(died.died && died.probe);
@@ -227,7 +227,7 @@ fn silent_channel_dies_and_comes_back_on_ack() {
     assert!(!ch.is_alive());
     assert!(!ch.on_timeout(t(20_100), &mut out).probe);
     assert!(ch.on_timeout(t(20_250), &mut out).probe);
-    let seq = ch.on_send(t(20_250), 40, None);
+    let seq = ch.on_send(t(20_250), 40, &[]);
     let mut rx = Channel::new(0, 0, addr(), ChannelConfig::default(), t(0));
     rx.on_receive(t(20_300), seq, 0);
     assert!(

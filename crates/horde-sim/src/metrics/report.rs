@@ -110,7 +110,7 @@ pub struct StreamReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChannelReport {
     pub name: String,
-    /// Data packets (ADU transmissions) sent.
+    /// ADU transmissions sent (a packed packet counts once per ADU it carries).
     pub sent: u64,
     /// Of those, declared lost (nack or timeout) and never acked.
     pub lost: u64,

@@ -8,6 +8,7 @@
 //! kind = "rrr"               # checked by the driver, not here
 //! cycle_ms = 100             # default 0: a cycle whenever a channel may send
 //! lookahead_ms = 300         # default 0
+//! pack_adus = false          # default true; false sends one ADU per slot (thesis)
 //! [[hosts]]                  # optional; default two hosts "a" and "b"
 //! name = "ambulance"
 //! [[channels]]
@@ -85,6 +86,9 @@ pub struct SchedulerSpec {
     pub lookahead_ms: f64,
     /// Candidate schedules per cycle for randomised schedulers (thesis random-walk: 25).
     pub k: Option<u32>,
+    /// Several small ADUs per packet (default, as in the runtime); `false` is the
+    /// thesis's one ADU per slot, which its reproductions use.
+    pub pack_adus: bool,
 }
 
 impl Default for SchedulerSpec {
@@ -94,6 +98,7 @@ impl Default for SchedulerSpec {
             cycle_ms: 0.0,
             lookahead_ms: 0.0,
             k: None,
+            pack_adus: true,
         }
     }
 }

@@ -36,6 +36,8 @@ pub(crate) struct RawScheduler {
     pub(crate) lookahead_ms: Option<Spanned<f64>>,
     #[serde(default)]
     pub(crate) k: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(crate) pack_adus: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -147,6 +147,9 @@ impl Checker<'_> {
             }
             out.k = Some(*k.get_ref());
         }
+        if let Some(p) = &s.pack_adus {
+            out.pack_adus = *p.get_ref();
+        }
         Ok(out)
     }
 

@@ -1,0 +1,395 @@
+//! ADU packing: turn a cycle's assignment of ADUs to real slots into packets, several
+//! small ADUs to a packet when they fit.
+//!
+//! A slot is a capability to send one packet of up to its channel's `mtu` ADU bytes plus
+//! a data header. The scheduler (and the fairness pass after it) maps ADUs to slots one
+//! to one, as in the thesis. Packing then fills each slot's byte capacity:
+//!
+//! 1. **Leads.** Every real slot that got an ADU starts a packet, in slot order.
+//! 2. **Merge.** An ADU whose slot's channel already has an earlier packet with room
+//!    joins that packet instead, leaving its own slot free. It leaves no later than it
+//!    would have, on the channel the scheduler chose. Without objectives a scheduler's
+//!    channel choice means nothing (randomized round-robin picks slots at random), so
+//!    the ADU joins the earliest packet with room on any channel.
+//! 3. **Fill.** The cycle's other ADUs, in the session's priority order (most owed stream
+//!    first), join the first packet with room, or start a packet on a free real slot.
+//!    ADUs the scheduler parked on a phantom slot and may wait for it stay parked. An ADU
+//!    that fits nowhere stays queued, and so do the later ADUs of its stream, so packing
+//!    never sends a stream's ADUs out of order within a cycle where it would not have.
+//!
+//! A packet with one ADU is a plain `Data` packet; with more, a `Packed` one, which is never
+//! longer than a full `Data` packet. Packed ADUs share their packet's fate: one ack or one
+//! loss covers them all. With packing off every slot carries one ADU (the thesis's mode),
+//! and the plan is exactly the scheduler's assignment.
+
+use horde_policy::{AduView, TxSlot};
+
+use crate::wire::{DATA_HEADER_LEN, MAX_PACKED_ADUS, PACKED_ENTRY_LEN, PACKED_HEADER_LEN};
+
+/// Entry bytes (entry headers and payloads) a packed packet in a slot of `max_size` ADU
+/// bytes may carry: a packed packet is no longer than a full one-ADU data packet.
+pub(crate) fn packed_capacity(max_size: u32) -> usize {
+    max_size as usize + DATA_HEADER_LEN - PACKED_HEADER_LEN
+}
+
+/// Bytes on the wire of a data packet carrying ADUs of these lengths.
+pub(crate) fn packet_size(lengths: impl Iterator<Item = usize>) -> usize {
+    let (mut count, mut entries, mut first) = (0, 0, 0);
+    for len in lengths {
+        if count == 0 {
+            first = len;
+        }
+        count += 1;
+        entries += PACKED_ENTRY_LEN + len;
+    }
+    if count == 1 {
+        DATA_HEADER_LEN + first
+    } else {
+        PACKED_HEADER_LEN + entries
+    }
+}
+
+fn entry_cost(adu: &AduView) -> usize {
+    PACKED_ENTRY_LEN + adu.length as usize
+}
+
+/// One planned packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlannedPacket {
+    /// The real slot it goes out in.
+    pub slot: usize,
+    channel: u16,
+    /// Entry bytes used so far (as if packed).
+    used: usize,
+    /// ADUs in it so far.
+    count: usize,
+}
+
+/// Reusable working space for [`Packer::plan`]; after warm-up a plan allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Packer {
+    packets: Vec<PlannedPacket>,
+    /// (slot of the packet, join order, ADU) per ADU placed.
+    members: Vec<(usize, usize, usize)>,
+    /// Per real slot: the packet that uses it.
+    slot_packet: Vec<Option<usize>>,
+    placed: Vec<bool>,
+    /// Streams with an ADU that found no room this cycle.
+    stalled: Vec<u32>,
+    /// `members` grouped by packet in slot order, as ADU indices, and where each packet's
+    /// group starts.
+    order: Vec<usize>,
+    starts: Vec<usize>,
+    /// Per real slot: the ADU the assignment put in it (`usize::MAX`: none).
+    by_slot: Vec<usize>,
+}
+
+/// What the session asks of a plan.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanInput<'a> {
+    pub slots: &'a [TxSlot],
+    pub n_real: usize,
+    /// Every ADU collected this cycle, in priority order; the first `assignment.len()`
+    /// were given to the scheduler.
+    pub adus: &'a [AduView],
+    pub assignment: &'a [Option<usize>],
+    /// Per ADU given to the scheduler: whether it may wait for the phantom slot it is on.
+    pub may_wait: &'a [bool],
+    /// Several ADUs per packet; otherwise exactly one per slot.
+    pub pack: bool,
+    /// Merge only into packets of the channel the scheduler chose (objectives active).
+    pub keep_channel: bool,
+    /// Where among the packets the fill pass starts looking, so no channel is favoured.
+    pub offset: usize,
+}
+
+impl Packer {
+    /// Plan the cycle's packets. Read them back with [`Packer::packets`].
+    pub(crate) fn plan(&mut self, input: &PlanInput<'_>) {
+        let PlanInput {
+            slots,
+            n_real,
+            adus,
+            assignment,
+            ..
+        } = *input;
+        self.packets.clear();
+        self.members.clear();
+        self.stalled.clear();
+        self.slot_packet.clear();
+        self.slot_packet.resize(n_real, None);
+        self.placed.clear();
+        self.placed.resize(adus.len(), false);
+
+        // Leads (and merges), in slot order so a channel's packets take consecutive
+        // sequence numbers as its slots predicted.
+        self.by_slot.clear();
+        self.by_slot.resize(n_real, usize::MAX);
+        for (a, s) in assignment.iter().enumerate() {
+            if let Some(s) = s.filter(|&s| s < n_real) {
+                if self.by_slot[s] == usize::MAX {
+                    self.by_slot[s] = a;
+                }
+            }
+        }
+        for s in 0..n_real {
+            let a = self.by_slot[s];
+            if a == usize::MAX || slots[s].max_size < adus[a].length {
+                continue; // a scheduler bug must not corrupt the session
+            }
+            let channel = input.keep_channel.then_some(slots[s].channel);
+            let merged = input.pack && self.join_channel(slots, adus, a, channel).is_some();
+            if !merged {
+                self.open(slots, adus, a, s);
+            }
+        }
+        if input.pack {
+            self.fill(input);
+        }
+        self.group();
+    }
+
+    /// Join ADU `a` to the first packet with room, on `channel` if given.
+    fn join_channel(
+        &mut self,
+        slots: &[TxSlot],
+        adus: &[AduView],
+        a: usize,
+        channel: Option<u16>,
+    ) -> Option<usize> {
+        let cost = entry_cost(&adus[a]);
+        let p = self.packets.iter().position(|p| {
+            channel.is_none_or(|c| p.channel == c)
+                && p.count < MAX_PACKED_ADUS
+                && p.used + cost <= packed_capacity(slots[p.slot].max_size)
+        })?;
+        self.join(p, a, cost);
+        Some(p)
+    }
+
+    fn join(&mut self, p: usize, a: usize, cost: usize) {
+        self.packets[p].used += cost;
+        self.packets[p].count += 1;
+        let joined = self.members.len();
+        self.members.push((self.packets[p].slot, joined, a));
+        self.placed[a] = true;
+    }
+
+    fn open(&mut self, slots: &[TxSlot], adus: &[AduView], a: usize, s: usize) {
+        let p = self.packets.len();
+        self.packets.push(PlannedPacket {
+            slot: s,
+            channel: slots[s].channel,
+            used: 0,
+            count: 0,
+        });
+        self.slot_packet[s] = Some(p);
+        self.join(p, a, entry_cost(&adus[a]));
+    }
+
+    /// Put the cycle's other ADUs into packets with room, or onto free real slots.
+    fn fill(&mut self, input: &PlanInput<'_>) {
+        let PlanInput {
+            slots,
+            n_real,
+            adus,
+            assignment,
+            may_wait,
+            offset,
+            ..
+        } = *input;
+        for a in 0..adus.len() {
+            if self.placed[a] {
+                continue;
+            }
+            // Parked on a phantom on purpose (an objective prefers a slot to come).
+            let parked = assignment.get(a).copied().flatten().is_some();
+            if parked && may_wait.get(a).copied().unwrap_or(false) {
+                continue;
+            }
+            let stream = adus[a].stream_id;
+            if self.stalled.contains(&stream) {
+                continue;
+            }
+            let cost = entry_cost(&adus[a]);
+            let n = self.packets.len();
+            let room = (0..n).map(|k| (k + offset) % n).find(|&p| {
+                let pk = &self.packets[p];
+                pk.count < MAX_PACKED_ADUS
+                    && pk.used + cost <= packed_capacity(slots[pk.slot].max_size)
+            });
+            if let Some(p) = room {
+                self.join(p, a, cost);
+                continue;
+            }
+            let free = (0..n_real)
+                .map(|k| (k + offset) % n_real.max(1))
+                .find(|&s| self.slot_packet[s].is_none() && slots[s].max_size >= adus[a].length);
+            match free {
+                Some(s) => self.open(slots, adus, a, s),
+                None => self.stalled.push(stream),
+            }
+        }
+    }
+
+    /// Group members by packet, packets in slot order, each packet's ADUs in the order
+    /// they joined.
+    fn group(&mut self) {
+        self.packets.sort_unstable_by_key(|p| p.slot);
+        self.members
+            .sort_unstable_by_key(|&(slot, joined, _)| (slot, joined));
+        self.order.clear();
+        self.order.extend(self.members.iter().map(|&(_, _, a)| a));
+        self.starts.clear();
+        let mut at = 0;
+        for p in &self.packets {
+            self.starts.push(at);
+            at += p.count;
+        }
+        self.starts.push(at);
+    }
+
+    /// The planned packets in slot order: each packet's real slot and the indices (into
+    /// the plan's `adus`) of the ADUs it carries, in the order they joined.
+    pub(crate) fn packets(&self) -> impl Iterator<Item = (usize, &[usize])> + '_ {
+        self.packets
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (p.slot, &self.order[self.starts[k]..self.starts[k + 1]]))
+    }
+
+    /// Whether every ADU of the plan went into a packet.
+    pub(crate) fn all_placed(&self) -> bool {
+        self.placed.iter().all(|&p| p)
+    }
+
+    /// How many packets the plan sends.
+    pub(crate) fn len(&self) -> usize {
+        self.packets.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_policy::Fields;
+
+    fn slot(channel: u16, phantom: bool) -> TxSlot {
+        TxSlot {
+            channel,
+            sequence: 0,
+            loss_probability: 0.0,
+            expected_rtt_ms: 100.0,
+            wait_ms: if phantom { 50.0 } else { 0.0 },
+            max_size: 200,
+            cost_per_kb: 0.0,
+            phantom: phantom.then_some(0.9),
+            burst_correlation: [0.0; 8],
+        }
+    }
+
+    fn adu(id: u64, stream: u32, length: u32) -> AduView {
+        AduView {
+            id,
+            stream_id: stream,
+            stream_seq: id,
+            length,
+            queue_delay_ms: 0,
+            fields: Fields::default(),
+        }
+    }
+
+    fn plan(input: &PlanInput<'_>) -> Vec<(usize, Vec<usize>)> {
+        let mut p = Packer::default();
+        p.plan(input);
+        p.packets().map(|(s, m)| (s, m.to_vec())).collect()
+    }
+
+    /// Real slots 0, 1 (channel 0) and 2 (channel 1), a phantom 3 (channel 1).
+    fn slots() -> Vec<TxSlot> {
+        vec![
+            slot(0, false),
+            slot(0, false),
+            slot(1, false),
+            slot(1, true),
+        ]
+    }
+
+    #[test]
+    fn without_packing_the_plan_is_the_assignment() {
+        let slots = slots();
+        let adus: Vec<_> = (0..4).map(|i| adu(i, 1, 20)).collect();
+        let assignment = [Some(2), Some(0), Some(3), None];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &[false; 4],
+            pack: false,
+            keep_channel: true,
+            offset: 0,
+        };
+        assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
+    }
+
+    #[test]
+    fn small_adus_merge_per_channel_fill_spare_bytes_and_respect_the_slot() {
+        let slots = slots();
+        // ADUs 0-3 were scheduled (one per slot); 4-7 are extras in priority order.
+        // ADU 5 (stream 2) is larger than any slot, so ADU 6 of stream 2 must wait too.
+        let adus = vec![
+            adu(0, 1, 40),
+            adu(1, 1, 40),
+            adu(2, 1, 40),
+            adu(3, 1, 40),
+            adu(4, 1, 40),
+            adu(5, 2, 205),
+            adu(6, 2, 10),
+            adu(7, 3, 10),
+        ];
+        // 0 and 1 on channel 0's real slots, 2 on channel 1's, 3 parked on the phantom
+        // and allowed to wait there.
+        let assignment = [Some(0), Some(1), Some(2), Some(3)];
+        let may_wait = [false, false, false, true];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &may_wait,
+            pack: true,
+            keep_channel: true,
+            offset: 0,
+        };
+        let got = plan(&input);
+        // Slot 1's ADU merged into slot 0's packet (same channel); 3 stays parked; 4 and
+        // 7 fill its room (3 x 55 + 25 of 212 bytes); 5 fits nowhere and holds back 6.
+        assert_eq!(got, vec![(0, vec![0, 1, 4, 7]), (2, vec![2])]);
+        for (s, members) in &got {
+            let size = packet_size(members.iter().map(|&a| adus[a].length as usize));
+            assert!(size <= slots[*s].max_size as usize + DATA_HEADER_LEN);
+        }
+        // Without objectives the channel does not matter: slot 2's ADU joins too, and 4,
+        // finding no room, takes the real slot the merges freed.
+        let any = PlanInput {
+            keep_channel: false,
+            ..input
+        };
+        assert_eq!(plan(&any), vec![(0, vec![0, 1, 2, 7]), (1, vec![4])]);
+    }
+
+    #[test]
+    fn one_adu_is_a_data_packet_and_more_are_packed() {
+        assert_eq!(packet_size([100].into_iter()), DATA_HEADER_LEN + 100);
+        assert_eq!(
+            packet_size([100, 20].into_iter()),
+            PACKED_HEADER_LEN + 2 * PACKED_ENTRY_LEN + 120
+        );
+        // A full packed slot is no longer than a full data packet.
+        assert_eq!(
+            PACKED_HEADER_LEN + packed_capacity(1200),
+            DATA_HEADER_LEN + 1200
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! A session pair in virtual time that runs one scheduling cycle per step, with a
+//! counting global allocator: shared by the cycle bench and the zero-allocation test.
+
+#![allow(dead_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use horde_policy::{hose, Directed, Fields, Objective, RandomizedRoundRobin, Scheduler};
+use horde_proto::{CcConfig, ChannelConfig, ChannelSpec, Session, SessionConfig, StreamConfig};
+
+struct Counting;
+
+thread_local! {
+    /// Allocations made by this thread: tests run in parallel threads, and each counts
+    /// its own. A const-initialised `Cell` needs no allocation to reach.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    ALLOCS.with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter is
+// only a side effect.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+pub fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+pub const CHANNELS: usize = 4;
+pub const STREAMS: u32 = 4;
+pub const CYCLE: Duration = Duration::from_millis(10);
+pub const ONE_WAY: Duration = Duration::from_millis(5);
+pub const MTU: u32 = 1200;
+/// Bytes of a full slot: the mtu plus the data header.
+pub const SLOT_BYTES: f64 = 1235.0;
+
+fn addr(host: u8, iface: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, host, iface as u8 + 1], 4000))
+}
+
+/// What one cycle cost.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Step {
+    pub cycle: Duration,
+    pub cycle_allocs: u64,
+    /// Encoding the cycle's datagrams and processing the acks that come back.
+    pub other_allocs: u64,
+    pub packets: u64,
+    /// Whether the poll ran a cycle (not before the handshake is done).
+    pub ran: bool,
+}
+
+pub struct Pair {
+    now: Duration,
+    client: Session,
+    server: Option<Session>,
+    /// (arrival, to the server, local interface, datagram); one delay, so FIFO.
+    wire: VecDeque<(Duration, bool, u16, Bytes)>,
+    buf: Vec<u8>,
+    payload: Bytes,
+    fields: Fields,
+    queued_per_stream: usize,
+    server_config: SessionConfig,
+    /// Drop every this many-th datagram the client sends (0: none).
+    pub lose_every: u64,
+    sent: u64,
+}
+
+impl Pair {
+    /// `per_channel` real and as many phantom slots per channel and cycle: CBR tokens for
+    /// `per_channel + 1/2` full slots a cycle, and a look-ahead of one cycle.
+    pub fn new(per_channel: usize, scheduler: MakeScheduler) -> Self {
+        Self::with_packing(per_channel, scheduler, true, MTU as usize)
+    }
+
+    /// As [`Pair::new`], with packing on or off and ADUs of `adu_bytes`.
+    pub fn with_packing(
+        per_channel: usize,
+        scheduler: MakeScheduler,
+        pack_adus: bool,
+        adu_bytes: usize,
+    ) -> Self {
+        let rate_bps = (per_channel as f64 + 0.5) * SLOT_BYTES / CYCLE.as_secs_f64();
+        let config = SessionConfig {
+            cycle_ms: CYCLE.as_secs_f64() * 1e3,
+            lookahead_ms: CYCLE.as_secs_f64() * 1e3,
+            pack_adus,
+            ..SessionConfig::default()
+        };
+        let channel = ChannelConfig {
+            mtu: MTU,
+            congestion: CcConfig::Cbr {
+                kbps: rate_bps * 8.0 / 1e3,
+                burst_ms: CYCLE.as_secs_f64() * 1e3,
+            },
+            ..ChannelConfig::default()
+        };
+        let specs = (0..CHANNELS as u16)
+            .map(|i| ChannelSpec {
+                local: i,
+                remote: addr(2, i),
+                config: channel.clone(),
+            })
+            .collect();
+        let aliases = (0..CHANNELS as u16).map(|i| addr(1, i)).collect();
+        let mut client =
+            Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
+        client.set_scheduler(scheduler());
+        for name in ["x1", "x2", "x3", "x4"] {
+            let o = hose::thesis(name).expect("thesis objective compiles");
+            client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
+        }
+        for s in 0..STREAMS {
+            client.open_stream(s, StreamConfig::default()).unwrap();
+        }
+        Pair {
+            now: Duration::ZERO,
+            client,
+            server: None,
+            wire: VecDeque::new(),
+            buf: Vec::with_capacity(2048),
+            payload: Bytes::from(vec![0xab; adu_bytes]),
+            fields: Fields::new(),
+            // 2N ADUs are collected a cycle; keep twice that waiting.
+            queued_per_stream: 4 * per_channel * CHANNELS / STREAMS as usize,
+            server_config: config,
+            lose_every: 0,
+            sent: 0,
+        }
+    }
+
+    fn deliver(&mut self) -> u64 {
+        let mut counted = 0;
+        while self.wire.front().is_some_and(|d| d.0 <= self.now) {
+            let (_, to_server, local, datagram) = self.wire.pop_front().expect("front");
+            if to_server {
+                match self.server.as_mut() {
+                    Some(s) => s.handle_datagram(self.now, local, addr(1, local), datagram),
+                    None => {
+                        self.server = Some(
+                            Session::accept(
+                                self.server_config.clone(),
+                                self.now,
+                                local,
+                                addr(1, local),
+                                datagram,
+                                Vec::new(),
+                                Arc::new(|_| ChannelConfig::default()),
+                            )
+                            .unwrap(),
+                        )
+                    }
+                }
+            } else {
+                let a = allocs();
+                self.client
+                    .handle_datagram(self.now, local, addr(2, local), datagram);
+                counted += allocs() - a;
+            }
+        }
+        counted
+    }
+
+    /// Poll `client` (or the server) dry; the client's polls are counted.
+    fn drain(&mut self, client: bool) -> (u64, u64) {
+        let (mut counted, mut packets) = (0, 0);
+        loop {
+            let a = allocs();
+            let t = if client {
+                self.client.poll_transmit(self.now, &mut self.buf)
+            } else {
+                match self.server.as_mut() {
+                    Some(s) => s.poll_transmit(self.now, &mut self.buf),
+                    None => None,
+                }
+            };
+            counted += allocs() - a;
+            let Some(t) = t else { break };
+            packets += u64::from(!t.adus.is_empty());
+            self.put_on_wire(client, t.local, !t.adus.is_empty());
+        }
+        (if client { counted } else { 0 }, packets)
+    }
+
+    /// Send the datagram in `buf`, unless it is a client's data datagram the loss
+    /// pattern drops.
+    fn put_on_wire(&mut self, to_server: bool, local: u16, data: bool) {
+        if to_server && data && self.lose_every > 0 {
+            self.sent += 1;
+            if self.sent.is_multiple_of(self.lose_every) {
+                return;
+            }
+        }
+        let datagram = Bytes::copy_from_slice(&self.buf);
+        self.wire
+            .push_back((self.now + ONE_WAY, to_server, local, datagram));
+    }
+
+    fn top_up(&mut self) {
+        for s in 0..STREAMS {
+            while self.client.queued(s) < self.queued_per_stream {
+                self.client
+                    .send_adu(self.now, s, self.payload.clone(), self.fields.clone())
+                    .unwrap();
+            }
+        }
+    }
+
+    /// Advance one cycle period and run the cycle.
+    pub fn step(&mut self) -> Step {
+        self.now += CYCLE;
+        let mut other = self.deliver();
+        let a = allocs();
+        self.client.handle_timeout(self.now);
+        other += allocs() - a;
+        if let Some(s) = self.server.as_mut() {
+            s.handle_timeout(self.now);
+        }
+        self.drain(false);
+        while self.client.poll_event().is_some() {}
+        if let Some(s) = self.server.as_mut() {
+            while s.poll_event().is_some() {}
+        }
+        self.top_up();
+        let cycles = self.client.stats().cycles;
+        let a = allocs();
+        let start = Instant::now();
+        let first = self.client.poll_transmit(self.now, &mut self.buf);
+        let cycle = start.elapsed();
+        let cycle_allocs = allocs() - a;
+        let ran = self.client.stats().cycles == cycles + 1;
+        let mut packets = 0;
+        if let Some(t) = first {
+            packets += u64::from(!t.adus.is_empty());
+            self.put_on_wire(true, t.local, !t.adus.is_empty());
+        }
+        let (encode_allocs, more) = self.drain(true);
+        Step {
+            cycle,
+            cycle_allocs,
+            other_allocs: other + encode_allocs,
+            packets: packets + more,
+            ran,
+        }
+    }
+
+    /// Connect and run until queues, windows, history and every buffer are warm.
+    pub fn warm(&mut self) {
+        self.drain(true);
+        for _ in 0..400 {
+            self.step();
+        }
+    }
+}
+
+pub fn rrr() -> Box<dyn Scheduler> {
+    Box::new(RandomizedRoundRobin::default())
+}
+
+pub fn directed() -> Box<dyn Scheduler> {
+    Box::new(Directed::default())
+}
+
+pub type MakeScheduler = fn() -> Box<dyn Scheduler>;
