@@ -421,6 +421,7 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
     // real packet with the same channel and number, and a replayed hello restarts its
     // channel at the peer (as a re-added channel must), dropping what was in flight.
     let mut shadows = 0u64;
+    let mut closed = false;
     for (to_server, a) in attacks {
         let d = build(a, &seeds);
         let decoded = wire::decode(&d);
@@ -434,6 +435,9 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
             Ok(Packet::Data { .. } | Packet::Ping { .. } | Packet::Hello { .. }) if *to_server => {
                 shadows += 1
             }
+            // A well-formed Close for the connection is the peer's own word (the secure
+            // layer vouches for every datagram here): it ends the session.
+            Ok(Packet::Close { .. }) => closed = true,
             Ok(_) => {}
         }
         let now = p.now;
@@ -460,6 +464,11 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
             "foreign on side {}",
             side
         );
+    }
+
+    if closed {
+        prop_assert!(p.client.is_closed() || p.server().is_closed());
+        return Ok(());
     }
 
     // Real traffic afterwards: every marker arrives except at most one per shadow.

@@ -16,7 +16,8 @@ use horde_proto::{
 const CLIENT: usize = 0;
 const SERVER: usize = 1;
 const DELAY: Duration = Duration::from_millis(20);
-const CLOSE: u8 = 0x16;
+/// First byte of a `Close` packet: version in the high nibble, type 6.
+const CLOSE: u8 = (horde_proto::wire::VERSION << 4) | 6;
 
 fn addr(host: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, host as u8 + 1], 4000))
