@@ -4,6 +4,8 @@
 mod app;
 mod bench;
 mod demo;
+mod demo_setup;
+mod docgen;
 mod emu;
 mod flow;
 mod hose;
@@ -12,12 +14,14 @@ mod keygen;
 mod live;
 mod peer;
 mod report;
+mod screen;
 mod shell;
 mod sigint;
 mod sim;
 mod stamp;
 mod table;
 mod trace;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -29,7 +33,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "Application-driven multipath transport over wireless WAN links"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -53,12 +57,12 @@ enum Command {
         #[command(subcommand)]
         command: hose::Command,
     },
-    /// Cellular-like Mahimahi traces: generate them, measure any trace.
     /// Whole-run benchmarks: controllers over a scenario's links, simulated and real time.
     Bench {
         #[command(subcommand)]
         command: bench::Command,
     },
+    /// Cellular-like Mahimahi traces: generate them, measure any trace.
     Trace {
         #[command(subcommand)]
         command: trace::Command,
@@ -70,6 +74,10 @@ enum Command {
         #[command(subcommand)]
         command: flow::Command,
     },
+    /// Print shell completions: `horde completions bash > /etc/bash_completion.d/horde`.
+    Completions(docgen::CompletionsArgs),
+    /// Print the man page (roff), or write one per subcommand with --out DIR.
+    Man(docgen::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +100,8 @@ fn main() -> ExitCode {
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
         Command::Flow { command } => flow::run(command),
+        Command::Completions(a) => docgen::completions(a),
+        Command::Man(a) => docgen::man(a),
     };
     match result {
         Ok(code) => code,
