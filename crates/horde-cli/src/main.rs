@@ -8,6 +8,7 @@ mod demo_setup;
 mod docgen;
 mod emu;
 mod flow;
+mod hint;
 mod hose;
 mod inorder;
 mod keygen;
