@@ -134,19 +134,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn print_intro(args: &Args, each: Duration) {
-    println!("Telemedicine streams (video 1.5 Mbit/s, audio, EKG) over three emulated links");
-    println!(
-        "(lte-a steady, lte-b fast but lossy, hspa slow), {:.0} s with objectives, then",
-        each.as_secs_f64()
-    );
-    println!("{:.0} s without. Objectives:", each.as_secs_f64());
-    for (name, what) in OBJECTIVE_NOTES {
-        println!("  {name:8} {what}");
+    let secs = each.as_secs_f64();
+    println!("Telemedicine streams (video 1.5 Mbit/s, audio, EKG) over three emulated");
+    println!("links (lte-a steady, lte-b fast but lossy, hspa slow): {secs:.0} s with");
+    println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    for (name, lines) in OBJECTIVE_NOTES {
+        for (i, line) in lines.iter().enumerate() {
+            let label = if i == 0 { *name } else { "" };
+            println!("  {label:8} {line}");
+        }
     }
-    println!(
-        "  guard    no stream may lose more than {}x what it loses without",
-        verdict::LOSS_GUARD
-    );
     if !args.sim {
         println!("Live rows are cumulative since the start of each run.");
     }

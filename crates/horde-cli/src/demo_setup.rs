@@ -36,19 +36,33 @@ const OBJECTIVES: &[(&str, &str)] = &[
 /// Stream names by id, for tables.
 pub const STREAM_NAMES: &[(u32, &str)] = &[(1, "video"), (2, "audio"), (3, "ekg")];
 
-/// What each objective asks for and how the summary judges it, for the screen.
-pub const OBJECTIVE_NOTES: &[(&str, &str)] = &[
+/// What each objective asks for and how the summary judges it, for the screen: lines
+/// that fit an 80-column terminal after a 11-character indent.
+pub const OBJECTIVE_NOTES: &[(&str, &[&str])] = &[
     (
         "iframes",
-        "video I-frames on the slots least likely to be lost; wins if I-frame loss is lower",
+        &[
+            "video I-frames on the slots least likely to be lost;",
+            "wins if I-frame loss is lower",
+        ],
     ),
     (
         "voice",
-        "audio on the fastest slots while its own loss stays low; wins if mean and p95 latency are lower",
+        &[
+            "audio on the fastest slots while its own loss stays low;",
+            "wins if audio mean and p95 latency are lower",
+        ],
     ),
     (
         "ekg",
-        "EKG on the slots least likely to be lost, so it does not inherit the lossy slots the\n           others leave; its 375 samples a run are too few to rank, so the guard judges it",
+        &[
+            "EKG on the slots least likely to be lost, so that it does not",
+            "inherit the lossy slots the others leave; judged by the guard",
+        ],
+    ),
+    (
+        "guard",
+        &["no stream may lose more than 1.5x what it loses without objectives"],
     ),
 ];
 
