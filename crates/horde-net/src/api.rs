@@ -30,6 +30,8 @@ pub enum NetError {
     NoInterface(usize),
     #[error("{0}")]
     Session(#[from] horde_proto::SessionError),
+    #[error("configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, NetError>>;
@@ -76,6 +78,7 @@ pub struct Host {
 impl Host {
     /// Bind every interface and start the driver on the current tokio runtime.
     pub async fn bind(config: HostConfig) -> Result<Host, NetError> {
+        config.validate()?;
         let public = *config.keypair.public();
         let (cmd, local_addrs, task) = driver::spawn(config)?;
         Ok(Host {
@@ -98,6 +101,7 @@ impl Host {
     /// Open a connection to a peer (active open). Returns once the secure handshake is
     /// done; ADUs sent before the Horde handshake completes are queued.
     pub async fn connect(&self, config: ConnectConfig) -> Result<Connection, NetError> {
+        config.validate()?;
         let (tx, rx) = oneshot::channel();
         self.cmd
             .send(Command::Connect(config, tx))

@@ -11,7 +11,7 @@ mod socket;
 
 pub use api::{Connection, ConnectionHandle, Host, Listener, NetError};
 pub use config::{
-    ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
-    DEFAULT_INTERFACE_POLL,
+    ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
+    DEFAULT_INTERFACE_POLL, MTU_RANGE,
 };
 pub use driver::HostStats;
