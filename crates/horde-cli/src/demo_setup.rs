@@ -56,8 +56,8 @@ pub const OBJECTIVE_NOTES: &[(&str, &[&str])] = &[
     (
         "ekg",
         &[
-            "EKG on the slots least likely to be lost, so that it does not",
-            "inherit the lossy slots the others leave; judged by the guard",
+            "EKG on the slots least likely to be lost that come soon;",
+            "wins if EKG loss is lower",
         ],
     ),
     (

@@ -31,6 +31,7 @@ pub struct Run {
 /// The I-frames class of the video stream.
 pub const IFRAMES: &str = "video I-frames";
 const AUDIO: &str = "audio";
+const EKG: &str = "ekg";
 /// A stream may lose at most this many times its loss without objectives.
 pub const LOSS_GUARD: f64 = 1.5;
 
@@ -91,6 +92,12 @@ pub fn judge(with: &Run, without: &Run) -> Vec<Check> {
             "audio p95 ms",
             a_with.as_ref().and_then(|f| f.p95_ms),
             a_without.as_ref().and_then(|f| f.p95_ms),
+        ),
+        lower(
+            "ekg",
+            "EKG loss %",
+            pct(with, false, EKG),
+            pct(without, false, EKG),
         ),
     ];
     for (name, f) in &with.streams {
@@ -213,6 +220,7 @@ mod tests {
 
     fn run(iframe_loss: f64, audio: (f64, f64, f64), video_loss: f64) -> Run {
         let mut r = Run::default();
+        r.streams.insert("ekg".into(), figures(0.02, 50.0, 90.0));
         r.classes
             .insert(IFRAMES.into(), figures(iframe_loss, 0.0, 0.0));
         r.streams
@@ -231,6 +239,7 @@ mod tests {
         assert!(by("I-frame").pass);
         assert!((by("I-frame").difference() + 2.0).abs() < 1e-9);
         assert!(by("audio mean").pass && by("audio p95").pass);
+        assert!(!by("EKG loss").pass, "equal EKG loss is not a win");
         // 3% against 2% is within 1.5x; 4% against 3% too.
         assert!(by("audio loss").pass && by("video loss").pass);
 
@@ -245,7 +254,7 @@ mod tests {
     #[test]
     fn missing_figures_fail() {
         let v = judge(&Run::default(), &run(0.01, (0.0, 1.0, 1.0), 0.0));
-        assert!(v.iter().take(3).all(|c| !c.pass));
+        assert!(v.iter().take(4).all(|c| !c.pass));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use horde_sim::scenario::Scenario;
 
 const VIDEO: u32 = 1;
 const AUDIO: u32 = 2;
+const EKG: u32 = 3;
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 fn demo(seed: u64, objectives: bool) -> Report {
@@ -51,6 +52,14 @@ fn each_objective_wins_on_its_own_metric_on_fixed_seeds() {
         if a_on.0 >= a_off.0 || a_on.1 >= a_off.1 {
             failures.push(format!(
                 "seed {seed}: audio (mean, p95) latency {a_on:?} vs {a_off:?}"
+            ));
+        }
+        let loss = |r: &Report, id| stream(r, id).loss_rate.unwrap();
+        if loss(&on, EKG) >= loss(&off, EKG) {
+            failures.push(format!(
+                "seed {seed}: EKG loss {} vs {}",
+                loss(&on, EKG),
+                loss(&off, EKG)
             ));
         }
         for s in &on.streams {
