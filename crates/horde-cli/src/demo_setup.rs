@@ -20,16 +20,16 @@ const SCENARIO: &str = include_str!("../../../scenarios/demo.toml");
 /// The objective files the scenario names, by the path it gives.
 const OBJECTIVES: &[(&str, &str)] = &[
     (
-        "../objectives/demo-iframes.hose",
-        include_str!("../../../objectives/demo-iframes.hose"),
+        "demo/iframes.hose",
+        include_str!("../../../scenarios/demo/iframes.hose"),
     ),
     (
-        "../objectives/demo-voice.hose",
-        include_str!("../../../objectives/demo-voice.hose"),
+        "demo/voice.hose",
+        include_str!("../../../scenarios/demo/voice.hose"),
     ),
     (
-        "../objectives/demo-ekg.hose",
-        include_str!("../../../objectives/demo-ekg.hose"),
+        "demo/ekg.hose",
+        include_str!("../../../scenarios/demo/ekg.hose"),
     ),
 ];
 

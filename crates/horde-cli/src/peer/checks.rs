@@ -547,7 +547,7 @@ bind = "127.0.0.1:7000"
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(cfg.streams.iter().all(|s| !s.objectives.is_empty()));
 
-        let text = text.replacen("demo-iframes.hose", "y1.hose", 1);
+        let text = text.replacen("scenarios/demo/iframes.hose", "objectives/y1.hose", 1);
         let (_, warnings) = check_send(&text, "send.toml", &base).unwrap();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         let line = text.lines().position(|l| l.contains("y1.hose")).unwrap() + 1;
