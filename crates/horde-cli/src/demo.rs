@@ -1,203 +1,208 @@
 //! `horde demo`: the telemedicine streams of an ambulance over three emulated cellular
-//! links, sender and receiver on real sockets, once with objectives and once without.
+//! links, sender and receiver on real sockets (or, with `--sim`, in the simulator),
+//! once with objectives and once without, and a verdict per objective.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use horde_crypto::Keypair;
-use horde_emu::{Emulator, EmulatorConfig};
+use horde_emu::Emulator;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
-use horde_proto::{CcConfig, ChannelConfig, StreamConfig};
-use horde_sim::workload::WorkloadSpec;
+use horde_proto::{ChannelConfig, SessionConfig};
+use horde_sim::engine::Simulation;
+use horde_sim::metrics::{Report, StreamReport};
+use horde_sim::scenario::Scenario;
 
-use crate::app::{self, StreamPlan};
+use crate::app;
+use crate::demo_setup::{self, OBJECTIVE_NOTES};
 use crate::live::{Live, StreamLive};
+use crate::screen::Screen;
+use crate::verdict::{self, Check, Figures, Run};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Total run time in seconds, split between the run with objectives and the one without.
+    /// Run time in seconds of each seed, split between the run with objectives and the
+    /// one without.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
     /// Run only with objectives, skipping the comparison run.
     #[arg(long)]
     no_compare: bool,
-    /// Seed of the emulated links and the workloads.
+    /// Seed of the emulated links and the workloads (the first, with --seeds).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Scheduler used in both runs.
-    #[arg(long, default_value = DEFAULT_SCHEDULER)]
-    scheduler: String,
-    /// Print the results of both runs as one JSON object instead of tables.
+    /// Repeat over this many seeds (seed, seed+1, ...) and give each verdict's spread.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    seeds: u64,
+    /// Scheduler of both runs (default: the scenario's, directed).
+    #[arg(long)]
+    scheduler: Option<String>,
+    /// Run in the simulator, in virtual time, instead of over real sockets.
+    #[arg(long)]
+    sim: bool,
+    /// Print the results of all runs as one JSON object instead of tables.
     #[arg(long)]
     json: bool,
 }
 
-const DEFAULT_SCHEDULER: &str = "directed";
 const SERVICE: u32 = 1;
-const VIDEO: u32 = 1;
-const AUDIO: u32 = 2;
-const EKG: u32 = 3;
-
-/// The emulated links: the thesis's simulated channel set (cdma1, cdma2, gprs) scaled to
-/// modern cellular rates. `{seed}` and `{receiver}` are filled in.
-const LINKS: &str = r#"
-[[channels]]
-# Like the thesis's cdma1: steady, low loss, medium latency.
-name = "lte-a"
-listen = "127.0.0.1:0"
-forward_to = "{receiver}"
-up = { rate = { model = "constant", kbps = 3000 }, buffer_bytes = 90000, delay = { model = "gaussian", mean_ms = 45, sd_ms = 5 }, loss = { model = "burst_markov", rate = 0.005, max_burst = 4 } }
-down = { rate = { model = "constant", kbps = 3000 }, delay = { model = "constant", ms = 40 } }
-
-[[channels]]
-# Like cdma2: the lowest latency, but lossy (no link-layer retransmission).
-name = "lte-b"
-listen = "127.0.0.1:0"
-forward_to = "{receiver}"
-up = { rate = { model = "constant", kbps = 3000 }, buffer_bytes = 45000, delay = { model = "gaussian", mean_ms = 15, sd_ms = 2 }, loss = { model = "burst_markov", rate = 0.08, max_burst = 4 } }
-down = { rate = { model = "constant", kbps = 3000 }, delay = { model = "constant", ms = 15 } }
-
-[[channels]]
-# Like gprs: slower and slower to answer.
-name = "hspa"
-listen = "127.0.0.1:0"
-forward_to = "{receiver}"
-up = { rate = { model = "constant", kbps = 1000 }, buffer_bytes = 30000, delay = { model = "gaussian", mean_ms = 110, sd_ms = 15 }, loss = { model = "burst_markov", rate = 0.02, max_burst = 2 } }
-down = { rate = { model = "constant", kbps = 1000 }, delay = { model = "constant", ms = 100 } }
-"#;
-
-/// I-frames on low-loss slots; voice at low latency.
-const OBJECTIVES: &[(&str, &str)] = &[
-    (
-        "iframes",
-        r#"objective {
-  context { adu:frame { (stream_id == 1) && (frame_type == "I") } }
-  goal { prob(frame::lost?) < 2 }
-  utility { frame { 300 } }
-}"#,
-    ),
-    (
-        "voice",
-        r#"objective {
-  context { adu:voice { stream_id == 2 } }
-  goal { expected(voice::latency) <= 200 }
-  utility { voice { 3 * (200 - expected(voice::latency)) } }
-}"#,
-    ),
-];
-
-fn plans(with_objectives: bool) -> Result<Vec<StreamPlan>> {
-    let objective = |name: &str| -> Result<Vec<_>> {
-        if !with_objectives {
-            return Ok(vec![]);
-        }
-        let (_, src) = OBJECTIVES
-            .iter()
-            .find(|(n, _)| *n == name)
-            .expect("known objective");
-        Ok(vec![horde_sim::objectives::compile(name, src)?])
-    };
-    Ok(vec![
-        StreamPlan {
-            id: VIDEO,
-            name: "video".into(),
-            config: StreamConfig::default(),
-            workload: WorkloadSpec::Video {
-                fps: 25.0,
-                gop: "IPPPPPPPPPPPPPPPPPPPPPPPP".into(),
-                kbps: Some(2500.0),
-                ratios: None,
-                frame_bytes: None,
-                jitter: 0.2,
-            },
-            objectives: objective("iframes")?,
-        },
-        StreamPlan {
-            id: AUDIO,
-            name: "audio".into(),
-            config: StreamConfig {
-                max_kbps: Some(100.0),
-                ..StreamConfig::default()
-            },
-            workload: WorkloadSpec::Audio {
-                frame_ms: 20.0,
-                frame_bytes: 160,
-            },
-            objectives: objective("voice")?,
-        },
-        StreamPlan {
-            id: EKG,
-            name: "ekg".into(),
-            config: StreamConfig {
-                max_kbps: Some(20.0),
-                ..StreamConfig::default()
-            },
-            workload: WorkloadSpec::Ekg {
-                sample_hz: 250.0,
-                bytes_per_sample: 2,
-                batch_ms: 40.0,
-            },
-            objectives: vec![],
-        },
-    ])
-}
+/// Largest ADU the workloads emit: the links' MTU.
+const MAX_ADU: u32 = 1200;
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let total = crate::emu::seconds(args.duration)?;
     let each = if args.no_compare { total } else { total / 2 };
-    let scheduler = crate::hose::scheduler(&args.scheduler)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut runs = Vec::new();
     let variants: &[bool] = if args.no_compare {
         &[true]
     } else {
         &[true, false]
     };
-    for &with in variants {
-        if !args.json {
-            println!(
-                "== {} objectives: {:.0} s ==",
-                if with { "with" } else { "without" },
-                each.as_secs_f64()
-            );
-        }
-        let live = rt.block_on(run_once(&args, with, each, scheduler.clone()))?;
-        runs.push((with, live));
+    if !args.json {
+        print_intro(&args, each);
     }
-    let names = app::names(&plans(false)?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut seeds_json = Vec::new();
+    let mut verdicts = Vec::new();
+    for seed in args.seed..args.seed + args.seeds {
+        let mut scenario = demo_setup::scenario(seed)?;
+        scenario.duration_s = each.as_secs_f64();
+        if let Some(k) = &args.scheduler {
+            scenario.scheduler.kind = k.clone();
+        }
+        let mut runs = Vec::new();
+        for &with in variants {
+            if !args.json {
+                println!(
+                    "\n== seed {seed}, {} objectives, {:.0} s{} ==",
+                    if with { "with" } else { "without" },
+                    each.as_secs_f64(),
+                    if args.sim { " simulated" } else { "" }
+                );
+            }
+            let run = if args.sim {
+                run_sim(&scenario, with)?
+            } else {
+                rt.block_on(run_real(&scenario, with, each, args.json))?
+            };
+            runs.push((with, run));
+        }
+        let checks = match runs.as_slice() {
+            [(true, on), (false, off)] => verdict::judge(on, off),
+            _ => Vec::new(),
+        };
+        if !args.json {
+            print_summary(seed, &runs, &checks);
+        }
+        let mut entry = serde_json::Map::new();
+        entry.insert("seed".into(), seed.into());
+        for (with, r) in &runs {
+            let key = if *with {
+                "with_objectives"
+            } else {
+                "without_objectives"
+            };
+            entry.insert(key.into(), serde_json::to_value(r)?);
+        }
+        entry.insert("verdicts".into(), serde_json::to_value(&checks)?);
+        seeds_json.push(serde_json::Value::Object(entry));
+        verdicts.push(checks);
+    }
+    let spread = verdict::spread(&verdicts);
     if args.json {
-        let obj: serde_json::Map<String, serde_json::Value> = runs
-            .iter()
-            .map(|(with, l)| {
-                let key = if *with {
-                    "with_objectives"
-                } else {
-                    "without_objectives"
-                };
-                (key.to_string(), summary_json(l, &names, each.as_secs_f64()))
-            })
-            .collect();
-        println!("{}", serde_json::Value::Object(obj));
-    } else {
-        print_comparison(&runs, &names);
+        let out = serde_json::json!({
+            "mode": if args.sim { "simulated" } else { "real time" },
+            "seconds_each": each.as_secs_f64(),
+            "seeds": seeds_json,
+            "spread": spread,
+        });
+        println!("{out}");
+    } else if args.seeds > 1 && !spread.is_empty() {
+        println!(
+            "\n== verdicts over seeds {}..={} (difference = with - without; negative is better) ==",
+            args.seed,
+            args.seed + args.seeds - 1
+        );
+        print!("{}", verdict::render_spread(&spread));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run_once(
-    args: &Args,
+fn print_intro(args: &Args, each: Duration) {
+    let secs = each.as_secs_f64();
+    println!("Telemedicine streams (video 1.5 Mbit/s, audio, EKG) over three emulated");
+    println!("links (lte-a steady, lte-b fast but lossy, hspa slow): {secs:.0} s with");
+    println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    for (name, lines) in OBJECTIVE_NOTES {
+        for (i, line) in lines.iter().enumerate() {
+            let label = if i == 0 { *name } else { "" };
+            println!("  {label:8} {line}");
+        }
+    }
+    if !args.sim {
+        println!("Live rows are cumulative since the start of each run.");
+    }
+}
+
+/// One run in virtual time.
+fn run_sim(s: &Scenario, with_objectives: bool) -> Result<Run> {
+    let topo = demo_setup::topology(s, with_objectives)?;
+    let mut sim = Simulation::new(topo)?;
+    let report = sim.run(|_| {});
+    Ok(sim_figures(s, &report))
+}
+
+fn sim_figures(s: &Scenario, report: &Report) -> Run {
+    let names: Vec<String> = s.channels.iter().map(|c| c.name.clone()).collect();
+    let of = |r: &StreamReport| Figures {
+        sent: r.sent,
+        acked: r.acked,
+        lost: r.lost,
+        loss_rate: r.loss_rate.unwrap_or(0.0),
+        mean_ms: r.latency_ms.mean,
+        p95_ms: r.latency_ms.p95,
+        goodput_kbps: Some(r.goodput_kbps),
+        channels: names
+            .iter()
+            .map(|n| (n.clone(), r.channels.get(n).copied().unwrap_or(0)))
+            .collect(),
+    };
+    let mut run = Run::default();
+    for r in &report.streams {
+        let name = demo_setup::name(r.id);
+        if let Some(i) = r.frame_types.get("I") {
+            run.classes.insert(
+                format!("{name} I-frames"),
+                Figures {
+                    sent: i.sent,
+                    acked: i.acked,
+                    lost: i.lost,
+                    loss_rate: i.loss_rate.unwrap_or(0.0),
+                    mean_ms: None,
+                    p95_ms: None,
+                    goodput_kbps: None,
+                    channels: BTreeMap::new(),
+                },
+            );
+        }
+        run.streams.insert(name, of(r));
+    }
+    run
+}
+
+/// One run over real sockets through the emulator, with a live display.
+async fn run_real(
+    s: &Scenario,
     with_objectives: bool,
     duration: Duration,
-    scheduler: horde_net::SchedulerFactory,
-) -> Result<Live> {
+    json: bool,
+) -> Result<Run> {
+    let scheduler = crate::hose::scheduler(&s.scheduler.kind)?;
     let sender_key = Keypair::generate();
     let receiver_key = Keypair::generate();
     let lo = "127.0.0.1:0".parse().expect("address literal");
@@ -208,13 +213,7 @@ async fn run_once(
     let receiver = Host::bind(rcfg).await?;
     let mut listener = receiver.listen(SERVICE);
 
-    let emu_toml = format!(
-        "seed = {}\n{}",
-        args.seed,
-        LINKS.replace("{receiver}", &receiver.local_addrs()[0].to_string())
-    );
-    let emu_cfg = EmulatorConfig::from_toml(&emu_toml, "demo links", &PathBuf::from("."))?;
-    let emu = Emulator::start(&emu_cfg)?;
+    let emu = Emulator::start(&demo_setup::emulator(s, receiver.local_addrs()[0]))?;
     let names: Vec<String> = emu.channels().to_vec();
 
     let mut scfg = HostConfig::new(
@@ -222,20 +221,28 @@ async fn run_once(
         names.iter().map(|_| InterfaceConfig::new(lo)).collect(),
     );
     scfg.scheduler = Some(scheduler);
+    scfg.session = SessionConfig {
+        seed: s.seed,
+        cycle_ms: s.scheduler.cycle_ms,
+        lookahead_ms: s.scheduler.lookahead_ms,
+        ..SessionConfig::default()
+    };
     let sender = Host::bind(scfg).await?;
     let conn = sender
         .connect(ConnectConfig {
             peer: *receiver_key.public(),
             service: SERVICE,
-            channels: names
+            channels: s
+                .channels
                 .iter()
                 .enumerate()
-                .map(|(i, n)| ChannelTarget {
+                .map(|(i, c)| ChannelTarget {
                     interface: i,
-                    remote: emu.client_addr(n).expect("channel exists"),
+                    remote: emu.client_addr(&c.name).expect("channel exists"),
                     config: ChannelConfig {
-                        mtu: 1200,
-                        congestion: CcConfig::default(),
+                        mtu: c.mtu,
+                        congestion: c.congestion.clone(),
+                        cost_per_kb: c.cost_per_kb,
                         ..ChannelConfig::default()
                     },
                 })
@@ -252,17 +259,17 @@ async fn run_once(
 
     let live = Arc::new(Mutex::new(Live::default()));
     let rx = tokio::spawn(app::run_receiver(accepted, live.clone(), None));
-    let plans = plans(with_objectives)?;
+    let plans = demo_setup::streams(s, with_objectives)?;
     let stream_names = app::names(&plans);
-    let tty = std::io::stdout().is_terminal() && !args.json;
     let l2 = live.clone();
-    let json = args.json;
+    let channel_names = names.clone();
+    let mut screen = Screen::stdout();
     app::run_sender(
         conn,
         &plans,
         duration,
-        args.seed,
-        1200,
+        s.seed,
+        MAX_ADU,
         live.clone(),
         move |t| {
             if json {
@@ -271,61 +278,72 @@ async fn run_once(
             let table = l2
                 .lock()
                 .expect("live lock")
-                .table(t, &stream_names, &names);
-            if tty {
-                // Redraw in place: clear the screen below the heading.
-                print!("\x1b[J{table}\x1b[{}A", table.lines().count());
-            } else {
-                print!("--- {:.0} s\n{table}", t.as_secs_f64());
-            }
+                .table(t, &stream_names, &channel_names);
+            let heading = format!(
+                "{:.0} of {:.0} s, cumulative since the start:",
+                t.as_secs_f64(),
+                duration.as_secs_f64()
+            );
+            // A closed stdout ends nothing here; the summary will fail loudly.
+            let _ = screen.show(&heading, &table);
         },
     )
     .await?;
-    if tty {
-        println!("{}", "\n".repeat(8));
-    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     rx.abort();
     sender.shutdown().await;
     receiver.shutdown().await;
     emu.shutdown();
     let l = live.lock().expect("live lock").clone();
-    Ok(l)
+    Ok(live_figures(&l, &demo_setup::names(), &names, duration))
 }
 
-fn stream_json(s: &StreamLive, secs: f64) -> serde_json::Value {
-    serde_json::json!({
-        "sent": s.queued,
-        "acked": s.acked,
-        "lost": s.lost + s.dropped,
-        "loss_rate": s.loss_rate(),
-        "latency_ms": { "mean": s.mean(), "median": s.percentile(50.0), "p95": s.percentile(95.0) },
-        "goodput_kbps": s.bytes_received as f64 * 8.0 / secs / 1e3,
-        "channels": s.by_channel,
-    })
+fn live_figures(
+    l: &Live,
+    names: &BTreeMap<u32, String>,
+    channels: &[String],
+    secs: Duration,
+) -> Run {
+    let secs = secs.as_secs_f64().max(1e-3);
+    let of = |s: &StreamLive, goodput: bool| Figures {
+        sent: s.queued,
+        acked: s.acked,
+        lost: s.lost + s.dropped,
+        loss_rate: s.loss_rate(),
+        mean_ms: s.mean(),
+        p95_ms: s.percentile(95.0),
+        goodput_kbps: goodput.then(|| s.bytes_received as f64 * 8.0 / secs / 1e3),
+        channels: s
+            .by_channel
+            .iter()
+            .map(|(c, n)| {
+                let name = channels
+                    .get(usize::from(*c))
+                    .cloned()
+                    .unwrap_or_else(|| format!("ch{c}"));
+                (name, *n)
+            })
+            .collect(),
+    };
+    Run {
+        streams: l
+            .streams
+            .iter()
+            .map(|(id, s)| {
+                let name = names.get(id).cloned().unwrap_or_else(|| id.to_string());
+                (name, of(s, true))
+            })
+            .collect(),
+        classes: l
+            .classes
+            .iter()
+            .map(|(c, s)| (c.clone(), of(s, false)))
+            .collect(),
+    }
 }
 
-fn summary_json(l: &Live, names: &BTreeMap<u32, String>, secs: f64) -> serde_json::Value {
-    let streams: serde_json::Map<String, serde_json::Value> = l
-        .streams
-        .iter()
-        .map(|(id, s)| {
-            (
-                names.get(id).cloned().unwrap_or_else(|| id.to_string()),
-                stream_json(s, secs),
-            )
-        })
-        .chain(
-            l.classes
-                .iter()
-                .map(|(c, s)| (c.clone(), stream_json(s, secs))),
-        )
-        .collect();
-    serde_json::Value::Object(streams)
-}
-
-fn print_comparison(runs: &[(bool, Live)], names: &BTreeMap<u32, String>) {
-    println!("\n== summary ==");
+fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check]) {
+    println!("\n== seed {seed}: summary (whole runs) ==");
     let mut rows = vec![vec![
         "stream".to_string(),
         "objectives".into(),
@@ -334,37 +352,36 @@ fn print_comparison(runs: &[(bool, Live)], names: &BTreeMap<u32, String>) {
         "loss %".into(),
         "acked".into(),
     ]];
-    for id in names.keys() {
-        for (with, l) in runs {
-            let Some(s) = l.streams.get(id) else { continue };
-            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
-            rows.push(vec![
-                names[id].clone(),
-                if *with { "on" } else { "off" }.into(),
-                f(s.mean()),
-                f(s.percentile(95.0)),
-                format!("{:.2}", 100.0 * s.loss_rate()),
-                s.acked.to_string(),
-            ]);
+    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+    let mut push = |name: &str, with: bool, s: &Figures| {
+        rows.push(vec![
+            name.to_string(),
+            if with { "on" } else { "off" }.into(),
+            f(s.mean_ms),
+            f(s.p95_ms),
+            format!("{:.2}", 100.0 * s.loss_rate),
+            s.acked.to_string(),
+        ]);
+    };
+    if let Some((_, first)) = runs.first() {
+        for name in first.streams.keys() {
+            for (with, r) in runs {
+                if let Some(s) = r.streams.get(name) {
+                    push(name, *with, s);
+                }
+            }
         }
-    }
-    let classes: std::collections::BTreeSet<&String> =
-        runs.iter().flat_map(|(_, l)| l.classes.keys()).collect();
-    for class in classes {
-        for (with, l) in runs {
-            let Some(s) = l.classes.get(class) else {
-                continue;
-            };
-            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
-            rows.push(vec![
-                class.clone(),
-                if *with { "on" } else { "off" }.into(),
-                f(s.mean()),
-                f(s.percentile(95.0)),
-                format!("{:.2}", 100.0 * s.loss_rate()),
-                s.acked.to_string(),
-            ]);
+        for name in first.classes.keys() {
+            for (with, r) in runs {
+                if let Some(s) = r.classes.get(name) {
+                    push(name, *with, s);
+                }
+            }
         }
     }
     print!("{}", crate::table::render(&rows));
+    if !checks.is_empty() {
+        println!("\nverdicts (difference = with - without; negative is better):");
+        print!("{}", verdict::render_checks(checks));
+    }
 }

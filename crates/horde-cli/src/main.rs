@@ -4,22 +4,27 @@
 mod app;
 mod bench;
 mod demo;
+mod demo_setup;
+mod docgen;
 mod drops;
 mod emu;
 mod flow;
 mod flows;
+mod hint;
 mod hose;
 mod inorder;
 mod keygen;
 mod live;
 mod peer;
 mod report;
+mod screen;
 mod shell;
 mod sigint;
 mod sim;
 mod stamp;
 mod table;
 mod trace;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -31,7 +36,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "Application-driven multipath transport over wireless WAN links"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -55,12 +60,12 @@ enum Command {
         #[command(subcommand)]
         command: hose::Command,
     },
-    /// Cellular-like Mahimahi traces: generate them, measure any trace.
     /// Whole-run benchmarks: controllers over a scenario's links, simulated and real time.
     Bench {
         #[command(subcommand)]
         command: bench::Command,
     },
+    /// Cellular-like Mahimahi traces: generate them, measure any trace.
     Trace {
         #[command(subcommand)]
         command: trace::Command,
@@ -77,6 +82,10 @@ enum Command {
         #[command(subcommand)]
         command: flows::Command,
     },
+    /// Print shell completions: `horde completions bash > /etc/bash_completion.d/horde`.
+    Completions(docgen::CompletionsArgs),
+    /// Print the man page (roff), or write one per subcommand with --out DIR.
+    Man(docgen::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +109,8 @@ fn main() -> ExitCode {
         Command::Shell(a) => shell::run(a),
         Command::Flow { command } => flow::run(command),
         Command::Flows { command } => flows::run(command),
+        Command::Completions(a) => docgen::completions(a),
+        Command::Man(a) => docgen::man(a),
     };
     match result {
         Ok(code) => code,

@@ -22,6 +22,8 @@ use crate::live::Live;
 use crate::report::{render_recv, render_send, RecvReport, SendReport};
 use crate::stamp;
 
+mod checks;
+
 #[derive(clap::Args)]
 pub struct SendArgs {
     /// Sender configuration (TOML); see docs/cli.md.
@@ -191,9 +193,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn send(args: SendArgs) -> Result<ExitCode> {
-    let cfg: SendConfig = horde_config::load(&args.config)?;
+    let cfg = checks::load_send(&args.config)?;
     let base = base_dir(&args.config);
     let keypair = read_key(&cfg.key_file, &base)?;
+    let our_key = *keypair.public();
     let peer = public_key(&cfg.peer_key, "peer_key")?;
     anyhow::ensure!(
         !cfg.channels.is_empty(),
@@ -277,10 +280,11 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 handshake_timeout: Duration::from_secs(10),
             };
         let conn = if cfg.reconnect {
-            host.connect_persistent(target, Reconnect::default()).await?
+            host.connect_persistent(target, Reconnect::default()).await
         } else {
-            host.connect(target).await?
-        };
+            host.connect(target).await
+        }
+        .map_err(|e| crate::hint::handshake(e, &our_key, &cfg.peer_key))?;
         let live = Arc::new(Mutex::new(Live::default()));
         let locals = host.local_addrs().to_vec();
         let channels_json: Vec<serde_json::Value> = cfg
@@ -358,7 +362,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
 }
 
 pub fn recv(args: RecvArgs) -> Result<ExitCode> {
-    let cfg: RecvConfig = horde_config::load(&args.config)?;
+    let cfg = checks::load_recv(&args.config)?;
     let base = base_dir(&args.config);
     let keypair = read_key(&cfg.key_file, &base)?;
     let allowed = cfg

@@ -53,6 +53,137 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     parse(&text, &file)
 }
 
+/// Problems found in parsed values, each at a key path such as `streams[1].workload.kbps`
+/// (see [`locate`]): errors reject the file, warnings are reported and let it load.
+#[derive(Debug, Default)]
+pub struct Checks {
+    errors: Vec<(String, String)>,
+    warnings: Vec<(String, String)>,
+}
+
+impl Checks {
+    pub fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push((path.into(), message.into()));
+    }
+
+    pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push((path.into(), message.into()));
+    }
+
+    /// `value` must be a finite number above zero.
+    pub fn positive(&mut self, path: impl Into<String>, what: &str, value: f64) {
+        if !(value.is_finite() && value > 0.0) {
+            self.error(
+                path,
+                format!("{what} must be a positive number, got {value}"),
+            );
+        }
+    }
+
+    /// `value` must be a finite number, zero or more.
+    pub fn non_negative(&mut self, path: impl Into<String>, what: &str, value: f64) {
+        if !(value.is_finite() && value >= 0.0) {
+            self.error(path, format!("{what} must be zero or more, got {value}"));
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// A configuration type that can check its own values once parsed.
+pub trait Validate {
+    fn validate(&self, checks: &mut Checks);
+}
+
+/// A parsed and checked configuration, with the warnings it gave.
+#[derive(Debug)]
+pub struct Checked<T> {
+    pub value: T,
+    pub warnings: Vec<ConfigError>,
+}
+
+/// Parse `text` (named `file` in messages) and check it; the first error (in file
+/// order) is returned, located at its value.
+pub fn parse_checked<T: DeserializeOwned + Validate>(
+    text: &str,
+    file: &str,
+) -> Result<Checked<T>, ConfigError> {
+    let value: T = parse(text, file)?;
+    let mut checks = Checks::default();
+    value.validate(&mut checks);
+    let located = |(path, message): (String, String)| ConfigError {
+        file: file.to_string(),
+        at: locate(text, &path),
+        message,
+    };
+    let mut errors: Vec<ConfigError> = checks.errors.into_iter().map(located).collect();
+    errors.sort_by_key(|e| e.at.unwrap_or((0, 0)));
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    Ok(Checked {
+        value,
+        warnings: checks.warnings.into_iter().map(located).collect(),
+    })
+}
+
+/// Read, parse and check a file.
+pub fn load_checked<T: DeserializeOwned + Validate>(
+    path: &Path,
+) -> Result<Checked<T>, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        at: None,
+        message: e.to_string(),
+    })?;
+    parse_checked(&text, &file)
+}
+
+/// Line and column of the value at `path` (`a.b[2].c`; an empty path is the top):
+/// the deepest part of the path present in the text, so a missing key points at its
+/// table. `None` if the text does not parse or the path names nothing at all.
+pub fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item = doc.as_item();
+    let mut span = None;
+    for seg in segments(path) {
+        let next = match seg {
+            Segment::Key(k) => item.get(k),
+            Segment::Index(i) => item.get(i),
+        };
+        let Some(next) = next else { break };
+        item = next;
+        if let Some(s) = item.span() {
+            span = Some(s);
+        }
+    }
+    match span {
+        Some(s) => Some(line_col(text, s.start)),
+        None if path.is_empty() => Some((1, 1)),
+        None => None,
+    }
+}
+
+enum Segment<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn segments(path: &str) -> impl Iterator<Item = Segment<'_>> {
+    path.split('.').filter(|p| !p.is_empty()).flat_map(|part| {
+        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
+        let key = (!key.is_empty()).then_some(Segment::Key(key));
+        let idx = rest
+            .split('[')
+            .filter_map(|i| i.trim_end_matches(']').parse().ok())
+            .map(Segment::Index);
+        key.into_iter().chain(idx).collect::<Vec<_>>()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +216,51 @@ mod tests {
         );
         let e = load::<Cfg>(Path::new("/nonexistent/peer.toml")).unwrap_err();
         assert_eq!(e.at, None);
+    }
+
+    const NESTED: &str = "a = 1\n[[streams]]\nid = 1\n\n[[streams]]\nid = 2\nworkload = { kind = \"cbr\", kbps = -5 }\nlist = [1, 2, 30]\n";
+
+    #[test]
+    fn paths_locate_nested_values() {
+        assert_eq!(locate(NESTED, "a"), Some((1, 5)));
+        assert_eq!(locate(NESTED, "streams[1].id"), Some((6, 6)));
+        assert_eq!(locate(NESTED, "streams[1].workload.kbps"), Some((7, 35)));
+        assert_eq!(locate(NESTED, "streams[1].list[2]"), Some((8, 15)));
+        // A missing key points at the deepest part that is there.
+        assert_eq!(
+            locate(NESTED, "streams[1].workload.adu_bytes"),
+            Some((7, 12))
+        );
+        assert_eq!(locate(NESTED, ""), Some((1, 1)));
+        assert_eq!(locate("x = [", "x"), None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Rate {
+        kbps: f64,
+        #[serde(default)]
+        note: Option<String>,
+    }
+
+    impl Validate for Rate {
+        fn validate(&self, checks: &mut Checks) {
+            checks.positive("kbps", "kbps", self.kbps);
+            if self.note.is_none() {
+                checks.warn("", "no note");
+            }
+        }
+    }
+
+    #[test]
+    fn checked_parse_locates_errors_and_keeps_warnings() {
+        let e = parse_checked::<Rate>("\nkbps = -100\n", "send.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "send.toml:2:8: kbps must be a positive number, got -100"
+        );
+        let ok = parse_checked::<Rate>("kbps = 5\n", "send.toml").unwrap();
+        assert_eq!(ok.value.kbps, 5.0);
+        assert_eq!(ok.warnings.len(), 1);
+        assert_eq!(ok.warnings[0].to_string(), "send.toml:1:1: no note");
     }
 }

@@ -125,6 +125,7 @@ struct Spans {
 #[derive(Deserialize)]
 struct ChannelSpans {
     name: toml::Spanned<toml::Value>,
+    forward_to: toml::Spanned<toml::Value>,
     up: toml::Spanned<toml::Value>,
     down: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
@@ -154,6 +155,7 @@ impl Source<'_> {
 enum Item {
     Top,
     Name(usize),
+    ForwardTo(usize),
     Link(usize, Direction),
     Schedule(usize, usize),
 }
@@ -235,6 +237,13 @@ impl EmulatorConfig {
                     format!("duplicate channel name `{}`", c.name),
                 );
             }
+            if c.forward_to.port() == 0 || c.forward_to.ip().is_unspecified() {
+                let msg = format!(
+                    "channel `{}`: forward_to {} is not an address packets can be sent to",
+                    c.name, c.forward_to
+                );
+                return problem(Item::ForwardTo(i), msg);
+            }
             let links = [
                 (Direction::Up, Some(&c.up)),
                 (Direction::Down, c.down.as_ref()),
@@ -271,6 +280,7 @@ fn locate(src: &Source<'_>, problem: Problem) -> EmuError {
     let span = match problem.at {
         Item::Top => None,
         Item::Name(i) => channel(i).map(|c| c.name.span()),
+        Item::ForwardTo(i) => channel(i).map(|c| c.forward_to.span()),
         Item::Link(i, Direction::Up) => channel(i).map(|c| c.up.span()),
         Item::Link(i, Direction::Down) => {
             channel(i).and_then(|c| c.down.as_ref()).map(|d| d.span())
@@ -394,6 +404,78 @@ down = { delay = { model = "constant", ms = 20 } }
 
         let e = err(&format!("[timer]\nrealtime_priority = 0\n{GOOD}").replace("seed = 7", ""));
         assert!(e.contains("realtime_priority"), "{e}");
+    }
+
+    /// One row per bad value: (edit of the documented example, expected
+    /// `file:line:col: ` and part of the message).
+    #[test]
+    fn every_bad_value_is_named_at_its_position() {
+        let rows: &[(&str, &str, &str, &str)] = &[
+            ("kbps = 120", "kbps = -100", "emu.toml:7:6:", "rate"),
+            ("kbps = 120", "kbps = 0", "emu.toml:7:6:", "rate"),
+            (
+                "mean_ms = 300",
+                "mean_ms = -300",
+                "emu.toml:7:6:",
+                "mean_ms",
+            ),
+            ("sd_ms = 15", "sd_ms = -1", "emu.toml:7:6:", "sd_ms"),
+            ("p = 0.01", "p = -0.5", "emu.toml:7:6:", "loss.p"),
+            (
+                "buffer_bytes = 64000",
+                "buffer_bytes = 0",
+                "emu.toml:7:6:",
+                "buffer_bytes",
+            ),
+            ("ms = 20", "ms = -1", "emu.toml:15:8:", "down link"),
+            ("at_s = 15.5", "at_s = -15.5", "emu.toml:8:45:", "at_s"),
+            (
+                "state = \"down\"",
+                "state = \"sideways\"",
+                "emu.toml:8:",
+                "unknown variant",
+            ),
+            (
+                "forward_to = \"127.0.0.1:7001\"",
+                "forward_to = \"127.0.0.1:0\"",
+                "emu.toml:6:14:",
+                "forward_to",
+            ),
+            (
+                "forward_to = \"127.0.0.1:7002\"",
+                "forward_to = \"0.0.0.0:7002\"",
+                "emu.toml:13:14:",
+                "forward_to",
+            ),
+            (
+                "listen = \"127.0.0.1:0\"\nforward_to = \"127.0.0.1:7001\"",
+                "listen = \"localhost\"\nforward_to = \"127.0.0.1:7001\"",
+                "emu.toml:5:10:",
+                "invalid socket address",
+            ),
+            (
+                "name = \"lte2\"",
+                "name = \"\"",
+                "emu.toml:11:8:",
+                "must not be empty",
+            ),
+            ("seed = 7", "seed = -7", "emu.toml:2:8:", ""),
+        ];
+        let mut wrong = Vec::new();
+        for (from, to, at, message) in rows {
+            assert!(
+                GOOD.contains(from),
+                "row {to:?}: {from:?} not in the example"
+            );
+            match parse(&GOOD.replacen(from, to, 1)) {
+                Ok(_) => wrong.push(format!("{to:?} was accepted")),
+                Err(e) if !(e.to_string().starts_with(at) && e.to_string().contains(message)) => {
+                    wrong.push(format!("{to:?}: got {e}"))
+                }
+                Err(_) => {}
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum NetError {
     NoInterface(usize),
     #[error("{0}")]
     Session(#[from] horde_proto::SessionError),
+    #[error("configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, NetError>>;
@@ -104,6 +106,7 @@ pub struct Host {
 impl Host {
     /// Bind every interface and start the driver on the current tokio runtime.
     pub async fn bind(config: HostConfig) -> Result<Host, NetError> {
+        config.validate()?;
         let public = *config.keypair.public();
         let backlog = config.accept_backlog.max(1);
         let (cmd, local_addrs, task) = driver::spawn(config)?;
@@ -147,6 +150,7 @@ impl Host {
         config: ConnectConfig,
         reconnect: Option<Reconnect>,
     ) -> Result<Connection, NetError> {
+        config.validate()?;
         let (tx, rx) = oneshot::channel();
         self.cmd
             .send(Command::Connect(config, reconnect, tx))

@@ -104,3 +104,108 @@ pub struct ConnectConfig {
     /// Give up if the handshake has not finished after this long.
     pub handshake_timeout: std::time::Duration,
 }
+
+/// A host or connection configuration that cannot work, found before any socket is
+/// touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("a host needs at least one interface")]
+    NoInterfaces,
+    #[error("a connection needs at least one channel")]
+    NoChannels,
+    #[error("channel {channel}: remote {remote} is not an address packets can be sent to")]
+    Unreachable { channel: usize, remote: SocketAddr },
+    #[error("channel {channel}: mtu {mtu} is outside {min}..={max}")]
+    Mtu {
+        channel: usize,
+        mtu: u32,
+        min: u32,
+        max: u32,
+    },
+    #[error("the handshake timeout must be above zero")]
+    ZeroHandshakeTimeout,
+}
+
+/// Smallest and largest channel MTU a connection accepts.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
+
+impl HostConfig {
+    /// Check what can be checked without sockets.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.interfaces.is_empty() {
+            return Err(ConfigError::NoInterfaces);
+        }
+        Ok(())
+    }
+}
+
+impl ConnectConfig {
+    /// Check what can be checked without sockets. Interface indices are checked when
+    /// the connection is opened, since interfaces can be added at run time.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.channels.is_empty() {
+            return Err(ConfigError::NoChannels);
+        }
+        if self.handshake_timeout.is_zero() {
+            return Err(ConfigError::ZeroHandshakeTimeout);
+        }
+        for (channel, c) in self.channels.iter().enumerate() {
+            if c.remote.port() == 0 || c.remote.ip().is_unspecified() {
+                return Err(ConfigError::Unreachable {
+                    channel,
+                    remote: c.remote,
+                });
+            }
+            if !MTU_RANGE.contains(&c.config.mtu) {
+                return Err(ConfigError::Mtu {
+                    channel,
+                    mtu: c.config.mtu,
+                    min: *MTU_RANGE.start(),
+                    max: *MTU_RANGE.end(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connect() -> ConnectConfig {
+        ConnectConfig {
+            peer: *Keypair::generate().public(),
+            service: 1,
+            channels: vec![ChannelTarget {
+                interface: 0,
+                remote: "127.0.0.1:7000".parse().unwrap(),
+                config: ChannelConfig::default(),
+            }],
+            handshake_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn configurations_that_cannot_work_are_named() {
+        assert_eq!(connect().validate(), Ok(()));
+        let mut c = connect();
+        c.channels.clear();
+        assert_eq!(c.validate(), Err(ConfigError::NoChannels));
+        let mut c = connect();
+        c.handshake_timeout = Duration::ZERO;
+        assert_eq!(c.validate(), Err(ConfigError::ZeroHandshakeTimeout));
+        let mut c = connect();
+        c.channels[0].remote = "0.0.0.0:7000".parse().unwrap();
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::Unreachable { channel: 0, .. })
+        ));
+        let mut c = connect();
+        c.channels[0].config.mtu = 10;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.to_string(), "channel 0: mtu 10 is outside 64..=65000");
+        let host = HostConfig::new(Keypair::generate(), vec![]);
+        assert_eq!(host.validate(), Err(ConfigError::NoInterfaces));
+    }
+}

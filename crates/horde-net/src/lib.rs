@@ -12,8 +12,8 @@ mod socket;
 
 pub use api::{Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect};
 pub use config::{
-    ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
-    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
+    ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
+    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER, MTU_RANGE,
 };
 pub use driver::HostStats;
 pub use handshake::HandshakeSettings;

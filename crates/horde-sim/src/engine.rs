@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_links::{Delivery, Link, LinkSpec};
-use horde_policy::{Objective, Scheduler};
+use horde_policy::{Objective, Scheduler, Value};
 use horde_proto::wire;
 use horde_proto::{
     ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig, Transmit,
@@ -499,10 +499,17 @@ impl Simulation {
             }
             for spec in self.adu_specs.drain(..) {
                 let payload = Bytes::from(vec![0u8; spec.size as usize]);
+                let frame_type = match spec.fields.get("frame_type") {
+                    Some(Value::Str(t)) => t.chars().next(),
+                    _ => None,
+                };
                 match session.send_adu(now, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
                         let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
+                        if let Some(t) = frame_type {
+                            self.metrics.adu_frame_type(id, t);
+                        }
                     }
                     Err(e) => tracing::warn!(stream = st.setup.id, error = %e, "ADU rejected"),
                 }

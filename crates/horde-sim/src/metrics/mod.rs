@@ -51,7 +51,7 @@ use goodput::IntervalBytes;
 use histogram::DelayHistogram;
 use in_order::{InOrder, Resolution};
 
-pub use report::{ChannelReport, LinkCounters, Report, StreamReport};
+pub use report::{ChannelReport, FrameTypeReport, LinkCounters, Report, StreamReport};
 pub use stats::{percentile, Summary};
 pub use windows::WindowBytes;
 
@@ -105,6 +105,8 @@ pub(crate) struct AduRecord {
     pub(crate) resolved: bool,
     /// When it last settled; `None` while it may still change.
     pub(crate) settled_at: Option<Duration>,
+    /// The video frame type it belongs to (`frame_type` field), if any.
+    pub(crate) frame_type: Option<char>,
 }
 
 impl AduRecord {
@@ -156,9 +158,47 @@ pub(crate) struct StreamAcc {
     /// Payload bytes inserted, and first transmitted, per [`windows::BUCKET`].
     pub(crate) offered_series: IntervalBytes,
     pub(crate) sent_series: IntervalBytes,
+    /// Final states of the ADUs of each video frame type, e.g. I-frames apart, since
+    /// objectives single them out.
+    pub(crate) frame_types: BTreeMap<char, FrameTypeAcc>,
+}
+
+/// Final states of the ADUs of one frame type of a stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FrameTypeAcc {
+    pub(crate) sent: u64,
+    pub(crate) acked: u64,
+    pub(crate) lost: u64,
+}
+
+impl FrameTypeAcc {
+    fn shift(&mut self, from: Final, to: Final) {
+        for (state, step) in [(from, -1i64), (to, 1)] {
+            let count = match state {
+                Final::Acked => &mut self.acked,
+                Final::Lost => &mut self.lost,
+                Final::Unsent | Final::Pending => continue,
+            };
+            *count = count.wrapping_add_signed(step);
+        }
+        if from == Final::Unsent && to != Final::Unsent {
+            self.sent += 1;
+        }
+    }
 }
 
 impl StreamAcc {
+    /// Move one ADU (of `frame_type`, if a video frame) from state `from` to `to`.
+    fn shift_adu(&mut self, frame_type: Option<char>, from: Final, to: Final) {
+        if from == to {
+            return;
+        }
+        if let Some(f) = frame_type {
+            self.frame_types.entry(f).or_default().shift(from, to);
+        }
+        self.shift(from, to);
+    }
+
     /// Move one ADU's count from state `from` to state `to`.
     fn shift(&mut self, from: Final, to: Final) {
         if from == to {
@@ -310,8 +350,18 @@ impl Metrics {
                 delivered: false,
                 resolved: false,
                 settled_at: None,
+                frame_type: None,
             },
         );
+    }
+
+    /// ADU `adu`, just inserted, is part of a video frame of type `frame_type` (`I`,
+    /// `P`, `B`): its final state is also counted per frame type.
+    pub fn adu_frame_type(&mut self, adu: u64, frame_type: char) {
+        match self.live.get_mut(&adu) {
+            Some(r) if r.txs.is_empty() => r.frame_type = Some(frame_type),
+            _ => self.unmatched += 1,
+        }
     }
 
     /// Horde dropped the ADU before sending it.
@@ -354,7 +404,7 @@ impl Metrics {
             at,
             verdict: Verdict::Pending,
         });
-        s.shift(before, r.state());
+        s.shift_adu(r.frame_type, before, r.state());
         s.transmissions += 1;
         if s.per_channel.len() <= channel.0 {
             s.per_channel.resize(channel.0 + 1, 0);
@@ -397,7 +447,7 @@ impl Metrics {
             s.rtt.record(at.saturating_sub(tx.at));
             s.acked_bytes += u64::from(r.size);
         }
-        s.shift(before, r.state());
+        s.shift_adu(r.frame_type, before, r.state());
         self.note_settling(adu, at);
     }
 
@@ -419,7 +469,7 @@ impl Metrics {
             .insert((tx.channel, r.stream, tx.seq), adu, at);
         let s = self.streams.get_mut(&r.stream).expect("inserted stream");
         let after = r.state();
-        s.shift(before, after);
+        s.shift_adu(r.frame_type, before, after);
         if after == Final::Lost && !r.resolved {
             // Every transmission is declared lost: an in-order reader stops waiting.
             r.resolved = true;

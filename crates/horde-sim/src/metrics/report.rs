@@ -104,6 +104,20 @@ pub struct StreamReport {
     /// Delivered payload bytes per goodput interval, for `goodput.csv`. Not in JSON.
     #[serde(skip)]
     pub delivered_bytes_series: Vec<u64>,
+    /// Video frame type (`"I"`, `"P"`, `"B"`) → the final states of that type's ADUs;
+    /// empty for streams without frame types.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub frame_types: BTreeMap<String, FrameTypeReport>,
+}
+
+/// The ADUs of one video frame type of a stream, counted as in [`StreamReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FrameTypeReport {
+    pub sent: u64,
+    pub acked: u64,
+    pub lost: u64,
+    /// `lost / sent`; `null` if nothing was sent.
+    pub loss_rate: Option<f64>,
 }
 
 /// Per channel, from the sender's point of view.
@@ -213,6 +227,19 @@ pub(super) fn build(m: &Metrics, duration: Duration) -> Report {
                     .collect(),
                 latency_cdf: s.latency.cdf(),
                 delivered_bytes_series: series,
+                frame_types: s
+                    .frame_types
+                    .iter()
+                    .map(|(t, f)| {
+                        let r = FrameTypeReport {
+                            sent: f.sent,
+                            acked: f.acked,
+                            lost: f.lost,
+                            loss_rate: ratio(f.lost, f.sent),
+                        };
+                        (t.to_string(), r)
+                    })
+                    .collect(),
             }
         })
         .collect();

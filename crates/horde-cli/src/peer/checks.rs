@@ -1,0 +1,606 @@
+//! Every value of the `horde send` and `horde recv` files checked once parsed, each
+//! error at its `file:line:col`, and a warning for an objective that can match no
+//! stream of the file.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use horde_config::{Checks, Validate};
+use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
+use horde_proto::{CcConfig, SessionConfig};
+use horde_sim::workload::{stream_seed, WorkloadSpec};
+
+use super::{RecvConfig, SendConfig};
+
+/// Smallest and largest channel MTU: room for a useful ADU, and a UDP datagram.
+const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
+/// How long of each workload the objective probe looks at, in s: a video's first
+/// group of pictures and then some.
+const PROBE_SECS: f64 = 2.0;
+/// At most this many ADUs per stream go into the probe.
+const PROBE_ADUS: usize = 64;
+
+impl Validate for SendConfig {
+    fn validate(&self, c: &mut Checks) {
+        if self.key_file.as_os_str().is_empty() {
+            c.error(
+                "key_file",
+                "key_file must name a key file (see `horde keygen`)",
+            );
+        }
+        if let Err(e) = self.peer_key.trim().parse::<horde_crypto::PublicKey>() {
+            c.error("peer_key", format!("peer_key: {e}"));
+        }
+        c.positive("duration_s", "duration_s", self.duration_s);
+        session(c, &self.session);
+        if let Some(s) = &self.scheduler {
+            if let Err(e) = crate::hose::scheduler(s) {
+                c.error("scheduler", format!("{e:#}"));
+            }
+        }
+        if self.channels.is_empty() {
+            c.error("", "at least one [[channels]] entry is needed");
+        }
+        for (i, ch) in self.channels.iter().enumerate() {
+            let at = |k: &str| format!("channels[{i}].{k}");
+            if let Some(n) = &ch.name {
+                if n.trim().is_empty() {
+                    c.error(at("name"), "channel name must not be empty");
+                } else if self.channels[..i]
+                    .iter()
+                    .any(|o| o.name.as_ref() == Some(n))
+                {
+                    c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
+                }
+            }
+            if !MTU_RANGE.contains(&ch.mtu) {
+                c.error(
+                    at("mtu"),
+                    format!(
+                        "mtu must be in {}..={}, got {}",
+                        MTU_RANGE.start(),
+                        MTU_RANGE.end(),
+                        ch.mtu
+                    ),
+                );
+            }
+            if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
+                c.error(
+                    at("remote"),
+                    format!("remote {} is not an address one can send to", ch.remote),
+                );
+            }
+            if let Some(dev) = &ch.device {
+                device(c, &at("device"), dev);
+            }
+            c.non_negative(at("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
+            congestion(c, &at("congestion"), &ch.congestion);
+        }
+        if self.streams.is_empty() {
+            c.error("", "at least one [[streams]] entry is needed");
+        }
+        for (i, s) in self.streams.iter().enumerate() {
+            let at = |k: &str| format!("streams[{i}].{k}");
+            if self.streams[..i].iter().any(|o| o.id == s.id) {
+                c.error(at("id"), format!("two [[streams]] have id {}", s.id));
+            }
+            if let Some(k) = s.max_kbps {
+                c.positive(at("max_kbps"), "max_kbps", k);
+            }
+            if let Err(e) = s.workload.validate() {
+                c.error(at("workload"), e.to_string());
+            }
+        }
+    }
+}
+
+impl Validate for RecvConfig {
+    fn validate(&self, c: &mut Checks) {
+        if self.key_file.as_os_str().is_empty() {
+            c.error(
+                "key_file",
+                "key_file must name a key file (see `horde keygen`)",
+            );
+        }
+        if self.allowed_keys.is_empty() {
+            c.error(
+                "allowed_keys",
+                "allowed_keys is empty: no sender could connect",
+            );
+        }
+        for (i, k) in self.allowed_keys.iter().enumerate() {
+            if let Err(e) = k.trim().parse::<horde_crypto::PublicKey>() {
+                c.error(
+                    format!("allowed_keys[{i}]"),
+                    format!("allowed_keys[{i}]: {e}"),
+                );
+            }
+        }
+        c.non_negative(
+            "idle_timeout_s",
+            "idle_timeout_s (0 = never)",
+            self.idle_timeout_s,
+        );
+        c.non_negative(
+            "in_order_hold_ms",
+            "in_order_hold_ms",
+            self.in_order_hold_ms,
+        );
+        if self.interfaces.is_empty() {
+            c.error("", "at least one [[interfaces]] entry is needed");
+        }
+        for (i, itf) in self.interfaces.iter().enumerate() {
+            if let Some(dev) = &itf.device {
+                device(c, &format!("interfaces[{i}].device"), dev);
+            }
+        }
+    }
+}
+
+fn session(c: &mut Checks, s: &SessionConfig) {
+    c.non_negative("session.cycle_ms", "cycle_ms (0 = every slot)", s.cycle_ms);
+    c.non_negative("session.lookahead_ms", "lookahead_ms", s.lookahead_ms);
+    c.non_negative(
+        "session.reorder_hold_ms",
+        "reorder_hold_ms",
+        s.reorder_hold_ms,
+    );
+    c.positive(
+        "session.hello_interval_ms",
+        "hello_interval_ms",
+        s.hello_interval_ms,
+    );
+    if s.history_len == 0 {
+        c.error("session.history_len", "history_len must be at least 1");
+    }
+    if s.early_cycle_slots == Some(0) {
+        c.error(
+            "session.early_cycle_slots",
+            "early_cycle_slots must be at least 1",
+        );
+    }
+}
+
+fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
+    let key = |k: &str| format!("{at}.{k}");
+    let window = |c: &mut Checks, w: u32| {
+        if w == 0 {
+            c.error(
+                key("initial_window_packets"),
+                "initial_window_packets must be at least 1",
+            );
+        }
+    };
+    match cc {
+        CcConfig::Aimd {
+            initial_window_packets,
+        } => window(c, *initial_window_packets),
+        CcConfig::Cbr { kbps, burst_ms } => {
+            c.positive(key("kbps"), "cbr kbps", *kbps);
+            c.non_negative(key("burst_ms"), "burst_ms", *burst_ms);
+        }
+        CcConfig::Cubic {
+            initial_window_packets,
+            c: scale,
+            beta,
+            ..
+        } => {
+            window(c, *initial_window_packets);
+            c.positive(key("c"), "cubic c", *scale);
+            if !(*beta > 0.0 && *beta < 1.0) {
+                c.error(
+                    key("beta"),
+                    format!("cubic beta must be between 0 and 1, got {beta}"),
+                );
+            }
+        }
+        CcConfig::Bbr {
+            initial_window_packets,
+            cwnd_gain,
+            bw_window_rounds,
+            min_rtt_window_s,
+            probe_rtt_ms,
+        } => {
+            window(c, *initial_window_packets);
+            c.positive(key("cwnd_gain"), "cwnd_gain", *cwnd_gain);
+            if *bw_window_rounds == 0 {
+                c.error(
+                    key("bw_window_rounds"),
+                    "bw_window_rounds must be at least 1",
+                );
+            }
+            c.positive(
+                key("min_rtt_window_s"),
+                "min_rtt_window_s",
+                *min_rtt_window_s,
+            );
+            c.positive(key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms);
+        }
+        CcConfig::Copa {
+            initial_window_packets,
+            delta,
+            min_rtt_window_s,
+            ..
+        } => {
+            window(c, *initial_window_packets);
+            c.positive(key("delta"), "copa delta", *delta);
+            c.positive(
+                key("min_rtt_window_s"),
+                "min_rtt_window_s",
+                *min_rtt_window_s,
+            );
+        }
+    }
+}
+
+/// A network device named in a file must exist on this host.
+fn device(c: &mut Checks, at: &str, dev: &str) {
+    let known =
+        !dev.is_empty() && !dev.contains('/') && Path::new("/sys/class/net").join(dev).exists();
+    if !known {
+        c.error(
+            at,
+            format!("no network interface named \"{dev}\" on this host"),
+        );
+    }
+}
+
+/// Whether `objective` has anything to judge when the streams' ADUs are queued: each
+/// stream's workload is run for a moment and its ADUs (with their fields) offered to
+/// the objective alongside one slot.
+pub fn matches_any_stream(objective: &Arc<dyn Objective>, streams: &[(u32, WorkloadSpec)]) -> bool {
+    let mut adus = Vec::new();
+    for (id, w) in streams {
+        let Ok(mut w) = w.build(stream_seed(0, *id), 1200) else {
+            continue;
+        };
+        let mut specs = Vec::new();
+        let mut t = std::time::Duration::ZERO;
+        let end = std::time::Duration::from_secs_f64(PROBE_SECS);
+        while specs.len() < PROBE_ADUS {
+            match w.next_at() {
+                Some(next) if next <= end => t = next.max(t),
+                _ if w.is_bulk() => {}
+                _ => break,
+            }
+            let before = specs.len();
+            w.emit(t, &mut specs);
+            if specs.len() == before {
+                break;
+            }
+        }
+        for (seq, spec) in specs.into_iter().take(PROBE_ADUS).enumerate() {
+            adus.push(AduView {
+                id: adus.len() as u64,
+                stream_id: *id,
+                stream_seq: seq as u64,
+                length: spec.size,
+                queue_delay_ms: 0,
+                fields: spec.fields,
+            });
+        }
+    }
+    let slot = TxSlot {
+        channel: 0,
+        sequence: 0,
+        loss_probability: 0.0,
+        expected_rtt_ms: 50.0,
+        wait_ms: 0.0,
+        max_size: 1200,
+        cost_per_kb: 0.0,
+        phantom: None,
+        burst_correlation: [0.0; horde_policy::CORRELATION_SPAN],
+    };
+    let stats: Vec<StreamStats> = streams
+        .iter()
+        .map(|(id, _)| StreamStats {
+            stream_id: *id,
+            ..StreamStats::default()
+        })
+        .collect();
+    let mut set = ObjectiveSet::new();
+    set.inject(objective.clone());
+    let slots = [slot];
+    let input = ScheduleInput {
+        slots: &slots,
+        adus: &adus,
+        history: &[],
+        streams: &stats,
+        objectives: &set,
+    };
+    let terms = objective.prepare(&input).terms();
+    terms > 0
+}
+
+/// Read, parse and check a sender file: errors at their value, then each stream's
+/// objective files compiled (an error names the objective file's own line:col) and a
+/// warning, on stderr, for an objective that can match no stream of the file.
+pub fn load_send(path: &Path) -> anyhow::Result<SendConfig> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| horde_config::ConfigError {
+        file: file.clone(),
+        at: None,
+        message: e.to_string(),
+    })?;
+    let (cfg, warnings) = check_send(&text, &file, &super::base_dir(path))?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(cfg)
+}
+
+/// [`load_send`] on text: the configuration and its warnings. Objective paths are
+/// relative to `base`.
+pub fn check_send(
+    text: &str,
+    file: &str,
+    base: &Path,
+) -> Result<(SendConfig, Vec<horde_config::ConfigError>), horde_config::ConfigError> {
+    let checked: horde_config::Checked<SendConfig> = horde_config::parse_checked(text, file)?;
+    let cfg = checked.value;
+    let mut warnings = checked.warnings;
+    let streams: Vec<(u32, WorkloadSpec)> = cfg
+        .streams
+        .iter()
+        .map(|s| (s.id, s.workload.clone()))
+        .collect();
+    for (i, s) in cfg.streams.iter().enumerate() {
+        for (k, p) in s.objectives.iter().enumerate() {
+            let located = |message: String| horde_config::ConfigError {
+                file: file.to_string(),
+                at: horde_config::locate(text, &format!("streams[{i}].objectives[{k}]")),
+                message,
+            };
+            let objective = crate::hose::load(&base.join(p))
+                .map_err(|e| located(format!("objective {}: {e:#}", p.display())))?;
+            if !matches_any_stream(&objective, &streams) {
+                let ids: Vec<String> = streams.iter().map(|(id, _)| id.to_string()).collect();
+                warnings.push(located(format!(
+                    "objective {} can match no stream of this file (stream ids {}): it will never apply",
+                    p.display(),
+                    ids.join(", ")
+                )));
+            }
+        }
+    }
+    Ok((cfg, warnings))
+}
+
+/// Read, parse and check a receiver file.
+pub fn load_recv(path: &Path) -> anyhow::Result<RecvConfig> {
+    let checked: horde_config::Checked<RecvConfig> = horde_config::load_checked(path)?;
+    for w in &checked.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(checked.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_config::parse_checked;
+
+    const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+    fn send_toml() -> String {
+        format!(
+            r#"key_file = "sender.key"
+peer_key = "{KEY}"
+duration_s = 30
+scheduler = "directed"
+
+[session]
+cycle_ms = 0
+lookahead_ms = 0
+
+[[channels]]
+name = "modem-a"
+bind = "127.0.0.1:0"
+remote = "127.0.0.1:7000"
+mtu = 1200
+congestion = {{ kind = "cubic" }}
+
+[[channels]]
+name = "modem-b"
+bind = "127.0.0.1:0"
+remote = "127.0.0.1:7000"
+congestion = {{ kind = "cbr", kbps = 500 }}
+
+[[streams]]
+id = 1
+max_kbps = 100
+workload = {{ kind = "cbr", kbps = 50, adu_bytes = 200 }}
+
+[[streams]]
+id = 2
+workload = {{ kind = "audio" }}
+"#
+        )
+    }
+
+    fn recv_toml() -> String {
+        format!(
+            r#"key_file = "receiver.key"
+allowed_keys = ["{KEY}"]
+idle_timeout_s = 10
+in_order_hold_ms = 100
+
+[[interfaces]]
+bind = "127.0.0.1:7000"
+"#
+        )
+    }
+
+    #[test]
+    fn the_good_files_pass() {
+        let s = parse_checked::<SendConfig>(&send_toml(), "send.toml").unwrap();
+        assert!(s.warnings.is_empty());
+        parse_checked::<RecvConfig>(&recv_toml(), "recv.toml").unwrap();
+    }
+
+    /// One row per bad value: (edit of the good file, expected `file:line:col: ` and
+    /// part of the message).
+    #[test]
+    fn every_bad_value_is_named_at_its_position() {
+        let mut wrong = Vec::new();
+        let send: &[(&str, &str, &str, &str)] = &[
+            ("max_kbps = 100", "max_kbps = -100", "send.toml:25:12: ", "max_kbps must be a positive number, got -100"),
+            ("max_kbps = 100", "max_kbps = 0", "send.toml:25:12: ", "max_kbps must be a positive"),
+            ("kbps = 50, adu", "kbps = -5, adu", "send.toml:26:12: ", "kbps"),
+            ("kbps = 500 }", "kbps = -500 }", "send.toml:21:37: ", "cbr kbps must be a positive number"),
+            ("duration_s = 30", "duration_s = -1", "send.toml:3:14: ", "duration_s must be a positive"),
+            ("duration_s = 30", "duration_s = nan", "send.toml:3:14: ", "duration_s must be a positive"),
+            ("cycle_ms = 0", "cycle_ms = -10", "send.toml:7:12: ", "cycle_ms"),
+            ("lookahead_ms = 0", "lookahead_ms = -1", "send.toml:8:16: ", "lookahead_ms"),
+            ("scheduler = \"directed\"", "scheduler = \"fastest\"", "send.toml:4:13: ", "fastest"),
+            ("peer_key = \"", "peer_key = \"x", "send.toml:2:12: ", "peer_key"),
+            ("mtu = 1200", "mtu = 10", "send.toml:14:7: ", "mtu must be in 64..=65000, got 10"),
+            ("name = \"modem-b\"", "name = \"modem-a\"", "send.toml:18:8: ", "two [[channels]] are named \"modem-a\""),
+            ("name = \"modem-b\"", "name = \"\"", "send.toml:18:8: ", "channel name must not be empty"),
+            ("remote = \"127.0.0.1:7000\"\nmtu", "remote = \"127.0.0.1:0\"\nmtu", "send.toml:13:10: ", "not an address one can send to"),
+            ("bind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "bind = \"127.0.0.1:0\"\ndevice = \"nosuchdev0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "send.toml:20:10: ", "no network interface named \"nosuchdev0\""),
+            ("kind = \"cubic\" }", "kind = \"cubic\", beta = 1.5 }", "send.toml:15:39: ", "cubic beta"),
+            ("kind = \"cubic\" }", "kind = \"cubic\", initial_window_packets = 0 }", "send.toml:15:57: ", "initial_window_packets"),
+            ("id = 2", "id = 1", "send.toml:29:6: ", "two [[streams]] have id 1"),
+            ("kind = \"audio\" }", "kind = \"audio\", frame_ms = 0 }", "send.toml:30:12: ", "frame_ms"),
+            ("kind = \"cbr\", kbps = 50, adu_bytes = 200", "kind = \"cbr\", kbps = 50, adu_bytes = 0", "send.toml:26:12: ", "adu_bytes"),
+            ("max_kbps = 100", "max_kbps = \"fast\"", "send.toml:25:12: ", "invalid type"),
+            ("mtu = 1200", "mtu = 1200\nspeed = 3", "send.toml:15:1: ", "unknown field `speed`"),
+        ];
+        for (from, to, at, message) in send {
+            let text = send_toml();
+            assert!(text.contains(from), "row {to:?}: {from:?} not in the file");
+            let text = text.replacen(from, to, 1);
+            match parse_checked::<SendConfig>(&text, "send.toml") {
+                Ok(_) => wrong.push(format!("{to:?} was accepted")),
+                Err(e) if !(e.to_string().starts_with(at) && e.message.contains(message)) => {
+                    wrong.push(format!("{to:?}: got {e}"))
+                }
+                Err(_) => {}
+            }
+        }
+        let recv: &[(&str, &str, &str, &str)] = &[
+            (
+                "idle_timeout_s = 10",
+                "idle_timeout_s = -3",
+                "recv.toml:3:18: ",
+                "idle_timeout_s",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = -1",
+                "recv.toml:4:20: ",
+                "in_order_hold_ms",
+            ),
+            (
+                "allowed_keys = [\"",
+                "allowed_keys = [\"y",
+                "recv.toml:2:17: ",
+                "allowed_keys[0]",
+            ),
+            (
+                "allowed_keys = [\"{KEY}\"]",
+                "allowed_keys = []",
+                "recv.toml:2:16: ",
+                "allowed_keys is empty",
+            ),
+            (
+                "bind = \"127.0.0.1:7000\"",
+                "bind = \"127.0.0.1:7000\"\ndevice = \"nosuchdev0\"",
+                "recv.toml:8:10: ",
+                "nosuchdev0",
+            ),
+            (
+                "key_file = \"receiver.key\"",
+                "key_file = \"\"",
+                "recv.toml:1:12: ",
+                "key_file must name",
+            ),
+        ];
+        for (from, to, at, message) in recv {
+            let from = from.replace("{KEY}", KEY);
+            let text = recv_toml();
+            assert!(text.contains(&from), "row {to:?}: {from:?} not in the file");
+            let text = text.replacen(&from, to, 1);
+            match parse_checked::<RecvConfig>(&text, "recv.toml") {
+                Ok(_) => wrong.push(format!("{to:?} was accepted")),
+                Err(e) if !(e.to_string().starts_with(at) && e.message.contains(message)) => {
+                    wrong.push(format!("{to:?}: got {e}"))
+                }
+                Err(_) => {}
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn the_shipped_sender_file_loads_without_warnings_and_y1_would_warn() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let base = root.join("configs");
+        let shipped = std::fs::read_to_string(base.join("send.toml")).unwrap();
+        let peer = shipped
+            .lines()
+            .find(|l| l.starts_with("peer_key"))
+            .expect("peer_key line");
+        let text = shipped.replace(peer, &format!("peer_key = \"{KEY}\""));
+        let (cfg, warnings) = check_send(&text, "send.toml", &base).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(cfg.streams.iter().all(|s| !s.objectives.is_empty()));
+
+        let text = text.replacen("scenarios/demo/iframes.hose", "objectives/y1.hose", 1);
+        let (_, warnings) = check_send(&text, "send.toml", &base).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let line = text.lines().position(|l| l.contains("y1.hose")).unwrap() + 1;
+        let w = warnings[0].to_string();
+        assert!(w.starts_with(&format!("send.toml:{line}:")), "{w}");
+        assert!(w.contains("y1.hose can match no stream"), "{w}");
+
+        let text = text.replacen("y1.hose", "missing.hose", 1);
+        let e = match check_send(&text, "send.toml", &base) {
+            Ok(_) => panic!("a missing objective file was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with(&format!("send.toml:{line}:")) && e.contains("missing.hose"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_objective_for_a_missing_stream_matches_nothing() {
+        let streams = vec![
+            (
+                1,
+                WorkloadSpec::Video {
+                    fps: 25.0,
+                    gop: "IPPP".into(),
+                    kbps: Some(500.0),
+                    ratios: None,
+                    frame_bytes: None,
+                    jitter: 0.0,
+                },
+            ),
+            (
+                2,
+                WorkloadSpec::Audio {
+                    frame_ms: 20.0,
+                    frame_bytes: 160,
+                },
+            ),
+        ];
+        let compile = |src: &str| horde_sim::objectives::compile("t.hose", src).unwrap();
+        let iframes = compile(
+            r#"objective { context { adu:f { (stream_id == 1) && (frame_type == "I") } } goal { prob(f::lost?) < 5 } utility { f { 1 } } }"#,
+        );
+        assert!(matches_any_stream(&iframes, &streams));
+        let y1 = compile(include_str!("../../../../objectives/y1.hose"));
+        assert!(!matches_any_stream(&y1, &streams), "y1 wants stream 17");
+        let bframes = compile(
+            r#"objective { context { adu:f { (stream_id == 1) && (frame_type == "B") } } goal { prob(f::lost?) < 5 } utility { f { 1 } } }"#,
+        );
+        assert!(
+            !matches_any_stream(&bframes, &streams),
+            "no B-frames in IPPP"
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! The demo scenario (`scenarios/demo.toml`, what `horde demo` runs in real time) in
+//! virtual time: on fixed seeds, each objective beats the run without objectives on
+//! its own metric, and no stream pays for it with more than 1.5x its loss.
+
+use horde_sim::build::topology;
+use horde_sim::engine::Simulation;
+use horde_sim::metrics::{Report, StreamReport};
+use horde_sim::scenario::Scenario;
+
+const VIDEO: u32 = 1;
+const AUDIO: u32 = 2;
+const EKG: u32 = 3;
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
+fn demo(seed: u64, objectives: bool) -> Report {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut s = Scenario::load(format!("{root}/scenarios/demo.toml")).unwrap();
+    s.seed = seed;
+    if !objectives {
+        for st in &mut s.streams {
+            st.objectives.clear();
+        }
+    }
+    Simulation::new(topology(&s).unwrap()).unwrap().run(|_| {})
+}
+
+fn stream(r: &Report, id: u32) -> &StreamReport {
+    r.streams.iter().find(|s| s.id == id).unwrap()
+}
+
+fn iframe_loss(r: &Report) -> f64 {
+    let i = &stream(r, VIDEO).frame_types["I"];
+    assert!(i.sent > 100, "I-frames were sent: {i:?}");
+    i.loss_rate.unwrap()
+}
+
+/// (mean, p95) latency in ms.
+fn latency(s: &StreamReport) -> (f64, f64) {
+    (s.latency_ms.mean.unwrap(), s.latency_ms.p95.unwrap())
+}
+
+#[test]
+fn each_objective_wins_on_its_own_metric_on_fixed_seeds() {
+    let mut failures = Vec::new();
+    for seed in SEEDS {
+        let (on, off) = (demo(seed, true), demo(seed, false));
+        let (i_on, i_off) = (iframe_loss(&on), iframe_loss(&off));
+        if i_on >= i_off {
+            failures.push(format!("seed {seed}: I-frame loss {i_on} vs {i_off}"));
+        }
+        let (a_on, a_off) = (latency(stream(&on, AUDIO)), latency(stream(&off, AUDIO)));
+        if a_on.0 >= a_off.0 || a_on.1 >= a_off.1 {
+            failures.push(format!(
+                "seed {seed}: audio (mean, p95) latency {a_on:?} vs {a_off:?}"
+            ));
+        }
+        let loss = |r: &Report, id| stream(r, id).loss_rate.unwrap();
+        if loss(&on, EKG) >= loss(&off, EKG) {
+            failures.push(format!(
+                "seed {seed}: EKG loss {} vs {}",
+                loss(&on, EKG),
+                loss(&off, EKG)
+            ));
+        }
+        for s in &on.streams {
+            let (l_on, l_off) = (s.loss_rate.unwrap(), stream(&off, s.id).loss_rate.unwrap());
+            if l_on > 1.5 * l_off {
+                failures.push(format!(
+                    "seed {seed}: stream {} loss {l_on} vs {l_off} without objectives",
+                    s.id
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn frame_types_are_counted_apart() {
+    let r = demo(1, false);
+    let video = stream(&r, VIDEO);
+    let (i, p) = (&video.frame_types["I"], &video.frame_types["P"]);
+    assert_eq!(
+        i.sent + p.sent,
+        video.sent,
+        "every video ADU has a frame type"
+    );
+    assert_eq!(i.lost + p.lost, video.lost);
+    assert_eq!(i.acked + p.acked, video.acked);
+    // One I-frame in 25, each about three P-frames' worth of ADUs.
+    let share = i.sent as f64 / video.sent as f64;
+    assert!((0.05..0.2).contains(&share), "I-frame share {share}");
+    assert!(!stream(&r, AUDIO).frame_types.contains_key("I"));
+}
