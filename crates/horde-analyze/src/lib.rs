@@ -13,7 +13,11 @@ pub mod csv;
 pub mod discretize;
 mod error;
 pub mod info;
+pub mod mahimahi;
+pub mod pcap;
+pub mod plot;
 pub mod stats;
+pub mod tcp;
 pub mod wavelet;
 
 pub use error::AnalyzeError;
