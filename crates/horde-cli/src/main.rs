@@ -1,6 +1,7 @@
 //! `horde`: run Horde's demo, simulator, emulator, sender and receiver, check hose
 //! objectives, and make and measure link traces.
 
+mod analyze;
 mod app;
 mod bench;
 mod demo;
@@ -70,6 +71,11 @@ enum Command {
         #[command(subcommand)]
         command: flow::Command,
     },
+    /// Trace analysis (lagged NMI, wavelets, distributions, pcap RTTs) and CDMA2000 probes.
+    Analyze {
+        #[command(subcommand)]
+        command: analyze::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -92,6 +98,7 @@ fn main() -> ExitCode {
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
         Command::Flow { command } => flow::run(command),
+        Command::Analyze { command } => analyze::run(command),
     };
     match result {
         Ok(code) => code,
