@@ -45,8 +45,8 @@ impl Default for VerbParams {
         plateaus.push(133.0);
         VerbParams {
             plateaus_kbps: plateaus,
-            period: Duration::from_secs(2),
-            rtt_rise: 1.6,
+            period: Duration::from_secs(4),
+            rtt_rise: 3.0,
             backoff: 0.9,
             loss_backoff: 0.85,
             ai_kbps: 1.0,
@@ -275,7 +275,7 @@ mod tests {
         cc.on_sent(Duration::ZERO, MSS, 0);
         cc.on_ack(&testing::ack(ms(500), u64::from(MSS), base));
         let before = cc.rate_kbps();
-        let mut a = testing::ack(ms(1600), u64::from(MSS), ms(1200));
+        let mut a = testing::ack(ms(2600), u64::from(MSS), ms(2000));
         a.min_rtt = base;
         cc.on_ack(&a);
         assert!(cc.rate_kbps() < before, "{} -> {}", before, cc.rate_kbps());
@@ -297,8 +297,8 @@ mod tests {
             },
         );
         cc.on_sent(Duration::ZERO, MSS, 0);
-        // Only 2500 B acknowledged over 2 s: 10 kbit/s.
-        for (t, b) in [(500, 1000), (1200, 500), (2000, 1000)] {
+        // Only 5000 B acknowledged over 4 s: 10 kbit/s.
+        for (t, b) in [(500, 2000), (1200, 1000), (4000, 2000)] {
             cc.on_ack(&testing::ack(ms(t), b, ms(500)));
         }
         assert!((cc.rate_kbps() - 10.0).abs() < 0.5, "{}", cc.rate_kbps());
@@ -310,7 +310,7 @@ mod tests {
         let mut now = Duration::ZERO;
         cc.on_sent(now, MSS, 0);
         let mut seen = vec![cc.rate_kbps()];
-        for _ in 0..400 {
+        for _ in 0..1000 {
             now += ms(250);
             // The channel carries whatever is sent, at the base round trip.
             let bytes = (cc.rate * 0.25) as u64;
