@@ -215,8 +215,8 @@ fn nmi(a: NmiArgs) -> Result<ExitCode> {
         println!("{}", serde_json::json!({ "lags": lags }));
     } else {
         println!(
-            "# I({};{})/H({}), {} lagged {}..{} s into the past",
-            a.x, a.y, a.x, a.x, 0, a.max_lag
+            "# I({};{})/H({}), {} shifted 0..{} samples into the past",
+            a.x, a.y, a.x, a.x, a.max_lag
         );
         println!("{:>5} {:>10} {:>10}", "lag", "nmi", "null95");
         for r in &rows {
