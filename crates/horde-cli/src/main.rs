@@ -1,6 +1,7 @@
 //! `horde`: run Horde's demo, simulator, emulator, sender and receiver, check hose
 //! objectives, and make and measure link traces.
 
+mod analyze;
 mod app;
 mod bench;
 mod demo;
@@ -86,6 +87,11 @@ enum Command {
     Completions(docgen::CompletionsArgs),
     /// Print the man page (roff), or write one per subcommand with --out DIR.
     Man(docgen::ManArgs),
+    /// Trace analysis (lagged NMI, wavelets, distributions, pcap RTTs) and CDMA2000 probes.
+    Analyze {
+        #[command(subcommand)]
+        command: analyze::Command,
+    },
 }
 
 fn main() -> ExitCode {
@@ -111,6 +117,7 @@ fn main() -> ExitCode {
         Command::Flows { command } => flows::run(command),
         Command::Completions(a) => docgen::completions(a),
         Command::Man(a) => docgen::man(a),
+        Command::Analyze { command } => analyze::run(command),
     };
     match result {
         Ok(code) => code,

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod bottleneck;
+pub mod cdma;
 pub mod cellular;
 mod delay;
 mod error;

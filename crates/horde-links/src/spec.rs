@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::bottleneck::{Bottleneck, Rate};
+use crate::cdma::{CdmaLink, CdmaParams, CdmaSector};
 use crate::delay::DelayProcess;
 use crate::error::LinkError;
 use crate::link::ModelLink;
@@ -58,6 +59,11 @@ pub enum RateSpec {
         /// The trace file.
         path: PathBuf,
     },
+    /// `{ model = "cdma1x_rtt", fch_kbps = 9.6, ... }`: the demand-driven CDMA2000 1xRTT
+    /// downlink (one user alone in its sector); see `docs/cdma.md`. Loses only by buffer
+    /// overflow, so `loss` must be absent and `delay` constant.
+    #[serde(rename = "cdma1x_rtt")]
+    Cdma1xRtt(Box<CdmaParams>),
 }
 
 /// The delay added to each packet after the bottleneck.
@@ -156,6 +162,23 @@ impl LinkSpec {
 
     /// Check every parameter (trace files are only read by [`LinkSpec::build`]).
     pub fn validate(&self) -> Result<(), LinkError> {
+        if let Some(RateSpec::Cdma1xRtt(p)) = &self.rate {
+            p.validate()?;
+            if !matches!(self.loss, None | Some(LossSpec::None {})) {
+                return Err(LinkError::invalid(
+                    "loss",
+                    "absent for the cdma1x_rtt model (it loses only by buffer overflow)",
+                    "a loss model",
+                ));
+            }
+            if matches!(self.delay, Some(DelaySpec::Gaussian { .. })) {
+                return Err(LinkError::invalid(
+                    "delay",
+                    "constant for the cdma1x_rtt model (it delivers in order)",
+                    "gaussian",
+                ));
+            }
+        }
         self.rate_model(None)?;
         self.loss_model()?;
         self.delay_model()?;
@@ -169,6 +192,16 @@ impl LinkSpec {
     /// `base_dir` (absolute paths are used as they are).
     pub fn build(&self, seed: u64, base_dir: &Path) -> Result<Box<dyn Link>, LinkError> {
         self.validate()?;
+        if let Some(RateSpec::Cdma1xRtt(p)) = &self.rate {
+            let delay = match self.delay {
+                Some(DelaySpec::Constant { ms }) => Duration::from_secs_f64(ms / 1e3),
+                _ => Duration::ZERO,
+            };
+            let buffer = self.buffer_bytes.unwrap_or(u64::MAX);
+            let sector = CdmaSector::new((**p).clone(), 1, buffer, delay, seed, false);
+            let link = CdmaLink::for_each_user(sector).remove(0);
+            return Ok(Box::new(link));
+        }
         let rate = self.rate_model(Some(base_dir))?;
         Ok(Box::new(ModelLink::new(
             Bottleneck::new(rate, self.buffer_bytes),
@@ -185,6 +218,12 @@ impl LinkSpec {
         duration: Duration,
         base_dir: &Path,
     ) -> Result<Option<u64>, LinkError> {
+        if let Some(RateSpec::Cdma1xRtt(p)) = &self.rate {
+            // What the long-term limiter lets one user keep up.
+            return Ok(Some(
+                (p.sustained_kbps * 125.0 * duration.as_secs_f64()) as u64,
+            ));
+        }
         Ok(match self.rate_model(Some(base_dir))? {
             Rate::Unlimited => None,
             Rate::Trace(trace) => Some(trace.capacity_bytes_until(duration)),
@@ -212,6 +251,8 @@ impl LinkSpec {
                 Some(dir) => Rate::Trace(Trace::from_path(&dir.join(path))?),
                 None => Rate::Unlimited,
             },
+            // Served by its own sector model, not by the bottleneck.
+            Some(RateSpec::Cdma1xRtt(_)) => Rate::Unlimited,
         })
     }
 

@@ -30,6 +30,13 @@ fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
             }
             keys.push(format!("rate=trace:{text}"));
         }
+        // `--link` names the CDMA2000 model with its defaults only.
+        Some(RateSpec::Cdma1xRtt(p)) if **p == Default::default() => {
+            keys.push("rate=cdma1x".into())
+        }
+        Some(RateSpec::Cdma1xRtt(_)) => {
+            bail!("a CDMA2000 link with non-default parameters has no horde shell --link form")
+        }
     }
     match &spec.delay {
         None => keys.push("delay=0ms".into()),

@@ -230,6 +230,20 @@ fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
                 *min_rtt_window_s,
             );
         }
+        CcConfig::Verb {
+            period_s,
+            rtt_rise,
+            initial_kbps,
+        } => {
+            c.positive(key("period_s"), "verb period_s", *period_s);
+            if !(*rtt_rise > 1.0) {
+                c.error(
+                    key("rtt_rise"),
+                    format!("verb rtt_rise must be above 1, got {rtt_rise}"),
+                );
+            }
+            c.positive(key("initial_kbps"), "verb initial_kbps", *initial_kbps);
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //!
 //! | key | value |
 //! | --- | --- |
-//! | `rate` | `10mbit`, `500kbit`, `1gbit`, `64000bps`, or `trace:FILE` (Mahimahi) |
+//! | `rate` | `10mbit`, `500kbit`, `1gbit`, `64000bps`, `trace:FILE` (Mahimahi), or `cdma1x` (docs/cdma.md) |
 //! | `delay` | one-way delay: `20ms`, `1.5s`, `300us` |
 //! | `jitter` | standard deviation of a Gaussian delay around `delay` |
 //! | `buffer` | drop-tail buffer: `150kb` (1000 B), `64kib`, `1mb`, `3000b` |
@@ -176,6 +176,10 @@ fn split_unit(text: &str) -> (&str, &str) {
 }
 
 fn rate(text: &str) -> Result<RateSpec, LinkArgError> {
+    if text == "cdma1x" {
+        // The CDMA2000 demand-driven model with its defaults (docs/cdma.md).
+        return Ok(RateSpec::Cdma1xRtt(Box::default()));
+    }
     if let Some(path) = text.strip_prefix("trace:") {
         if path.is_empty() {
             return err("rate: trace: needs a file, e.g. trace:traces/cell-a.up");
@@ -290,6 +294,14 @@ mod tests {
         assert_eq!(l.up.rate, Some(RateSpec::Constant { kbps: 10_000.0 }));
         assert_eq!(l.up.delay, Some(DelaySpec::Constant { ms: 20.0 }));
         assert!(l.schedule.is_empty());
+    }
+
+    #[test]
+    fn cdma1x_names_the_demand_driven_model() {
+        let l = LinkArg::parse("delay=250ms,buffer=30kb,up=cdma1x").unwrap();
+        assert_eq!(l.up.rate, Some(RateSpec::Cdma1xRtt(Box::default())));
+        assert_eq!(l.down.rate, None);
+        assert!(l.up.validate().is_ok());
     }
 
     #[test]

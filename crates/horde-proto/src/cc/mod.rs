@@ -17,6 +17,7 @@ mod filter;
 mod pacer;
 #[cfg(test)]
 mod testbed;
+mod verb;
 
 pub use aimd::Aimd;
 pub use bbr::{Bbr, BbrParams, Mode as BbrMode};
@@ -24,6 +25,7 @@ pub use cbr::Cbr;
 pub use copa::{Copa, CopaParams};
 pub use cubic::{Cubic, CubicParams};
 pub use pacer::Pacer;
+pub use verb::{Verb, VerbParams};
 
 /// What one ack frame told the channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -173,6 +175,29 @@ pub enum CcConfig {
         #[serde(default = "yes")]
         drain_cap: bool,
     },
+    /// `verb`, the thesis's CDMA2000 controller (§7.4.1): rate plateaus, a coarse timer
+    /// resetting to goodput, delay-based back-off (docs/cdma.md).
+    Verb {
+        /// The coarse timer, in s.
+        #[serde(default = "default_verb_period_s")]
+        period_s: f64,
+        /// Back off when a round trip exceeds this multiple of the minimum.
+        #[serde(default = "default_verb_rtt_rise")]
+        rtt_rise: f64,
+        /// Starting rate in kbit/s.
+        #[serde(default = "default_verb_initial_kbps")]
+        initial_kbps: f64,
+    },
+}
+
+fn default_verb_period_s() -> f64 {
+    VerbParams::default().period.as_secs_f64()
+}
+fn default_verb_rtt_rise() -> f64 {
+    VerbParams::default().rtt_rise
+}
+fn default_verb_initial_kbps() -> f64 {
+    VerbParams::default().initial_kbps
 }
 
 fn default_initial_window() -> u32 {
@@ -261,6 +286,11 @@ impl CcConfig {
                 min_rtt_window_s: default_min_rtt_window_s(),
                 drain_cap: true,
             },
+            "verb" => CcConfig::Verb {
+                period_s: default_verb_period_s(),
+                rtt_rise: default_verb_rtt_rise(),
+                initial_kbps: default_verb_initial_kbps(),
+            },
             _ => return None,
         })
     }
@@ -273,6 +303,7 @@ impl CcConfig {
             CcConfig::Cubic { .. } => "cubic",
             CcConfig::Bbr { .. } => "bbr",
             CcConfig::Copa { .. } => "copa",
+            CcConfig::Verb { .. } => "verb",
         }
     }
 
@@ -344,6 +375,22 @@ impl CcConfig {
                     },
                 ))
             }
+            CcConfig::Verb {
+                period_s,
+                rtt_rise,
+                initial_kbps,
+            } => {
+                let d = VerbParams::default();
+                Box::new(Verb::new(
+                    mss,
+                    VerbParams {
+                        period: secs(period_s, d.period.as_secs_f64()),
+                        rtt_rise: within(rtt_rise, 1.01, 10.0, d.rtt_rise),
+                        initial_kbps: within(initial_kbps, 1.0, 1e6, d.initial_kbps),
+                        ..d
+                    },
+                ))
+            }
         }
     }
 }
@@ -363,7 +410,7 @@ mod config_tests {
 
     #[test]
     fn every_controller_is_configured_by_kind_alone() {
-        for kind in ["aimd", "cubic", "bbr", "copa"] {
+        for kind in ["aimd", "cubic", "bbr", "copa", "verb"] {
             let c = parse(&format!("congestion = {{ kind = \"{kind}\" }}")).unwrap();
             assert_eq!(c.kind(), kind);
             assert_eq!(CcConfig::with_defaults(kind), Some(c.clone()));

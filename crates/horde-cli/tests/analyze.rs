@@ -1,0 +1,192 @@
+//! `horde analyze` end to end: the binary on files it has to read.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::Command;
+
+use horde_analyze::pcap::{encode_pcap, Segment};
+
+fn horde(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(args)
+        .output()
+        .expect("run horde");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("horde-analyze-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn nmi_json_finds_the_thesis_synthetic_lags() {
+    // Z(n) = 5 X(n-3) + 2 X(n-7) + Y(n), with X and Y from a fixed LCG.
+    let mut state: u64 = 12345;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let n = 4000;
+    let x: Vec<f64> = (0..n).map(|_| next()).collect();
+    let y: Vec<f64> = (0..n).map(|_| next()).collect();
+    let mut csv = String::from("x,z\n");
+    for i in 0..n {
+        let past = |d: usize| if i >= d { x[i - d] } else { 0.5 };
+        csv.push_str(&format!(
+            "{},{}\n",
+            x[i],
+            5.0 * past(3) + 2.0 * past(7) + y[i]
+        ));
+    }
+    let d = dir("nmi");
+    let file = d.join("z.csv");
+    std::fs::write(&file, csv).unwrap();
+    let f = file.to_str().unwrap();
+    let (ok, out, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "10",
+        "--x-bins",
+        "width:0.125",
+        "--y-bins",
+        "width:1",
+        "--shuffles",
+        "30",
+        "--json",
+        f,
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let lags = v["lags"].as_array().unwrap();
+    assert_eq!(lags.len(), 11);
+    let mut rows: Vec<(u64, f64, f64)> = lags
+        .iter()
+        .map(|r| {
+            (
+                r["lag"].as_u64().unwrap(),
+                r["nmi"].as_f64().unwrap(),
+                r["null"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    assert_eq!((rows[0].0, rows[1].0), (3, 7), "{rows:?}");
+    assert!(
+        rows[1].1 > 3.0 * rows[1].2 && rows[1].1 > 3.0 * rows[2].1,
+        "{rows:?}"
+    );
+    // The table form prints the null too.
+    let (ok, out, _) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "4",
+        "--x-bins",
+        "width:0.125",
+        "--y-bins",
+        "width:1",
+        f,
+    ]);
+    assert!(
+        ok && out.contains("null95") && out.contains("peak: lag 3"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn malformed_inputs_name_file_and_line() {
+    let d = dir("bad");
+    let csv = d.join("bad.csv");
+    std::fs::write(&csv, "a,b\n1,2\n3,x\n").unwrap();
+    let (ok, _, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "a",
+        "--y",
+        "b",
+        "--max-lag",
+        "0",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("bad.csv:3:2: `x` in column `b` is not a finite number"),
+        "{err}"
+    );
+    let pcap = d.join("cut.pcap");
+    let seg = Segment {
+        time: 1.0,
+        src: (IpAddr::V4(Ipv4Addr::LOCALHOST), 1),
+        dst: (IpAddr::V4(Ipv4Addr::LOCALHOST), 2),
+        seq: 1,
+        ack: 1,
+        ack_flag: true,
+        control: false,
+        len: 100,
+        sack: [None; 4],
+    };
+    let bytes = encode_pcap(&[seg, seg]);
+    std::fs::write(&pcap, &bytes[..bytes.len() - 10]).unwrap();
+    let (ok, _, err) = horde(&["analyze", "pcap", pcap.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("cut.pcap:packet 2: truncated"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn cdma_probe_series_feed_the_analysis() {
+    let d = dir("cdma");
+    let out = d.join("probe.csv");
+    let (ok, stdout, err) = horde(&[
+        "analyze",
+        "cdma-udp",
+        "--source",
+        "onoff:40:1:5",
+        "--seconds",
+        "300",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("goodput"), "{stdout}");
+    let (ok, stdout, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "send_kbps",
+        "--y",
+        "assigned_kbps",
+        "--max-lag",
+        "3",
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // The scheduler follows the sending rate: NMI at lag 0 or 1 well above its null.
+    let best = v["lags"].as_array().unwrap()[..2]
+        .iter()
+        .map(|r| r["nmi"].as_f64().unwrap() - 3.0 * r["null"].as_f64().unwrap())
+        .fold(f64::MIN, f64::max);
+    assert!(best > 0.0, "{stdout}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
