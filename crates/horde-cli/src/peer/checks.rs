@@ -236,7 +236,7 @@ fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             initial_kbps,
         } => {
             c.positive(key("period_s"), "verb period_s", *period_s);
-            if !(*rtt_rise > 1.0) {
+            if rtt_rise.is_nan() || *rtt_rise <= 1.0 {
                 c.error(
                     key("rtt_rise"),
                     format!("verb rtt_rise must be above 1, got {rtt_rise}"),
