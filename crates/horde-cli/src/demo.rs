@@ -225,6 +225,7 @@ async fn run_real(
         seed: s.seed,
         cycle_ms: s.scheduler.cycle_ms,
         lookahead_ms: s.scheduler.lookahead_ms,
+        pack_adus: s.scheduler.pack_adus,
         ..SessionConfig::default()
     };
     let sender = Host::bind(scfg).await?;
