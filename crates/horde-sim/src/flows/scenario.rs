@@ -29,7 +29,7 @@ use toml::Spanned;
 
 use super::sim::TcpSettings;
 use super::workload::{plan, FlowSpec, PlannedFlow};
-use crate::scenario::ScenarioError;
+use crate::scenario::{ScenarioError, ScenarioFile};
 
 /// Link seeds derive from the scenario's seed through these stream numbers.
 const UP_LINK: u64 = 0x11_0001;
@@ -121,18 +121,8 @@ impl Locator<'_> {
 
 impl FlowScenario {
     pub fn load(path: impl AsRef<Path>) -> Result<FlowScenario, ScenarioError> {
-        let path = path.as_ref();
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            at: None,
-            message: format!("cannot read: {e}"),
-        })?;
-        let base = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Self::parse(&text, &file, base)
+        let f = ScenarioFile::read(path.as_ref())?;
+        Self::parse(&f.text, &f.name, f.base)
     }
 
     /// Parse and validate `text`; `file` names it in errors, traces are read relative

@@ -199,18 +199,8 @@ impl Scenario {
     /// Read, parse and validate a scenario file. Objective paths are resolved against
     /// the file's directory and must exist.
     pub fn load(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
-        let path = path.as_ref();
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            at: None,
-            message: format!("cannot read: {e}"),
-        })?;
-        let base = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        validate::parse(&text, &file, Some(base))
+        let f = ScenarioFile::read(path.as_ref())?;
+        validate::parse(&f.text, &f.name, Some(f.base))
     }
 
     /// Parse and validate scenario text; `name` stands for the file in error messages.
@@ -252,5 +242,29 @@ impl Scenario {
             .map(|i| self.channels[i].mtu)
             .min()
             .unwrap_or(1)
+    }
+}
+
+/// A scenario file's text, the name errors give it, and the folder its relative paths
+/// (objectives, traces) are resolved against.
+pub(crate) struct ScenarioFile<'a> {
+    pub(crate) text: String,
+    pub(crate) name: String,
+    pub(crate) base: &'a Path,
+}
+
+impl<'a> ScenarioFile<'a> {
+    pub(crate) fn read(path: &'a Path) -> Result<Self, ScenarioError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: name.clone(),
+            at: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Ok(Self { text, name, base })
     }
 }
