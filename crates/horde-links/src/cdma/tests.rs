@@ -358,7 +358,7 @@ fn an_idle_cdma_link_is_assigned_the_fundamental_channel_and_fixed_links_report_
     assert_eq!(out.len(), 1);
     // One short SCH burst for the single packet, the FCH the rest of the time.
     let mean = link.mean_assigned_kbps().unwrap();
-    assert!(mean >= 9.6 && mean < 9.8, "{mean}");
+    assert!((9.6..9.8).contains(&mean), "{mean}");
 
     let fixed = LinkSpec {
         rate: Some(RateSpec::Constant { kbps: 100.0 }),
