@@ -61,6 +61,7 @@ impl DirState {
         let link = self.link.stats();
         let mut s = self.stats.clone();
         s.dropped_loss = link.lost;
+        s.assigned_kbps = self.link.mean_assigned_kbps();
         s.in_flight = link
             .offered
             .saturating_sub(link.queue_drops + link.lost + link.delivered);

@@ -67,6 +67,9 @@ pub struct DirectionStats {
     /// Per-packet one-way delay through the link model (queueing, serialization and
     /// propagation): scheduled delivery time minus arrival.
     pub transit: Histogram,
+    /// For a link whose scheduler sets the rate (the CDMA model), the mean rate it
+    /// assigned so far, kbit/s.
+    pub assigned_kbps: Option<f64>,
 }
 
 /// Stats of one channel.
@@ -174,6 +177,18 @@ impl fmt::Display for Stats {
                     us(h.quantile(0.99)),
                     us(h.max()),
                 )?;
+            }
+        }
+        for c in &self.channels {
+            for dir in Direction::BOTH {
+                if let Some(kbps) = c.direction(dir).assigned_kbps {
+                    writeln!(
+                        f,
+                        "{} {}: mean assigned rate {kbps:.1} kbit/s",
+                        c.name,
+                        dir.as_str()
+                    )?;
+                }
             }
         }
         Ok(())

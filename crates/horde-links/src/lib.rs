@@ -100,4 +100,10 @@ pub trait Link: Send {
     }
     /// Counters so far.
     fn stats(&self) -> LinkStats;
+    /// For links whose rate is set by a scheduler during the run (the CDMA model), the
+    /// mean rate assigned so far in kbit/s; `None` for links with a rate fixed in
+    /// advance.
+    fn mean_assigned_kbps(&self) -> Option<f64> {
+        None
+    }
 }

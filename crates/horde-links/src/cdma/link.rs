@@ -57,4 +57,8 @@ impl Link for CdmaLink {
     fn stats(&self) -> LinkStats {
         self.sector().stats(self.user)
     }
+
+    fn mean_assigned_kbps(&self) -> Option<f64> {
+        self.sector().mean_assigned_kbps(self.user)
+    }
 }

@@ -66,6 +66,8 @@ struct User {
     served_kbit_since_decision: f64,
     out: VecDeque<Out>,
     stats: LinkStats,
+    /// Assigned rate integrated over the whole run (kbit), for the run's mean.
+    total_rate_kbit: f64,
     // The second being accumulated.
     acc_rate_kbit: f64,
     acc_offered_bytes: u64,
@@ -114,6 +116,7 @@ impl CdmaSector {
                 served_kbit_since_decision: 0.0,
                 out: VecDeque::new(),
                 stats: LinkStats::default(),
+                total_rate_kbit: 0.0,
                 acc_rate_kbit: 0.0,
                 acc_offered_bytes: 0,
                 acc_served_bytes: 0,
@@ -158,6 +161,14 @@ impl CdmaSector {
     /// The rate `user` is assigned now (kbit/s).
     pub fn assigned_kbps(&self, user: usize) -> f64 {
         self.users[user].rate_kbps
+    }
+
+    /// The mean rate `user` was assigned from time zero to the sector's clock (kbit/s),
+    /// FCH periods included; `None` before the sector has run. This is what a trace of
+    /// the assigned channel rate averages to (seed 003's CAIT average, §7.1.2).
+    pub fn mean_assigned_kbps(&self, user: usize) -> Option<f64> {
+        let t = self.clock.as_secs_f64();
+        (t > 0.0).then(|| self.users[user].total_rate_kbit / t)
     }
 
     pub(crate) fn stats(&self, user: usize) -> LinkStats {
@@ -248,6 +259,7 @@ impl CdmaSector {
         let dt = (end - start).as_secs_f64();
         for u in &mut self.users {
             u.acc_rate_kbit += u.rate_kbps * dt;
+            u.total_rate_kbit += u.rate_kbps * dt;
             if u.rate_kbps <= 0.0 {
                 continue;
             }

@@ -314,3 +314,58 @@ fn spec_names_every_parameter_and_rejects_nonsense() {
     )
     .contains("delay"));
 }
+
+#[test]
+fn mean_assigned_rate_is_the_mean_of_the_per_second_series() {
+    let mut sector = CdmaSector::new(
+        CdmaParams::default(),
+        1,
+        30_000,
+        Duration::from_millis(250),
+        7,
+        true,
+    );
+    // Offer 800 kbit/s for 300 s: the buffer stays full, the limiter bites.
+    let mut out = Vec::new();
+    for i in 0..30_000u64 {
+        let now = Duration::from_millis(10 * i);
+        sector.enqueue(0, now, i, 1000);
+        sector.deliver(0, now, &mut out);
+    }
+    sector.advance(Duration::from_secs(300));
+    let series = sector.series(0);
+    assert_eq!(series.len(), 300);
+    let from_series = series.iter().map(|s| s.assigned_kbps).sum::<f64>() / 300.0;
+    let mean = sector.mean_assigned_kbps(0).expect("the sector has run");
+    assert!((mean - from_series).abs() < 0.01, "{mean} vs {from_series}");
+    assert!(mean > 20.0 && mean < 100.0, "{mean}");
+}
+
+#[test]
+fn an_idle_cdma_link_is_assigned_the_fundamental_channel_and_fixed_links_report_none() {
+    use crate::{DelaySpec, RateSpec};
+    let spec = LinkSpec {
+        rate: Some(RateSpec::Cdma1xRtt(Box::default())),
+        buffer_bytes: Some(30_000),
+        delay: Some(DelaySpec::Constant { ms: 250.0 }),
+        ..LinkSpec::default()
+    };
+    let mut link = spec.build(1, std::path::Path::new(".")).unwrap();
+    assert_eq!(link.mean_assigned_kbps(), None, "no time has passed");
+    let mut out = Vec::new();
+    link.enqueue(Duration::ZERO, 0, 1000);
+    link.deliver(Duration::from_secs(100), &mut out);
+    assert_eq!(out.len(), 1);
+    // One short SCH burst for the single packet, the FCH the rest of the time.
+    let mean = link.mean_assigned_kbps().unwrap();
+    assert!((9.6..9.8).contains(&mean), "{mean}");
+
+    let fixed = LinkSpec {
+        rate: Some(RateSpec::Constant { kbps: 100.0 }),
+        ..LinkSpec::default()
+    };
+    let mut fixed = fixed.build(1, std::path::Path::new(".")).unwrap();
+    fixed.enqueue(Duration::ZERO, 0, 1000);
+    fixed.deliver(Duration::from_secs(1), &mut out);
+    assert_eq!(fixed.mean_assigned_kbps(), None);
+}

@@ -44,6 +44,26 @@ pub trait Carrier {
     /// Append `(receiving side, packet)` for every packet due by `now`, in order.
     fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>);
     fn stats(&self) -> CarrierStats;
+    /// Mean rates a scheduler assigned so far, up and down, for scheduled links (the
+    /// CDMA model; [`Link::mean_assigned_kbps`]).
+    fn assigned_kbps(&self) -> AssignedRates {
+        AssignedRates::default()
+    }
+}
+
+/// Mean assigned rates (kbit/s) of the two directions; absent for fixed-rate links.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct AssignedRates {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub up_kbps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down_kbps: Option<f64>,
+}
+
+impl AssignedRates {
+    pub fn is_empty(&self) -> bool {
+        self.up_kbps.is_none() && self.down_kbps.is_none()
+    }
 }
 
 /// One link model per direction: the single-path baseline.
@@ -115,6 +135,13 @@ impl Carrier for DirectLink {
         CarrierStats {
             up: self.up.stats(),
             down: self.down.stats(),
+        }
+    }
+
+    fn assigned_kbps(&self) -> AssignedRates {
+        AssignedRates {
+            up_kbps: self.up.mean_assigned_kbps(),
+            down_kbps: self.down.mean_assigned_kbps(),
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::carrier::AssignedRates;
 use super::workload::{FlowSpec, PlannedFlow};
 
 /// What happened to one flow.
@@ -158,6 +159,10 @@ pub struct FlowReport {
     pub seed: u64,
     /// Time from the first flow's start to the end of the run, in seconds.
     pub run_s: f64,
+    /// Mean rates assigned to scheduled links (the CDMA model) during the run; left
+    /// out of the JSON for fixed-rate links.
+    #[serde(rename = "link", skip_serializing_if = "AssignedRates::is_empty")]
+    pub link_assigned_kbps: AssignedRates,
     pub classes: Vec<ClassSummary>,
     pub flows: Vec<FlowRecord>,
 }
@@ -211,6 +216,7 @@ impl FlowReport {
             congestion: congestion.to_string(),
             seed,
             run_s,
+            link_assigned_kbps: AssignedRates::default(),
             classes,
             flows,
         }
@@ -327,6 +333,14 @@ impl FlowReport {
                         "", s.mean, s.median, s.p95, s.n
                     );
                 }
+            }
+        }
+        for (dir, rate) in [
+            ("up", self.link_assigned_kbps.up_kbps),
+            ("down", self.link_assigned_kbps.down_kbps),
+        ] {
+            if let Some(kbps) = rate {
+                let _ = writeln!(out, "link {dir}: mean assigned rate {kbps:.1} kbit/s");
             }
         }
         out

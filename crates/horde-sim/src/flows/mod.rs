@@ -14,7 +14,7 @@ pub mod sim;
 pub mod sizes;
 pub mod workload;
 
-pub use carrier::{Carrier, CarrierStats, DirectLink, Side};
+pub use carrier::{AssignedRates, Carrier, CarrierStats, DirectLink, Side};
 pub use metrics::{ClassSummary, FlowRecord, FlowReport, Stats};
 pub use scenario::FlowScenario;
 pub use sim::{simulate, Congestion, FlowSim, FlowSimError, TcpSettings};

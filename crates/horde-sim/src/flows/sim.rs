@@ -16,7 +16,7 @@ use smoltcp::socket::tcp::{self, CongestionControl, State};
 use smoltcp::wire::IpAddress;
 
 use super::app::{ClientApp, ServerApp};
-use super::carrier::{Carrier, CarrierStats, Side};
+use super::carrier::{AssignedRates, Carrier, CarrierStats, Side};
 use super::host::{SimHost, CLIENT_ADDR, SERVER_ADDR};
 use super::metrics::{FlowRecord, FlowReport};
 use super::retrans::RetransmitWatcher;
@@ -312,6 +312,14 @@ impl<C: Carrier> FlowSim<C> {
     /// Run until every flow has finished and closed, or until `end`; flows unfinished
     /// at `end` are reported as such.
     pub fn run(mut self, end: Duration) -> Result<(Vec<FlowRecord>, Duration), FlowSimError> {
+        self.run_in_place(end)
+    }
+
+    /// [`FlowSim::run`], keeping the simulator (and its carrier) for inspection after.
+    pub fn run_in_place(
+        &mut self,
+        end: Duration,
+    ) -> Result<(Vec<FlowRecord>, Duration), FlowSimError> {
         let mut due: Option<Duration> = None;
         loop {
             let mut next = [
@@ -373,7 +381,12 @@ impl<C: Carrier> FlowSim<C> {
         for f in &self.plan[self.next_flow..] {
             self.records.push(FlowRecord::new(f, &self.specs, &[], 0));
         }
-        Ok((self.records, self.now))
+        Ok((std::mem::take(&mut self.records), self.now))
+    }
+
+    /// Mean rates the carrier's scheduled links were assigned so far.
+    pub fn assigned_kbps(&self) -> AssignedRates {
+        self.carrier.assigned_kbps()
     }
 }
 
@@ -387,9 +400,9 @@ pub fn simulate<C: Carrier>(
     seed: u64,
     end: Duration,
 ) -> Result<FlowReport, FlowSimError> {
-    let sim = FlowSim::new(carrier, tcp, specs.to_vec(), plan, seed);
-    let (records, until) = sim.run(end)?;
-    Ok(FlowReport::new(
+    let mut sim = FlowSim::new(carrier, tcp, specs.to_vec(), plan, seed);
+    let (records, until) = sim.run_in_place(end)?;
+    let mut report = FlowReport::new(
         scenario,
         "smoltcp",
         tcp.congestion.name(),
@@ -397,5 +410,7 @@ pub fn simulate<C: Carrier>(
         until.as_secs_f64(),
         specs,
         records,
-    ))
+    );
+    report.link_assigned_kbps = sim.assigned_kbps();
+    Ok(report)
 }
