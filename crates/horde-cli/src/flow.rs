@@ -419,7 +419,8 @@ fn sample_rtts(fd: RawFd, mptcp: bool, sampling: &AtomicBool) -> (Vec<u32>, usiz
     (samples, subflows)
 }
 
-fn tcp_rtt(fd: RawFd) -> Option<u32> {
+/// The kernel's `tcp_info` of a TCP socket.
+pub fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data; all-zero is valid.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -433,7 +434,11 @@ fn tcp_rtt(fd: RawFd) -> Option<u32> {
             &mut len,
         )
     };
-    (rc == 0).then_some(info.tcpi_rtt)
+    (rc == 0).then_some(info)
+}
+
+fn tcp_rtt(fd: RawFd) -> Option<u32> {
+    tcp_info(fd).map(|i| i.tcpi_rtt)
 }
 
 /// `struct mptcp_subflow_data` followed by one `tcp_info` per subflow.

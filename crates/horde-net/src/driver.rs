@@ -330,14 +330,7 @@ impl Driver {
             let deadline = self.next_deadline(now);
             let sleep =
                 tokio::time::sleep_until(tokio::time::Instant::from_std(self.start + deadline));
-            let readable = poll_fn(|cx| {
-                for s in self.sockets.iter().flatten() {
-                    if s.poll_recv_ready(cx).is_ready() {
-                        return Poll::Ready(());
-                    }
-                }
-                Poll::Pending
-            });
+            let readable = any_readable(&self.sockets);
             tokio::select! {
                 biased;
                 cmd = cmd_rx.recv() => match cmd {
@@ -397,14 +390,7 @@ impl Driver {
             }
             let wake = self.next_deadline(now).min(give_up);
             let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(self.start + wake));
-            let readable = poll_fn(|cx| {
-                for s in self.sockets.iter().flatten() {
-                    if s.poll_recv_ready(cx).is_ready() {
-                        return Poll::Ready(());
-                    }
-                }
-                Poll::Pending
-            });
+            let readable = any_readable(&self.sockets);
             tokio::select! {
                 _ = readable => {}
                 _ = sleep => {}
@@ -1357,4 +1343,17 @@ impl Driver {
         self.conns.remove(&key);
         self.by_index.retain(|_, k| *k != key);
     }
+}
+
+/// Ready once any open socket has a datagram to read. Borrows only the sockets, so the
+/// driver's other fields stay free for the `select!` arms.
+fn any_readable(sockets: &[Option<UdpSocket>]) -> impl std::future::Future<Output = ()> + '_ {
+    poll_fn(move |cx| {
+        for s in sockets.iter().flatten() {
+            if s.poll_recv_ready(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
 }

@@ -31,20 +31,7 @@ pub struct ClientResult {
 
 /// `tcpi_total_retrans` of a TCP socket.
 pub fn total_retrans(fd: RawFd) -> Option<u64> {
-    // SAFETY: tcp_info is plain old data; all-zero is valid.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: info and len describe a writable buffer for the duration of the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(u64::from(info.tcpi_total_retrans))
+    crate::flow::tcp_info(fd).map(|i| u64::from(i.tcpi_total_retrans))
 }
 
 fn sleep_until(t: Instant) {
