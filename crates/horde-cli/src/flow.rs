@@ -3,6 +3,8 @@
 //! pseudo-random bytes; the server answers with the byte count and an FNV-1a checksum
 //! of what it read, so the client can check that every byte arrived intact.
 
+mod compare;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
@@ -30,6 +32,9 @@ pub enum Command {
     Server(ServerArgs),
     /// Send N bytes to a server; prints JSON with bytes, seconds, goodput, RTT.
     Client(ClientArgs),
+    /// MPTCP over all emulated links against TCP over each link alone, in one
+    /// `horde shell` run (root); prints a table.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(ClapArgs)]
@@ -98,6 +103,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Server(a) => server(a),
         Command::Client(a) => client(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
 
