@@ -6,6 +6,7 @@
 //! and timing on a small machine.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -123,17 +124,21 @@ fn leftovers(netns: &str, index: &str) -> Vec<String> {
     found
 }
 
+/// Emulation accuracy: kernel TCP bulk over one constant 10 Mbit/s link with 40 ms one
+/// way reaches at least 90 % of the rate. 10 MB so that the handshake, slow start and the
+/// final answer (about four 80 ms round trips) cost under 4 % of the time; the payload
+/// ceiling with 1448-byte segments in 1500-byte packets is 96.5 %.
 #[test]
-fn tcp_bulk_fills_a_10_mbit_link() {
+fn tcp_bulk_fills_a_10_mbit_40_ms_link() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if !root_or_refusal_checked() {
         return;
     }
     let (mut server, port) = flow_server(1);
     let out = shell(
-        &["--link", "rate=10mbit,delay=20ms"],
+        &["--link", "rate=10mbit,delay=40ms"],
         &format!(
-            "$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 3000000 --cc cubic"
+            "$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 10000000 --cc cubic"
         ),
     );
     server.kill().ok();
@@ -141,12 +146,78 @@ fn tcp_bulk_fills_a_10_mbit_link() {
     let json = client_json(&out);
     assert_eq!(json["checksum_ok"], true, "{json}");
     let goodput = json["goodput_mbps"].as_f64().unwrap();
-    eprintln!("cubic over 10 Mbit/s, 20 ms: {goodput:.2} Mbit/s");
+    eprintln!("cubic over 10 Mbit/s, 40 ms: {goodput:.2} Mbit/s");
     assert!(
-        goodput >= 8.5,
-        "goodput {goodput} Mbit/s < 85 % of 10: {json}"
+        goodput >= 9.0,
+        "goodput {goodput} Mbit/s < 90 % of 10: {json}"
     );
-    assert!(goodput <= 10.0, "faster than the link: {json}");
+    assert!(
+        goodput <= 9.7,
+        "faster than the link's payload rate: {json}"
+    );
+}
+
+/// `horde flow compare` over the two links of the MPTCP baseline (10 Mbit/s at 20 ms,
+/// 5 Mbit/s at 80 ms), short: MPTCP uses both links and beats the best single path by
+/// a clear margin. A second subflow that carried nothing would leave MPTCP at the best
+/// link's rate (ratio about 1); full aggregation of 4 MB reaches about 1.3.
+#[test]
+fn mptcp_beats_the_best_single_path() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let json_path = std::env::temp_dir().join(format!("horde-compare-{}.json", std::process::id()));
+    let out = horde(&[
+        "flow",
+        "compare",
+        "--bytes",
+        "4000000",
+        "--cc",
+        "cubic",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    let mptcp_on =
+        std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1");
+    if !mptcp_on {
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("MPTCP is not enabled"),
+            "{}",
+            text(&out.stderr)
+        );
+        eprintln!("no MPTCP in this kernel: checked the refusal only");
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let table = text(&out.stdout);
+    eprintln!("{table}");
+    assert!(table.contains("| MPTCP, links 1-2 |"), "{table}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    std::fs::remove_file(&json_path).ok();
+    let rows = s["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{s}");
+    assert!(rows.iter().all(|r| r["run"]["checksum_ok"] == true), "{s}");
+    let mptcp = &rows[2]["run"];
+    assert_eq!(mptcp["protocol"], "mptcp", "{s}");
+    assert_eq!(mptcp["subflows"], 2, "one subflow per link: {s}");
+    let link = |i: usize| rows[i]["run"]["goodput_mbps"].as_f64().unwrap();
+    assert!(link(0) > link(1), "10 Mbit/s beats 5 Mbit/s alone: {s}");
+    assert_eq!(s["best_link"], 1, "{s}");
+    let ratio = s["mptcp_over_best"].as_f64().unwrap();
+    assert!(
+        ratio > 1.1,
+        "MPTCP {} Mbit/s is not clearly above the best single path {} Mbit/s: {s}",
+        s["mptcp_mbps"],
+        s["best_single_mbps"]
+    );
 }
 
 #[test]
@@ -167,7 +238,7 @@ fn five_megabytes_survive_an_outage_on_one_of_two_links() {
     let out = if mptcp {
         eprintln!("MPTCP over both links");
         let mut args = links.to_vec();
-        args.push("--mptcp");
+        args.extend(["--mptcp", "--stats"]);
         shell(
             &args,
             &format!(
@@ -193,11 +264,20 @@ fn five_megabytes_survive_an_outage_on_one_of_two_links() {
     if mptcp {
         assert_eq!(json["protocol"], "mptcp");
         assert_eq!(json["subflows"], 2, "one subflow per link: {json}");
+        // The outage hit the transfer: link 2 (`link1`) dropped data packets as down.
+        let stats = text(&out.stderr);
+        let down_drops = stats
+            .lines()
+            .find(|l| l.starts_with("link1") && l.split_whitespace().nth(1) == Some("up"))
+            .and_then(|l| l.split_whitespace().nth(8))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no link1 up row in --stats: {stats}"));
+        assert!(down_drops > 0, "the outage dropped nothing: {stats}");
     }
 }
 
 #[test]
-fn the_shell_cleans_up_after_a_killed_command_and_a_terminated_shell() {
+fn the_shell_cleans_up_after_a_killed_command_ctrl_c_and_sigterm() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if !root_or_refusal_checked() {
         return;
@@ -216,11 +296,19 @@ fn the_shell_cleans_up_after_a_killed_command_and_a_terminated_shell() {
         leftovers(&netns, index)
     );
 
-    // The shell itself gets SIGTERM while the command sleeps (with a background child).
+    // While the command sleeps (with a background child): Ctrl-C, which a terminal
+    // sends as SIGINT to the whole foreground process group, and SIGTERM to the shell
+    // alone, which passes it on.
+    signalled_shell_cleans_up(libc::SIGINT, true);
+    signalled_shell_cleans_up(libc::SIGTERM, false);
+}
+
+fn signalled_shell_cleans_up(sig: libc::c_int, whole_group: bool) {
     let mut child = Command::new(horde_bin())
         .args(["shell", "--link", "rate=1mbit", "--", "sh", "-c"])
         .arg("sleep 60 & echo $HORDE_SHELL_NETNS; sleep 60")
         .stdout(Stdio::piped())
+        .process_group(0)
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -233,14 +321,15 @@ fn the_shell_cleans_up_after_a_killed_command_and_a_terminated_shell() {
         !leftovers(&netns, index).is_empty(),
         "namespace exists while running"
     );
-    // SAFETY: signals our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals our own child, or the process group it leads.
+    unsafe { libc::kill(if whole_group { -pid } else { pid }, sig) };
     let started = Instant::now();
     let status = child.wait().unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
         status.code(),
-        Some(128 + 15),
+        Some(128 + sig),
         "the command's fate is passed on"
     );
     assert!(
@@ -248,6 +337,28 @@ fn the_shell_cleans_up_after_a_killed_command_and_a_terminated_shell() {
         "{:?}",
         leftovers(&netns, index)
     );
+}
+
+/// Without root the shell says so and exits with 1, before creating anything. As root
+/// (CI), the check runs with privileges dropped to `nobody` by util-linux `setpriv`.
+#[test]
+fn without_root_the_shell_refuses_clearly() {
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(horde_bin());
+        c
+    } else {
+        Command::new(horde_bin())
+    };
+    let out = cmd
+        .args(["shell", "--link", "rate=1mbit", "--", "true"])
+        .output()
+        .expect("run horde (setpriv from util-linux when root)");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let e = text(&out.stderr);
+    assert!(e.contains("horde shell needs root"), "{e}");
+    assert!(e.contains("run it with sudo"), "{e}");
 }
 
 #[test]
@@ -344,15 +455,13 @@ fn the_packet_log_shows_the_models_delay() {
             "{d}: {} packets, p99 release lateness {p99:.3} ms",
             extra.len()
         );
-        // The log has µs resolution. Packets follow the model: never early, and typically
-        // within a fraction of a millisecond. How precisely (the 1 ms p99 goal) is a
-        // timing figure for the release-error benchmark, not for a test on a loaded
-        // machine, so the bound here only catches a release that does not follow the
-        // model at all.
+        // The log has µs resolution. Packets follow the model: never early, and at p99
+        // within 1 ms of it (the release thread runs SCHED_FIFO, so a busy machine
+        // delays it little; a release that ignored the model would be off by ms).
         let p50 = extra[extra.len() / 2];
         assert!(extra[0] >= -0.002, "{d}: released early: {}", extra[0]);
         assert!(p50 < 0.5, "{d}: median {p50} ms beyond the model's 10 ms");
-        assert!(p99 < 5.0, "{d}: p99 {p99} ms beyond the model's 10 ms");
+        assert!(p99 < 1.0, "{d}: p99 {p99} ms beyond the model's 10 ms");
         // The capture holds a header plus one IPv4 packet per delivered record.
         let cap = std::fs::read(pcap.join(format!("link0-{d}.pcap"))).unwrap();
         assert_eq!(&cap[..4], &0xa1b2_c3d4u32.to_le_bytes());
