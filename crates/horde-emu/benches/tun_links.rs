@@ -140,8 +140,15 @@ fn rate_link(mbps: f64) -> Box<dyn Link> {
     spec.build(1, Path::new(".")).expect("valid spec")
 }
 
+/// What the sink saw: datagrams, payload bytes, and the time from first to last.
+struct Sunk {
+    packets: u64,
+    bytes: u64,
+    span: Duration,
+}
+
 /// A host-side sink counting datagrams and bytes until `done`.
-fn sink(done: Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<(u64, u64)>) {
+fn sink(done: Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<Sunk>) {
     let socket = UdpSocket::bind("0.0.0.0:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
@@ -149,14 +156,22 @@ fn sink(done: Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<(u64, u64)>) {
     let port = socket.local_addr().unwrap().port();
     let thread = std::thread::spawn(move || {
         let (mut packets, mut bytes) = (0u64, 0u64);
+        let (mut first, mut last) = (None, Instant::now());
         let mut buf = [0u8; 2048];
         while !done.load(Ordering::Relaxed) {
             if let Ok(n) = socket.recv(&mut buf) {
+                last = Instant::now();
+                first.get_or_insert(last);
                 packets += 1;
                 bytes += n as u64;
             }
         }
-        (packets, bytes)
+        let span = first.map(|f| last - f).unwrap_or_default();
+        Sunk {
+            packets,
+            bytes,
+            span,
+        }
     });
     (port, thread)
 }
@@ -190,19 +205,22 @@ fn release_error(links: usize, mbps: f64, secs: f64) {
             }
         })
     };
-    let started = Instant::now();
     sender.join().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let span = started.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
-    let (packets, bytes) = sink_thread.join().unwrap();
+    let Sunk {
+        packets,
+        bytes,
+        span,
+    } = sink_thread.join().unwrap();
+    let span = span.as_secs_f64();
     let stalls = probe.join().unwrap();
     let stats = emu.shutdown();
     let err = stats.release_error();
     let p99 = us(err.quantile(0.99));
     println!(
         "tun {links} x {mbps:.0} Mbit/s: sent {total}, delivered {packets} ({:.2} Mbit/s of \
-         IP packets over {span:.1} s)",
+         IP packets, first to last delivery)",
         (bytes + packets * IP_UDP_HEADERS as u64) as f64 * 8.0 / span / 1e6,
     );
     println!(
@@ -247,7 +265,7 @@ fn forwarding(size: usize, secs: f64) {
     let offered_for = sender.join().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     done.store(true, Ordering::Relaxed);
-    let (got, _) = sink_thread.join().unwrap();
+    let got = sink_thread.join().unwrap().packets;
     emu.shutdown();
     let sent = sent.load(Ordering::Relaxed);
     println!(
