@@ -1,9 +1,11 @@
 //! The `--link` argument of `horde shell`: comma-separated `key=value` pairs describing
 //! one emulated link.
 //!
-//! Keys before any `up=` or `down=` apply to both directions; `up=` and `down=` start a
-//! section for one direction, whose value is either a rate (`up=trace:FILE`,
-//! `up=20mbit`) or that section's first `key=value` (`down=rate=20mbit`).
+//! Plain keys apply to both directions. `up=RATE` / `down=RATE` (`up=trace:FILE`,
+//! `down=20mbit`) set one direction's rate only, and the keys after them still apply to
+//! both, so Mahimahi-style `up=trace:A.up,down=trace:A.down,delay=40ms` delays both
+//! ways. `up=KEY=VALUE` (`down=rate=20mbit,delay=40ms`) starts a section: the keys from
+//! there on apply to that direction only.
 //!
 //! | key | value |
 //! | --- | --- |
@@ -109,14 +111,21 @@ impl LinkArg {
             };
             let (key, value) = match key {
                 "up" | "down" => {
-                    section = if key == "up" {
+                    let direction = if key == "up" {
                         Section::Up
                     } else {
                         Section::Down
                     };
                     match value.split_once('=') {
-                        Some((k, v)) => (k, v),
-                        None => ("rate", value),
+                        Some((k, v)) => {
+                            section = direction;
+                            (k, v)
+                        }
+                        None => {
+                            parts[direction as usize].rate = Some(rate(value)?);
+                            section = Section::Both;
+                            continue;
+                        }
                     }
                 }
                 _ => (key, value),
@@ -348,6 +357,31 @@ mod tests {
                 sd_ms: 2.0
             })
         );
+    }
+
+    #[test]
+    fn a_bare_rate_sets_one_direction_and_later_keys_apply_to_both() {
+        let l = LinkArg::parse("up=trace:A.up,down=trace:A.down,delay=40ms").unwrap();
+        assert_eq!(
+            l.up.rate,
+            Some(RateSpec::Trace {
+                path: "A.up".into()
+            })
+        );
+        assert_eq!(
+            l.down.rate,
+            Some(RateSpec::Trace {
+                path: "A.down".into()
+            })
+        );
+        assert_eq!(l.up.delay, Some(DelaySpec::Constant { ms: 40.0 }));
+        assert_eq!(l.down.delay, Some(DelaySpec::Constant { ms: 40.0 }));
+        // A key=value section still binds what follows to its direction.
+        let l = LinkArg::parse("up=20mbit,down=rate=5mbit,delay=40ms").unwrap();
+        assert_eq!(l.up.rate, Some(RateSpec::Constant { kbps: 20_000.0 }));
+        assert_eq!(l.up.delay, None);
+        assert_eq!(l.down.delay, Some(DelaySpec::Constant { ms: 40.0 }));
+        assert!(e("up=10").contains("needs a unit"));
     }
 
     #[test]
