@@ -469,3 +469,51 @@ fn the_packet_log_shows_the_models_delay() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Mbit/s of the packets a `--log` CSV shows departing within `[from, to)` seconds.
+fn departed_mbps(path: &Path, from: f64, to: f64) -> f64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let bytes: f64 = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let departure: f64 = f[1].parse().ok()?;
+            (departure >= from * 1e3 && departure < to * 1e3).then(|| f[2].parse::<f64>().unwrap())
+        })
+        .sum();
+    bytes * 8.0 / (to - from) / 1e6
+}
+
+/// `rate_at`: the link drops from 10 to 2 Mbit/s at 1 s. Cubic keeps the (unlimited)
+/// buffer full, so the link is busy throughout and what departs is the link's rate.
+#[test]
+fn a_scripted_rate_change_shows_in_the_packet_log() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("horde-shell-rate-{}", std::process::id()));
+    let (mut server, port) = flow_server(1);
+    let out = shell(
+        &[
+            "--link",
+            "rate=10mbit,delay=10ms,rate_at=1s:2mbit",
+            "--log",
+            dir.to_str().unwrap(),
+        ],
+        &format!(
+            "$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 1500000 --cc cubic"
+        ),
+    );
+    server.kill().ok();
+    server.wait().ok();
+    assert_eq!(client_json(&out)["checksum_ok"], true);
+    let log = dir.join("link0-up.csv");
+    let before = departed_mbps(&log, 0.4, 0.95);
+    let after = departed_mbps(&log, 1.3, 2.3);
+    eprintln!("before the change {before:.2} Mbit/s, after {after:.2} Mbit/s");
+    assert!((9.0..=10.1).contains(&before), "before: {before} Mbit/s");
+    assert!((1.8..=2.1).contains(&after), "after: {after} Mbit/s");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::rate_steps::RateSteps;
 use crate::trace::{Trace, OPPORTUNITY_BYTES};
 
 /// How fast the bottleneck drains.
@@ -21,6 +22,8 @@ pub(crate) enum Rate {
     Constant { ns_per_byte: f64 },
     /// Mahimahi delivery opportunities.
     Trace(Trace),
+    /// Piecewise-constant rates changing at scripted times.
+    Steps(RateSteps),
 }
 
 impl Rate {
@@ -87,6 +90,11 @@ impl Bottleneck {
                 let serialization =
                     Duration::from_nanos((f64::from(size) * ns_per_byte).round() as u64);
                 self.busy_until = start.saturating_add(serialization);
+                (start, self.busy_until)
+            }
+            Rate::Steps(steps) => {
+                let start = now.max(self.busy_until);
+                self.busy_until = steps.finish(start, size);
                 (start, self.busy_until)
             }
             Rate::Trace(trace) => {

@@ -32,12 +32,13 @@ mod delay;
 mod error;
 mod link;
 mod loss;
+mod rate_steps;
 mod spec;
 mod trace;
 mod trace_stats;
 
 pub use error::{CellularError, LinkError, TraceError};
-pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec, RateStep};
 pub use trace::{Trace, OPPORTUNITY_BYTES};
 pub use trace_stats::{TraceStats, BIN_MS, GAP_MS};
 

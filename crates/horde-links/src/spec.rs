@@ -11,6 +11,7 @@ use crate::delay::DelayProcess;
 use crate::error::LinkError;
 use crate::link::ModelLink;
 use crate::loss::{self, BurstMarkov, GilbertElliott, LossProcess};
+use crate::rate_steps::RateSteps;
 use crate::trace::Trace;
 use crate::Link;
 
@@ -59,11 +60,29 @@ pub enum RateSpec {
         /// The trace file.
         path: PathBuf,
     },
+    /// `{ model = "steps", steps = [{ at_s = 0, kbps = 10000 }, { at_s = 5, kbps = 2000 }] }`:
+    /// scripted rate changes: each step's rate from its time (seconds since the start)
+    /// until the next step's; the first step is at 0. A packet being serialized when
+    /// the rate changes finishes at the new rate.
+    Steps {
+        /// Strictly increasing in `at_s`, starting at 0.
+        steps: Vec<RateStep>,
+    },
     /// `{ model = "cdma1x_rtt", fch_kbps = 9.6, ... }`: the demand-driven CDMA2000 1xRTT
     /// downlink (one user alone in its sector); see `docs/cdma.md`. Loses only by buffer
     /// overflow, so `loss` must be absent and `delay` constant.
     #[serde(rename = "cdma1x_rtt")]
     Cdma1xRtt(Box<CdmaParams>),
+}
+
+/// One scripted rate of [`RateSpec::Steps`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    /// When this rate starts, in seconds since the start of the run.
+    pub at_s: f64,
+    /// Rate in kbit/s; positive.
+    pub kbps: f64,
 }
 
 /// The delay added to each packet after the bottleneck.
@@ -230,6 +249,7 @@ impl LinkSpec {
             Rate::Constant { ns_per_byte } => {
                 Some((duration.as_nanos() as f64 / ns_per_byte) as u64)
             }
+            Rate::Steps(steps) => Some(steps.capacity_bytes_until(duration)),
         })
     }
 
@@ -247,6 +267,7 @@ impl LinkSpec {
                 }
                 Rate::constant_kbps(*kbps)
             }
+            Some(RateSpec::Steps { steps }) => Rate::Steps(RateSteps::new(steps)?),
             Some(RateSpec::Trace { path }) => match base_dir {
                 Some(dir) => Rate::Trace(Trace::from_path(&dir.join(path))?),
                 None => Rate::Unlimited,

@@ -21,6 +21,15 @@ fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
     match &spec.rate {
         None | Some(RateSpec::Unlimited {}) => {}
         Some(RateSpec::Constant { kbps }) => keys.push(format!("rate={kbps}kbit")),
+        Some(RateSpec::Steps { steps }) => {
+            let Some((first, changes)) = steps.split_first() else {
+                bail!("a rate schedule without steps");
+            };
+            keys.push(format!("rate={}kbit", first.kbps));
+            for c in changes {
+                keys.push(format!("rate_at={}s:{}kbit", c.at_s, c.kbps));
+            }
+        }
         Some(RateSpec::Trace { path }) => {
             let full = base_dir.join(path);
             let full = full.canonicalize().unwrap_or(full);
@@ -105,6 +114,24 @@ mod tests {
             })
         );
         assert_eq!((down2.loss, down2.delay), (down.loss, down.delay));
+        // Scripted rate changes, one direction only.
+        let steps = LinkSpec {
+            rate: Some(RateSpec::Steps {
+                steps: vec![
+                    horde_links::RateStep {
+                        at_s: 0.0,
+                        kbps: 8000.0,
+                    },
+                    horde_links::RateStep {
+                        at_s: 2.5,
+                        kbps: 500.0,
+                    },
+                ],
+            }),
+            ..LinkSpec::default()
+        };
+        let text = link_arg(&steps, &LinkSpec::default(), &traces).unwrap();
+        assert_eq!(parse_link_arg(&text).unwrap().0.rate, steps.rate);
         // A direction with nothing set still forms a section.
         let ideal = link_arg(&LinkSpec::default(), &LinkSpec::default(), &traces).unwrap();
         assert_eq!(

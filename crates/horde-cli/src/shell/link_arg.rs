@@ -15,12 +15,13 @@
 //! | `buffer` | drop-tail buffer: `150kb` (1000 B), `64kib`, `1mb`, `3000b` |
 //! | `loss` | `0.01` (Bernoulli) or `ge:P_GB:P_BG[:LOSS_GOOD[:LOSS_BAD]]` (Gilbert-Elliott) |
 //! | `down_at` | outage of both directions: `START:LENGTH`, e.g. `5s:2s` (repeatable) |
+//! | `rate_at` | scripted rate change: `START:RATE`, e.g. `5s:2mbit`, from a constant `rate` (repeatable) |
 
 use std::fmt;
 use std::time::Duration;
 
 use horde_emu::ScheduleStep;
-use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec, RateStep};
 
 /// One parsed `--link`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -62,6 +63,8 @@ struct Partial {
     jitter_ms: Option<f64>,
     buffer: Option<u64>,
     loss: Option<LossSpec>,
+    /// `rate_at` changes, in the order given.
+    rate_changes: Vec<RateStep>,
 }
 
 impl Partial {
@@ -72,10 +75,15 @@ impl Partial {
             jitter_ms: self.jitter_ms.or(base.jitter_ms),
             buffer: self.buffer.or(base.buffer),
             loss: self.loss.clone().or_else(|| base.loss.clone()),
+            rate_changes: if self.rate_changes.is_empty() {
+                base.rate_changes.clone()
+            } else {
+                self.rate_changes.clone()
+            },
         }
     }
 
-    fn into_spec(self) -> LinkSpec {
+    fn into_spec(self) -> Result<LinkSpec, LinkArgError> {
         let delay = match (self.delay_ms, self.jitter_ms) {
             (None, None) => None,
             (mean, None) => Some(DelaySpec::Constant {
@@ -86,12 +94,23 @@ impl Partial {
                 sd_ms: sd,
             }),
         };
-        LinkSpec {
-            rate: self.rate,
+        let rate = match (self.rate, self.rate_changes.is_empty()) {
+            (rate, true) => rate,
+            (Some(RateSpec::Constant { kbps }), false) => {
+                let mut steps = vec![RateStep { at_s: 0.0, kbps }];
+                let mut changes = self.rate_changes;
+                changes.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+                steps.extend(changes);
+                Some(RateSpec::Steps { steps })
+            }
+            (_, false) => return err("rate_at: needs a constant rate=... to start from"),
+        };
+        Ok(LinkSpec {
+            rate,
             buffer_bytes: self.buffer,
             loss: self.loss,
             delay,
-        }
+        })
     }
 }
 
@@ -137,6 +156,7 @@ impl LinkArg {
                 "jitter" => part.jitter_ms = Some(millis(key, value)?),
                 "buffer" => part.buffer = Some(bytes(value)?),
                 "loss" => part.loss = Some(loss(value)?),
+                "rate_at" => part.rate_changes.push(rate_change(value)?),
                 "down_at" => {
                     let (start, length) = outage(value)?;
                     schedule.push(ScheduleStep {
@@ -150,15 +170,15 @@ impl LinkArg {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, down_at, up or down)"
+                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, down_at, rate_at, up or down)"
                     ))
                 }
             }
         }
         let [both, up, down] = parts;
         let arg = LinkArg {
-            up: up.merged_over(&both).into_spec(),
-            down: down.merged_over(&both).into_spec(),
+            up: up.merged_over(&both).into_spec()?,
+            down: down.merged_over(&both).into_spec()?,
             schedule,
         };
         for (name, spec) in [("up", &arg.up), ("down", &arg.down)] {
@@ -279,6 +299,22 @@ fn loss(text: &str) -> Result<LossSpec, LinkArgError> {
     }
 }
 
+fn rate_change(text: &str) -> Result<RateStep, LinkArgError> {
+    let Some((start, to)) = text.split_once(':') else {
+        return err(format!(
+            "rate_at: \"{text}\": expected START:RATE, e.g. 5s:2mbit"
+        ));
+    };
+    let kbps = match rate(to)? {
+        RateSpec::Constant { kbps } => kbps,
+        _ => return err(format!("rate_at: \"{to}\" must be a constant rate")),
+    };
+    Ok(RateStep {
+        at_s: duration("rate_at", start)?.as_secs_f64(),
+        kbps,
+    })
+}
+
 fn outage(text: &str) -> Result<(Duration, Duration), LinkArgError> {
     let Some((start, length)) = text.split_once(':') else {
         return err(format!(
@@ -382,6 +418,29 @@ mod tests {
         assert_eq!(l.up.delay, None);
         assert_eq!(l.down.delay, Some(DelaySpec::Constant { ms: 40.0 }));
         assert!(e("up=10").contains("needs a unit"));
+    }
+
+    #[test]
+    fn rate_at_scripts_rate_changes() {
+        let l =
+            LinkArg::parse("rate=10mbit,rate_at=10s:10mbit,rate_at=5s:2mbit,delay=20ms").unwrap();
+        let step = |at_s, kbps| RateStep { at_s, kbps };
+        let want = Some(RateSpec::Steps {
+            steps: vec![
+                step(0.0, 10_000.0),
+                step(5.0, 2_000.0),
+                step(10.0, 10_000.0),
+            ],
+        });
+        assert_eq!(l.up.rate, want);
+        assert_eq!(l.down.rate, want);
+        let l = LinkArg::parse("rate=10mbit,down=rate_at=1s:1mbit").unwrap();
+        assert_eq!(l.up.rate, Some(RateSpec::Constant { kbps: 10_000.0 }));
+        assert!(matches!(l.down.rate, Some(RateSpec::Steps { .. })));
+        assert!(e("rate_at=5s:2mbit").contains("needs a constant rate"));
+        assert!(e("rate=1mbit,rate_at=5s").contains("START:RATE"));
+        assert!(e("rate=1mbit,rate_at=5s:trace:x").contains("must be a constant rate"));
+        assert!(e("rate=1mbit,rate_at=0s:2mbit").contains("strictly increasing"));
     }
 
     #[test]
