@@ -37,7 +37,7 @@ const GRACE: Duration = Duration::from_secs(2);
 pub struct Args {
     /// One emulated link, e.g. `rate=10mbit,delay=20ms` or
     /// `delay=30ms,buffer=150kb,up=trace:traces/cell-a.up`; repeat for more links.
-    /// Keys: rate, delay, jitter, buffer, loss, down_at, up=..., down=... (docs/shell.md).
+    /// Keys: rate, delay, jitter, buffer, loss, down_at, rate_at, up=..., down=... (docs/shell.md).
     #[arg(long = "link", required = true, value_name = "SPEC")]
     links: Vec<String>,
     /// Configure MPTCP in the namespace: one subflow endpoint per extra link.
