@@ -181,7 +181,12 @@ fn run_shell(args: &CompareArgs, port: u16) -> Result<std::process::Output> {
         shell_args.join(" "),
         args.bytes
     );
-    Process::new(&exe)
+    // A spinner while the transfers run (a minute or more at the defaults); hidden when
+    // stderr is not a terminal.
+    let spinner = indicatif::ProgressBar::new_spinner()
+        .with_message(format!("{} transfers", args.links.len() + 1));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    let output = Process::new(&exe)
         .args(&shell_args)
         .args(["--", "sh", "-c", &script(args)])
         .arg(&exe)
@@ -189,7 +194,9 @@ fn run_shell(args: &CompareArgs, port: u16) -> Result<std::process::Output> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .output()
-        .context("run horde shell")
+        .context("run horde shell");
+    spinner.finish_and_clear();
+    output
 }
 
 /// The JSON lines the clients printed, in run order.
