@@ -28,6 +28,7 @@ use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::{FairShare, SlotChoice};
 use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
 use crate::packing::{packed_capacity, packet_size, Packer, PlanInput};
+use crate::recovery::estimators::PathEstimate;
 use crate::recovery::{RecoveryLayer, RecoveryStats};
 use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::wire::{
@@ -1086,7 +1087,7 @@ impl Session {
                 self.stats.adus_received += 1;
                 let ordered = flags & FLAG_ORDERED != 0;
                 if flags & FLAG_RECOVERY != 0 {
-                    self.recovery_arrival(now, stream, channel, &payload);
+                    self.recovery_arrival(now, stream, (channel, seq, send_ts), &payload);
                 } else {
                     let rs = self
                         .recv
@@ -1130,7 +1131,7 @@ impl Session {
                 for a in adus.iter() {
                     self.stats.adus_received += 1;
                     if a.flags & FLAG_RECOVERY != 0 {
-                        self.recovery_arrival(now, a.stream, channel, &a.payload);
+                        self.recovery_arrival(now, a.stream, (channel, seq, send_ts), &a.payload);
                         continue;
                     }
                     let ordered = a.flags & FLAG_ORDERED != 0;
@@ -2121,7 +2122,24 @@ impl Session {
         self.recovery.r(stream)
     }
 
-    fn recovery_arrival(&mut self, now: Duration, stream: u32, channel: u8, adu: &Bytes) {
+    /// What the receiver measured of each channel from recovery streams' packets
+    /// (capacity, one-way delay plus clock offset, loss).
+    pub fn path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.path_estimates()
+    }
+
+    /// A recovery ADU arrived in packet `seq` of `channel`, stamped `send_ts`.
+    fn recovery_arrival(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        (channel, seq, send_ts): (u8, u64, u32),
+        adu: &Bytes,
+    ) {
+        let recv_ts = self.send_ts(now);
+        let bytes = wire::DATA_HEADER_LEN + adu.len();
+        self.recovery
+            .on_path_packet(now, channel, recv_ts, seq, send_ts, bytes);
         let hold = ms(self.config.reorder_hold_ms);
         let mut out = Vec::new();
         self.recovery.on_receive(now, stream, hold, adu, &mut out);

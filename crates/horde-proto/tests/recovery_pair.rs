@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::recovery::estimators::PathEstimate;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
     CcConfig, ChannelConfig, ChannelSpec, Event, RecoveryConfig, RecoveryMode, Session,
@@ -176,6 +177,7 @@ struct Run {
     lost_datagrams: u64,
     /// Coded ADUs sent while the sender's queue was never empty.
     coded_while_saturated: u64,
+    paths: Vec<PathEstimate>,
 }
 
 /// Send `n` ADUs, one every `gap`, on a channel of `kbps` with `loss`.
@@ -220,6 +222,7 @@ fn run(mode: RecoveryMode, kbps: f64, loss: f64, n: u64, gap: Duration) -> Run {
         delivered: seen.len() as u64,
         lost_datagrams: net.lost_datagrams,
         coded_while_saturated: end_of_sending - coded_at_half.unwrap(),
+        paths: net.server.as_ref().unwrap().path_estimates(),
     }
 }
 
@@ -250,6 +253,13 @@ fn oec_recovers_most_losses_on_a_five_percent_path_using_spare_capacity() {
     assert!(oec.server.recovered > 60, "{:?}", oec.server);
     assert_eq!(oec.server.lost, missing_oec, "{:?}", oec.server);
     assert!(oec.client.coded_sent > 0 && oec.client.coding_overhead() > 0.1);
+    // The receiver measured the path: ~5% loss, 30 ms one way (both clocks count from
+    // their session's start, the server's one one-way delay later: d + δ is about 0).
+    let p = oec.paths[0];
+    eprintln!("path estimates: {p:?}");
+    assert!((0.01..0.12).contains(&p.loss), "{p:?}");
+    assert!(p.delay_ms.unwrap().abs() < 5.0, "{p:?}");
+    assert!(p.capacity.unwrap() > 640e3 / 8.0, "{p:?}");
     // Recovery stream statistics count data once, whatever was coded.
     assert_eq!(oec.client.data_sent, oec.sent);
 }

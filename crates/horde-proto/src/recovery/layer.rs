@@ -9,6 +9,7 @@ use rand::RngCore;
 
 use super::config::{RecoveryConfig, RecoveryConfigError};
 use super::decoder::Decoder;
+use super::estimators::{PathEstimate, PathEstimators};
 use super::header::{self, Frame};
 use super::reorder::ReorderCache;
 use super::sender::{Kind, Outgoing, Sender};
@@ -37,6 +38,8 @@ pub type Released = (u32, u64, Bytes);
 #[derive(Debug, Default)]
 pub struct RecoveryLayer {
     streams: BTreeMap<u32, StreamRecovery>,
+    /// Receiver-side estimators per channel, fed by recovery streams' packets.
+    paths: BTreeMap<u8, PathEstimators>,
     outgoing: Vec<(u32, Outgoing)>,
     released: Vec<(u64, Bytes)>,
 }
@@ -239,6 +242,25 @@ impl RecoveryLayer {
             .values()
             .filter_map(|s| s.receiver.as_ref()?.cache.next_timeout())
             .min()
+    }
+
+    pub fn on_path_packet(
+        &mut self,
+        now: Duration,
+        channel: u8,
+        recv_us: u32,
+        seq: u64,
+        send_us: u32,
+        bytes: usize,
+    ) {
+        self.paths
+            .entry(channel)
+            .or_default()
+            .on_packet(now, recv_us, seq, send_us, bytes);
+    }
+
+    pub fn path_estimates(&self) -> Vec<PathEstimate> {
+        self.paths.iter().map(|(&c, p)| p.snapshot(c)).collect()
     }
 
     pub fn stats(&self, stream: u32) -> Option<RecoveryStats> {

@@ -5,6 +5,7 @@
 pub mod block;
 mod config;
 pub mod decoder;
+pub mod estimators;
 pub mod header;
 mod layer;
 pub mod reorder;
