@@ -153,7 +153,7 @@ pub fn decode(adu: &Bytes) -> Result<Frame, FrameError> {
                 });
             }
             let shard = adu.slice(PARITY_HEADER_LEN..);
-            if shard.is_empty() || shard.len() % 2 != 0 {
+            if shard.is_empty() || !shard.len().is_multiple_of(2) {
                 return Err(FrameError::BadShard(shard.len()));
             }
             Ok(Frame::Parity {
