@@ -1843,9 +1843,9 @@ impl Session {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            let p = slot.loss_probability;
+            let (ch, p) = (slot.channel as u8, slot.loss_probability);
             self.recovery
-                .on_transmit(view.stream_id, q.id, p, q.payload.len());
+                .on_transmit(view.stream_id, q.id, ch, p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
             if let Some(d) = self.debt.get_mut(&view.stream_id) {
                 *d -= q.payload.len() as f64;
@@ -2126,6 +2126,12 @@ impl Session {
     /// (capacity, one-way delay plus clock offset, loss).
     pub fn path_estimates(&self) -> Vec<PathEstimate> {
         self.recovery.path_estimates()
+    }
+
+    /// What the peer reported of this end's channels (it reports back on a recovery
+    /// stream both ends send on).
+    pub fn reported_path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.reported_estimates()
     }
 
     /// A recovery ADU arrived in packet `seq` of `channel`, stamped `send_ts`.
