@@ -2207,6 +2207,11 @@ impl Session {
         }
         let slots: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
         if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
+            // Nothing to code after all (W expired, no whole slot): `poll_timeout` would
+            // otherwise name this instant again and again.
+            if self.config.cycle_ms <= 0.0 {
+                self.next_cycle = self.next_cycle.max(now + IDLE_CYCLE_RETRY);
+            }
             return false;
         }
         self.queue_recovery(now);
