@@ -1,0 +1,133 @@
+//! The session's side of loss recovery: the hooks `session.rs` calls, kept here so the
+//! session file only carries one-line calls. The layer itself is `crate::recovery`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::Fields;
+
+use super::{Session, State, IDLE_CYCLE_RETRY};
+use crate::recovery::estimators::PathEstimate;
+use crate::recovery::{RecoveryStats, Released};
+use crate::stream::{Delivered, QueuedAdu};
+use crate::wire;
+
+impl Session {
+    /// The largest ADU `stream` takes: the session's, less the recovery frame if the
+    /// stream has recovery on.
+    pub fn max_stream_adu(&self, stream: u32) -> u32 {
+        let max = self.max_adu();
+        if self.recovery.is_sending(stream) {
+            max.saturating_sub(crate::recovery::header::MAX_OVERHEAD as u32)
+        } else {
+            max
+        }
+    }
+
+    /// What the recovery layer of `stream` did, both directions; `None` if the stream
+    /// never used recovery here.
+    pub fn recovery_stats(&self, stream: u32) -> Option<RecoveryStats> {
+        self.recovery.stats(stream)
+    }
+
+    /// The OEC sender's presence probability r for `stream` (instrumentation).
+    pub fn recovery_r(&self, stream: u32) -> Option<f64> {
+        self.recovery.r(stream)
+    }
+
+    /// What the receiver measured of each channel from recovery streams' packets
+    /// (capacity, one-way delay plus clock offset, loss).
+    pub fn path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.path_estimates()
+    }
+
+    /// What the peer reported of this end's channels (it reports back on a recovery
+    /// stream both ends send on).
+    pub fn reported_path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.reported_estimates()
+    }
+
+    /// A recovery ADU arrived in packet `seq` of `channel`, stamped `send_ts`.
+    pub(super) fn recovery_arrival(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        (channel, seq, send_ts): (u8, u64, u32),
+        adu: &Bytes,
+    ) {
+        let recv_ts = self.send_ts(now);
+        let bytes = wire::DATA_HEADER_LEN + adu.len();
+        self.recovery
+            .on_path_packet(now, channel, recv_ts, seq, send_ts, bytes);
+        let hold = super::ms(self.config.reorder_hold_ms);
+        let mut out = Vec::new();
+        self.recovery.on_receive(now, stream, hold, adu, &mut out);
+        self.push_released(channel, out);
+    }
+
+    pub(super) fn recovery_timeouts(&mut self, now: Duration) {
+        let mut out = Vec::new();
+        self.recovery.on_timeout(now, &mut out);
+        // Released from the cache, not off a channel: 0 stands for "the cache".
+        self.push_released(0, out);
+    }
+
+    fn push_released(&mut self, channel: u8, out: Vec<Released>) {
+        self.delivered
+            .extend(out.into_iter().map(|(stream, seq, payload)| Delivered {
+                stream,
+                stream_seq: seq,
+                channel,
+                payload,
+            }));
+    }
+
+    /// Queue the ADUs the recovery layer asked for (coded, retransmitted), unless that
+    /// would overflow their stream's queue.
+    pub(super) fn queue_recovery(&mut self, now: Duration) {
+        for (stream, o) in self.recovery.take_outgoing() {
+            let Some(s) = self.send.get_mut(&stream) else {
+                continue;
+            };
+            if s.queued_bytes + o.payload.len() > s.config.max_queue_bytes {
+                continue;
+            }
+            let id = self.next_adu_id;
+            self.next_adu_id += 1;
+            let seq = s.next_seq;
+            s.next_seq += 1;
+            // Fits (checked above), so nothing is dropped.
+            let _ = s.push(QueuedAdu {
+                id,
+                seq,
+                payload: o.payload,
+                fields: Fields::default(),
+                inserted: now,
+            });
+            self.recovery.bind(stream, id, o.kind);
+            self.wake_cycle(now);
+        }
+    }
+
+    /// Every queue is empty and channels have real slots: let OEC and the block code
+    /// fill them (PluriBus §4.1: coded packets only where the path's queue is empty).
+    pub(super) fn offer_spare_slots(&mut self, now: Duration) -> bool {
+        if self.state != State::Connected
+            || !self.life.flow.may_send(now)
+            || !self.recovery.wants_spare()
+        {
+            return false;
+        }
+        let slots: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
+        if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
+            // Nothing to code after all (W expired, no whole slot): `poll_timeout` would
+            // otherwise name this instant again and again.
+            if self.config.cycle_ms <= 0.0 {
+                self.next_cycle = self.next_cycle.max(now + IDLE_CYCLE_RETRY);
+            }
+            return false;
+        }
+        self.queue_recovery(now);
+        true
+    }
+}
