@@ -12,6 +12,7 @@ pub mod retrans;
 pub mod scenario;
 pub mod sim;
 pub mod sizes;
+pub mod tunnel;
 pub mod workload;
 
 pub use carrier::{AssignedRates, Carrier, CarrierStats, DirectLink, Side};
