@@ -36,7 +36,7 @@ pub const UP_STREAM: u32 = 1;
 pub const DOWN_STREAM: u32 = 2;
 
 /// One path between the two tunnel ends.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TunnelLink {
     pub name: String,
     /// Client to server.
