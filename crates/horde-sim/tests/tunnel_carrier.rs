@@ -23,7 +23,7 @@ fn link(kbps: f64, ms: f64, loss: LossSpec) -> LinkSpec {
 
 fn channel(kbps: f64) -> ChannelConfig {
     ChannelConfig {
-        mtu: 1500,
+        mtu: horde_sim::flows::tunnel_scenario::TUNNEL_MTU,
         congestion: CcConfig::Cbr {
             kbps,
             burst_ms: 10.0,

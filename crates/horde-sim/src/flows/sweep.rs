@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::carrier::{Carrier, DirectLink};
 use super::metrics::Stats;
 use super::sim::{FlowSim, FlowSimError};
-use super::tunnel::{TunnelCarrier, TunnelError};
+use super::tunnel::{RecoveryCounts, TunnelCarrier, TunnelError};
 use super::tunnel_scenario::{Mode, TunnelScenario};
 use crate::workload::stream_seed;
 
@@ -34,6 +34,9 @@ pub struct SweepRow {
     /// absent for direct runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<f64>,
+    /// What the streams' loss recovery did (absent without recovery, and for direct runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryCounts>,
     /// TCP retransmissions per flow.
     pub retransmits_per_flow: f64,
 }
@@ -121,6 +124,7 @@ pub fn run_cell(
             end_host_loss: 0.0,
             link_loss: 0.0,
             overhead: None,
+            recovery: None,
             retransmits_per_flow: retransmits as f64 / records.len().max(1) as f64,
         }
     };
@@ -143,6 +147,7 @@ pub fn run_cell(
                 t.up.bytes_in + t.down.bytes_in,
             );
             r.overhead = Some(wire as f64 / ip.max(1) as f64 - 1.0);
+            r.recovery = t.recovery;
             Ok(r)
         }
         Arm::Direct(name) => {
@@ -211,13 +216,14 @@ impl SweepReport {
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
             "load,loss_in_bad,mode,flows,completed,fct_mean_ms,fct_ci95_low_ms,fct_ci95_high_ms,\
-             fct_median_ms,end_host_loss,link_loss,overhead,retransmits_per_flow\n",
+             fct_median_ms,end_host_loss,link_loss,overhead,coded_fraction,coding_overhead,recovered,\
+             retransmitted,retransmits_per_flow\n",
         );
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
         for r in &self.rows {
             let f = r.fct_ms.as_ref();
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{:.5},{:.5},{},{:.3}\n",
+                "{},{},{},{},{},{},{},{},{},{:.5},{:.5},{},{},{},{},{},{:.3}\n",
                 r.load,
                 opt(r.loss_in_bad),
                 r.mode,
@@ -230,6 +236,12 @@ impl SweepReport {
                 r.end_host_loss,
                 r.link_loss,
                 opt(r.overhead),
+                opt(r.recovery.map(|c| c.coded_fraction())),
+                opt(r.recovery.map(|c| c.coding_overhead())),
+                r.recovery
+                    .map_or(String::new(), |c| c.recovered.to_string()),
+                r.recovery
+                    .map_or(String::new(), |c| c.retransmitted.to_string()),
                 r.retransmits_per_flow,
             ));
         }
@@ -239,7 +251,7 @@ impl SweepReport {
     /// A text table, one line per row.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{} (seed {}, {} s of arrivals)\n{:>5} {:>6} {:<16} {:>11} {:>22} {:>8} {:>9} {:>9} {:>9} {:>6}\n",
+            "{} (seed {}, {} s of arrivals)\n{:>5} {:>6} {:<16} {:>11} {:>22} {:>8} {:>9} {:>9} {:>9} {:>6} {:>6}\n",
             self.scenario,
             self.seed,
             self.duration_s,
@@ -252,6 +264,7 @@ impl SweepReport {
             "host loss",
             "link loss",
             "overhead",
+            "coded",
             "rtx/fl",
         );
         for r in &self.rows {
@@ -263,7 +276,7 @@ impl SweepReport {
                 None => ("-".into(), "-".into()),
             };
             out.push_str(&format!(
-                "{:>4}x {:>6} {:<16} {:>11} {:>22} {:>8} {:>8.2}% {:>8.2}% {:>9} {:>6.2}\n",
+                "{:>4}x {:>6} {:<16} {:>11} {:>22} {:>8} {:>8.2}% {:>8.2}% {:>9} {:>6} {:>6.2}\n",
                 r.load,
                 r.loss_in_bad.map_or("-".into(), |p| format!("{p}")),
                 r.mode,
@@ -274,6 +287,10 @@ impl SweepReport {
                 100.0 * r.link_loss,
                 r.overhead
                     .map_or("-".into(), |o| format!("{:.0}%", 100.0 * o)),
+                r.recovery.map_or("-".into(), |c| format!(
+                    "{:.0}%",
+                    100.0 * c.coded_fraction()
+                )),
                 r.retransmits_per_flow,
             ));
         }

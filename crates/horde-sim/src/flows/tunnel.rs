@@ -21,6 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_links::{Delivery, Link, LinkSpec, LinkStats, Verdict};
 use horde_policy::Fields;
+use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
     wire, ChannelConfig, ChannelSpec, Event, Session, SessionConfig, SessionError, StreamConfig,
 };
@@ -114,11 +115,49 @@ impl DirectionStats {
     }
 }
 
+/// What the streams' loss recovery did, both directions together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryCounts {
+    /// Data ADUs sent (first copies) and their payload bytes.
+    pub data_sent: u64,
+    pub data_bytes: u64,
+    /// Coded ADUs sent (XOR or parity) and their bytes.
+    pub coded_sent: u64,
+    pub coded_bytes: u64,
+    pub retransmitted: u64,
+    /// Data ADUs the receivers rebuilt from coded ones.
+    pub recovered: u64,
+}
+
+impl RecoveryCounts {
+    fn add(&mut self, s: &RecoveryStats) {
+        self.data_sent += s.data_sent;
+        self.data_bytes += s.data_bytes;
+        self.coded_sent += s.coded_sent;
+        self.coded_bytes += s.coded_bytes;
+        self.retransmitted += s.retransmitted;
+        self.recovered += s.recovered;
+    }
+
+    /// Coded ADUs among all ADUs sent (the paper's "coded fraction", §6.3.1).
+    pub fn coded_fraction(&self) -> f64 {
+        let all = self.data_sent + self.coded_sent + self.retransmitted;
+        self.coded_sent as f64 / all.max(1) as f64
+    }
+
+    /// Coded bytes sent per data byte sent.
+    pub fn coding_overhead(&self) -> f64 {
+        self.coded_bytes as f64 / self.data_bytes.max(1) as f64
+    }
+}
+
 /// Counters of the whole tunnel.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TunnelStats {
     pub up: DirectionStats,
     pub down: DirectionStats,
+    /// Absent when the streams run without recovery.
+    pub recovery: Option<RecoveryCounts>,
     /// Per link: (name, up, down) counters of the link models.
     #[serde(skip)]
     pub links: Vec<(String, LinkStats, LinkStats)>,
@@ -227,6 +266,24 @@ impl TunnelCarrier {
             .zip(&self.links)
             .map(|(l, m)| (l.name.clone(), m[0].stats(), m[1].stats()))
             .collect();
+        // Each end's stats of both streams: its sending side of one, receiving of the other.
+        let ends = [
+            self.client.recovery_stats(UP_STREAM),
+            self.client.recovery_stats(DOWN_STREAM),
+            self.server
+                .as_ref()
+                .and_then(|x| x.recovery_stats(DOWN_STREAM)),
+            self.server
+                .as_ref()
+                .and_then(|x| x.recovery_stats(UP_STREAM)),
+        ];
+        if ends.iter().any(Option::is_some) {
+            let mut r = RecoveryCounts::default();
+            for e in ends.iter().flatten() {
+                r.add(e);
+            }
+            s.recovery = Some(r);
+        }
         s
     }
 

@@ -11,6 +11,7 @@
 //! [tunnel]
 //! scheduler = "rrr"              # any scheduler name the simulator knows
 //! session = { pack_adus = true } # a SessionConfig
+//! capacity_fraction = 0.9        # default channels pace at this share of the link rate
 //! stream = { ordered = true }    # a StreamConfig: every stream option, recovery too
 //! [[link]]
 //! name = "wimax"
@@ -46,8 +47,11 @@ use super::workload::{plan, FlowSpec, PlannedFlow};
 use crate::build::{scheduler, SCHEDULERS};
 use crate::scenario::{ScenarioError, ScenarioFile};
 
-/// The tunnel's channels carry whole IP packets: this many bytes per slot.
-pub const TUNNEL_MTU: u32 = 1500;
+/// The largest IP packet the hosts send.
+pub const IP_MTU: u32 = 1500;
+/// Bytes one slot of a tunnel channel carries: a whole IP packet and the largest
+/// loss-recovery header in front of it.
+pub const TUNNEL_MTU: u32 = IP_MTU + horde_proto::recovery::header::MAX_OVERHEAD as u32;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,7 +84,12 @@ struct RawTunnel {
     session: Option<Spanned<toml::Table>>,
     #[serde(default)]
     stream: Option<Spanned<toml::Table>>,
+    #[serde(default)]
+    capacity_fraction: Option<Spanned<f64>>,
 }
+
+/// The share of a link's rate its default channel paces at (see [`cbr_channel`]).
+pub const DEFAULT_CAPACITY_FRACTION: f64 = 0.9;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,16 +163,19 @@ pub struct TunnelScenario {
     pub base_dir: PathBuf,
 }
 
-/// A channel config that paces at a link's constant rate.
-fn cbr_channel(spec: &LinkSpec) -> Option<ChannelConfig> {
+/// A channel config that paces at `fraction` of a link's constant rate. Below one, so
+/// that the session's acknowledgements and probes, which its pacing does not count, and
+/// the coded packets that fill every spare slot still leave the link's queue empty: the
+/// estimate of usable capacity is kept conservative, as PluriBus's is (§5.2).
+fn cbr_channel(spec: &LinkSpec, fraction: f64) -> Option<ChannelConfig> {
     match spec.rate {
         Some(RateSpec::Constant { kbps }) => Some(ChannelConfig {
             mtu: TUNNEL_MTU,
             congestion: CcConfig::Cbr {
-                kbps,
-                // A few packets' worth, so a burst from TCP is not paced out slower than
-                // the link would drain it.
-                burst_ms: 4.0 * f64::from(TUNNEL_MTU) * 8.0 / kbps,
+                kbps: kbps * fraction,
+                // One packet's worth: a spare slot is filled by at most one coded
+                // packet, which is all that new data can find ahead of it (§4.1).
+                burst_ms: f64::from(TUNNEL_MTU) * 8.0 / (kbps * fraction),
             },
             ..ChannelConfig::default()
         }),
@@ -219,6 +231,16 @@ impl TunnelScenario {
                 raw.tcp.buffer_bytes
             )));
         }
+        let fraction = match &raw.tunnel.capacity_fraction {
+            Some(f) if !(*f.get_ref() > 0.0 && *f.get_ref() <= 1.0) => {
+                return Err(loc.at(
+                    f.span(),
+                    format!("capacity_fraction must be in (0, 1], got {}", f.get_ref()),
+                ))
+            }
+            Some(f) => *f.get_ref(),
+            None => DEFAULT_CAPACITY_FRACTION,
+        };
         if raw.links.is_empty() {
             return Err(plain(
                 "no [[link]] entries: a tunnel needs at least one".into(),
@@ -239,7 +261,7 @@ impl TunnelScenario {
             let channel = |given: &Option<ChannelConfig>, spec: &Spanned<LinkSpec>, dir| {
                 given
                     .clone()
-                    .or_else(|| cbr_channel(spec.get_ref()))
+                    .or_else(|| cbr_channel(spec.get_ref(), fraction))
                     .ok_or_else(|| {
                         loc.at(
                             spec.span(),
@@ -499,7 +521,7 @@ stream = { max_queue_bytes = 5000 }
         );
         assert!(matches!(
             s.links[0].down_channel.congestion,
-            CcConfig::Cbr { kbps, .. } if kbps == 1500.0
+            CcConfig::Cbr { kbps, .. } if kbps == 1500.0 * DEFAULT_CAPACITY_FRACTION
         ));
         assert_eq!(s.direct, vec!["a".to_string()]);
         let four = s.plan(4.0).unwrap().len();
