@@ -12,6 +12,9 @@ pub mod retrans;
 pub mod scenario;
 pub mod sim;
 pub mod sizes;
+pub mod sweep;
+pub mod tunnel;
+pub mod tunnel_scenario;
 pub mod workload;
 
 pub use carrier::{AssignedRates, Carrier, CarrierStats, DirectLink, Side};

@@ -86,13 +86,14 @@ pub struct FlowScenario {
     pub base_dir: PathBuf,
 }
 
-struct Locator<'a> {
-    file: &'a str,
-    text: &'a str,
+/// Turns byte spans of a scenario's text into `FILE:line:col` errors.
+pub(crate) struct Locator<'a> {
+    pub file: &'a str,
+    pub text: &'a str,
 }
 
 impl Locator<'_> {
-    fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+    pub fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             file: self.file.to_string(),
             at: Some(line_col(self.text, span.start)),
@@ -100,7 +101,7 @@ impl Locator<'_> {
         }
     }
 
-    fn toml(&self, e: &toml::de::Error) -> ScenarioError {
+    pub fn toml(&self, e: &toml::de::Error) -> ScenarioError {
         let message = e
             .message()
             .lines()
@@ -116,6 +117,24 @@ impl Locator<'_> {
                 message,
             },
         }
+    }
+
+    /// The `[[flow]]` entries, each checked against the scenario's `duration_s`.
+    pub fn flows(
+        &self,
+        entries: &[Spanned<toml::Table>],
+        duration_s: f64,
+    ) -> Result<Vec<FlowSpec>, ScenarioError> {
+        let mut flows = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            let f = FlowSpec::deserialize(toml::Value::Table(entry.get_ref().clone()))
+                .map_err(|e| self.at(entry.span(), format!("flow {}: {}", i + 1, e.message())))?;
+            f.validate(duration_s).map_err(|m| {
+                self.at(entry.span(), format!("flow {} ({}): {m}", i + 1, f.kind()))
+            })?;
+            flows.push(f);
+        }
+        Ok(flows)
     }
 }
 
@@ -175,19 +194,7 @@ impl FlowScenario {
         if raw.flows.is_empty() {
             return Err(loc.at(raw.link.span(), "no [[flow]] entries: nothing to run"));
         }
-        let mut flows = Vec::new();
-        for (i, entry) in raw.flows.iter().enumerate() {
-            let f = FlowSpec::deserialize(toml::Value::Table(entry.get_ref().clone()))
-                .map(|spec| Spanned::new(entry.span(), spec))
-                .map_err(|e| loc.at(entry.span(), format!("flow {}: {}", i + 1, e.message())))?;
-            f.get_ref().validate(duration_s).map_err(|m| {
-                loc.at(
-                    f.span(),
-                    format!("flow {} ({}): {m}", i + 1, f.get_ref().kind()),
-                )
-            })?;
-            flows.push(f.get_ref().clone());
-        }
+        let flows = loc.flows(&raw.flows, duration_s)?;
         let scenario = FlowScenario {
             name: raw.name.unwrap_or_else(|| {
                 Path::new(file)

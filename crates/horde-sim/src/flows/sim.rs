@@ -161,6 +161,11 @@ impl<C: Carrier> FlowSim<C> {
         self.now
     }
 
+    /// The carrier, for its own counters.
+    pub fn carrier(&self) -> &C {
+        &self.carrier
+    }
+
     pub fn carrier_stats(&self) -> CarrierStats {
         self.carrier.stats()
     }

@@ -1,0 +1,486 @@
+//! A [`Carrier`] that tunnels the simulated hosts' IP packets through Horde.
+//!
+//! The client host's packets become ADUs of one stream of a client (vehicle) session,
+//! the server host's packets ADUs of one stream of the server (wired side) session, and
+//! the two sessions talk over N simulated links, each a `horde-links` model per
+//! direction. This is the simulator's half of PluriBus: the same `horde-proto` code a
+//! real tunnel runs, with the stream's [`StreamConfig`] (ordering, loss recovery, queue
+//! limits) and the scheduler taken from the scenario.
+//!
+//! The carrier is driven by the flow simulator's own event loop: [`Carrier::deliver`]
+//! hands arrived datagrams and due timers to the sessions and
+//! [`Carrier::next_delivery`] includes the sessions' timers, so there is no second
+//! driver loop here.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_links::{Delivery, Link, LinkSpec, LinkStats, Verdict};
+use horde_policy::Fields;
+use horde_proto::recovery::RecoveryStats;
+use horde_proto::{
+    wire, ChannelConfig, ChannelSpec, Event, Session, SessionConfig, SessionError, StreamConfig,
+};
+use serde::Serialize;
+
+use super::carrier::{Carrier, CarrierStats, Side};
+use crate::engine::SchedulerFactory;
+use crate::workload::stream_seed;
+
+/// The stream carrying client-to-server packets.
+pub const UP_STREAM: u32 = 1;
+/// The stream carrying server-to-client packets.
+pub const DOWN_STREAM: u32 = 2;
+
+/// One path between the two tunnel ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunnelLink {
+    pub name: String,
+    /// Client to server.
+    pub up: LinkSpec,
+    /// Server to client.
+    pub down: LinkSpec,
+    /// The client's channel on this link (its congestion control paces `up`).
+    pub up_channel: ChannelConfig,
+    /// The server's channel on this link.
+    pub down_channel: ChannelConfig,
+}
+
+/// Everything a tunnel carrier is built from.
+#[derive(Clone)]
+pub struct TunnelSetup {
+    pub links: Vec<TunnelLink>,
+    pub session: SessionConfig,
+    /// Configuration of both streams (one per direction).
+    pub stream: StreamConfig,
+    pub scheduler: SchedulerFactory,
+    pub seed: u64,
+    /// Where relative trace paths are resolved.
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    #[error("tunnel link {link}: {source}")]
+    Link {
+        link: String,
+        #[source]
+        source: horde_links::LinkError,
+    },
+    #[error("a tunnel needs at least one link")]
+    NoLinks,
+    #[error("session: {0}")]
+    Session(#[from] SessionError),
+}
+
+/// IP packets through the tunnel in one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DirectionStats {
+    /// IP packets handed to the tunnel entry.
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    /// IP packets that came out of the tunnel exit.
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// IP packets the entry session refused (queue full, too large, closed).
+    pub refused: u64,
+    /// Datagrams the entry session sent on all links (data, acks, probes, coding).
+    pub datagrams: u64,
+    /// Their bytes, Horde headers included.
+    pub wire_bytes: u64,
+}
+
+impl DirectionStats {
+    /// The fraction of IP packets that entered and never came out.
+    pub fn end_host_loss(&self) -> f64 {
+        if self.packets_in == 0 {
+            0.0
+        } else {
+            1.0 - (self.packets_out as f64 / self.packets_in as f64).min(1.0)
+        }
+    }
+
+    /// Bytes the tunnel sent per IP byte offered, less one: headers, acks, probes and
+    /// any redundancy the stream's recovery added.
+    pub fn overhead(&self) -> f64 {
+        if self.bytes_in == 0 {
+            0.0
+        } else {
+            self.wire_bytes as f64 / self.bytes_in as f64 - 1.0
+        }
+    }
+}
+
+/// What the streams' loss recovery did, both directions together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RecoveryCounts {
+    /// Data ADUs sent (first copies) and their payload bytes.
+    pub data_sent: u64,
+    pub data_bytes: u64,
+    /// Coded ADUs sent (XOR or parity) and their bytes.
+    pub coded_sent: u64,
+    pub coded_bytes: u64,
+    pub retransmitted: u64,
+    /// Data ADUs the receivers rebuilt from coded ones.
+    pub recovered: u64,
+}
+
+impl RecoveryCounts {
+    fn add(&mut self, s: &RecoveryStats) {
+        self.data_sent += s.data_sent;
+        self.data_bytes += s.data_bytes;
+        self.coded_sent += s.coded_sent;
+        self.coded_bytes += s.coded_bytes;
+        self.retransmitted += s.retransmitted;
+        self.recovered += s.recovered;
+    }
+
+    /// Coded ADUs among all ADUs sent (the paper's "coded fraction", §6.3.1).
+    pub fn coded_fraction(&self) -> f64 {
+        let all = self.data_sent + self.coded_sent + self.retransmitted;
+        self.coded_sent as f64 / all.max(1) as f64
+    }
+
+    /// Coded bytes sent per data byte sent.
+    pub fn coding_overhead(&self) -> f64 {
+        self.coded_bytes as f64 / self.data_bytes.max(1) as f64
+    }
+}
+
+/// Counters of the whole tunnel.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TunnelStats {
+    pub up: DirectionStats,
+    pub down: DirectionStats,
+    /// Absent when the streams run without recovery.
+    pub recovery: Option<RecoveryCounts>,
+    /// Per link: (name, up, down) counters of the link models.
+    #[serde(skip)]
+    pub links: Vec<(String, LinkStats, LinkStats)>,
+}
+
+/// A datagram inside a link.
+struct InFlight {
+    /// Towards the server.
+    up: bool,
+    channel: u16,
+    bytes: Bytes,
+}
+
+/// The client session, the server session once the handshake reached it, and the links.
+pub struct TunnelCarrier {
+    now: Duration,
+    client: Session,
+    server: Option<Session>,
+    setup: TunnelSetup,
+    /// Per link: `[up, down]`.
+    links: Vec<[Box<dyn Link>; 2]>,
+    in_flight: BTreeMap<u64, InFlight>,
+    next_id: u64,
+    stats: TunnelStats,
+    scratch: Vec<u8>,
+    deliveries: Vec<Delivery>,
+    lost: Vec<u64>,
+    /// Received packets not yet handed out.
+    held: Vec<(Side, Vec<u8>)>,
+}
+
+/// An address label for one end's interface: never used for real traffic.
+fn label(server: bool, iface: u16) -> SocketAddr {
+    SocketAddr::from((
+        Ipv4Addr::new(127, 20 + u8::from(server), 0, iface as u8),
+        5000,
+    ))
+}
+
+impl TunnelCarrier {
+    pub fn new(setup: TunnelSetup) -> Result<Self, TunnelError> {
+        if setup.links.is_empty() {
+            return Err(TunnelError::NoLinks);
+        }
+        let mut links = Vec::new();
+        for (i, l) in setup.links.iter().enumerate() {
+            let build = |spec: &LinkSpec, dir: u32| {
+                spec.build(
+                    stream_seed(setup.seed ^ 0x7u64 << 40, 2 * i as u32 + dir),
+                    &setup.base_dir,
+                )
+                .map_err(|source| TunnelError::Link {
+                    link: l.name.clone(),
+                    source,
+                })
+            };
+            links.push([build(&l.up, 0)?, build(&l.down, 1)?]);
+        }
+        let specs = setup
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| ChannelSpec {
+                local: i as u16,
+                remote: label(true, i as u16),
+                config: l.up_channel.clone(),
+            })
+            .collect();
+        let aliases = (0..setup.links.len() as u16)
+            .map(|i| label(false, i))
+            .collect();
+        let config = SessionConfig {
+            seed: stream_seed(setup.seed, 0x7c),
+            ..setup.session.clone()
+        };
+        let conn = stream_seed(setup.seed, 0x7d) | 1;
+        let mut client = Session::connect(config, conn, 0, specs, aliases, Duration::ZERO)?;
+        client.set_scheduler((setup.scheduler)());
+        client.open_stream(UP_STREAM, setup.stream.clone())?;
+        let mut c = TunnelCarrier {
+            now: Duration::ZERO,
+            client,
+            server: None,
+            links,
+            in_flight: BTreeMap::new(),
+            next_id: 0,
+            stats: TunnelStats::default(),
+            scratch: Vec::with_capacity(2048),
+            deliveries: Vec::new(),
+            lost: Vec::new(),
+            held: Vec::new(),
+            setup,
+        };
+        // The handshake leaves at once.
+        c.pump(&mut Vec::new());
+        Ok(c)
+    }
+
+    /// Counters so far.
+    pub fn tunnel_stats(&self) -> TunnelStats {
+        let mut s = self.stats.clone();
+        s.links = self
+            .setup
+            .links
+            .iter()
+            .zip(&self.links)
+            .map(|(l, m)| (l.name.clone(), m[0].stats(), m[1].stats()))
+            .collect();
+        // Each end's stats of both streams: its sending side of one, receiving of the other.
+        let ends = [
+            self.client.recovery_stats(UP_STREAM),
+            self.client.recovery_stats(DOWN_STREAM),
+            self.server
+                .as_ref()
+                .and_then(|x| x.recovery_stats(DOWN_STREAM)),
+            self.server
+                .as_ref()
+                .and_then(|x| x.recovery_stats(UP_STREAM)),
+        ];
+        if ends.iter().any(Option::is_some) {
+            let mut r = RecoveryCounts::default();
+            for e in ends.iter().flatten() {
+                r.add(e);
+            }
+            s.recovery = Some(r);
+        }
+        s
+    }
+
+    /// The client (vehicle) session.
+    pub fn client_session(&self) -> &Session {
+        &self.client
+    }
+
+    /// The server session, once the client's handshake reached it.
+    pub fn server_session(&self) -> Option<&Session> {
+        self.server.as_ref()
+    }
+
+    /// Hand a datagram that left link `channel` to the session at its far end; the
+    /// server session is created from the first hello.
+    fn arrive(&mut self, pkt: InFlight) {
+        let now = self.now;
+        if !pkt.up {
+            let from = label(true, pkt.channel);
+            self.client
+                .handle_datagram(now, pkt.channel, from, pkt.bytes);
+            return;
+        }
+        let from = label(false, pkt.channel);
+        if let Some(s) = self.server.as_mut() {
+            s.handle_datagram(now, pkt.channel, from, pkt.bytes);
+            return;
+        }
+        if !wire::is_hello(&pkt.bytes) {
+            return;
+        }
+        let configs: Vec<ChannelConfig> = self
+            .setup
+            .links
+            .iter()
+            .map(|l| l.down_channel.clone())
+            .collect();
+        let aliases = (0..self.setup.links.len() as u16)
+            .map(|i| label(true, i))
+            .collect();
+        let config = SessionConfig {
+            seed: stream_seed(self.setup.seed, 0x7e),
+            ..self.setup.session.clone()
+        };
+        if let Ok(mut s) = Session::accept(
+            config,
+            now,
+            pkt.channel,
+            from,
+            pkt.bytes,
+            aliases,
+            Arc::new(move |id| configs.get(id as usize).cloned().unwrap_or_default()),
+        ) {
+            s.set_scheduler((self.setup.scheduler)());
+            if s.open_stream(DOWN_STREAM, self.setup.stream.clone())
+                .is_ok()
+            {
+                self.server = Some(s);
+            }
+        }
+    }
+
+    /// Move every datagram both sessions want to send into the links, and every ADU
+    /// they received into `out`.
+    fn pump(&mut self, out: &mut Vec<(Side, Vec<u8>)>) {
+        let now = self.now;
+        for up in [true, false] {
+            let session = if up {
+                &mut self.client
+            } else {
+                match self.server.as_mut() {
+                    Some(s) => s,
+                    None => continue,
+                }
+            };
+            while let Some(t) = session.poll_transmit(now, &mut self.scratch) {
+                let dir = if up {
+                    &mut self.stats.up
+                } else {
+                    &mut self.stats.down
+                };
+                dir.datagrams += 1;
+                dir.wire_bytes += self.scratch.len() as u64;
+                let link = usize::from(t.channel);
+                let Some(l) = self.links.get_mut(link) else {
+                    continue;
+                };
+                let id = self.next_id;
+                self.next_id += 1;
+                let m = &mut l[usize::from(!up)];
+                if m.enqueue(now, id, self.scratch.len() as u32) == Verdict::Queued {
+                    self.in_flight.insert(
+                        id,
+                        InFlight {
+                            up,
+                            channel: u16::from(t.channel),
+                            bytes: Bytes::copy_from_slice(&self.scratch),
+                        },
+                    );
+                }
+            }
+            while let Some(e) = session.poll_event() {
+                if let Event::Received { payload, .. } = e {
+                    // Received by the server means it goes to the server host.
+                    let (to, dir) = if up {
+                        (Side::Client, &mut self.stats.down)
+                    } else {
+                        (Side::Server, &mut self.stats.up)
+                    };
+                    dir.packets_out += 1;
+                    dir.bytes_out += payload.len() as u64;
+                    out.push((to, payload.to_vec()));
+                }
+            }
+        }
+    }
+}
+
+impl Carrier for TunnelCarrier {
+    fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
+        self.now = self.now.max(now);
+        let (session, stream, dir) = match from {
+            Side::Client => (Some(&mut self.client), UP_STREAM, &mut self.stats.up),
+            Side::Server => (self.server.as_mut(), DOWN_STREAM, &mut self.stats.down),
+        };
+        dir.packets_in += 1;
+        dir.bytes_in += packet.len() as u64;
+        let sent =
+            session.map(|s| s.send_adu(self.now, stream, Bytes::from(packet), Fields::new()));
+        if !matches!(sent, Some(Ok(_))) {
+            dir.refused += 1;
+        }
+        // Sending happens at once, as a tunnel entry forwards; anything received on the
+        // way goes out with the next `deliver`.
+        let mut held = std::mem::take(&mut self.held);
+        self.pump(&mut held);
+        self.held = held;
+    }
+
+    fn next_delivery(&self) -> Option<Duration> {
+        let links = self
+            .links
+            .iter()
+            .flat_map(|l| [l[0].next_delivery(), l[1].next_delivery()]);
+        let timers = [
+            self.client.poll_timeout(self.now),
+            self.server.as_ref().and_then(|s| s.poll_timeout(self.now)),
+        ];
+        let held = (!self.held.is_empty()).then_some(self.now);
+        links.chain(timers).chain([held]).flatten().min()
+    }
+
+    fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>) {
+        self.now = self.now.max(now);
+        for link in 0..self.links.len() {
+            for dir in 0..2 {
+                self.deliveries.clear();
+                self.lost.clear();
+                self.links[link][dir].deliver_and_report_losses(
+                    self.now,
+                    &mut self.deliveries,
+                    &mut self.lost,
+                );
+                for id in &self.lost {
+                    self.in_flight.remove(id);
+                }
+                for d in std::mem::take(&mut self.deliveries) {
+                    if let Some(pkt) = self.in_flight.remove(&d.id) {
+                        self.arrive(pkt);
+                    }
+                }
+            }
+        }
+        self.client.handle_timeout(self.now);
+        if let Some(s) = self.server.as_mut() {
+            s.handle_timeout(self.now);
+        }
+        out.append(&mut self.held);
+        self.pump(out);
+    }
+
+    fn stats(&self) -> CarrierStats {
+        let sum = |dir: usize| {
+            self.links
+                .iter()
+                .map(|l| l[dir].stats())
+                .fold(LinkStats::default(), |a, b| LinkStats {
+                    offered: a.offered + b.offered,
+                    queue_drops: a.queue_drops + b.queue_drops,
+                    lost: a.lost + b.lost,
+                    delivered: a.delivered + b.delivered,
+                    bytes_delivered: a.bytes_delivered + b.bytes_delivered,
+                })
+        };
+        CarrierStats {
+            up: sum(0),
+            down: sum(1),
+        }
+    }
+}
