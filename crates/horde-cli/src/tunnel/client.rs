@@ -102,7 +102,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
                 if forward::outbound(&mut buf[..n], mtu, &c).is_none() {
                     continue;
                 }
-                c.from_tun(n);
+                c.entered_tunnel(n);
                 let payload = Bytes::copy_from_slice(&buf[..n]);
                 if handle
                     .send_adu_nowait(STREAM, payload, fields.clone())

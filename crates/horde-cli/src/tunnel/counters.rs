@@ -21,6 +21,8 @@ pub struct Counters {
     /// Read from the TUN device for an address no client is routed to (server), or
     /// while no session is up to take it.
     pub tun_no_route: AtomicU64,
+    /// Read from the TUN device for a multicast or link-local address (not carried).
+    pub tun_link_scoped: AtomicU64,
     /// Larger than the tunnel MTU (the device's MTU was changed behind our back).
     pub tun_too_big: AtomicU64,
     /// ADUs from a peer that are not well-formed IP packets.
@@ -43,6 +45,7 @@ pub struct Snapshot {
     pub mss_clamped: u64,
     pub tun_malformed: u64,
     pub tun_no_route: u64,
+    pub tun_link_scoped: u64,
     pub tun_too_big: u64,
     pub peer_malformed: u64,
     pub peer_spoofed: u64,
@@ -59,12 +62,12 @@ impl Counters {
         add(c, 1);
     }
 
-    pub fn from_tun(&self, bytes: usize) {
+    pub fn entered_tunnel(&self, bytes: usize) {
         add(&self.tun_in, 1);
         add(&self.tun_in_bytes, bytes as u64);
     }
 
-    pub fn to_tun(&self, bytes: usize) {
+    pub fn left_tunnel(&self, bytes: usize) {
         add(&self.tun_out, 1);
         add(&self.tun_out_bytes, bytes as u64);
     }
@@ -91,6 +94,7 @@ impl Counters {
             mss_clamped: g(&self.mss_clamped),
             tun_malformed: g(&self.tun_malformed),
             tun_no_route: g(&self.tun_no_route),
+            tun_link_scoped: g(&self.tun_link_scoped),
             tun_too_big: g(&self.tun_too_big),
             peer_malformed: g(&self.peer_malformed),
             peer_spoofed: g(&self.peer_spoofed),

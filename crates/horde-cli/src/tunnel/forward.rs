@@ -3,6 +3,7 @@
 //! checked (and, at the server, its source matched against the client's addresses)
 //! before it is written to the TUN device.
 
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
 use horde_net::tunnel::{clamp_mss, max_mss, parse, IpHeader, Prefix};
@@ -20,6 +21,10 @@ pub fn outbound(packet: &mut [u8], mtu: u32, counters: &Counters) -> Option<IpHe
             return None;
         }
     };
+    if is_link_scoped(header.dst) {
+        Counters::count(&counters.tun_link_scoped);
+        return None;
+    }
     if packet.len() > mtu as usize {
         Counters::count(&counters.tun_too_big);
         return None;
@@ -64,11 +69,21 @@ pub fn inbound(
         packet = &copy;
     }
     match tun.send(packet) {
-        Ok(()) => counters.to_tun(packet.len()),
+        Ok(()) => counters.left_tunnel(packet.len()),
         Err(e) => {
             tracing::debug!(error = %e, "TUN write failed");
             counters.tun_write_errors.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Multicast and link-local destinations belong to the link they were sent on (router
+/// solicitations, MLD reports, mDNS): the tunnel is a routed point-to-point link with
+/// nobody on it to answer them, so they are not carried.
+fn is_link_scoped(dst: IpAddr) -> bool {
+    match dst {
+        IpAddr::V4(a) => a.is_multicast() || a.is_link_local() || a.is_broadcast(),
+        IpAddr::V6(a) => a.is_multicast() || a.is_unicast_link_local(),
     }
 }
 

@@ -111,7 +111,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
                     Counters::count(&c.tun_no_route);
                     continue;
                 };
-                c.from_tun(n);
+                c.entered_tunnel(n);
                 let payload = Bytes::copy_from_slice(&buf[..n]);
                 let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
             }

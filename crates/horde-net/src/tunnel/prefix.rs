@@ -104,7 +104,7 @@ impl<T> PrefixTable<T> {
     pub fn insert(&mut self, prefix: Prefix, value: T) {
         self.entries.push((prefix, value));
         // Longest first, so the first match is the best.
-        self.entries.sort_by(|a, b| b.0.len.cmp(&a.0.len));
+        self.entries.sort_by_key(|e| std::cmp::Reverse(e.0.len));
     }
 
     pub fn lookup(&self, ip: IpAddr) -> Option<&T> {
