@@ -16,7 +16,7 @@ pub use objective::{
     Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
 };
 pub use scheduler::{
-    assignment_is_valid, Assignment, CycleStats, Directed, RandomWalk, RandomizedRoundRobin,
-    ScheduleInput, Scheduler,
+    assignment_is_valid, Assignment, CycleStats, Directed, EarliestArrival, RandomWalk,
+    RandomizedRoundRobin, ScheduleInput, Scheduler,
 };
 pub use slot::{TxSlot, CORRELATION_SPAN};

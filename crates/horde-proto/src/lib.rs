@@ -9,6 +9,7 @@ pub mod event;
 mod fair_share;
 mod lifecycle;
 mod packing;
+pub mod recovery;
 pub mod session;
 pub mod stream;
 pub mod wire;
@@ -16,6 +17,7 @@ pub mod wire;
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
 pub use event::{CloseReason, Event, NackReason};
+pub use recovery::{RecoveryConfig, RecoveryMode};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
     Transmit, TransmitAdus,

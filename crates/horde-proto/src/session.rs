@@ -28,8 +28,12 @@ use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::{FairShare, SlotChoice};
 use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
 use crate::packing::{packed_capacity, packet_size, Packer, PlanInput};
+use crate::recovery::estimators::PathEstimate;
+use crate::recovery::{RecoveryLayer, RecoveryStats};
 use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
-use crate::wire::{self, Ack, Packet, FLAG_ORDERED, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
+use crate::wire::{
+    self, Ack, Packet, FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN,
+};
 
 /// Session-wide settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -229,6 +233,8 @@ pub enum SessionError {
     /// The peer's hello is of a wire version this end does not speak.
     #[error("peer speaks wire version {peer}; this end speaks version {ours} only")]
     UnsupportedVersion { peer: u8, ours: u8 },
+    #[error("bad recovery settings: {0}")]
+    BadRecovery(String),
 }
 
 /// Counters of the session as a whole.
@@ -393,6 +399,8 @@ pub struct Session {
     close_reason: Option<CloseReason>,
     /// The range list of the last ack received, reused to decode the next.
     ack_ranges: Vec<(u64, u64)>,
+    /// Loss recovery of the streams that ask for it (`docs/recovery.md`).
+    recovery: RecoveryLayer,
 }
 
 impl std::fmt::Debug for Session {
@@ -451,6 +459,7 @@ impl Session {
             life: Lifecycle::new(now),
             close_reason: None,
             ack_ranges: Vec::new(),
+            recovery: RecoveryLayer::default(),
             config,
         }
     }
@@ -551,6 +560,9 @@ impl Session {
         if self.send.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
         }
+        self.recovery
+            .open(id, &config.recovery)
+            .map_err(|e| SessionError::BadRecovery(e.to_string()))?;
         self.send.insert(id, SendStream::new(id, config));
         Ok(())
     }
@@ -582,7 +594,7 @@ impl Session {
         if self.is_closed() && !self.life.successor_expected {
             return Err(SessionError::Closed);
         }
-        let max = self.max_adu();
+        let max = self.max_stream_adu(stream);
         if payload.len() > max as usize {
             return Err(SessionError::AduTooLarge {
                 len: payload.len(),
@@ -597,6 +609,7 @@ impl Session {
         self.next_adu_id += 1;
         let seq = s.next_seq;
         s.next_seq += 1;
+        let (Ok(payload) | Err(payload)) = self.recovery.frame(now, stream, id, payload);
         let dropped = s.push(QueuedAdu {
             id,
             seq,
@@ -610,6 +623,7 @@ impl Session {
         }
         for d in dropped {
             self.stats.adus_dropped += 1;
+            self.recovery.forget(stream, d.id);
             self.events.push_back(Event::Nack {
                 stream,
                 adu: d.id,
@@ -1072,20 +1086,24 @@ impl Session {
                 }
                 self.stats.adus_received += 1;
                 let ordered = flags & FLAG_ORDERED != 0;
-                let rs = self
-                    .recv
-                    .entry(stream)
-                    .or_insert_with(|| RecvStream::new(ordered));
-                rs.on_arrival(
-                    now,
-                    Delivered {
-                        stream,
-                        stream_seq,
-                        channel,
-                        payload,
-                    },
-                    &mut self.delivered,
-                );
+                if flags & FLAG_RECOVERY != 0 {
+                    self.recovery_arrival(now, stream, (channel, seq, send_ts), &payload);
+                } else {
+                    let rs = self
+                        .recv
+                        .entry(stream)
+                        .or_insert_with(|| RecvStream::new(ordered));
+                    rs.on_arrival(
+                        now,
+                        Delivered {
+                            stream,
+                            stream_seq,
+                            channel,
+                            payload,
+                        },
+                        &mut self.delivered,
+                    );
+                }
                 self.flush_delivered();
                 if let Some(open) = self.life.flow.update(now, false) {
                     self.queue_window(open);
@@ -1112,6 +1130,10 @@ impl Session {
                 }
                 for a in adus.iter() {
                     self.stats.adus_received += 1;
+                    if a.flags & FLAG_RECOVERY != 0 {
+                        self.recovery_arrival(now, a.stream, (channel, seq, send_ts), &a.payload);
+                        continue;
+                    }
                     let ordered = a.flags & FLAG_ORDERED != 0;
                     let rs = self
                         .recv
@@ -1269,6 +1291,10 @@ impl Session {
         for r in resolved {
             let Some(a) = r.adu else { continue };
             self.life.resend.remove(&a.adu);
+            let acked = !matches!(r.resolution, Resolution::Lost(_));
+            if self.recovery.on_resolved(a.stream, a.adu, acked) {
+                continue; // the recovery layer's own ADU
+            }
             let stream_state = self.send.get_mut(&a.stream);
             let outcome = match r.resolution {
                 Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
@@ -1368,6 +1394,7 @@ impl Session {
         for r in self.recv.values_mut() {
             r.on_timeout(now, hold, &mut self.delivered);
         }
+        self.recovery_timeouts(now);
         self.flush_delivered();
     }
 
@@ -1468,12 +1495,13 @@ impl Session {
         for r in self.recv.values() {
             t = min_opt(t, r.next_timeout(hold));
         }
+        t = min_opt(t, self.recovery.next_timeout());
         if !self.tx.is_empty() {
             return Some(now);
         }
         if self.state == State::Connected
             && self.life.flow.may_send(now)
-            && self.send.values().any(|s| !s.queue.is_empty())
+            && (self.send.values().any(|s| !s.queue.is_empty()) || self.recovery.wants_spare())
         {
             let slot_at = self
                 .channels
@@ -1495,11 +1523,16 @@ impl Session {
             }
         }
         if self.tx.is_empty() {
+            self.queue_recovery(now);
             if self.cycle_due(now) {
                 self.run_cycle(now);
                 self.note_drained();
             } else if self.send.values().all(|s| s.queue.is_empty()) {
-                self.mark_idle_channels_app_limited(now);
+                if self.offer_spare_slots(now) && self.cycle_due(now) {
+                    self.run_cycle(now);
+                } else {
+                    self.mark_idle_channels_app_limited(now);
+                }
             }
         }
         let p = self.tx.pop_front()?;
@@ -1810,6 +1843,9 @@ impl Session {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
+            let p = slot.loss_probability;
+            self.recovery
+                .on_transmit(view.stream_id, q.id, p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
             if let Some(d) = self.debt.get_mut(&view.stream_id) {
                 *d -= q.payload.len() as f64;
@@ -1817,11 +1853,14 @@ impl Session {
             if stream.config.on_reconnect == InFlightPolicy::Resend {
                 self.life.resend.insert(q.id, (view.stream_id, q.clone()));
             }
-            let flags = if stream.config.ordered {
+            let mut flags = if stream.config.ordered {
                 FLAG_ORDERED
             } else {
                 0
             };
+            if stream.config.recovery.is_on() {
+                flags |= FLAG_RECOVERY;
+            }
             let history = if self.objectives.is_empty() {
                 None
             } else {
@@ -2059,6 +2098,116 @@ impl Session {
 
 /// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
 /// holds it at the fair-share level.
+/// Loss recovery hooks (the layer itself is in `crate::recovery`).
+impl Session {
+    /// The largest ADU `stream` takes: the session's, less the recovery frame if the
+    /// stream has recovery on.
+    pub fn max_stream_adu(&self, stream: u32) -> u32 {
+        let max = self.max_adu();
+        if self.recovery.is_sending(stream) {
+            max.saturating_sub(crate::recovery::header::MAX_OVERHEAD as u32)
+        } else {
+            max
+        }
+    }
+
+    /// What the recovery layer of `stream` did, both directions; `None` if the stream
+    /// never used recovery here.
+    pub fn recovery_stats(&self, stream: u32) -> Option<RecoveryStats> {
+        self.recovery.stats(stream)
+    }
+
+    /// The OEC sender's presence probability r for `stream` (instrumentation).
+    pub fn recovery_r(&self, stream: u32) -> Option<f64> {
+        self.recovery.r(stream)
+    }
+
+    /// What the receiver measured of each channel from recovery streams' packets
+    /// (capacity, one-way delay plus clock offset, loss).
+    pub fn path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.path_estimates()
+    }
+
+    /// A recovery ADU arrived in packet `seq` of `channel`, stamped `send_ts`.
+    fn recovery_arrival(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        (channel, seq, send_ts): (u8, u64, u32),
+        adu: &Bytes,
+    ) {
+        let recv_ts = self.send_ts(now);
+        let bytes = wire::DATA_HEADER_LEN + adu.len();
+        self.recovery
+            .on_path_packet(now, channel, recv_ts, seq, send_ts, bytes);
+        let hold = ms(self.config.reorder_hold_ms);
+        let mut out = Vec::new();
+        self.recovery.on_receive(now, stream, hold, adu, &mut out);
+        self.push_released(channel, out);
+    }
+
+    fn recovery_timeouts(&mut self, now: Duration) {
+        let mut out = Vec::new();
+        self.recovery.on_timeout(now, &mut out);
+        // Released from the cache, not off a channel: 0 stands for "the cache".
+        self.push_released(0, out);
+    }
+
+    fn push_released(&mut self, channel: u8, out: Vec<crate::recovery::Released>) {
+        self.delivered
+            .extend(out.into_iter().map(|(stream, seq, payload)| Delivered {
+                stream,
+                stream_seq: seq,
+                channel,
+                payload,
+            }));
+    }
+
+    /// Queue the ADUs the recovery layer asked for (coded, retransmitted), unless that
+    /// would overflow their stream's queue.
+    fn queue_recovery(&mut self, now: Duration) {
+        for (stream, o) in self.recovery.take_outgoing() {
+            let Some(s) = self.send.get_mut(&stream) else {
+                continue;
+            };
+            if s.queued_bytes + o.payload.len() > s.config.max_queue_bytes {
+                continue;
+            }
+            let id = self.next_adu_id;
+            self.next_adu_id += 1;
+            let seq = s.next_seq;
+            s.next_seq += 1;
+            // Fits (checked above), so nothing is dropped.
+            let _ = s.push(QueuedAdu {
+                id,
+                seq,
+                payload: o.payload,
+                fields: Fields::default(),
+                inserted: now,
+            });
+            self.recovery.bind(stream, id, o.kind);
+            self.wake_cycle(now);
+        }
+    }
+
+    /// Every queue is empty and channels have real slots: let OEC and the block code
+    /// fill them (PluriBus §4.1: coded packets only where the path's queue is empty).
+    fn offer_spare_slots(&mut self, now: Duration) -> bool {
+        if self.state != State::Connected
+            || !self.life.flow.may_send(now)
+            || !self.recovery.wants_spare()
+        {
+            return false;
+        }
+        let slots: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
+        if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
+            return false;
+        }
+        self.queue_recovery(now);
+        true
+    }
+}
+
 fn at_fair_level(s: &SendStream) -> bool {
     !s.queue.is_empty()
         && match s.config.demand() {

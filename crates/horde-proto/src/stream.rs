@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::{Demand, Fields, StreamStats};
 
+use crate::recovery::RecoveryConfig;
+
 /// How a stream is configured by its sender.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +39,9 @@ pub struct StreamConfig {
     /// session with a new one to the same peer (see `docs/architecture.md`, Lifecycle).
     #[serde(default)]
     pub on_reconnect: InFlightPolicy,
+    /// Loss recovery for this stream's ADUs (none by default); see `docs/recovery.md`.
+    #[serde(default)]
+    pub recovery: RecoveryConfig,
 }
 
 /// The fate of a stream's in-flight ADUs (sent, not yet acked or declared lost) when
@@ -84,6 +89,7 @@ impl Default for StreamConfig {
             low_water_ms: default_low_water_ms(),
             water_floor_bytes: default_water_floor(),
             on_reconnect: InFlightPolicy::Nack,
+            recovery: RecoveryConfig::default(),
         }
     }
 }

@@ -45,6 +45,8 @@ const T_WINDOW: u8 = 9;
 
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
+/// The ADU's payload starts with a recovery frame (`docs/recovery.md`).
+pub const FLAG_RECOVERY: u8 = 0x02;
 
 /// One decoded packet. Payloads borrow nothing: `Bytes` slices share the input buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,7 +22,7 @@ pub enum BuildError {
 }
 
 /// Scheduler names a scenario may use.
-pub const SCHEDULERS: &[&str] = &["rrr", "random-walk", "directed"];
+pub const SCHEDULERS: &[&str] = &["rrr", "random-walk", "directed", "earliest_arrival"];
 
 /// Build a scheduler factory from its scenario name; `k` is random-walk's walk length
 /// (25 by default, as in the thesis).
@@ -34,6 +34,9 @@ pub fn scheduler(kind: &str, k: Option<u32>) -> Result<SchedulerFactory, BuildEr
                 as Box<dyn Scheduler>
         }),
         "directed" => Arc::new(|| Box::new(Directed::default()) as Box<dyn Scheduler>),
+        "earliest_arrival" => Arc::new(|| {
+            Box::new(horde_policy::EarliestArrival::default()) as Box<dyn Scheduler>
+        }),
         other => return Err(BuildError::UnknownScheduler(other.to_string())),
     };
     Ok(f)

@@ -8,6 +8,7 @@ use crate::objective::ObjectiveSet;
 use crate::slot::TxSlot;
 
 mod directed;
+mod earliest_arrival;
 mod hungarian;
 mod local_search;
 mod matching;
@@ -16,6 +17,7 @@ mod random_walk;
 mod rrr;
 
 pub use directed::Directed;
+pub use earliest_arrival::EarliestArrival;
 pub use random_walk::RandomWalk;
 pub use rrr::RandomizedRoundRobin;
 

@@ -1,0 +1,274 @@
+//! The session's recovery layer: one sender and/or receiver per recovery stream, and
+//! the hooks the session calls (`docs/recovery.md`, "In the session").
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::RngCore;
+
+use super::config::{RecoveryConfig, RecoveryConfigError};
+use super::decoder::Decoder;
+use super::estimators::{PathEstimate, PathEstimators};
+use super::header::{self, Frame};
+use super::reorder::ReorderCache;
+use super::sender::{Kind, Outgoing, Sender};
+use super::stats::RecoveryStats;
+
+#[derive(Debug)]
+struct Receiver {
+    decoder: Decoder,
+    cache: ReorderCache,
+}
+
+#[derive(Debug, Default)]
+struct StreamRecovery {
+    sender: Option<Sender>,
+    /// Session ADU id -> what it carries, while in flight.
+    kinds: HashMap<u64, Kind>,
+    receiver: Option<Receiver>,
+    /// The reorder hold this end configured for the stream, if it opened it.
+    hold: Option<Duration>,
+    stats: RecoveryStats,
+}
+
+/// An ADU released to the application: `(stream, seq, payload)`.
+pub type Released = (u32, u64, Bytes);
+
+#[derive(Debug, Default)]
+pub struct RecoveryLayer {
+    streams: BTreeMap<u32, StreamRecovery>,
+    /// Receiver-side estimators per channel, fed by recovery streams' packets.
+    paths: BTreeMap<u8, PathEstimators>,
+    outgoing: Vec<(u32, Outgoing)>,
+    released: Vec<(u64, Bytes)>,
+}
+
+impl RecoveryLayer {
+    /// A stream opened for sending. Recovery off: nothing to do.
+    pub fn open(
+        &mut self,
+        stream: u32,
+        config: &RecoveryConfig,
+    ) -> Result<(), RecoveryConfigError> {
+        config.validate()?;
+        if !config.is_on() {
+            return Ok(());
+        }
+        let s = self.streams.entry(stream).or_default();
+        s.sender = Some(Sender::new(config.mode));
+        s.hold = Some(Duration::from_secs_f64(config.reorder_ms / 1e3));
+        Ok(())
+    }
+
+    pub fn is_sending(&self, stream: u32) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|s| s.sender.is_some())
+    }
+
+    /// Frame an application ADU of a recovery stream (session ADU `id`); `None` when the
+    /// stream has no recovery.
+    pub fn frame(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        id: u64,
+        payload: Bytes,
+    ) -> Result<Bytes, Bytes> {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Err(payload);
+        };
+        let Some(tx) = s.sender.as_mut() else {
+            return Err(payload);
+        };
+        let (seq, framed) = tx.frame_data(now, payload);
+        s.kinds.insert(id, Kind::Data(seq));
+        Ok(framed)
+    }
+
+    /// ADU `id` of `stream` left on a path with loss estimate `p`, `len` payload bytes.
+    pub fn on_transmit(&mut self, stream: u32, id: u64, p: f64, len: usize) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        let (Some(tx), Some(&kind)) = (s.sender.as_mut(), s.kinds.get(&id)) else {
+            return;
+        };
+        match kind {
+            Kind::Data(_) => {
+                s.stats.data_sent += 1;
+                s.stats.data_bytes += len.saturating_sub(header::DATA_HEADER_LEN) as u64;
+            }
+            Kind::Coded(_) | Kind::Parity => {
+                s.stats.coded_sent += 1;
+                s.stats.coded_bytes += len as u64;
+            }
+            Kind::Retransmit(_) => s.stats.retransmitted += 1,
+        }
+        let mut out = Vec::new();
+        tx.on_transmit(kind, p, &mut out);
+        self.outgoing.extend(out.into_iter().map(|o| (stream, o)));
+    }
+
+    /// Feedback on ADU `id`. Returns whether the ADU was one this layer made (its acks
+    /// and losses are not the application's business).
+    pub fn on_resolved(&mut self, stream: u32, id: u64, acked: bool) -> bool {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return false;
+        };
+        let (Some(tx), Some(kind)) = (s.sender.as_mut(), s.kinds.remove(&id)) else {
+            return false;
+        };
+        let mut out = Vec::new();
+        tx.on_resolved(kind, acked, &mut out);
+        self.outgoing.extend(out.into_iter().map(|o| (stream, o)));
+        !matches!(kind, Kind::Data(_))
+    }
+
+    /// ADUs the layer wants queued; the session gives each an id and calls [`Self::bind`].
+    pub fn take_outgoing(&mut self) -> Vec<(u32, Outgoing)> {
+        std::mem::take(&mut self.outgoing)
+    }
+
+    pub fn bind(&mut self, stream: u32, id: u64, kind: Kind) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.kinds.insert(id, kind);
+        }
+    }
+
+    /// A queued ADU left the session without being sent (dropped, removed).
+    pub fn forget(&mut self, stream: u32, id: u64) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.kinds.remove(&id);
+        }
+    }
+
+    pub fn wants_spare(&self) -> bool {
+        self.streams
+            .values()
+            .any(|s| s.sender.as_ref().is_some_and(Sender::wants_spare))
+    }
+
+    /// `slots` transmission slots are free with nothing queued: offer them to the
+    /// streams that code into spare capacity. Returns whether anything was produced.
+    pub fn spare(&mut self, now: Duration, slots: usize, rng: &mut dyn RngCore) -> bool {
+        let before = self.outgoing.len();
+        for (&id, s) in &mut self.streams {
+            let Some(tx) = s.sender.as_mut() else {
+                continue;
+            };
+            if !tx.wants_spare() {
+                continue;
+            }
+            let mut out = Vec::new();
+            tx.spare(
+                now,
+                slots.saturating_sub(self.outgoing.len() - before),
+                rng,
+                &mut out,
+            );
+            self.outgoing.extend(out.into_iter().map(|o| (id, o)));
+        }
+        self.outgoing.len() > before
+    }
+
+    /// A recovery ADU arrived on `stream`. Released ADUs go to `out` as
+    /// `(stream, seq, payload)`.
+    pub fn on_receive(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        default_hold: Duration,
+        adu: &Bytes,
+        out: &mut Vec<Released>,
+    ) {
+        let s = self.streams.entry(stream).or_default();
+        let hold = s.hold.unwrap_or(default_hold);
+        let rx = s.receiver.get_or_insert_with(|| Receiver {
+            decoder: Decoder::default(),
+            cache: ReorderCache::new(hold),
+        });
+        let frame = match header::decode(adu) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!(stream, error = %e, "malformed recovery frame dropped");
+                s.stats.malformed += 1;
+                return;
+            }
+        };
+        match frame {
+            Frame::Data { .. } => s.stats.data_received += 1,
+            _ => s.stats.coded_received += 1,
+        }
+        let d = rx.decoder.on_frame(now, frame);
+        if d.duplicate {
+            s.stats.duplicates += 1;
+        }
+        for (seq, payload, recovered) in d.new {
+            if recovered {
+                s.stats.recovered += 1;
+            }
+            rx.cache.push(now, seq, payload, &mut self.released);
+        }
+        Self::drain(stream, s, &mut self.released, out);
+    }
+
+    fn drain(
+        stream: u32,
+        s: &mut StreamRecovery,
+        released: &mut Vec<(u64, Bytes)>,
+        out: &mut Vec<Released>,
+    ) {
+        if let Some(rx) = &s.receiver {
+            s.stats.delivered = rx.cache.counts.in_order;
+            s.stats.delivered_late = rx.cache.counts.late;
+            s.stats.lost = rx.cache.counts.lost;
+        }
+        out.extend(released.drain(..).map(|(seq, p)| (stream, seq, p)));
+    }
+
+    pub fn on_timeout(&mut self, now: Duration, out: &mut Vec<Released>) {
+        for (&id, s) in &mut self.streams {
+            if let Some(rx) = s.receiver.as_mut() {
+                rx.cache.on_timeout(now, &mut self.released);
+                Self::drain(id, s, &mut self.released, out);
+            }
+        }
+    }
+
+    pub fn next_timeout(&self) -> Option<Duration> {
+        self.streams
+            .values()
+            .filter_map(|s| s.receiver.as_ref()?.cache.next_timeout())
+            .min()
+    }
+
+    pub fn on_path_packet(
+        &mut self,
+        now: Duration,
+        channel: u8,
+        recv_us: u32,
+        seq: u64,
+        send_us: u32,
+        bytes: usize,
+    ) {
+        self.paths
+            .entry(channel)
+            .or_default()
+            .on_packet(now, recv_us, seq, send_us, bytes);
+    }
+
+    pub fn path_estimates(&self) -> Vec<PathEstimate> {
+        self.paths.iter().map(|(&c, p)| p.snapshot(c)).collect()
+    }
+
+    pub fn stats(&self, stream: u32) -> Option<RecoveryStats> {
+        self.streams.get(&stream).map(|s| s.stats.clone())
+    }
+
+    /// The OEC sender's current r for `stream` (instrumentation).
+    pub fn r(&self, stream: u32) -> Option<f64> {
+        Some(self.streams.get(&stream)?.sender.as_ref()?.window().r())
+    }
+}

@@ -1,0 +1,351 @@
+//! A recovery stream's sender: tunnel sequence numbers, W and r, and what each mode adds
+//! (coded ADUs at spare opportunities, K% FEC, retransmissions, block parities).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::RngCore;
+
+use super::block;
+use super::config::RecoveryMode;
+use super::header;
+use super::window::{Window, MAX_AGE};
+
+/// What an ADU of a recovery stream is, by its session ADU id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Data(u64),
+    Coded(usize),
+    Retransmit(u64),
+    Parity,
+}
+
+/// An ADU the recovery layer wants queued on its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub kind: Kind,
+    pub payload: Bytes,
+}
+
+#[derive(Debug)]
+struct SealedBlock {
+    first: u64,
+    parity: Option<Vec<Vec<u8>>>,
+    payloads: Vec<Bytes>,
+    next_parity: usize,
+    resolved: usize,
+    sealed_at: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Blocks {
+    open_first: u64,
+    open: Vec<Bytes>,
+    sealed: VecDeque<SealedBlock>,
+}
+
+#[derive(Debug)]
+pub struct Sender {
+    mode: RecoveryMode,
+    next_seq: u64,
+    window: Window,
+    /// FEC: data ADUs transmitted since the last coded one.
+    fec_since: Vec<u64>,
+    retransmitted: HashMap<u64, ()>,
+    blocks: Blocks,
+}
+
+impl Sender {
+    pub fn new(mode: RecoveryMode) -> Self {
+        Self {
+            mode,
+            next_seq: 0,
+            window: Window::default(),
+            fec_since: Vec::new(),
+            retransmitted: HashMap::new(),
+            blocks: Blocks::default(),
+        }
+    }
+
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
+    /// Number and frame a data ADU queued at `now`.
+    pub fn frame_data(&mut self, now: Duration, payload: Bytes) -> (u64, Bytes) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let framed = header::encode_data(seq, &payload);
+        if let RecoveryMode::Block { data } = self.mode {
+            self.blocks.open.push(payload.clone());
+            if self.blocks.open.len() >= data {
+                self.seal(now);
+            }
+        }
+        self.window.queue(now, seq, payload);
+        (seq, framed)
+    }
+
+    /// An ADU of this stream left on a path whose loss estimate is `p`. May ask for a
+    /// K% FEC coded ADU.
+    pub fn on_transmit(&mut self, kind: Kind, p: f64, out: &mut Vec<Outgoing>) {
+        match kind {
+            Kind::Data(seq) => {
+                self.window.on_data_sent(seq, p);
+                if let RecoveryMode::Fec { percent } = self.mode {
+                    self.fec_since.push(seq);
+                    let every = (100.0 / percent).round().max(1.0) as usize;
+                    if self.fec_since.len() >= every {
+                        self.fec_coded(out);
+                    }
+                }
+            }
+            Kind::Coded(c) => self.window.on_coded_sent(c, p),
+            Kind::Retransmit(_) | Kind::Parity => {}
+        }
+    }
+
+    /// The XOR of the data sent since the last coded ADU that are still unresolved.
+    fn fec_coded(&mut self, out: &mut Vec<Outgoing>) {
+        let mut seqs: Vec<u64> = self
+            .fec_since
+            .drain(..)
+            .filter(|&s| self.window.contains(s))
+            .collect();
+        seqs.sort_unstable();
+        // At most one frame's worth, the newest.
+        let skip = seqs.len().saturating_sub(header::MAX_DEGREE);
+        let seqs: Vec<u64> = seqs[skip..].to_vec();
+        if seqs.is_empty() || seqs[seqs.len() - 1] - seqs[0] > header::MAX_SPAN {
+            return;
+        }
+        let c = self.window.xor_of(seqs);
+        out.push(Outgoing {
+            kind: Kind::Coded(c.seqs.len()),
+            payload: header::encode_xor(&c.seqs, c.len_xor, &c.payload),
+        });
+    }
+
+    /// Feedback: the ADU was acknowledged or declared lost. Retransmission mode resends
+    /// a lost data ADU once.
+    pub fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
+        let seq = match kind {
+            Kind::Data(seq) | Kind::Retransmit(seq) => seq,
+            Kind::Coded(_) | Kind::Parity => return,
+        };
+        if self.mode == RecoveryMode::Retransmit
+            && !acked
+            && self.retransmitted.insert(seq, ()).is_none()
+        {
+            if let Some(p) = self.window.payload(seq) {
+                out.push(Outgoing {
+                    kind: Kind::Retransmit(seq),
+                    payload: header::encode_data(seq, p),
+                });
+                return; // stays in W until the copy is resolved
+            }
+        }
+        self.retransmitted.remove(&seq);
+        self.window.on_resolved(seq);
+        if let Some(b) = self
+            .blocks
+            .sealed
+            .iter_mut()
+            .find(|b| (b.first..b.first + b.payloads.len() as u64).contains(&seq))
+        {
+            b.resolved += 1;
+        }
+    }
+
+    fn seal(&mut self, now: Duration) {
+        if self.blocks.open.is_empty() {
+            return;
+        }
+        let payloads = std::mem::take(&mut self.blocks.open);
+        let first = self.blocks.open_first;
+        self.blocks.open_first = first + payloads.len() as u64;
+        self.blocks.sealed.push_back(SealedBlock {
+            first,
+            parity: None,
+            payloads,
+            next_parity: 0,
+            resolved: 0,
+            sealed_at: now,
+        });
+    }
+
+    /// Whether a spare transmission opportunity would be used.
+    pub fn wants_spare(&self) -> bool {
+        match self.mode {
+            RecoveryMode::Oec => !self.window.is_empty(),
+            RecoveryMode::Block { .. } => {
+                !self.blocks.open.is_empty()
+                    || self
+                        .blocks
+                        .sealed
+                        .iter()
+                        .any(|b| b.next_parity < b.payloads.len() && b.resolved < b.payloads.len())
+            }
+            _ => false,
+        }
+    }
+
+    /// Fill up to `slots` spare transmission opportunities: OEC coded ADUs or block
+    /// parities.
+    pub fn spare(
+        &mut self,
+        now: Duration,
+        slots: usize,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.window.expire(now);
+        match self.mode {
+            RecoveryMode::Oec => {
+                for _ in 0..slots {
+                    let Some(c) = self.window.code(rng) else {
+                        break;
+                    };
+                    out.push(Outgoing {
+                        kind: Kind::Coded(c.seqs.len()),
+                        payload: header::encode_xor(&c.seqs, c.len_xor, &c.payload),
+                    });
+                }
+            }
+            RecoveryMode::Block { .. } => {
+                self.seal(now);
+                for _ in 0..slots {
+                    let Some(p) = self.next_parity(now) else {
+                        break;
+                    };
+                    out.push(Outgoing {
+                        kind: Kind::Parity,
+                        payload: p,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn next_parity(&mut self, now: Duration) -> Option<Bytes> {
+        let sealed = &mut self.blocks.sealed;
+        sealed.retain(|b| {
+            now.saturating_sub(b.sealed_at) <= MAX_AGE && b.resolved < b.payloads.len()
+        });
+        let b = sealed
+            .iter_mut()
+            .find(|b| b.next_parity < b.payloads.len())?;
+        let n = b.payloads.len();
+        if b.parity.is_none() {
+            let refs: Vec<&[u8]> = b.payloads.iter().map(|p| &p[..]).collect();
+            b.parity = Some(block::encode(&refs, n)?);
+        }
+        let i = b.next_parity;
+        b.next_parity += 1;
+        let shard = &b.parity.as_ref().expect("encoded")[i];
+        Some(header::encode_parity(
+            b.first, n as u8, n as u8, i as u8, shard,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::decoder::Decoder;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    const T: Duration = Duration::ZERO;
+
+    #[test]
+    fn fec_codes_once_per_hundred_over_k_data_adus() {
+        for (percent, every) in [(10.0, 10usize), (100.0, 1), (25.0, 4)] {
+            let mut s = Sender::new(RecoveryMode::Fec { percent });
+            let mut out = Vec::new();
+            for i in 0..40u64 {
+                let (seq, _) = s.frame_data(T, Bytes::from(vec![i as u8; 5]));
+                s.on_transmit(Kind::Data(seq), 0.0, &mut out);
+            }
+            assert_eq!(out.len(), 40 / every, "{percent}%");
+            assert!(out.iter().all(|o| o.kind == Kind::Coded(every)));
+        }
+    }
+
+    #[test]
+    fn retransmission_resends_a_lost_adu_once() {
+        let mut s = Sender::new(RecoveryMode::Retransmit);
+        let mut out = Vec::new();
+        let (seq, framed) = s.frame_data(T, Bytes::from_static(b"abc"));
+        s.on_transmit(Kind::Data(seq), 0.1, &mut out);
+        s.on_resolved(Kind::Data(seq), false, &mut out);
+        assert_eq!(
+            out,
+            vec![Outgoing {
+                kind: Kind::Retransmit(seq),
+                payload: framed
+            }]
+        );
+        s.on_resolved(Kind::Retransmit(seq), false, &mut out);
+        assert_eq!(out.len(), 1, "only once");
+        assert!(s.window().is_empty());
+    }
+
+    #[test]
+    fn oec_uses_spare_slots_only_while_w_holds_data() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        assert!(!s.wants_spare());
+        let (a, _) = s.frame_data(T, Bytes::from_static(b"one"));
+        let (b, _) = s.frame_data(T, Bytes::from_static(b"two!"));
+        s.on_transmit(Kind::Data(a), 0.05, &mut out);
+        s.on_transmit(Kind::Data(b), 0.05, &mut out);
+        assert!(out.is_empty());
+        assert!(s.wants_spare());
+        s.spare(T, 3, &mut rng, &mut out);
+        assert_eq!(out.len(), 3);
+        s.on_resolved(Kind::Data(a), true, &mut out);
+        s.on_resolved(Kind::Data(b), true, &mut out);
+        assert!(!s.wants_spare());
+        out.clear();
+        s.spare(T, 3, &mut rng, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn block_parities_at_spare_slots_recover_a_block() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut s = Sender::new(RecoveryMode::Block { data: 4 });
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        let mut frames = Vec::new();
+        for i in 0..6u8 {
+            let (seq, f) = s.frame_data(T, Bytes::from(vec![i; 3 + usize::from(i)]));
+            s.on_transmit(Kind::Data(seq), 0.0, &mut out);
+            frames.push(f);
+        }
+        // A full block (0..4) and an open one (4..6) sealed by the opportunity.
+        s.spare(T, 10, &mut rng, &mut out);
+        assert_eq!(out.len(), 6);
+        // Lose 1, 2 and 5; two parities of the first block and one of the second suffice.
+        for (i, f) in frames.iter().enumerate() {
+            if ![1, 2, 5].contains(&i) {
+                d.on_frame(T, header::decode(f).unwrap());
+            }
+        }
+        let mut got = Vec::new();
+        for o in [&out[0], &out[2], &out[4]] {
+            got.extend(d.on_frame(T, header::decode(&o.payload).unwrap()).new);
+        }
+        let seqs: Vec<u64> = got.iter().map(|(s, _, _)| *s).collect();
+        assert_eq!(seqs.len(), 3);
+        for s in [1u64, 2, 5] {
+            let (_, p, rec) = got.iter().find(|(q, _, _)| *q == s).unwrap();
+            assert!(rec);
+            assert_eq!(p[..], vec![s as u8; 3 + s as usize][..]);
+        }
+    }
+}

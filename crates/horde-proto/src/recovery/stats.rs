@@ -1,0 +1,51 @@
+//! Per-stream recovery counters, both directions.
+
+/// What a stream's recovery layer did. Sender-side counts are of transmissions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryStats {
+    /// Data ADUs transmitted (first copies) and their payload bytes.
+    pub data_sent: u64,
+    pub data_bytes: u64,
+    /// Coded ADUs transmitted (XOR or block parity) and their frame bytes.
+    pub coded_sent: u64,
+    pub coded_bytes: u64,
+    /// Data ADUs sent again after a loss report.
+    pub retransmitted: u64,
+    /// Data frames that arrived (first copies).
+    pub data_received: u64,
+    /// Coded frames that arrived.
+    pub coded_received: u64,
+    /// Data ADUs rebuilt from coded ones.
+    pub recovered: u64,
+    /// Data frames that arrived after their ADU was already here.
+    pub duplicates: u64,
+    /// Frames that failed to parse (dropped).
+    pub malformed: u64,
+    /// ADUs handed to the application in sequence order.
+    pub delivered: u64,
+    /// ADUs handed over after the reorder cache had given up waiting for them.
+    pub delivered_late: u64,
+    /// Sequence numbers the reorder cache skipped that never came.
+    pub lost: u64,
+}
+
+impl RecoveryStats {
+    /// Coded bytes sent per data byte sent.
+    pub fn coding_overhead(&self) -> f64 {
+        if self.data_bytes == 0 {
+            0.0
+        } else {
+            self.coded_bytes as f64 / self.data_bytes as f64
+        }
+    }
+
+    /// Coded ADUs among all ADUs sent (the paper's Fig. 11 "coded fraction").
+    pub fn coded_fraction(&self) -> f64 {
+        let all = self.data_sent + self.coded_sent + self.retransmitted;
+        if all == 0 {
+            0.0
+        } else {
+            self.coded_sent as f64 / all as f64
+        }
+    }
+}

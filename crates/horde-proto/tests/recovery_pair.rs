@@ -1,0 +1,318 @@
+//! Loss recovery end to end: two sessions over an in-memory network in virtual time, one
+//! recovery stream from client to server, random loss on the data direction.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::Fields;
+use horde_proto::recovery::estimators::PathEstimate;
+use horde_proto::recovery::RecoveryStats;
+use horde_proto::{
+    CcConfig, ChannelConfig, ChannelSpec, Event, RecoveryConfig, RecoveryMode, Session,
+    SessionConfig, StreamConfig,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const MTU: u32 = 600;
+const ADU: usize = 400;
+const DELAY: Duration = Duration::from_millis(30);
+
+fn addr(host: u8) -> SocketAddr {
+    SocketAddr::from(([127, 0, host + 1, 1], 4000))
+}
+
+fn channel(kbps: f64) -> ChannelConfig {
+    ChannelConfig {
+        mtu: MTU,
+        congestion: CcConfig::Cbr {
+            kbps,
+            burst_ms: 20.0,
+        },
+        ..ChannelConfig::default()
+    }
+}
+
+/// One channel of `kbps` both ways, `loss` on client-to-server datagrams.
+struct Net {
+    now: Duration,
+    in_flight: BTreeMap<(Duration, u64), (bool, Bytes)>,
+    order: u64,
+    client: Session,
+    server: Option<Session>,
+    kbps: f64,
+    loss: f64,
+    rng: ChaCha8Rng,
+    received: Vec<(u64, Bytes)>,
+    lost_datagrams: u64,
+}
+
+impl Net {
+    fn new(kbps: f64, loss: f64, seed: u64) -> Self {
+        let client = Session::connect(
+            SessionConfig::default(),
+            42,
+            7,
+            vec![ChannelSpec {
+                local: 0,
+                remote: addr(1),
+                config: channel(kbps),
+            }],
+            vec![addr(0)],
+            Duration::ZERO,
+        )
+        .unwrap();
+        Net {
+            now: Duration::ZERO,
+            in_flight: BTreeMap::new(),
+            order: 0,
+            client,
+            server: None,
+            kbps,
+            loss,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            received: Vec::new(),
+            lost_datagrams: 0,
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut buf = Vec::new();
+        while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+            if !t.adus.is_empty() && self.rng.gen_bool(self.loss) {
+                self.lost_datagrams += 1;
+                continue;
+            }
+            self.order += 1;
+            let data = Bytes::copy_from_slice(&buf);
+            self.in_flight
+                .insert((self.now + DELAY, self.order), (true, data));
+        }
+        if let Some(s) = self.server.as_mut() {
+            while s.poll_transmit(self.now, &mut buf).is_some() {
+                self.order += 1;
+                let data = Bytes::copy_from_slice(&buf);
+                self.in_flight
+                    .insert((self.now + DELAY, self.order), (false, data));
+            }
+            while let Some(e) = s.poll_event() {
+                if let Event::Received {
+                    stream: 1,
+                    stream_seq,
+                    payload,
+                    ..
+                } = e
+                {
+                    self.received.push((stream_seq, payload));
+                }
+            }
+        }
+        while self.client.poll_event().is_some() {}
+    }
+
+    fn run_until(&mut self, end: Duration) {
+        self.flush();
+        loop {
+            let mut t = self.in_flight.keys().next().map(|k| k.0);
+            for s in std::iter::once(&self.client).chain(self.server.as_ref()) {
+                if let Some(x) = s.poll_timeout(self.now) {
+                    t = Some(t.map_or(x, |t: Duration| t.min(x)));
+                }
+            }
+            let Some(t) = t.filter(|&t| t <= end) else {
+                break;
+            };
+            self.now = self.now.max(t);
+            while let Some(entry) = self.in_flight.first_entry() {
+                if entry.key().0 > self.now {
+                    break;
+                }
+                let (to_server, data) = entry.remove();
+                if !to_server {
+                    self.client.handle_datagram(self.now, 0, addr(1), data);
+                } else if let Some(s) = self.server.as_mut() {
+                    s.handle_datagram(self.now, 0, addr(0), data);
+                } else {
+                    let kbps = self.kbps;
+                    self.server = Some(
+                        Session::accept(
+                            SessionConfig::default(),
+                            self.now,
+                            0,
+                            addr(0),
+                            data,
+                            vec![addr(1)],
+                            Arc::new(move |_| channel(kbps)),
+                        )
+                        .unwrap(),
+                    );
+                }
+            }
+            let now = self.now;
+            self.client.handle_timeout(now);
+            if let Some(s) = self.server.as_mut() {
+                s.handle_timeout(now);
+            }
+            self.flush();
+        }
+        self.now = end;
+    }
+}
+
+fn payload(i: u64) -> Bytes {
+    let mut p = vec![(i % 251) as u8; ADU - 8];
+    p.extend_from_slice(&i.to_be_bytes());
+    Bytes::from(p)
+}
+
+struct Run {
+    sent: u64,
+    client: RecoveryStats,
+    server: RecoveryStats,
+    /// Distinct ADUs the application received, each checked byte for byte.
+    delivered: u64,
+    lost_datagrams: u64,
+    /// Coded ADUs sent while the sender's queue was never empty.
+    coded_while_saturated: u64,
+    paths: Vec<PathEstimate>,
+}
+
+/// Send `n` ADUs, one every `gap`, on a channel of `kbps` with `loss`.
+fn run(mode: RecoveryMode, kbps: f64, loss: f64, n: u64, gap: Duration) -> Run {
+    let mut net = Net::new(kbps, loss, 11);
+    let config = StreamConfig {
+        recovery: RecoveryConfig::new(mode),
+        max_queue_bytes: 4 << 20,
+        ..StreamConfig::default()
+    };
+    net.client.open_stream(1, config).unwrap();
+    let start = Duration::from_millis(300);
+    net.run_until(start);
+    assert!(net.client.is_connected());
+    let mut coded_at_half = None;
+    for i in 0..n {
+        let t = start + gap * i as u32;
+        net.run_until(t);
+        if i == n / 2 {
+            coded_at_half = Some(net.client.recovery_stats(1).unwrap_or_default().coded_sent);
+        }
+        net.client
+            .send_adu(t, 1, payload(i), Fields::new())
+            .unwrap();
+    }
+    let end_of_sending = net.client.recovery_stats(1).unwrap_or_default().coded_sent;
+    net.run_until(start + gap * n as u32 + Duration::from_secs(3));
+    let mut seen = std::collections::BTreeSet::new();
+    for (seq, p) in &net.received {
+        assert_eq!(p, &payload(*seq), "ADU {seq} intact");
+        assert!(seen.insert(*seq), "ADU {seq} delivered once");
+    }
+    Run {
+        sent: n,
+        client: net.client.recovery_stats(1).unwrap_or_default(),
+        server: net
+            .server
+            .as_ref()
+            .unwrap()
+            .recovery_stats(1)
+            .unwrap_or_default(),
+        delivered: seen.len() as u64,
+        lost_datagrams: net.lost_datagrams,
+        coded_while_saturated: end_of_sending - coded_at_half.unwrap(),
+        paths: net.server.as_ref().unwrap().path_estimates(),
+    }
+}
+
+const GAP: Duration = Duration::from_millis(5);
+
+#[test]
+fn oec_recovers_most_losses_on_a_five_percent_path_using_spare_capacity() {
+    // 640 kbit/s of ADUs on a 2 Mbit/s channel: room to spare.
+    let none = run(RecoveryMode::None, 2000.0, 0.05, 2000, GAP);
+    let oec = run(RecoveryMode::Oec, 2000.0, 0.05, 2000, GAP);
+    let missing_none = none.sent - none.delivered;
+    let missing_oec = oec.sent - oec.delivered;
+    eprintln!(
+        "none: {missing_none} missing; oec: {missing_oec} missing after {} losses, {:?}",
+        oec.lost_datagrams, oec.server
+    );
+    eprintln!(
+        "oec sender: {:?}, overhead {:.2}",
+        oec.client,
+        oec.client.coding_overhead()
+    );
+    assert!(missing_none > 60, "no recovery loses ~5%: {missing_none}");
+    assert!(
+        missing_oec * 10 < missing_none,
+        "OEC leaves {missing_oec} of {} data losses unrecovered against {missing_none} without",
+        oec.lost_datagrams
+    );
+    assert!(oec.server.recovered > 60, "{:?}", oec.server);
+    assert_eq!(oec.server.lost, missing_oec, "{:?}", oec.server);
+    assert!(oec.client.coded_sent > 0 && oec.client.coding_overhead() > 0.1);
+    // The receiver measured the path: ~5% loss, 30 ms one way (both clocks count from
+    // their session's start, the server's one one-way delay later: d + δ is about 0).
+    let p = oec.paths[0];
+    eprintln!("path estimates: {p:?}");
+    assert!((0.01..0.12).contains(&p.loss), "{p:?}");
+    assert!(p.delay_ms.unwrap().abs() < 5.0, "{p:?}");
+    assert!(p.capacity.unwrap() > 640e3 / 8.0, "{p:?}");
+    // Recovery stream statistics count data once, whatever was coded.
+    assert_eq!(oec.client.data_sent, oec.sent);
+}
+
+#[test]
+fn a_saturated_path_gets_no_coded_packets() {
+    // 1.28 Mbit/s of ADUs into 800 kbit/s: the queue never empties while sending.
+    let oec = run(
+        RecoveryMode::Oec,
+        800.0,
+        0.05,
+        1000,
+        Duration::from_micros(2500),
+    );
+    eprintln!("saturated: {:?}", oec.client);
+    assert_eq!(oec.coded_while_saturated, 0, "{:?}", oec.client);
+    // Once the backlog drains, the tail is protected.
+    assert!(oec.client.coded_sent > 0);
+}
+
+#[test]
+fn fec_retransmission_and_blocks_each_recover_losses() {
+    for mode in [
+        RecoveryMode::Fec { percent: 100.0 },
+        RecoveryMode::Fec { percent: 10.0 },
+        RecoveryMode::Retransmit,
+        RecoveryMode::Block { data: 8 },
+    ] {
+        let r = run(mode, 2000.0, 0.05, 800, GAP);
+        let missing = r.sent - r.delivered;
+        let lost = r.lost_datagrams;
+        eprintln!(
+            "{mode:?}: {missing} missing after {lost} losses; {:?}",
+            r.client
+        );
+        assert!(lost > 20, "{mode:?}: {lost}");
+        assert!(
+            missing * 2 < lost,
+            "{mode:?}: {missing} missing after {lost} losses"
+        );
+        match mode {
+            RecoveryMode::Retransmit => {
+                assert!(r.client.retransmitted > 0 && r.client.coded_sent == 0)
+            }
+            RecoveryMode::Fec { percent } => {
+                let expect = (r.client.data_sent as f64 * percent / 100.0) as u64;
+                assert!(
+                    r.client.coded_sent.abs_diff(expect) <= expect / 10 + 2,
+                    "{:?}",
+                    r.client
+                );
+            }
+            _ => assert!(r.server.recovered > 0),
+        }
+    }
+}
