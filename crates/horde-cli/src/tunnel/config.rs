@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use horde_config::{Checks, Validate};
 use horde_net::tunnel::Prefix;
-use horde_proto::{CcConfig, SessionConfig, StreamConfig};
+use horde_proto::{CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
 use crate::peer::{congestion, device, session};
@@ -130,14 +130,34 @@ pub struct ClientEntry {
     pub addresses: Vec<String>,
 }
 
+/// The largest ADU the tunnel stream takes over channels of `channel_mtu`: the channel's,
+/// less the recovery layer's frame when the stream has recovery on.
+fn stream_mtu(channel_mtu: u32, stream: &StreamConfig) -> u32 {
+    if stream.recovery.mode == RecoveryMode::None {
+        channel_mtu
+    } else {
+        channel_mtu.saturating_sub(horde_proto::recovery::header::MAX_OVERHEAD as u32)
+    }
+}
+
 impl ClientConfig {
-    /// The tunnel MTU: the smallest channel MTU, so that every packet fits every channel.
+    /// The tunnel MTU: the tunnel stream's largest ADU over the smallest channel MTU, so
+    /// that every packet fits every channel.
     pub fn tunnel_mtu(&self) -> u32 {
-        self.channels
+        let channel = self
+            .channels
             .iter()
             .map(|c| c.mtu)
             .min()
-            .unwrap_or_else(default_mtu)
+            .unwrap_or_else(default_mtu);
+        stream_mtu(channel, &self.stream)
+    }
+}
+
+impl ServerConfig {
+    /// The tunnel MTU: the tunnel stream's largest ADU over the channels' MTU.
+    pub fn tunnel_mtu(&self) -> u32 {
+        stream_mtu(self.mtu, &self.stream)
     }
 }
 
@@ -296,7 +316,7 @@ impl Validate for ServerConfig {
         );
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
-        self.tun.check(c, self.mtu);
+        self.tun.check(c, self.tunnel_mtu());
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
         }
@@ -428,6 +448,27 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
             .unwrap()
             .value;
         assert_eq!(s.clients[1].prefixes().len(), 2);
+    }
+
+    #[test]
+    fn loss_recovery_takes_its_frame_off_the_tunnel_mtu() {
+        let frame = horde_proto::recovery::header::MAX_OVERHEAD as u32;
+        let oec = client().replace(
+            "max_queue_bytes = 262144",
+            "max_queue_bytes = 262144\n[stream.recovery]\nmode = \"oec\"",
+        );
+        let text = oec.replace("mtu = 1300", "mtu = 1400");
+        let c = parse_checked::<ClientConfig>(&text, "c.toml")
+            .unwrap()
+            .value;
+        assert_eq!(c.tunnel_mtu(), 1380 - frame);
+        let s = parse_checked::<ServerConfig>(&server(), "s.toml")
+            .unwrap()
+            .value;
+        assert_eq!(s.tunnel_mtu(), 1380);
+        // 1300 less the frame is below what IPv6 needs.
+        let e = parse_checked::<ClientConfig>(&oec, "c.toml").unwrap_err();
+        assert!(e.message.contains("IPv6 needs a tunnel MTU"), "{e}");
     }
 
     /// One row per bad value: (edit, expected `file:line:col: `, part of the message).

@@ -50,7 +50,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         .as_deref()
         .map(crate::hose::scheduler)
         .transpose()?;
-    let mtu = cfg.mtu;
+    let mtu = cfg.tunnel_mtu();
     let until = Until::new(args)?;
     crate::peer::runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
@@ -67,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         host_cfg.session = cfg.session.clone();
         host_cfg.scheduler = scheduler;
         host_cfg.accepted_channel = ChannelConfig {
-            mtu,
+            mtu: cfg.mtu,
             congestion: cfg.congestion.clone(),
             ..ChannelConfig::default()
         };
