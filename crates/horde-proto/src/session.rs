@@ -1843,9 +1843,9 @@ impl Session {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            let p = slot.loss_probability;
+            let (ch, p) = (slot.channel as u8, slot.loss_probability);
             self.recovery
-                .on_transmit(view.stream_id, q.id, p, q.payload.len());
+                .on_transmit(view.stream_id, q.id, ch, p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
             if let Some(d) = self.debt.get_mut(&view.stream_id) {
                 *d -= q.payload.len() as f64;
@@ -2128,6 +2128,12 @@ impl Session {
         self.recovery.path_estimates()
     }
 
+    /// What the peer reported of this end's channels (it reports back on a recovery
+    /// stream both ends send on).
+    pub fn reported_path_estimates(&self) -> Vec<PathEstimate> {
+        self.recovery.reported_estimates()
+    }
+
     /// A recovery ADU arrived in packet `seq` of `channel`, stamped `send_ts`.
     fn recovery_arrival(
         &mut self,
@@ -2201,6 +2207,11 @@ impl Session {
         }
         let slots: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
         if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
+            // Nothing to code after all (W expired, no whole slot): `poll_timeout` would
+            // otherwise name this instant again and again.
+            if self.config.cycle_ms <= 0.0 {
+                self.next_cycle = self.next_cycle.max(now + IDLE_CYCLE_RETRY);
+            }
             return false;
         }
         self.queue_recovery(now);

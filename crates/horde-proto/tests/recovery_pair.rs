@@ -178,20 +178,39 @@ struct Run {
     /// Coded ADUs sent while the sender's queue was never empty.
     coded_while_saturated: u64,
     paths: Vec<PathEstimate>,
+    /// What the server reported back to the client about the client's channel.
+    reported: Vec<PathEstimate>,
 }
 
 /// Send `n` ADUs, one every `gap`, on a channel of `kbps` with `loss`.
 fn run(mode: RecoveryMode, kbps: f64, loss: f64, n: u64, gap: Duration) -> Run {
+    run_with(mode, kbps, loss, n, gap, false)
+}
+
+/// As [`run`]; with `both_ways`, the server opens the stream too (with the same
+/// recovery), as a tunnel's far end does, and so reports its measurements back.
+fn run_with(
+    mode: RecoveryMode,
+    kbps: f64,
+    loss: f64,
+    n: u64,
+    gap: Duration,
+    both_ways: bool,
+) -> Run {
     let mut net = Net::new(kbps, loss, 11);
     let config = StreamConfig {
         recovery: RecoveryConfig::new(mode),
         max_queue_bytes: 4 << 20,
         ..StreamConfig::default()
     };
-    net.client.open_stream(1, config).unwrap();
+    net.client.open_stream(1, config.clone()).unwrap();
     let start = Duration::from_millis(300);
     net.run_until(start);
     assert!(net.client.is_connected());
+    if both_ways {
+        let server = net.server.as_mut().unwrap();
+        server.open_stream(1, config.clone()).unwrap();
+    }
     let mut coded_at_half = None;
     for i in 0..n {
         let t = start + gap * i as u32;
@@ -223,6 +242,7 @@ fn run(mode: RecoveryMode, kbps: f64, loss: f64, n: u64, gap: Duration) -> Run {
         lost_datagrams: net.lost_datagrams,
         coded_while_saturated: end_of_sending - coded_at_half.unwrap(),
         paths: net.server.as_ref().unwrap().path_estimates(),
+        reported: net.client.reported_path_estimates(),
     }
 }
 
@@ -315,4 +335,30 @@ fn fec_retransmission_and_blocks_each_recover_losses() {
             _ => assert!(r.server.recovered > 0),
         }
     }
+}
+
+#[test]
+fn the_receiver_reports_its_path_estimates_back() {
+    let one_way = run(RecoveryMode::Oec, 2000.0, 0.05, 600, GAP);
+    assert!(one_way.reported.is_empty(), "nothing to report on");
+    assert_eq!(one_way.server.reports_sent, 0);
+    let r = run_with(RecoveryMode::Oec, 2000.0, 0.05, 600, GAP, true);
+    eprintln!("reported: {:?}; server {:?}", r.reported, r.server);
+    // About one report per 100 ms of arrivals (3 s of sending).
+    assert!((20..=40).contains(&r.server.reports_sent), "{:?}", r.server);
+    assert_eq!(r.client.reports_received, r.server.reports_sent);
+    let p = r.reported[0];
+    assert_eq!(p.channel, 0);
+    // The report is the server's own estimate of the channel at its last report (the
+    // loss average is short and noisy, so only its range is checked).
+    let own = r.paths[0];
+    assert!((0.0..0.15).contains(&p.loss), "{p:?}");
+    assert!(
+        (p.delay_ms.unwrap() - own.delay_ms.unwrap()).abs() < 1.0,
+        "{p:?} {own:?}"
+    );
+    let (cap, own_cap) = (p.capacity.unwrap(), own.capacity.unwrap());
+    assert!((cap - own_cap).abs() < 0.05 * own_cap, "{p:?} {own:?}");
+    // Reports are the layer's own: the recovery still delivers everything.
+    assert_eq!(r.delivered, r.sent);
 }

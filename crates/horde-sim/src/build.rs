@@ -34,9 +34,9 @@ pub fn scheduler(kind: &str, k: Option<u32>) -> Result<SchedulerFactory, BuildEr
                 as Box<dyn Scheduler>
         }),
         "directed" => Arc::new(|| Box::new(Directed::default()) as Box<dyn Scheduler>),
-        "earliest_arrival" => Arc::new(|| {
-            Box::new(horde_policy::EarliestArrival::default()) as Box<dyn Scheduler>
-        }),
+        "earliest_arrival" => {
+            Arc::new(|| Box::new(horde_policy::EarliestArrival::default()) as Box<dyn Scheduler>)
+        }
         other => return Err(BuildError::UnknownScheduler(other.to_string())),
     };
     Ok(f)

@@ -86,6 +86,8 @@ impl Decoder {
                     at: now,
                 });
             }
+            // Reports are the layer's business, not the decoder's.
+            Frame::Report(_) => return d,
             Frame::Parity {
                 first,
                 data,

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::header::{ReportEntry, NO_DELAY};
+
 /// Length of one capacity measurement interval (§5.2).
 pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
 /// Consecutive agreeing intervals before the capacity estimate moves (§5.2).
@@ -191,6 +193,36 @@ pub struct PathEstimate {
     /// `d + δ`, ms.
     pub delay_ms: Option<f64>,
     pub loss: f64,
+}
+
+/// How often the receiver reports its estimates back, at most (while packets arrive).
+pub const REPORT_INTERVAL: Duration = Duration::from_millis(100);
+
+impl PathEstimate {
+    /// As carried in a report frame.
+    pub fn to_entry(&self) -> ReportEntry {
+        ReportEntry {
+            channel: self.channel,
+            loss: (self.loss.clamp(0.0, 1.0) * 65535.0).round() as u16,
+            delay_us: self.delay_ms.map_or(NO_DELAY, |d| {
+                (d * 1e3)
+                    .round()
+                    .clamp(f64::from(i32::MIN + 1), f64::from(i32::MAX)) as i32
+            }),
+            capacity: self
+                .capacity
+                .map_or(0, |c| c.round().clamp(1.0, f64::from(u32::MAX)) as u32),
+        }
+    }
+
+    pub fn from_entry(e: &ReportEntry) -> Self {
+        PathEstimate {
+            channel: e.channel,
+            capacity: (e.capacity > 0).then_some(f64::from(e.capacity)),
+            delay_ms: (e.delay_us != NO_DELAY).then_some(f64::from(e.delay_us) / 1e3),
+            loss: f64::from(e.loss) / 65535.0,
+        }
+    }
 }
 
 impl PathEstimators {

@@ -5,6 +5,7 @@
 //! Data    0x00 | seq u64 | payload
 //! Xor     0x01 | base u64 | count u8 | count x offset u16 | len_xor u16 | xor of payloads
 //! Parity  0x02 | first u64 | data u8 | parity u8 | index u8 | shard (even length)
+//! Report  0x03 | count u8 | count x (channel u8 | loss u16 | delay_us i32 | capacity u32)
 //! ```
 
 use bytes::{BufMut, Bytes};
@@ -15,6 +16,12 @@ use super::config::MAX_BLOCK_DATA;
 pub const KIND_DATA: u8 = 0;
 pub const KIND_XOR: u8 = 1;
 pub const KIND_PARITY: u8 = 2;
+pub const KIND_REPORT: u8 = 3;
+/// Most channels one report describes.
+pub const MAX_REPORTED: usize = 32;
+const REPORT_ENTRY_LEN: usize = 11;
+/// `delay_us` of a channel without a delay estimate.
+pub const NO_DELAY: i32 = i32::MIN;
 
 /// Most data ADUs one XOR-coded ADU covers. `max(1, floor(-1/ln r))` passes 32 only
 /// when r > 0.97, where each extra constituent adds under 1% to the expected yield.
@@ -55,6 +62,18 @@ pub enum Frame {
         index: u8,
         shard: Bytes,
     },
+    /// The receiver's estimates of the sender's channels, sent back on the same stream.
+    Report(Vec<ReportEntry>),
+}
+
+/// One channel in a [`Frame::Report`]: loss in units of 1/65535, `d + δ` in µs
+/// ([`NO_DELAY`] when unknown), capacity in bytes/s (0 when unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportEntry {
+    pub channel: u8,
+    pub loss: u16,
+    pub delay_us: i32,
+    pub capacity: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -73,6 +92,8 @@ pub enum FrameError {
     BadBlock { data: u8, parity: u8, index: u8 },
     #[error("parity shard of {0} bytes (must be non-zero and even)")]
     BadShard(usize),
+    #[error("report of {count} channels in {len} bytes")]
+    BadReport { count: usize, len: usize },
 }
 
 fn need(buf: &[u8], n: usize) -> Result<(), FrameError> {
@@ -153,7 +174,7 @@ pub fn decode(adu: &Bytes) -> Result<Frame, FrameError> {
                 });
             }
             let shard = adu.slice(PARITY_HEADER_LEN..);
-            if shard.is_empty() || shard.len() % 2 != 0 {
+            if shard.is_empty() || !shard.len().is_multiple_of(2) {
                 return Err(FrameError::BadShard(shard.len()));
             }
             Ok(Frame::Parity {
@@ -164,8 +185,44 @@ pub fn decode(adu: &Bytes) -> Result<Frame, FrameError> {
                 shard,
             })
         }
+        KIND_REPORT => {
+            need(b, 2)?;
+            let count = usize::from(b[1]);
+            if count > MAX_REPORTED || b.len() != 2 + count * REPORT_ENTRY_LEN {
+                return Err(FrameError::BadReport {
+                    count,
+                    len: b.len(),
+                });
+            }
+            Ok(Frame::Report(
+                b[2..]
+                    .chunks_exact(REPORT_ENTRY_LEN)
+                    .map(|e| ReportEntry {
+                        channel: e[0],
+                        loss: u16_at(e, 1),
+                        delay_us: i32::from_be_bytes([e[3], e[4], e[5], e[6]]),
+                        capacity: u32::from_be_bytes([e[7], e[8], e[9], e[10]]),
+                    })
+                    .collect(),
+            ))
+        }
         k => Err(FrameError::UnknownKind(k)),
     }
+}
+
+/// Frame a report (at most [`MAX_REPORTED`] entries; extra ones are left out).
+pub fn encode_report(entries: &[ReportEntry]) -> Bytes {
+    let entries = &entries[..entries.len().min(MAX_REPORTED)];
+    let mut out = Vec::with_capacity(2 + entries.len() * REPORT_ENTRY_LEN);
+    out.put_u8(KIND_REPORT);
+    out.put_u8(entries.len() as u8);
+    for e in entries {
+        out.put_u8(e.channel);
+        out.put_u16(e.loss);
+        out.put_i32(e.delay_us);
+        out.put_u32(e.capacity);
+    }
+    out.into()
 }
 
 /// Frame a data ADU.
@@ -221,6 +278,7 @@ pub fn encode(frame: &Frame) -> Bytes {
             index,
             shard,
         } => encode_parity(*first, *data, *parity, *index, shard),
+        Frame::Report(entries) => encode_report(entries),
     }
 }
 
@@ -247,6 +305,18 @@ mod tests {
                         payload,
                     }
                 }),
+            proptest::collection::vec(
+                (any::<u8>(), any::<u16>(), any::<i32>(), any::<u32>()).prop_map(
+                    |(channel, loss, delay_us, capacity)| ReportEntry {
+                        channel,
+                        loss,
+                        delay_us,
+                        capacity
+                    }
+                ),
+                0..=MAX_REPORTED
+            )
+            .prop_map(Frame::Report),
             (any::<u64>(), 2u8..=128, 1usize..32, payload)
                 .prop_flat_map(|(first, data, half, p)| {
                     (Just(first), Just(data), 1..=data, Just(half), Just(p))
@@ -284,6 +354,7 @@ mod tests {
             let header = full.len() - match &f {
                 Frame::Data { payload, .. } | Frame::Xor { payload, .. } => payload.len(),
                 Frame::Parity { shard, .. } => shard.len(),
+                Frame::Report(_) => 0,
             };
             for cut in 0..header {
                 prop_assert!(decode(&full.slice(..cut)).is_err());

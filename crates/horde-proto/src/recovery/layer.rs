@@ -9,7 +9,7 @@ use rand::RngCore;
 
 use super::config::{RecoveryConfig, RecoveryConfigError};
 use super::decoder::Decoder;
-use super::estimators::{PathEstimate, PathEstimators};
+use super::estimators::{PathEstimate, PathEstimators, REPORT_INTERVAL};
 use super::header::{self, Frame};
 use super::reorder::ReorderCache;
 use super::sender::{Kind, Outgoing, Sender};
@@ -40,6 +40,9 @@ pub struct RecoveryLayer {
     streams: BTreeMap<u32, StreamRecovery>,
     /// Receiver-side estimators per channel, fed by recovery streams' packets.
     paths: BTreeMap<u8, PathEstimators>,
+    last_report: Option<Duration>,
+    /// What the peer measured of this end's channels, from its reports.
+    reported: BTreeMap<u8, PathEstimate>,
     outgoing: Vec<(u32, Outgoing)>,
     released: Vec<(u64, Bytes)>,
 }
@@ -88,7 +91,11 @@ impl RecoveryLayer {
     }
 
     /// ADU `id` of `stream` left on a path with loss estimate `p`, `len` payload bytes.
-    pub fn on_transmit(&mut self, stream: u32, id: u64, p: f64, len: usize) {
+    ///
+    /// `channel` is the channel it went on; the peer's report of that channel's loss,
+    /// when there is one, replaces `p` (the paper's receiver-measured loss).
+    pub fn on_transmit(&mut self, stream: u32, id: u64, channel: u8, p: f64, len: usize) {
+        let p = self.reported.get(&channel).map_or(p, |e| e.loss);
         let Some(s) = self.streams.get_mut(&stream) else {
             return;
         };
@@ -105,6 +112,7 @@ impl RecoveryLayer {
                 s.stats.coded_bytes += len as u64;
             }
             Kind::Retransmit(_) => s.stats.retransmitted += 1,
+            Kind::Report => s.stats.reports_sent += 1,
         }
         let mut out = Vec::new();
         tx.on_transmit(kind, p, &mut out);
@@ -197,9 +205,36 @@ impl RecoveryLayer {
                 return;
             }
         };
-        match frame {
+        match &frame {
             Frame::Data { .. } => s.stats.data_received += 1,
+            Frame::Report(entries) => {
+                s.stats.reports_received += 1;
+                for e in entries {
+                    self.reported.insert(e.channel, PathEstimate::from_entry(e));
+                }
+                return;
+            }
             _ => s.stats.coded_received += 1,
+        }
+        // Report this end's measurements back on the same stream, if this end sends on
+        // it with recovery too (a tunnel does, both ways).
+        let due = self
+            .last_report
+            .is_none_or(|t| now.saturating_sub(t) >= REPORT_INTERVAL);
+        if due && s.sender.is_some() && !self.paths.is_empty() {
+            self.last_report = Some(now);
+            let entries: Vec<_> = self
+                .paths
+                .iter()
+                .map(|(&c, p)| p.snapshot(c).to_entry())
+                .collect();
+            self.outgoing.push((
+                stream,
+                Outgoing {
+                    kind: Kind::Report,
+                    payload: header::encode_report(&entries),
+                },
+            ));
         }
         let d = rx.decoder.on_frame(now, frame);
         if d.duplicate {
@@ -257,6 +292,11 @@ impl RecoveryLayer {
             .entry(channel)
             .or_default()
             .on_packet(now, recv_us, seq, send_us, bytes);
+    }
+
+    /// The peer's latest report of this end's channels.
+    pub fn reported_estimates(&self) -> Vec<PathEstimate> {
+        self.reported.values().copied().collect()
     }
 
     pub fn path_estimates(&self) -> Vec<PathEstimate> {

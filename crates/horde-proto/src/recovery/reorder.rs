@@ -194,7 +194,7 @@ mod tests {
                     let place = c.push(ms(now), seq, b(seq), &mut out);
                     for (s, _) in &out[before..] {
                         if place != Placement::Late || *s != seq {
-                            prop_assert!(last_in_order.map_or(true, |l| *s > l));
+                            prop_assert!(last_in_order.is_none_or(|l| *s > l));
                             last_in_order = Some(*s);
                         }
                     }

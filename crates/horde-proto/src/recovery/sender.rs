@@ -19,6 +19,8 @@ pub enum Kind {
     Coded(usize),
     Retransmit(u64),
     Parity,
+    /// A report of the receiver's path estimates, going back to the peer.
+    Report,
 }
 
 /// An ADU the recovery layer wants queued on its stream.
@@ -102,7 +104,7 @@ impl Sender {
                 }
             }
             Kind::Coded(c) => self.window.on_coded_sent(c, p),
-            Kind::Retransmit(_) | Kind::Parity => {}
+            Kind::Retransmit(_) | Kind::Parity | Kind::Report => {}
         }
     }
 
@@ -132,7 +134,7 @@ impl Sender {
     pub fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
         let seq = match kind {
             Kind::Data(seq) | Kind::Retransmit(seq) => seq,
-            Kind::Coded(_) | Kind::Parity => return,
+            Kind::Coded(_) | Kind::Parity | Kind::Report => return,
         };
         if self.mode == RecoveryMode::Retransmit
             && !acked

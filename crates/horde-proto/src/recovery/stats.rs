@@ -27,6 +27,9 @@ pub struct RecoveryStats {
     pub delivered_late: u64,
     /// Sequence numbers the reorder cache skipped that never came.
     pub lost: u64,
+    /// Path-estimate reports sent to and received from the peer.
+    pub reports_sent: u64,
+    pub reports_received: u64,
 }
 
 impl RecoveryStats {

@@ -50,7 +50,7 @@ pub fn expected_yield(c: usize, r: f64) -> f64 {
 
 /// `max(1, floor(-1/ln r))` (§4.2), capped at [`MAX_DEGREE`].
 pub fn degree(r: f64) -> usize {
-    if !(r > 0.0) {
+    if r.is_nan() || r <= 0.0 {
         return 1;
     }
     if r >= 1.0 {
