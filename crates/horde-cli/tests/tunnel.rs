@@ -691,3 +691,124 @@ remote = "192.168.72.1:7700"
     assert_eq!(count(&server, &["sessions_replaced"]), 0, "{server}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_server_routes_two_clients_by_their_prefixes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("two");
+    let srv_pub = keygen(&dir, "server.key");
+    let one = keygen(&dir, "one.key");
+    let two = keygen(&dir, "two.key");
+    std::fs::write(
+        dir.join("server.toml"),
+        format!(
+            r#"key_file = "server.key"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.1/24", "fd77::1/64"]
+[[interfaces]]
+bind = "0.0.0.0:7700"
+[[clients]]
+name = "bus-1"
+key = "{one}"
+addresses = ["10.77.0.2/32", "fd77::2/128"]
+[[clients]]
+name = "bus-2"
+key = "{two}"
+addresses = ["10.77.0.3/32", "fd77::3/128"]
+"#
+        ),
+    )
+    .unwrap();
+    let srv = Netns::new("srv2");
+    let mut clients = Vec::new();
+    // (veth subnet, name, key file, last byte of the tunnel address)
+    for (i, name, key, last) in [(1, "one", "one.key", 2), (3, "two", "two.key", 3)] {
+        let ns = Netns::new(name);
+        let (b, s) = (format!("hdtc{i}"), format!("hdts{i}"));
+        run(&[
+            "ip", "link", "add", &b, "netns", &ns.0, "type", "veth", "peer", "name", &s, "netns",
+            &srv.0,
+        ]);
+        ns.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", &b]);
+        srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
+        ns.ip(&["link", "set", &b, "up"]);
+        srv.ip(&["link", "set", &s, "up"]);
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"key_file = "{key}"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.{last}/24", "fd77::{last}/64"]
+[[channels]]
+bind = "192.168.7{i}.2:0"
+remote = "192.168.7{i}.1:7700"
+"#
+            ),
+        )
+        .unwrap();
+        clients.push((ns, file));
+    }
+    let server = start_server(&srv, &dir);
+    let mut running = Vec::new();
+    for (ns, file) in &clients {
+        let mut child = ns
+            .horde(&["tunnel", "client", file.to_str().unwrap(), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+        running.push(child);
+    }
+    // Each client's own address, over IPv4 and IPv6, reaches that client.
+    let mut servers = Vec::new();
+    for ((ns, _), last) in clients.iter().zip([2, 3]) {
+        for listen in [
+            format!("10.77.0.{last}:5201"),
+            format!("[fd77::{last}]:5201"),
+        ] {
+            servers.push(
+                ns.horde(&[
+                    "flow",
+                    "server",
+                    "--tcp-only",
+                    "--listen",
+                    &listen,
+                    "--count",
+                    "1",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for to in [
+        "10.77.0.2:5201",
+        "10.77.0.3:5201",
+        "[fd77::2]:5201",
+        "[fd77::3]:5201",
+    ] {
+        transfer(&srv, to, 1_000_000);
+    }
+    for mut s in servers {
+        assert!(s.wait().unwrap().success());
+    }
+    let reports: Vec<serde_json::Value> = running.into_iter().map(stop).collect();
+    let server = stop(server);
+    for r in &reports {
+        assert!(count(r, &["counters", "tun_out_bytes"]) >= 2_000_000, "{r}");
+    }
+    assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0, "{server}");
+    assert_eq!(count(&server, &["counters", "tun_no_route"]), 0, "{server}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
