@@ -26,6 +26,7 @@ mod sim;
 mod stamp;
 mod table;
 mod trace;
+mod tunnel;
 mod verdict;
 
 use std::process::ExitCode;
@@ -73,6 +74,11 @@ enum Command {
         command: trace::Command,
     },
     /// Run a command in a network namespace whose interfaces are emulated links (root).
+    /// Whole IP traffic through TUN devices over every channel: `tunnel client|server CONFIG` (root).
+    Tunnel {
+        #[command(subcommand)]
+        command: tunnel::Command,
+    },
     Shell(shell::Args),
     /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
     Flow {
@@ -119,6 +125,7 @@ fn main() -> ExitCode {
         Command::Trace { command } => trace::run(command),
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
+        Command::Tunnel { command } => tunnel::run(command),
         Command::Flow { command } => flow::run(command),
         Command::Flows { command } => flows::run(command),
         Command::Pluribus { command } => pluribus::run(command),

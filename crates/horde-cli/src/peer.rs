@@ -23,6 +23,7 @@ use crate::report::{render_recv, render_send, RecvReport, SendReport};
 use crate::stamp;
 
 mod checks;
+pub(crate) use checks::{congestion, device, session};
 
 #[derive(clap::Args)]
 pub struct SendArgs {
@@ -167,7 +168,7 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// How often the receiver looks for Ctrl-C.
 const SIGINT_POLL: Duration = Duration::from_millis(50);
 
-fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
+pub(crate) fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
     let path = base.join(path);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading key file {}", path.display()))?;
@@ -175,17 +176,17 @@ fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-fn public_key(text: &str, what: &str) -> Result<PublicKey> {
+pub(crate) fn public_key(text: &str, what: &str) -> Result<PublicKey> {
     text.trim()
         .parse::<PublicKey>()
         .map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
-fn base_dir(config: &Path) -> PathBuf {
+pub(crate) fn base_dir(config: &Path) -> PathBuf {
     config.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

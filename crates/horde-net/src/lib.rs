@@ -9,6 +9,7 @@ mod driver;
 pub mod handshake;
 mod pool;
 mod socket;
+pub mod tunnel;
 
 pub use api::{Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect};
 pub use config::{

@@ -137,7 +137,7 @@ impl Validate for RecvConfig {
     }
 }
 
-fn session(c: &mut Checks, s: &SessionConfig) {
+pub(crate) fn session(c: &mut Checks, s: &SessionConfig) {
     c.non_negative("session.cycle_ms", "cycle_ms (0 = every slot)", s.cycle_ms);
     c.non_negative("session.lookahead_ms", "lookahead_ms", s.lookahead_ms);
     c.non_negative(
@@ -161,7 +161,7 @@ fn session(c: &mut Checks, s: &SessionConfig) {
     }
 }
 
-fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
+pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
     let key = |k: &str| format!("{at}.{k}");
     let window = |c: &mut Checks, w: u32| {
         if w == 0 {
@@ -248,7 +248,7 @@ fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
 }
 
 /// A network device named in a file must exist on this host.
-fn device(c: &mut Checks, at: &str, dev: &str) {
+pub(crate) fn device(c: &mut Checks, at: &str, dev: &str) {
     let known =
         !dev.is_empty() && !dev.contains('/') && Path::new("/sys/class/net").join(dev).exists();
     if !known {

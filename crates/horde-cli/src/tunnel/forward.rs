@@ -1,0 +1,97 @@
+//! The two halves of forwarding, the same at both ends: a packet read from the TUN
+//! device is checked and clamped before it becomes an ADU; an ADU from the peer is
+//! checked (and, at the server, its source matched against the client's addresses)
+//! before it is written to the TUN device.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+
+use horde_net::tunnel::{clamp_mss, max_mss, parse, IpHeader, Prefix};
+
+use super::counters::Counters;
+use super::device::Tun;
+
+/// Check a packet read from the TUN device and clamp its MSS; `None` if it is not
+/// to be sent (counted).
+pub fn outbound(packet: &mut [u8], mtu: u32, counters: &Counters) -> Option<IpHeader> {
+    let header = match parse(packet) {
+        Ok(h) => h,
+        Err(e) => {
+            counters.tun_refused(e);
+            return None;
+        }
+    };
+    if is_link_scoped(header.dst) {
+        Counters::count(&counters.tun_link_scoped);
+        return None;
+    }
+    if packet.len() > mtu as usize {
+        Counters::count(&counters.tun_too_big);
+        return None;
+    }
+    if clamp_mss(packet, &header, max_mss(mtu, header.is_v6())) {
+        Counters::count(&counters.mss_clamped);
+    }
+    Some(header)
+}
+
+/// Write an ADU from the peer to the TUN device if it is a well-formed IP packet (from
+/// one of `sources`, when given), clamping the MSS of a SYN to this end's MTU too, so
+/// that segments fit both ends' MTUs.
+pub fn inbound(
+    tun: &Tun,
+    payload: &[u8],
+    mtu: u32,
+    sources: Option<&[Prefix]>,
+    counters: &Counters,
+) {
+    let header = match parse(payload) {
+        Ok(h) => h,
+        Err(e) => {
+            counters.peer_refused(e);
+            return;
+        }
+    };
+    if let Some(sources) = sources {
+        if !sources.iter().any(|p| p.contains(header.src)) {
+            Counters::count(&counters.peer_spoofed);
+            return;
+        }
+    }
+    let limit = max_mss(mtu, header.is_v6());
+    let mut copy;
+    let mut packet = payload;
+    if is_syn(payload, &header) {
+        copy = payload.to_vec();
+        if clamp_mss(&mut copy, &header, limit) {
+            Counters::count(&counters.mss_clamped);
+        }
+        packet = &copy;
+    }
+    match tun.send(packet) {
+        Ok(()) => counters.left_tunnel(packet.len()),
+        Err(e) => {
+            tracing::debug!(error = %e, "TUN write failed");
+            counters.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Multicast and link-local destinations belong to the link they were sent on (router
+/// solicitations, MLD reports, mDNS): the tunnel is a routed point-to-point link with
+/// nobody on it to answer them, so they are not carried.
+fn is_link_scoped(dst: IpAddr) -> bool {
+    match dst {
+        IpAddr::V4(a) => a.is_multicast() || a.is_link_local() || a.is_broadcast(),
+        IpAddr::V6(a) => a.is_multicast() || a.is_unicast_link_local(),
+    }
+}
+
+/// A TCP segment with SYN set (only these carry an MSS option).
+fn is_syn(packet: &[u8], header: &IpHeader) -> bool {
+    header.protocol == horde_net::tunnel::ip::PROTO_TCP
+        && header
+            .transport_offset
+            .and_then(|o| packet.get(o + 13))
+            .is_some_and(|flags| flags & 0x02 != 0)
+}

@@ -1,0 +1,186 @@
+//! `horde tunnel server`: the wired end, serving many clients. Each client is
+//! authenticated by its key (only the keys in the file may connect) and owns the tunnel
+//! prefixes of its entry: packets from the TUN device go to the client whose prefix
+//! holds the destination (longest match), and a client's packets are written to the
+//! TUN device only if their source is one of its prefixes.
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use bytes::Bytes;
+use horde_crypto::PublicKey;
+use horde_net::tunnel::{Prefix, PrefixTable};
+use horde_net::{ConnectionHandle, Host, HostConfig, InterfaceConfig};
+use horde_policy::Fields;
+use horde_proto::{ChannelConfig, Event};
+
+use super::config::ServerConfig;
+use super::counters::Counters;
+use super::device::Tun;
+use super::{forward, Report, RunArgs, Until, STREAM};
+
+/// One client's live session, if any: a generation number (so that a session that
+/// ended does not remove its successor) and the handle to send on.
+type Slot = Option<(u64, ConnectionHandle)>;
+
+struct Client {
+    name: String,
+    key: PublicKey,
+    prefixes: Vec<Prefix>,
+}
+
+pub fn run(args: &RunArgs) -> Result<Report> {
+    let cfg: ServerConfig = super::config::load(&args.config)?;
+    let base = crate::peer::base_dir(&args.config);
+    let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
+    let clients = cfg
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(Client {
+                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
+                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
+                prefixes: c.prefixes(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let scheduler = cfg
+        .scheduler
+        .as_deref()
+        .map(crate::hose::scheduler)
+        .transpose()?;
+    let mtu = cfg.tunnel_mtu();
+    let until = Until::new(args)?;
+    crate::peer::runtime()?.block_on(async move {
+        let mut host_cfg = HostConfig::new(
+            keypair,
+            cfg.interfaces
+                .iter()
+                .map(|i| InterfaceConfig {
+                    bind: i.bind,
+                    device: i.device.clone(),
+                })
+                .collect(),
+        );
+        host_cfg.allowed_peers = clients.iter().map(|c| c.key).collect();
+        host_cfg.session = cfg.session.clone();
+        host_cfg.scheduler = scheduler;
+        host_cfg.accepted_channel = ChannelConfig {
+            mtu: cfg.mtu,
+            congestion: cfg.congestion.clone(),
+            ..ChannelConfig::default()
+        };
+        let host = Host::bind(host_cfg).await?;
+        let tun = Arc::new(Tun::open(
+            &cfg.tun.name,
+            mtu,
+            &cfg.tun.addresses(),
+            &cfg.tun.routes(),
+        )?);
+        super::announce("server", tun.name(), mtu, &host, args.json);
+        let counters = Arc::new(Counters::default());
+        let mut table = PrefixTable::default();
+        for (i, c) in clients.iter().enumerate() {
+            for p in &c.prefixes {
+                table.insert(*p, i);
+            }
+        }
+        let slots: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(vec![None; clients.len()]));
+        let clients = Arc::new(clients);
+
+        let (t, c, s) = (tun.clone(), counters.clone(), slots.clone());
+        let reader = tokio::spawn(async move {
+            let fields = Fields::default();
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                let n = match t.recv(&mut buf).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "TUN read failed");
+                        continue;
+                    }
+                };
+                let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
+                    continue;
+                };
+                let handle = table
+                    .lookup(header.dst)
+                    .and_then(|&i| s.lock().expect("slots lock")[i].clone());
+                let Some((_, handle)) = handle else {
+                    Counters::count(&c.tun_no_route);
+                    continue;
+                };
+                c.entered_tunnel(n);
+                let payload = Bytes::copy_from_slice(&buf[..n]);
+                let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+            }
+        });
+
+        let mut listener = host.listen(cfg.service);
+        let stream_cfg = cfg.stream.clone();
+        let (t, c, s, cl) = (
+            tun.clone(),
+            counters.clone(),
+            slots.clone(),
+            clients.clone(),
+        );
+        let acceptor = tokio::spawn(async move {
+            let mut generation = 0u64;
+            while let Some(conn) = listener.accept().await {
+                let Some(i) = conn
+                    .peer()
+                    .and_then(|k| cl.iter().position(|c| &c.key == k))
+                else {
+                    let _ = conn.close();
+                    continue;
+                };
+                if let Err(e) = conn.open_stream(STREAM, stream_cfg.clone()).await {
+                    tracing::warn!(error = %e, "cannot open the tunnel stream");
+                    continue;
+                }
+                generation += 1;
+                let me = generation;
+                let (handle, mut events) = conn.split();
+                s.lock().expect("slots lock")[i] = Some((me, handle));
+                eprintln!("client {} connected", cl[i].name);
+                let (t, c, s, cl) = (t.clone(), c.clone(), s.clone(), cl.clone());
+                tokio::spawn(async move {
+                    while let Some(e) = events.recv().await {
+                        match e {
+                            Event::Received {
+                                stream: STREAM,
+                                payload,
+                                ..
+                            } => forward::inbound(&t, &payload, mtu, Some(&cl[i].prefixes), &c),
+                            Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                            Event::Closed { reason } => {
+                                eprintln!("client {}: {}", cl[i].name, reason.as_str());
+                                break;
+                            }
+                            _ => {}
+                        }
+                    }
+                    let mut slots = s.lock().expect("slots lock");
+                    if slots[i].as_ref().is_some_and(|(g, _)| *g == me) {
+                        slots[i] = None;
+                    }
+                });
+            }
+        });
+        let end = until.wait(|| acceptor.is_finished()).await;
+        reader.abort();
+        acceptor.abort();
+        let host_stats = host.stats().await?;
+        host.shutdown().await;
+        let mut report = Report::new("server", end, &counters, &host_stats, mtu);
+        report.clients = slots
+            .lock()
+            .expect("slots lock")
+            .iter()
+            .zip(clients.iter())
+            .map(|(s, c)| (c.name.clone(), s.is_some()))
+            .collect();
+        Ok(report)
+    })
+}

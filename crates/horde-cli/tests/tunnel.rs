@@ -1,0 +1,814 @@
+//! `horde tunnel` end to end, in network namespaces this file creates (root; without
+//! root only the refusal is checked):
+//!
+//! - a 5 MB TCP download through the tunnel over two links emulated by `horde shell`
+//!   (5 % loss on one), while one link goes down and comes back and the client's
+//!   address on the other changes; then an IPv6 transfer that only the changed address
+//!   can carry;
+//! - the same download while the tunnel's UDP sockets and both TUN devices are flooded
+//!   with malformed and foreign packets, which are dropped and counted.
+//!
+//! They run one at a time (a lock): they move real traffic on a small machine.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const DOWNLOAD: u64 = 5_000_000;
+
+fn horde_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_horde")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// A network namespace, deleted (with whatever still runs in it) on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("hdt-{}-{tag}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        run(&["ip", "netns", "add", &name]);
+        run(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        Netns(name)
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let mut full = vec!["ip", "-n", &self.0];
+        full.extend_from_slice(args);
+        run(&full);
+    }
+
+    /// `horde ARGS` inside the namespace.
+    fn horde(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, horde_bin()]).args(args);
+        c
+    }
+}
+
+impl Netns {
+    fn pids(&self) -> Vec<libc::pid_t> {
+        Command::new("ip")
+            .args(["netns", "pids", &self.0])
+            .output()
+            .map(|o| {
+                text(&o.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Netns {
+    /// SIGTERM first, so that a `horde shell` still running (after a failed assertion)
+    /// deletes its own namespace; SIGKILL for what is left after two seconds.
+    fn drop(&mut self) {
+        for signal in [libc::SIGTERM, libc::SIGKILL] {
+            let pids = self.pids();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                // SAFETY: signals a process in the namespace this test created.
+                unsafe { libc::kill(pid, signal) };
+            }
+            let until = Instant::now() + Duration::from_secs(2);
+            while !self.pids().is_empty() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// A fresh directory for keys and configuration files.
+fn workdir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("horde-tunnel-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Write a key pair to `dir/name`; returns the public key.
+fn keygen(dir: &Path, name: &str) -> String {
+    let out = run(&[
+        horde_bin(),
+        "keygen",
+        "--out",
+        dir.join(name).to_str().unwrap(),
+    ]);
+    text(&out.stdout).trim().to_string()
+}
+
+fn server_toml(client_pub: &str) -> String {
+    format!(
+        r#"key_file = "server.key"
+mtu = 1380
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.1/24", "fd77::1/64"]
+[[interfaces]]
+bind = "0.0.0.0:7700"
+[[clients]]
+name = "bus-1"
+key = "{client_pub}"
+addresses = ["10.77.0.2/32", "fd77::2/128"]
+"#
+    )
+}
+
+/// Start `horde tunnel server` in `ns`; returns once its device is up.
+fn start_server(ns: &Netns, dir: &Path) -> Child {
+    let mut child = ns
+        .horde(&[
+            "tunnel",
+            "server",
+            dir.join("server.toml").to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+    assert!(line.contains("mtu 1380"), "{line}");
+    child
+}
+
+/// Read `from` on a thread until a line contains `want` (panics after 20 s); the rest
+/// of the stream is drained in the background.
+fn first_line_with(from: impl Read + Send + 'static, want: &str) -> String {
+    let (tx, rx) = mpsc::channel();
+    let want = want.to_string();
+    std::thread::spawn(move || {
+        let mut found = false;
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if !found && line.contains(&want) {
+                found = true;
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the expected line did not come")
+}
+
+/// Stop a tunnel with Ctrl-C and parse its JSON report.
+fn stop(child: Child) -> serde_json::Value {
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "tunnel failed: {}", text(&out.stderr));
+    report(&text(&out.stdout))
+}
+
+fn report(stdout: &str) -> serde_json::Value {
+    let line = stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report in {stdout:?}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// A `horde flow` transfer of `bytes` from namespace `ns` to `to`; returns the client's
+/// JSON after checking that every byte arrived intact.
+fn transfer(ns: &Netns, to: &str, bytes: u64) -> serde_json::Value {
+    let out = ns
+        .horde(&[
+            "flow",
+            "client",
+            "--connect",
+            to,
+            "--bytes",
+            &bytes.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "transfer to {to}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let json = report(&text(&out.stdout));
+    assert_eq!(json["bytes"], bytes, "{json}");
+    assert_eq!(json["checksum_ok"], true, "{json}");
+    json
+}
+
+fn count(json: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut v = json;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_u64()
+        .unwrap_or_else(|| panic!("no {path:?} in {json}"))
+}
+
+fn root_or_refusal_checked() -> bool {
+    if is_root() {
+        return true;
+    }
+    let dir = workdir("noroot");
+    let pubkey = keygen(&dir, "client.key");
+    std::fs::write(dir.join("server.toml"), server_toml(&pubkey)).unwrap();
+    let out = Command::new(horde_bin())
+        .args([
+            "tunnel",
+            "server",
+            dir.join("server.toml").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("needs root"),
+        "{}",
+        text(&out.stderr)
+    );
+    eprintln!("not root: checked the refusal only");
+    false
+}
+
+/// The shell's script: write the client's file, start the client and two flow servers
+/// (IPv4 and IPv6 on the tunnel addresses), say `ready`, and once both transfers are in,
+/// stop the client (its JSON report goes to `$DIR/client.json`).
+const SHELL_SCRIPT: &str = r#"set -e
+o1=$(echo "$HORDE_SHELL_LINK1" | awk -F. '{print $1"."$2"."$3"."($4-1)}')
+cat > "$DIR/client.toml" <<EOF
+key_file = "client.key"
+peer_key = "$SRV_PUB"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24", "fd77::2/64"]
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link0"
+remote = "$HORDE_SHELL_HOST:7700"
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link1"
+remote = "$o1:7700"
+EOF
+# At 5.5 s link 1's address moves out of its /30 (see `change_address` below).
+k=${HORDE_SHELL_NETNS#horde-shell-}
+( sleep 5.5
+  ip addr add 10.99.0.6/32 dev link1
+  ip addr del "$HORDE_SHELL_LINK1/30" dev link1
+  ip route add "$o1/32" dev link1 src 10.99.0.6
+  ip -n "$SRV_NETNS" route add 10.99.0.6/32 dev "hs${k}h1"
+  echo moved > "$DIR/moved" ) &
+"$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
+cpid=$!
+i=0
+until ip link show hdt0 > /dev/null 2>&1; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
+done
+"$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 --count 1 > "$DIR/flow4.json" 2>/dev/null &
+f4=$!
+"$HORDE" flow server --tcp-only --listen '[fd77::2]:5202' --count 1 > "$DIR/flow6.json" 2>/dev/null &
+f6=$!
+sleep 0.3
+echo ready
+wait $f4
+wait $f6
+kill -INT $cpid
+wait $cpid
+"#;
+
+// The address change (in the script, which runs in the shell's mount namespace, where
+// its namespace can be named): link 1's namespace-side address moves to 10.99.0.6,
+// outside the link's /30, so the client's datagrams on that link come from a new
+// address, as after a carrier's re-assignment or a NAT rebinding. The server side gets
+// a route back to it.
+
+#[test]
+fn a_download_survives_loss_an_outage_and_an_address_change() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("links");
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    std::fs::write(dir.join("server.toml"), server_toml(&bus_pub)).unwrap();
+    let srv = Netns::new("srv");
+    let server = start_server(&srv, &dir);
+    // SYNs from this side carry MSS 1460, which the server must clamp to 1340.
+    srv.ip(&[
+        "route",
+        "replace",
+        "10.77.0.0/24",
+        "dev",
+        "hdt0",
+        "advmss",
+        "1460",
+    ]);
+
+    // Link 0 goes down at 4 s for 1.5 s and comes back, then down again from 9 s on;
+    // link 1 loses 5 % of packets and changes address at 5.5 s.
+    let started = Instant::now();
+    let mut shell = srv
+        .horde(&[
+            "shell",
+            "--link",
+            "rate=6mbit,delay=10ms,down_at=4s:1500ms,down_at=9s:120s",
+            "--link",
+            "rate=6mbit,delay=10ms,loss=0.05",
+            "--",
+            "sh",
+            "-c",
+            SHELL_SCRIPT,
+        ])
+        .env("HORDE", horde_bin())
+        .env("DIR", &dir)
+        .env("SRV_PUB", &srv_pub)
+        .env("SRV_NETNS", &srv.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(shell.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert_eq!(ready, "ready", "client did not come up: {ready}");
+    let download = transfer(&srv, "10.77.0.2:5201", DOWNLOAD);
+    eprintln!(
+        "5 MB through the tunnel in {:.1} s ({:.2} Mbit/s)",
+        download["seconds"].as_f64().unwrap(),
+        download["goodput_mbps"].as_f64().unwrap()
+    );
+    // From 9 s link 0 is down for good: this transfer has only link 1's new address.
+    let at = started + Duration::from_millis(9500);
+    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+    assert!(
+        dir.join("moved").exists(),
+        "the address change did not happen"
+    );
+    transfer(&srv, "[fd77::2]:5202", 300_000);
+
+    let out = shell.wait_with_output().unwrap();
+    assert!(out.status.success(), "shell: {}", text(&out.stderr));
+    let client = report(&std::fs::read_to_string(dir.join("client.json")).unwrap());
+    let server = stop(server);
+    eprintln!("client: {client}\nserver: {server}");
+    // The session itself survived: no reconnection, no replacement.
+    assert_eq!(count(&client, &["reconnects"]), 0, "{client}");
+    assert_eq!(count(&server, &["sessions_replaced"]), 0, "{server}");
+    assert!(
+        count(&server, &["counters", "mss_clamped"]) >= 1,
+        "{server}"
+    );
+    // Every packet the server wrote came from the client, and the other way round.
+    assert!(
+        count(&client, &["counters", "tun_out_bytes"]) >= DOWNLOAD,
+        "{client}"
+    );
+    assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0);
+    assert_eq!(count(&server, &["counters", "peer_malformed"]), 0);
+    assert_eq!(count(&client, &["counters", "peer_malformed"]), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two namespaces joined by two veth pairs (192.168.71.0/24 and 192.168.72.0/24).
+fn veth_pair_of_links(bus: &Netns, srv: &Netns) {
+    for i in 1..=2 {
+        let (b, s) = (format!("hdtb{i}"), format!("hdts{i}"));
+        run(&[
+            "ip", "link", "add", &b, "netns", &bus.0, "type", "veth", "peer", "name", &s, "netns",
+            &srv.0,
+        ]);
+        bus.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", &b]);
+        srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
+        bus.ip(&["link", "set", &b, "up"]);
+        srv.ip(&["link", "set", &s, "up"]);
+    }
+}
+
+/// Run `f` on a thread of its own inside namespace `ns`.
+fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: moves only this thread, into a namespace this test created.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+/// A small deterministic generator for garbage.
+struct Garbage(u64);
+
+impl Garbage {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Send `n` malformed and foreign datagrams to `to`: random bytes, fake transport
+/// packets for unknown sessions, initiations of the right size with garbage inside.
+fn udp_flood(to: std::net::SocketAddr, n: usize, seed: u64) -> usize {
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let mut g = Garbage(seed);
+    let mut sent = 0;
+    for i in 0..n {
+        let packet = match i % 3 {
+            0 => {
+                let len = (g.next() % 1400) as usize + 1;
+                g.bytes(len)
+            }
+            1 => {
+                let len = 32 + (g.next() % 1000) as usize;
+                let mut p = g.bytes(len);
+                p[..4].copy_from_slice(&[4, 0, 0, 0]);
+                p
+            }
+            _ => {
+                let mut p = g.bytes(148);
+                p[..4].copy_from_slice(&[1, 0, 0, 0]);
+                p
+            }
+        };
+        if s.send_to(&packet, to).is_ok() {
+            sent += 1;
+        }
+        if i % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    sent
+}
+
+/// An IPv4 UDP packet from `src` to `dst` with a correct header checksum.
+fn ipv4_udp(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+    let mut p = vec![0x45, 0, 0, 36, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    let mut sum: u32 = p
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    p.extend_from_slice(&[0x30, 0x39, 0, 9, 0, 16, 0, 0]);
+    p.extend_from_slice(b"foreign!");
+    p
+}
+
+/// Write `packets` into the TUN device `dev` from the kernel's side (a packet socket),
+/// so that the tunnel reads them as if the kernel had routed them there.
+fn tun_inject(dev: &str, packets: &[Vec<u8>], rounds: usize) -> usize {
+    const ETH_P_IP: u16 = 0x0800;
+    // SAFETY: plain socket and if_nametoindex calls; the fd is closed below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_DGRAM,
+            i32::from(ETH_P_IP.to_be()),
+        )
+    };
+    assert!(
+        fd >= 0,
+        "packet socket: {}",
+        std::io::Error::last_os_error()
+    );
+    let name = std::ffi::CString::new(dev).unwrap();
+    // SAFETY: a valid C string.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    assert!(index > 0, "no device {dev}");
+    // SAFETY: all-zero is a valid sockaddr_ll.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_protocol = ETH_P_IP.to_be();
+    addr.sll_ifindex = index as i32;
+    let mut sent = 0;
+    for r in 0..rounds {
+        for p in packets {
+            // SAFETY: buffer and address live for the call.
+            let n = unsafe {
+                libc::sendto(
+                    fd,
+                    p.as_ptr().cast(),
+                    p.len(),
+                    0,
+                    (&addr as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                )
+            };
+            if n >= 0 {
+                sent += 1;
+            }
+        }
+        if r % 16 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    sent
+}
+
+/// Malformed packets for a TUN device: a bad version, a truncated header, a bad
+/// checksum, a length that disagrees with the packet.
+fn malformed_ip() -> Vec<Vec<u8>> {
+    let good = ipv4_udp([10, 77, 0, 2], [10, 77, 0, 1]);
+    let mut bad_sum = good.clone();
+    bad_sum[10] ^= 0xff;
+    let mut bad_len = good.clone();
+    bad_len.push(0);
+    vec![
+        vec![0x50; 40],
+        good[..12].to_vec(),
+        bad_sum,
+        bad_len,
+        vec![0x46; 20],
+    ]
+}
+
+#[test]
+fn malformed_and_foreign_packets_are_dropped_counted_and_harmless() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("flood");
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    std::fs::write(dir.join("server.toml"), server_toml(&bus_pub)).unwrap();
+    std::fs::write(
+        dir.join("client.toml"),
+        format!(
+            r#"key_file = "client.key"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24"]
+[[channels]]
+bind = "192.168.71.2:0"
+remote = "192.168.71.1:7700"
+[[channels]]
+bind = "192.168.72.2:0"
+remote = "192.168.72.1:7700"
+"#
+        ),
+    )
+    .unwrap();
+    let (bus, srv) = (Netns::new("bus"), Netns::new("srv"));
+    veth_pair_of_links(&bus, &srv);
+    let server = start_server(&srv, &dir);
+    let mut client = bus
+        .horde(&[
+            "tunnel",
+            "client",
+            dir.join("client.toml").to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up");
+    // "... channels on 192.168.71.2:PORT, 192.168.72.2:PORT"
+    let client_socks: Vec<std::net::SocketAddr> = up
+        .rsplit("channels on ")
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let (first_sock, second_sock) = (client_socks[0], client_socks[1]);
+    let mut flow = bus
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.77.0.2:5201",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    const N: usize = 3000;
+    let floods = vec![
+        in_netns(&bus.0, || {
+            udp_flood("192.168.71.1:7700".parse().unwrap(), N, 1)
+        }),
+        in_netns(&bus.0, || {
+            udp_flood("192.168.72.1:7700".parse().unwrap(), N, 2)
+        }),
+        in_netns(&srv.0, move || udp_flood(first_sock, N, 3)),
+        in_netns(&srv.0, move || udp_flood(second_sock, N, 4)),
+        // The server's TUN side: malformed packets, and packets for a tunnel address
+        // no client owns (routed there by the kernel).
+        in_netns(&srv.0, || tun_inject("hdt0", &malformed_ip(), 400)),
+        in_netns(&srv.0, || {
+            let s = UdpSocket::bind("10.77.0.1:0").unwrap();
+            (0..500)
+                .filter(|_| s.send_to(b"nobody", "10.77.0.99:9").is_ok())
+                .count()
+        }),
+        // The client's TUN side: malformed packets, and packets from an address that
+        // is not the client's, which the server must refuse.
+        in_netns(&bus.0, || tun_inject("hdt0", &malformed_ip(), 400)),
+        in_netns(&bus.0, || {
+            tun_inject("hdt0", &[ipv4_udp([10, 77, 0, 50], [10, 77, 0, 1])], 500)
+        }),
+    ];
+    let download = transfer(&srv, "10.77.0.2:5201", DOWNLOAD);
+    let sent: Vec<usize> = floods.into_iter().map(|f| f.join().unwrap()).collect();
+    eprintln!("sent {sent:?}; download {download}");
+    assert!(sent.iter().all(|&n| n > 0), "{sent:?}");
+    flow.wait().unwrap();
+
+    let client = stop(client);
+    let server = stop(server);
+    eprintln!("client: {client}\nserver: {server}");
+    for (who, r) in [("client", &client), ("server", &server)] {
+        assert!(
+            count(r, &["dropped_by_secure_layer"]) >= N as u64,
+            "{who}: not every garbage datagram counted: {r}"
+        );
+        assert!(count(r, &["counters", "tun_malformed"]) > 0, "{who}: {r}");
+        assert_eq!(count(r, &["reconnects"]), 0, "{who}: {r}");
+    }
+    assert!(
+        count(&server, &["counters", "tun_no_route"]) > 0,
+        "{server}"
+    );
+    assert!(
+        count(&server, &["counters", "peer_spoofed"]) > 0,
+        "{server}"
+    );
+    assert_eq!(count(&server, &["sessions_replaced"]), 0, "{server}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_server_routes_two_clients_by_their_prefixes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("two");
+    let srv_pub = keygen(&dir, "server.key");
+    let one = keygen(&dir, "one.key");
+    let two = keygen(&dir, "two.key");
+    std::fs::write(
+        dir.join("server.toml"),
+        format!(
+            r#"key_file = "server.key"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.1/24", "fd77::1/64"]
+[[interfaces]]
+bind = "0.0.0.0:7700"
+[[clients]]
+name = "bus-1"
+key = "{one}"
+addresses = ["10.77.0.2/32", "fd77::2/128"]
+[[clients]]
+name = "bus-2"
+key = "{two}"
+addresses = ["10.77.0.3/32", "fd77::3/128"]
+"#
+        ),
+    )
+    .unwrap();
+    let srv = Netns::new("srv2");
+    let mut clients = Vec::new();
+    // (veth subnet, name, key file, last byte of the tunnel address)
+    for (i, name, key, last) in [(1, "one", "one.key", 2), (3, "two", "two.key", 3)] {
+        let ns = Netns::new(name);
+        let (b, s) = (format!("hdtc{i}"), format!("hdts{i}"));
+        run(&[
+            "ip", "link", "add", &b, "netns", &ns.0, "type", "veth", "peer", "name", &s, "netns",
+            &srv.0,
+        ]);
+        ns.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", &b]);
+        srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
+        ns.ip(&["link", "set", &b, "up"]);
+        srv.ip(&["link", "set", &s, "up"]);
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"key_file = "{key}"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.{last}/24", "fd77::{last}/64"]
+[[channels]]
+bind = "192.168.7{i}.2:0"
+remote = "192.168.7{i}.1:7700"
+"#
+            ),
+        )
+        .unwrap();
+        clients.push((ns, file));
+    }
+    let server = start_server(&srv, &dir);
+    let mut running = Vec::new();
+    for (ns, file) in &clients {
+        let mut child = ns
+            .horde(&["tunnel", "client", file.to_str().unwrap(), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+        running.push(child);
+    }
+    // Each client's own address, over IPv4 and IPv6, reaches that client.
+    let mut servers = Vec::new();
+    for ((ns, _), last) in clients.iter().zip([2, 3]) {
+        for listen in [
+            format!("10.77.0.{last}:5201"),
+            format!("[fd77::{last}]:5201"),
+        ] {
+            servers.push(
+                ns.horde(&[
+                    "flow",
+                    "server",
+                    "--tcp-only",
+                    "--listen",
+                    &listen,
+                    "--count",
+                    "1",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for to in [
+        "10.77.0.2:5201",
+        "10.77.0.3:5201",
+        "[fd77::2]:5201",
+        "[fd77::3]:5201",
+    ] {
+        transfer(&srv, to, 1_000_000);
+    }
+    for mut s in servers {
+        assert!(s.wait().unwrap().success());
+    }
+    let reports: Vec<serde_json::Value> = running.into_iter().map(stop).collect();
+    let server = stop(server);
+    for r in &reports {
+        assert!(count(r, &["counters", "tun_out_bytes"]) >= 2_000_000, "{r}");
+    }
+    assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0, "{server}");
+    assert_eq!(count(&server, &["counters", "tun_no_route"]), 0, "{server}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
