@@ -854,6 +854,12 @@ impl Session {
             State::Closed
         };
         self.close_reason = Some(reason);
+        // ADUs held for ordering were acknowledged on arrival: the application gets them
+        // before it hears of the end.
+        for r in self.recv.values_mut() {
+            r.release_all(&mut self.delivered);
+        }
+        self.flush_delivered();
         self.events.push_back(Event::Closed { reason });
     }
 

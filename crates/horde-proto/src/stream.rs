@@ -331,6 +331,16 @@ impl RecvStream {
         self.release_in_order(out);
     }
 
+    /// The session is ending: hand over everything held, in order, gaps skipped. Each
+    /// was acknowledged when it arrived, so holding it back now would lose it.
+    pub fn release_all(&mut self, out: &mut Vec<Delivered>) {
+        while let Some((seq, (adu, _))) = self.held.pop_first() {
+            self.next = seq.saturating_add(1);
+            self.delivered += 1;
+            out.push(adu);
+        }
+    }
+
     pub fn next_timeout(&self, hold: Duration) -> Option<Duration> {
         self.held.values().map(|(_, since)| *since + hold).min()
     }
@@ -376,6 +386,21 @@ mod tests {
         // A straggler from the skipped gap is still delivered.
         r.on_arrival(t(70), d(3), &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn an_ending_session_releases_what_it_held_in_order() {
+        let t = Duration::from_millis;
+        let mut r = RecvStream::new(true);
+        let mut out = Vec::new();
+        for seq in [4, 2, 7] {
+            r.on_arrival(t(1), d(seq), &mut out);
+        }
+        assert!(out.is_empty());
+        r.release_all(&mut out);
+        let seqs: Vec<u64> = out.iter().map(|a| a.stream_seq).collect();
+        assert_eq!(seqs, vec![2, 4, 7]);
+        assert_eq!(r.next_timeout(t(50)), None);
     }
 
     #[test]
