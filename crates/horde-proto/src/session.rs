@@ -910,6 +910,17 @@ impl Session {
                 s.queued_bytes += q.payload.len();
                 s.queue.push_back(q);
             }
+            // Carried ADUs count against the queue limit like any other.
+            for d in s.trim() {
+                self.stats.adus_dropped += 1;
+                self.events.push_back(Event::Nack {
+                    stream: id,
+                    adu: d.id,
+                    stream_seq: d.seq,
+                    channel: None,
+                    reason: NackReason::QueueOverflow,
+                });
+            }
             self.send.insert(id, s);
         }
         self.objectives = std::mem::take(&mut old.objectives);
@@ -947,7 +958,9 @@ impl Session {
     /// nothing more: the packet is not acked, so the sender counts it lost, and is told
     /// to stop.
     fn admit(&mut self, now: Duration, bytes: usize) -> bool {
-        if self.life.flow.fits(bytes) {
+        // ADUs held for ordering take buffer space too: they become unread data soon.
+        let held: usize = self.recv.values().map(RecvStream::held_bytes).sum();
+        if self.life.flow.fits(bytes + held) {
             return true;
         }
         self.stats.flow_dropped += 1;

@@ -173,6 +173,11 @@ impl SendStream {
     pub fn push(&mut self, adu: QueuedAdu) -> Vec<QueuedAdu> {
         self.queued_bytes += adu.payload.len();
         self.queue.push_back(adu);
+        self.trim()
+    }
+
+    /// Drop the oldest ADUs while the queue is over its limit (always keeping one).
+    pub fn trim(&mut self) -> Vec<QueuedAdu> {
         let mut dropped = Vec::new();
         while self.queued_bytes > self.config.max_queue_bytes && self.queue.len() > 1 {
             let old = self.queue.pop_front().expect("queue has more than one ADU");
@@ -267,6 +272,8 @@ pub struct RecvStream {
     /// Next stream sequence number owed to the application when ordered.
     next: u64,
     held: BTreeMap<u64, (Delivered, Duration)>,
+    /// Payload bytes of the held ADUs.
+    held_bytes: usize,
     pub delivered: u64,
 }
 
@@ -291,7 +298,10 @@ impl RecvStream {
             out.push(adu);
             return;
         }
-        self.held.insert(adu.stream_seq, (adu, now));
+        self.held_bytes += adu.payload.len();
+        if let Some((old, _)) = self.held.insert(adu.stream_seq, (adu, now)) {
+            self.held_bytes -= old.payload.len();
+        }
         self.release_in_order(out);
     }
 
@@ -301,6 +311,7 @@ impl RecvStream {
                 break;
             }
             let (adu, _) = entry.remove();
+            self.held_bytes -= adu.payload.len();
             // Saturates at the last number: later arrivals are then delivered as late.
             self.next = self.next.saturating_add(1);
             self.delivered += 1;
@@ -324,6 +335,7 @@ impl RecvStream {
                 break;
             }
             let (adu, _) = entry.remove();
+            self.held_bytes -= adu.payload.len();
             self.delivered += 1;
             out.push(adu);
         }
@@ -335,10 +347,16 @@ impl RecvStream {
     /// was acknowledged when it arrived, so holding it back now would lose it.
     pub fn release_all(&mut self, out: &mut Vec<Delivered>) {
         while let Some((seq, (adu, _))) = self.held.pop_first() {
+            self.held_bytes -= adu.payload.len();
             self.next = seq.saturating_add(1);
             self.delivered += 1;
             out.push(adu);
         }
+    }
+
+    /// Payload bytes held for ordering: receive-buffer memory as much as unread data.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     pub fn next_timeout(&self, hold: Duration) -> Option<Duration> {
@@ -401,6 +419,7 @@ mod tests {
         let seqs: Vec<u64> = out.iter().map(|a| a.stream_seq).collect();
         assert_eq!(seqs, vec![2, 4, 7]);
         assert_eq!(r.next_timeout(t(50)), None);
+        assert_eq!(r.held_bytes(), 0);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct VoprOptions {
     pub limits: DrawLimits,
     /// Keep only these faults of the drawn plan (shrinking).
     pub keep_faults: Option<Vec<usize>>,
+    /// Let exact duplicates through to the sessions (no secure-layer replay window).
+    pub raw_duplicates: bool,
 }
 
 /// Run one plan to its end and check it; panics inside are caught and reported.
@@ -97,7 +99,12 @@ pub fn run_seed(seed: u64, opts: &VoprOptions) -> SeedReport {
     if let Some(keep) = &opts.keep_faults {
         plan.keep_faults(keep, opts.limits.quiet);
     }
-    run_plan(plan, opts.keep_faults.as_deref())
+    plan.replay_window = !opts.raw_duplicates;
+    let mut r = run_plan(plan, opts.keep_faults.as_deref());
+    if opts.raw_duplicates {
+        r.replay.push_str(" --raw-duplicates");
+    }
+    r
 }
 
 /// Remove faults from a failing seed's plan one at a time while it still fails with a

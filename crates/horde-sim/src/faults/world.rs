@@ -117,7 +117,7 @@ pub struct World {
 
 impl World {
     pub fn new(plan: RunPlan) -> Result<Self, SimFailure> {
-        let net = Net::new(&plan.links, plan.seed)?;
+        let net = Net::new(&plan.links, plan.seed, plan.replay_window)?;
         let mut schedule = BTreeSet::new();
         for (i, f) in plan.faults.iter().enumerate() {
             schedule.insert((f.at, i, true));
@@ -676,6 +676,7 @@ impl World {
                     dst: t.dst,
                     bytes: Bytes::copy_from_slice(&self.scratch),
                     intact: true,
+                    seal: 0,
                 });
             }
             loop {
@@ -724,6 +725,7 @@ impl World {
                     dst: t.dst,
                     bytes: Bytes::copy_from_slice(&self.scratch),
                     intact: true,
+                    seal: 0,
                 });
             }
             self.drain_server(k, &mut s);
@@ -743,6 +745,7 @@ impl World {
                     dst: t.dst,
                     bytes: Bytes::copy_from_slice(&self.scratch),
                     intact: true,
+                    seal: 0,
                 });
             }
             if s.is_closed() && s.poll_timeout(snow).is_none() {
