@@ -971,9 +971,11 @@ impl Session {
     }
 
     fn queue_window(&mut self, open: u64) {
-        if !self.channels.is_empty() {
-            // On the first channel alive, else the first: it is one small packet.
-            let idx = self.channels.iter().position(|c| c.is_alive()).unwrap_or(0);
+        // On every channel: updates are rare and small, and one channel's path back to
+        // the sender may be broken without this end knowing (a NAT rebinding the sender
+        // has not yet announced on it, a dead downlink); a lost reopening would leave
+        // the sender probing forever.
+        for idx in 0..self.channels.len() {
             self.tx.push_back(PendingTx::Window(idx, open));
         }
     }
