@@ -107,8 +107,14 @@ fn one(seed: u64, a: &Args) -> Result<ExitCode> {
         ..VoprOptions::default()
     };
     let drawn = faults::RunPlan::draw(seed, opts.limits).faults.len();
-    if let Some(k) = a.keep_faults.as_ref().and_then(|k| k.iter().find(|&&i| i >= drawn)) {
-        bail!("--keep-faults: seed {seed} draws {drawn} faults (0..{drawn}); there is no fault {k}");
+    if let Some(k) = a
+        .keep_faults
+        .as_ref()
+        .and_then(|k| k.iter().find(|&&i| i >= drawn))
+    {
+        bail!(
+            "--keep-faults: seed {seed} draws {drawn} faults (0..{drawn}); there is no fault {k}"
+        );
     }
     let r = if a.shrink {
         let (keep, r) = faults::shrink(seed, &opts);
@@ -178,23 +184,57 @@ fn print_report(r: &SeedReport) {
 }
 
 fn link_death(json: bool) -> Result<ExitCode> {
-    let setup = faults::link_death::LinkDeathSetup::default();
-    let f = faults::link_death::measure(&setup).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if json {
-        println!("{}", serde_json::to_string(&f)?);
-    } else {
+    use faults::link_death::{measure, LinkDeathSetup};
+    let mut setups = Vec::new();
+    for kind in ["cubic", "bbr"] {
+        let congestion = horde_proto::CcConfig::with_defaults(kind).context("known controller")?;
+        setups.push((
+            kind,
+            LinkDeathSetup {
+                congestion: congestion.clone(),
+                ..LinkDeathSetup::default()
+            },
+        ));
+        setups.push((
+            kind,
+            LinkDeathSetup {
+                kbps: vec![2000.0, 2000.0],
+                dies: 0,
+                congestion,
+                ..LinkDeathSetup::default()
+            },
+        ));
+    }
+    for (kind, setup) in setups {
+        let f = measure(&setup).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if json {
+            println!("{}", serde_json::to_string(&f)?);
+            continue;
+        }
         println!(
-            "links {:?} kbit/s, link {} dies at 10 s",
+            "{kind}: links {:?} kbit/s, link {} dies at 10 s",
             setup.kbps, setup.dies
         );
-        let before: Vec<String> = f.before.iter().map(|x| format!("{:.0}%", x * 100.0)).collect();
-        println!("  5-10 s, share of each link's capacity carried: {}", before.join(", "));
+        let before: Vec<String> = f
+            .before
+            .iter()
+            .map(|x| format!("{:.0}%", x * 100.0))
+            .collect();
         println!(
-            "  12-20 s, surviving links: {:.1}% of their capacity (worst second {:.1}%)",
-            f.after * 100.0,
-            f.worst_second * 100.0
+            "  5-10 s, share of each link's capacity carried: {}",
+            before.join(", ")
         );
-        let per: Vec<String> = f.per_second.iter().map(|x| format!("{:.0}", x * 100.0)).collect();
+        println!(
+            "  12-20 s, surviving links: {:.1}% of their capacity on the wire (worst second {:.1}%), goodput {:.1}%",
+            f.after * 100.0,
+            f.worst_second * 100.0,
+            f.goodput * 100.0
+        );
+        let per: Vec<String> = f
+            .per_second
+            .iter()
+            .map(|x| format!("{:.0}", x * 100.0))
+            .collect();
         println!("  per second from 10 s (%): {}", per.join(" "));
     }
     Ok(ExitCode::SUCCESS)

@@ -133,7 +133,10 @@ impl Ledger {
         if !allowed {
             self.violations.push(Violation::new(
                 "accounted_twice",
-                format!("{key:?} was {from:?}, then {what} at {:.3} s", now.as_secs_f64()),
+                format!(
+                    "{key:?} was {from:?}, then {what} at {:.3} s",
+                    now.as_secs_f64()
+                ),
             ));
             return;
         }
@@ -183,7 +186,12 @@ impl Ledger {
                         Outcome::Dropped
                     }
                 };
-                self.resolve(now, key(stream, stream_seq), to, &format!("nack ({reason:?})"));
+                self.resolve(
+                    now,
+                    key(stream, stream_seq),
+                    to,
+                    &format!("nack ({reason:?})"),
+                );
             }
             _ => {}
         }
@@ -225,11 +233,14 @@ impl Ledger {
         stream_seq: u64,
         payload: &[u8],
     ) {
-        let Some(key) = AduKey::read_tag(payload).filter(|k| k.stream == stream && k.seq == stream_seq)
+        let Some(key) =
+            AduKey::read_tag(payload).filter(|k| k.stream == stream && k.seq == stream_seq)
         else {
             self.violations.push(Violation::new(
                 "misdelivered",
-                format!("stream {stream} seq {stream_seq} delivered with a payload naming another ADU"),
+                format!(
+                    "stream {stream} seq {stream_seq} delivered with a payload naming another ADU"
+                ),
             ));
             return;
         };
@@ -243,7 +254,11 @@ impl Ledger {
         if payload.len() != r.size as usize {
             self.violations.push(Violation::new(
                 "misdelivered",
-                format!("{key:?} delivered with {} bytes, queued with {}", payload.len(), r.size),
+                format!(
+                    "{key:?} delivered with {} bytes, queued with {}",
+                    payload.len(),
+                    r.size
+                ),
             ));
         }
         let d = self.delivered.entry(key).or_default();
@@ -288,9 +303,9 @@ impl Ledger {
             }
             if r.outcome == Outcome::Acked && !self.delivered.contains_key(k) {
                 let excused = r.acked_at.is_some_and(|a| {
-                    self.server_crashes
-                        .iter()
-                        .any(|&c| c <= a + Duration::from_millis(100) && a <= c + Duration::from_secs(5))
+                    self.server_crashes.iter().any(|&c| {
+                        c <= a + Duration::from_millis(100) && a <= c + Duration::from_secs(5)
+                    })
                 });
                 if !excused {
                     undelivered += 1;
@@ -364,14 +379,18 @@ mod tests {
         l.client_event(t, 0, &nack(0, NackReason::Abandoned));
         // A loss later found spurious is one ADU acked, not two outcomes.
         l.client_event(t, 0, &nack(1, NackReason::Lost));
-        l.client_event(t, 0, &Event::LateAck {
-            stream: 1,
-            adu: 1,
-            stream_seq: 1,
-            channel: 0,
-            rtt: Duration::ZERO,
-            latency: Duration::ZERO,
-        });
+        l.client_event(
+            t,
+            0,
+            &Event::LateAck {
+                stream: 1,
+                adu: 1,
+                stream_seq: 1,
+                channel: 0,
+                rtt: Duration::ZERO,
+                latency: Duration::ZERO,
+            },
+        );
         l.server_received(t, 9, 1, 1, &payload(key(1), 100));
         l.check_final();
         let kinds: Vec<&str> = l.violations.iter().map(|v| v.kind).collect();
@@ -383,7 +402,10 @@ mod tests {
     fn duplicates_are_allowed_only_across_sessions_of_a_resending_stream() {
         let mut l = Ledger::default();
         let t = Duration::from_secs(1);
-        let resend = AduKey { stream: 2, ..key(0) };
+        let resend = AduKey {
+            stream: 2,
+            ..key(0)
+        };
         l.queued(key(0), 50, false);
         l.queued(resend, 50, true);
         l.server_received(t, 1, 2, 0, &payload(resend, 50));
@@ -394,7 +416,10 @@ mod tests {
         l.server_received(t, 2, 1, 0, &payload(key(0), 50));
         l.server_received(t, 2, 1, 3, &payload(key(0), 50));
         let kinds: Vec<&str> = l.violations.iter().map(|v| v.kind).collect();
-        assert_eq!(kinds, ["delivered_twice", "delivered_twice", "misdelivered"]);
+        assert_eq!(
+            kinds,
+            ["delivered_twice", "delivered_twice", "misdelivered"]
+        );
     }
 
     #[test]

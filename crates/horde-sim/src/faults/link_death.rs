@@ -50,6 +50,9 @@ pub struct LinkDeathFigure {
     pub worst_second: f64,
     /// Per second from 10 s: the surviving links' share of their capacity.
     pub per_second: Vec<f64>,
+    /// Payload the receiving application got over 12–20 s, as a share of the surviving
+    /// links' capacity (headers, acks and pings are the rest).
+    pub goodput: f64,
 }
 
 fn plan(setup: &LinkDeathSetup) -> RunPlan {
@@ -98,6 +101,7 @@ fn plan(setup: &LinkDeathSetup) -> RunPlan {
 /// Run the scenario to [`MEASURE_UNTIL`] and measure.
 pub fn measure(setup: &LinkDeathSetup) -> Result<LinkDeathFigure, SimFailure> {
     let mut w = World::new(plan(setup))?;
+    w.ledger.watch_from = Duration::ZERO;
     let mut samples: Vec<Vec<u64>> = Vec::new();
     for s in 0..=MEASURE_UNTIL.as_secs() {
         w.run_until(Duration::from_secs(s));
@@ -122,7 +126,20 @@ pub fn measure(setup: &LinkDeathSetup) -> Result<LinkDeathFigure, SimFailure> {
     let worst_second = (start..end)
         .map(|s| share(s, s + 1))
         .fold(f64::INFINITY, f64::min);
+    let payload: u64 = w
+        .ledger
+        .deliveries_after
+        .values()
+        .flatten()
+        .filter(|&&(t, _)| t >= Duration::from_secs(start) && t < Duration::from_secs(end))
+        .map(|&(_, len)| u64::from(len))
+        .sum();
+    let capacity: f64 = survivors
+        .iter()
+        .map(|&l| cap(l, (end - start) as f64))
+        .sum();
     Ok(LinkDeathFigure {
+        goodput: payload as f64 * 8.0 / capacity,
         before,
         after: share(start, end),
         worst_second,

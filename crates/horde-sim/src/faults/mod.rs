@@ -43,28 +43,30 @@ pub fn run_plan(plan: RunPlan, keep: Option<&[usize]>) -> SeedReport {
     let faults = plan.faults.clone();
     let links = plan.links.len();
     let streams = plan.streams.len();
-    let outcome = catch_unwind(AssertUnwindSafe(move || -> Result<SeedReport, SimFailure> {
-        let mut w = world::World::new(plan)?;
-        let end = w.end();
-        w.run_until(end);
-        w.finish();
-        let mut violations = std::mem::take(&mut w.violations);
-        violations.append(&mut w.ledger.violations);
-        Ok(SeedReport {
-            seed,
-            links,
-            streams,
-            faults: w.plan().faults.clone(),
-            adus: w.ledger.tally,
-            net: w.net.stats,
-            lifecycle: w.lifecycle,
-            digest: w.digest.hex(),
-            simulated_s: w.now.as_secs_f64(),
-            resumed_after_s: w.resumed_after.map(|d| d.as_secs_f64()),
-            violations,
-            replay: replay_command(seed, keep),
-        })
-    }));
+    let outcome = catch_unwind(AssertUnwindSafe(
+        move || -> Result<SeedReport, SimFailure> {
+            let mut w = world::World::new(plan)?;
+            let end = w.end();
+            w.run_until(end);
+            w.finish();
+            let mut violations = std::mem::take(&mut w.violations);
+            violations.append(&mut w.ledger.violations);
+            Ok(SeedReport {
+                seed,
+                links,
+                streams,
+                faults: w.plan().faults.clone(),
+                adus: w.ledger.tally,
+                net: w.net.stats,
+                lifecycle: w.lifecycle,
+                digest: w.digest.hex(),
+                simulated_s: w.now.as_secs_f64(),
+                resumed_after_s: w.resumed_after.map(|d| d.as_secs_f64()),
+                violations,
+                replay: replay_command(seed, keep),
+            })
+        },
+    ));
     let failed = |kind, detail: String| SeedReport {
         seed,
         links,
@@ -112,7 +114,10 @@ pub fn run_seed(seed: u64, opts: &VoprOptions) -> SeedReport {
 pub fn shrink(seed: u64, opts: &VoprOptions) -> (Vec<usize>, SeedReport) {
     let first = run_seed(seed, opts);
     let all = RunPlan::draw(seed, opts.limits).faults.len();
-    let mut keep: Vec<usize> = opts.keep_faults.clone().unwrap_or_else(|| (0..all).collect());
+    let mut keep: Vec<usize> = opts
+        .keep_faults
+        .clone()
+        .unwrap_or_else(|| (0..all).collect());
     let Some(kind) = first.violations.first().map(|v| v.kind) else {
         return (keep, first);
     };

@@ -118,8 +118,11 @@ impl Net {
         let mut built = Vec::new();
         for (i, l) in links.iter().enumerate() {
             let build = |spec: &horde_links::LinkSpec, dir: u64| {
-                spec.build(seed ^ (i as u64 * 2 + dir + 1) * 0x9E37, std::path::Path::new("."))
-                    .map_err(|e| SimFailure::Setup(format!("link {i}: {e}")))
+                spec.build(
+                    seed ^ (i as u64 * 2 + dir + 1) * 0x9E37,
+                    std::path::Path::new("."),
+                )
+                .map_err(|e| SimFailure::Setup(format!("link {i}: {e}")))
             };
             built.push([build(&l.up, 0)?, build(&l.down, 1)?]);
         }
@@ -149,7 +152,11 @@ impl Net {
             FaultKind::LinkDeath { link } => (link, Box::new(move |f| f.dead = on)),
             FaultKind::Loss { link, p: x } => (link, Box::new(move |f| f.loss = p(x))),
             FaultKind::Duplicate { link, p: x } => (link, Box::new(move |f| f.duplicate = p(x))),
-            FaultKind::Reorder { link, p: x, extra_ms } => (
+            FaultKind::Reorder {
+                link,
+                p: x,
+                extra_ms,
+            } => (
                 link,
                 Box::new(move |f| {
                     f.reorder = p(x);
@@ -227,7 +234,10 @@ impl Net {
     pub fn next_delivery(&self) -> Option<Duration> {
         let mut t = self.held.keys().next().map(|k| k.0);
         for l in &self.links {
-            for x in [l[0].next_delivery(), l[1].next_delivery()].into_iter().flatten() {
+            for x in [l[0].next_delivery(), l[1].next_delivery()]
+                .into_iter()
+                .flatten()
+            {
                 t = Some(t.map_or(x, |t: Duration| t.min(x)));
             }
         }

@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn every_fault_kind_is_drawn_and_faults_end_before_the_quiet_time() {
-        let mut kinds = std::collections::BTreeSet::new();
+        let mut kinds = std::collections::HashSet::new();
         for seed in 0..200 {
             let p = RunPlan::draw(seed, DrawLimits::default());
             assert!((2..=4).contains(&p.links.len()));

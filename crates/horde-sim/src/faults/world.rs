@@ -12,15 +12,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
-use horde_proto::{
-    wire, ChannelConfig, ChannelSpec, CloseReason, Event, InFlightPolicy, Session,
-};
+use horde_proto::{wire, ChannelConfig, ChannelSpec, CloseReason, Event, InFlightPolicy, Session};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::ledger::{AduKey, Ledger, TAG_LEN};
 use super::net::{Datagram, Net, DOWN, UP};
-use super::plan::{Feed, FaultKind, RunPlan};
+use super::plan::{FaultKind, Feed, RunPlan};
 use super::report::{Digest, Lifecycle, Violation};
 use super::SimFailure;
 
@@ -280,7 +278,12 @@ impl World {
         self.arrivals = arrivals;
         self.feed();
         let c = now + self.client.clock;
-        for s in self.client.session.iter_mut().chain(self.client.old.iter_mut()) {
+        for s in self
+            .client
+            .session
+            .iter_mut()
+            .chain(self.client.old.iter_mut())
+        {
             s.handle_timeout(c);
         }
         let sc = now + self.server.clock;
@@ -351,7 +354,8 @@ impl World {
         self.client.session = None;
         self.client.old = None;
         self.client.redial_at = None;
-        self.ledger.client_crashed(self.now, self.client.incarnation);
+        self.ledger
+            .client_crashed(self.now, self.client.incarnation);
     }
 
     fn server_kill(&mut self) {
@@ -629,7 +633,12 @@ impl World {
             }
             let now = self.now + self.client.clock;
             let conn = wire::peek_conn(&d.bytes);
-            for s in self.client.session.iter_mut().chain(self.client.old.iter_mut()) {
+            for s in self
+                .client
+                .session
+                .iter_mut()
+                .chain(self.client.old.iter_mut())
+            {
                 if Some(s.conn_id()) == conn {
                     s.handle_datagram(now, d.link as u16, d.from, d.bytes);
                     break;
@@ -831,7 +840,10 @@ impl World {
             )),
             None => self.violations.push(Violation::new(
                 "no_convergence",
-                format!("nothing delivered after the last fault ({:.3} s)", quiet.as_secs_f64()),
+                format!(
+                    "nothing delivered after the last fault ({:.3} s)",
+                    quiet.as_secs_f64()
+                ),
             )),
         }
         let (w0, w1) = (self.window_from, self.plan.close_at);
@@ -845,7 +857,10 @@ impl World {
             if !delivered {
                 self.violations.push(Violation::new(
                     "stalled",
-                    format!("stream {} delivered nothing in the {secs} s before the close", st.id),
+                    format!(
+                        "stream {} delivered nothing in the {secs} s before the close",
+                        st.id
+                    ),
                 ));
                 continue;
             }
