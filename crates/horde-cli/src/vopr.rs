@@ -74,7 +74,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         bar.inc(1);
         every += 1;
-        if bar.is_hidden() && !a.json && every % 100 == 0 {
+        if bar.is_hidden() && !a.json && every.is_multiple_of(100) {
             eprintln!("{every}/{} seeds, {} failing", a.seeds, failed.len());
         }
     }

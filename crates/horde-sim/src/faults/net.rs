@@ -119,7 +119,7 @@ impl Net {
         for (i, l) in links.iter().enumerate() {
             let build = |spec: &horde_links::LinkSpec, dir: u64| {
                 spec.build(
-                    seed ^ (i as u64 * 2 + dir + 1) * 0x9E37,
+                    seed ^ ((i as u64 * 2 + dir + 1) * 0x9E37),
                     std::path::Path::new("."),
                 )
                 .map_err(|e| SimFailure::Setup(format!("link {i}: {e}")))
@@ -148,27 +148,29 @@ impl Net {
     /// Start (`on`) or end a link-level fault.
     pub fn set_fault(&mut self, kind: &FaultKind, on: bool) {
         let p = |x: f64| if on { x } else { 0.0 };
-        let (link, apply): (usize, Box<dyn Fn(&mut LinkFaults)>) = match *kind {
-            FaultKind::LinkDeath { link } => (link, Box::new(move |f| f.dead = on)),
-            FaultKind::Loss { link, p: x } => (link, Box::new(move |f| f.loss = p(x))),
-            FaultKind::Duplicate { link, p: x } => (link, Box::new(move |f| f.duplicate = p(x))),
-            FaultKind::Reorder {
-                link,
-                p: x,
-                extra_ms,
-            } => (
-                link,
-                Box::new(move |f| {
-                    f.reorder = p(x);
-                    f.reorder_extra = Duration::from_millis(extra_ms);
-                }),
-            ),
-            FaultKind::Corrupt { link, p: x } => (link, Box::new(move |f| f.corrupt = p(x))),
-            FaultKind::Truncate { link, p: x } => (link, Box::new(move |f| f.truncate = p(x))),
+        let link = match *kind {
+            FaultKind::LinkDeath { link }
+            | FaultKind::Loss { link, .. }
+            | FaultKind::Duplicate { link, .. }
+            | FaultKind::Reorder { link, .. }
+            | FaultKind::Corrupt { link, .. }
+            | FaultKind::Truncate { link, .. } => link,
             _ => return,
         };
-        if let Some(f) = self.faults.get_mut(link) {
-            apply(f);
+        let Some(f) = self.faults.get_mut(link) else {
+            return;
+        };
+        match *kind {
+            FaultKind::LinkDeath { .. } => f.dead = on,
+            FaultKind::Loss { p: x, .. } => f.loss = p(x),
+            FaultKind::Duplicate { p: x, .. } => f.duplicate = p(x),
+            FaultKind::Reorder { p: x, extra_ms, .. } => {
+                f.reorder = p(x);
+                f.reorder_extra = Duration::from_millis(extra_ms);
+            }
+            FaultKind::Corrupt { p: x, .. } => f.corrupt = p(x),
+            FaultKind::Truncate { p: x, .. } => f.truncate = p(x),
+            _ => {}
         }
     }
 

@@ -300,12 +300,11 @@ impl World {
         let f = self.plan.faults[i];
         self.active[i] = starts && f.length > Duration::ZERO;
         // Link faults: recompute from every fault holding now, so overlaps compose.
-        for (j, g) in self.plan.faults.iter().enumerate() {
+        for g in &self.plan.faults {
             self.net.set_fault(&g.kind, false);
-            let _ = j;
         }
-        for (j, g) in self.plan.faults.iter().enumerate() {
-            if self.active[j] {
+        for (g, &on) in self.plan.faults.iter().zip(&self.active) {
+            if on {
                 self.net.set_fault(&g.kind, true);
             }
         }
@@ -318,16 +317,15 @@ impl World {
         };
         match f.kind {
             FaultKind::ClientCrash if starts => self.client_kill(),
-            FaultKind::ClientCrash => {
-                if !holding(self, |k| matches!(k, FaultKind::ClientCrash)) && !self.client.alive {
-                    self.client_start(false);
-                }
+            FaultKind::ClientCrash
+                if !holding(self, |k| matches!(k, FaultKind::ClientCrash))
+                    && !self.client.alive =>
+            {
+                self.client_start(false)
             }
             FaultKind::ServerCrash if starts => self.server_kill(),
-            FaultKind::ServerCrash => {
-                if !holding(self, |k| matches!(k, FaultKind::ServerCrash)) {
-                    self.server.alive = true;
-                }
+            FaultKind::ServerCrash if !holding(self, |k| matches!(k, FaultKind::ServerCrash)) => {
+                self.server.alive = true
             }
             FaultKind::NatRebind => self.client.nat_epoch += 1,
             FaultKind::ClockJump { host, jump_ms } if starts => {
