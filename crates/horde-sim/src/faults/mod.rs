@@ -13,8 +13,6 @@ pub mod report;
 pub mod world;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Duration;
-
 use thiserror::Error;
 
 pub use plan::{DrawLimits, Fault, FaultKind, RunPlan};
@@ -139,10 +137,4 @@ pub fn shrink(seed: u64, opts: &VoprOptions) -> (Vec<usize>, SeedReport) {
         }
     }
     (keep, best)
-}
-
-/// Simulated time of a default run, for progress estimates.
-pub fn typical_run() -> Duration {
-    let l = DrawLimits::default();
-    l.fault_window + l.quiet + Duration::from_secs(8)
 }
