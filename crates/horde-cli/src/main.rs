@@ -28,6 +28,7 @@ mod table;
 mod trace;
 mod tunnel;
 mod verdict;
+mod vopr;
 
 use std::process::ExitCode;
 
@@ -99,6 +100,8 @@ enum Command {
     Completions(docgen::CompletionsArgs),
     /// Print the man page (roff), or write one per subcommand with --out DIR.
     Man(docgen::ManArgs),
+    /// Deterministic fault-injection simulation: run seeds, check invariants, replay one.
+    Vopr(vopr::Args),
     /// Trace analysis (lagged NMI, wavelets, distributions, pcap RTTs) and CDMA2000 probes.
     Analyze {
         #[command(subcommand)]
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
         Command::Completions(a) => docgen::completions(a),
         Command::Man(a) => docgen::man(a),
         Command::Analyze { command } => analyze::run(command),
+        Command::Vopr(a) => vopr::run(a),
     };
     match result {
         Ok(code) => code,

@@ -869,6 +869,12 @@ impl Session {
             State::Closed
         };
         self.close_reason = Some(reason);
+        // ADUs held for ordering were acknowledged on arrival: the application gets them
+        // before it hears of the end.
+        for r in self.recv.values_mut() {
+            r.release_all(&mut self.delivered);
+        }
+        self.flush_delivered();
         self.events.push_back(Event::Closed { reason });
     }
 
@@ -919,6 +925,17 @@ impl Session {
                 s.queued_bytes += q.payload.len();
                 s.queue.push_back(q);
             }
+            // Carried ADUs count against the queue limit like any other.
+            for d in s.trim() {
+                self.stats.adus_dropped += 1;
+                self.events.push_back(Event::Nack {
+                    stream: id,
+                    adu: d.id,
+                    stream_seq: d.seq,
+                    channel: None,
+                    reason: NackReason::QueueOverflow,
+                });
+            }
             self.send.insert(id, s);
         }
         self.objectives = std::mem::take(&mut old.objectives);
@@ -956,7 +973,9 @@ impl Session {
     /// nothing more: the packet is not acked, so the sender counts it lost, and is told
     /// to stop.
     fn admit(&mut self, now: Duration, bytes: usize) -> bool {
-        if self.life.flow.fits(bytes) {
+        // ADUs held for ordering take buffer space too: they become unread data soon.
+        let held: usize = self.recv.values().map(RecvStream::held_bytes).sum();
+        if self.life.flow.fits(bytes + held) {
             return true;
         }
         self.stats.flow_dropped += 1;
@@ -967,9 +986,11 @@ impl Session {
     }
 
     fn queue_window(&mut self, open: u64) {
-        if !self.channels.is_empty() {
-            // On the first channel alive, else the first: it is one small packet.
-            let idx = self.channels.iter().position(|c| c.is_alive()).unwrap_or(0);
+        // On every channel: updates are rare and small, and one channel's path back to
+        // the sender may be broken without this end knowing (a NAT rebinding the sender
+        // has not yet announced on it, a dead downlink); a lost reopening would leave
+        // the sender probing forever.
+        for idx in 0..self.channels.len() {
             self.tx.push_back(PendingTx::Window(idx, open));
         }
     }

@@ -179,6 +179,11 @@ impl SendStream {
     pub fn push(&mut self, adu: QueuedAdu) -> Vec<QueuedAdu> {
         self.queued_bytes += adu.payload.len();
         self.queue.push_back(adu);
+        self.trim()
+    }
+
+    /// Drop the oldest ADUs while the queue is over its limit (always keeping one).
+    pub fn trim(&mut self) -> Vec<QueuedAdu> {
         let mut dropped = Vec::new();
         while self.queued_bytes > self.config.max_queue_bytes && self.queue.len() > 1 {
             let old = self.queue.pop_front().expect("queue has more than one ADU");
@@ -273,6 +278,8 @@ pub struct RecvStream {
     /// Next stream sequence number owed to the application when ordered.
     next: u64,
     held: BTreeMap<u64, (Delivered, Duration)>,
+    /// Payload bytes of the held ADUs.
+    held_bytes: usize,
     pub delivered: u64,
 }
 
@@ -297,7 +304,10 @@ impl RecvStream {
             out.push(adu);
             return;
         }
-        self.held.insert(adu.stream_seq, (adu, now));
+        self.held_bytes += adu.payload.len();
+        if let Some((old, _)) = self.held.insert(adu.stream_seq, (adu, now)) {
+            self.held_bytes -= old.payload.len();
+        }
         self.release_in_order(out);
     }
 
@@ -307,6 +317,7 @@ impl RecvStream {
                 break;
             }
             let (adu, _) = entry.remove();
+            self.held_bytes -= adu.payload.len();
             // Saturates at the last number: later arrivals are then delivered as late.
             self.next = self.next.saturating_add(1);
             self.delivered += 1;
@@ -330,11 +341,28 @@ impl RecvStream {
                 break;
             }
             let (adu, _) = entry.remove();
+            self.held_bytes -= adu.payload.len();
             self.delivered += 1;
             out.push(adu);
         }
         self.next = last.saturating_add(1);
         self.release_in_order(out);
+    }
+
+    /// The session is ending: hand over everything held, in order, gaps skipped. Each
+    /// was acknowledged when it arrived, so holding it back now would lose it.
+    pub fn release_all(&mut self, out: &mut Vec<Delivered>) {
+        while let Some((seq, (adu, _))) = self.held.pop_first() {
+            self.held_bytes -= adu.payload.len();
+            self.next = seq.saturating_add(1);
+            self.delivered += 1;
+            out.push(adu);
+        }
+    }
+
+    /// Payload bytes held for ordering: receive-buffer memory as much as unread data.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     pub fn next_timeout(&self, hold: Duration) -> Option<Duration> {
@@ -382,6 +410,22 @@ mod tests {
         // A straggler from the skipped gap is still delivered.
         r.on_arrival(t(70), d(3), &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn an_ending_session_releases_what_it_held_in_order() {
+        let t = Duration::from_millis;
+        let mut r = RecvStream::new(true);
+        let mut out = Vec::new();
+        for seq in [4, 2, 7] {
+            r.on_arrival(t(1), d(seq), &mut out);
+        }
+        assert!(out.is_empty());
+        r.release_all(&mut out);
+        let seqs: Vec<u64> = out.iter().map(|a| a.stream_seq).collect();
+        assert_eq!(seqs, vec![2, 4, 7]);
+        assert_eq!(r.next_timeout(t(50)), None);
+        assert_eq!(r.held_bytes(), 0);
     }
 
     #[test]

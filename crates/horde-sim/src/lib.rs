@@ -3,6 +3,7 @@
 pub mod build;
 pub mod engine;
 pub mod fairness;
+pub mod faults;
 pub mod flows;
 pub mod metrics;
 pub mod objectives;

@@ -1,0 +1,69 @@
+//! `horde vopr` end to end: a run of seeds, a replay, a shrunk replay, a failing seed's
+//! exit code and replay line, and bad input.
+
+use std::process::{Command, Output};
+
+fn horde(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(args)
+        .output()
+        .expect("run horde")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn seeds_run_and_report_one_json_line_each() {
+    let out = horde(&["vopr", "--seeds", "3", "--from", "10", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON report per line"))
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for (i, r) in lines.iter().enumerate() {
+        assert_eq!(r["seed"], 10 + i as u64);
+        assert_eq!(r["violations"].as_array().map(Vec::len), Some(0));
+        assert_eq!(r["digest"].as_str().map(str::len), Some(16));
+    }
+}
+
+#[test]
+fn a_seed_replays_with_the_same_digest_and_a_fault_subset_replays_too() {
+    let digest = |args: &[&str]| {
+        let out = horde(args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        let d = s.split("digest ").nth(1).expect("digest printed");
+        d.split_whitespace().next().expect("digest").to_string()
+    };
+    let a = digest(&["vopr", "--seed", "129"]);
+    assert_eq!(a, digest(&["vopr", "--seed", "129"]));
+    let subset = digest(&["vopr", "--seed", "129", "--keep-faults", "0,3"]);
+    assert_ne!(a, subset);
+}
+
+#[test]
+fn a_failing_seed_exits_2_and_prints_its_replay_command() {
+    let out = horde(&["vopr", "--seed", "57", "--raw-duplicates"]);
+    assert_eq!(out.status.code(), Some(2));
+    let s = text(&out.stdout);
+    assert!(s.contains("delivered_twice"), "{s}");
+    assert!(
+        s.contains("replay: horde vopr --seed 57 --raw-duplicates"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_fault_index_the_seed_does_not_have_is_a_clear_error() {
+    let out = horde(&["vopr", "--seed", "129", "--keep-faults", "0,99"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("seed 129 draws 5 faults") && e.contains("no fault 99"),
+        "{e}"
+    );
+}

@@ -1,0 +1,140 @@
+//! Deterministic fault-injection simulation, in the manner of FoundationDB's simulator
+//! and TigerBeetle's VOPR: each seed draws a run (links, streams, faults), runs two
+//! hosts' sessions through it in virtual time, and checks invariants about every ADU,
+//! memory bounds, convergence and allocations. The same seed gives the same run byte for
+//! byte (the report's digest covers every datagram and event), so a failing seed is
+//! replayed by one command; see `docs/vopr.md`.
+
+pub mod ledger;
+pub mod link_death;
+pub mod net;
+pub mod plan;
+pub mod report;
+pub mod world;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use thiserror::Error;
+
+pub use plan::{DrawLimits, Fault, FaultKind, RunPlan};
+pub use report::{replay_command, SeedReport, Violation};
+
+/// A run that could not be set up (not an invariant violation).
+#[derive(Debug, Error)]
+pub enum SimFailure {
+    #[error("setup: {0}")]
+    Setup(String),
+}
+
+/// How to run seeds.
+#[derive(Debug, Clone, Default)]
+pub struct VoprOptions {
+    pub limits: DrawLimits,
+    /// Keep only these faults of the drawn plan (shrinking).
+    pub keep_faults: Option<Vec<usize>>,
+    /// Let exact duplicates through to the sessions (no secure-layer replay window).
+    pub raw_duplicates: bool,
+}
+
+/// Run one plan to its end and check it; panics inside are caught and reported.
+pub fn run_plan(plan: RunPlan, keep: Option<&[usize]>) -> SeedReport {
+    let seed = plan.seed;
+    let faults = plan.faults.clone();
+    let links = plan.links.len();
+    let streams = plan.streams.len();
+    let outcome = catch_unwind(AssertUnwindSafe(
+        move || -> Result<SeedReport, SimFailure> {
+            let mut w = world::World::new(plan)?;
+            let end = w.end();
+            w.run_until(end);
+            w.finish();
+            let mut violations = std::mem::take(&mut w.violations);
+            violations.append(&mut w.ledger.violations);
+            Ok(SeedReport {
+                seed,
+                links,
+                streams,
+                faults: w.plan().faults.clone(),
+                adus: w.ledger.tally,
+                net: w.net.stats,
+                lifecycle: w.lifecycle,
+                digest: w.digest.hex(),
+                simulated_s: w.now.as_secs_f64(),
+                resumed_after_s: w.resumed_after.map(|d| d.as_secs_f64()),
+                violations,
+                replay: replay_command(seed, keep),
+            })
+        },
+    ));
+    let failed = |kind, detail: String| SeedReport {
+        seed,
+        links,
+        streams,
+        faults: faults.clone(),
+        adus: Default::default(),
+        net: Default::default(),
+        lifecycle: Default::default(),
+        digest: String::new(),
+        simulated_s: 0.0,
+        resumed_after_s: None,
+        violations: vec![Violation::new(kind, detail)],
+        replay: replay_command(seed, keep),
+    };
+    match outcome {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => failed("setup", e.to_string()),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            failed("panic", msg)
+        }
+    }
+}
+
+/// Draw and run seed `seed`.
+pub fn run_seed(seed: u64, opts: &VoprOptions) -> SeedReport {
+    let mut plan = RunPlan::draw(seed, opts.limits);
+    if let Some(keep) = &opts.keep_faults {
+        plan.keep_faults(keep, opts.limits.quiet);
+    }
+    plan.replay_window = !opts.raw_duplicates;
+    let mut r = run_plan(plan, opts.keep_faults.as_deref());
+    if opts.raw_duplicates {
+        r.replay.push_str(" --raw-duplicates");
+    }
+    r
+}
+
+/// Remove faults from a failing seed's plan one at a time while it still fails with a
+/// violation of the same kind; returns the smallest subset found and its report.
+pub fn shrink(seed: u64, opts: &VoprOptions) -> (Vec<usize>, SeedReport) {
+    let first = run_seed(seed, opts);
+    let all = RunPlan::draw(seed, opts.limits).faults.len();
+    let mut keep: Vec<usize> = opts
+        .keep_faults
+        .clone()
+        .unwrap_or_else(|| (0..all).collect());
+    let Some(kind) = first.violations.first().map(|v| v.kind) else {
+        return (keep, first);
+    };
+    let mut best = first;
+    let mut i = 0;
+    while i < keep.len() {
+        let mut trial = keep.clone();
+        trial.remove(i);
+        let o = VoprOptions {
+            keep_faults: Some(trial.clone()),
+            ..opts.clone()
+        };
+        let r = run_seed(seed, &o);
+        if r.violations.iter().any(|v| v.kind == kind) {
+            keep = trial;
+            best = r;
+        } else {
+            i += 1;
+        }
+    }
+    (keep, best)
+}
