@@ -4,6 +4,7 @@
 
 pub mod cc;
 pub mod channel;
+pub mod endpoint;
 pub mod estimator;
 pub mod event;
 mod fair_share;
@@ -15,6 +16,10 @@ pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
+pub use endpoint::{
+    AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
+    EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
+};
 pub use event::{CloseReason, Event, NackReason};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
