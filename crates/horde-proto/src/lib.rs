@@ -8,6 +8,8 @@ pub mod endpoint;
 pub mod estimator;
 pub mod event;
 mod fair_share;
+#[cfg(feature = "harness")]
+pub mod harness;
 mod lifecycle;
 mod packing;
 pub mod session;
