@@ -420,8 +420,9 @@ impl Harness {
         (a == 10 && d == 1 && node < self.nodes.len()).then_some((NodeId(node), iface))
     }
 
-    /// Put every session's transmits on the wire and collect its events.
-    fn flush(&mut self) {
+    /// Put every session's transmits on the wire and collect its events, without
+    /// advancing time (the `run_*` calls do this after every step).
+    pub fn flush(&mut self) {
         let now = self.now;
         let mut buf = std::mem::take(&mut self.buf);
         for n in 0..self.nodes.len() {
