@@ -90,7 +90,14 @@ pub struct HarnessStats {
 struct Node {
     endpoint: Endpoint,
     sessions: BTreeMap<ConnectionHandle, Session>,
-    events: BTreeMap<ConnectionHandle, Vec<Event>>,
+    events: BTreeMap<ConnectionHandle, EventLog>,
+}
+
+/// A session's events and, in parallel, the times they came out.
+#[derive(Default)]
+struct EventLog {
+    events: Vec<Event>,
+    times: Vec<Duration>,
 }
 
 struct Datagram {
@@ -263,7 +270,15 @@ impl Harness {
         self.nodes[node.0]
             .events
             .get(&handle)
-            .map_or(&[], Vec::as_slice)
+            .map_or(&[], |l| l.events.as_slice())
+    }
+
+    /// When each of [`Harness::events`] came out (the same length).
+    pub fn event_times(&self, node: NodeId, handle: ConnectionHandle) -> &[Duration] {
+        self.nodes[node.0]
+            .events
+            .get(&handle)
+            .map_or(&[], |l| l.times.as_slice())
     }
 
     /// Take the events a session has reported so far.
@@ -271,8 +286,20 @@ impl Harness {
         self.nodes[node.0]
             .events
             .get_mut(&handle)
-            .map(std::mem::take)
+            .map(|l| {
+                l.times.clear();
+                std::mem::take(&mut l.events)
+            })
             .unwrap_or_default()
+    }
+
+    /// Take a session out of the harness (its endpoint forgets it): to hand its
+    /// streams to a successor ([`Session::inherit`]), or to let it vanish silently.
+    pub fn remove_session(&mut self, node: NodeId, handle: ConnectionHandle) -> Option<Session> {
+        let n = &mut self.nodes[node.0];
+        n.endpoint.forget(handle);
+        n.events.remove(&handle);
+        n.sessions.remove(&handle)
     }
 
     /// Hand `node` a datagram from `src` on interface `iface` now, as if it had just
@@ -439,9 +466,10 @@ impl Harness {
                 let Some(s) = node.sessions.get_mut(&h) else {
                     continue;
                 };
-                let events = node.events.entry(h).or_default();
+                let log = node.events.entry(h).or_default();
                 while let Some(e) = s.poll_event() {
-                    events.push(e);
+                    log.events.push(e);
+                    log.times.push(now);
                 }
             }
         }
