@@ -14,6 +14,7 @@ mod lifecycle;
 mod packing;
 pub mod session;
 pub mod stream;
+mod timers;
 pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
