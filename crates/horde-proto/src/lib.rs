@@ -2,6 +2,8 @@
 //! simulator, the real-time runtime, a test) passes in datagrams and the time, and polls
 //! out datagrams, the next timer and application events.
 
+#![forbid(unsafe_code)]
+
 pub mod cc;
 pub mod channel;
 pub mod endpoint;
