@@ -2,15 +2,13 @@
 
 use std::net::SocketAddr;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
-use horde_policy::Scheduler;
 use horde_proto::{ChannelConfig, SessionConfig};
 
-/// Makes the scheduler each new session runs.
-pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
+/// Makes the scheduler each new session runs (the endpoint's).
+pub use horde_proto::SchedulerFactory;
 
 /// One local network interface: a UDP socket bound to `bind`, and optionally pinned to a
 /// device with `SO_BINDTODEVICE` (needs `CAP_NET_RAW`).

@@ -23,17 +23,19 @@ use horde_crypto::{
     classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, PublicKey,
     RekeyPolicy, Reply,
 };
-use horde_proto::wire::{self, Packet as Wire};
-use horde_proto::{ChannelConfig, ChannelSpec, CloseReason, Event, Session, SessionConfig};
+use horde_proto::{
+    AcceptError, ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle,
+    Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
+};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use crate::api::{
     Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
 };
-use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory};
+use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::handshake::{Done, Gate, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::socket;
@@ -107,6 +109,8 @@ struct Conn {
     crypto: Option<Box<horde_crypto::Session>>,
     handshake: Option<PendingHandshake>,
     proto: Option<Session>,
+    /// `proto`'s handle in the host's endpoint.
+    handle: Option<ConnectionHandle>,
     events: mpsc::UnboundedSender<Event>,
     /// The receiver half, until a session is accepted and handed to a listener.
     events_rx: Option<mpsc::UnboundedReceiver<Event>>,
@@ -144,6 +148,7 @@ impl Conn {
             crypto,
             handshake,
             proto: None,
+            handle: None,
             events,
             events_rx,
             targets: BTreeMap::new(),
@@ -221,12 +226,12 @@ struct Driver {
     rekey: RekeyPolicy,
     session: SessionConfig,
     accepted_channel: ChannelConfig,
-    scheduler: Option<SchedulerFactory>,
+    /// Opens and accepts sessions: connection ids, seeds, scheduler, receive buffer.
+    endpoint: Endpoint,
     conns: BTreeMap<u64, Conn>,
     /// Local crypto index -> connection key.
     by_index: HashMap<u32, u64>,
     listeners: HashMap<u32, mpsc::Sender<Connection>>,
-    recv_buffer: usize,
     cmd_tx: mpsc::UnboundedSender<Command>,
     next_key: u64,
     rng: StdRng,
@@ -278,13 +283,20 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         keypair: config.keypair,
         handshakes,
         rekey: config.rekey,
+        endpoint: Endpoint::new(EndpointConfig {
+            session: config.session.clone(),
+            seed: rand::random(),
+            local_aliases: addrs.clone(),
+            scheduler: config.scheduler,
+            receive_buffer: Some(config.recv_buffer_bytes),
+            // The application's accept queue is the listener's channel.
+            accept_backlog: usize::MAX,
+        }),
         session: config.session,
         accepted_channel: config.accepted_channel,
-        scheduler: config.scheduler,
         conns: BTreeMap::new(),
         by_index: HashMap::new(),
         listeners: HashMap::new(),
-        recv_buffer: config.recv_buffer_bytes,
         cmd_tx: cmd_tx.clone(),
         next_key: 1,
         rng: StdRng::from_entropy(),
@@ -419,24 +431,21 @@ impl Driver {
         t.max(now)
     }
 
-    /// Settings for a new session (with a fresh seed) and this host's address aliases.
-    fn new_session_config(&mut self) -> (SessionConfig, Vec<SocketAddr>) {
+    /// New sessions advertise the addresses of the sockets open now.
+    fn refresh_aliases(&mut self) {
         let aliases = self
             .sockets
             .iter()
             .flatten()
             .filter_map(|s| s.local_addr().ok())
             .collect();
-        let config = SessionConfig {
-            seed: self.rng.gen(),
-            ..self.session.clone()
-        };
-        (config, aliases)
+        self.endpoint.set_local_aliases(aliases);
     }
 
-    fn install_scheduler(&self, session: &mut Session) {
-        if let Some(f) = &self.scheduler {
-            session.set_scheduler(f());
+    /// The connection is gone: its session no longer routes in the endpoint.
+    fn forget(&mut self, conn: &Conn) {
+        if let Some(h) = conn.handle {
+            self.endpoint.forget(h);
         }
     }
 
@@ -583,6 +592,7 @@ impl Driver {
             let Some(mut c) = self.conns.remove(&key) else {
                 continue;
             };
+            self.forget(&c);
             if let Some(p) = c.proto.as_mut() {
                 p.replaced(now);
                 c.forward_events();
@@ -634,14 +644,18 @@ impl Driver {
                 config: c.config.clone(),
             })
             .collect();
-        let (config, aliases) = self.new_session_config();
-        let conn_id = self.rng.gen();
-        let recv_buffer = self.recv_buffer;
-        match Session::connect(config, conn_id, hs.config.service, specs, aliases, now) {
-            Ok(mut p) => {
-                self.install_scheduler(&mut p);
-                p.set_receive_buffer(Some(recv_buffer));
+        self.refresh_aliases();
+        let options = ConnectOptions {
+            service: hs.config.service,
+            channels: specs,
+            ..ConnectOptions::default()
+        };
+        match self.endpoint.connect(now, options) {
+            Ok((handle, mut p)) => {
                 let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+                if let Some(old) = conn.handle.replace(handle) {
+                    self.endpoint.forget(old);
+                }
                 conn.crypto = Some(Box::new(crypto));
                 p.set_successor_expected(conn.reconnect.is_some());
                 if let Some(mut r) = conn.redial.take() {
@@ -696,60 +710,47 @@ impl Driver {
         plain: Bytes,
         now: Duration,
     ) {
-        let service = match wire::decode(&plain) {
-            Ok(Wire::Hello { service, .. }) => service,
-            Err(wire::WireError::Version(v)) if wire::foreign_hello_version(&plain).is_some() => {
+        self.refresh_aliases();
+        let new = match self.endpoint.accept_hello(now, iface as u16, src, &plain) {
+            Ok(new) => new,
+            Err(AcceptError::UnsupportedVersion { peer, ours }) => {
                 tracing::warn!(
                     peer = %src,
-                    "refused a peer speaking wire version {v}: this host speaks version {} only",
-                    wire::VERSION
+                    "refused a peer speaking wire version {peer}: this host speaks version {ours} only"
                 );
                 self.stats.unroutable += 1;
                 return;
             }
-            _ => {
+            Err(_) => {
                 self.stats.unroutable += 1;
                 return;
             }
         };
+        // Taken from the endpoint's queue at once: the listener's channel is the backlog.
+        self.endpoint.accept();
+        let service = new.session.service();
         let Some(listener) = self.listeners.get(&service).cloned() else {
+            self.endpoint.forget(new.handle);
             self.stats.unroutable += 1;
             return;
         };
-        let cfg = self.accepted_channel.clone();
-        let (config, aliases) = self.new_session_config();
-        let recv_buffer = self.recv_buffer;
-        match Session::accept(
-            config,
-            now,
-            iface as u16,
-            src,
-            plain,
-            aliases,
-            Arc::new(move |_| cfg.clone()),
-        ) {
-            Ok(mut p) => {
-                self.install_scheduler(&mut p);
-                p.set_receive_buffer(Some(recv_buffer));
-                if let Some(peer) = self.conns.get(&key).and_then(Conn::peer) {
-                    self.replace_sessions_of(&peer, service, key);
-                }
-                let conn = self.conns.get_mut(&key).expect("connection exists");
-                conn.proto = Some(p);
-                if let Some(rx) = conn.events_rx.take() {
-                    let events = conn.receiver(rx);
-                    let c = Connection::new(key, self.cmd_tx.clone(), events, conn.peer());
-                    if listener.try_send(c).is_err() {
-                        // The application is not accepting: refuse rather than queue.
-                        self.stats.backlog_refused += 1;
-                        tracing::warn!(service, "accept backlog full: connection closed");
-                        if let Some(p) = conn.proto.as_mut() {
-                            p.close(now);
-                        }
-                    }
+        if let Some(peer) = self.conns.get(&key).and_then(Conn::peer) {
+            self.replace_sessions_of(&peer, service, key);
+        }
+        let conn = self.conns.get_mut(&key).expect("connection exists");
+        conn.proto = Some(*new.session);
+        conn.handle = Some(new.handle);
+        if let Some(rx) = conn.events_rx.take() {
+            let events = conn.receiver(rx);
+            let c = Connection::new(key, self.cmd_tx.clone(), events, conn.peer());
+            if listener.try_send(c).is_err() {
+                // The application is not accepting: refuse rather than queue.
+                self.stats.backlog_refused += 1;
+                tracing::warn!(service, "accept backlog full: connection closed");
+                if let Some(p) = conn.proto.as_mut() {
+                    p.close(now);
                 }
             }
-            Err(_) => self.stats.unroutable += 1,
         }
     }
 
@@ -763,6 +764,8 @@ impl Driver {
             }
             Command::Listen(service, tx) => {
                 self.listeners.insert(service, tx);
+                let server = ServerConfig::uniform(self.accepted_channel.clone());
+                self.endpoint.listen(service, server);
             }
             Command::AddInterface(iface, reply) => {
                 let r = self.add_interface(&iface);
@@ -1065,6 +1068,7 @@ impl Driver {
         let Some(mut c) = self.conns.remove(&key) else {
             return;
         };
+        self.forget(&c);
         self.by_index.retain(|_, k| *k != key);
         c.reconnect = None;
         if let Some(mut r) = c.redial.take() {
@@ -1209,6 +1213,7 @@ impl Driver {
                 continue;
             }
             if let Some(mut c) = self.conns.remove(&key) {
+                self.forget(&c);
                 if let Some(h) = c.handshake.take() {
                     let _ = h.reply.send(Err(NetError::HandshakeTimeout));
                 }
@@ -1340,7 +1345,9 @@ impl Driver {
     }
 
     fn remove_conn(&mut self, key: u64) {
-        self.conns.remove(&key);
+        if let Some(c) = self.conns.remove(&key) {
+            self.forget(&c);
+        }
         self.by_index.retain(|_, k| *k != key);
     }
 }

@@ -2,20 +2,30 @@
 //! simulator, the real-time runtime, a test) passes in datagrams and the time, and polls
 //! out datagrams, the next timer and application events.
 
+#![forbid(unsafe_code)]
+
 pub mod cc;
 pub mod channel;
+pub mod endpoint;
 pub mod estimator;
 pub mod event;
 mod fair_share;
+#[cfg(feature = "harness")]
+pub mod harness;
 mod lifecycle;
 mod packing;
 pub mod recovery;
 pub mod session;
 pub mod stream;
+mod timers;
 pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
+pub use endpoint::{
+    AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
+    EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
+};
 pub use event::{CloseReason, Event, NackReason};
 pub use recovery::{RecoveryConfig, RecoveryMode};
 pub use session::{

@@ -30,6 +30,7 @@ use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
 use crate::packing::{packed_capacity, packet_size, Packer, PlanInput};
 use crate::recovery::RecoveryLayer;
 use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
+use crate::timers::{Deadlines, Timer, TimerTable};
 use crate::wire::{
     self, Ack, Packet, FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN,
 };
@@ -402,6 +403,8 @@ pub struct Session {
     ack_ranges: Vec<(u64, u64)>,
     /// Loss recovery of the streams that ask for it (`docs/recovery.md`).
     recovery: RecoveryLayer,
+    /// The named timers' deadlines.
+    timers: TimerTable,
 }
 
 impl std::fmt::Debug for Session {
@@ -461,6 +464,7 @@ impl Session {
             close_reason: None,
             ack_ranges: Vec::new(),
             recovery: RecoveryLayer::default(),
+            timers: TimerTable::default(),
             config,
         }
     }
@@ -734,6 +738,7 @@ impl Session {
     /// channel's hello is repeated until the peer acknowledges it, and the peer restarts
     /// its state for that id when the hello arrives (see [`Session::handle_datagram`]).
     pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
+        self.timers.invalidate();
         let id = (0..=255u8)
             .find(|id| self.channel_index(*id).is_none())
             .ok_or(SessionError::TooManyChannels)?;
@@ -752,6 +757,7 @@ impl Session {
 
     /// Remove a channel (its interface went away). Its outstanding ADUs are nacked.
     pub fn remove_channel(&mut self, now: Duration, id: u8) -> bool {
+        self.timers.invalidate();
         let Some(idx) = self.channel_index(id) else {
             return false;
         };
@@ -784,6 +790,7 @@ impl Session {
     /// is nacked as [`NackReason::Abandoned`], then [`Event::Closed`] reports
     /// [`CloseReason::LocalClose`].
     pub fn close(&mut self, now: Duration) {
+        self.timers.invalidate();
         if self.is_closed() {
             return;
         }
@@ -802,6 +809,7 @@ impl Session {
 
     /// End the session because a new one with the same peer replaced it.
     pub fn replaced(&mut self, now: Duration) {
+        self.timers.invalidate();
         if !matches!(self.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Replaced);
         }
@@ -810,6 +818,7 @@ impl Session {
     /// End the session because the peer cannot be reached (the driver saw every channel
     /// die, or ICMP errors on every channel).
     pub fn unreachable(&mut self, now: Duration) {
+        self.timers.invalidate();
         if !matches!(self.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Unreachable);
         }
@@ -952,6 +961,7 @@ impl Session {
 
     /// The application has read `bytes` of payload delivered earlier.
     pub fn consumed(&mut self, now: Duration, bytes: usize) {
+        self.timers.invalidate();
         let flow = &mut self.life.flow;
         flow.unread = flow.unread.saturating_sub(bytes);
         if let Some(open) = flow.update(now, false) {
@@ -1018,6 +1028,7 @@ impl Session {
 
     /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
+        self.timers.invalidate();
         let packet = match wire::decode_reusing(&datagram, &mut self.ack_ranges) {
             Ok(p) => p,
             Err(_) => {
@@ -1377,10 +1388,38 @@ impl Session {
         }
     }
 
-    /// Process timers that are due.
+    /// Process timers that are due (and only those).
     pub fn handle_timeout(&mut self, now: Duration) {
+        if self.timers.is_stale() {
+            self.refill_timers(now);
+        }
+        let ran = self.run_due_timers(now);
+        if ran {
+            self.refill_timers(now);
+        }
+    }
+
+    /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
+    fn run_due_timers(&mut self, now: Duration) -> bool {
+        let due = |t| self.timers.is_due(t, now);
+        let (channels_due, reorder_due) = (due(Timer::Channel), due(Timer::Reorder));
+        let recovery_due = due(Timer::Recovery);
+        let hello_due = self.hello_due.is_some_and(|t| t <= now);
+        let lifecycle_due = [
+            Timer::Idle,
+            Timer::Keepalive,
+            Timer::CloseRetry,
+            Timer::CloseDeadline,
+            Timer::Drain,
+            Timer::ZeroWindow,
+        ]
+        .into_iter()
+        .any(due);
         if !self.lifecycle_timers(now) {
-            return;
+            return lifecycle_due;
+        }
+        if !(hello_due || channels_due || reorder_due || recovery_due) {
+            return lifecycle_due;
         }
         if self.hello_due.is_some_and(|t| t <= now) {
             match self.state {
@@ -1398,6 +1437,9 @@ impl Session {
         }
         let mut out = std::mem::take(&mut self.resolved);
         for idx in 0..self.channels.len() {
+            if !channels_due || self.channels[idx].next_timeout().is_none_or(|t| t > now) {
+                continue;
+            }
             out.clear();
             let actions = self.channels[idx].on_timeout(now, &mut out);
             let id = self.channels[idx].id;
@@ -1412,12 +1454,18 @@ impl Session {
             }
         }
         self.resolved = out;
-        let hold = ms(self.config.reorder_hold_ms);
-        for r in self.recv.values_mut() {
-            r.on_timeout(now, hold, &mut self.delivered);
+        if reorder_due {
+            let hold = ms(self.config.reorder_hold_ms);
+            for r in self.recv.values_mut() {
+                r.on_timeout(now, hold, &mut self.delivered);
+            }
+            self.flush_delivered();
         }
-        self.recovery_timeouts(now);
-        self.flush_delivered();
+        if recovery_due {
+            self.recovery_timeouts(now);
+            self.flush_delivered();
+        }
+        true
     }
 
     /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
@@ -1426,7 +1474,7 @@ impl Session {
         match self.state {
             State::Closed => return false,
             State::Draining => {
-                if self.life.drain_until.is_some_and(|t| now >= t) {
+                if self.timers.is_due(Timer::Drain, now) {
                     self.life.drain_until = None;
                     self.state = State::Closed;
                 }
@@ -1434,11 +1482,11 @@ impl Session {
             }
             State::Closing => {
                 if let Some(c) = self.life.closing {
-                    if now >= c.deadline {
+                    if self.timers.is_due(Timer::CloseDeadline, now) {
                         self.finish(now, CloseReason::LocalClose);
                         return false;
                     }
-                    if now >= c.next_retry {
+                    if self.timers.is_due(Timer::CloseRetry, now) {
                         for i in 0..self.channels.len() {
                             self.tx.push_back(PendingTx::Close(i));
                         }
@@ -1451,20 +1499,11 @@ impl Session {
                 }
             }
             State::Handshaking | State::Connected => {
-                if self
-                    .life
-                    .idle_deadline(&self.config)
-                    .is_some_and(|t| now >= t)
-                {
+                if self.timers.is_due(Timer::Idle, now) {
                     self.finish(now, CloseReason::IdleTimeout);
                     return false;
                 }
-                if self.state == State::Connected
-                    && self
-                        .life
-                        .keepalive_deadline(&self.config)
-                        .is_some_and(|t| now >= t)
-                {
+                if self.state == State::Connected && self.timers.is_due(Timer::Keepalive, now) {
                     for idx in 0..self.channels.len() {
                         let seq =
                             self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
@@ -1482,45 +1521,20 @@ impl Session {
         true
     }
 
-    /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work.
+    /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work:
+    /// now if datagrams wait, else the earliest named timer or, with ADUs queued, the
+    /// next slot.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
         if !self.tx.is_empty() {
             return Some(now);
         }
-        let hellos = match self.state {
-            State::Handshaking => true,
-            State::Connected => !self.unconfirmed.is_empty(),
-            State::Closed | State::Closing => false,
-            State::Draining => return self.life.drain_until,
-        };
-        if self.state == State::Closed {
-            return None;
-        }
-        let mut t = self.hello_due.filter(|_| hellos);
-        if let Some(c) = self.life.closing {
-            t = min_opt(t, Some(c.deadline.min(c.next_retry)));
+        let mut t = if self.timers.is_stale() {
+            let mut d = Deadlines::default();
+            self.fill_timers(now, &mut d);
+            d.next()
         } else {
-            t = min_opt(t, self.life.idle_deadline(&self.config));
-            if self.state == State::Connected {
-                t = min_opt(t, self.life.keepalive_deadline(&self.config));
-            }
-        }
-        if let Some(b) = self.life.flow.blocked_since {
-            if !self.life.flow.may_send(now) {
-                t = min_opt(t, Some(b + ZERO_WINDOW_PROBE));
-            }
-        }
-        for c in &self.channels {
-            t = min_opt(t, c.next_timeout());
-        }
-        let hold = ms(self.config.reorder_hold_ms);
-        for r in self.recv.values() {
-            t = min_opt(t, r.next_timeout(hold));
-        }
-        t = min_opt(t, self.recovery.next_timeout());
-        if !self.tx.is_empty() {
-            return Some(now);
-        }
+            self.timers.deadlines().next()
+        };
         if self.state == State::Connected
             && self.life.flow.may_send(now)
             && (self.send.values().any(|s| !s.queue.is_empty()) || self.recovery.wants_spare())
@@ -1535,8 +1549,54 @@ impl Session {
         t
     }
 
+    fn refill_timers(&mut self, now: Duration) {
+        let mut d = Deadlines::default();
+        self.fill_timers(now, &mut d);
+        self.timers.refill(|table| *table = d);
+    }
+
+    /// Every named timer's deadline, from the session's state.
+    fn fill_timers(&self, now: Duration, d: &mut Deadlines) {
+        let hellos = match self.state {
+            State::Handshaking => true,
+            State::Connected => !self.unconfirmed.is_empty(),
+            State::Closing => false,
+            State::Draining => {
+                d.set(Timer::Drain, self.life.drain_until);
+                return;
+            }
+            State::Closed => return,
+        };
+        d.set(Timer::Hello, self.hello_due.filter(|_| hellos));
+        if let Some(c) = self.life.closing {
+            d.set(Timer::CloseRetry, Some(c.next_retry));
+            d.set(Timer::CloseDeadline, Some(c.deadline));
+        } else {
+            d.set(Timer::Idle, self.life.idle_deadline(&self.config));
+            if self.state == State::Connected {
+                d.set(Timer::Keepalive, self.life.keepalive_deadline(&self.config));
+            }
+        }
+        if let Some(b) = self.life.flow.blocked_since {
+            if !self.life.flow.may_send(now) {
+                d.set(Timer::ZeroWindow, Some(b + ZERO_WINDOW_PROBE));
+            }
+        }
+        let channels = self.channels.iter().filter_map(Channel::next_timeout).min();
+        d.set(Timer::Channel, channels);
+        let hold = ms(self.config.reorder_hold_ms);
+        let held = self
+            .recv
+            .values()
+            .filter_map(|r| r.next_timeout(hold))
+            .min();
+        d.set(Timer::Reorder, held);
+        d.set(Timer::Recovery, self.recovery.next_timeout());
+    }
+
     /// Write the next datagram to send into `buf` (cleared first).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.timers.invalidate();
         if self.tx.is_empty() {
             for idx in 0..self.channels.len() {
                 if let Some(ack) = self.channels[idx].take_ack(now, self.conn) {
@@ -1557,7 +1617,11 @@ impl Session {
                 }
             }
         }
-        let p = self.tx.pop_front()?;
+        let Some(p) = self.tx.pop_front() else {
+            // The driver's flush ends here: its next question is when to come back.
+            self.refill_timers(now);
+            return None;
+        };
         buf.clear();
         self.life.last_tx = now;
         let idx = pending_channel(&p);

@@ -12,15 +12,18 @@
 //! cost at most one real datagram, and the delivery check allows exactly that many. A
 //! forged `Close` legitimately ends a session, so the sender is never fed one.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::wire::{self, Ack, Packet, FLAG_ORDERED, MAX_ACK_RANGES};
-use horde_proto::{ChannelConfig, ChannelSpec, Event, Session, SessionConfig, StreamConfig};
+use horde_proto::{
+    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
+    ServerConfig, Session, StreamConfig,
+};
 use proptest::prelude::*;
 
 const CONN: u64 = 0x5eed_0000_0000_0042;
@@ -35,159 +38,106 @@ fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
 }
 
-fn client_addr(i: u16) -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], 4000 + i))
-}
-
-fn server_addr(i: u16) -> SocketAddr {
-    SocketAddr::from(([10, 0, 1, 1], 5000 + i))
-}
-
-fn attacker() -> SocketAddr {
-    SocketAddr::from(([192, 0, 2, 66], 6666))
-}
-
 /// A client and a server session joined by a lossless network with a fixed delay.
 struct Pair {
-    now: Duration,
-    client: Session,
-    server: Option<Session>,
-    /// (arrival, order) -> (to server?, receiving interface, bytes)
-    wire: BTreeMap<(Duration, u64), (bool, u16, Bytes)>,
-    order: u64,
+    h: Harness,
+    client_node: NodeId,
+    server_node: NodeId,
+    conn: ConnectionHandle,
     /// Datagrams seen on the wire, as seeds for mutation.
-    captured: Vec<Bytes>,
-    /// Payloads the server delivered.
-    delivered: Vec<Bytes>,
+    captured: Rc<RefCell<Vec<Bytes>>>,
 }
 
 impl Pair {
     fn new() -> Self {
+        let mut h = Harness::new(0);
+        h.set_step_limit(MAX_STEPS);
+        h.set_default_path(PathConfig::delay(ONE_WAY));
+        let client_node = h.add_node(EndpointConfig::default(), CHANNELS);
+        let server_node = h.add_node(EndpointConfig::default(), CHANNELS);
+        h.listen(
+            server_node,
+            7,
+            ServerConfig {
+                aliases: Some(vec![Harness::addr(server_node, 0)]),
+                ..ServerConfig::uniform(ChannelConfig::default())
+            },
+        );
+        let captured = Rc::new(RefCell::new(Vec::new()));
+        let seen = captured.clone();
+        h.set_drop_filter(move |s| {
+            let mut seen = seen.borrow_mut();
+            if seen.len() < 64 {
+                seen.push(Bytes::copy_from_slice(s.bytes));
+            }
+            false
+        });
         let channels = (0..CHANNELS)
             .map(|i| ChannelSpec {
                 local: i,
-                remote: server_addr(i),
+                remote: Harness::addr(server_node, i),
                 config: ChannelConfig::default(),
             })
             .collect();
-        let client = Session::connect(
-            SessionConfig::default(),
-            CONN,
-            7,
-            channels,
-            (0..CHANNELS).map(client_addr).collect(),
-            Duration::ZERO,
-        )
-        .expect("connect");
+        let conn = h
+            .connect(
+                client_node,
+                ConnectOptions {
+                    service: 7,
+                    channels,
+                    conn_id: Some(CONN),
+                    ..ConnectOptions::default()
+                },
+            )
+            .expect("connect");
         Pair {
-            now: Duration::ZERO,
-            client,
-            server: None,
-            wire: BTreeMap::new(),
-            order: 0,
-            captured: Vec::new(),
-            delivered: Vec::new(),
+            h,
+            client_node,
+            server_node,
+            conn,
+            captured,
         }
+    }
+
+    fn now(&self) -> Duration {
+        self.h.now()
+    }
+
+    fn client(&mut self) -> &mut Session {
+        self.h.session_mut(self.client_node, self.conn)
     }
 
     fn server(&mut self) -> &mut Session {
-        self.server.as_mut().expect("server accepted")
+        let h = *self
+            .h
+            .handles(self.server_node)
+            .first()
+            .expect("server accepted");
+        self.h.session_mut(self.server_node, h)
     }
 
-    /// Put every pending transmit on the wire and collect the server's deliveries.
-    fn flush(&mut self) {
-        let mut buf = Vec::new();
-        let now = self.now;
-        while let Some(t) = self.client.poll_transmit(now, &mut buf) {
-            self.send(true, t.local, &buf);
-        }
-        if let Some(s) = self.server.as_mut() {
-            let mut out = Vec::new();
-            while let Some(t) = s.poll_transmit(now, &mut buf) {
-                out.push((t.local, buf.clone()));
-            }
-            for (local, b) in out {
-                self.send(false, local, &b);
-            }
-        }
-        while self.client.poll_event().is_some() {}
-        if let Some(s) = self.server.as_mut() {
-            while let Some(e) = s.poll_event() {
-                if let Event::Received { payload, .. } = e {
-                    self.delivered.push(payload);
-                }
-            }
-        }
-    }
-
-    fn send(&mut self, to_server: bool, local: u16, datagram: &[u8]) {
-        let bytes = Bytes::copy_from_slice(datagram);
-        if self.captured.len() < 64 {
-            self.captured.push(bytes.clone());
-        }
-        self.order += 1;
-        self.wire
-            .insert((self.now + ONE_WAY, self.order), (to_server, local, bytes));
-    }
-
-    fn next_time(&self) -> Option<Duration> {
-        let mut t = self.wire.keys().next().map(|k| k.0);
-        for s in std::iter::once(&self.client).chain(self.server.as_ref()) {
-            if let Some(x) = s.poll_timeout(self.now) {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        }
-        t
+    /// Payloads the server delivered.
+    fn delivered(&self) -> Vec<Bytes> {
+        let Some(&h) = self.h.handles(self.server_node).first() else {
+            return Vec::new();
+        };
+        self.h
+            .events(self.server_node, h)
+            .iter()
+            .filter_map(|e| match e {
+                Event::Received { payload, .. } => Some(payload.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn run_until(&mut self, end: Duration) {
-        self.flush();
-        let mut steps = 0;
-        while let Some(t) = self.next_time() {
-            if t > end {
-                break;
-            }
-            steps += 1;
-            assert!(steps < MAX_STEPS, "sessions spin at {:?}", self.now);
-            self.now = self.now.max(t);
-            while let Some(entry) = self.wire.first_entry() {
-                if entry.key().0 > self.now {
-                    break;
-                }
-                let (to_server, local, bytes) = entry.remove();
-                let now = self.now;
-                if !to_server {
-                    self.client
-                        .handle_datagram(now, local, server_addr(local), bytes);
-                } else if let Some(s) = self.server.as_mut() {
-                    s.handle_datagram(now, local, client_addr(local), bytes);
-                } else {
-                    let s = Session::accept(
-                        SessionConfig::default(),
-                        now,
-                        local,
-                        client_addr(local),
-                        bytes,
-                        vec![server_addr(0)],
-                        Arc::new(|_| ChannelConfig::default()),
-                    )
-                    .expect("first datagram is a hello");
-                    self.server = Some(s);
-                }
-            }
-            let now = self.now;
-            self.client.handle_timeout(now);
-            if let Some(s) = self.server.as_mut() {
-                s.handle_timeout(now);
-            }
-            self.flush();
-        }
-        self.now = end;
+        self.h.run_until(end);
     }
 
     fn send_adu(&mut self, stream: u32, payload: Vec<u8>) {
-        let now = self.now;
-        self.client
+        let now = self.now();
+        self.client()
             .send_adu(now, stream, Bytes::from(payload), Fields::new())
             .expect("ADU accepted");
     }
@@ -196,11 +146,11 @@ impl Pair {
     fn warmed_up() -> Self {
         let mut p = Pair::new();
         p.run_until(ms(100));
-        assert!(p.client.is_connected());
-        p.client
+        assert!(p.client().is_connected());
+        p.client()
             .open_stream(UNORDERED, StreamConfig::default())
             .unwrap();
-        p.client
+        p.client()
             .open_stream(
                 ORDERED,
                 StreamConfig {
@@ -212,12 +162,12 @@ impl Pair {
         for i in 0..4u8 {
             p.send_adu(UNORDERED, vec![i; 100 + usize::from(i)]);
             p.send_adu(ORDERED, vec![0x80 | i; 50]);
-            let t = p.now + ms(5);
+            let t = p.now() + ms(5);
             p.run_until(t);
         }
-        let t = p.now + ms(500);
+        let t = p.now() + ms(500);
         p.run_until(t);
-        assert_eq!(p.delivered.len(), 8, "warm-up traffic delivered");
+        assert_eq!(p.delivered().len(), 8, "warm-up traffic delivered");
         p
     }
 }
@@ -413,8 +363,8 @@ struct Expect {
 /// check the counters and that the client's next ADUs still reach the server.
 fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
     let mut p = Pair::warmed_up();
-    let seeds = p.captured.clone();
-    let before = [p.client.stats(), p.server().stats()];
+    let seeds = p.captured.borrow().clone();
+    let before = [p.client().stats(), p.server().stats()];
     let mut expect = [Expect::default(); 2];
     // Datagrams for our connection the server accepted: without the secure layer each is
     // trusted, and each may cost one real ADU: a forged data packet or ping shadows the
@@ -440,17 +390,22 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
             Ok(Packet::Close { .. }) => closed = true,
             Ok(_) => {}
         }
-        let now = p.now;
+        let now = p.now();
         let local = d.len() as u16 % CHANNELS;
+        // Forged with the peer's own source address: a session follows the source of
+        // what it accepts, and the network routes by address, so a forgery from
+        // elsewhere would move the real traffic off the network instead of testing it.
         if *to_server {
-            p.server().handle_datagram(now, local, attacker(), d);
+            let src = Harness::addr(p.client_node, local);
+            p.server().handle_datagram(now, local, src, d);
         } else {
-            p.client.handle_datagram(now, local, attacker(), d);
+            let src = Harness::addr(p.server_node, local);
+            p.client().handle_datagram(now, local, src, d);
         }
-        let t = p.now + ms(1);
+        let t = p.now() + ms(1);
         p.run_until(t);
     }
-    let after = [p.client.stats(), p.server().stats()];
+    let after = [p.client().stats(), p.server().stats()];
     for side in 0..2 {
         prop_assert_eq!(
             after[side].malformed - before[side].malformed,
@@ -467,24 +422,24 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
     }
 
     if closed {
-        prop_assert!(p.client.is_closed() || p.server().is_closed());
+        prop_assert!(p.client().is_closed() || p.server().is_closed());
         return Ok(());
     }
 
     // Real traffic afterwards: every marker arrives except at most one per shadow.
     let markers = shadows + 3;
-    let first = p.delivered.len();
+    let first = p.delivered().len();
     for i in 0..markers {
         let stream = if i % 2 == 0 { UNORDERED } else { ORDERED };
         let mut m = b"real-after-attack-".to_vec();
         m.extend_from_slice(&i.to_be_bytes());
         p.send_adu(stream, m);
-        let t = p.now + ms(20);
+        let t = p.now() + ms(20);
         p.run_until(t);
     }
-    let t = p.now + ms(3000);
+    let t = p.now() + ms(3000);
     p.run_until(t);
-    let got = p.delivered[first..]
+    let got = p.delivered()[first..]
         .iter()
         .filter(|d| d.starts_with(b"real-after-attack-"))
         .count() as u64;

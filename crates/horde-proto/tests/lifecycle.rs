@@ -2,15 +2,14 @@
 //! handing a dead session's streams to a new one, and receive-side flow control.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, CloseReason, Event, InFlightPolicy, NackReason, Session,
-    SessionConfig, StreamConfig,
+    ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle, EndpointConfig,
+    Event, InFlightPolicy, NackReason, ServerConfig, Session, SessionConfig, StreamConfig,
 };
 
 const CLIENT: usize = 0;
@@ -19,133 +18,118 @@ const DELAY: Duration = Duration::from_millis(20);
 /// First byte of a `Close` packet: version in the high nibble, type 6.
 const CLOSE: u8 = (horde_proto::wire::VERSION << 4) | 6;
 
-fn addr(host: usize) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, host as u8 + 1], 4000))
-}
-
 fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
 }
 
 type Drop = Box<dyn FnMut(usize, &[u8]) -> bool>;
 
-/// Two sessions, one channel with a fixed delay each way; `drop(to, bytes)` loses
-/// datagrams. Events are recorded with the time they came out.
+/// Two nodes, one channel with a fixed delay each way; `drop(to, bytes)` loses
+/// datagrams. The server's session is the last one it accepted.
 struct Net {
-    now: Duration,
-    wire: BTreeMap<(Duration, u64), (usize, Bytes)>,
-    order: u64,
-    drop: Drop,
-    hosts: [Option<Session>; 2],
-    events: [Vec<(Duration, Event)>; 2],
-    server_config: SessionConfig,
-    receive_buffer: Option<usize>,
+    h: Harness,
+    nodes: [NodeId; 2],
+    client: ConnectionHandle,
+    server: Option<ConnectionHandle>,
 }
 
 impl Net {
     fn new(config: SessionConfig, drop: Drop) -> Self {
-        let client = Session::connect(
-            config.clone(),
-            9,
+        Self::with_receive_buffer(config, drop, None)
+    }
+
+    fn with_receive_buffer(
+        config: SessionConfig,
+        drop: Drop,
+        receive_buffer: Option<usize>,
+    ) -> Self {
+        let mut h = Harness::new(0);
+        h.set_default_path(PathConfig::delay(DELAY));
+        let client_node = h.add_node(
+            EndpointConfig {
+                session: config.clone(),
+                ..EndpointConfig::default()
+            },
             1,
-            vec![ChannelSpec {
-                local: 0,
-                remote: addr(SERVER),
-                config: ChannelConfig::default(),
-            }],
-            vec![addr(CLIENT)],
-            Duration::ZERO,
-        )
-        .unwrap();
-        Net {
-            now: Duration::ZERO,
-            wire: BTreeMap::new(),
-            order: 0,
-            drop,
-            hosts: [Some(client), None],
-            events: [Vec::new(), Vec::new()],
-            server_config: config,
-            receive_buffer: None,
-        }
+        );
+        let server_node = h.add_node(
+            EndpointConfig {
+                session: config,
+                receive_buffer,
+                ..EndpointConfig::default()
+            },
+            1,
+        );
+        h.listen(
+            server_node,
+            1,
+            ServerConfig::uniform(ChannelConfig::default()),
+        );
+        let nodes = [client_node, server_node];
+        let client = connect_client(&mut h, nodes, 9);
+        let mut net = Net {
+            h,
+            nodes,
+            client,
+            server: None,
+        };
+        net.set_drop(drop);
+        net
+    }
+
+    /// A client session with connection id `conn` (not yet sent anything).
+    fn open_client(&mut self, conn: u64) -> ConnectionHandle {
+        connect_client(&mut self.h, self.nodes, conn)
+    }
+
+    fn set_drop(&mut self, mut drop: Drop) {
+        let client = self.nodes[CLIENT];
+        self.h.set_drop_filter(move |s| {
+            let to = if s.to == Some(client) { CLIENT } else { SERVER };
+            drop(to, s.bytes)
+        });
+    }
+
+    fn now(&self) -> Duration {
+        self.h.now()
     }
 
     fn client(&mut self) -> &mut Session {
-        self.hosts[CLIENT].as_mut().unwrap()
+        self.h.session_mut(self.nodes[CLIENT], self.client)
     }
 
     fn server(&mut self) -> &mut Session {
-        self.hosts[SERVER].as_mut().unwrap()
+        let h = self.server.expect("server accepted");
+        self.h.session_mut(self.nodes[SERVER], h)
     }
 
-    fn flush(&mut self) {
-        let mut buf = Vec::new();
-        for host in [CLIENT, SERVER] {
-            let Some(s) = self.hosts[host].as_mut() else {
-                continue;
-            };
-            while s.poll_transmit(self.now, &mut buf).is_some() {
-                if (self.drop)(1 - host, &buf) {
-                    continue;
-                }
-                self.order += 1;
-                self.wire.insert(
-                    (self.now + DELAY, self.order),
-                    (1 - host, Bytes::copy_from_slice(&buf)),
-                );
-            }
-            while let Some(e) = s.poll_event() {
-                self.events[host].push((self.now, e));
-            }
-        }
+    /// A host's events so far, each with the time it came out.
+    fn events(&self, host: usize) -> Vec<(Duration, Event)> {
+        let node = self.nodes[host];
+        let Some(h) = (if host == CLIENT {
+            Some(self.client)
+        } else {
+            self.server
+        }) else {
+            return Vec::new();
+        };
+        let times = self.h.event_times(node, h);
+        times
+            .iter()
+            .copied()
+            .zip(self.h.events(node, h).iter().cloned())
+            .collect()
     }
 
     fn run_until(&mut self, end: Duration) {
-        self.flush();
-        loop {
-            let mut t = self.wire.keys().next().map(|k| k.0);
-            for s in self.hosts.iter().flatten() {
-                if let Some(x) = s.poll_timeout(self.now) {
-                    t = Some(t.map_or(x, |t| t.min(x)));
-                }
-            }
-            let Some(t) = t.filter(|&t| t <= end) else {
-                break;
-            };
-            self.now = self.now.max(t);
-            while let Some(e) = self.wire.first_entry() {
-                if e.key().0 > self.now {
-                    break;
-                }
-                let (to, data) = e.remove();
-                let src = addr(1 - to);
-                match self.hosts[to].as_mut() {
-                    Some(s) => s.handle_datagram(self.now, 0, src, data),
-                    None => {
-                        let mut s = Session::accept(
-                            self.server_config.clone(),
-                            self.now,
-                            0,
-                            src,
-                            data,
-                            vec![addr(SERVER)],
-                            Arc::new(|_| ChannelConfig::default()),
-                        )
-                        .unwrap();
-                        s.set_receive_buffer(self.receive_buffer);
-                        self.hosts[to] = Some(s);
-                    }
-                }
-            }
-            for s in self.hosts.iter_mut().flatten() {
-                s.handle_timeout(self.now);
-            }
-            self.flush();
+        self.h.run_until(end);
+        while let Some(h) = self.h.accept(self.nodes[SERVER]) {
+            self.server = Some(h);
         }
-        self.now = end;
     }
 
     fn send(&mut self, stream: u32, n: usize, bytes: usize) {
-        let now = self.now;
+        let now = self.now();
         for i in 0..n {
             self.client()
                 .send_adu(
@@ -159,7 +143,7 @@ impl Net {
     }
 
     fn closed(&self, host: usize) -> Vec<(Duration, CloseReason)> {
-        self.events[host]
+        self.events(host)
             .iter()
             .filter_map(|(t, e)| match e {
                 Event::Closed { reason } => Some((*t, *reason)),
@@ -172,7 +156,7 @@ impl Net {
     fn outcomes(&self) -> (usize, BTreeMap<String, usize>) {
         let mut acked = 0;
         let mut nacked = BTreeMap::new();
-        for (_, e) in &self.events[CLIENT] {
+        for (_, e) in &self.events(CLIENT) {
             match e {
                 Event::Ack { .. } => acked += 1,
                 Event::Nack { reason, .. } => {
@@ -183,6 +167,23 @@ impl Net {
         }
         (acked, nacked)
     }
+}
+
+fn connect_client(h: &mut Harness, nodes: [NodeId; 2], conn: u64) -> ConnectionHandle {
+    h.connect(
+        nodes[CLIENT],
+        ConnectOptions {
+            service: 1,
+            channels: vec![ChannelSpec {
+                local: 0,
+                remote: Harness::addr(nodes[SERVER], 0),
+                config: ChannelConfig::default(),
+            }],
+            conn_id: Some(conn),
+            ..ConnectOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 fn no_loss() -> Drop {
@@ -204,7 +205,7 @@ fn close_is_acknowledged_and_every_adu_resolves() {
     let mut net = connected(SessionConfig::default(), no_loss());
     net.send(1, 60, 800);
     net.run_until(ms(230)); // some out, some in flight, some queued
-    let at = net.now;
+    let at = net.now();
     net.client().close(at);
     net.run_until(ms(3000));
     // Acked within one round trip, long before the 2 s close timeout.
@@ -219,7 +220,7 @@ fn close_is_acknowledged_and_every_adu_resolves() {
     assert!(acked > 0, "{nacked:?}");
     assert_eq!(acked + nacked.values().sum::<usize>(), 60, "{nacked:?}");
     // Both ends are done: no timers left, so a driver forgets them.
-    let now = net.now;
+    let now = net.now();
     assert!(net.client().poll_timeout(now).is_none());
     assert!(net.server().poll_timeout(now).is_none());
 }
@@ -233,7 +234,7 @@ fn a_lost_close_is_repeated_until_acknowledged() {
         first_two
     });
     let mut net = connected(SessionConfig::default(), drop);
-    let at = net.now;
+    let at = net.now();
     net.client().close(at);
     net.run_until(ms(3000));
     let closed = net.closed(CLIENT);
@@ -248,10 +249,10 @@ fn a_lost_close_is_repeated_until_acknowledged() {
 #[test]
 fn a_close_nobody_answers_times_out_and_abandons_what_was_in_flight() {
     let mut net = connected(SessionConfig::default(), no_loss());
-    net.drop = Box::new(|_, _| true); // the peer is gone
+    net.set_drop(Box::new(|_, _| true)); // the peer is gone
     net.send(1, 10, 500);
     net.run_until(ms(250));
-    let at = net.now;
+    let at = net.now();
     net.client().close(at);
     net.run_until(ms(5000));
     let closed = net.closed(CLIENT);
@@ -282,7 +283,7 @@ fn a_silent_peer_times_out_and_a_quiet_one_is_kept_alive() {
     assert!(net.client().is_connected());
 
     // Silent: the client hears nothing after 10 s; it times out a second later.
-    net.drop = Box::new(|to, _| to == CLIENT);
+    net.set_drop(Box::new(|to, _| to == CLIENT));
     net.send(1, 5, 500);
     net.run_until(ms(20_000));
     let closed = net.closed(CLIENT);
@@ -316,9 +317,9 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
     net.send(1, 3, 400);
     net.run_until(ms(400));
     // The peer dies with ADUs of both streams in flight and more queued.
-    net.drop = Box::new(|_, _| true);
+    net.set_drop(Box::new(|_, _| true));
     net.send(1, 4, 400);
-    let now = net.now;
+    let now = net.now();
     for i in 0..4u8 {
         net.client()
             .send_adu(now, 2, Bytes::from(vec![i; 400]), Fields::new())
@@ -331,27 +332,17 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
     // Stream 1's in-flight ADUs are nacked; stream 2's wait for the successor.
     assert_eq!(nacked.get("Abandoned").copied(), Some(4), "{nacked:?}");
 
-    let mut old = net.hosts[CLIENT].take().unwrap();
-    let mut fresh = Session::connect(
-        config,
-        10,
-        1,
-        vec![ChannelSpec {
-            local: 0,
-            remote: addr(SERVER),
-            config: ChannelConfig::default(),
-        }],
-        vec![addr(CLIENT)],
-        net.now,
-    )
-    .unwrap();
-    fresh.inherit(&mut old, net.now);
-    assert_eq!(fresh.queued(2), 4);
-    net.hosts = [Some(fresh), None];
-    net.drop = no_loss();
-    net.events = [Vec::new(), Vec::new()];
+    let fresh = net.open_client(10);
+    let old_handle = std::mem::replace(&mut net.client, fresh);
+    let client_node = net.nodes[CLIENT];
+    let mut old = net.h.remove_session(client_node, old_handle).unwrap();
+    let now = net.now();
+    net.client().inherit(&mut old, now);
+    assert_eq!(net.client().queued(2), 4);
+    net.set_drop(no_loss());
     net.run_until(ms(4000));
-    let got: Vec<(u32, u64)> = net.events[SERVER]
+    let got: Vec<(u32, u64)> = net
+        .events(SERVER)
         .iter()
         .filter_map(|(_, e)| match e {
             Event::Received {
@@ -369,8 +360,7 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
 
 #[test]
 fn a_receiver_that_does_not_read_stalls_the_sender_in_bounded_memory() {
-    let mut net = Net::new(SessionConfig::default(), no_loss());
-    net.receive_buffer = Some(40_000);
+    let mut net = Net::with_receive_buffer(SessionConfig::default(), no_loss(), Some(40_000));
     net.client()
         .open_stream(
             1,
@@ -393,20 +383,22 @@ fn a_receiver_that_does_not_read_stalls_the_sender_in_bounded_memory() {
     );
     assert!(q > 300, "the rest waits at the sender: {q} {st:?} {sst:?}");
     assert!(!net.client().writable(1).unwrap());
-    let blocked = net.events[CLIENT]
+    let blocked = net
+        .events(CLIENT)
         .iter()
         .any(|(_, e)| matches!(e, Event::FlowBlocked));
     assert!(blocked);
 
     // The application reads everything: the window opens and the rest arrives.
     for _ in 0..40 {
-        let now = net.now;
+        let now = net.now();
         let unread = net.server().unread_bytes();
         net.server().consumed(now, unread);
-        let next = net.now + ms(100);
+        let next = net.now() + ms(100);
         net.run_until(next);
     }
-    let received = net.events[SERVER]
+    let received = net
+        .events(SERVER)
         .iter()
         .filter(|(_, e)| matches!(e, Event::Received { .. }))
         .count();
@@ -414,7 +406,8 @@ fn a_receiver_that_does_not_read_stalls_the_sender_in_bounded_memory() {
     let lost = nacked.get("Lost").copied().unwrap_or(0);
     assert_eq!(received + lost, 400, "{nacked:?}");
     assert!(received >= 380, "received {received}, {nacked:?}");
-    assert!(net.events[CLIENT]
+    assert!(net
+        .events(CLIENT)
         .iter()
         .any(|(_, e)| matches!(e, Event::FlowResumed)));
     assert_eq!(

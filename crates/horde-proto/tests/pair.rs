@@ -1,44 +1,37 @@
 //! Two sessions over an in-memory network with per-channel delay and scripted loss,
 //! driven in virtual time exactly as a real driver would drive them.
 
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, SessionError,
-    StreamConfig,
+    CcConfig, ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
+    NackReason, ServerConfig, Session, SessionConfig, SessionError, StreamConfig,
 };
 
 const CLIENT: usize = 0;
 const SERVER: usize = 1;
 
+/// A client and a server node of the harness, one path per channel (channel i runs
+/// between interface i of each), and the client's session.
 struct Net {
-    now: Duration,
-    /// (arrival time, order) -> (to host, local iface, src, bytes)
-    in_flight: BTreeMap<(Duration, u64), (usize, u16, SocketAddr, Bytes)>,
-    order: u64,
-    delays: Vec<Duration>,
-    /// Drop the n-th data-bearing datagram on the client->server direction of channel c.
-    drop: Box<dyn FnMut(u8, u64) -> bool>,
-    sent_per_channel: Vec<u64>,
-    client: Session,
-    server: Option<Session>,
-    events: [Vec<Event>; 2],
-    config: SessionConfig,
+    h: Harness,
+    nodes: [NodeId; 2],
+    conn: ConnectionHandle,
     /// Datagrams the client sent that carried ADUs, and the ADUs in them.
-    data_datagrams: u64,
-    adus_in_datagrams: u64,
-}
-
-fn addr(host: usize, iface: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, host as u8 + 1, iface as u8 + 1], 4000))
+    data_datagrams: Rc<Cell<u64>>,
+    adus_in_datagrams: Rc<Cell<u64>>,
 }
 
 impl Net {
+    /// Drop the n-th data-bearing datagram on the client->server direction of channel c
+    /// when `drop(c, n)`.
     fn new(delays_ms: &[u64], cc: CcConfig, drop: Box<dyn FnMut(u8, u64) -> bool>) -> Self {
         Self::with_config(delays_ms, cc, drop, SessionConfig::default())
     }
@@ -46,15 +39,63 @@ impl Net {
     fn with_config(
         delays_ms: &[u64],
         cc: CcConfig,
-        drop: Box<dyn FnMut(u8, u64) -> bool>,
+        mut drop: Box<dyn FnMut(u8, u64) -> bool>,
         config: SessionConfig,
     ) -> Self {
-        let channels = delays_ms
-            .iter()
-            .enumerate()
-            .map(|(i, _)| ChannelSpec {
-                local: i as u16,
-                remote: addr(SERVER, i as u16),
+        let mut h = Harness::new(0);
+        let ifaces = delays_ms.len() as u16;
+        let endpoint = EndpointConfig {
+            session: config,
+            ..EndpointConfig::default()
+        };
+        let client = h.add_node(endpoint.clone(), ifaces);
+        let server = h.add_node(endpoint, ifaces);
+        h.listen(
+            server,
+            7,
+            ServerConfig {
+                aliases: Some(vec![Harness::addr(server, 0)]),
+                ..ServerConfig::uniform(ChannelConfig {
+                    mtu: 600,
+                    ..ChannelConfig::default()
+                })
+            },
+        );
+        for (i, &d) in delays_ms.iter().enumerate() {
+            let i = i as u16;
+            h.set_link(
+                (client, i),
+                (server, i),
+                PathConfig::delay(Duration::from_millis(d)),
+            );
+        }
+        let data_datagrams = Rc::new(Cell::new(0));
+        let adus_in_datagrams = Rc::new(Cell::new(0));
+        let (datagrams, adus) = (data_datagrams.clone(), adus_in_datagrams.clone());
+        let sent_per_channel = RefCell::new(vec![0u64; delays_ms.len()]);
+        h.set_drop_filter(move |s| {
+            if s.from != client {
+                return false;
+            }
+            let t = s.transmit;
+            if !t.adus.is_empty() {
+                datagrams.set(datagrams.get() + 1);
+                adus.set(adus.get() + t.adus.len() as u64);
+            }
+            // Channel i starts on interface i; a channel added later may get another
+            // id, so datagrams are counted by interface.
+            if s.bytes.len() <= 40 {
+                return false;
+            }
+            let mut sent = sent_per_channel.borrow_mut();
+            let n = sent[t.local as usize];
+            sent[t.local as usize] += 1;
+            drop(t.channel, n)
+        });
+        let channels = (0..ifaces)
+            .map(|i| ChannelSpec {
+                local: i,
+                remote: Harness::addr(server, i),
                 config: ChannelConfig {
                     mtu: 600,
                     congestion: cc.clone(),
@@ -62,147 +103,69 @@ impl Net {
                 },
             })
             .collect();
-        let client = Session::connect(
-            config.clone(),
-            42,
-            7,
-            channels,
-            (0..delays_ms.len() as u16)
-                .map(|i| addr(CLIENT, i))
-                .collect(),
-            Duration::ZERO,
-        )
-        .unwrap();
+        let conn = h
+            .connect(
+                client,
+                ConnectOptions {
+                    service: 7,
+                    channels,
+                    conn_id: Some(42),
+                    ..ConnectOptions::default()
+                },
+            )
+            .unwrap();
         Net {
-            now: Duration::ZERO,
-            in_flight: BTreeMap::new(),
-            order: 0,
-            delays: delays_ms
-                .iter()
-                .map(|&d| Duration::from_millis(d))
-                .collect(),
-            drop,
-            sent_per_channel: vec![0; delays_ms.len()],
-            client,
-            server: None,
-            events: [Vec::new(), Vec::new()],
-            config,
-            data_datagrams: 0,
-            adus_in_datagrams: 0,
+            h,
+            nodes: [client, server],
+            conn,
+            data_datagrams,
+            adus_in_datagrams,
         }
     }
 
-    fn flush(&mut self) {
-        let mut buf = Vec::new();
-        for host in [CLIENT, SERVER] {
-            loop {
-                let now = self.now;
-                let s = if host == CLIENT {
-                    &mut self.client
-                } else {
-                    match self.server.as_mut() {
-                        Some(s) => s,
-                        None => break,
-                    }
-                };
-                let Some(t) = s.poll_transmit(now, &mut buf) else {
-                    break;
-                };
-                let to = 1 - host;
-                if host == CLIENT && !t.adus.is_empty() {
-                    self.data_datagrams += 1;
-                    self.adus_in_datagrams += t.adus.len() as u64;
-                }
-                // Channel i starts on interface i; a channel added later may get another
-                // id, so paths are looked up by interface.
-                if host == CLIENT && buf.len() > 40 {
-                    let n = self.sent_per_channel[t.local as usize];
-                    self.sent_per_channel[t.local as usize] += 1;
-                    if (self.drop)(t.channel, n) {
-                        continue;
-                    }
-                }
-                let at = now + self.delays[t.local as usize];
-                self.order += 1;
-                self.in_flight.insert(
-                    (at, self.order),
-                    (
-                        to,
-                        t.local,
-                        addr(host, t.local),
-                        Bytes::copy_from_slice(&buf),
-                    ),
-                );
-            }
-            let s = if host == CLIENT {
-                Some(&mut self.client)
-            } else {
-                self.server.as_mut()
-            };
-            if let Some(s) = s {
-                while let Some(e) = s.poll_event() {
-                    self.events[host].push(e);
-                }
-            }
+    fn addr(&self, host: usize, iface: u16) -> SocketAddr {
+        Harness::addr(self.nodes[host], iface)
+    }
+
+    fn now(&self) -> Duration {
+        self.h.now()
+    }
+
+    fn client(&mut self) -> &mut Session {
+        self.h.session_mut(self.nodes[CLIENT], self.conn)
+    }
+
+    /// The session the server accepted.
+    fn server(&mut self) -> &mut Session {
+        let server = self.nodes[SERVER];
+        let h = *self.h.handles(server).first().expect("server accepted");
+        self.h.session_mut(server, h)
+    }
+
+    fn events(&self, host: usize) -> &[Event] {
+        let node = self.nodes[host];
+        match host {
+            CLIENT => self.h.events(node, self.conn),
+            _ => match self.h.handles(node).first() {
+                Some(&h) => self.h.events(node, h),
+                None => &[],
+            },
         }
     }
 
-    fn next_time(&self) -> Option<Duration> {
-        let mut t = self.in_flight.keys().next().map(|k| k.0);
-        for s in std::iter::once(&self.client).chain(self.server.as_ref()) {
-            if let Some(x) = s.poll_timeout(self.now) {
-                t = Some(t.map_or(x, |t: Duration| t.min(x)));
-            }
-        }
-        t
+    /// Set the one-way delay of channel (interface) `i`, both directions, for datagrams
+    /// sent from now on.
+    fn set_delay(&mut self, i: u16, d: Duration) {
+        let (c, s) = (self.nodes[CLIENT], self.nodes[SERVER]);
+        self.h.set_link((c, i), (s, i), PathConfig::delay(d));
     }
 
     fn run_until(&mut self, end: Duration) {
-        self.flush();
-        while let Some(t) = self.next_time() {
-            if t > end {
-                break;
-            }
-            self.now = self.now.max(t);
-            while let Some(entry) = self.in_flight.first_entry() {
-                if entry.key().0 > self.now {
-                    break;
-                }
-                let (to, local, src, data) = entry.remove();
-                let dst_local = local; // channel i uses interface i on both hosts
-                if to == SERVER {
-                    match self.server.as_mut() {
-                        Some(s) => s.handle_datagram(self.now, dst_local, src, data),
-                        None => {
-                            self.server = Some(
-                                Session::accept(
-                                    self.config.clone(),
-                                    self.now,
-                                    dst_local,
-                                    src,
-                                    data,
-                                    vec![addr(SERVER, 0)],
-                                    Arc::new(|_| ChannelConfig {
-                                        mtu: 600,
-                                        ..ChannelConfig::default()
-                                    }),
-                                )
-                                .unwrap(),
-                            )
-                        }
-                    }
-                } else {
-                    self.client.handle_datagram(self.now, dst_local, src, data);
-                }
-            }
-            let now = self.now;
-            self.client.handle_timeout(now);
-            if let Some(s) = self.server.as_mut() {
-                s.handle_timeout(now);
-            }
-            self.flush();
-        }
-        self.now = end;
+        self.h.run_until(end);
+    }
+
+    fn flush(&mut self) {
+        self.h.flush();
     }
 }
 
@@ -215,7 +178,7 @@ fn send_n(net: &mut Net, stream: u32, n: u64, spacing_ms: u64, start: Duration) 
             "frame_type",
             if i % 10 == 0 { "I".into() } else { "P".into() },
         );
-        net.client
+        net.client()
             .send_adu(t, stream, Bytes::from(vec![i as u8; 400]), f)
             .unwrap();
     }
@@ -224,15 +187,19 @@ fn send_n(net: &mut Net, stream: u32, n: u64, spacing_ms: u64, start: Duration) 
 #[test]
 fn handshake_exchanges_aliases_and_delivers_everything() {
     let mut net = Net::new(&[20, 50, 80], CcConfig::default(), Box::new(|_, _| false));
-    net.client.open_stream(1, StreamConfig::default()).unwrap();
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
     net.run_until(Duration::from_millis(500));
-    assert!(net.client.is_connected());
-    assert_eq!(net.client.remote_aliases(), &[addr(SERVER, 0)]);
-    assert_eq!(net.server.as_ref().unwrap().remote_aliases().len(), 3);
+    assert!(net.client().is_connected());
+    let server_addr = net.addr(SERVER, 0);
+    assert_eq!(net.client().remote_aliases(), &[server_addr]);
+    assert_eq!(net.server().remote_aliases().len(), 3);
     send_n(&mut net, 1, 300, 5, Duration::from_millis(500));
     net.run_until(Duration::from_secs(10));
 
-    let received: Vec<u64> = net.events[SERVER]
+    let received: Vec<u64> = net
+        .events(SERVER)
         .iter()
         .filter_map(|e| match e {
             Event::Received { stream_seq, .. } => Some(*stream_seq),
@@ -246,7 +213,7 @@ fn handshake_exchanges_aliases_and_delivers_everything() {
 
     let mut channels_used = [0u32; 3];
     let mut acks = 0;
-    for e in &net.events[CLIENT] {
+    for e in net.events(CLIENT) {
         if let Event::Ack {
             channel,
             rtt,
@@ -284,14 +251,16 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
         },
         Box::new(|c, n| c == 1 && n % 7 == 3),
     );
-    net.client.open_stream(1, StreamConfig::default()).unwrap();
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
     net.run_until(Duration::from_millis(200));
     send_n(&mut net, 1, 400, 10, Duration::from_millis(200));
     net.run_until(Duration::from_secs(20));
 
     let mut acked = std::collections::BTreeSet::new();
     let mut nacked = std::collections::BTreeSet::new();
-    for e in &net.events[CLIENT] {
+    for e in net.events(CLIENT) {
         match e {
             Event::Ack { stream_seq, .. } => assert!(acked.insert(*stream_seq)),
             Event::Nack {
@@ -309,7 +278,8 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
     assert!(!nacked.is_empty());
     assert!(acked.is_disjoint(&nacked));
     assert_eq!(acked.len() + nacked.len(), 400, "every ADU acked or nacked");
-    let received = net.events[SERVER]
+    let received = net
+        .events(SERVER)
         .iter()
         .filter(|e| matches!(e, Event::Received { .. }))
         .count();
@@ -319,7 +289,9 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
 #[test]
 fn malformed_datagrams_are_counted_and_harmless() {
     let mut net = Net::new(&[10], CcConfig::default(), Box::new(|_, _| false));
-    net.client.open_stream(1, StreamConfig::default()).unwrap();
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
     net.run_until(Duration::from_millis(100));
     let garbage: Vec<Bytes> = vec![
         Bytes::new(),
@@ -327,19 +299,18 @@ fn malformed_datagrams_are_counted_and_harmless() {
         Bytes::from_static(&[0xff; 64]),
         Bytes::from_static(&[0x13, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0]), // truncated data, right conn
     ];
+    // Straight into the sessions: the endpoint would drop most of these unseen.
+    let (now, server_addr, client_addr) = (net.now(), net.addr(SERVER, 0), net.addr(CLIENT, 0));
     for g in garbage {
-        net.client
-            .handle_datagram(net.now, 0, addr(SERVER, 0), g.clone());
-        net.server
-            .as_mut()
-            .unwrap()
-            .handle_datagram(net.now, 0, addr(CLIENT, 0), g);
+        net.client().handle_datagram(now, 0, server_addr, g.clone());
+        net.server().handle_datagram(now, 0, client_addr, g);
     }
-    assert_eq!(net.client.stats().malformed, 4);
-    assert_eq!(net.server.as_ref().unwrap().stats().malformed, 4);
+    assert_eq!(net.client().stats().malformed, 4);
+    assert_eq!(net.server().stats().malformed, 4);
     send_n(&mut net, 1, 20, 5, Duration::from_millis(100));
     net.run_until(Duration::from_secs(3));
-    let received = net.events[SERVER]
+    let received = net
+        .events(SERVER)
         .iter()
         .filter(|e| matches!(e, Event::Received { .. }))
         .count();
@@ -356,38 +327,42 @@ fn dead_channel_stops_getting_slots_and_recovers() {
         },
         Box::new(|_, _| false),
     );
-    net.client.open_stream(1, StreamConfig::default()).unwrap();
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
     net.run_until(Duration::from_millis(100));
     send_n(&mut net, 1, 100, 10, Duration::from_millis(100));
     // Kill channel 0 both ways by giving it an enormous delay.
-    net.delays[0] = Duration::from_secs(3600);
-    let kill_at = net.now;
+    net.set_delay(0, Duration::from_secs(3600));
+    let kill_at = net.now();
     send_n(&mut net, 1, 400, 10, kill_at);
-    let down = net.events[CLIENT]
+    let down = net
+        .events(CLIENT)
         .iter()
         .any(|e| matches!(e, Event::ChannelDown { channel: 0 }));
     assert!(down, "channel 0 declared dead");
-    assert!(!net.client.channels()[0].is_alive());
+    assert!(!net.client().channels()[0].is_alive());
     // Traffic moved to channel 1: in the last second nothing was sent on channel 0
     // except probes.
-    let before = net.client.channel_stats()[0].1;
-    let now = net.now;
+    let before = net.client().channel_stats()[0].1;
+    let now = net.now();
     send_n(&mut net, 1, 100, 10, now);
-    let after = net.client.channel_stats()[0].1;
+    let after = net.client().channel_stats()[0].1;
     assert_eq!(
         after.packets_sent - before.packets_sent,
         after.probes_sent - before.probes_sent
     );
     // Bring it back: probes get through and it is used again.
-    net.delays[0] = Duration::from_millis(20);
+    net.set_delay(0, Duration::from_millis(20));
     // Packets already in flight with the huge delay stay lost; new ones flow.
-    let now = net.now;
+    let now = net.now();
     send_n(&mut net, 1, 300, 10, now);
-    let up = net.events[CLIENT]
+    let up = net
+        .events(CLIENT)
         .iter()
         .any(|e| matches!(e, Event::ChannelUp { channel: 0 }));
     assert!(up, "channel 0 came back");
-    let last = net.client.channel_stats()[0].1;
+    let last = net.client().channel_stats()[0].1;
     assert!(last.packets_sent - last.probes_sent > after.packets_sent - after.probes_sent + 20);
 }
 
@@ -403,7 +378,7 @@ fn small_stream_is_not_starved_by_a_backlogged_one() {
         },
         Box::new(|_, _| false),
     );
-    net.client
+    net.client()
         .open_stream(
             1,
             StreamConfig {
@@ -412,7 +387,7 @@ fn small_stream_is_not_starved_by_a_backlogged_one() {
             },
         )
         .unwrap();
-    net.client
+    net.client()
         .open_stream(
             2,
             StreamConfig {
@@ -425,19 +400,19 @@ fn small_stream_is_not_starved_by_a_backlogged_one() {
     for k in 0..250u64 {
         let t = Duration::from_millis(200 + 40 * k);
         net.run_until(t);
-        while net.client.queued(1) < 30 {
-            net.client
+        while net.client().queued(1) < 30 {
+            net.client()
                 .send_adu(t, 1, Bytes::from(vec![0u8; 500]), Fields::new())
                 .unwrap();
         }
-        net.client
+        net.client()
             .send_adu(t, 2, Bytes::from(vec![1u8; 20]), Fields::new())
             .unwrap();
     }
     net.run_until(Duration::from_secs(12));
     let mut small = Vec::new();
     let mut bulk = Vec::new();
-    for e in &net.events[CLIENT] {
+    for e in net.events(CLIENT) {
         if let Event::Ack {
             stream, latency, ..
         } = e
@@ -476,27 +451,30 @@ fn remove_and_readd(lose_hello: bool) -> (Vec<Event>, u8) {
         },
         Box::new(|_, _| false),
     );
-    net.client.open_stream(1, StreamConfig::default()).unwrap();
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
     net.run_until(Duration::from_millis(100));
     send_n(&mut net, 1, 400, 5, Duration::from_millis(100));
-    let now = net.now;
+    let now = net.now();
     net.run_until(now + Duration::from_millis(200));
-    let old = net.client.channel_stats()[0].1.packets_sent;
+    let old = net.client().channel_stats()[0].1.packets_sent;
     assert!(old > 150, "channel 0 carried {old} packets");
-    let now = net.now;
-    assert!(net.client.remove_channel(now, 0));
+    let now = net.now();
+    assert!(net.client().remove_channel(now, 0));
     send_n(&mut net, 1, 40, 5, now);
-    let now = net.now;
+    let now = net.now();
     if lose_hello {
-        net.delays[0] = Duration::from_secs(3600);
+        net.set_delay(0, Duration::from_secs(3600));
     }
+    let remote = net.addr(SERVER, 0);
     let id = net
-        .client
+        .client()
         .add_channel(
             now,
             ChannelSpec {
                 local: 0,
-                remote: addr(SERVER, 0),
+                remote,
                 config: ChannelConfig {
                     mtu: 600,
                     congestion: CcConfig::Cbr {
@@ -509,12 +487,12 @@ fn remove_and_readd(lose_hello: bool) -> (Vec<Event>, u8) {
         )
         .unwrap();
     net.flush();
-    net.delays[0] = Duration::from_millis(20);
-    let mark = net.events[CLIENT].len();
+    net.set_delay(0, Duration::from_millis(20));
+    let mark = net.events(CLIENT).len();
     send_n(&mut net, 1, 200, 5, now);
-    let now = net.now;
+    let now = net.now();
     net.run_until(now + Duration::from_millis(500));
-    (net.events[CLIENT][mark..].to_vec(), id)
+    (net.events(CLIENT)[mark..].to_vec(), id)
 }
 
 #[test]
@@ -591,17 +569,17 @@ fn writable_fires_once_per_drain_from_high_to_low_water() {
         ..StreamConfig::default()
     };
     assert_eq!(config.water_marks(50_000.0), (4000, 8000));
-    net.client.open_stream(1, config).unwrap();
+    net.client().open_stream(1, config).unwrap();
     let writable_events = |net: &Net| {
-        net.events[CLIENT]
+        net.events(CLIENT)
             .iter()
             .filter(|e| matches!(e, Event::Writable { stream: 1 }))
             .count()
     };
     let fill = |net: &mut Net, upto: usize| {
-        let t = net.now;
-        while net.client.queued_bytes(1) + 500 <= upto {
-            net.client
+        let t = net.now();
+        while net.client().queued_bytes(1) + 500 <= upto {
+            net.client()
                 .send_adu(t, 1, Bytes::from(vec![0u8; 500]), Fields::new())
                 .unwrap();
         }
@@ -609,34 +587,40 @@ fn writable_fires_once_per_drain_from_high_to_low_water() {
     // Queued before the handshake completes: 15 ADUs (7500 bytes) leave it writable,
     // the 16th reaches the high mark.
     fill(&mut net, 7500);
-    assert!(net.client.writable(1).unwrap());
+    assert!(net.client().writable(1).unwrap());
     fill(&mut net, 8000);
-    assert!(!net.client.writable(1).unwrap());
-    assert_eq!(net.client.writable(9), Err(SessionError::UnknownStream(9)));
+    assert!(!net.client().writable(1).unwrap());
+    assert_eq!(
+        net.client().writable(9),
+        Err(SessionError::UnknownStream(9))
+    );
 
     // Drain in 1 ms steps: blocked while above the low mark, one event on reaching it.
     let mut t = Duration::ZERO;
     while writable_events(&net) == 0 {
         assert!(t < Duration::from_secs(2), "never became writable");
-        assert!(!net.client.writable(1).unwrap());
-        assert!(net.client.queued_bytes(1) > 4000 - 500, "blocked too long");
+        assert!(!net.client().writable(1).unwrap());
+        assert!(
+            net.client().queued_bytes(1) > 4000 - 500,
+            "blocked too long"
+        );
         t += Duration::from_millis(1);
         net.run_until(t);
     }
-    assert!(net.client.queued_bytes(1) <= 4000);
-    assert!(net.client.writable(1).unwrap());
+    assert!(net.client().queued_bytes(1) <= 4000);
+    assert!(net.client().writable(1).unwrap());
 
     // Refill to just under the high mark and drain completely: no new event.
     fill(&mut net, 7500);
-    assert!(net.client.writable(1).unwrap());
+    assert!(net.client().writable(1).unwrap());
     net.run_until(t + Duration::from_secs(1));
-    assert_eq!(net.client.queued_bytes(1), 0);
+    assert_eq!(net.client().queued_bytes(1), 0);
     assert_eq!(writable_events(&net), 1);
 
     // Over the high mark again: one more event when it drains.
-    let t = net.now;
+    let t = net.now();
     fill(&mut net, 8000);
-    assert!(!net.client.writable(1).unwrap());
+    assert!(!net.client().writable(1).unwrap());
     net.run_until(t + Duration::from_secs(1));
     assert_eq!(writable_events(&net), 2);
 }
@@ -646,7 +630,7 @@ fn send_small(net: &mut Net, stream: u32, n: u64, len: usize, per_ms: u64, start
     for i in 0..n {
         let t = start + Duration::from_millis(i / per_ms);
         net.run_until(t);
-        net.client
+        net.client()
             .send_adu(t, stream, Bytes::from(vec![i as u8; len]), Fields::new())
             .unwrap();
     }
@@ -669,7 +653,7 @@ fn small_adus(pack_adus: bool, n: u64) -> Net {
         ordered: true,
         ..StreamConfig::default()
     };
-    net.client.open_stream(1, ordered).unwrap();
+    net.client().open_stream(1, ordered).unwrap();
     net.run_until(Duration::from_millis(200));
     send_small(&mut net, 1, n, 40, 1, Duration::from_millis(200));
     net.run_until(Duration::from_secs(5));
@@ -683,24 +667,26 @@ fn small_adus_are_packed_into_fewer_packets_and_each_is_acked_nacked_and_deliver
     let single = small_adus(false, n);
     println!(
         "{n} ADUs of 40 bytes: {} data datagrams packed, {} one per slot",
-        packed.data_datagrams, single.data_datagrams
+        packed.data_datagrams.get(),
+        single.data_datagrams.get()
     );
     assert_eq!(
-        single.data_datagrams, single.adus_in_datagrams,
+        single.data_datagrams.get(),
+        single.adus_in_datagrams.get(),
         "one ADU a packet"
     );
-    assert_eq!(single.adus_in_datagrams, n);
-    assert_eq!(packed.adus_in_datagrams, n, "every ADU sent once");
+    assert_eq!(single.adus_in_datagrams.get(), n);
+    assert_eq!(packed.adus_in_datagrams.get(), n, "every ADU sent once");
     assert!(
-        packed.data_datagrams * 3 < single.data_datagrams,
+        packed.data_datagrams.get() * 3 < single.data_datagrams.get(),
         "packed {} datagrams, unpacked {}",
-        packed.data_datagrams,
-        single.data_datagrams
+        packed.data_datagrams.get(),
+        single.data_datagrams.get()
     );
     for net in [&packed, &single] {
         let mut acked = std::collections::BTreeSet::new();
         let mut nacked = std::collections::BTreeSet::new();
-        for e in &net.events[CLIENT] {
+        for e in net.events(CLIENT) {
             match e {
                 Event::Ack { stream_seq, .. } => assert!(acked.insert(*stream_seq)),
                 Event::Nack {
@@ -718,7 +704,8 @@ fn small_adus_are_packed_into_fewer_packets_and_each_is_acked_nacked_and_deliver
             n as usize,
             "every ADU settled once"
         );
-        let received: Vec<u64> = net.events[SERVER]
+        let received: Vec<u64> = net
+            .events(SERVER)
             .iter()
             .filter_map(|e| match e {
                 Event::Received { stream_seq, .. } => Some(*stream_seq),
@@ -745,7 +732,7 @@ fn a_hello_of_wire_version_1_is_refused_by_name() {
     let mut net = Net::new(&[10], CcConfig::default(), Box::new(|_, _| false));
     let mut hello = Vec::new();
     let t = net
-        .client
+        .client()
         .poll_transmit(Duration::ZERO, &mut hello)
         .unwrap();
     assert!(t.adus.is_empty());
@@ -756,7 +743,7 @@ fn a_hello_of_wire_version_1_is_refused_by_name() {
         SessionConfig::default(),
         Duration::ZERO,
         0,
-        addr(CLIENT, 0),
+        net.addr(CLIENT, 0),
         Bytes::from(hello),
         Vec::new(),
         Arc::new(|_| ChannelConfig::default()),

@@ -15,10 +15,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_links::{Delivery, Link, LinkSpec};
-use horde_policy::{Objective, Scheduler, Value};
+use horde_policy::{Objective, Value};
 use horde_proto::wire;
 use horde_proto::{
-    ChannelConfig, ChannelSpec, Event, NackReason, Session, SessionConfig, StreamConfig, Transmit,
+    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
+    EndpointConfig, Event, NackReason, ServerConfig, Session, SessionConfig, StreamConfig,
+    Transmit,
 };
 use thiserror::Error;
 
@@ -51,7 +53,7 @@ pub struct StreamSetup {
 }
 
 /// Builds a scheduler for each session.
-pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
+pub use horde_proto::SchedulerFactory;
 
 /// A fully resolved simulation: what a scenario file becomes after validation.
 #[derive(Clone)]
@@ -98,11 +100,14 @@ struct InFlight {
 struct Pair {
     client: usize,
     server: usize,
-    conn: u64,
     /// Global channel indices, in the session's channel-id order.
     channels: Vec<usize>,
     client_session: Session,
+    client_handle: ConnectionHandle,
+    /// The server's session once the client's hello has opened it, and its handle in
+    /// the server host's endpoint.
     server_session: Option<Session>,
+    server_handle: Option<ConnectionHandle>,
 }
 
 struct StreamRun {
@@ -144,6 +149,8 @@ pub struct Simulation {
     now: Duration,
     end: Duration,
     topo: Topology,
+    /// One endpoint per host: it routes arriving datagrams and accepts hellos.
+    endpoints: Vec<Endpoint>,
     pairs: Vec<Pair>,
     /// Per global channel: (up link, down link) and the metrics id.
     links: Vec<[Box<dyn Link>; 2]>,
@@ -207,9 +214,20 @@ impl Simulation {
                 None => groups.push((c.a, c.b, vec![i])),
             }
         }
+        // Pair k's session asks for service k at its server, which sets the session up
+        // with that pair's channels, aliases and seed: seeds are fixed per pair, not by
+        // arrival order.
+        let mut endpoints: Vec<Endpoint> = (0..topo.hosts.len())
+            .map(|_| {
+                Endpoint::new(EndpointConfig {
+                    session: topo.session.clone(),
+                    scheduler: Some(topo.scheduler.clone()),
+                    ..EndpointConfig::default()
+                })
+            })
+            .collect();
         let mut pairs = Vec::new();
         for (k, (client, server, channels)) in groups.into_iter().enumerate() {
-            let conn = derive_seed(topo.seed, 10, k as u64) | 1;
             let specs = channels
                 .iter()
                 .enumerate()
@@ -219,23 +237,39 @@ impl Simulation {
                     config: topo.channels[g].config.clone(),
                 })
                 .collect();
-            let aliases = (0..channels.len() as u16)
-                .map(|i| label(client, i))
+            let aliases = |host| (0..channels.len() as u16).map(|i| label(host, i)).collect();
+            let configs: Vec<ChannelConfig> = channels
+                .iter()
+                .map(|&g| topo.channels[g].config.clone())
                 .collect();
-            let config = SessionConfig {
-                seed: derive_seed(topo.seed, 11, k as u64),
-                ..topo.session.clone()
-            };
-            let mut client_session =
-                Session::connect(config, conn, 0, specs, aliases, Duration::ZERO)?;
-            client_session.set_scheduler((topo.scheduler)());
+            endpoints[server].listen(
+                k as u32,
+                ServerConfig {
+                    channel_config: Arc::new(move |id| {
+                        configs.get(id as usize).cloned().unwrap_or_default()
+                    }),
+                    seed: Some(derive_seed(topo.seed, 12, k as u64)),
+                    aliases: Some(aliases(server)),
+                },
+            );
+            let (client_handle, client_session) = endpoints[client].connect(
+                Duration::ZERO,
+                ConnectOptions {
+                    service: k as u32,
+                    channels: specs,
+                    conn_id: Some(derive_seed(topo.seed, 10, k as u64) | 1),
+                    seed: Some(derive_seed(topo.seed, 11, k as u64)),
+                    aliases: Some(aliases(client)),
+                },
+            )?;
             pairs.push(Pair {
                 client,
                 server,
-                conn,
                 channels,
                 client_session,
+                client_handle,
                 server_session: None,
+                server_handle: None,
             });
         }
 
@@ -286,6 +320,7 @@ impl Simulation {
             now: Duration::ZERO,
             end: topo.duration,
             topo,
+            endpoints,
             pairs,
             links,
             metric_channels,
@@ -410,50 +445,30 @@ impl Simulation {
 
     fn receive(&mut self, pkt: InFlight) {
         let now = self.now;
-        let Some(pi) = self
-            .pairs
-            .iter()
-            .position(|p| p.client == pkt.to_host || p.server == pkt.to_host)
-        else {
-            return;
-        };
-        let Some(conn) = wire::peek_conn(&pkt.bytes) else {
-            return;
-        };
-        let pi = self
-            .pairs
-            .iter()
-            .position(|p| p.conn == conn && (p.client == pkt.to_host || p.server == pkt.to_host))
-            .unwrap_or(pi);
-        let p = &mut self.pairs[pi];
-        if p.client == pkt.to_host {
-            p.client_session
-                .handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
-        } else if let Some(s) = p.server_session.as_mut() {
-            s.handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
-        } else if wire::is_hello(&pkt.bytes) {
-            let configs: Vec<ChannelConfig> = p
-                .channels
-                .iter()
-                .map(|&g| self.topo.channels[g].config.clone())
-                .collect();
-            let aliases = (0..p.channels.len() as u16)
-                .map(|i| label(p.server, i))
-                .collect();
-            let config = SessionConfig {
-                seed: derive_seed(self.topo.seed, 12, pi as u64),
-                ..self.topo.session.clone()
-            };
-            if let Ok(mut s) = Session::accept(
-                config,
-                now,
-                pkt.to_iface,
-                pkt.from,
-                pkt.bytes,
-                aliases,
-                Arc::new(move |id| configs.get(id as usize).cloned().unwrap_or_default()),
-            ) {
-                s.set_scheduler((self.topo.scheduler)());
+        let host = pkt.to_host;
+        match self.endpoints[host].handle(now, pkt.to_iface, pkt.from, &pkt.bytes) {
+            DatagramEvent::Connection(h) => {
+                let Some(p) = self.pairs.iter_mut().find(|p| {
+                    (p.client == host && p.client_handle == h)
+                        || (p.server == host && p.server_handle == Some(h))
+                }) else {
+                    return;
+                };
+                // Handles are per endpoint: the host tells which end is meant.
+                let s = if p.client == host {
+                    &mut p.client_session
+                } else {
+                    p.server_session
+                        .as_mut()
+                        .expect("a server handle comes with its session")
+                };
+                s.handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
+            }
+            DatagramEvent::NewConnection(new) => {
+                // Every accepted session is taken by its pair at once.
+                self.endpoints[host].accept();
+                let pi = new.session.service() as usize;
+                let mut s = *new.session;
                 for st in self
                     .streams
                     .iter()
@@ -464,8 +479,11 @@ impl Simulation {
                         s.inject_objective(o.clone());
                     }
                 }
+                let p = &mut self.pairs[pi];
                 p.server_session = Some(s);
+                p.server_handle = Some(new.handle);
             }
+            DatagramEvent::Dropped(e) => tracing::debug!(host, error = %e, "datagram dropped"),
         }
     }
 
