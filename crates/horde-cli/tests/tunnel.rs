@@ -113,12 +113,33 @@ impl Drop for Netns {
     }
 }
 
-/// A fresh directory for keys and configuration files.
-fn workdir(tag: &str) -> PathBuf {
+/// A fresh directory for keys and configuration files, removed on drop (also when an
+/// assertion fails).
+struct Workdir(PathBuf);
+
+impl std::ops::Deref for Workdir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Workdir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn workdir(tag: &str) -> Workdir {
     let dir = std::env::temp_dir().join(format!("horde-tunnel-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Workdir(dir)
 }
 
 /// Write a key pair to `dir/name`; returns the public key.
@@ -398,7 +419,6 @@ fn a_download_survives_loss_an_outage_and_an_address_change() {
     assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0);
     assert_eq!(count(&server, &["counters", "peer_malformed"]), 0);
     assert_eq!(count(&client, &["counters", "peer_malformed"]), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Two namespaces joined by two veth pairs (192.168.71.0/24 and 192.168.72.0/24).
@@ -689,7 +709,6 @@ remote = "192.168.72.1:7700"
         "{server}"
     );
     assert_eq!(count(&server, &["sessions_replaced"]), 0, "{server}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -810,5 +829,4 @@ remote = "192.168.7{i}.1:7700"
     }
     assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0, "{server}");
     assert_eq!(count(&server, &["counters", "tun_no_route"]), 0, "{server}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
