@@ -723,18 +723,7 @@ impl World {
             let Some(mut s) = self.server.sessions.remove(&k) else {
                 continue;
             };
-            while let Some(t) = s.poll_transmit(snow, &mut self.scratch) {
-                let link = usize::from(t.local);
-                self.send(Datagram {
-                    link,
-                    dir: DOWN,
-                    from: server_addr(link),
-                    dst: t.dst,
-                    bytes: Bytes::copy_from_slice(&self.scratch),
-                    intact: true,
-                    seal: 0,
-                });
-            }
+            self.flush_server(snow, &mut s);
             self.drain_server(k, &mut s);
             if !self.server.paused {
                 let unread = s.unread_bytes();
@@ -743,23 +732,28 @@ impl World {
                 }
             }
             // Window updates the read just queued go out now.
-            while let Some(t) = s.poll_transmit(snow, &mut self.scratch) {
-                let link = usize::from(t.local);
-                self.send(Datagram {
-                    link,
-                    dir: DOWN,
-                    from: server_addr(link),
-                    dst: t.dst,
-                    bytes: Bytes::copy_from_slice(&self.scratch),
-                    intact: true,
-                    seal: 0,
-                });
-            }
+            self.flush_server(snow, &mut s);
             if s.is_closed() && s.poll_timeout(snow).is_none() {
                 self.server.retired.insert(k);
             } else {
                 self.server.sessions.insert(k, s);
             }
+        }
+    }
+
+    /// Sends every datagram a server session has queued, down the link it chose.
+    fn flush_server(&mut self, snow: Duration, s: &mut Session) {
+        while let Some(t) = s.poll_transmit(snow, &mut self.scratch) {
+            let link = usize::from(t.local);
+            self.send(Datagram {
+                link,
+                dir: DOWN,
+                from: server_addr(link),
+                dst: t.dst,
+                bytes: Bytes::copy_from_slice(&self.scratch),
+                intact: true,
+                seal: 0,
+            });
         }
     }
 
