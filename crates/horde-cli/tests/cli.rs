@@ -4,21 +4,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn horde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run horde")
-}
+mod common;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{horde_in_repo as horde, repo, text};
 
 #[test]
 fn sim_json_is_byte_identical_for_the_same_seed() {

@@ -3,19 +3,11 @@
 //! real time over kernel TCP through `horde shell` (root; CI runs as root).
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn horde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(args)
-        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("run horde")
-}
+mod common;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{horde_in_repo as horde, text};
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("horde-flows-test-{tag}-{}", std::process::id()));

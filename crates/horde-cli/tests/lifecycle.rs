@@ -7,16 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+mod common;
 
-fn horde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::{horde, text};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_horde"))

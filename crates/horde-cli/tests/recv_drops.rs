@@ -5,16 +5,9 @@ use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn horde(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(args)
-        .output()
-        .expect("run horde")
-}
+mod common;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{horde, text};
 
 #[test]
 fn recv_reports_drops_per_reason_and_logs_a_refused_key() {

@@ -1,18 +1,9 @@
 //! `horde vopr` end to end: a run of seeds, a replay, a shrunk replay, a failing seed's
 //! exit code and replay line, and bad input.
 
-use std::process::{Command, Output};
+mod common;
 
-fn horde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(args)
-        .output()
-        .expect("run horde")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{horde, text};
 
 #[test]
 fn seeds_run_and_report_one_json_line_each() {
