@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 use horde_emu::{ChannelSetup, Emulator, Histogram, IdealLink, TimerOptions};
 use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
 
+mod common;
+
+use common::us;
+
 const PACKET: usize = 1200;
 
 /// A constant-rate link with a 10 ms propagation delay and a 1 MB buffer.
@@ -159,14 +163,13 @@ fn anchor(secs: f64, gap: Duration, options: TimerOptions) -> Histogram {
     .unwrap()
 }
 
-/// A probe that runs beside the emulator: a real-time (if permitted) thread waking every
-/// millisecond without spinning, recording how late it wakes. Its max shows stalls of the
-/// whole machine during the run.
+/// The stall probe beside the emulator, real-time if permitted, with the emulator's 1 ns
+/// timer slack. Its max shows stalls of the whole machine during the run.
 fn spawn_stall_probe(
     priority: Option<i32>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Histogram> {
-    std::thread::spawn(move || {
+    common::spawn_stall_probe(stop, move || {
         // SAFETY: both calls affect only this thread.
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
@@ -175,22 +178,7 @@ fn spawn_stall_probe(
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
             }
         }
-        let mut h = Histogram::new();
-        let mut deadline = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            deadline += Duration::from_millis(1);
-            let now = Instant::now();
-            if deadline > now {
-                std::thread::sleep(deadline - now);
-            }
-            h.record(Instant::now().saturating_duration_since(deadline));
-        }
-        h
     })
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 /// `[SECONDS [SPIN_US [RT_PRIORITY|off]]]`, defaults: 3 s and the emulator's defaults.

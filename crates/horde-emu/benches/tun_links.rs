@@ -23,9 +23,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use horde_emu::{
-    Emulator, Histogram, IdealLink, PacketLogging, PacketPort, PortChannel, TimerOptions, TunDevice,
+    Emulator, IdealLink, PacketLogging, PacketPort, PortChannel, TimerOptions, TunDevice,
 };
 use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
+
+mod common;
+
+use common::us;
 
 /// UDP payload; 1228 bytes on the link with the IPv4 and UDP headers.
 const PAYLOAD: usize = 1200;
@@ -181,7 +185,7 @@ fn release_error(links: usize, mbps: f64, secs: f64) {
     let emu = lab.start(links, || rate_link(mbps));
     let done = Arc::new(AtomicBool::new(false));
     let (port, sink_thread) = sink(done.clone());
-    let probe = stall_probe(done.clone());
+    let probe = common::spawn_stall_probe(done.clone(), || {});
     let wire = PAYLOAD + IP_UDP_HEADERS;
     let gap = Duration::from_secs_f64(wire as f64 * 8.0 / (mbps * 1e6) / links as f64);
     let total = (secs / gap.as_secs_f64()) as u64;
@@ -277,28 +281,6 @@ fn forwarding(size: usize, secs: f64) {
         100.0 * got as f64 / sent.max(1) as f64,
         got as f64 * (size + IP_UDP_HEADERS) as f64 * 8.0 / offered_for / 1e6
     );
-}
-
-/// A thread waking every millisecond without spinning, recording how late it wakes:
-/// stalls of the whole machine during the run, for reading the figures above.
-fn stall_probe(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Histogram> {
-    std::thread::spawn(move || {
-        let mut h = Histogram::new();
-        let mut deadline = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            deadline += Duration::from_millis(1);
-            let now = Instant::now();
-            if deadline > now {
-                std::thread::sleep(deadline - now);
-            }
-            h.record(Instant::now().saturating_duration_since(deadline));
-        }
-        h
-    })
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn main() {
