@@ -8,32 +8,17 @@
 //! `cargo bench -p horde-emu --bench release_error [-- SECONDS [SPIN_US [RT_PRIORITY|off]]]`
 
 use std::net::UdpSocket;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use horde_emu::{ChannelSetup, Emulator, Histogram, IdealLink, TimerOptions};
-use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
 
 mod common;
 
-use common::us;
+use common::{rate_link, us};
 
 const PACKET: usize = 1200;
-
-/// A constant-rate link with a 10 ms propagation delay and a 1 MB buffer.
-fn rate_link(mbps: f64) -> Box<dyn Link> {
-    let spec = LinkSpec {
-        rate: Some(RateSpec::Constant {
-            kbps: mbps * 1000.0,
-        }),
-        buffer_bytes: Some(1_000_000),
-        delay: Some(DelaySpec::Constant { ms: 10.0 }),
-        loss: None,
-    };
-    spec.build(1, Path::new(".")).expect("valid spec")
-}
 
 fn scenario(links: usize, mbps: f64, secs: f64, options: TimerOptions) {
     let gap = Duration::from_secs_f64(PACKET as f64 * 8.0 / (mbps * 1e6) / links as f64);

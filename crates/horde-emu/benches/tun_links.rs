@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 use horde_emu::{
     Emulator, IdealLink, PacketLogging, PacketPort, PortChannel, TimerOptions, TunDevice,
 };
-use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
+use horde_links::Link;
 
 mod common;
 
-use common::us;
+use common::{rate_link, us};
 
 /// UDP payload; 1228 bytes on the link with the IPv4 and UDP headers.
 const PAYLOAD: usize = 1200;
@@ -130,18 +130,6 @@ fn sh(args: &[&str]) {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn rate_link(mbps: f64) -> Box<dyn Link> {
-    let spec = LinkSpec {
-        rate: Some(RateSpec::Constant {
-            kbps: mbps * 1000.0,
-        }),
-        buffer_bytes: Some(1_000_000),
-        delay: Some(DelaySpec::Constant { ms: 10.0 }),
-        loss: None,
-    };
-    spec.build(1, Path::new(".")).expect("valid spec")
 }
 
 /// What the sink saw: datagrams, payload bytes, and the time from first to last.
