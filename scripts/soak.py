@@ -260,7 +260,7 @@ def main():
     ap.add_argument("--dir", default=None, help="working directory for keys, configs, logs")
     ap.add_argument("--json", default=None, help="also write the JSON verdict to this file")
     ap.add_argument("--sample-s", type=float, default=None,
-                    help="RSS sampling period (default 1 s, 5 s for runs of 5 minutes or more)")
+                    help="RSS sampling period (default 0.5 s, 5 s for runs of 5 minutes or more)")
     args = ap.parse_args()
     if not args.minutes > 0:
         ap.error("--minutes must be positive")
@@ -272,8 +272,8 @@ def main():
     d = args.dir or f"/tmp/horde-soak-{os.getpid()}"
     os.makedirs(d, exist_ok=True)
     long_run = total_s >= 300
-    sample_s = args.sample_s or (5.0 if long_run else 1.0)
-    warmup_s = 60.0 if long_run else 3.0
+    sample_s = args.sample_s or (5.0 if long_run else 0.5)
+    warmup_s = 60.0 if long_run else 5.0
     progress_s = 30.0 if long_run else 5.0
 
     outages, sender_stops, receiver_stops = plan(total_s)
