@@ -197,6 +197,7 @@ class Receiver:
     stream table (timestamped on arrival) and connection lines."""
 
     def __init__(self):
+        self.proc_index = 0
         self.table = None
         self.in_summary = False
         self.intervals = []  # (wall_start, wall_end, received over all streams)
@@ -204,6 +205,9 @@ class Receiver:
         self.connected = {}  # (receiver, connection number) -> wall time of its line
 
     def on_line(self, proc, now, line):
+        if proc.index != self.proc_index:
+            # A new receiver process: its rows are not part of the last one's summary.
+            self.proc_index, self.table, self.in_summary = proc.index, None, False
         if line.startswith("interval s"):
             self.table = "stream" if "  stream  " in line else "channel"
             return
