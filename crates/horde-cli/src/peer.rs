@@ -521,10 +521,24 @@ struct SenderRx {
     report: RecvReport,
     /// Why its session ended, once it has.
     end: Option<CloseReason>,
+    /// The summary of a connection that is over. Its report (histograms of some 15 kB
+    /// each) is dropped then, so that a server's memory does not grow with every
+    /// connection it has served.
+    finished: Option<serde_json::Value>,
 }
 
 impl SenderRx {
+    /// The connection is over: keep its summary only.
+    fn finish(&mut self) {
+        let summary = self.summarize();
+        self.finished = Some(summary);
+        self.report = RecvReport::new(Duration::ZERO, 0);
+    }
+
     fn summarize(&mut self) -> serde_json::Value {
+        if let Some(done) = &self.finished {
+            return done.clone();
+        }
         let summary = self.report.summary();
         serde_json::json!({
             "id": self.id,
@@ -579,6 +593,7 @@ impl Serve {
             peer,
             report: RecvReport::new(self.hold, stamp::unix_micros()),
             end: None,
+            finished: None,
         });
         self.open += 1;
         let tx = tx.clone();
@@ -636,7 +651,8 @@ impl Serve {
                             println!("sender {id}: {}", reason.as_str());
                         }
                     }
-                    Some((_, None)) => {
+                    Some((id, None)) => {
+                        self.senders[id].finish();
                         self.open -= 1;
                         let closed = matches!(
                             self.last_end,
@@ -668,5 +684,39 @@ impl Serve {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod sender_rx_tests {
+    use super::*;
+
+    fn adu(sent_us: u64, seq: u64) -> Vec<u8> {
+        let mut p = sent_us.to_be_bytes().to_vec();
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.resize(500, 0);
+        p
+    }
+
+    #[test]
+    fn a_finished_connection_keeps_its_summary_and_drops_its_report() {
+        let mut s = SenderRx {
+            id: 3,
+            peer: "k".into(),
+            report: RecvReport::new(Duration::from_millis(100), 1_000_000),
+            end: Some(CloseReason::PeerClosed),
+            finished: None,
+        };
+        for i in 0..50u64 {
+            let at = 1_000_000 + i * 10_000;
+            s.report.on_received(1, 0, &adu(at - 2_000, i), at);
+        }
+        s.finish();
+        assert!(s.report.first_arrival_us().is_none(), "report not dropped");
+        let v = s.summarize();
+        assert_eq!(v["id"], 3);
+        assert_eq!(v["end"], "peer closed");
+        assert_eq!(v["first_arrival_unix_us"], 1_000_000);
+        assert_eq!(v["summary"]["streams"][0]["received"], 50, "{v}");
     }
 }

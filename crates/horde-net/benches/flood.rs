@@ -1,6 +1,6 @@
 //! A live session with and without a handshake flood against its receiver.
 //!
-//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS]
+//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS [loopback|emulated]]
 //!
 //! Both hosts run on one two-worker runtime over loopback; the session sends 1000-byte ADUs
 //! at 1000/s (8 Mbit/s). The attacker sends from 127.0.0.2 at RATE datagrams/s (default
@@ -24,6 +24,8 @@ fn main() {
         .collect();
     let rate: u32 = args.first().and_then(|a| a.parse().ok()).unwrap_or(50_000);
     let seconds: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5.0);
+    // Optional: only the paths whose name starts with this word (both by default).
+    let only = args.get(2).cloned().unwrap_or_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -44,6 +46,9 @@ fn main() {
             }),
         ),
     ] {
+        if !path.starts_with(only.as_str()) {
+            continue;
+        }
         println!("-- path: {path}");
         run(&rt, link, rate, seconds);
     }

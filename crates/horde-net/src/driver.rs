@@ -496,6 +496,7 @@ impl Driver {
                     return;
                 };
                 conn.refused.clear();
+                crypto.tick(now);
                 let plain = match crypto.open(&self.recv_buf[..len], &mut self.plain) {
                     Ok((_, p)) => Bytes::copy_from_slice(p),
                     Err(reason) => {
@@ -561,6 +562,10 @@ impl Driver {
         self.send_raw(iface, src, reply.response().to_vec());
         if let Reply::NewSession { mut session, .. } = reply {
             session.set_rekey_policy(self.rekey);
+            // Key ages count from the host's clock: unticked, a session's first key
+            // would be stamped as used at 0 and expire once the host is older than
+            // the reject-after time.
+            session.tick(self.now());
             let key = self.next_key;
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
@@ -628,6 +633,7 @@ impl Driver {
         };
         let mut crypto = crypto;
         crypto.set_rekey_policy(self.rekey);
+        crypto.tick(now);
         // Channels over an interface that is down now wait for it to come back.
         let sockets = &self.sockets;
         let (live, parked): (Vec<ChannelTarget>, Vec<ChannelTarget>) = hs

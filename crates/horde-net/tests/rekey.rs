@@ -149,3 +149,66 @@ async fn a_continuous_stream_loses_nothing_across_rekeys() {
     client.shutdown().await;
     server.shutdown().await;
 }
+
+/// A session accepted by a host that has been up longer than the reject-after time: its
+/// first key's age counts from the handshake, not from the host's start. (Found by the
+/// soak test: a receiver up for more than 180 s refused every new session's data as
+/// `key_expired`, so restarted senders reconnected every few seconds and delivered nothing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_older_than_the_key_lifetime_accepts_new_sessions() {
+    let policy = RekeyPolicy::every(Duration::from_millis(1000));
+    let ck = Keypair::generate();
+    let sk = Keypair::generate();
+    let mut scfg = HostConfig::new(sk.clone(), vec![InterfaceConfig::new(lo())]);
+    scfg.allowed_peers = vec![*ck.public()];
+    scfg.rekey = policy;
+    let server = Host::bind(scfg).await.unwrap();
+    let mut ccfg = HostConfig::new(ck, vec![InterfaceConfig::new(lo())]);
+    ccfg.rekey = policy;
+    let client = Host::bind(ccfg).await.unwrap();
+    let mut listener = server.listen(5);
+    // Both hosts are now older than the 1.5 s reject-after time.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let conn = client
+        .connect(ConnectConfig {
+            peer: *sk.public(),
+            service: 5,
+            channels: vec![ChannelTarget {
+                interface: 0,
+                remote: server.local_addrs()[0],
+                config: ChannelConfig::default(),
+            }],
+            handshake_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    let accepted = listener.accept().await.unwrap();
+    conn.open_stream(1, StreamConfig::default()).await.unwrap();
+    let (handle, _client_events) = conn.split();
+    let (_h, mut server_events) = accepted.split();
+    // 200 ADUs over half a second: within one key generation of the sender.
+    const N: u32 = 200;
+    let sender = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_micros(2500));
+        for i in 0..N {
+            tick.tick().await;
+            handle
+                .send_adu_nowait(1, Bytes::from(i.to_le_bytes().to_vec()), Fields::new())
+                .unwrap();
+        }
+        handle
+    });
+    let mut got = 0;
+    while got < N {
+        match tokio::time::timeout(Duration::from_millis(400), server_events.recv()).await {
+            Ok(Some(Event::Received { .. })) => got += 1,
+            Ok(Some(_)) => {}
+            other => panic!("delivery stalled after {got} ADUs: {other:?}"),
+        }
+    }
+    let _handle = sender.await.unwrap();
+    let dropped = server.stats().await.unwrap().dropped;
+    assert_eq!(dropped.total(), 0, "{dropped:?}");
+    client.shutdown().await;
+    server.shutdown().await;
+}
