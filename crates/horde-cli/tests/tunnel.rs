@@ -10,7 +10,7 @@
 //!
 //! They run one at a time (a lock): they move real traffic on a small machine.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -162,19 +162,28 @@ fn start_server(ns: &Netns, dir: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+    // The server's log is kept beside the run's files, for when a run fails.
+    let log = std::fs::File::create(dir.join("server.err")).ok();
+    let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up", log);
     assert!(line.contains("mtu 1380"), "{line}");
     child
 }
 
 /// Read `from` on a thread until a line contains `want` (panics after 20 s); the rest
-/// of the stream is drained in the background.
-fn first_line_with(from: impl Read + Send + 'static, want: &str) -> String {
+/// of the stream is drained in the background, into `log` if given.
+fn first_line_with(
+    from: impl Read + Send + 'static,
+    want: &str,
+    mut log: Option<std::fs::File>,
+) -> String {
     let (tx, rx) = mpsc::channel();
     let want = want.to_string();
     std::thread::spawn(move || {
         let mut found = false;
         for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
             if !found && line.contains(&want) {
                 found = true;
                 let _ = tx.send(line);
@@ -611,7 +620,7 @@ remote = "192.168.72.1:7700"
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up");
+    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up", None);
     // "... channels on 192.168.71.2:PORT, 192.168.72.2:PORT"
     let client_socks: Vec<std::net::SocketAddr> = up
         .rsplit("channels on ")
@@ -764,7 +773,7 @@ remote = "192.168.7{i}.1:7700"
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+        first_line_with(child.stderr.take().unwrap(), "device hdt0 up", None);
         running.push(child);
     }
     // Each client's own address, over IPv4 and IPv6, reaches that client.
