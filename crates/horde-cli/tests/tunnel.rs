@@ -272,8 +272,9 @@ fn root_or_refusal_checked() -> bool {
 }
 
 /// The shell's script: write the client's file, start the client and two flow servers
-/// (IPv4 and IPv6 on the tunnel addresses), say `ready`, and once both transfers are in,
-/// stop the client (its JSON report goes to `$DIR/client.json`).
+/// (IPv4 and IPv6 on the tunnel addresses), say `ready`, and once both transfers are in
+/// and the test has written `$DIR/done` (both senders have their answers), stop the
+/// client (its JSON report goes to `$DIR/client.json`).
 const SHELL_SCRIPT: &str = r#"set -e
 o1=$(echo "$HORDE_SHELL_LINK1" | awk -F. '{print $1"."$2"."$3"."($4-1)}')
 cat > "$DIR/client.toml" <<EOF
@@ -313,6 +314,13 @@ sleep 0.3
 echo ready
 wait $f4
 wait $f6
+# The flow servers are done, but their answers (count and checksum) may still be on
+# their way back through the tunnel, or need a TCP retransmission: stop the client only
+# once the test has both answers.
+i=0
+until [ -e "$DIR/done" ]; do
+  i=$((i+1)); [ $i -lt 2400 ] || { echo "no done from the test" >&2; exit 1; }; sleep 0.05
+done
 kill -INT $cpid
 wait $cpid
 "#;
@@ -386,6 +394,7 @@ fn a_download_survives_loss_an_outage_and_an_address_change() {
         "the address change did not happen"
     );
     transfer(&srv, "[fd77::2]:5202", 300_000);
+    std::fs::write(dir.join("done"), "").unwrap();
 
     let out = shell.wait_with_output().unwrap();
     assert!(out.status.success(), "shell: {}", text(&out.stderr));

@@ -147,6 +147,8 @@ pub struct Channel {
     sent: SentTracker,
     /// Last time an ack made progress, or the channel started sending after being idle.
     last_progress: Duration,
+    /// When this channel last sent something its peer hears (data, ping, probe or ack).
+    last_sent: Duration,
     recv: ReceiveState,
     pub stats: ChannelStats,
 }
@@ -204,6 +206,7 @@ impl Channel {
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
             last_progress: now,
+            last_sent: now,
             recv: ReceiveState::new(now),
             stats: ChannelStats::default(),
         }
@@ -220,6 +223,18 @@ impl Channel {
 
     pub fn is_alive(&self) -> bool {
         self.liveness == Liveness::Alive
+    }
+
+    /// When this channel last sent something its peer hears (data, ping, probe or ack):
+    /// its own keepalive runs from here.
+    pub fn last_sent(&self) -> Duration {
+        self.last_sent
+    }
+
+    /// An ack went out on this channel: the peer hears from this end's address on it,
+    /// and its own data there tells it whether the path works.
+    pub fn on_ack_sent(&mut self, now: Duration) {
+        self.last_sent = self.last_sent.max(now);
     }
 
     /// Whether no queue seems to stand in front of this channel: its latest round trip
@@ -398,6 +413,7 @@ impl Channel {
             self.last_progress = self.last_progress.max(now);
         }
         let seq = self.sent.on_send(now, size, adus);
+        self.last_sent = now;
         self.cc.on_sent(now, size, self.sent.bytes_in_flight());
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
