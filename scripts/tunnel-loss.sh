@@ -86,13 +86,17 @@ until ip link show htl0 > /dev/null 2>&1; do sleep 0.05; done
 f=$!
 touch "$DIR/ready"
 wait $f
+# The answer (count and checksum) may still be crossing the tunnel: stop the client
+# only once the sender has it.
+until [ -e "$DIR/done" ]; do sleep 0.05; done
 kill -INT $c; wait $c' &
     shell=$!
     until [ -e "$DIR/ready" ]; do sleep 0.05; done
     sleep 0.3
-    out=$(ip netns exec $SRV "$HORDE" flow client --connect 10.77.0.2:5201 --bytes "$BYTES")
+    out=$(ip netns exec $SRV "$HORDE" flow client --connect 10.77.0.2:5201 --bytes "$BYTES") || true
+    touch "$DIR/done"
     wait $shell
-    rm -f "$DIR/ready"
+    rm -f "$DIR/ready" "$DIR/done"
     kill -INT $spid; wait $spid || true
     echo "$out" | grep -q '"checksum_ok":true' || { echo "$mode: transfer failed: $out"; exit 1; }
     printf '%-12s %s\n' "$mode" "$(echo "$out" | sed 's/.*"seconds":\([0-9.]*\).*"goodput_mbps":\([0-9.]*\).*/\1 s, \2 Mbit\/s/')"

@@ -10,7 +10,7 @@
 //!
 //! They run one at a time (a lock): they move real traffic on a small machine.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -183,19 +183,28 @@ fn start_server(ns: &Netns, dir: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+    // The server's log is kept beside the run's files, for when a run fails.
+    let log = std::fs::File::create(dir.join("server.err")).ok();
+    let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up", log);
     assert!(line.contains("mtu 1380"), "{line}");
     child
 }
 
 /// Read `from` on a thread until a line contains `want` (panics after 20 s); the rest
-/// of the stream is drained in the background.
-fn first_line_with(from: impl Read + Send + 'static, want: &str) -> String {
+/// of the stream is drained in the background, into `log` if given.
+fn first_line_with(
+    from: impl Read + Send + 'static,
+    want: &str,
+    mut log: Option<std::fs::File>,
+) -> String {
     let (tx, rx) = mpsc::channel();
     let want = want.to_string();
     std::thread::spawn(move || {
         let mut found = false;
         for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
             if !found && line.contains(&want) {
                 found = true;
                 let _ = tx.send(line);
@@ -284,8 +293,9 @@ fn root_or_refusal_checked() -> bool {
 }
 
 /// The shell's script: write the client's file, start the client and two flow servers
-/// (IPv4 and IPv6 on the tunnel addresses), say `ready`, and once both transfers are in,
-/// stop the client (its JSON report goes to `$DIR/client.json`).
+/// (IPv4 and IPv6 on the tunnel addresses), say `ready`, and once both transfers are in
+/// and the test has written `$DIR/done` (both senders have their answers), stop the
+/// client (its JSON report goes to `$DIR/client.json`).
 const SHELL_SCRIPT: &str = r#"set -e
 o1=$(echo "$HORDE_SHELL_LINK1" | awk -F. '{print $1"."$2"."$3"."($4-1)}')
 cat > "$DIR/client.toml" <<EOF
@@ -325,6 +335,13 @@ sleep 0.3
 echo ready
 wait $f4
 wait $f6
+# The flow servers are done, but their answers (count and checksum) may still be on
+# their way back through the tunnel, or need a TCP retransmission: stop the client only
+# once the test has both answers.
+i=0
+until [ -e "$DIR/done" ]; do
+  i=$((i+1)); [ $i -lt 2400 ] || { echo "no done from the test" >&2; exit 1; }; sleep 0.05
+done
 kill -INT $cpid
 wait $cpid
 "#;
@@ -398,6 +415,7 @@ fn a_download_survives_loss_an_outage_and_an_address_change() {
         "the address change did not happen"
     );
     transfer(&srv, "[fd77::2]:5202", 300_000);
+    std::fs::write(dir.join("done"), "").unwrap();
 
     let out = shell.wait_with_output().unwrap();
     assert!(out.status.success(), "shell: {}", text(&out.stderr));
@@ -631,7 +649,7 @@ remote = "192.168.72.1:7700"
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up");
+    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up", None);
     // "... channels on 192.168.71.2:PORT, 192.168.72.2:PORT"
     let client_socks: Vec<std::net::SocketAddr> = up
         .rsplit("channels on ")
@@ -783,7 +801,7 @@ remote = "192.168.7{i}.1:7700"
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        first_line_with(child.stderr.take().unwrap(), "device hdt0 up");
+        first_line_with(child.stderr.take().unwrap(), "device hdt0 up", None);
         running.push(child);
     }
     // Each client's own address, over IPv4 and IPv6, reaches that client.

@@ -27,7 +27,7 @@ const RTT_EXTREME_WINDOW: Duration = Duration::from_secs(10);
 /// The minimum (or maximum) of the samples of the last `window` to `2 * window`: two
 /// buckets, the older dropped as the newer one fills, so it costs O(1) per sample.
 #[derive(Debug, Clone)]
-struct WindowedExtreme {
+pub(crate) struct WindowedExtreme {
     is_max: bool,
     current: Option<f64>,
     previous: Option<f64>,
@@ -35,7 +35,7 @@ struct WindowedExtreme {
 }
 
 impl WindowedExtreme {
-    fn new(is_max: bool) -> Self {
+    pub(crate) fn new(is_max: bool) -> Self {
         Self {
             is_max,
             current: None,
@@ -52,7 +52,7 @@ impl WindowedExtreme {
         }
     }
 
-    fn on_sample(&mut self, now: Duration, x: f64) {
+    pub(crate) fn on_sample(&mut self, now: Duration, x: f64) {
         if now.saturating_sub(self.bucket_start) >= RTT_EXTREME_WINDOW {
             self.previous = self.current.take();
             self.bucket_start = now;
@@ -60,7 +60,7 @@ impl WindowedExtreme {
         self.current = Some(self.current.map_or(x, |c| self.better(c, x)));
     }
 
-    fn get(&self) -> Option<f64> {
+    pub(crate) fn get(&self) -> Option<f64> {
         match (self.current, self.previous) {
             (Some(a), Some(b)) => Some(self.better(a, b)),
             (a, b) => a.or(b),

@@ -64,10 +64,6 @@ impl Lifecycle {
         (config.idle_timeout_ms > 0.0).then(|| self.last_rx + ms(config.idle_timeout_ms))
     }
 
-    pub fn keepalive_deadline(&self, config: &SessionConfig) -> Option<Duration> {
-        (config.keepalive_ms > 0.0).then(|| self.last_tx + ms(config.keepalive_ms))
-    }
-
     pub fn start_close(&mut self, now: Duration, config: &SessionConfig) {
         self.closing = Some(Closing {
             deadline: now + ms(config.close_timeout_ms),

@@ -1504,7 +1504,11 @@ impl Session {
                     return false;
                 }
                 if self.state == State::Connected && self.timers.is_due(Timer::Keepalive, now) {
+                    let interval = ms(self.config.keepalive_ms);
                     for idx in 0..self.channels.len() {
+                        if self.channels[idx].last_sent() + interval > now {
+                            continue;
+                        }
                         let seq =
                             self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
                         let ts = self.send_ts(now);
@@ -1549,6 +1553,20 @@ impl Session {
         t
     }
 
+    /// Each channel is pinged once it has sent nothing for the keepalive interval, not
+    /// only when the whole session is quiet: a channel the scheduler leaves unused (its
+    /// peer prefers another) must still tell the peer where it is after an address
+    /// change, and find out whether it still works. Otherwise one channel's traffic, or
+    /// a dead channel's probes, hides another channel's silence until the session idles
+    /// out (`docs/tunnel.md`, "The download test's stall").
+    fn keepalive_deadline(&self) -> Option<Duration> {
+        if self.config.keepalive_ms <= 0.0 {
+            return None;
+        }
+        let interval = ms(self.config.keepalive_ms);
+        self.channels.iter().map(|c| c.last_sent() + interval).min()
+    }
+
     fn refill_timers(&mut self, now: Duration) {
         let mut d = Deadlines::default();
         self.fill_timers(now, &mut d);
@@ -1574,7 +1592,7 @@ impl Session {
         } else {
             d.set(Timer::Idle, self.life.idle_deadline(&self.config));
             if self.state == State::Connected {
-                d.set(Timer::Keepalive, self.life.keepalive_deadline(&self.config));
+                d.set(Timer::Keepalive, self.keepalive_deadline());
             }
         }
         if let Some(b) = self.life.flow.blocked_since {
@@ -1679,6 +1697,7 @@ impl Session {
             PendingTx::Ack(_, ack) => {
                 wire::encode_ack(&ack, buf);
                 self.channels[idx].recycle_ack(ack);
+                self.channels[idx].on_ack_sent(now);
             }
             PendingTx::Ping(_, seq, send_ts) => {
                 packet_seq = Some(seq);

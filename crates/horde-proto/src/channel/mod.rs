@@ -121,6 +121,13 @@ const CONGESTION_QUEUE_FRACTION: f64 = 0.7;
 /// ever built, so a loss cannot be an overflow.
 const MIN_QUEUE_SPREAD_MS: f64 = 2.0;
 const MIN_QUEUE_SPREAD_FRACTION: f64 = 0.1;
+/// Round-trip growth over the minimum (ms, and as a fraction of it) that still counts as
+/// no queue: above the ack delay and jitter of a quiet path, well below a full buffer.
+const QUEUE_FREE_MARGIN_MS: f64 = 10.0;
+const QUEUE_FREE_FRACTION: f64 = 0.5;
+/// Spare-capacity coding fills the path up to this many bandwidth-delay products: a
+/// little above one, so the delivery-rate estimate can still grow when the path does.
+pub const SPARE_BDP_GAIN: f64 = 1.25;
 
 pub struct Channel {
     pub id: u8,
@@ -133,10 +140,15 @@ pub struct Channel {
     pub rtt: RttEstimator,
     /// Link losses (congestion losses and late-acked packets excluded).
     pub loss: LossEstimator,
+    /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
+    /// path's bandwidth-delay product, which bounds what spare-capacity coding may fill.
+    delivery_max: crate::estimator::WindowedExtreme,
     liveness: Liveness,
     sent: SentTracker,
     /// Last time an ack made progress, or the channel started sending after being idle.
     last_progress: Duration,
+    /// When this channel last sent something its peer hears (data, ping, probe or ack).
+    last_sent: Duration,
     recv: ReceiveState,
     pub stats: ChannelStats,
 }
@@ -190,9 +202,11 @@ impl Channel {
             cc,
             rtt: RttEstimator::new(),
             loss: LossEstimator::new(),
+            delivery_max: crate::estimator::WindowedExtreme::new(true),
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
             last_progress: now,
+            last_sent: now,
             recv: ReceiveState::new(now),
             stats: ChannelStats::default(),
         }
@@ -209,6 +223,26 @@ impl Channel {
 
     pub fn is_alive(&self) -> bool {
         self.liveness == Liveness::Alive
+    }
+
+    /// When this channel last sent something its peer hears (data, ping, probe or ack):
+    /// its own keepalive runs from here.
+    pub fn last_sent(&self) -> Duration {
+        self.last_sent
+    }
+
+    /// An ack went out on this channel: the peer hears from this end's address on it,
+    /// and its own data there tells it whether the path works.
+    pub fn on_ack_sent(&mut self, now: Duration) {
+        self.last_sent = self.last_sent.max(now);
+    }
+
+    /// Whether no queue seems to stand in front of this channel: its latest round trip
+    /// is within `QUEUE_FREE_MARGIN_MS` (or half the minimum, if larger) of the minimum.
+    fn looks_queue_free(&self) -> bool {
+        self.rtt.min_ms().is_none_or(|min| {
+            self.rtt.latest_ms() <= min + (min * QUEUE_FREE_FRACTION).max(QUEUE_FREE_MARGIN_MS)
+        })
     }
 
     pub fn congestion_control(&self) -> &dyn CongestionControl {
@@ -280,6 +314,25 @@ impl Channel {
         let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
         let n = (allowance / u64::from(self.slot_wire_bytes())) as usize;
         n.min(MAX_REAL_SLOTS_PER_CYCLE)
+    }
+
+    /// Real slots that are spare capacity (PluriBus §4.1: coded packets only where the
+    /// path's queue is empty): none while a queue stands in front of the channel, and
+    /// at most what keeps the bytes in flight within [`SPARE_BDP_GAIN`] times the path's
+    /// bandwidth-delay product. A window that merely allows a send is not spare capacity:
+    /// coding into all of it grows a loss-based window into the link's buffer, and every
+    /// data packet then waits behind the coded ones.
+    pub fn spare_slot_count(&self, now: Duration) -> usize {
+        if !self.looks_queue_free() {
+            return 0;
+        }
+        let real = self.real_slot_count(now);
+        let (Some(rate), Some(min)) = (self.delivery_max.get(), self.rtt.min_ms()) else {
+            return real;
+        };
+        let bdp = rate * min / 1e3 * SPARE_BDP_GAIN;
+        let room = (bdp - self.sent.bytes_in_flight() as f64).max(0.0);
+        real.min((room / f64::from(self.slot_wire_bytes())) as usize)
     }
 
     /// Append the real slots available now.
@@ -360,6 +413,7 @@ impl Channel {
             self.last_progress = self.last_progress.max(now);
         }
         let seq = self.sent.on_send(now, size, adus);
+        self.last_sent = now;
         self.cc.on_sent(now, size, self.sent.bytes_in_flight());
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
@@ -396,6 +450,9 @@ impl Channel {
                 push_resolved(out, seq, adus, resolution);
             },
         );
+        if let Some(r) = &frame.rate {
+            self.delivery_max.on_sample(now, r.delivery_rate);
+        }
         if frame.acked_bytes > 0 {
             self.last_progress = now;
             if let Liveness::Dead { .. } = self.liveness {

@@ -51,11 +51,27 @@ pub struct Decoder {
     order: VecDeque<(Duration, u64)>,
     waiting: Vec<Waiting>,
     blocks: HashMap<u64, Block>,
+    /// The highest sequence number that has left the store. At or below it the decoder
+    /// cannot tell an ADU that never came from one it delivered and forgot, so nothing
+    /// there is recovered: a coded ADU that arrives late (behind a long queue, or over
+    /// a slower path) would otherwise hand the application a second copy.
+    forgotten: Option<u64>,
 }
 
 impl Decoder {
     pub fn has(&self, seq: u64) -> bool {
         self.store.contains_key(&seq)
+    }
+
+    /// Whether `seq` is missing from the store and past the point where the decoder
+    /// could still tell whether it was delivered.
+    fn is_forgotten(&self, seq: u64) -> bool {
+        self.forgotten.is_some_and(|f| seq <= f) && !self.store.contains_key(&seq)
+    }
+
+    fn forget(&mut self, seq: u64) {
+        self.store.remove(&seq);
+        self.forgotten = Some(self.forgotten.map_or(seq, |f| f.max(seq)));
     }
 
     /// Take one frame at `now`.
@@ -128,7 +144,7 @@ impl Decoder {
         self.order.push_back((now, seq));
         while self.order.len() > MAX_STORED {
             if let Some((_, s)) = self.order.pop_front() {
-                self.store.remove(&s);
+                self.forget(s);
             }
         }
     }
@@ -142,6 +158,11 @@ impl Decoder {
             let mut i = 0;
             while i < self.waiting.len() {
                 let w = &self.waiting[i];
+                if w.seqs.iter().any(|&s| self.is_forgotten(s)) {
+                    // One of its constituents can no longer be told apart: useless.
+                    self.waiting.swap_remove(i);
+                    continue;
+                }
                 let mut missing = w.seqs.iter().filter(|s| !self.store.contains_key(s));
                 let (first, second) = (missing.next().copied(), missing.next());
                 match (first, second) {
@@ -162,7 +183,7 @@ impl Decoder {
             let firsts: Vec<u64> = self.blocks.keys().copied().collect();
             for first in firsts {
                 for (seq, p) in self.try_block(first) {
-                    if !self.store.contains_key(&seq) {
+                    if !self.store.contains_key(&seq) && !self.is_forgotten(seq) {
                         self.insert(now, seq, p.clone());
                         d.new.push((seq, p, true));
                         progress = true;
@@ -222,7 +243,7 @@ impl Decoder {
         let old = |at: Duration| now.saturating_sub(at) > DECODE_WINDOW;
         while self.order.front().is_some_and(|&(at, _)| old(at)) {
             if let Some((_, s)) = self.order.pop_front() {
-                self.store.remove(&s);
+                self.forget(s);
             }
         }
         self.waiting.retain(|w| !old(w.at));
@@ -294,6 +315,24 @@ mod tests {
             .iter()
             .all(|(s, _, _)| *s == 4));
         assert!(!d.has(5));
+    }
+
+    #[test]
+    fn a_late_coded_adu_does_not_deliver_a_forgotten_adu_again() {
+        // 0 and 1 arrive and are delivered; 1 s later they have left the store, and a
+        // coded ADU over {0, 1, 2} comes in behind a long queue with 2 already here.
+        let mut d = Decoder::default();
+        assert_eq!(d.on_frame(Duration::ZERO, data(0)).new.len(), 1);
+        assert_eq!(d.on_frame(Duration::ZERO, data(1)).new.len(), 1);
+        let late = DECODE_WINDOW + Duration::from_millis(5);
+        assert_eq!(d.on_frame(late, data(2)).new.len(), 1);
+        assert!(!d.has(0) && !d.has(1));
+        let out = d.on_frame(late, xor_frame(&[1, 2]));
+        assert!(out.new.is_empty(), "{:?}", out.new);
+        // Newer losses are still recovered.
+        let out = d.on_frame(late, xor_frame(&[2, 3]));
+        let got: Vec<u64> = out.new.iter().map(|(s, _, _)| *s).collect();
+        assert_eq!(got, [3]);
     }
 
     #[test]

@@ -118,7 +118,7 @@ impl Session {
         {
             return false;
         }
-        let slots: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
+        let slots: usize = self.channels.iter().map(|c| c.spare_slot_count(now)).sum();
         if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
             // Nothing to code after all (W expired, no whole slot): `poll_timeout` would
             // otherwise name this instant again and again.
