@@ -201,3 +201,86 @@ async fn back_pressure_keeps_a_bulk_stream_on_the_link() {
     receiver.abort();
     emu.shutdown();
 }
+
+/// Real-time version of the simulator's link-death check: a bulk stream over three
+/// links of 2, 1.5 and 1 Mbit/s; the 1.5 Mbit/s link dies for good. From 2 s after the
+/// death, the two surviving links carry at least 90% of their capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surviving_links_carry_their_capacity_two_seconds_after_a_link_death() {
+    // Buffers of about 60-120 ms, so the surviving links run dry within a fraction of a
+    // second unless the scheduler moves the dead link's share onto them.
+    let short = |kbps: f64, ms: f64| {
+        let mut l = link(kbps, ms, 0.0);
+        l.buffer_bytes = Some(15_000);
+        l
+    };
+    let links = [
+        ("a", short(2000.0, 20.0), short(2000.0, 20.0)),
+        ("b", short(1500.0, 30.0), short(1500.0, 30.0)),
+        ("c", short(1000.0, 40.0), short(1000.0, 40.0)),
+    ];
+    const SURVIVING_KBPS: f64 = 3000.0;
+    let s = setup(&links, ChannelConfig::default()).await;
+    let emu = s.emu.unwrap();
+    let (handle, _) = s.conn.split();
+    handle
+        .open_stream(1, StreamConfig::default())
+        .await
+        .unwrap();
+    let (_, mut rx) = s.accepted.split();
+    let payload = Bytes::from(vec![7u8; 1200]);
+    let sender = tokio::spawn(async move {
+        while handle.writable(1).await.is_ok() {
+            for _ in 0..4 {
+                let _ = handle.send_adu_nowait(1, payload.clone(), Fields::new());
+            }
+        }
+    });
+    let receiver = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    // Leave slow start out; check that link b carries its share, then kill it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let b_bytes = || emu.stats().channel("b").unwrap().up.delivered_bytes;
+    let (t0, b0) = (Instant::now(), b_bytes());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let b_kbps = (b_bytes() - b0) as f64 * 8.0 / 1e3 / t0.elapsed().as_secs_f64();
+    println!("link b before its death: {b_kbps:.0} kbit/s");
+    assert!(b_kbps > 750.0, "link b carried only {b_kbps:.0} kbit/s");
+    emu.set_down("b", true).unwrap();
+    let died = Instant::now();
+    let surviving_bytes = |st: &horde_emu::Stats| {
+        ["a", "c"]
+            .iter()
+            .map(|n| st.channel(n).unwrap().up.delivered_bytes)
+            .sum::<u64>()
+    };
+    // Per-second shares of the surviving capacity, for the record; the target is judged
+    // over seconds 2 to 6 after the death.
+    let mut samples = vec![(Instant::now(), surviving_bytes(&emu.stats()))];
+    for second in 1..=6u32 {
+        tokio::time::sleep_until((died + Duration::from_secs(second.into())).into()).await;
+        samples.push((Instant::now(), surviving_bytes(&emu.stats())));
+    }
+    let share = |from: usize, to: usize| {
+        let (t0, b0) = samples[from];
+        let (t1, b1) = samples[to];
+        (b1 - b0) as f64 * 8.0 / (SURVIVING_KBPS * 1e3 * (t1 - t0).as_secs_f64())
+    };
+    let per_second: Vec<String> = (0..6)
+        .map(|i| format!("{}-{} s {:.1}%", i, i + 1, 100.0 * share(i, i + 1)))
+        .collect();
+    println!(
+        "surviving links' share after the death: {}",
+        per_second.join(", ")
+    );
+    let after_two = share(2, 6);
+    println!("seconds 2-6 after the death: {:.1}%", 100.0 * after_two);
+    assert!(
+        after_two >= 0.90,
+        "surviving links carried {:.1}% of their capacity from 2 s after the death ({})",
+        100.0 * after_two,
+        per_second.join(", ")
+    );
+    sender.abort();
+    receiver.abort();
+    emu.shutdown();
+}
