@@ -211,7 +211,10 @@ fn run(seconds: f64, path: Path) -> (Figures, f64) {
     if let Some(e) = emu {
         e.shutdown();
     }
-    (Figures::new(n, bytes, span, cpu), allocs as f64 / n.max(1) as f64)
+    (
+        Figures::new(n, bytes, span, cpu),
+        allocs as f64 / n.max(1) as f64,
+    )
 }
 
 fn line(name: &str, f: &Figures, extra: &str) {
@@ -230,10 +233,19 @@ fn main() {
         .unwrap_or(5.0);
     let anchor_secs = seconds.min(3.0);
     let anchors = [
-        ("plain UDP, 1 datagram/syscall", anchors::udp::one_per_syscall(anchor_secs, ADU)),
+        (
+            "plain UDP, 1 datagram/syscall",
+            anchors::udp::one_per_syscall(anchor_secs, ADU),
+        ),
         ("plain UDP, GSO/GRO", anchors::udp::gso(anchor_secs, ADU)),
-        ("quinn, 1 bulk stream", anchors::quic::run(anchor_secs, anchors::quic::Mode::Stream, ADU)),
-        ("quinn, datagrams", anchors::quic::run(anchor_secs, anchors::quic::Mode::Datagrams, ADU)),
+        (
+            "quinn, 1 bulk stream",
+            anchors::quic::run(anchor_secs, anchors::quic::Mode::Stream, ADU),
+        ),
+        (
+            "quinn, datagrams",
+            anchors::quic::run(anchor_secs, anchors::quic::Mode::Datagrams, ADU),
+        ),
     ];
     for (name, f) in &anchors {
         line(name, f, "(anchor)");
@@ -246,9 +258,17 @@ fn main() {
     line(
         "Horde, 4 channels, loopback",
         &horde,
-        &format!("{allocs:.2} allocations/packet  ({} ADUs of {ADU} B in {:.2} s)", horde.packets, horde.span.as_secs_f64()),
+        &format!(
+            "{allocs:.2} allocations/packet  ({} ADUs of {ADU} B in {:.2} s)",
+            horde.packets,
+            horde.span.as_secs_f64()
+        ),
     );
     println!("  goodput ratios: {}", ratios.join(", "));
     let (emu, allocs) = run(seconds, Path::Emulator);
-    line("Horde, 4 channels, via emulator", &emu, &format!("{allocs:.2} allocations/packet"));
+    line(
+        "Horde, 4 channels, via emulator",
+        &emu,
+        &format!("{allocs:.2} allocations/packet"),
+    );
 }

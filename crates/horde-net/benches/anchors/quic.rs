@@ -50,7 +50,11 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Payload bytes, UDP datagrams read and first-to-last span at the server.
-fn serve(config: ServerConfig, mode: Mode, ready: std::sync::mpsc::Sender<SocketAddr>) -> (u64, u64, Duration) {
+fn serve(
+    config: ServerConfig,
+    mode: Mode,
+    ready: std::sync::mpsc::Sender<SocketAddr>,
+) -> (u64, u64, Duration) {
     runtime().block_on(async move {
         let ep = Endpoint::server(config, "127.0.0.1:0".parse().unwrap()).unwrap();
         ready.send(ep.local_addr().unwrap()).unwrap();
