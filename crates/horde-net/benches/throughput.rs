@@ -1,7 +1,9 @@
 //! Sender-to-receiver throughput through the runtime: 4 channels over unshaped loopback
 //! with encryption on, then the same through the emulator with ideal links.
 //!
-//!     cargo bench -p horde-net --bench throughput [-- SECONDS]
+//!     cargo bench -p horde-net --bench throughput [-- SECONDS] [horde]
+//!
+//! With `horde`, only Horde over loopback runs (for profiling).
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
@@ -231,6 +233,15 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5.0);
+    if std::env::args().any(|a| a == "horde") {
+        let (f, allocs) = run(seconds, Path::Loopback);
+        line(
+            "Horde, 4 channels, loopback",
+            &f,
+            &format!("{allocs:.2} allocations/packet"),
+        );
+        return;
+    }
     let anchor_secs = seconds.min(3.0);
     let anchors = [
         (
