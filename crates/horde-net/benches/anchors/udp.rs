@@ -1,46 +1,46 @@
 //! Plain UDP anchors over loopback: no protocol, no encryption, 1200-byte datagrams,
 //! one sender thread and one receiver thread.
 
-use std::io::IoSliceMut;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
-
-use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
 
 use super::Figures;
 
 /// Datagrams per GSO send: as many 1200-byte segments as fit in one 64 KB send.
 const GSO_SEGMENTS: usize = 53;
 
-/// Counts datagrams until the socket has been quiet for 200 ms; returns
-/// (datagrams, bytes, first to last arrival).
-fn count(rx: UdpSocket, gro: bool) -> (u64, u64, Duration) {
+fn set_udp_option(s: &UdpSocket, option: libc::c_int, value: libc::c_int) -> bool {
+    // SAFETY: a plain int option on a socket we own.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_UDP,
+            option,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Counts `size`-byte datagrams until the socket has been quiet for 200 ms; returns
+/// (datagrams, bytes, first to last arrival). With `gro`, one read returns a train of
+/// datagrams, all of `size` bytes here but the last.
+fn count(rx: UdpSocket, gro: bool, size: usize) -> (u64, u64, Duration) {
     rx.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    // Only the GRO receiver gets the helper (it turns GRO on). One buffer per call:
-    // a blocking recvmmsg would wait for all of them.
-    let state = gro.then(|| UdpSocketState::new((&rx).into()).unwrap());
-    let mut buf = vec![0u8; 65_536];
+    if gro {
+        assert!(
+            set_udp_option(&rx, libc::UDP_GRO, 1),
+            "this kernel has no UDP GRO"
+        );
+    }
+    let mut buf = vec![0u8; 1 << 17];
     let (mut n, mut bytes, mut first, mut last) = (0u64, 0u64, None, Instant::now());
-    loop {
-        let mut slices = [IoSliceMut::new(&mut buf)];
-        let mut meta = [RecvMeta::default()];
-        let got = if let Some(state) = &state {
-            state.recv((&rx).into(), &mut slices, &mut meta)
-        } else {
-            rx.recv(&mut slices[0]).map(|len| {
-                meta[0].len = len;
-                meta[0].stride = len;
-                1
-            })
-        };
-        let Ok(k) = got else { break };
+    while let Ok(len) = rx.recv(&mut buf) {
         first.get_or_insert_with(Instant::now);
         last = Instant::now();
-        for m in &meta[..k] {
-            n += m.len.div_ceil(m.stride.max(1)) as u64;
-            bytes += m.len as u64;
-        }
+        n += len.div_ceil(size) as u64;
+        bytes += len as u64;
     }
     (n, bytes, first.map_or(Duration::ZERO, |f| last - f))
 }
@@ -60,11 +60,15 @@ fn run(seconds: f64, size: usize, offload: bool) -> Figures {
     let to = rx.local_addr().unwrap();
     let _ = socket2::SockRef::from(&rx).set_recv_buffer_size(8 << 20);
     let cpu0 = super::cpu_time();
-    let receiver = std::thread::spawn(move || count(rx, offload));
+    let receiver = std::thread::spawn(move || count(rx, offload, size));
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let state = UdpSocketState::new((&tx).into()).unwrap();
     let segments = if offload {
-        GSO_SEGMENTS.min(state.max_gso_segments())
+        // The socket-wide segment size: every larger send is cut into `size` datagrams.
+        assert!(
+            set_udp_option(&tx, libc::UDP_SEGMENT, size as libc::c_int),
+            "this kernel has no UDP GSO"
+        );
+        GSO_SEGMENTS
     } else {
         1
     };
@@ -73,20 +77,7 @@ fn run(seconds: f64, size: usize, offload: bool) -> Figures {
     while Instant::now() < end {
         for _ in 0..16 {
             // A full receive buffer drops datagrams; the receiver counts what arrived.
-            if offload {
-                let _ = state.send(
-                    (&tx).into(),
-                    &Transmit {
-                        destination: to,
-                        ecn: None,
-                        contents: &payload,
-                        segment_size: Some(size),
-                        src_ip: None,
-                    },
-                );
-            } else {
-                let _ = tx.send_to(&payload, to);
-            }
+            let _ = tx.send_to(&payload, to);
         }
     }
     let (n, bytes, span) = receiver.join().unwrap();
