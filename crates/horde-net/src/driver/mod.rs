@@ -268,6 +268,8 @@ struct Driver {
     plaintext: BytesMut,
     /// Channels whose sends were refused in the last flush.
     refusals: Vec<(u64, u8)>,
+    /// The connection keys a flush walks, kept for the next one.
+    flush_keys: Vec<u64>,
     sealed: Vec<u8>,
     tx_buf: Vec<u8>,
 }
@@ -335,6 +337,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         plain: Vec::with_capacity(MAX_DATAGRAM),
         plaintext: BytesMut::new(),
         refusals: Vec::new(),
+        flush_keys: Vec::new(),
         sealed: Vec::with_capacity(MAX_DATAGRAM),
         tx_buf: Vec::with_capacity(MAX_DATAGRAM),
     };

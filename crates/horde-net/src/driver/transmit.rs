@@ -6,12 +6,15 @@ impl Driver {
     /// Seal every session's pending datagrams into the per-socket queues, sending each
     /// queue as it fills and all of them at the end; then settle the sessions' fates.
     pub(super) async fn flush(&mut self, now: Duration) {
-        let keys: Vec<u64> = self.conns.keys().copied().collect();
+        // Reused between flushes: a flush allocates nothing in steady state.
+        let mut keys = std::mem::take(&mut self.flush_keys);
+        keys.clear();
+        keys.extend(self.conns.keys().copied());
         let mut closed = Vec::new();
         // Handshake datagrams queued since the last flush go first.
         self.send_queues().await;
         let mut ended = Vec::new();
-        for key in keys {
+        for &key in &keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
                 continue;
@@ -87,6 +90,7 @@ impl Driver {
             }
         }
         self.send_queues().await;
+        self.flush_keys = keys;
         for key in closed {
             self.remove_conn(key);
             self.stats.sessions_removed += 1;
