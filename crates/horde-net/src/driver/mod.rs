@@ -1,11 +1,13 @@
 //! The host's driver task: sockets in, sessions in the middle, sockets out.
 //!
 //! One task owns every socket, the handshake responder and every connection's crypto and
-//! protocol state. Each turn it drains the sockets, applies commands, fires due timers,
-//! flushes every session's transmits through the AEAD layer, and forwards events; then
-//! it sleeps until a socket is readable, a command arrives or the next deadline.
+//! protocol state. Each turn it drains the sockets (`receive`: `recvmmsg`, GRO), applies
+//! commands (`commands`), fires due timers (`timers`), flushes every session's transmits
+//! through the AEAD layer in per-socket batches (`transmit`: `sendmmsg`, GSO), and
+//! forwards events; then it sleeps until a socket is readable, a command arrives or the
+//! next deadline.
 //!
-//! It is also the channel pool manager: every poll interval it asks [`pool::Monitor`]
+//! It is also the channel pool manager (`interfaces`): every poll interval it asks [`pool::Monitor`]
 //! which interfaces went away or came back, closes or binds their sockets, and removes or
 //! re-adds the channels over them in every connection.
 
