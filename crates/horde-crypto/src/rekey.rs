@@ -11,8 +11,7 @@
 
 use std::time::Duration;
 
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 use zeroize::Zeroizing;
 
 /// Replace a sending key after this long (WireGuard's `REKEY_AFTER_TIME`).
@@ -80,15 +79,51 @@ impl RekeyPolicy {
 
 /// The ChaCha20-Poly1305 nonce of Noise's `ChaChaPoly`: 32 zero bits, then the 64-bit
 /// counter, little-endian.
-pub(crate) fn aead_nonce(n: u64) -> Nonce {
+fn aead_nonce(n: u64) -> Nonce {
     let mut bytes = [0u8; 12];
     bytes[4..].copy_from_slice(&n.to_le_bytes());
-    bytes.into()
+    Nonce::assume_unique_for_key(bytes)
+}
+
+/// A transport key: ChaCha20-Poly1305 with Noise's nonce layout, tag kept apart.
+pub(crate) struct TransportCipher(LessSafeKey);
+
+impl TransportCipher {
+    fn new(key: &[u8; 32]) -> Self {
+        let key = UnboundKey::new(&CHACHA20_POLY1305, key).expect("32-byte ChaCha20 key");
+        Self(LessSafeKey::new(key))
+    }
+
+    /// Encrypts `buf` in place under `nonce`; returns the tag.
+    pub(crate) fn encrypt_in_place_detached(&self, nonce: u64, buf: &mut [u8]) -> [u8; 16] {
+        let tag = self
+            .0
+            .seal_in_place_separate_tag(aead_nonce(nonce), Aad::empty(), buf)
+            // Invariant: fails only on a payload beyond ChaCha20's 256 GiB limit.
+            .expect("datagrams are far below ChaCha20's limit");
+        let mut out = [0u8; 16];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
+    /// Decrypts `buf` in place if `tag` verifies. On failure `buf` holds garbage.
+    pub(crate) fn decrypt_in_place_detached(
+        &self,
+        nonce: u64,
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), ()> {
+        let tag = ring::aead::Tag::try_from(tag).map_err(|_| ())?;
+        self.0
+            .open_in_place_separate_tag(aead_nonce(nonce), Aad::empty(), tag, buf, 0..)
+            .map(|_| ())
+            .map_err(|_| ())
+    }
 }
 
 /// One generation of a directional key.
 pub(crate) struct KeyGeneration {
-    cipher: ChaCha20Poly1305,
+    cipher: TransportCipher,
     phase: u8,
     first_used: Option<Duration>,
     messages: u64,
@@ -102,7 +137,7 @@ impl KeyGeneration {
 
     fn with_phase(key: Zeroizing<[u8; 32]>, phase: u8) -> Self {
         // The raw key is wiped when `key` drops; the cipher keeps its own expanded copy.
-        let cipher = ChaCha20Poly1305::new(Key::from_slice(&key[..]));
+        let cipher = TransportCipher::new(&key);
         Self {
             cipher,
             phase,
@@ -116,14 +151,13 @@ impl KeyGeneration {
     pub(crate) fn next(&self, now: Duration) -> Self {
         let mut block = Zeroizing::new([0u8; 32]);
         self.cipher
-            .encrypt_in_place_detached(&aead_nonce(u64::MAX), b"", &mut block[..])
-            .expect("32 bytes are within ChaCha20-Poly1305's limit");
+            .encrypt_in_place_detached(u64::MAX, &mut block[..]);
         let mut next = Self::with_phase(block, self.phase ^ 1);
         next.first_used = Some(now);
         next
     }
 
-    pub(crate) fn cipher(&self) -> &ChaCha20Poly1305 {
+    pub(crate) fn cipher(&self) -> &TransportCipher {
         &self.cipher
     }
 

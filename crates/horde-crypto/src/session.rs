@@ -4,15 +4,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::Tag;
-
 use crate::drop::counted;
 use crate::packet::{
     self, classify, Packet, COUNTER_LIMIT, KEY_PHASE_BIT, MAX_PLAINTEXT, TAG_LEN,
     TRANSPORT_HEADER_LEN, TYPE_TRANSPORT,
 };
-use crate::rekey::{aead_nonce, KeyGeneration, RekeyPolicy};
+use crate::rekey::{KeyGeneration, RekeyPolicy};
 use crate::replay::ReplayWindow;
 use crate::{DropCounters, DropReason, PublicKey};
 
@@ -149,9 +146,7 @@ impl Session {
         let tag = self
             .send
             .cipher()
-            .encrypt_in_place_detached(&aead_nonce(nonce), b"", &mut out[TRANSPORT_HEADER_LEN..])
-            // Invariant: fails only on a payload beyond ChaCha20's 256 GiB limit.
-            .expect("transport encryption cannot fail after the length check");
+            .encrypt_in_place_detached(nonce, &mut out[TRANSPORT_HEADER_LEN..]);
         out.extend_from_slice(&tag);
         self.send.used(self.clock);
         self.send_next[usize::from(channel)] = counter + 1;
@@ -222,7 +217,7 @@ impl Session {
         let (ciphertext, tag) = datagram[TRANSPORT_HEADER_LEN..]
             .split_at(datagram.len() - TRANSPORT_HEADER_LEN - TAG_LEN);
         out.extend_from_slice(ciphertext);
-        if let Err(reason) = self.decrypt(key_phase, nonce, out, Tag::from_slice(tag)) {
+        if let Err(reason) = self.decrypt(key_phase, nonce, out, tag) {
             out.clear();
             return Err(reason);
         }
@@ -235,14 +230,14 @@ impl Session {
 
     /// Decrypts `buf` in place under the key generation the phase bit names: the current
     /// one, else the previous one (a datagram sealed before the peer's last rotation) or the
-    /// next one (the peer has just rotated; on success it becomes current). The buffer is
-    /// untouched unless the tag verifies.
+    /// next one (the peer has just rotated; on success it becomes current). The buffer
+    /// holds garbage unless the tag verifies (`open` empties it then).
     fn decrypt(
         &mut self,
         key_phase: u8,
         nonce: u64,
         buf: &mut [u8],
-        tag: &Tag,
+        tag: &[u8],
     ) -> Result<(), DropReason> {
         let (clock, policy) = (self.clock, self.policy);
         let try_key = |k: &KeyGeneration, buf: &mut [u8]| -> Result<(), DropReason> {
@@ -250,7 +245,7 @@ impl Session {
                 return Err(DropReason::KeyExpired);
             }
             k.cipher()
-                .decrypt_in_place_detached(&aead_nonce(nonce), b"", buf, tag)
+                .decrypt_in_place_detached(nonce, buf, tag)
                 .map_err(|_| DropReason::BadTag)
         };
         if key_phase == self.recv.phase() {
@@ -259,14 +254,18 @@ impl Session {
             return Ok(());
         }
         if let Some(previous) = self.recv_previous.as_mut() {
+            // A failed attempt leaves garbage: the next key gets the ciphertext again.
+            // Only datagrams around a rotation come here, so the copy is rare.
+            let ciphertext = buf.to_vec();
             if try_key(previous, buf).is_ok() {
                 previous.used(clock);
                 return Ok(());
             }
+            buf.copy_from_slice(&ciphertext);
         }
         let next = self.recv.next(clock);
         next.cipher()
-            .decrypt_in_place_detached(&aead_nonce(nonce), b"", buf, tag)
+            .decrypt_in_place_detached(nonce, buf, tag)
             .map_err(|_| DropReason::BadTag)?;
         self.recv_previous = Some(std::mem::replace(&mut self.recv, next));
         self.recv.used(clock);

@@ -1,13 +1,22 @@
 //! Sender-to-receiver throughput through the runtime: 4 channels over unshaped loopback
 //! with encryption on, then the same through the emulator with ideal links.
 //!
-//!     cargo bench -p horde-net --bench throughput [-- SECONDS]
+//!     cargo bench -p horde-net --bench throughput [-- SECONDS] [horde]
+//!
+//! With `horde`, only Horde over loopback runs (for profiling).
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
-//! as two processes would. Prints goodput (Gbit/s of ADU payload), packets/s, CPU time
-//! per packet for the whole process (both ends and, in the second run, the emulator),
-//! and the ratio to an anchor measured in the same run: plain UDP between two threads
-//! on loopback, no protocol, no encryption.
+//! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
+//! packet for the whole process (both ends and, in the emulator run, the emulator), heap
+//! allocations per packet, and the ratio of Horde's loopback figure to each anchor
+//! measured in the same run: plain UDP with one datagram per syscall, plain UDP with
+//! GSO/GRO, a quinn bulk stream, and quinn datagrams.
+
+#[path = "anchors/mod.rs"]
+mod anchors;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,13 +35,30 @@ const ADU: usize = 1200;
 /// ADUs kept unresolved: enough to fill every window on loopback.
 const WINDOW: u64 = 4096;
 
-fn cpu_time() -> Duration {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+use anchors::{cpu_time, Figures};
+
+/// The system allocator, counting allocations (process-wide, every thread).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        System.realloc(ptr, layout, new_size)
+    }
 }
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 /// Which path the channels take.
 #[derive(Clone, Copy, PartialEq)]
@@ -130,12 +156,14 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
         .unwrap();
         let (handle, mut events) = conn.split();
         let payload = Bytes::from(vec![0x5a; ADU]);
+        // One empty field set shared by every ADU: cloning it is a reference count.
+        let fields = Fields::new();
         let (mut sent, mut resolved) = (0u64, 0u64);
         let end = Instant::now() + Duration::from_secs_f64(seconds);
         while Instant::now() < end {
             while sent - resolved < WINDOW {
                 handle
-                    .send_adu_nowait(1, payload.clone(), Fields::new())
+                    .send_adu_nowait(1, payload.clone(), fields.clone())
                     .unwrap();
                 sent += 1;
             }
@@ -156,36 +184,8 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
     });
 }
 
-/// The anchor: plain UDP on loopback, one sender thread and one receiver thread, no
-/// protocol and no encryption, 1200-byte datagrams. Returns packets per second.
-fn raw_udp_anchor(seconds: f64) -> f64 {
-    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let to = rx.local_addr().unwrap();
-    rx.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let receiver = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        let (mut n, mut first, mut last) = (0u64, None, Instant::now());
-        while rx.recv(&mut buf).is_ok() {
-            first.get_or_insert_with(Instant::now);
-            last = Instant::now();
-            n += 1;
-        }
-        n as f64 / first.map_or(1e-9, |f: Instant| (last - f).as_secs_f64().max(1e-9))
-    });
-    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let payload = [0x5au8; ADU];
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
-    while Instant::now() < end {
-        for _ in 0..64 {
-            // A full receive buffer drops datagrams; the receiver counts what arrived.
-            let _ = tx.send_to(&payload, to);
-        }
-    }
-    receiver.join().unwrap()
-}
-
-fn run(seconds: f64, path: Path, anchor_pps: f64) {
+/// Horde over `path`; the figures and the heap allocations per delivered packet.
+fn run(seconds: f64, path: Path) -> (Figures, f64) {
     let (ck, sk) = (Keypair::generate(), Keypair::generate());
     let (ready_tx, ready_rx) = mpsc::channel();
     let (stop_tx, stop_rx) = mpsc::channel();
@@ -206,24 +206,27 @@ fn run(seconds: f64, path: Path, anchor_pps: f64) {
         })
         .collect();
     let cpu0 = cpu_time();
+    let allocs0 = ALLOCATIONS.load(Ordering::Relaxed);
     sender(ck, server_public, remotes, seconds);
     let cpu = cpu_time() - cpu0;
+    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs0;
     let _ = stop_tx.send(()); // the receiver may already have seen the close
     let (n, bytes, span) = rx.join().unwrap();
     if let Some(e) = emu {
         e.shutdown();
     }
-    let secs = span.as_secs_f64().max(1e-9);
+    (
+        Figures::new(n, bytes, span, cpu),
+        allocs as f64 / n.max(1) as f64,
+    )
+}
+
+fn line(name: &str, f: &Figures, extra: &str) {
     println!(
-        "{:<28} {:>7.3} Gbit/s  {:>9.0} packets/s  {:>6.2} µs CPU/packet  {:>5.2}x anchor  ({} ADUs of {} B in {:.2} s)",
-        if path == Path::Emulator { "4 channels, via emulator" } else { "4 channels, loopback" },
-        bytes as f64 * 8.0 / secs / 1e9,
-        n as f64 / secs,
-        cpu.as_secs_f64() * 1e6 / n.max(1) as f64,
-        n as f64 / secs / anchor_pps,
-        n,
-        ADU,
-        secs
+        "{name:<34} {:>7.3} Gbit/s  {:>9.0} packets/s  {:>6.2} µs CPU/packet  {extra}",
+        f.gbps(),
+        f.pps(),
+        f.cpu_us_per_packet(),
     );
 }
 
@@ -232,13 +235,53 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5.0);
-    let anchor = raw_udp_anchor(seconds.min(3.0));
-    println!(
-        "{:<28} {:>7.3} Gbit/s  {:>9.0} packets/s  (anchor: plain UDP, one socket pair, no encryption)",
-        "raw UDP, loopback",
-        anchor * ADU as f64 * 8.0 / 1e9,
-        anchor
+    if std::env::args().any(|a| a == "horde") {
+        let (f, allocs) = run(seconds, Path::Loopback);
+        line(
+            "Horde, 4 channels, loopback",
+            &f,
+            &format!("{allocs:.2} allocations/packet"),
+        );
+        return;
+    }
+    let anchor_secs = seconds.min(3.0);
+    let anchors = [
+        (
+            "plain UDP, 1 datagram/syscall",
+            anchors::udp::one_per_syscall(anchor_secs, ADU),
+        ),
+        ("plain UDP, GSO/GRO", anchors::udp::gso(anchor_secs, ADU)),
+        (
+            "quinn, 1 bulk stream",
+            anchors::quic::run(anchor_secs, anchors::quic::Mode::Stream, ADU),
+        ),
+        (
+            "quinn, datagrams",
+            anchors::quic::run(anchor_secs, anchors::quic::Mode::Datagrams, ADU),
+        ),
+    ];
+    for (name, f) in &anchors {
+        line(name, f, "(anchor)");
+    }
+    let (horde, allocs) = run(seconds, Path::Loopback);
+    let ratios: Vec<String> = anchors
+        .iter()
+        .map(|(name, f)| format!("{:.2}x {name}", horde.gbps() / f.gbps().max(1e-12)))
+        .collect();
+    line(
+        "Horde, 4 channels, loopback",
+        &horde,
+        &format!(
+            "{allocs:.2} allocations/packet  ({} ADUs of {ADU} B in {:.2} s)",
+            horde.packets,
+            horde.span.as_secs_f64()
+        ),
     );
-    run(seconds, Path::Loopback, anchor);
-    run(seconds, Path::Emulator, anchor);
+    println!("  goodput ratios: {}", ratios.join(", "));
+    let (emu, allocs) = run(seconds, Path::Emulator);
+    line(
+        "Horde, 4 channels, via emulator",
+        &emu,
+        &format!("{allocs:.2} allocations/packet"),
+    );
 }

@@ -55,6 +55,11 @@ pub struct HostConfig {
     pub handshakes: crate::handshake::HandshakeSettings,
     /// When session keys rotate (WireGuard's thresholds by default).
     pub rekey: RekeyPolicy,
+    /// Use UDP segmentation and receive offload (GSO/GRO) where the kernel has them:
+    /// many equal-sized datagrams to one destination leave in one send and arrive in
+    /// one read. `false` keeps one datagram per message (still batched with `sendmmsg`
+    /// and `recvmmsg`). Default `true`.
+    pub udp_offload: bool,
 }
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
@@ -80,6 +85,7 @@ impl HostConfig {
             accept_backlog: DEFAULT_ACCEPT_BACKLOG,
             handshakes: Default::default(),
             rekey: RekeyPolicy::default(),
+            udp_offload: true,
         }
     }
 }

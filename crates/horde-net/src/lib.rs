@@ -4,6 +4,7 @@
 //! See `examples/telemetry.rs` for a runnable sender and receiver.
 
 mod api;
+mod batch;
 pub mod config;
 mod driver;
 pub mod handshake;

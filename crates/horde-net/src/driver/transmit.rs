@@ -1,0 +1,192 @@
+//! Transmit: every session's datagrams through the AEAD layer onto the sockets.
+
+use super::*;
+
+impl Driver {
+    /// Seal every session's pending datagrams into the per-socket queues, sending each
+    /// queue as it fills and all of them at the end; then settle the sessions' fates.
+    pub(super) async fn flush(&mut self, now: Duration) {
+        // Reused between flushes: a flush allocates nothing in steady state.
+        let mut keys = std::mem::take(&mut self.flush_keys);
+        keys.clear();
+        keys.extend(self.conns.keys().copied());
+        let mut closed = Vec::new();
+        // Handshake datagrams queued since the last flush go first.
+        self.send_queues().await;
+        let mut ended = Vec::new();
+        for &key in &keys {
+            let conn = self.conns.get_mut(&key).expect("key just listed");
+            let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
+                continue;
+            };
+            let read = conn.read.load(Ordering::Relaxed);
+            if read > conn.read_told {
+                p.consumed(now, (read - conn.read_told) as usize);
+                conn.read_told = read;
+            }
+            crypto.tick(now);
+            while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
+                self.sealed.clear();
+                if crypto
+                    .seal(t.channel, &self.tx_buf, &mut self.sealed)
+                    .is_err()
+                {
+                    self.stats.send_errors += 1;
+                    continue;
+                }
+                let iface = t.local as usize;
+                let (Some(Some(s)), Some(q)) = (self.sockets.get(iface), self.tx.get_mut(iface))
+                else {
+                    continue;
+                };
+                let owner = Owner::Channel {
+                    conn: key,
+                    channel: t.channel,
+                };
+                q.push(t.dst, owner, &self.sealed, s.gso_segments());
+                if q.is_full() {
+                    send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+                }
+            }
+            let everywhere = !p.channels().is_empty()
+                && p.channels()
+                    .iter()
+                    .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
+            // A persistent connection whose every channel is dead (nothing acked for
+            // three probe timeouts, at least a second, keepalives included) handshakes
+            // again rather than wait out the idle timeout: a restarted peer answers the
+            // handshake at once, and one behind an outage as soon as it is back.
+            let all_dead = conn.reconnect.is_some()
+                && p.is_connected()
+                && !p.channels().is_empty()
+                && p.channels().iter().all(|c| !c.is_alive());
+            if (everywhere || all_dead) && !p.is_closed() {
+                p.unreachable(now);
+            }
+            let reason = p.close_reason();
+            conn.forward_events();
+            if conn.reconnect.is_some() {
+                if let Some(reason) = reason.filter(|r| *r != CloseReason::LocalClose) {
+                    ended.push((key, reason));
+                    continue;
+                }
+            }
+            if conn.proto.as_ref().is_some_and(Session::is_closed) {
+                conn.fail_waiters();
+            }
+            let p = conn.proto.as_ref().expect("checked above");
+            if !conn.restoring.is_empty() {
+                let channels = p.channels();
+                conn.restoring.retain(|&id| {
+                    let back = channels.iter().any(|c| c.id == id);
+                    if back {
+                        let _ = conn.events.send(Event::ChannelUp { channel: id });
+                    }
+                    !back
+                });
+            }
+            if p.is_closed() && p.poll_timeout(now).is_none() {
+                closed.push(key);
+            }
+        }
+        self.send_queues().await;
+        self.flush_keys = keys;
+        for key in closed {
+            self.remove_conn(key);
+            self.stats.sessions_removed += 1;
+        }
+        for (key, reason) in ended {
+            self.start_redial(key, reason, now);
+        }
+    }
+
+    pub(super) fn remove_conn(&mut self, key: u64) {
+        if let Some(c) = self.conns.remove(&key) {
+            self.forget(&c);
+        }
+        self.by_index.retain(|_, k| *k != key);
+    }
+
+    /// Send what every socket has queued; a closed socket's queue is dropped.
+    async fn send_queues(&mut self) {
+        for (i, q) in self.tx.iter_mut().enumerate() {
+            match self.sockets.get(i) {
+                Some(Some(s)) if !q.is_empty() => {
+                    send_queue(s, q, &mut self.stats, &mut self.refusals).await
+                }
+                _ => q.clear(),
+            }
+        }
+        for (conn, channel) in self.refusals.drain(..) {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                *c.refused.entry(channel).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// Send a socket's queue and empty it, waiting whenever the socket is not writable (a
+/// fresh socket is not known to be writable until the reactor has seen it once). A
+/// message the kernel refuses is counted and skipped; one refused by an ICMP port
+/// unreachable is noted in `refusals` for its channel.
+async fn send_queue(
+    s: &ChannelSocket,
+    q: &mut TxQueue,
+    stats: &mut HostStats,
+    refusals: &mut Vec<(u64, u8)>,
+) {
+    let mut done = 0;
+    while done < q.messages().len() {
+        let rest = &q.messages()[done..];
+        match s.try_send_with(|io| batch::send_messages(io, q, rest)) {
+            Ok(n) => {
+                stats.send_calls += 1;
+                for m in &rest[..n] {
+                    stats.datagrams_out += m.datagrams() as u64;
+                    stats.bytes_out += m.len() as u64;
+                    if m.datagrams() > 1 {
+                        stats.gso_messages += 1;
+                    }
+                }
+                done += n.max(1);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if s.writable().await.is_err() {
+                    stats.send_errors += 1;
+                    break;
+                }
+            }
+            Err(e) => {
+                let m = rest[0];
+                let offload_refused = matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL));
+                if m.datagrams() > 1 && offload_refused {
+                    // The device cannot segment (EIO) or not this message (EINVAL):
+                    // send its datagrams one by one.
+                    if e.raw_os_error() == Some(libc::EIO) {
+                        tracing::info!("UDP GSO refused by the device; sending datagrams singly");
+                        s.disable_gso();
+                    }
+                    match s.try_send_with(|io| batch::send_singly(io, q, &m)) {
+                        Ok(()) => {
+                            stats.datagrams_out += m.datagrams() as u64;
+                            stats.bytes_out += m.len() as u64;
+                        }
+                        Err(_) => stats.send_errors += 1,
+                    }
+                } else {
+                    // A dead route or a refused port: the channel manager sees the loss
+                    // and its dead-man timer takes the channel out of service; repeated
+                    // refusals end the session (see `REFUSED_SENDS`).
+                    stats.send_errors += 1;
+                    if let (io::ErrorKind::ConnectionRefused, Owner::Channel { conn, channel }) =
+                        (e.kind(), m.owner)
+                    {
+                        refusals.push((conn, channel));
+                    }
+                }
+                done += 1;
+            }
+        }
+    }
+    q.clear();
+}
