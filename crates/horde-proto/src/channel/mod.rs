@@ -316,23 +316,32 @@ impl Channel {
         n.min(MAX_REAL_SLOTS_PER_CYCLE)
     }
 
-    /// Real slots that are spare capacity (PluriBus §4.1: coded packets only where the
-    /// path's queue is empty): none while a queue stands in front of the channel, and
-    /// at most what keeps the bytes in flight within [`SPARE_BDP_GAIN`] times the path's
-    /// bandwidth-delay product. A window that merely allows a send is not spare capacity:
-    /// coding into all of it grows a loss-based window into the link's buffer, and every
-    /// data packet then waits behind the coded ones.
-    pub fn spare_slot_count(&self, now: Duration) -> usize {
-        if !self.looks_queue_free() {
+    /// Bytes of spare capacity now (PluriBus §4.1: coded packets only where the path's
+    /// queue is empty): none while a queue stands in front of the channel or no real slot
+    /// is open, else what the pacing allows, at most what keeps the bytes in flight
+    /// within [`SPARE_BDP_GAIN`] times the path's bandwidth-delay product plus one full
+    /// packet. A window that merely allows a send is not spare capacity: coding into all
+    /// of it grows a loss-based window into the link's buffer, and every data packet
+    /// then waits behind the coded ones. The one packet beyond the product is the one the
+    /// paper's queue estimate lets go when the queue is empty; without it a slow link
+    /// (a bandwidth-delay product under one packet) could never carry a coded packet.
+    /// Counted in bytes, not full slots, because coded packets are as small as the data
+    /// they cover.
+    pub fn spare_bytes(&self, now: Duration) -> usize {
+        if !self.looks_queue_free() || self.real_slot_count(now) == 0 {
             return 0;
         }
-        let real = self.real_slot_count(now);
+        let allowance = self
+            .cc
+            .allowance(now, self.sent.bytes_in_flight())
+            .min(MAX_REAL_SLOTS_PER_CYCLE as u64 * u64::from(self.slot_wire_bytes()))
+            as f64;
         let (Some(rate), Some(min)) = (self.delivery_max.get(), self.rtt.min_ms()) else {
-            return real;
+            return allowance as usize;
         };
-        let bdp = rate * min / 1e3 * SPARE_BDP_GAIN;
+        let bdp = rate * min / 1e3 * SPARE_BDP_GAIN + f64::from(self.slot_wire_bytes());
         let room = (bdp - self.sent.bytes_in_flight() as f64).max(0.0);
-        real.min((room / f64::from(self.slot_wire_bytes())) as usize)
+        allowance.min(room) as usize
     }
 
     /// Append the real slots available now.

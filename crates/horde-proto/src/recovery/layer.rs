@@ -158,24 +158,29 @@ impl RecoveryLayer {
             .any(|s| s.sender.as_ref().is_some_and(Sender::wants_spare))
     }
 
-    /// `slots` transmission slots are free with nothing queued: offer them to the
-    /// streams that code into spare capacity. Returns whether anything was produced.
-    pub fn spare(&mut self, now: Duration, slots: usize, rng: &mut dyn RngCore) -> bool {
+    /// `budget` bytes of spare capacity are free with nothing queued: offer them to the
+    /// streams that code into spare capacity, each ADU costing its frame plus `per_adu`
+    /// bytes. Returns whether anything was produced.
+    pub fn spare(
+        &mut self,
+        now: Duration,
+        budget: usize,
+        per_adu: usize,
+        rng: &mut dyn RngCore,
+    ) -> bool {
         let before = self.outgoing.len();
+        let mut left = budget;
         for (&id, s) in &mut self.streams {
             let Some(tx) = s.sender.as_mut() else {
                 continue;
             };
-            if !tx.wants_spare() {
+            if left == 0 || !tx.wants_spare() {
                 continue;
             }
             let mut out = Vec::new();
-            tx.spare(
-                now,
-                slots.saturating_sub(self.outgoing.len() - before),
-                rng,
-                &mut out,
-            );
+            tx.spare(now, left, per_adu, rng, &mut out);
+            let used: usize = out.iter().map(|o| o.payload.len() + per_adu).sum();
+            left = left.saturating_sub(used);
             self.outgoing.extend(out.into_iter().map(|o| (id, o)));
         }
         self.outgoing.len() > before
