@@ -1697,7 +1697,7 @@ impl Session {
             PendingTx::Ack(_, ack) => {
                 wire::encode_ack(&ack, buf);
                 self.channels[idx].recycle_ack(ack);
-                self.channels[idx].on_ack_sent(now);
+                self.channels[idx].on_ack_sent(now, buf.len());
             }
             PendingTx::Ping(_, seq, send_ts) => {
                 packet_seq = Some(seq);

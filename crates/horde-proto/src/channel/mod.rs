@@ -6,6 +6,7 @@
 //! receive state from which it acknowledges the peer's packets on the same channel
 //! ([`receive`]).
 
+mod queue_estimate;
 mod receive;
 mod sent;
 
@@ -18,6 +19,7 @@ use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
 use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
 use crate::wire::{Ack, DATA_HEADER_LEN};
 
+use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
@@ -143,6 +145,8 @@ pub struct Channel {
     /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
     /// path's bandwidth-delay product, which bounds what spare-capacity coding may fill.
     delivery_max: crate::estimator::WindowedExtreme,
+    /// PluriBus's bottleneck-queue estimate over everything this end sends here.
+    queue: QueueEstimate,
     liveness: Liveness,
     sent: SentTracker,
     /// Last time an ack made progress, or the channel started sending after being idle.
@@ -203,6 +207,7 @@ impl Channel {
             rtt: RttEstimator::new(),
             loss: LossEstimator::new(),
             delivery_max: crate::estimator::WindowedExtreme::new(true),
+            queue: QueueEstimate::default(),
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
             last_progress: now,
@@ -231,10 +236,13 @@ impl Channel {
         self.last_sent
     }
 
-    /// An ack went out on this channel: the peer hears from this end's address on it,
-    /// and its own data there tells it whether the path works.
-    pub fn on_ack_sent(&mut self, now: Duration) {
+    /// An ack of `bytes` went out on this channel: the peer hears from this end's address
+    /// on it, and its own data there tells it whether the path works. It takes the link
+    /// like any datagram, so the queue estimate counts it (the pacing does not).
+    pub fn on_ack_sent(&mut self, now: Duration, bytes: usize) {
         self.last_sent = self.last_sent.max(now);
+        let rate = self.rate();
+        self.queue.on_sent(now, bytes, rate);
     }
 
     /// Whether no queue seems to stand in front of this channel: its latest round trip
@@ -316,23 +324,39 @@ impl Channel {
         n.min(MAX_REAL_SLOTS_PER_CYCLE)
     }
 
-    /// Real slots that are spare capacity (PluriBus §4.1: coded packets only where the
-    /// path's queue is empty): none while a queue stands in front of the channel, and
-    /// at most what keeps the bytes in flight within [`SPARE_BDP_GAIN`] times the path's
-    /// bandwidth-delay product. A window that merely allows a send is not spare capacity:
-    /// coding into all of it grows a loss-based window into the link's buffer, and every
-    /// data packet then waits behind the coded ones.
-    pub fn spare_slot_count(&self, now: Duration) -> usize {
-        if !self.looks_queue_free() {
+    /// Bytes of spare capacity now (PluriBus §4.1: coded packets only where the path's
+    /// queue is empty): none while a queue stands in front of the channel or no real slot
+    /// is open, else what the pacing allows, at most what keeps the bytes in flight
+    /// within [`SPARE_BDP_GAIN`] times the path's bandwidth-delay product plus one full
+    /// packet. A window that merely allows a send is not spare capacity: coding into all
+    /// of it grows a loss-based window into the link's buffer, and every data packet
+    /// then waits behind the coded ones. The one packet beyond the product is the one the
+    /// paper's queue estimate lets go when the queue is empty; without it a slow link
+    /// (a bandwidth-delay product under one packet) could never carry a coded packet.
+    /// Counted in bytes, not full slots, because coded packets are as small as the data
+    /// they cover.
+    ///
+    /// The paper's own test comes last: its queue estimate, over every datagram this end
+    /// sent here (acks included, which the pacing does not count), must have room for at
+    /// most one packet.
+    pub fn spare_bytes(&self, now: Duration) -> usize {
+        if !self.looks_queue_free() || self.real_slot_count(now) == 0 {
             return 0;
         }
-        let real = self.real_slot_count(now);
+        let slot = self.slot_wire_bytes() as usize;
+        let queue_room = self.queue.room(now, self.rate(), slot) as f64;
+        let allowance = (self
+            .cc
+            .allowance(now, self.sent.bytes_in_flight())
+            .min(MAX_REAL_SLOTS_PER_CYCLE as u64 * u64::from(self.slot_wire_bytes()))
+            as f64)
+            .min(queue_room);
         let (Some(rate), Some(min)) = (self.delivery_max.get(), self.rtt.min_ms()) else {
-            return real;
+            return allowance as usize;
         };
-        let bdp = rate * min / 1e3 * SPARE_BDP_GAIN;
+        let bdp = rate * min / 1e3 * SPARE_BDP_GAIN + f64::from(self.slot_wire_bytes());
         let room = (bdp - self.sent.bytes_in_flight() as f64).max(0.0);
-        real.min((room / f64::from(self.slot_wire_bytes())) as usize)
+        allowance.min(room) as usize
     }
 
     /// Append the real slots available now.
@@ -415,6 +439,8 @@ impl Channel {
         let seq = self.sent.on_send(now, size, adus);
         self.last_sent = now;
         self.cc.on_sent(now, size, self.sent.bytes_in_flight());
+        let rate = self.rate();
+        self.queue.on_sent(now, size as usize, rate);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
         if adus.is_empty() {

@@ -158,24 +158,29 @@ impl RecoveryLayer {
             .any(|s| s.sender.as_ref().is_some_and(Sender::wants_spare))
     }
 
-    /// `slots` transmission slots are free with nothing queued: offer them to the
-    /// streams that code into spare capacity. Returns whether anything was produced.
-    pub fn spare(&mut self, now: Duration, slots: usize, rng: &mut dyn RngCore) -> bool {
+    /// `budget` bytes of spare capacity are free with nothing queued: offer them to the
+    /// streams that code into spare capacity, each ADU costing its frame plus `per_adu`
+    /// bytes. Returns whether anything was produced.
+    pub fn spare(
+        &mut self,
+        now: Duration,
+        budget: usize,
+        per_adu: usize,
+        rng: &mut dyn RngCore,
+    ) -> bool {
         let before = self.outgoing.len();
+        let mut left = budget;
         for (&id, s) in &mut self.streams {
             let Some(tx) = s.sender.as_mut() else {
                 continue;
             };
-            if !tx.wants_spare() {
+            if left == 0 || !tx.wants_spare() {
                 continue;
             }
             let mut out = Vec::new();
-            tx.spare(
-                now,
-                slots.saturating_sub(self.outgoing.len() - before),
-                rng,
-                &mut out,
-            );
+            tx.spare(now, left, per_adu, rng, &mut out);
+            let used: usize = out.iter().map(|o| o.payload.len() + per_adu).sum();
+            left = left.saturating_sub(used);
             self.outgoing.extend(out.into_iter().map(|o| (id, o)));
         }
         self.outgoing.len() > before
@@ -191,6 +196,17 @@ impl RecoveryLayer {
         adu: &Bytes,
         out: &mut Vec<Released>,
     ) {
+        // Reports go back on this stream if this end sends on it with recovery, else on
+        // another stream it sends on with recovery (a tunnel may use one stream per
+        // direction); the peer reads a report on whichever stream it arrives.
+        let report_stream = if self.is_sending(stream) {
+            Some(stream)
+        } else {
+            self.streams
+                .iter()
+                .find(|(_, s)| s.sender.is_some())
+                .map(|(&id, _)| id)
+        };
         let s = self.streams.entry(stream).or_default();
         let hold = s.hold.unwrap_or(default_hold);
         let rx = s.receiver.get_or_insert_with(|| Receiver {
@@ -216,12 +232,12 @@ impl RecoveryLayer {
             }
             _ => s.stats.coded_received += 1,
         }
-        // Report this end's measurements back on the same stream, if this end sends on
-        // it with recovery too (a tunnel does, both ways).
+        // Report this end's measurements back, if it sends with recovery too (a tunnel
+        // does, both ways).
         let due = self
             .last_report
             .is_none_or(|t| now.saturating_sub(t) >= REPORT_INTERVAL);
-        if due && s.sender.is_some() && !self.paths.is_empty() {
+        if let Some(report_stream) = report_stream.filter(|_| due && !self.paths.is_empty()) {
             self.last_report = Some(now);
             let entries: Vec<_> = self
                 .paths
@@ -229,7 +245,7 @@ impl RecoveryLayer {
                 .map(|(&c, p)| p.snapshot(c).to_entry())
                 .collect();
             self.outgoing.push((
-                stream,
+                report_stream,
                 Outgoing {
                     kind: Kind::Report,
                     payload: header::encode_report(&entries),
@@ -310,5 +326,46 @@ impl RecoveryLayer {
     /// The OEC sender's current r for `stream` (instrumentation).
     pub fn r(&self, stream: u32) -> Option<f64> {
         Some(self.streams.get(&stream)?.sender.as_ref()?.window().r())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::config::RecoveryMode;
+
+    #[test]
+    fn a_tunnel_with_one_stream_per_direction_still_gets_reports() {
+        let ms = Duration::from_millis;
+        let config = RecoveryConfig::new(RecoveryMode::Oec);
+        // Each end sends on its own stream: 1 one way, 2 the other.
+        let (mut a, mut b) = (RecoveryLayer::default(), RecoveryLayer::default());
+        a.open(1, &config).unwrap();
+        b.open(2, &config).unwrap();
+        let mut out = Vec::new();
+        for seq in 0..5u64 {
+            let now = ms(10 * seq);
+            b.on_path_packet(now, 0, 1000 * seq as u32, seq, 0, 100);
+            let adu = header::encode_data(seq, b"ip packet");
+            b.on_receive(now, 1, ms(50), &adu, &mut out);
+        }
+        assert_eq!(out.len(), 5, "the data is delivered");
+        let reports: Vec<_> = b
+            .take_outgoing()
+            .into_iter()
+            .filter(|(_, o)| o.kind == Kind::Report)
+            .collect();
+        assert_eq!(reports.len(), 1, "one report per REPORT_INTERVAL");
+        assert_eq!(reports[0].0, 2, "on the stream b sends on");
+        // a reads it on b's stream and keeps b's estimate of channel 0.
+        a.on_receive(ms(60), 2, ms(50), &reports[0].1.payload, &mut out);
+        let got = a.reported_estimates();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].channel, 0);
+        // An end that sends nothing with recovery reports nothing.
+        let mut c = RecoveryLayer::default();
+        c.on_path_packet(ms(0), 0, 0, 0, 0, 100);
+        c.on_receive(ms(0), 1, ms(50), &header::encode_data(0, b"x"), &mut out);
+        assert!(c.take_outgoing().is_empty());
     }
 }

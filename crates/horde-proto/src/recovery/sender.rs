@@ -103,8 +103,8 @@ impl Sender {
                     }
                 }
             }
-            Kind::Coded(c) => self.window.on_coded_sent(c, p),
-            Kind::Retransmit(_) | Kind::Parity | Kind::Report => {}
+            // OEC's rule (ii) was applied when the coded ADU was made (see `spare`).
+            Kind::Coded(_) | Kind::Retransmit(_) | Kind::Parity | Kind::Report => {}
         }
     }
 
@@ -177,10 +177,11 @@ impl Sender {
         });
     }
 
-    /// Whether a spare transmission opportunity would be used.
+    /// Whether a spare transmission opportunity would be used: for OEC, while W holds
+    /// data and a coded packet is still expected to rebuild something.
     pub fn wants_spare(&self) -> bool {
         match self.mode {
-            RecoveryMode::Oec => !self.window.is_empty(),
+            RecoveryMode::Oec => self.window.worth_coding(),
             RecoveryMode::Block { .. } => {
                 !self.blocks.open.is_empty()
                     || self
@@ -193,34 +194,47 @@ impl Sender {
         }
     }
 
-    /// Fill up to `slots` spare transmission opportunities: OEC coded ADUs or block
-    /// parities.
+    /// Fill `budget` bytes of spare capacity with OEC coded ADUs or block parities, each
+    /// costing its frame plus `per_adu` bytes of packet header. One more is made while
+    /// any budget is left (the paper's rule: a coded packet goes when the queue is
+    /// empty, whatever its size).
+    ///
+    /// OEC applies rule (ii) to r as it makes each coded ADU, with W's mean path loss
+    /// for `p` (the path is the scheduler's choice, made later), and stops once a
+    /// further one is not worth sending ([`Window::worth_coding`]).
     pub fn spare(
         &mut self,
         now: Duration,
-        slots: usize,
+        budget: usize,
+        per_adu: usize,
         rng: &mut dyn RngCore,
         out: &mut Vec<Outgoing>,
     ) {
         self.window.expire(now);
+        let mut left = budget;
         match self.mode {
             RecoveryMode::Oec => {
-                for _ in 0..slots {
+                while left > 0 && self.window.worth_coding() {
+                    let p = self.window.mean_p();
                     let Some(c) = self.window.code(rng) else {
                         break;
                     };
+                    self.window.on_coded_sent(c.seqs.len(), p);
+                    let payload = header::encode_xor(&c.seqs, c.len_xor, &c.payload);
+                    left = left.saturating_sub(payload.len() + per_adu);
                     out.push(Outgoing {
                         kind: Kind::Coded(c.seqs.len()),
-                        payload: header::encode_xor(&c.seqs, c.len_xor, &c.payload),
+                        payload,
                     });
                 }
             }
             RecoveryMode::Block { .. } => {
                 self.seal(now);
-                for _ in 0..slots {
+                while left > 0 {
                     let Some(p) = self.next_parity(now) else {
                         break;
                     };
+                    left = left.saturating_sub(p.len() + per_adu);
                     out.push(Outgoing {
                         kind: Kind::Parity,
                         payload: p,
@@ -257,6 +271,7 @@ impl Sender {
 mod tests {
     use super::*;
     use crate::recovery::decoder::Decoder;
+    use crate::recovery::window::MIN_YIELD;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
@@ -296,25 +311,75 @@ mod tests {
     }
 
     #[test]
-    fn oec_uses_spare_slots_only_while_w_holds_data() {
+    fn oec_uses_spare_bytes_only_while_w_holds_data() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut s = Sender::new(RecoveryMode::Oec);
         let mut out = Vec::new();
         assert!(!s.wants_spare());
         let (a, _) = s.frame_data(T, Bytes::from_static(b"one"));
         let (b, _) = s.frame_data(T, Bytes::from_static(b"two!"));
-        s.on_transmit(Kind::Data(a), 0.05, &mut out);
-        s.on_transmit(Kind::Data(b), 0.05, &mut out);
+        s.on_transmit(Kind::Data(a), 0.3, &mut out);
+        s.on_transmit(Kind::Data(b), 0.3, &mut out);
         assert!(out.is_empty());
         assert!(s.wants_spare());
-        s.spare(T, 3, &mut rng, &mut out);
-        assert_eq!(out.len(), 3);
+        // A budget of one byte still lets one coded ADU go (the queue is empty).
+        s.spare(T, 1, 40, &mut rng, &mut out);
+        assert_eq!(out.len(), 1);
         s.on_resolved(Kind::Data(a), true, &mut out);
         s.on_resolved(Kind::Data(b), true, &mut out);
         assert!(!s.wants_spare());
         out.clear();
-        s.spare(T, 3, &mut rng, &mut out);
+        s.spare(T, 10_000, 40, &mut rng, &mut out);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn oec_stops_coding_once_a_coded_adu_would_yield_too_little() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        for (n, p) in [(1usize, 0.05), (10, 0.05), (30, 0.2), (5, 0.5)] {
+            let mut s = Sender::new(RecoveryMode::Oec);
+            let mut out = Vec::new();
+            for i in 0..n {
+                let (seq, _) = s.frame_data(T, Bytes::from(vec![i as u8; 100]));
+                s.on_transmit(Kind::Data(seq), p, &mut out);
+            }
+            // A budget far above what coding needs: the yield, not the budget, stops it.
+            s.spare(T, 1 << 30, 40, &mut rng, &mut out);
+            let coded = out.len();
+            assert!(coded >= 1, "n {n} p {p}");
+            assert!(!s.wants_spare(), "n {n} p {p}");
+            assert!(s.window().next_yield(p) < MIN_YIELD, "n {n} p {p}");
+            // Every coded ADU but the last was worth at least MIN_YIELD, so the count
+            // is bounded by the expected losses over MIN_YIELD, far below the budget.
+            assert!(
+                (coded as f64) < 1.0 + n as f64 * p / MIN_YIELD,
+                "n {n} p {p}: {coded} coded"
+            );
+            // Unacknowledged ADUs in W keep their credit: one ack does not restart coding.
+            let before = s.window().r();
+            s.on_resolved(Kind::Data(0), true, &mut out);
+            if n > 1 {
+                assert_eq!(s.window().r(), before);
+                assert!(!s.wants_spare(), "n {n} p {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn oec_spends_the_budget_in_frame_bytes() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        // Heavy loss keeps every coded ADU worth sending, so only the budget stops it.
+        for i in 0..4u8 {
+            let (seq, _) = s.frame_data(T, Bytes::from(vec![i; 200]));
+            s.on_transmit(Kind::Data(seq), 0.9, &mut out);
+        }
+        s.spare(T, 1000, 40, &mut rng, &mut out);
+        let spent: usize = out.iter().map(|o| o.payload.len() + 40).sum();
+        assert!(out.len() >= 2, "{}", out.len());
+        let last = out.last().unwrap().payload.len() + 40;
+        assert!(spent >= 1000 && spent - last < 1000, "spent {spent}");
     }
 
     #[test]
@@ -330,7 +395,7 @@ mod tests {
             frames.push(f);
         }
         // A full block (0..4) and an open one (4..6) sealed by the opportunity.
-        s.spare(T, 10, &mut rng, &mut out);
+        s.spare(T, 1 << 20, 40, &mut rng, &mut out);
         assert_eq!(out.len(), 6);
         // Lose 1, 2 and 5; two parities of the first block and one of the second suffice.
         for (i, f) in frames.iter().enumerate() {

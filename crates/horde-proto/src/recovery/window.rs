@@ -15,6 +15,15 @@ use super::xor::xor_all;
 pub const MAX_AGE: Duration = Duration::from_secs(1);
 /// Most ADUs W holds; the oldest leave first.
 pub const MAX_LEN: usize = 4096;
+/// The least loss rate r assumes of a path. A loss estimate of 0 only says no loss was
+/// seen yet; taken literally it makes r = 1, where no coded packet yields anything, and
+/// OEC would never protect a path that has merely been lucky so far.
+pub const MIN_LOSS: f64 = 0.01;
+/// A coded packet is worth sending only while it is expected to rebuild at least this
+/// fraction of a packet. The paper sends one at every spare opportunity, but as r nears
+/// 1 each further one yields almost nothing and still costs the path a packet and the
+/// reverse link an ack (`docs/recovery.md`, "How much OEC codes").
+pub const MIN_YIELD: f64 = 0.01;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -101,10 +110,11 @@ impl Window {
         if e.p.is_some() {
             return; // a retransmission: already counted
         }
-        e.p = Some(p.clamp(0.0, 1.0));
+        let p = p.clamp(MIN_LOSS, 1.0);
+        e.p = Some(p);
         self.sent += 1;
         let n = self.sent as f64;
-        self.r = ((n - 1.0) * self.r + (1.0 - p.clamp(0.0, 1.0))) / n;
+        self.r = ((n - 1.0) * self.r + (1.0 - p)) / n;
     }
 
     /// Rule (ii): a coded ADU over `c` data ADUs left on a path with loss estimate `p`.
@@ -117,26 +127,61 @@ impl Window {
         self.r = ((n * self.r + (1.0 - p.clamp(0.0, 1.0)) * y) / n).clamp(0.0, 1.0);
     }
 
-    /// Rule (iii): feedback resolved `seq` (acknowledged or declared lost). It leaves W,
-    /// and r restarts from the paths' loss estimates of what is left: the mean of
-    /// `1 - p` over the remaining ADUs (the paper's "reset r to p", read as a presence
-    /// probability; `docs/recovery.md`).
+    /// Rule (iii): feedback resolved `seq` (acknowledged or declared lost); it leaves W.
+    ///
+    /// r is the presence probability of each ADU still in W, and news of one ADU says
+    /// nothing new about the others under the paper's equal-probability model, so r
+    /// stays as it is; it returns to 0 when W empties. (The paper's "reset r to p" after
+    /// its cumulative purge, applied to every per-ADU ack, would throw away the credit of
+    /// the coded packets already sent and code the same ADUs again after each ack;
+    /// `docs/recovery.md`.)
     pub fn on_resolved(&mut self, seq: u64) {
         if let Some(e) = self.entries.remove(&seq) {
             if e.p.is_some() {
                 self.sent -= 1;
-                self.reset_r();
+                self.reset_if_empty();
             }
         }
     }
 
-    fn reset_r(&mut self) {
+    fn reset_if_empty(&mut self) {
+        if self.sent == 0 {
+            self.r = 0.0;
+        }
+    }
+
+    /// Mean loss estimate of the paths W's transmitted ADUs went on.
+    pub fn mean_p(&self) -> f64 {
         let (sum, n) = self
             .entries
             .values()
             .filter_map(|e| e.p)
-            .fold((0.0, 0usize), |(s, n), p| (s + 1.0 - p, n + 1));
-        self.r = if n == 0 { 0.0 } else { sum / n as f64 };
+            .fold((0.0, 0usize), |(s, n), p| (s + p, n + 1));
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    }
+
+    /// The degree the next coded packet would have: `degree(r)`, at most |W|.
+    pub fn next_degree(&self) -> usize {
+        degree(self.r).min(self.sent).max(1)
+    }
+
+    /// Expected new ADUs at the receiver from the next coded packet, if it crosses a
+    /// path with loss `p`: `(1 - p) Y(c)`.
+    pub fn next_yield(&self, p: f64) -> f64 {
+        if self.sent == 0 {
+            return 0.0;
+        }
+        (1.0 - p.clamp(0.0, 1.0)) * expected_yield(self.next_degree(), self.r)
+    }
+
+    /// Whether a coded packet now is expected to rebuild at least [`MIN_YIELD`] of a
+    /// packet, judged with W's mean path loss.
+    pub fn worth_coding(&self) -> bool {
+        self.next_yield(self.mean_p()) >= MIN_YIELD
     }
 
     fn pop_oldest(&mut self) {
@@ -159,7 +204,7 @@ impl Window {
             changed = true;
         }
         if changed {
-            self.reset_r();
+            self.reset_if_empty();
         }
     }
 
@@ -180,7 +225,7 @@ impl Window {
         if sent.is_empty() {
             return None;
         }
-        let c = degree(self.r).min(sent.len());
+        let c = self.next_degree();
         let mut seqs: Vec<u64> = sample(rng, sent.len(), c)
             .into_iter()
             .map(|i| sent[i])
@@ -249,18 +294,19 @@ mod tests {
         assert!(close(w.r(), 0.9));
         w.on_data_sent(1, 0.3);
         assert!(close(w.r(), (0.9 + 0.7) / 2.0));
+        // A path that has shown no loss yet is taken to lose MIN_LOSS.
         w.on_data_sent(2, 0.0);
-        let r3 = (2.0 * 0.8 + 1.0) / 3.0;
+        let r3 = (2.0 * 0.8 + 1.0 - MIN_LOSS) / 3.0;
         assert!(close(w.r(), r3));
         // (ii): W unchanged, r grows by (1 - p) Y(c) / |W|.
         w.on_coded_sent(2, 0.5);
         let r4 = (3.0 * r3 + 0.5 * expected_yield(2, r3)) / 3.0;
         assert!(close(w.r(), r4));
         assert_eq!(w.len(), 3);
-        // (iii): resolved ADUs leave, r restarts from what is left.
+        // (iii): resolved ADUs leave; the others keep their presence probability.
         w.on_resolved(0);
         assert_eq!(w.len(), 2);
-        assert!(close(w.r(), (0.7 + 1.0) / 2.0));
+        assert!(close(w.r(), r4));
         w.on_resolved(1);
         w.on_resolved(2);
         assert!(w.is_empty());
@@ -294,8 +340,85 @@ mod tests {
         w.on_data_sent(0, 0.0);
         w.queue(Duration::from_millis(900), 1, Bytes::from_static(b"b"));
         w.on_data_sent(1, 0.2);
+        let r = w.r();
         w.expire(Duration::from_millis(1500));
         assert!(!w.contains(0) && w.contains(1));
-        assert!(close(w.r(), 0.8));
+        assert!(close(w.r(), r));
+        w.expire(Duration::from_millis(2500));
+        assert!(w.is_empty());
+        assert_eq!(w.r(), 0.0, "an empty W starts over");
+    }
+
+    #[test]
+    fn the_next_yield_is_the_expected_gain_of_the_next_coded_packet() {
+        let mut w = Window::default();
+        assert_eq!(w.next_yield(0.0), 0.0);
+        assert!(!w.worth_coding(), "nothing to code");
+        for s in 0..3 {
+            w.queue(Duration::ZERO, s, Bytes::from_static(b"x"));
+            w.on_data_sent(s, 0.1);
+        }
+        // r = 0.9, degree(0.9) = 9 but only 3 ADUs: c = 3.
+        assert_eq!(w.next_degree(), 3);
+        assert!(close(w.mean_p(), 0.1));
+        assert!(close(w.next_yield(0.1), 0.9 * expected_yield(3, 0.9)));
+        assert!(w.worth_coding());
+        // Coding drives r up and the yield down until it is not worth it.
+        let mut n = 0;
+        while w.worth_coding() {
+            w.on_coded_sent(w.next_degree(), w.mean_p());
+            n += 1;
+            assert!(n < 100, "coding never stops");
+        }
+        assert!(w.r() > 0.99 && w.r() < 1.0, "r {}", w.r());
+        assert!(w.next_yield(0.1) < MIN_YIELD);
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of sends, codes and resolutions: r stays a probability,
+        /// |W| counts the transmitted ADUs still unresolved, r is 0 exactly when nothing
+        /// is left, and coding over a non-empty W stops after finitely many packets.
+        #[test]
+        fn window_invariants(ops in proptest::collection::vec((0u8..4, 0u64..24, 0.0f64..0.9), 1..200)) {
+            let mut w = Window::default();
+            let mut live = std::collections::BTreeSet::new();
+            let mut next = 0u64;
+            for (op, k, p) in ops {
+                match op {
+                    0 => {
+                        w.queue(Duration::ZERO, next, Bytes::from(vec![1u8; 1 + k as usize]));
+                        w.on_data_sent(next, p);
+                        live.insert(next);
+                        next += 1;
+                    }
+                    1 if !w.is_empty() => w.on_coded_sent(w.next_degree(), p),
+                    2 => {
+                        let seq = k % next.max(1);
+                        w.on_resolved(seq);
+                        live.remove(&seq);
+                    }
+                    _ => {
+                        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(k);
+                        if let Some(c) = w.code(&mut rng) {
+                            proptest::prop_assert!(c.seqs.iter().all(|s| live.contains(s)));
+                            proptest::prop_assert_eq!(c.seqs.len(), w.next_degree());
+                        } else {
+                            proptest::prop_assert!(live.is_empty());
+                        }
+                    }
+                }
+                proptest::prop_assert!((0.0..=1.0).contains(&w.r()));
+                proptest::prop_assert_eq!(w.len(), live.len());
+                if live.is_empty() {
+                    proptest::prop_assert_eq!(w.r(), 0.0);
+                }
+            }
+            let mut n = 0;
+            while w.worth_coding() {
+                w.on_coded_sent(w.next_degree(), w.mean_p());
+                n += 1;
+                proptest::prop_assert!(n < 10_000);
+            }
+        }
     }
 }

@@ -118,9 +118,14 @@ impl Session {
         {
             return false;
         }
-        let slots: usize = self.channels.iter().map(|c| c.spare_slot_count(now)).sum();
-        if slots == 0 || !self.recovery.spare(now, slots, &mut self.rng) {
-            // Nothing to code after all (W expired, no whole slot): `poll_timeout` would
+        let budget: usize = self.channels.iter().map(|c| c.spare_bytes(now)).sum();
+        if budget == 0
+            || !self
+                .recovery
+                .spare(now, budget, wire::DATA_HEADER_LEN, &mut self.rng)
+        {
+            // Nothing to code after all (W expired, nothing worth coding, no spare bytes):
+            // `poll_timeout` would
             // otherwise name this instant again and again.
             if self.config.cycle_ms <= 0.0 {
                 self.next_cycle = self.next_cycle.max(now + IDLE_CYCLE_RETRY);
