@@ -705,7 +705,7 @@ impl PreparedObjective for PreparedHose {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adu::Fields;
+    use crate::adu::{AduView, Fields};
     use crate::objective::ObjectiveSet;
 
     fn adu(i: u64) -> AduView {
