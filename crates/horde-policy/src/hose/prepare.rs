@@ -557,7 +557,11 @@ impl PreparedHose {
             MemoMode::PerTerm => t as i64 + 1,
         };
         let mut k = [group, 0, 0, 0];
-        k[1..1 + self.atoms.len()].copy_from_slice(&self.atoms);
+        // Element by element: a slice copy of unknown length becomes a `memcpy`
+        // call, which dominated this hot path. Caching is on only for up to 3 atoms.
+        for (slot, &a) in k[1..].iter_mut().zip(&self.atoms) {
+            *slot = a;
+        }
         Some(k)
     }
 }
