@@ -556,13 +556,11 @@ impl PreparedHose {
             MemoMode::Shared => 0,
             MemoMode::PerTerm => t as i64 + 1,
         };
-        let mut k = [group, 0, 0, 0];
-        // Element by element: a slice copy of unknown length becomes a `memcpy`
-        // call, which dominated this hot path. Caching is on only for up to 3 atoms.
-        for (slot, &a) in k[1..].iter_mut().zip(&self.atoms) {
-            *slot = a;
-        }
-        Some(k)
+        // Word by word, no loop: a copy of unknown length becomes a `memcpy` call
+        // whose narrow stores stall the key's wide reload, on the hottest path.
+        // Caching is on only for up to 3 atoms.
+        let atom = |i: usize| self.atoms.get(i).copied().unwrap_or(0);
+        Some([group, atom(0), atom(1), atom(2)])
     }
 }
 
