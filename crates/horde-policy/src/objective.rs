@@ -284,11 +284,14 @@ fn same_objective(a: &Arc<dyn Objective>, b: &Arc<dyn Objective>) -> bool {
     std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
 }
 
+/// One kept preparation and the objective it belongs to.
+type Kept = (Arc<dyn Objective>, Box<dyn Reprepare>);
+
 /// Preparations kept across cycles by [`ObjectiveSet::prepare_reusing`], one per
 /// active objective, in the set's order.
 #[derive(Default)]
 pub struct PreparedCache {
-    entries: Vec<(Arc<dyn Objective>, Box<dyn Reprepare>)>,
+    entries: Vec<Kept>,
 }
 
 impl PreparedCache {
@@ -334,7 +337,7 @@ enum Prepared<'a> {
     /// Prepared for this cycle only.
     Fresh(Vec<Box<dyn PreparedObjective + 'a>>),
     /// Kept in a [`PreparedCache`].
-    Reused(&'a mut [(Arc<dyn Objective>, Box<dyn Reprepare>)]),
+    Reused(&'a mut [Kept]),
 }
 
 /// Every active objective prepared for one cycle.
