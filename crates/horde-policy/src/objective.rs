@@ -259,6 +259,14 @@ impl ObjectiveSet {
         input: &ScheduleInput<'a>,
         cache: &'a mut PreparedCache,
     ) -> PreparedSet<'a> {
+        // An objective that cannot be kept stays unkeepable: skip straight to fresh
+        // preparation while it is active, instead of rebuilding the cache every cycle.
+        if let Some(x) = &cache.unkeepable {
+            if self.active.iter().any(|(_, o)| same_objective(o, x)) {
+                return self.prepare(input);
+            }
+            cache.unkeepable = None;
+        }
         let same = cache.entries.len() == self.active.len()
             && cache
                 .entries
@@ -292,6 +300,8 @@ type Kept = (Arc<dyn Objective>, Box<dyn Reprepare>);
 #[derive(Default)]
 pub struct PreparedCache {
     entries: Vec<Kept>,
+    /// An active objective without an owned preparation, when there is one.
+    unkeepable: Option<Arc<dyn Objective>>,
 }
 
 impl PreparedCache {
@@ -315,6 +325,7 @@ impl PreparedCache {
                     Some(p) => self.entries.push((Arc::clone(o), p)),
                     None => {
                         self.entries.clear();
+                        self.unkeepable = Some(Arc::clone(o));
                         return false;
                     }
                 },
