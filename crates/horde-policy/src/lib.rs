@@ -13,7 +13,8 @@ pub mod synth;
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Allocator, Demand};
 pub use objective::{
-    Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
+    Objective, ObjectiveId, ObjectiveSet, PreparedCache, PreparedObjective, PreparedSet, Reprepare,
+    SlotReads,
 };
 pub use scheduler::{
     assignment_is_valid, Assignment, CycleStats, Directed, EarliestArrival, RandomWalk,

@@ -26,6 +26,20 @@ pub trait Objective: Send + Sync + fmt::Debug {
     fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> Box<dyn PreparedObjective + 'a> {
         Box::new(Opaque::new(self, *input))
     }
+
+    /// A preparation that owns everything it holds, so a scheduler can keep it and
+    /// prepare it again each cycle in the same buffers ([`ObjectiveSet::prepare_reusing`]).
+    /// `None` (the default) when the objective only has [`Objective::prepare`].
+    fn prepare_owned(&self, _input: &ScheduleInput<'_>) -> Option<Box<dyn Reprepare>> {
+        None
+    }
+}
+
+/// A prepared objective that can be prepared again for a new cycle, keeping its
+/// buffers: after warm-up a cycle allocates nothing.
+pub trait Reprepare: PreparedObjective + Send {
+    /// Prepare for the cycle over `input`; the result is as if prepared afresh.
+    fn reprepare(&mut self, input: &ScheduleInput<'_>);
 }
 
 /// Which properties of its members' slots a term's value depends on (besides which
@@ -230,22 +244,163 @@ impl ObjectiveSet {
     /// Prepare every active objective for one cycle over `input`.
     pub fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> PreparedSet<'a> {
         PreparedSet {
-            objectives: self.active.iter().map(|(_, o)| o.prepare(input)).collect(),
+            objectives: Prepared::Fresh(
+                self.active.iter().map(|(_, o)| o.prepare(input)).collect(),
+            ),
+        }
+    }
+
+    /// As [`ObjectiveSet::prepare`], but kept in `cache` and prepared again in its
+    /// buffers while the same objectives stay active: no allocation at steady state.
+    /// Falls back to [`ObjectiveSet::prepare`] when an objective has no owned
+    /// preparation ([`Objective::prepare_owned`]).
+    pub fn prepare_reusing<'a>(
+        &'a self,
+        input: &ScheduleInput<'a>,
+        cache: &'a mut PreparedCache,
+    ) -> PreparedSet<'a> {
+        // An objective that cannot be kept stays unkeepable: skip straight to fresh
+        // preparation while it is active, instead of rebuilding the cache every cycle.
+        if let Some(x) = &cache.unkeepable {
+            if self.active.iter().any(|(_, o)| same_objective(o, x)) {
+                return self.prepare(input);
+            }
+            cache.unkeepable = None;
+        }
+        let same = cache.entries.len() == self.active.len()
+            && cache
+                .entries
+                .iter()
+                .zip(&self.active)
+                .all(|((c, _), (_, o))| same_objective(c, o));
+        if same {
+            for (_, p) in cache.entries.iter_mut() {
+                p.reprepare(input);
+            }
+        } else if !cache.rebuild(&self.active, input) {
+            return self.prepare(input);
+        }
+        PreparedSet {
+            objectives: Prepared::Reused(&mut cache.entries),
         }
     }
 }
 
-/// Every active objective prepared for one cycle.
-pub struct PreparedSet<'a> {
-    pub objectives: Vec<Box<dyn PreparedObjective + 'a>>,
+/// The same objective: the cache holds a clone of the `Arc`, so its address cannot
+/// be reused by another while cached.
+fn same_objective(a: &Arc<dyn Objective>, b: &Arc<dyn Objective>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
 }
 
-impl PreparedSet<'_> {
+/// One kept preparation and the objective it belongs to.
+type Kept = (Arc<dyn Objective>, Box<dyn Reprepare>);
+
+/// Preparations kept across cycles by [`ObjectiveSet::prepare_reusing`], one per
+/// active objective, in the set's order.
+#[derive(Default)]
+pub struct PreparedCache {
+    entries: Vec<Kept>,
+    /// An active objective without an owned preparation, when there is one.
+    unkeepable: Option<Arc<dyn Objective>>,
+}
+
+impl PreparedCache {
+    /// Match the active objectives again after the set changed: keep the entries of
+    /// objectives still active, prepare the new ones. Returns false (and empties the
+    /// cache) if some objective has no owned preparation.
+    fn rebuild(
+        &mut self,
+        active: &[(ObjectiveId, Arc<dyn Objective>)],
+        input: &ScheduleInput<'_>,
+    ) -> bool {
+        let mut old = std::mem::take(&mut self.entries);
+        for (_, o) in active {
+            match old.iter().position(|(c, _)| same_objective(c, o)) {
+                Some(i) => {
+                    let (c, mut p) = old.swap_remove(i);
+                    p.reprepare(input);
+                    self.entries.push((c, p));
+                }
+                None => match o.prepare_owned(input) {
+                    Some(p) => self.entries.push((Arc::clone(o), p)),
+                    None => {
+                        self.entries.clear();
+                        self.unkeepable = Some(Arc::clone(o));
+                        return false;
+                    }
+                },
+            }
+        }
+        true
+    }
+}
+
+impl fmt::Debug for PreparedCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedCache")
+            .field("objectives", &self.entries.len())
+            .finish()
+    }
+}
+
+/// Where a [`PreparedSet`]'s objectives live.
+enum Prepared<'a> {
+    /// Prepared for this cycle only.
+    Fresh(Vec<Box<dyn PreparedObjective + 'a>>),
+    /// Kept in a [`PreparedCache`].
+    Reused(&'a mut [Kept]),
+}
+
+/// Every active objective prepared for one cycle.
+pub struct PreparedSet<'a> {
+    objectives: Prepared<'a>,
+}
+
+impl<'a> PreparedSet<'a> {
+    /// Number of objectives.
+    pub fn len(&self) -> usize {
+        match &self.objectives {
+            Prepared::Fresh(v) => v.len(),
+            Prepared::Reused(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no objectives.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objective `o`, in the set's order.
+    pub fn get(&mut self, o: usize) -> &mut dyn PreparedObjective {
+        match &mut self.objectives {
+            Prepared::Fresh(v) => &mut *v[o],
+            Prepared::Reused(v) => &mut *v[o].1,
+        }
+    }
+
+    /// Every objective, in the set's order.
+    pub fn iter_mut<'s>(
+        &'s mut self,
+    ) -> impl Iterator<Item = &'s mut (dyn PreparedObjective + 's)> + use<'a, 's> {
+        let (fresh, reused) = match &mut self.objectives {
+            Prepared::Fresh(v) => (Some(v.iter_mut()), None),
+            Prepared::Reused(v) => (None, Some(v.iter_mut())),
+        };
+        let fresh = fresh
+            .into_iter()
+            .flatten()
+            .map(|b| &mut **b as &mut dyn PreparedObjective);
+        let reused = reused
+            .into_iter()
+            .flatten()
+            .map(|(_, b)| &mut **b as &mut dyn PreparedObjective);
+        fresh.chain(reused)
+    }
+
     /// Equals [`ObjectiveSet::utility`] for the same input and assignment.
     pub fn utility(&mut self, assignment: &[Option<usize>]) -> i64 {
         clamp(
-            self.objectives
-                .iter_mut()
+            self.iter_mut()
                 .map(|o| i128::from(o.utility(assignment)))
                 .sum(),
         )
@@ -253,14 +408,17 @@ impl PreparedSet<'_> {
 
     /// Evaluations performed by all objectives so far.
     pub fn evaluations(&self) -> u64 {
-        self.objectives.iter().map(|o| o.evaluations()).sum()
+        match &self.objectives {
+            Prepared::Fresh(v) => v.iter().map(|o| o.evaluations()).sum(),
+            Prepared::Reused(v) => v.iter().map(|(_, o)| o.evaluations()).sum(),
+        }
     }
 }
 
 impl fmt::Debug for PreparedSet<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedSet")
-            .field("objectives", &self.objectives.len())
+            .field("objectives", &self.len())
             .finish()
     }
 }

@@ -283,7 +283,7 @@ fn x4_schedule_pairs_are_pair_kernels_and_history_pairs_are_not() {
         .objective(load("x4"));
     let input = c.input();
     let mut set = c.objectives.prepare(&input);
-    let p = &mut set.objectives[0];
+    let p = set.get(0);
     let (mut kernels, mut others) = (Vec::new(), 0);
     for t in 0..p.terms() {
         match p.pair_kernel(t) {

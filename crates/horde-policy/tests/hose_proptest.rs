@@ -99,7 +99,7 @@ fn evaluate(o: hose::CompiledObjective) {
     ] {
         c.utility(&a);
         // Interval bounds are sound, and cached values equal fresh ones.
-        for p in prepared.objectives.iter_mut() {
+        for p in prepared.iter_mut() {
             for t in 0..p.terms() {
                 let (lo, hi) = p.bounds(t);
                 let v = p.value(t, &a, false);

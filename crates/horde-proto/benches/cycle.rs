@@ -8,9 +8,9 @@
 //!
 //! It prints a scaling table (N = 8, 16, 32, 64, 128) with the time and the heap
 //! allocations of one cycle, for the default scheduler (`rrr`) and the objective-driven
-//! one (`directed`), and the allocations of everything else a sender does per cycle
-//! (encoding the cycle's datagrams, processing the acks); then criterion times the
-//! N = 32 cycle. Only the `poll_transmit` call that runs the cycle is timed; the pair's
+//! ones (`directed`, `random-walk` with k = 25), and the allocations of everything else
+//! a sender does per cycle (encoding the cycle's datagrams, processing the acks); then
+//! criterion times the N = 32 cycle. Only the `poll_transmit` call that runs the cycle is timed; the pair's
 //! own network (copying datagrams into `Bytes`) is outside every figure.
 //!
 //! A counting global allocator counts every `alloc`, `alloc_zeroed` and `realloc`.
@@ -22,9 +22,13 @@ use criterion::{criterion_group, criterion_main, Criterion};
 #[path = "../tests/cycle_pair/mod.rs"]
 mod cycle_pair;
 
-use cycle_pair::{directed, rrr, MakeScheduler, Pair, CHANNELS, STREAMS};
+use cycle_pair::{directed, random_walk, rrr, MakeScheduler, Pair, CHANNELS, STREAMS};
 
-const SCHEDULERS: [(&str, MakeScheduler); 2] = [("rrr", rrr), ("directed", directed)];
+const SCHEDULERS: [(&str, MakeScheduler); 3] = [
+    ("rrr", rrr),
+    ("directed", directed),
+    ("random-walk", random_walk),
+];
 
 fn table() {
     const CYCLES: u32 = 100;
@@ -33,7 +37,7 @@ fn table() {
          median of {CYCLES} cycles after warm-up"
     );
     println!(
-        "{:>4} {:>9} {:>11} {:>13} {:>13} {:>14}",
+        "{:>4} {:>11} {:>11} {:>13} {:>13} {:>14}",
         "N", "scheduler", "time/cycle", "allocs/cycle", "packets/cycle", "other allocs"
     );
     for n in [8usize, 16, 32, 64, 128] {
@@ -53,7 +57,7 @@ fn table() {
             times.sort_unstable();
             let per = |x: u64| x as f64 / f64::from(CYCLES);
             println!(
-                "{:>4} {:>9} {:>9.1} µs {:>13.2} {:>13.1} {:>14.2}",
+                "{:>4} {:>11} {:>9.1} µs {:>13.2} {:>13.1} {:>14.2}",
                 n,
                 name,
                 times[times.len() / 2].as_secs_f64() * 1e6,

@@ -1,14 +1,28 @@
 //! At steady state a scheduling cycle, the encoding of its datagrams and the processing of
 //! the acks that come back allocate nothing (default scheduler, objectives injected), with
-//! and without packing. Counted by a global allocator: deterministic, not timed.
+//! and without packing; nor does a cycle of the objective-driven schedulers (`directed`,
+//! `random-walk`) with the thesis objectives X1-X4. Counted by a global allocator:
+//! deterministic, not timed.
 
 mod cycle_pair;
 
-use cycle_pair::{rrr, Pair};
+use cycle_pair::{directed, random_walk, rrr, MakeScheduler, Pair};
 
 fn steady_state_allocations(pack_adus: bool, small_adus: bool, lose_every: u64) -> (u64, u64, u64) {
+    allocations_with(rrr, 4, pack_adus, small_adus, lose_every)
+}
+
+/// Cycle, other and packet counts over 200 cycles after warm-up, `per_channel` real
+/// slots per channel and cycle.
+fn allocations_with(
+    scheduler: MakeScheduler,
+    per_channel: usize,
+    pack_adus: bool,
+    small_adus: bool,
+    lose_every: u64,
+) -> (u64, u64, u64) {
     let adu_bytes = if small_adus { 60 } else { 1200 };
-    let mut pair = Pair::with_packing(4, rrr, pack_adus, adu_bytes);
+    let mut pair = Pair::with_packing(per_channel, scheduler, pack_adus, adu_bytes);
     pair.lose_every = lose_every;
     pair.warm();
     let (mut cycle, mut other, mut packets) = (0, 0, 0);
@@ -45,6 +59,28 @@ fn acks_that_report_holes_allocate_nothing_either() {
     assert!(packets > 0);
     assert_eq!(cycle, 0, "cycle allocations with losses");
     assert_eq!(other, 0, "encode and ack allocations with losses");
+}
+
+#[test]
+fn objective_driven_cycles_allocate_nothing_at_steady_state() {
+    // 8 real + 8 phantom slots and 16 ADUs a cycle; 32 + 32 with 64 ADUs for directed.
+    let cases: [(&str, MakeScheduler, usize); 3] = [
+        ("directed", directed, 2),
+        ("directed", directed, 8),
+        ("random-walk", random_walk, 2),
+    ];
+    for (name, make, per_channel) in cases {
+        for lose_every in [0, 7] {
+            let (cycle, other, packets) =
+                allocations_with(make, per_channel, true, false, lose_every);
+            assert!(packets > 0, "the pair sends ({name})");
+            assert_eq!(
+                cycle, 0,
+                "{name} cycle allocations, {per_channel} slots per channel, losing every {lose_every}"
+            );
+            assert_eq!(other, 0, "{name} encode and ack allocations");
+        }
+    }
 }
 
 #[test]

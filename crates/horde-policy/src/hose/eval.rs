@@ -8,12 +8,33 @@ use super::ir::{arith, compare, Bool, Num, PreField, ProgramIr, Str, StreamField
 
 /// One application field of one ADU, already checked against the field's type.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum FieldVal<'a> {
+pub(crate) enum FieldVal {
     /// The ADU lacks the field or holds another type: predicates on it are false.
     Missing,
     Int(i64),
     Bool(bool),
-    Str(&'a str),
+    /// Start and length of the text in [`Env::strings`].
+    Str(u32, u32),
+}
+
+/// The predefined fields of one ADU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PreVals {
+    pub stream_id: u32,
+    pub stream_seq: u64,
+    pub length: u32,
+    pub queue_delay_ms: i64,
+}
+
+impl PreVals {
+    pub fn of(a: &AduView) -> Self {
+        PreVals {
+            stream_id: a.stream_id,
+            stream_seq: a.stream_seq,
+            length: a.length,
+            queue_delay_ms: a.queue_delay_ms,
+        }
+    }
 }
 
 /// Stream-variable field values for one evaluation.
@@ -26,30 +47,32 @@ pub(crate) struct StreamVals {
 }
 
 /// What one evaluation reads.
-pub(crate) struct Env<'e, 'a> {
+pub(crate) struct Env<'e> {
     /// Row (ADU) bound to each variable; unused for stream variables.
     pub rows: &'e [u32],
-    pub adus: &'e [&'a AduView],
+    pub pre: &'e [PreVals],
     /// Row-major `rows x fields` application-field table.
-    pub app: &'e [FieldVal<'a>],
+    pub app: &'e [FieldVal],
+    /// The text of the string fields in `app`.
+    pub strings: &'e str,
     pub n_fields: usize,
     pub atoms: &'e [i64],
     /// Per variable; only stream variables' entries are meaningful.
     pub streams: &'e [StreamVals],
 }
 
-impl<'e, 'a> Env<'e, 'a> {
+impl Env<'_> {
     fn row(&self, v: Var) -> usize {
         self.rows[v as usize] as usize
     }
 
-    fn app(&self, v: Var, slot: u16) -> FieldVal<'a> {
+    fn app(&self, v: Var, slot: u16) -> FieldVal {
         self.app[self.row(v) * self.n_fields + slot as usize]
     }
 }
 
 /// A context's contribution: the sum of the utility entries when the goal holds.
-pub(crate) fn contribution(ir: &ProgramIr, env: &Env<'_, '_>) -> i64 {
+pub(crate) fn contribution(ir: &ProgramIr, env: &Env<'_>) -> i64 {
     if !boolean(&ir.goal, env) {
         return 0;
     }
@@ -60,11 +83,11 @@ pub(crate) fn contribution(ir: &ProgramIr, env: &Env<'_, '_>) -> i64 {
 }
 
 /// A number, or `None` when it reads a missing application field.
-pub(crate) fn num(n: &Num, env: &Env<'_, '_>) -> Option<i64> {
+pub(crate) fn num(n: &Num, env: &Env<'_>) -> Option<i64> {
     Some(match n {
         Num::Lit(v) => *v,
         Num::Pre(v, f) => {
-            let a = env.adus[env.row(*v)];
+            let a = &env.pre[env.row(*v)];
             match f {
                 PreField::StreamId => i64::from(a.stream_id),
                 PreField::StreamSeq => i64::try_from(a.stream_seq).unwrap_or(i64::MAX),
@@ -94,7 +117,7 @@ pub(crate) fn num(n: &Num, env: &Env<'_, '_>) -> Option<i64> {
 
 /// A truth value. A comparison or boolean field that reads a missing application
 /// field is false; `!` and the connectives then apply as usual.
-pub(crate) fn boolean(b: &Bool, env: &Env<'_, '_>) -> bool {
+pub(crate) fn boolean(b: &Bool, env: &Env<'_>) -> bool {
     match b {
         Bool::Lit(v) => *v,
         Bool::App(..) => bool_field(b, env).unwrap_or(false),
@@ -117,7 +140,7 @@ pub(crate) fn boolean(b: &Bool, env: &Env<'_, '_>) -> bool {
 }
 
 /// Like [`boolean`], but a bare boolean field that is missing gives `None`.
-fn bool_field(b: &Bool, env: &Env<'_, '_>) -> Option<bool> {
+fn bool_field(b: &Bool, env: &Env<'_>) -> Option<bool> {
     match b {
         Bool::App(v, s) => match env.app(*v, *s) {
             FieldVal::Bool(x) => Some(x),
@@ -127,11 +150,13 @@ fn bool_field(b: &Bool, env: &Env<'_, '_>) -> Option<bool> {
     }
 }
 
-fn string<'x>(s: &'x Str, env: &Env<'_, 'x>) -> Option<&'x str> {
+fn string<'x>(s: &'x Str, env: &Env<'x>) -> Option<&'x str> {
     match s {
         Str::Lit(x) => Some(x),
         Str::App(v, slot) => match env.app(*v, *slot) {
-            FieldVal::Str(x) => Some(x),
+            FieldVal::Str(start, len) => env
+                .strings
+                .get(start as usize..start as usize + len as usize),
             _ => None,
         },
     }

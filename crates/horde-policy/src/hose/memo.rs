@@ -14,8 +14,11 @@ const DIRECT: usize = 128;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Memo {
     direct: Vec<Option<i64>>,
-    entries: Vec<(Key, i64)>,
+    /// Key, value, and the generation the entry was stored in: entries of an
+    /// older generation count as empty, so clearing is O(1).
+    entries: Vec<(Key, i64, u32)>,
     len: usize,
+    generation: u32,
 }
 
 fn hash(k: &Key) -> u64 {
@@ -32,6 +35,24 @@ fn hash(k: &Key) -> u64 {
 }
 
 impl Memo {
+    /// Forget every entry, keeping the tables' memory.
+    pub fn clear(&mut self) {
+        self.direct.fill(None);
+        self.len = 0;
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: entries from 2^32 clears ago would look current.
+            for e in &mut self.entries {
+                e.0[0] = EMPTY;
+            }
+        }
+    }
+
+    fn live(&self, i: usize) -> bool {
+        let (k, _, g) = &self.entries[i];
+        k[0] != EMPTY && *g == self.generation
+    }
+
     fn direct_index(k: &Key) -> Option<usize> {
         match *k {
             [0, x, 0, 0] if (0..DIRECT as i64).contains(&x) => Some(x as usize),
@@ -44,8 +65,7 @@ impl Memo {
         let mask = self.entries.len() - 1;
         let mut i = hash(k) as usize & mask;
         loop {
-            let e = &self.entries[i].0;
-            if e[0] == EMPTY || e == k {
+            if !self.live(i) || &self.entries[i].0 == k {
                 return i;
             }
             i = (i + 1) & mask;
@@ -59,8 +79,8 @@ impl Memo {
         if self.entries.is_empty() {
             return None;
         }
-        let (key, v) = self.entries[self.find(k)];
-        (key[0] != EMPTY).then_some(v)
+        let i = self.find(k);
+        self.live(i).then_some(self.entries[i].1)
     }
 
     pub fn insert(&mut self, k: Key, v: i64) {
@@ -75,19 +95,19 @@ impl Memo {
             self.grow();
         }
         let i = self.find(&k);
-        if self.entries[i].0[0] == EMPTY {
+        if !self.live(i) {
             self.len += 1;
         }
-        self.entries[i] = (k, v);
+        self.entries[i] = (k, v, self.generation);
     }
 
     fn grow(&mut self) {
         let cap = (self.entries.len() * 2).max(256);
-        let old = std::mem::replace(&mut self.entries, vec![([EMPTY, 0, 0, 0], 0); cap]);
-        for (k, v) in old {
-            if k[0] != EMPTY {
+        let old = std::mem::replace(&mut self.entries, vec![([EMPTY, 0, 0, 0], 0, 0); cap]);
+        for (k, v, g) in old {
+            if k[0] != EMPTY && g == self.generation {
                 let i = self.find(&k);
-                self.entries[i] = (k, v);
+                self.entries[i] = (k, v, g);
             }
         }
     }
@@ -119,5 +139,12 @@ mod tests {
         assert_eq!(m.get(&[0, 500, 0, 0]), Some(4));
         assert_eq!(m.get(&[0, -1, 0, 0]), Some(6));
         assert_eq!(m.get(&[0, 26, 0, 0]), None);
+        // Clearing forgets both tables and keeps working after.
+        m.clear();
+        assert_eq!(m.get(&[1, 5, -5, 7]), None);
+        assert_eq!(m.get(&[0, 25, 0, 0]), None);
+        m.insert([1, 5, -5, 7], 3);
+        assert_eq!(m.get(&[1, 5, -5, 7]), Some(3));
+        assert_eq!(m.get(&[1, 6, -6, 7]), None);
     }
 }

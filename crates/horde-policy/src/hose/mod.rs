@@ -25,7 +25,7 @@ pub use error::HoseError;
 pub use prepare::MAX_CONTEXTS;
 pub use thesis::{thesis, THESIS};
 
-use crate::objective::{Objective, PreparedObjective};
+use crate::objective::{Objective, PreparedObjective, Reprepare};
 use crate::scheduler::{Assignment, ScheduleInput};
 
 /// A checked, compiled objective. Cheap to clone.
@@ -48,11 +48,18 @@ impl CompiledObjective {
 
 impl Objective for CompiledObjective {
     fn utility(&self, input: &ScheduleInput<'_>, assignment: &Assignment) -> i64 {
-        prepare::PreparedHose::new(&self.ir, *input).utility(assignment)
+        prepare::PreparedHose::new(Arc::clone(&self.ir), input).utility(assignment)
     }
 
     fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> Box<dyn PreparedObjective + 'a> {
-        Box::new(prepare::PreparedHose::new(&self.ir, *input))
+        Box::new(prepare::PreparedHose::new(Arc::clone(&self.ir), input))
+    }
+
+    fn prepare_owned(&self, input: &ScheduleInput<'_>) -> Option<Box<dyn Reprepare>> {
+        Some(Box::new(prepare::PreparedHose::new(
+            Arc::clone(&self.ir),
+            input,
+        )))
     }
 }
 

@@ -5,14 +5,19 @@
 //! cycle here, over the schedule's ADUs (rows `0..n`) and the history (rows `n..`).
 //! Each context becomes one term; evaluating a term for an assignment only reads the
 //! slots of its members.
+//!
+//! A preparation owns copies of what it reads (no borrow of the cycle's input), so a
+//! scheduler can keep it and prepare it again next cycle in the same buffers.
 
-use crate::adu::{AduView, HistoryEntry, Outcome};
-use crate::objective::{PreparedObjective, SlotReads};
+use std::sync::Arc;
+
+use crate::adu::{HistoryEntry, Outcome, StreamStats};
+use crate::objective::{PreparedObjective, Reprepare, SlotReads};
 use crate::scheduler::ScheduleInput;
 use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
 use crate::Value;
 
-use super::eval::{boolean, contribution, Env, FieldVal, StreamVals};
+use super::eval::{boolean, contribution, Env, FieldVal, PreVals, StreamVals};
 use super::ir::{Atom, ProgramIr, Scalar, VarIr, MAX_VARS};
 use super::memo::{Key, Memo};
 use super::window::Window;
@@ -84,22 +89,32 @@ struct StreamVar {
     id: u32,
     history: Window,
     rows: Vec<u32>,
+    /// The core's statistics of the stream, for a window with no samples.
+    fallback: Option<StreamStats>,
 }
 
-pub(crate) struct PreparedHose<'a> {
-    ir: &'a ProgramIr,
-    input: ScheduleInput<'a>,
+pub(crate) struct PreparedHose {
+    ir: Arc<ProgramIr>,
+    /// Slots in the cycle.
+    m: usize,
     n: usize,
-    adus: Vec<&'a AduView>,
-    app: Vec<FieldVal<'a>>,
+    /// Predefined fields of the schedule's ADUs, then of the history's.
+    pre: Vec<PreVals>,
+    app: Vec<FieldVal>,
+    /// The text of every string field in `app`.
+    strings: String,
     slot_loss: Vec<i64>,
     slot_lat: Vec<i64>,
+    /// `loss_probability` of each slot, for stream windows.
+    slot_loss_prob: Vec<f64>,
     hist_loss: Vec<i64>,
     hist_lat: Vec<i64>,
     /// Schedule slots then history slots, when the objective uses correlation.
     corr: Vec<CorrInfo>,
     streams: Vec<Option<StreamVar>>,
     nv: usize,
+    /// Per variable: candidate rows (scratch of `enumerate`).
+    cands: Vec<Vec<u32>>,
     binds: Vec<u32>,
     member_start: Vec<u32>,
     members: Vec<u32>,
@@ -119,91 +134,141 @@ pub(crate) struct PreparedHose<'a> {
     truncated: bool,
 }
 
-impl<'a> PreparedHose<'a> {
-    pub fn new(ir: &'a ProgramIr, input: ScheduleInput<'a>) -> Self {
+impl PreparedHose {
+    pub fn new(ir: Arc<ProgramIr>, input: &ScheduleInput<'_>) -> Self {
+        let nv = ir.vars.len();
+        let mut p = PreparedHose {
+            m: 0,
+            n: 0,
+            pre: Vec::new(),
+            app: Vec::new(),
+            strings: String::new(),
+            slot_loss: Vec::new(),
+            slot_lat: Vec::new(),
+            slot_loss_prob: Vec::new(),
+            hist_loss: Vec::new(),
+            hist_lat: Vec::new(),
+            corr: Vec::new(),
+            streams: Vec::new(),
+            nv,
+            cands: Vec::new(),
+            binds: Vec::new(),
+            member_start: Vec::new(),
+            members: Vec::new(),
+            required: Vec::new(),
+            reads: Vec::new(),
+            kernel: Vec::new(),
+            atoms: vec![0; ir.atoms.len()],
+            svals: vec![StreamVals::default(); nv],
+            memo: Memo::default(),
+            memo_mode: MemoMode::Off,
+            memo_hits: 0,
+            memo_misses: 0,
+            evaluations: 0,
+            truncated: false,
+            ir,
+        };
+        p.prepare(input);
+        p
+    }
+
+    /// Prepare for the cycle over `input`, in the buffers of the last one.
+    fn prepare(&mut self, input: &ScheduleInput<'_>) {
+        let ir = Arc::clone(&self.ir);
         let n = input.adus.len();
-        let adus: Vec<&AduView> = input
-            .adus
-            .iter()
-            .chain(input.history.iter().map(|h| &h.adu))
-            .collect();
-        let nf = ir.fields.len();
-        let mut app = Vec::with_capacity(adus.len() * nf);
-        for a in &adus {
+        self.n = n;
+        self.m = input.slots.len();
+        let adus = || {
+            input
+                .adus
+                .iter()
+                .chain(input.history.iter().map(|h| &h.adu))
+        };
+        self.pre.clear();
+        self.pre.extend(adus().map(PreVals::of));
+        self.app.clear();
+        self.strings.clear();
+        for a in adus() {
             for f in &ir.fields {
-                app.push(match (a.fields.get(&f.name), f.ty) {
+                let v = match (a.fields.get(&f.name), f.ty) {
                     (Some(Value::Int(i)), Scalar::Num) => FieldVal::Int(*i),
                     (Some(Value::Bool(b)), Scalar::Bool) => FieldVal::Bool(*b),
-                    (Some(Value::Str(s)), Scalar::Str) => FieldVal::Str(s),
+                    (Some(Value::Str(s)), Scalar::Str) => {
+                        let start = self.strings.len();
+                        self.strings.push_str(s);
+                        FieldVal::Str(start as u32, s.len() as u32)
+                    }
                     _ => FieldVal::Missing,
-                });
+                };
+                self.app.push(v);
             }
         }
-        let streams = ir
-            .vars
-            .iter()
-            .enumerate()
-            .map(|(v, var)| match var {
-                VarIr::Stream(id) if ir.stream_read[v] => Some(StreamVar {
-                    id: *id,
-                    history: Window::of_history(input.history, *id),
-                    rows: (0..n as u32)
-                        .filter(|&r| input.adus[r as usize].stream_id == *id)
-                        .collect(),
-                }),
-                _ => None,
-            })
-            .collect();
-        let memo_mode = if ir.reads_streams || ir.atoms.len() > 3 {
+        self.streams.resize_with(self.nv, || None);
+        for (v, var) in ir.vars.iter().enumerate() {
+            match var {
+                VarIr::Stream(id) if ir.stream_read[v] => {
+                    let s = self.streams[v].get_or_insert_with(|| StreamVar {
+                        id: *id,
+                        history: Window::default(),
+                        rows: Vec::new(),
+                        fallback: None,
+                    });
+                    s.id = *id;
+                    s.history = Window::of_history(input.history, *id);
+                    s.rows.clear();
+                    s.rows
+                        .extend((0..n as u32).filter(|&r| input.adus[r as usize].stream_id == *id));
+                    s.fallback = input.streams.iter().find(|x| x.stream_id == *id).copied();
+                }
+                _ => self.streams[v] = None,
+            }
+        }
+        self.memo_mode = if ir.reads_streams || ir.atoms.len() > 3 {
             MemoMode::Off
         } else if ir.body_reads_fields {
             MemoMode::PerTerm
         } else {
             MemoMode::Shared
         };
-        let corr =
-            if ir.atoms.iter().any(|a| matches!(a, Atom::Corr(..))) {
+        self.corr.clear();
+        if ir.atoms.iter().any(|a| matches!(a, Atom::Corr(..))) {
+            self.corr
+                .extend(input.slots.iter().map(|s| CorrInfo::new(s, false)));
+            self.corr.extend(
                 input
-                    .slots
+                    .history
                     .iter()
-                    .map(|s| CorrInfo::new(s, false))
-                    .chain(input.history.iter().map(|h| {
-                        CorrInfo::new(&h.slot, matches!(h.outcome, Outcome::Acked { .. }))
-                    }))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-        let mut p = PreparedHose {
-            ir,
-            input,
-            n,
-            adus,
-            app,
-            slot_loss: input.slots.iter().map(TxSlot::loss_pct).collect(),
-            slot_lat: input.slots.iter().map(TxSlot::latency_ms).collect(),
-            hist_loss: input.history.iter().map(history_loss).collect(),
-            hist_lat: input.history.iter().map(history_latency).collect(),
-            corr,
-            streams,
-            nv: ir.vars.len(),
-            binds: Vec::new(),
-            member_start: vec![0],
-            members: Vec::new(),
-            required: Vec::new(),
-            reads: Vec::new(),
-            kernel: Vec::new(),
-            atoms: vec![0; ir.atoms.len()],
-            svals: vec![StreamVals::default(); ir.vars.len()],
-            memo: Memo::default(),
-            memo_mode,
-            memo_hits: 0,
-            memo_misses: 0,
-            evaluations: 0,
-            truncated: false,
-        };
-        p.enumerate();
-        p
+                    .map(|h| CorrInfo::new(&h.slot, matches!(h.outcome, Outcome::Acked { .. }))),
+            );
+        }
+        self.slot_loss.clear();
+        self.slot_loss
+            .extend(input.slots.iter().map(TxSlot::loss_pct));
+        self.slot_lat.clear();
+        self.slot_lat
+            .extend(input.slots.iter().map(TxSlot::latency_ms));
+        self.slot_loss_prob.clear();
+        self.slot_loss_prob
+            .extend(input.slots.iter().map(|s| s.loss_probability));
+        self.hist_loss.clear();
+        self.hist_loss
+            .extend(input.history.iter().map(history_loss));
+        self.hist_lat.clear();
+        self.hist_lat
+            .extend(input.history.iter().map(history_latency));
+        self.binds.clear();
+        self.member_start.clear();
+        self.member_start.push(0);
+        self.members.clear();
+        self.required.clear();
+        self.reads.clear();
+        self.kernel.clear();
+        self.memo.clear();
+        self.memo_hits = 0;
+        self.memo_misses = 0;
+        self.evaluations = 0;
+        self.truncated = false;
+        self.enumerate();
     }
 
     /// Whether some contexts were dropped because there were more than [`MAX_CONTEXTS`].
@@ -212,11 +277,12 @@ impl<'a> PreparedHose<'a> {
         self.truncated
     }
 
-    fn env<'e>(&'e self, rows: &'e [u32]) -> Env<'e, 'a> {
+    fn env<'e>(&'e self, rows: &'e [u32]) -> Env<'e> {
         Env {
             rows,
-            adus: &self.adus,
+            pre: &self.pre,
             app: &self.app,
+            strings: &self.strings,
             n_fields: self.ir.fields.len(),
             atoms: &self.atoms,
             streams: &self.svals,
@@ -225,12 +291,14 @@ impl<'a> PreparedHose<'a> {
 
     /// Enumerate every context that depends on at least one schedule ADU.
     fn enumerate(&mut self) {
-        let rows = self.adus.len() as u32;
+        let rows = self.pre.len() as u32;
         // Candidates per ADU variable from the conjuncts that read only it.
-        let mut cands: Vec<Vec<u32>> = Vec::with_capacity(self.nv);
+        let mut cands = std::mem::take(&mut self.cands);
+        cands.resize_with(self.nv, Vec::new);
         let mut probe = [0u32; MAX_VARS];
         for (k, var) in self.ir.vars.iter().enumerate() {
-            let mut c = Vec::new();
+            let c = &mut cands[k];
+            c.clear();
             if let VarIr::Adu { indep, .. } = var {
                 for r in 0..rows {
                     probe[k] = r;
@@ -240,7 +308,6 @@ impl<'a> PreparedHose<'a> {
                     }
                 }
             }
-            cands.push(c);
         }
         // Stream variables whose fields are read depend on the schedule's ADUs.
         let streams_bring_schedule = self.streams.iter().flatten().any(|s| !s.rows.is_empty());
@@ -263,11 +330,21 @@ impl<'a> PreparedHose<'a> {
         self.reads.reserve(estimate);
         self.kernel.reserve(estimate);
         let mut binding = [NO_ROW; MAX_VARS];
-        self.dfs(0, &mut binding, streams_bring_schedule, last_adu, &cands);
+        let ir = Arc::clone(&self.ir);
+        self.dfs(
+            &ir,
+            0,
+            &mut binding,
+            streams_bring_schedule,
+            last_adu,
+            &cands,
+        );
+        self.cands = cands;
     }
 
     fn dfs(
         &mut self,
+        ir: &ProgramIr,
         k: usize,
         binding: &mut [u32; MAX_VARS],
         has_schedule: bool,
@@ -281,10 +358,9 @@ impl<'a> PreparedHose<'a> {
             self.emit(&binding[..self.nv]);
             return;
         }
-        let ir = self.ir;
         let VarIr::Adu { dep, .. } = &ir.vars[k] else {
             binding[k] = NO_ROW;
-            return self.dfs(k + 1, binding, has_schedule, last_adu, cands);
+            return self.dfs(ir, k + 1, binding, has_schedule, last_adu, cands);
         };
         // The last ADU variable of a context with no schedule ADU so far must take
         // one: history-only contexts are constant and are not terms.
@@ -300,6 +376,7 @@ impl<'a> PreparedHose<'a> {
             let env = self.env(&binding[..self.nv]);
             if dep.iter().all(|b| boolean(b, &env)) {
                 self.dfs(
+                    ir,
                     k + 1,
                     binding,
                     has_schedule || (r as usize) < self.n,
@@ -383,7 +460,7 @@ impl<'a> PreparedHose<'a> {
             .get(row as usize)
             .copied()
             .flatten()
-            .filter(|&s| s < self.input.slots.len())
+            .filter(|&s| s < self.m)
     }
 
     /// The atoms of term `t`, with `slot(row)` the slot of each schedule ADU an
@@ -396,7 +473,7 @@ impl<'a> PreparedHose<'a> {
             if r < n {
                 slot(r)
             } else {
-                self.input.slots.len() + r - n
+                self.m + r - n
             }
         };
         for (i, a) in self.ir.atoms.iter().enumerate() {
@@ -412,7 +489,7 @@ impl<'a> PreparedHose<'a> {
                 Atom::Latency(v) => {
                     let r = rows[v as usize] as usize;
                     if r < n {
-                        self.adus[r]
+                        self.pre[r]
                             .queue_delay_ms
                             .saturating_add(self.slot_lat[slot(r)])
                     } else {
@@ -448,7 +525,7 @@ impl<'a> PreparedHose<'a> {
         }
         self.evaluations += 1;
         let rows = &self.binds[term * self.nv..(term + 1) * self.nv];
-        let v = contribution(self.ir, &self.env(rows));
+        let v = contribution(&self.ir, &self.env(rows));
         if let Some(k) = key {
             self.memo.insert(k, v);
         }
@@ -461,14 +538,14 @@ impl<'a> PreparedHose<'a> {
                 let mut w = s.history;
                 for &r in &s.rows {
                     if let Some(slot) = self.slot_of(r, assignment) {
-                        w.add_expected(
-                            self.adus[r as usize].queue_delay_ms,
-                            &self.input.slots[slot],
+                        w.add_expected_in(
+                            self.pre[r as usize].queue_delay_ms,
+                            self.slot_lat[slot],
+                            self.slot_loss_prob[slot],
                         );
                     }
                 }
-                let fallback = self.input.streams.iter().find(|x| x.stream_id == s.id);
-                self.svals[v] = w.values(s.id, fallback);
+                self.svals[v] = w.values(s.id, s.fallback.as_ref());
             }
         }
     }
@@ -479,9 +556,11 @@ impl<'a> PreparedHose<'a> {
             MemoMode::Shared => 0,
             MemoMode::PerTerm => t as i64 + 1,
         };
-        let mut k = [group, 0, 0, 0];
-        k[1..1 + self.atoms.len()].copy_from_slice(&self.atoms);
-        Some(k)
+        // Word by word, no loop: a copy of unknown length becomes a `memcpy` call
+        // whose narrow stores stall the key's wide reload, on the hottest path.
+        // Caching is on only for up to 3 atoms.
+        let atom = |i: usize| self.atoms.get(i).copied().unwrap_or(0);
+        Some([group, atom(0), atom(1), atom(2)])
     }
 }
 
@@ -503,7 +582,13 @@ fn history_latency(h: &HistoryEntry) -> i64 {
     }
 }
 
-impl PreparedObjective for PreparedHose<'_> {
+impl Reprepare for PreparedHose {
+    fn reprepare(&mut self, input: &ScheduleInput<'_>) {
+        self.prepare(input);
+    }
+}
+
+impl PreparedObjective for PreparedHose {
     fn terms(&self) -> usize {
         self.required.len()
     }
@@ -531,7 +616,7 @@ impl PreparedObjective for PreparedHose<'_> {
             self.member_start[term + 1] as usize,
         );
         let required = start + self.required[term] as usize;
-        let m = self.input.slots.len();
+        let m = self.m;
         let placed = |r: u32| matches!(assignment.get(r as usize), Some(&Some(s)) if s < m);
         if !self.members[start..required].iter().all(|&r| placed(r)) {
             return 0;
@@ -570,7 +655,7 @@ impl PreparedObjective for PreparedHose<'_> {
             assignment[a] = saved;
             return;
         }
-        let m = self.input.slots.len();
+        let m = self.m;
         let (Some(&first), true) = (slots.first(), slots.iter().all(|&s| s < m)) else {
             out.resize(slots.len(), 0);
             return;
@@ -580,7 +665,7 @@ impl PreparedObjective for PreparedHose<'_> {
         let member = self.members[start] as usize;
         self.compute_atoms(term, |_| first);
         let rows = &self.binds[term * self.nv..(term + 1) * self.nv];
-        let queue = self.adus[member].queue_delay_ms;
+        let queue = self.pre[member].queue_delay_ms;
         let per_slot = self
             .ir
             .atoms
@@ -622,7 +707,7 @@ impl PreparedObjective for PreparedHose<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adu::Fields;
+    use crate::adu::{AduView, Fields};
     use crate::objective::ObjectiveSet;
 
     fn adu(i: u64) -> AduView {
@@ -653,7 +738,7 @@ mod tests {
                 streams: &[],
                 objectives: &set,
             };
-            let p = PreparedHose::new(&o.ir, input);
+            let p = PreparedHose::new(Arc::clone(&o.ir), &input);
             (p.terms(), p.truncated())
         };
         // 20 * 19 * 18 ordered triples of distinct ADUs.

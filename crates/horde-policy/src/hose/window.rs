@@ -49,8 +49,13 @@ impl Window {
 
     /// An ADU expected to go in `slot` after queueing `queue_delay_ms`.
     pub fn add_expected(&mut self, queue_delay_ms: i64, slot: &TxSlot) {
-        let lat = queue_delay_ms as f64 + slot.latency_ms() as f64;
-        self.add(Some(lat), slot.loss_probability);
+        self.add_expected_in(queue_delay_ms, slot.latency_ms(), slot.loss_probability);
+    }
+
+    /// As [`Window::add_expected`], for a slot of `latency_ms()` and `loss_probability`.
+    pub fn add_expected_in(&mut self, queue_delay_ms: i64, latency_ms: i64, loss_probability: f64) {
+        let lat = queue_delay_ms as f64 + latency_ms as f64;
+        self.add(Some(lat), loss_probability);
     }
 
     pub fn values(&self, id: u32, fallback: Option<&StreamStats>) -> StreamVals {

@@ -20,7 +20,7 @@ use super::hungarian::{Hungarian, FORBIDDEN};
 use super::local_search::LocalSearch;
 use super::matching::{all_fit, max_placeable, RandomMatcher};
 use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
-use crate::objective::{PreparedSet, SlotReads};
+use crate::objective::{PreparedCache, PreparedSet, SlotReads};
 
 /// Unary utilities enter the assignment solver clamped to this magnitude, which
 /// keeps its arithmetic exact; the local search uses exact values.
@@ -61,6 +61,13 @@ pub struct Directed {
     class_of: Vec<u32>,
     reps: Vec<usize>,
     unary: Vec<(u32, u32)>,
+    degree: Vec<u32>,
+    fill: Vec<u32>,
+    taken: Vec<bool>,
+    rest: Vec<usize>,
+    /// The objectives' preparations and the model, kept to reuse their memory.
+    cache: PreparedCache,
+    model: Model,
 }
 
 impl Default for Directed {
@@ -81,6 +88,12 @@ impl Default for Directed {
             class_of: Vec::new(),
             reps: Vec::new(),
             unary: Vec::new(),
+            degree: Vec::new(),
+            fill: Vec::new(),
+            taken: Vec::new(),
+            rest: Vec::new(),
+            cache: PreparedCache::default(),
+            model: Model::default(),
         }
     }
 }
@@ -117,6 +130,28 @@ pub(crate) struct Model {
 }
 
 impl Model {
+    /// Empty for `n` ADUs and `m` slots, keeping the memory.
+    fn clear(&mut self, n: usize, m: usize) {
+        self.n = n;
+        self.m = m;
+        self.u.clear();
+        self.u.resize(n * m, 0);
+        self.unary_adu.clear();
+        self.unary_adu.resize(n, false);
+        self.terms.clear();
+        self.hi.clear();
+        self.kernel.clear();
+        self.pair.clear();
+        self.kernels.clear();
+        self.kernel_ids.clear();
+        self.kernel_pair.clear();
+        self.adj_start.clear();
+        self.adj.clear();
+        self.members_start.clear();
+        self.members_start.push(0);
+        self.members.clear();
+    }
+
     pub fn u(&self, a: usize, s: usize) -> i64 {
         self.u[a * self.m + s]
     }
@@ -131,28 +166,25 @@ impl Model {
 }
 
 impl Directed {
+    /// Fill `model` (its old contents are dropped, its memory kept).
     fn build(
         &mut self,
         set: &mut PreparedSet<'_>,
         input: &ScheduleInput<'_>,
         work: &mut Assignment,
-    ) -> Model {
+        model: &mut Model,
+    ) {
         let (n, m) = (input.adus.len(), input.slots.len());
-        let mut model = Model {
-            n,
-            m,
-            u: vec![0; n * m],
-            unary_adu: vec![false; n],
-            members_start: vec![0],
-            ..Model::default()
-        };
-        let mut degree = vec![0u32; n + 1];
+        model.clear(n, m);
+        self.degree.clear();
+        self.degree.resize(n + 1, 0);
         work.clear();
         work.resize(n, None);
         self.slot_keys.clear();
         self.slot_keys
             .extend(input.slots.iter().map(|s| (s.loss_pct(), s.latency_ms())));
-        for (oi, o) in set.objectives.iter_mut().enumerate() {
+        for oi in 0..set.len() {
+            let o = set.get(oi);
             self.unary.clear();
             let mut reads = SlotReads::NONE;
             for t in 0..o.terms() {
@@ -165,7 +197,7 @@ impl Directed {
                     model.terms.push((oi as u32, t as u32));
                     model.hi.push(o.bounds(t).1);
                     for &a in members {
-                        degree[a as usize] += 1;
+                        self.degree[a as usize] += 1;
                     }
                     model.members.extend_from_slice(members);
                     model.members_start.push(model.members.len() as u32);
@@ -221,22 +253,24 @@ impl Directed {
             }
         }
         // Adjacency: ADU -> higher terms containing it.
-        let mut start = vec![0u32; n + 1];
+        let start = &mut model.adj_start;
+        start.clear();
+        start.resize(n + 1, 0);
         for a in 0..n {
-            start[a + 1] = start[a] + degree[a];
+            start[a + 1] = start[a] + self.degree[a];
         }
-        let mut fill = start.clone();
-        let mut adj = vec![0; start[n] as usize];
+        self.fill.clear();
+        self.fill.extend_from_slice(start);
+        model.adj.clear();
+        model.adj.resize(start[n] as usize, 0);
         for h in 0..model.terms.len() {
-            for &a in model.members(h) {
+            let (lo, hi) = (model.members_start[h], model.members_start[h + 1]);
+            for &a in &model.members[lo as usize..hi as usize] {
                 let a = a as usize;
-                adj[fill[a] as usize] = h as u32;
-                fill[a] += 1;
+                model.adj[self.fill[a] as usize] = h as u32;
+                self.fill[a] += 1;
             }
         }
-        model.adj = adj;
-        model.adj_start = start;
-        model
     }
 
     /// Group slots that are equal in what the terms read; `reps` holds one slot of
@@ -325,7 +359,9 @@ impl Directed {
             return;
         }
         // The rest fill the remaining slots at random.
-        let mut taken = vec![false; m];
+        let taken = &mut self.taken;
+        taken.clear();
+        taken.resize(m, false);
         let mut placed = 0;
         for s in work.iter().flatten() {
             taken[*s] = true;
@@ -336,11 +372,12 @@ impl Directed {
         self.buf.shuffle(rng);
         // Rows the solver left out stay out: it chose them as the cheapest to drop.
         let solved = if uniform { &model.unary_adu[..] } else { &[] };
-        let mut rest: Vec<usize> = (0..n)
-            .filter(|&a| work[a].is_none() && !solved.get(a).copied().unwrap_or(false))
-            .collect();
-        rest.shuffle(rng);
-        for a in rest {
+        self.rest.clear();
+        self.rest.extend(
+            (0..n).filter(|&a| work[a].is_none() && !solved.get(a).copied().unwrap_or(false)),
+        );
+        self.rest.shuffle(rng);
+        for &a in &self.rest {
             if placed >= target {
                 break;
             }
@@ -372,8 +409,11 @@ impl Scheduler for Directed {
             self.matcher.fill(input, rng, out);
             return CycleStats::default();
         }
-        let mut set = input.objectives.prepare(input);
-        let model = self.build(&mut set, input, out);
+        // Taken out of `self` for the cycle so that `self` stays free to borrow.
+        let mut cache = std::mem::take(&mut self.cache);
+        let mut model = std::mem::take(&mut self.model);
+        let mut set = input.objectives.prepare_reusing(input, &mut cache);
+        self.build(&mut set, input, out, &mut model);
         self.place(&model, input, rng, out);
         self.search.improve(
             &model,
@@ -385,8 +425,10 @@ impl Scheduler for Directed {
             self.search_budget,
         );
         debug_assert!(super::assignment_is_valid(input, out));
-        CycleStats {
-            evaluations: set.evaluations(),
-        }
+        let evaluations = set.evaluations();
+        drop(set);
+        self.cache = cache;
+        self.model = model;
+        CycleStats { evaluations }
     }
 }

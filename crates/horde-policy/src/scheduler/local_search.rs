@@ -495,7 +495,7 @@ impl LocalSearch {
                     }
                     self.stamp[hu] = self.epoch;
                     let (o, t) = ctx.model.terms[hu];
-                    let v = ctx.set.objectives[o as usize].value(t as usize, work, true);
+                    let v = ctx.set.get(o as usize).value(t as usize, work, true);
                     ctx.spent += 1;
                     gain += i128::from(v) - i128::from(self.cur[hu]);
                     self.changed.push((h, v));
@@ -527,7 +527,7 @@ impl LocalSearch {
             model.kernel_pair[k as usize][0] as usize,
             model.kernel_pair[k as usize][1] as usize,
         );
-        let o = &mut set.objectives[o as usize];
+        let o = set.get(o as usize);
         self.scratch[ra] = Some(s);
         self.scratch[rb] = Some(t);
         let v = o.value(rep as usize, &self.scratch, true);
@@ -549,7 +549,7 @@ impl LocalSearch {
         let k = model.kernel[h];
         if k == NO_KERNEL {
             let (o, t) = model.terms[h];
-            return set.objectives[o as usize].value(t as usize, work, true);
+            return set.get(o as usize).value(t as usize, work, true);
         }
         let [a, b] = model.pair[h];
         let (Some(s), Some(t)) = (work[a as usize], work[b as usize]) else {

@@ -4,6 +4,7 @@ use rand::RngCore;
 
 use super::matching::RandomMatcher;
 use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
+use crate::objective::PreparedCache;
 
 /// Build `k` uniformly random matchings of ADUs to real and phantom slots, score each
 /// with every objective, keep the best (the first of equals). ADUs on phantom slots
@@ -20,6 +21,8 @@ pub struct RandomWalk {
     pub cached: bool,
     matcher: RandomMatcher,
     candidate: Assignment,
+    /// The objectives' preparations, kept to reuse their memory.
+    cache: PreparedCache,
 }
 
 impl RandomWalk {
@@ -29,6 +32,7 @@ impl RandomWalk {
             cached: false,
             matcher: RandomMatcher::default(),
             candidate: Vec::new(),
+            cache: PreparedCache::default(),
         }
     }
 }
@@ -54,13 +58,14 @@ impl Scheduler for RandomWalk {
             self.matcher.fill(input, rng, out);
             return CycleStats::default();
         }
-        let mut set = input.objectives.prepare(input);
+        let mut cache = std::mem::take(&mut self.cache);
+        let mut set = input.objectives.prepare_reusing(input, &mut cache);
         let mut best = i64::MIN;
         out.clear();
         for _ in 0..self.k {
             self.matcher.fill(input, rng, &mut self.candidate);
             let mut sum = 0i128;
-            for o in set.objectives.iter_mut() {
+            for o in set.iter_mut() {
                 for t in 0..o.terms() {
                     sum += i128::from(o.value(t, &self.candidate, self.cached));
                 }
@@ -71,8 +76,9 @@ impl Scheduler for RandomWalk {
                 out.clone_from(&self.candidate);
             }
         }
-        CycleStats {
-            evaluations: set.evaluations(),
-        }
+        let evaluations = set.evaluations();
+        drop(set);
+        self.cache = cache;
+        CycleStats { evaluations }
     }
 }

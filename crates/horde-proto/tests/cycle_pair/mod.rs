@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use horde_policy::{hose, Directed, Fields, Objective, RandomizedRoundRobin, Scheduler};
+use horde_policy::{
+    hose, Directed, Fields, Objective, RandomWalk, RandomizedRoundRobin, Scheduler,
+};
 use horde_proto::{CcConfig, ChannelConfig, ChannelSpec, Session, SessionConfig, StreamConfig};
 
 struct Counting;
@@ -290,6 +292,10 @@ pub fn rrr() -> Box<dyn Scheduler> {
 
 pub fn directed() -> Box<dyn Scheduler> {
     Box::new(Directed::default())
+}
+
+pub fn random_walk() -> Box<dyn Scheduler> {
+    Box::new(RandomWalk::default())
 }
 
 pub type MakeScheduler = fn() -> Box<dyn Scheduler>;
