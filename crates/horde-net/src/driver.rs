@@ -24,8 +24,8 @@ use horde_crypto::{
     RekeyPolicy, Reply,
 };
 use horde_proto::{
-    AcceptError, ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle,
-    Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
+    AcceptError, ChannelConfig, ChannelConfigFn, ChannelSpec, CloseReason, ConnectOptions,
+    ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -225,7 +225,7 @@ struct Driver {
     handshakes: Handshakes,
     rekey: RekeyPolicy,
     session: SessionConfig,
-    accepted_channel: ChannelConfig,
+    accepted_channel: ChannelConfigFn,
     /// Opens and accepts sessions: connection ids, seeds, scheduler, receive buffer.
     endpoint: Endpoint,
     conns: BTreeMap<u64, Conn>,
@@ -293,7 +293,10 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             accept_backlog: usize::MAX,
         }),
         session: config.session,
-        accepted_channel: config.accepted_channel,
+        accepted_channel: {
+            let (all, by_id) = (config.accepted_channel, config.accepted_channel_by_id);
+            Arc::new(move |id: u8| by_id.get(usize::from(id)).unwrap_or(&all).clone())
+        },
         conns: BTreeMap::new(),
         by_index: HashMap::new(),
         listeners: HashMap::new(),
@@ -770,7 +773,10 @@ impl Driver {
             }
             Command::Listen(service, tx) => {
                 self.listeners.insert(service, tx);
-                let server = ServerConfig::uniform(self.accepted_channel.clone());
+                let server = ServerConfig {
+                    channel_config: self.accepted_channel.clone(),
+                    ..ServerConfig::uniform(ChannelConfig::default())
+                };
                 self.endpoint.listen(service, server);
             }
             Command::AddInterface(iface, reply) => {

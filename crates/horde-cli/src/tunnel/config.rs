@@ -106,6 +106,10 @@ pub struct ServerConfig {
     pub mtu: u32,
     #[serde(default)]
     pub congestion: CcConfig,
+    /// Per channel, by its place in the client's `[[channels]]`: a congestion control
+    /// that replaces `congestion` (e.g. each link paced at its own rate).
+    #[serde(default)]
+    pub channel_congestion: Vec<CcConfig>,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,
@@ -316,6 +320,9 @@ impl Validate for ServerConfig {
         );
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
+        for (i, cc) in self.channel_congestion.iter().enumerate() {
+            congestion(c, &format!("channel_congestion[{i}]"), cc);
+        }
         self.tun.check(c, self.tunnel_mtu());
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
