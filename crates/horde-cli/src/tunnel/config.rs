@@ -478,6 +478,24 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
         assert!(e.message.contains("IPv6 needs a tunnel MTU"), "{e}");
     }
 
+    #[test]
+    fn the_server_paces_each_channel_at_its_own_rate_when_told() {
+        let text = server().replace(
+            "mtu = 1380\n",
+            "mtu = 1380\nchannel_congestion = [{ kind = \"cbr\", kbps = 1350 }, { kind = \"cbr\", kbps = 720 }]\n",
+        );
+        let s = parse_checked::<ServerConfig>(&text, "s.toml")
+            .unwrap()
+            .value;
+        assert_eq!(s.channel_congestion.len(), 2);
+        assert!(matches!(s.channel_congestion[1], CcConfig::Cbr { kbps, .. } if kbps == 720.0));
+        let bad = text.replace("kbps = 720", "kbps = -720");
+        let e = parse_checked::<ServerConfig>(&bad, "s.toml").unwrap_err();
+        // The error points at the value inside the list.
+        assert!(e.to_string().starts_with("s.toml:3:77: "), "{e}");
+        assert!(e.message.contains("cbr kbps"), "{e}");
+    }
+
     /// One row per bad value: (edit, expected `file:line:col: `, part of the message).
     #[test]
     fn every_bad_value_is_named_at_its_position() {
