@@ -85,10 +85,21 @@ impl Arm {
 
 /// The tunnel modes, MPTCP, then the scenario's single-path baselines; `only` picks.
 fn arms(s: &TunnelScenario, only: Option<&[String]>) -> Result<Vec<Arm>> {
-    let direct = s.direct.iter().map(|name| Arm::Direct {
-        index: s.links.iter().position(|l| &l.name == name).unwrap_or(0),
-        name: name.clone(),
-    });
+    let direct = s
+        .direct
+        .iter()
+        .map(|name| {
+            let index = s
+                .links
+                .iter()
+                .position(|l| &l.name == name)
+                .with_context(|| format!("sweep.direct names no link \"{name}\""))?;
+            Ok(Arm::Direct {
+                index,
+                name: name.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let all: Vec<Arm> = s
         .modes
         .iter()
