@@ -122,7 +122,8 @@ pub fn run_client(
     out
 }
 
-fn connect(server: SocketAddr, options: &ConnectOptions) -> Result<TcpStream> {
+/// Connect, giving up at `end` (a SYN lost again and again must not outlive the run).
+fn connect(server: SocketAddr, options: &ConnectOptions, end: Instant) -> Result<TcpStream> {
     let socket = crate::flow::stream_socket(server, options.mptcp)?;
     crate::flow::set_congestion(&socket, &options.cc)?;
     socket.set_nodelay(true)?;
@@ -131,8 +132,10 @@ fn connect(server: SocketAddr, options: &ConnectOptions) -> Result<TcpStream> {
             .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
             .with_context(|| format!("bind {ip}"))?;
     }
+    let left = end.saturating_duration_since(Instant::now());
+    anyhow::ensure!(!left.is_zero(), "run ended before connecting");
     socket
-        .connect(&SockAddr::from(server))
+        .connect_timeout(&SockAddr::from(server), left)
         .with_context(|| format!("connect to {server}"))?;
     Ok(socket.into())
 }
@@ -148,7 +151,7 @@ fn run_flow(
         id: flow.id,
         ..ClientResult::default()
     };
-    let stream = match connect(server, options) {
+    let stream = match connect(server, options, end) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(format!("{e:#}"));

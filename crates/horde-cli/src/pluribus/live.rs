@@ -387,6 +387,7 @@ impl Live<'_> {
             links,
             ip_bytes_offered: None,
             reconnects: None,
+            error: None,
         };
         if let (Some(client), Some(server)) = (&run.tunnel, server_report) {
             let packets_in = counter(client, "tun_in") + counter(server, "tun_in");
@@ -399,6 +400,33 @@ impl Live<'_> {
         }
         Ok(row)
     }
+}
+
+/// The row of a run that failed: every flow of its plan counts as not completed.
+fn failed_row(
+    s: &TunnelScenario,
+    load: f64,
+    loss: Option<f64>,
+    arm: &Arm,
+    error: String,
+) -> Result<LiveRow> {
+    Ok(LiveRow {
+        load,
+        loss_in_bad: loss,
+        mode: arm.name(),
+        flows: s.plan(load).map_err(anyhow::Error::msg)?.len(),
+        completed: 0,
+        fct_ms: None,
+        end_host_loss: 0.0,
+        link_loss: 0.0,
+        tcp_retransmit_rate: 0.0,
+        retransmits_per_flow: 0.0,
+        overhead: None,
+        links: LinkTotals::default(),
+        ip_bytes_offered: None,
+        reconnects: None,
+        error: Some(error),
+    })
 }
 
 /// Where the runs' files go: `OUT/runs`, kept, or a temporary folder removed at the end.
@@ -512,7 +540,16 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
                     rows.len() + 1,
                     s.duration_s
                 );
-                let row = live.run(load, loss, arm).with_context(|| at.clone())?;
+                // A run that fails (the tunnel never came up, a child died) becomes a
+                // row that says so; the sweep goes on. Ctrl-C stops everything.
+                let row = match live.run(load, loss, arm) {
+                    Ok(row) => row,
+                    Err(e) if sigint.interrupted() => return Err(e.context(at)),
+                    Err(e) => {
+                        eprintln!("pluribus live: {at}: run failed: {e:#}");
+                        failed_row(&s, load, loss, arm, format!("{e:#}"))?
+                    }
+                };
                 eprintln!(
                     "pluribus live [{}/{total}] {at}: {}/{} flows, mean FCT {}",
                     rows.len() + 1,

@@ -85,6 +85,9 @@ pub struct LiveRow {
     /// Tunnel: sessions the client opened again during the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconnects: Option<u64>,
+    /// Why the run failed, when it did (its flows then count as not completed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A whole live comparison.
@@ -149,7 +152,10 @@ impl LiveReport {
                 .best_single_path(r.load, r.loss_in_bad)
                 .is_some_and(|b| b.mode == r.mode)
                 && r.mode.starts_with("direct:");
-            let (mean, median) = r.fct();
+            let (mean, median) = match &r.error {
+                Some(e) => (format!("failed: {e}"), "-".into()),
+                None => r.fct(),
+            };
             out.push_str(&format!(
                 "| {}x | {} | {}{} | {}/{} | {} | {} | {} | {} | {} | {} |\n",
                 r.load,
@@ -241,6 +247,7 @@ mod tests {
             links: LinkTotals::default(),
             ip_bytes_offered: None,
             reconnects: None,
+            error: None,
         }
     }
 
