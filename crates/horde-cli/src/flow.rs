@@ -138,7 +138,7 @@ impl Payload {
     }
 }
 
-fn stream_socket(addr: SocketAddr, mptcp: bool) -> std::io::Result<Socket> {
+pub(crate) fn stream_socket(addr: SocketAddr, mptcp: bool) -> std::io::Result<Socket> {
     let protocol = if mptcp {
         Protocol::from(IPPROTO_MPTCP)
     } else {
@@ -458,6 +458,11 @@ struct SubflowInfos {
 }
 
 fn subflow_rtts(fd: RawFd) -> Option<Vec<u32>> {
+    subflow_infos(fd).map(|infos| infos.iter().map(|i| i.tcpi_rtt).collect())
+}
+
+/// Every subflow's `tcp_info` of an MPTCP socket (`None` for a TCP socket).
+pub(crate) fn subflow_infos(fd: RawFd) -> Option<Vec<libc::tcp_info>> {
     // SAFETY: plain old data; all-zero is valid.
     let mut data: SubflowInfos = unsafe { std::mem::zeroed() };
     data.size_subflow_data = 16;
@@ -477,7 +482,7 @@ fn subflow_rtts(fd: RawFd) -> Option<Vec<u32>> {
         return None;
     }
     let n = (data.num_subflows as usize).min(data.infos.len());
-    Some(data.infos[..n].iter().map(|i| i.tcpi_rtt).collect())
+    Some(data.infos[..n].to_vec())
 }
 
 #[cfg(test)]

@@ -1,7 +1,14 @@
 //! `horde pluribus sim FILE`: the PluriBus comparison in the simulator. Every load factor
 //! (and bad-state loss rate) of a tunnel scenario's sweep, for each tunnel mode and each
 //! direct single-path baseline, with smoltcp TCP in virtual time; a table on stdout, and
-//! JSON and CSV with `--out`.
+//! JSON and CSV with `--out`. `horde pluribus live FILE` runs the same sweep in real
+//! time with kernel TCP, plus Linux MPTCP (see `live`).
+
+mod live;
+mod live_report;
+mod server_ns;
+mod tunnel_files;
+mod vehicle;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +24,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub enum Command {
     /// Run a tunnel scenario's sweep in the simulator (smoltcp TCP in virtual time).
     Sim(SimArgs),
+    /// Run a tunnel scenario's sweep in real time (root): kernel TCP through `horde
+    /// tunnel` per mode, Linux MPTCP and single-path TCP, over `horde shell` links.
+    Live(live::LiveArgs),
+    /// One live run's vehicle side, inside `horde shell` (started by `pluribus live`).
+    #[command(hide = true)]
+    Vehicle(vehicle::VehicleArgs),
 }
 
 #[derive(ClapArgs)]
@@ -46,6 +59,8 @@ pub struct SimArgs {
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Sim(a) => sim(a),
+        Command::Live(a) => live::run(a),
+        Command::Vehicle(a) => vehicle::run(a),
     }
 }
 

@@ -39,6 +39,9 @@ pub struct HostConfig {
     pub session: SessionConfig,
     /// Settings for channels that peers open to this host.
     pub accepted_channel: ChannelConfig,
+    /// Per channel id, settings that replace `accepted_channel` for that channel (e.g.
+    /// each link paced at its own rate); ids past the end get `accepted_channel`.
+    pub accepted_channel_by_id: Vec<ChannelConfig>,
     /// The scheduler of every session; `None` runs randomized round-robin.
     pub scheduler: Option<SchedulerFactory>,
     /// How often the channel pool manager checks the interfaces that name a `device`;
@@ -79,6 +82,7 @@ impl HostConfig {
             allowed_peers: Vec::new(),
             session: SessionConfig::default(),
             accepted_channel: ChannelConfig::default(),
+            accepted_channel_by_id: Vec::new(),
             scheduler: None,
             interface_poll: Some(DEFAULT_INTERFACE_POLL),
             recv_buffer_bytes: DEFAULT_RECV_BUFFER,

@@ -17,7 +17,7 @@ use horde_sim::flows::{
 };
 use serde::{Deserialize, Serialize};
 
-use realtime::{ClientResult, ServerRetransmits};
+use realtime::{ClientResult, ConnectOptions, ServerRetransmits};
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -97,7 +97,7 @@ fn sim(args: RunArgs) -> Result<ExitCode> {
 }
 
 /// The kernel's name for the scenario's controller.
-fn kernel_cc(c: Congestion) -> Result<&'static str> {
+pub(crate) fn kernel_cc(c: Congestion) -> Result<&'static str> {
     match c {
         Congestion::Cubic => Ok("cubic"),
         Congestion::Reno => Ok("reno"),
@@ -115,11 +115,11 @@ pub struct ClientRun {
 }
 
 /// Records from the client's results and the server's retransmission counts.
-fn records(
+pub(crate) fn records(
     s: &FlowScenario,
     plan: &[PlannedFlow],
     results: &[ClientResult],
-    server: &std::collections::BTreeMap<u32, u64>,
+    server: &std::collections::BTreeMap<u32, realtime::TcpCounters>,
 ) -> Vec<FlowRecord> {
     plan.iter()
         .map(|f| {
@@ -132,7 +132,8 @@ fn records(
                         .collect()
                 })
                 .unwrap_or_default();
-            let rtx = r.map_or(0, |r| r.retransmits) + server.get(&f.id).copied().unwrap_or(0);
+            let rtx =
+                r.map_or(0, |r| r.retransmits) + server.get(&f.id).map_or(0, |c| c.retransmits);
             FlowRecord::new(f, &s.flows, &completions, rtx)
         })
         .collect()
@@ -149,7 +150,7 @@ pub fn client(
     let cc = kernel_cc(s.tcp.congestion)?;
     let plan = s.plan().map_err(anyhow::Error::msg)?;
     let wall = Instant::now();
-    let flows = realtime::run_client(&plan, server, s.end(), cc);
+    let flows = realtime::run_client(&plan, server, s.end(), &ConnectOptions::tcp(cc));
     let run = ClientRun {
         elapsed_s: wall.elapsed().as_secs_f64(),
         flows,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use horde_sim::flows::protocol::{RequestHeader, HEADER_LEN};
 use horde_sim::flows::PlannedFlow;
 use serde::{Deserialize, Serialize};
-use socket2::{Domain, SockAddr, Socket, Type};
+use socket2::SockAddr;
 
 const CHUNK: usize = 64 * 1024;
 
@@ -23,15 +23,67 @@ pub struct ClientResult {
     pub id: u32,
     /// When each finished exchange finished, µs since the run's start.
     pub completions_us: Vec<u64>,
-    /// Segments the client's kernel retransmitted (`tcpi_total_retrans`).
+    /// Segments the client's kernel retransmitted (`tcpi_total_retrans`; for MPTCP,
+    /// summed over the subflows).
     pub retransmits: u64,
+    /// Data segments the client's kernel sent (`tcpi_data_segs_out`, the same way).
+    #[serde(default)]
+    pub data_segs_out: u64,
     /// Why the flow stopped early, if it did.
     pub error: Option<String>,
 }
 
-/// `tcpi_total_retrans` of a TCP socket.
-pub fn total_retrans(fd: RawFd) -> Option<u64> {
-    crate::flow::tcp_info(fd).map(|i| u64::from(i.tcpi_total_retrans))
+/// What a socket's kernel counted: retransmitted segments and data segments sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpCounters {
+    pub retransmits: u64,
+    pub data_segs_out: u64,
+}
+
+impl TcpCounters {
+    fn of(info: &libc::tcp_info) -> Self {
+        Self {
+            retransmits: u64::from(info.tcpi_total_retrans),
+            data_segs_out: u64::from(info.tcpi_data_segs_out),
+        }
+    }
+
+    /// `tcpi_total_retrans` and `tcpi_data_segs_out` of a socket: of its `tcp_info` for
+    /// TCP, summed over the subflows (`MPTCP_TCPINFO`) for MPTCP.
+    pub fn read(fd: RawFd) -> Option<Self> {
+        if let Some(subflows) = crate::flow::subflow_infos(fd) {
+            return Some(
+                subflows
+                    .iter()
+                    .map(Self::of)
+                    .fold(Self::default(), |a, b| Self {
+                        retransmits: a.retransmits + b.retransmits,
+                        data_segs_out: a.data_segs_out + b.data_segs_out,
+                    }),
+            );
+        }
+        crate::flow::tcp_info(fd).map(|i| Self::of(&i))
+    }
+}
+
+/// How the client's connections reach the server.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// TCP_CONGESTION.
+    pub cc: String,
+    /// Open MPTCP connections (IPPROTO_MPTCP).
+    pub mptcp: bool,
+    /// Bind to this local address first (picks a link in `horde shell`).
+    pub bind: Option<IpAddr>,
+}
+
+impl ConnectOptions {
+    pub fn tcp(cc: &str) -> Self {
+        Self {
+            cc: cc.to_string(),
+            ..Self::default()
+        }
+    }
 }
 
 fn sleep_until(t: Instant) {
@@ -42,12 +94,12 @@ fn sleep_until(t: Instant) {
 }
 
 /// Run `plan` against the server at `server`; flows still running at `end` (after the
-/// epoch) stop there. `cc` picks TCP_CONGESTION.
+/// epoch) stop there.
 pub fn run_client(
     plan: &[PlannedFlow],
     server: SocketAddr,
     end: Duration,
-    cc: &str,
+    options: &ConnectOptions,
 ) -> Vec<ClientResult> {
     let epoch = Instant::now();
     let results = Arc::new(Mutex::new(Vec::new()));
@@ -56,9 +108,9 @@ pub fn run_client(
         sleep_until(epoch + flow.start);
         let flow = flow.clone();
         let results = results.clone();
-        let cc = cc.to_string();
+        let options = options.clone();
         threads.push(std::thread::spawn(move || {
-            let r = run_flow(&flow, server, epoch, epoch + end, &cc);
+            let r = run_flow(&flow, server, epoch, epoch + end, &options);
             results.lock().expect("no panics hold it").push(r);
         }));
     }
@@ -70,12 +122,20 @@ pub fn run_client(
     out
 }
 
-fn connect(server: SocketAddr, cc: &str) -> Result<TcpStream> {
-    let socket = Socket::new(Domain::for_address(server), Type::STREAM, None)?;
-    crate::flow::set_congestion(&socket, cc)?;
+/// Connect, giving up at `end` (a SYN lost again and again must not outlive the run).
+fn connect(server: SocketAddr, options: &ConnectOptions, end: Instant) -> Result<TcpStream> {
+    let socket = crate::flow::stream_socket(server, options.mptcp)?;
+    crate::flow::set_congestion(&socket, &options.cc)?;
     socket.set_nodelay(true)?;
+    if let Some(ip) = options.bind {
+        socket
+            .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+            .with_context(|| format!("bind {ip}"))?;
+    }
+    let left = end.saturating_duration_since(Instant::now());
+    anyhow::ensure!(!left.is_zero(), "run ended before connecting");
     socket
-        .connect(&SockAddr::from(server))
+        .connect_timeout(&SockAddr::from(server), left)
         .with_context(|| format!("connect to {server}"))?;
     Ok(socket.into())
 }
@@ -85,13 +145,13 @@ fn run_flow(
     server: SocketAddr,
     epoch: Instant,
     end: Instant,
-    cc: &str,
+    options: &ConnectOptions,
 ) -> ClientResult {
     let mut result = ClientResult {
         id: flow.id,
         ..ClientResult::default()
     };
-    let stream = match connect(server, cc) {
+    let stream = match connect(server, options, end) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(format!("{e:#}"));
@@ -146,7 +206,9 @@ fn run_flow(
             }
         }
     }
-    result.retransmits = total_retrans(reader.as_raw_fd()).unwrap_or(0);
+    let counters = TcpCounters::read(reader.as_raw_fd()).unwrap_or_default();
+    result.retransmits = counters.retransmits;
+    result.data_segs_out = counters.data_segs_out;
     let _ = reader.shutdown(Shutdown::Both);
     let _ = sender.join();
     result
@@ -178,8 +240,8 @@ fn send_requests(flow: &PlannedFlow, mut w: TcpStream, epoch: Instant) {
     }
 }
 
-/// Retransmissions the server's kernel made, by flow id.
-pub type ServerRetransmits = Arc<Mutex<BTreeMap<u32, u64>>>;
+/// What the server's kernel counted, by flow id.
+pub type ServerRetransmits = Arc<Mutex<BTreeMap<u32, TcpCounters>>>;
 
 /// Accept connections forever (or `count` of them), each answered on its own thread;
 /// each connection's retransmissions go into `retransmits` when it ends, and, with
@@ -204,13 +266,16 @@ pub fn serve(
             }
             let _ = stream.set_nodelay(true);
             if let Ok(Some(flow)) = answer(&stream) {
-                let n = total_retrans(stream.as_raw_fd()).unwrap_or(0);
+                let n = TcpCounters::read(stream.as_raw_fd()).unwrap_or_default();
                 retransmits
                     .lock()
                     .expect("no panics hold it")
                     .insert(flow, n);
                 if print {
-                    println!("{{\"flow\":{flow},\"retransmits\":{n}}}");
+                    println!(
+                        "{{\"flow\":{flow},\"retransmits\":{},\"data_segs_out\":{}}}",
+                        n.retransmits, n.data_segs_out
+                    );
                 }
             }
         });
@@ -281,7 +346,12 @@ mod tests {
         ];
         let flows = plan(&specs, 1.0, 5).unwrap();
         assert!(flows.len() > 2);
-        let results = run_client(&flows, addr, Duration::from_secs(20), "cubic");
+        let results = run_client(
+            &flows,
+            addr,
+            Duration::from_secs(20),
+            &ConnectOptions::tcp("cubic"),
+        );
         assert_eq!(results.len(), flows.len());
         for (f, r) in flows.iter().zip(&results) {
             assert_eq!(r.id, f.id);

@@ -106,6 +106,10 @@ pub struct ServerConfig {
     pub mtu: u32,
     #[serde(default)]
     pub congestion: CcConfig,
+    /// Per channel, by its place in the client's `[[channels]]`: a congestion control
+    /// that replaces `congestion` (e.g. each link paced at its own rate).
+    #[serde(default)]
+    pub channel_congestion: Vec<CcConfig>,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,
@@ -316,6 +320,9 @@ impl Validate for ServerConfig {
         );
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
+        for (i, cc) in self.channel_congestion.iter().enumerate() {
+            congestion(c, &format!("channel_congestion[{i}]"), cc);
+        }
         self.tun.check(c, self.tunnel_mtu());
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
@@ -469,6 +476,24 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
         // 1300 less the frame is below what IPv6 needs.
         let e = parse_checked::<ClientConfig>(&oec, "c.toml").unwrap_err();
         assert!(e.message.contains("IPv6 needs a tunnel MTU"), "{e}");
+    }
+
+    #[test]
+    fn the_server_paces_each_channel_at_its_own_rate_when_told() {
+        let text = server().replace(
+            "mtu = 1380\n",
+            "mtu = 1380\nchannel_congestion = [{ kind = \"cbr\", kbps = 1350 }, { kind = \"cbr\", kbps = 720 }]\n",
+        );
+        let s = parse_checked::<ServerConfig>(&text, "s.toml")
+            .unwrap()
+            .value;
+        assert_eq!(s.channel_congestion.len(), 2);
+        assert!(matches!(s.channel_congestion[1], CcConfig::Cbr { kbps, .. } if kbps == 720.0));
+        let bad = text.replace("kbps = 720", "kbps = -720");
+        let e = parse_checked::<ServerConfig>(&bad, "s.toml").unwrap_err();
+        // The error points at the value inside the list.
+        assert!(e.to_string().starts_with("s.toml:3:77: "), "{e}");
+        assert!(e.message.contains("cbr kbps"), "{e}");
     }
 
     /// One row per bad value: (edit, expected `file:line:col: `, part of the message).

@@ -71,6 +71,15 @@ pub fn run(args: &RunArgs) -> Result<Report> {
             congestion: cfg.congestion.clone(),
             ..ChannelConfig::default()
         };
+        host_cfg.accepted_channel_by_id = cfg
+            .channel_congestion
+            .iter()
+            .map(|cc| ChannelConfig {
+                mtu: cfg.mtu,
+                congestion: cc.clone(),
+                ..ChannelConfig::default()
+            })
+            .collect();
         let host = Host::bind(host_cfg).await?;
         let tun = Arc::new(Tun::open(
             &cfg.tun.name,

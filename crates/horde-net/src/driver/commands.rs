@@ -12,7 +12,10 @@ impl Driver {
             }
             Command::Listen(service, tx) => {
                 self.listeners.insert(service, tx);
-                let server = ServerConfig::uniform(self.accepted_channel.clone());
+                let server = ServerConfig {
+                    channel_config: self.accepted_channel.clone(),
+                    ..ServerConfig::uniform(ChannelConfig::default())
+                };
                 self.endpoint.listen(service, server);
             }
             Command::AddInterface(iface, reply) => {

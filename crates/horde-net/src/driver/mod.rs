@@ -32,8 +32,8 @@ use horde_crypto::{
     RekeyPolicy, Reply,
 };
 use horde_proto::{
-    AcceptError, ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle,
-    Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
+    AcceptError, ChannelConfig, ChannelConfigFn, ChannelSpec, CloseReason, ConnectOptions,
+    ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
 };
 use quinn_udp::RecvMeta;
 use rand::rngs::StdRng;
@@ -252,7 +252,7 @@ struct Driver {
     handshakes: Handshakes,
     rekey: RekeyPolicy,
     session: SessionConfig,
-    accepted_channel: ChannelConfig,
+    accepted_channel: ChannelConfigFn,
     /// Opens and accepts sessions: connection ids, seeds, scheduler, receive buffer.
     endpoint: Endpoint,
     conns: BTreeMap<u64, Conn>,
@@ -327,7 +327,10 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             accept_backlog: usize::MAX,
         }),
         session: config.session,
-        accepted_channel: config.accepted_channel,
+        accepted_channel: {
+            let (all, by_id) = (config.accepted_channel, config.accepted_channel_by_id);
+            Arc::new(move |id: u8| by_id.get(usize::from(id)).unwrap_or(&all).clone())
+        },
         conns: BTreeMap::new(),
         by_index: HashMap::new(),
         listeners: HashMap::new(),
