@@ -118,9 +118,6 @@ struct Conn {
     targets: BTreeMap<u8, ChannelTarget>,
     /// Targets whose interface is down, added again when it comes back.
     parked: Vec<ChannelTarget>,
-    /// Channels the peer opened that were removed with their interface; the application
-    /// hears `ChannelUp` when the peer's traffic brings them back.
-    restoring: Vec<u8>,
     /// Callers of `ConnectionHandle::writable` waiting for their stream to drain.
     writable_waiters: Vec<(u32, Answer<()>)>,
     /// Payload bytes the application has read (counted by its [`EventReceiver`]), and
@@ -153,7 +150,6 @@ impl Conn {
             events_rx,
             targets: BTreeMap::new(),
             parked: Vec::new(),
-            restoring: Vec::new(),
             writable_waiters: Vec::new(),
             read: Arc::new(AtomicU64::new(0)),
             read_told: 0,
@@ -848,30 +844,21 @@ impl Driver {
                 c.parked.retain(|t| t.interface != i);
             }
             let Some(p) = c.proto.as_ref() else { continue };
-            let gone: Vec<(u8, bool)> = p
+            let gone: Vec<u8> = p
                 .channels()
                 .iter()
                 .filter(|ch| usize::from(ch.local) == i)
-                .map(|ch| (ch.id, ch.is_alive()))
+                .map(|ch| ch.id)
                 .collect();
-            if gone.is_empty() {
-                continue;
-            }
-            c.forward_events();
-            for (id, alive) in gone {
-                // Tell the application first; the nacks of what was in flight on the
-                // channel follow.
-                if alive {
-                    let _ = c.events.send(Event::ChannelDown { channel: id });
-                }
+            for id in gone {
+                // The session announces `ChannelDown` itself, before the nacks of what
+                // was in flight on the channel.
                 let p = c.proto.as_mut().expect("checked above");
                 p.remove_channel(now, id);
                 self.stats.channels_removed += 1;
                 match c.targets.remove(&id) {
                     Some(t) if park => c.parked.push(t),
-                    Some(_) => {}
-                    None if park => c.restoring.push(id),
-                    None => {}
+                    _ => {}
                 }
             }
         }
@@ -925,7 +912,6 @@ impl Driver {
             if c.proto.is_none() || !c.parked.iter().any(|t| t.interface == i) {
                 continue;
             }
-            c.forward_events();
             let (back, rest): (Vec<_>, Vec<_>) = c.parked.drain(..).partition(|t| t.interface == i);
             c.parked = rest;
             let p = c.proto.as_mut().expect("checked above");
@@ -939,7 +925,6 @@ impl Driver {
                     Ok(id) => {
                         c.targets.insert(id, t);
                         self.stats.channels_restored += 1;
-                        let _ = c.events.send(Event::ChannelUp { channel: id });
                     }
                     Err(e) => tracing::warn!(interface = i, error = %e, "cannot re-add channel"),
                 }
@@ -1173,7 +1158,6 @@ impl Driver {
             ConnOp::RemoveChannel(id) => {
                 p.remove_channel(now, id);
                 conn.targets.remove(&id);
-                conn.restoring.retain(|&c| c != id);
             }
             ConnOp::Close => p.close(now),
         }
@@ -1327,16 +1311,6 @@ impl Driver {
                 conn.fail_waiters();
             }
             let p = conn.proto.as_ref().expect("checked above");
-            if !conn.restoring.is_empty() {
-                let channels = p.channels();
-                conn.restoring.retain(|&id| {
-                    let back = channels.iter().any(|c| c.id == id);
-                    if back {
-                        let _ = conn.events.send(Event::ChannelUp { channel: id });
-                    }
-                    !back
-                });
-            }
             if p.is_closed() && p.poll_timeout(now).is_none() {
                 closed.push(key);
             }

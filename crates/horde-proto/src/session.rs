@@ -246,6 +246,9 @@ pub struct Session {
     /// Channels added after the handshake whose hello the peer has not acknowledged yet
     /// (client side); their hello is repeated every `hello_interval_ms`.
     unconfirmed: Vec<u8>,
+    /// Channels the peer opened that this end removed (accepting side): when the peer's
+    /// traffic re-creates one, the application hears [`Event::ChannelUp`].
+    removed: Vec<u8>,
     stats: SessionStats,
     cycle: CycleScratch,
     fair_share: FairShare,
@@ -313,6 +316,7 @@ impl Session {
             last_refill: now,
             hello_due: None,
             unconfirmed: Vec::new(),
+            removed: Vec::new(),
             stats: SessionStats::default(),
             cycle: CycleScratch::default(),
             fair_share: FairShare::default(),
@@ -583,10 +587,11 @@ impl Session {
         &self.channels
     }
 
-    /// Add a channel at run time (a new interface came up). Returns its id, the lowest
-    /// free one: it may be the id of a channel removed earlier. On the client side the
-    /// channel's hello is repeated until the peer acknowledges it, and the peer restarts
-    /// its state for that id when the hello arrives (see [`Session::handle_datagram`]).
+    /// Add a channel at run time (a new interface came up, or came back). Returns its id,
+    /// the lowest free one: it may be the id of a channel removed earlier. The
+    /// application hears [`Event::ChannelUp`]. On the client side the channel's hello is
+    /// repeated until the peer acknowledges it, and the peer restarts its state for that
+    /// id when the hello arrives (see [`Session::handle_datagram`]).
     pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
         self.timers.invalidate();
         let id = (0..=255u8)
@@ -594,6 +599,8 @@ impl Session {
             .ok_or(SessionError::TooManyChannels)?;
         self.channels
             .push(Channel::new(id, spec.local, spec.remote, spec.config, now));
+        self.removed.retain(|&c| c != id);
+        self.events.push_back(Event::ChannelUp { channel: id });
         if self.is_client {
             let idx = self.channels.len() - 1;
             self.tx.push_back(PendingTx::Hello(idx));
@@ -605,8 +612,28 @@ impl Session {
         Ok(id)
     }
 
-    /// Remove a channel (its interface went away). Its outstanding ADUs are nacked.
+    /// Remove a channel (its interface went away). A live channel is announced with
+    /// [`Event::ChannelDown`] first; then its outstanding ADUs are nacked. On the
+    /// accepting side, the peer's traffic may bring the channel back (it still sends on
+    /// it, perhaps from a new address), and the session then announces
+    /// [`Event::ChannelUp`].
     pub fn remove_channel(&mut self, now: Duration, id: u8) -> bool {
+        let alive = self
+            .channel_index(id)
+            .is_some_and(|i| self.channels[i].is_alive());
+        if alive {
+            self.events.push_back(Event::ChannelDown { channel: id });
+        }
+        let dropped = self.drop_channel(now, id);
+        if dropped && !self.is_client && !self.removed.contains(&id) {
+            self.removed.push(id);
+        }
+        dropped
+    }
+
+    /// Forget channel `id`, nacking what was in flight on it, without telling the
+    /// application of the channel itself.
+    fn drop_channel(&mut self, now: Duration, id: u8) -> bool {
         self.timers.invalidate();
         let Some(idx) = self.channel_index(id) else {
             return false;

@@ -548,6 +548,83 @@ fn a_lost_hello_of_an_added_channel_is_repeated() {
     assert_eq!(late_nacks, 0);
 }
 
+/// The session announces channel membership itself: removing a live channel reports
+/// `ChannelDown` before the nacks of what it had in flight, adding one reports
+/// `ChannelUp`, and on the accepting side a removed channel that the peer's traffic
+/// brings back reports `ChannelUp` as well.
+#[test]
+fn the_session_announces_channels_going_and_coming() {
+    let cc = CcConfig::Cbr {
+        kbps: 400.0,
+        burst_ms: 50.0,
+    };
+    let mut net = Net::new(&[20, 20], cc.clone(), Box::new(|_, _| false));
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
+    net.run_until(Duration::from_millis(100));
+    send_n(&mut net, 1, 40, 5, Duration::from_millis(100));
+    // Stop mid-stream so that channel 0 has ADUs in flight when it goes.
+    let now = net.now();
+    let before = net.events(CLIENT).len();
+    assert!(net.client().remove_channel(now, 0));
+    assert!(!net.client().remove_channel(now, 0), "already gone");
+    net.flush();
+    let after: Vec<Event> = net.events(CLIENT)[before..].to_vec();
+    let down = after
+        .iter()
+        .position(|e| *e == Event::ChannelDown { channel: 0 })
+        .expect("ChannelDown for channel 0");
+    let first_nack = after.iter().position(|e| {
+        matches!(
+            e,
+            Event::Nack {
+                channel: Some(0),
+                ..
+            }
+        )
+    });
+    assert!(first_nack.is_none_or(|n| n > down), "{after:?}");
+
+    let remote = net.addr(SERVER, 0);
+    let mark = net.events(CLIENT).len();
+    let spec = ChannelSpec {
+        local: 0,
+        remote,
+        config: ChannelConfig {
+            congestion: cc,
+            ..ChannelConfig::default()
+        },
+    };
+    let id = net.client().add_channel(now, spec).unwrap();
+    net.flush();
+    assert_eq!(
+        net.events(CLIENT)[mark..]
+            .iter()
+            .filter(|e| **e == Event::ChannelUp { channel: id })
+            .count(),
+        1
+    );
+
+    // The accepting side removes channel 1; the client keeps sending on it.
+    let now = net.now();
+    let mark = net.events(SERVER).len();
+    assert!(net.server().remove_channel(now, 1));
+    send_n(&mut net, 1, 40, 5, now);
+    let now = net.now();
+    net.run_until(now + Duration::from_millis(300));
+    let server: Vec<&Event> = net.events(SERVER)[mark..].iter().collect();
+    let down = server
+        .iter()
+        .position(|e| **e == Event::ChannelDown { channel: 1 })
+        .expect("server: ChannelDown");
+    let up = server
+        .iter()
+        .position(|e| **e == Event::ChannelUp { channel: 1 })
+        .expect("server: ChannelUp once the client's traffic returns");
+    assert!(down < up);
+}
+
 /// Back-pressure end to end in the session: a stream stops being writable at the
 /// high-water mark, `Writable` fires once as its queue drains to the low-water mark, and
 /// a refill that stays under the high mark raises no further event.

@@ -53,6 +53,10 @@ impl Session {
         }
         let cfg = (self.peer_channel_config)(id);
         self.channels.push(Channel::new(id, local, src, cfg, now));
+        if let Some(i) = self.removed.iter().position(|&c| c == id) {
+            self.removed.swap_remove(i);
+            self.events.push_back(Event::ChannelUp { channel: id });
+        }
         self.channels.len() - 1
     }
 
@@ -103,7 +107,7 @@ impl Session {
             .channel_index(channel)
             .is_some_and(|i| self.channels[i].has_received())
         {
-            self.remove_channel(now, channel);
+            self.drop_channel(now, channel);
         }
         let idx = self.peer_channel(now, channel, local, src);
         self.remote_aliases = aliases;
