@@ -640,8 +640,8 @@ impl Serve {
                 m = rx.recv() => match m {
                     Some((id, Some(Event::Received { stream, channel, payload, .. }))) => {
                         let now = stamp::unix_micros();
-                        self.all.on_received(stream, channel, &payload, now);
-                        self.senders[id].report.on_received(stream, channel, &payload, now);
+                        self.all.on_received(stream, u8::from(channel), &payload, now);
+                        self.senders[id].report.on_received(stream, u8::from(channel), &payload, now);
                         idle_at = limits.idle.map(|d| Instant::now() + d);
                     }
                     Some((id, Some(Event::Closed { reason }))) => {

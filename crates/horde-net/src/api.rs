@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_crypto::PublicKey;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
-use horde_proto::{AduHandle, Event, LatencyMode, SessionStats, StreamConfig};
+use horde_proto::{AduHandle, ChannelId, Event, LatencyMode, SessionStats, StreamConfig};
 use thiserror::Error;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
@@ -65,8 +65,8 @@ pub(crate) enum ConnOp {
     RemoveObjective(ObjectiveId),
     LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
     Stats(oneshot::Sender<SessionStats>),
-    AddChannel(ChannelTarget, Reply<u8>),
-    RemoveChannel(u8),
+    AddChannel(ChannelTarget, Reply<ChannelId>),
+    RemoveChannel(ChannelId),
     Close,
 }
 
@@ -430,11 +430,11 @@ impl ConnectionHandle {
     /// Add a channel over one of the host's interfaces. Fails with
     /// [`NetError::NoInterface`] if the interface was removed or is down just now; once
     /// added, the channel is removed and re-added with its interface by the pool manager.
-    pub async fn add_channel(&self, target: ChannelTarget) -> Result<u8, NetError> {
+    pub async fn add_channel(&self, target: ChannelTarget) -> Result<ChannelId, NetError> {
         self.ask(|r| ConnOp::AddChannel(target, r)).await
     }
 
-    pub fn remove_channel(&self, id: u8) -> Result<(), NetError> {
+    pub fn remove_channel(&self, id: ChannelId) -> Result<(), NetError> {
         self.op(ConnOp::RemoveChannel(id))
     }
 

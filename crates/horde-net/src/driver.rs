@@ -24,8 +24,8 @@ use horde_crypto::{
     RekeyPolicy, Reply,
 };
 use horde_proto::{
-    AcceptError, ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle,
-    Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
+    AcceptError, ChannelConfig, ChannelId, ChannelSpec, CloseReason, ConnectOptions,
+    ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
 };
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -115,7 +115,7 @@ struct Conn {
     /// The receiver half, until a session is accepted and handed to a listener.
     events_rx: Option<mpsc::UnboundedReceiver<Event>>,
     /// Channels this end opened, by id, with the target that made them.
-    targets: BTreeMap<u8, ChannelTarget>,
+    targets: BTreeMap<ChannelId, ChannelTarget>,
     /// Targets whose interface is down, added again when it comes back.
     parked: Vec<ChannelTarget>,
     /// Callers of `ConnectionHandle::writable` waiting for their stream to drain.
@@ -131,7 +131,7 @@ struct Conn {
     connect: Option<ConnectConfig>,
     /// Per channel: sends refused by ICMP port unreachable since the last datagram
     /// from the peer.
-    refused: BTreeMap<u8, u32>,
+    refused: BTreeMap<ChannelId, u32>,
 }
 
 impl Conn {
@@ -670,11 +670,7 @@ impl Driver {
                         }
                     }
                     conn.proto = Some(p);
-                    conn.targets = live
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, t)| (i as u8, t))
-                        .collect();
+                    conn.targets = ChannelId::all().zip(live).collect();
                     conn.parked = parked;
                     self.stats.reconnects += 1;
                     tracing::info!("reconnected to the peer");
@@ -682,11 +678,7 @@ impl Driver {
                 }
                 conn.proto = Some(p);
                 // `Session::connect` numbers the channels 0.. in order.
-                conn.targets = live
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, t)| (i as u8, t))
-                    .collect();
+                conn.targets = ChannelId::all().zip(live).collect();
                 conn.parked = parked;
                 let (tx, rx) = mpsc::unbounded_channel();
                 conn.events = tx;
@@ -844,7 +836,7 @@ impl Driver {
                 c.parked.retain(|t| t.interface != i);
             }
             let Some(p) = c.proto.as_ref() else { continue };
-            let gone: Vec<u8> = p
+            let gone: Vec<ChannelId> = p
                 .channels()
                 .iter()
                 .filter(|ch| usize::from(ch.local) == i)
@@ -1272,7 +1264,7 @@ impl Driver {
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
                 self.sealed.clear();
                 if crypto
-                    .seal(t.channel, &self.tx_buf, &mut self.sealed)
+                    .seal(u8::from(t.channel), &self.tx_buf, &mut self.sealed)
                     .is_err()
                 {
                     self.stats.send_errors += 1;

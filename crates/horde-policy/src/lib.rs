@@ -4,6 +4,7 @@
 
 pub mod adu;
 pub mod bandwidth;
+mod channel_id;
 pub mod hose;
 pub mod objective;
 pub mod scheduler;
@@ -12,6 +13,7 @@ pub mod synth;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Allocator, Demand};
+pub use channel_id::{ChannelId, ChannelIdOutOfRange};
 pub use objective::{
     Objective, ObjectiveId, ObjectiveSet, PreparedObjective, PreparedSet, SlotReads,
 };

@@ -12,6 +12,7 @@ use crate::hose;
 use crate::objective::{Objective, ObjectiveSet};
 use crate::scheduler::ScheduleInput;
 use crate::slot::{TxSlot, CORRELATION_SPAN};
+use crate::ChannelId;
 
 /// An owned scheduling input.
 #[derive(Debug)]
@@ -114,7 +115,7 @@ fn channel<R: Rng + ?Sized>(rng: &mut R) -> Channel {
     }
 }
 
-fn slot(c: &mut Channel, channel: usize, phantom: bool) -> TxSlot {
+fn slot(c: &mut Channel, channel: ChannelId, phantom: bool) -> TxSlot {
     let seq = c.next_seq;
     c.next_seq += 1;
     let (wait, confidence) = if phantom {
@@ -125,7 +126,7 @@ fn slot(c: &mut Channel, channel: usize, phantom: bool) -> TxSlot {
         (0.0, None)
     };
     TxSlot {
-        channel: channel as u16,
+        channel,
         sequence: seq,
         loss_probability: c.loss,
         expected_rtt_ms: c.rtt,
@@ -143,14 +144,16 @@ pub fn instance<R: Rng + ?Sized>(
     shape: &Shape,
     objectives: Vec<Arc<dyn Objective>>,
 ) -> Instance {
-    let nc = shape.channels.max(1);
+    // One channel per id, so at most `ChannelId::COUNT`.
+    let nc = shape.channels.clamp(1, ChannelId::COUNT);
+    let ids: Vec<ChannelId> = ChannelId::all().take(nc).collect();
     let mut channels: Vec<Channel> = (0..nc).map(|_| channel(rng)).collect();
     let mut slots = Vec::with_capacity(shape.real + shape.phantom);
     for i in 0..shape.real {
-        slots.push(slot(&mut channels[i % nc], i % nc, false));
+        slots.push(slot(&mut channels[i % nc], ids[i % nc], false));
     }
     for i in 0..shape.phantom {
-        slots.push(slot(&mut channels[i % nc], i % nc, true));
+        slots.push(slot(&mut channels[i % nc], ids[i % nc], true));
     }
     let streams = if shape.streams.is_empty() {
         vec![0]
@@ -180,7 +183,7 @@ pub fn instance<R: Rng + ?Sized>(
         let ci = rng.gen_range(0..nc);
         let c = &mut channels[ci];
         c.past_seq = c.past_seq.saturating_sub(1);
-        let mut s = slot(c, ci, false);
+        let mut s = slot(c, ids[ci], false);
         c.next_seq -= 1;
         s.sequence = c.past_seq;
         let outcome = match rng.gen_range(0..20) {

@@ -8,6 +8,7 @@
 //! `Connection`s) and keeps them by [`ConnectionHandle`]. Crypto stays outside: the
 //! endpoint takes and gives plaintext, exactly what a session takes.
 
+use horde_policy::ChannelId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::wire::{self, Packet, WireError};
 pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// The settings of each channel the peer of an accepted session opens, by channel id.
-pub type ChannelConfigFn = Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>;
+pub type ChannelConfigFn = Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>;
 
 /// Names one session of an endpoint. Never reused by the endpoint that issued it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

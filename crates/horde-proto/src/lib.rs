@@ -27,6 +27,7 @@ pub use endpoint::{
     EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
 };
 pub use event::{CloseReason, Event, NackReason};
+pub use horde_policy::ChannelId;
 pub use recovery::{RecoveryConfig, RecoveryMode};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,

@@ -6,6 +6,7 @@
 //! application events ([`Session::poll_event`]). Nothing here reads a clock, touches a
 //! socket or draws entropy except from the seeded RNG in the configuration.
 
+use horde_policy::ChannelId;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -149,7 +150,7 @@ pub struct AduHandle {
 /// One latency mode (thesis §3.2.5): one per live channel with RTT samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencyMode {
-    pub channel: u8,
+    pub channel: ChannelId,
     pub mean_ms: f64,
     pub variance_ms2: f64,
 }
@@ -223,7 +224,7 @@ pub struct Session {
     epoch: Duration,
     channels: Vec<Channel>,
     /// Configuration for channels the peer opens (server side), by channel id.
-    peer_channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+    peer_channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     local_aliases: Vec<SocketAddr>,
     remote_aliases: Vec<SocketAddr>,
     send: BTreeMap<u32, SendStream>,
@@ -245,10 +246,10 @@ pub struct Session {
     hello_due: Option<Duration>,
     /// Channels added after the handshake whose hello the peer has not acknowledged yet
     /// (client side); their hello is repeated every `hello_interval_ms`.
-    unconfirmed: Vec<u8>,
+    unconfirmed: Vec<ChannelId>,
     /// Channels the peer opened that this end removed (accepting side): when the peer's
     /// traffic re-creates one, the application hears [`Event::ChannelUp`].
-    removed: Vec<u8>,
+    removed: Vec<ChannelId>,
     stats: SessionStats,
     cycle: CycleScratch,
     fair_share: FairShare,
@@ -341,14 +342,14 @@ impl Session {
         local_aliases: Vec<SocketAddr>,
         now: Duration,
     ) -> Result<Self, SessionError> {
-        if channels.len() > 256 {
+        if channels.len() > ChannelId::COUNT {
             return Err(SessionError::TooManyChannels);
         }
         let mut s = Self::new(conn, service, true, config, now);
         s.local_aliases = local_aliases;
-        for (i, c) in channels.into_iter().enumerate() {
+        for (id, c) in ChannelId::all().zip(channels) {
             s.channels
-                .push(Channel::new(i as u8, c.local, c.remote, c.config, now));
+                .push(Channel::new(id, c.local, c.remote, c.config, now));
         }
         s.send_hellos(now);
         Ok(s)
@@ -363,7 +364,7 @@ impl Session {
         src: SocketAddr,
         datagram: Bytes,
         local_aliases: Vec<SocketAddr>,
-        channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+        channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     ) -> Result<Self, SessionError> {
         let (conn, service) = handshake::parse_hello(&datagram)?;
         let mut s = Self::new(conn, service, false, config, now);
@@ -579,7 +580,7 @@ impl Session {
             .collect()
     }
 
-    pub fn channel_stats(&self) -> Vec<(u8, ChannelStats)> {
+    pub fn channel_stats(&self) -> Vec<(ChannelId, ChannelStats)> {
         self.channels.iter().map(|c| (c.id, c.stats)).collect()
     }
 
@@ -592,9 +593,13 @@ impl Session {
     /// application hears [`Event::ChannelUp`]. On the client side the channel's hello is
     /// repeated until the peer acknowledges it, and the peer restarts its state for that
     /// id when the hello arrives (see [`Session::handle_datagram`]).
-    pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
+    pub fn add_channel(
+        &mut self,
+        now: Duration,
+        spec: ChannelSpec,
+    ) -> Result<ChannelId, SessionError> {
         self.timers.invalidate();
-        let id = (0..=255u8)
+        let id = ChannelId::all()
             .find(|id| self.channel_index(*id).is_none())
             .ok_or(SessionError::TooManyChannels)?;
         self.channels
@@ -617,7 +622,7 @@ impl Session {
     /// accepting side, the peer's traffic may bring the channel back (it still sends on
     /// it, perhaps from a new address), and the session then announces
     /// [`Event::ChannelUp`].
-    pub fn remove_channel(&mut self, now: Duration, id: u8) -> bool {
+    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> bool {
         let alive = self
             .channel_index(id)
             .is_some_and(|i| self.channels[i].is_alive());
@@ -633,7 +638,7 @@ impl Session {
 
     /// Forget channel `id`, nacking what was in flight on it, without telling the
     /// application of the channel itself.
-    fn drop_channel(&mut self, now: Duration, id: u8) -> bool {
+    fn drop_channel(&mut self, now: Duration, id: ChannelId) -> bool {
         self.timers.invalidate();
         let Some(idx) = self.channel_index(id) else {
             return false;

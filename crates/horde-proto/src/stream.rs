@@ -1,6 +1,7 @@
 //! Streams: the sender's per-stream ADU queue with its bandwidth credit and statistics,
 //! and the receiver's delivery (as ADUs arrive, or in order with a bounded hold).
 
+use horde_policy::ChannelId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -267,7 +268,7 @@ impl SendStream {
 pub struct Delivered {
     pub stream: u32,
     pub stream_seq: u64,
-    pub channel: u8,
+    pub channel: ChannelId,
     pub payload: Bytes,
 }
 
@@ -378,7 +379,7 @@ mod tests {
         Delivered {
             stream: 1,
             stream_seq: seq,
-            channel: 0,
+            channel: ChannelId::new(0),
             payload: Bytes::new(),
         }
     }

@@ -10,7 +10,7 @@ use crate::adu::{AduView, HistoryEntry, Outcome};
 use crate::objective::{PreparedObjective, SlotReads};
 use crate::scheduler::ScheduleInput;
 use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
-use crate::Value;
+use crate::{ChannelId, Value};
 
 use super::eval::{boolean, contribution, Env, FieldVal, StreamVals};
 use super::ir::{Atom, ProgramIr, Scalar, VarIr, MAX_VARS};
@@ -43,7 +43,7 @@ enum MemoMode {
 /// What `correlated_loss` needs of a slot, in integers.
 #[derive(Debug, Clone, Copy)]
 struct CorrInfo {
-    channel: u16,
+    channel: ChannelId,
     sequence: u64,
     /// `percent(burst_correlation[g])`.
     burst: [i8; CORRELATION_SPAN],

@@ -9,6 +9,7 @@
 mod receive;
 mod sent;
 
+use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -130,7 +131,7 @@ const QUEUE_FREE_FRACTION: f64 = 0.5;
 pub const SPARE_BDP_GAIN: f64 = 1.25;
 
 pub struct Channel {
-    pub id: u8,
+    pub id: ChannelId,
     /// Local interface (socket) index this channel sends from.
     pub local: u16,
     /// Peer address; follows the peer if its address changes.
@@ -185,7 +186,7 @@ impl std::fmt::Debug for Channel {
 
 impl Channel {
     pub fn new(
-        id: u8,
+        id: ChannelId,
         local: u16,
         remote: SocketAddr,
         config: ChannelConfig,
@@ -379,7 +380,7 @@ impl Channel {
 
     fn slot(&self, sequence: u64, wait_ms: f64, phantom: Option<f32>) -> TxSlot {
         TxSlot {
-            channel: u16::from(self.id),
+            channel: self.id,
             sequence,
             loss_probability: self.loss.loss_rate(),
             expected_rtt_ms: self.expected_rtt_ms(),

@@ -1,6 +1,7 @@
 //! The receive side of a channel: which of the peer's sequence numbers arrived, and the
 //! acks that tell the peer so.
 
+use horde_policy::ChannelId;
 use std::time::Duration;
 
 use crate::wire::Ack;
@@ -94,7 +95,7 @@ impl ReceiveState {
     }
 
     /// Build the ack to send now, if one is due.
-    pub fn take_ack(&mut self, now: Duration, conn: u64, channel: u8) -> Option<Ack> {
+    pub fn take_ack(&mut self, now: Duration, conn: u64, channel: ChannelId) -> Option<Ack> {
         if self.ack_due.is_none_or(|t| t > now) {
             return None;
         }

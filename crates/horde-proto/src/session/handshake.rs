@@ -1,6 +1,7 @@
 //! The handshake and channel membership: hellos and their acks, which channel a packet
 //! belongs to, channels the peer opens on the accepting side.
 
+use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use crate::event::Event;
 use crate::wire::{self, Packet};
 
 impl Session {
-    pub(super) fn channel_index(&self, id: u8) -> Option<usize> {
+    pub(super) fn channel_index(&self, id: ChannelId) -> Option<usize> {
         self.channels.iter().position(|c| c.id == id)
     }
 
@@ -41,7 +42,7 @@ impl Session {
     pub(super) fn peer_channel(
         &mut self,
         now: Duration,
-        id: u8,
+        id: ChannelId,
         local: u16,
         src: SocketAddr,
     ) -> usize {
@@ -63,7 +64,7 @@ impl Session {
     pub(super) fn data_channel(
         &mut self,
         now: Duration,
-        id: u8,
+        id: ChannelId,
         local: u16,
         src: SocketAddr,
     ) -> Option<usize> {
@@ -74,7 +75,7 @@ impl Session {
         }
     }
 
-    pub(super) fn known_channel(&mut self, id: u8, src: SocketAddr) -> Option<usize> {
+    pub(super) fn known_channel(&mut self, id: ChannelId, src: SocketAddr) -> Option<usize> {
         match self.channel_index(id) {
             Some(idx) => {
                 self.channels[idx].remote = src;
@@ -91,7 +92,7 @@ impl Session {
     pub(super) fn on_hello(
         &mut self,
         now: Duration,
-        channel: u8,
+        channel: ChannelId,
         aliases: Vec<SocketAddr>,
         local: u16,
         src: SocketAddr,
@@ -119,7 +120,7 @@ impl Session {
     pub(super) fn on_hello_ack(
         &mut self,
         now: Duration,
-        channel: u8,
+        channel: ChannelId,
         aliases: Vec<SocketAddr>,
         src: SocketAddr,
     ) {

@@ -1,6 +1,7 @@
 //! Arrivals: data and packed packets into the receive streams (or the recovery layer),
 //! acks resolving what was in flight, and receive-window flow control.
 
+use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ impl Session {
         }
     }
 
-    pub(super) fn on_resolved(&mut self, now: Duration, channel: u8, resolved: &[Resolved]) {
+    pub(super) fn on_resolved(&mut self, now: Duration, channel: ChannelId, resolved: &[Resolved]) {
         for r in resolved {
             let Some(a) = r.adu else { continue };
             self.life.resend.remove(&a.adu);
@@ -245,7 +246,7 @@ impl Session {
 
 /// Where a data-bearing packet came from and its channel header.
 pub(super) struct Arrival {
-    pub(super) channel: u8,
+    pub(super) channel: ChannelId,
     pub(super) seq: u64,
     pub(super) send_ts: u32,
     pub(super) local: u16,

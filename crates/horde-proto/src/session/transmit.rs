@@ -1,6 +1,7 @@
 //! Building packets: the queue of packets waiting to go out, the ADUs a cycle assigned
 //! to a slot turned into a `Data` or `Packed` packet, and their encoding.
 
+use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ pub struct Transmit {
     /// Local interface (socket) to send from.
     pub local: u16,
     pub dst: SocketAddr,
-    pub channel: u8,
+    pub channel: ChannelId,
     /// The channel sequence number the datagram carries (data, packed data and pings).
     pub seq: Option<u64>,
     /// The ADUs it carries, in packet order; empty for control packets.
@@ -154,7 +155,7 @@ impl Session {
     pub(super) fn encode_packed(
         &mut self,
         conn: u64,
-        cid: u8,
+        cid: ChannelId,
         seq: u64,
         send_ts: u32,
         first: u64,
@@ -195,7 +196,7 @@ impl Session {
         members: &[usize],
         cy: &mut CycleScratch,
     ) {
-        let Some(idx) = self.channel_index(slot.channel as u8) else {
+        let Some(idx) = self.channel_index(slot.channel) else {
             return;
         };
         cy.sent_adus.clear();
@@ -212,7 +213,8 @@ impl Session {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            let (ch, p) = (slot.channel as u8, slot.loss_probability);
+            // The recovery layer keys its per-path estimates by the channel byte.
+            let (ch, p) = (u8::from(slot.channel), slot.loss_probability);
             self.recovery
                 .on_transmit(view.stream_id, q.id, ch, p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
