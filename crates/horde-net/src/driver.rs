@@ -839,14 +839,14 @@ impl Driver {
             let gone: Vec<ChannelId> = p
                 .channels()
                 .iter()
-                .filter(|ch| usize::from(ch.local) == i)
-                .map(|ch| ch.id)
+                .filter(|ch| usize::from(ch.local()) == i)
+                .map(|ch| ch.id())
                 .collect();
             for id in gone {
                 // The session announces `ChannelDown` itself, before the nacks of what
                 // was in flight on the channel.
                 let p = c.proto.as_mut().expect("checked above");
-                p.remove_channel(now, id);
+                let _ = p.remove_channel(now, id);
                 self.stats.channels_removed += 1;
                 match c.targets.remove(&id) {
                     Some(t) if park => c.parked.push(t),
@@ -1092,10 +1092,11 @@ impl Driver {
                 }
             }
             ConnOp::SetField(adu, name, value) => {
-                p.set_adu_field(adu, &name, value);
+                // Fire and forget: an ADU that has left the queue keeps its fields.
+                let _ = p.set_adu_field(adu, &name, value);
             }
             ConnOp::Remove(adu, r) => {
-                let _ = r.send(p.remove_adu(adu));
+                let _ = r.send(p.remove_adu(adu).is_ok());
             }
             ConnOp::SetMaxRate(stream, kbps, r) => {
                 let _ = r.send(p.set_max_rate(stream, kbps).map_err(Into::into));
@@ -1116,7 +1117,7 @@ impl Driver {
                 let _ = r.send(p.inject_objective(o));
             }
             ConnOp::RemoveObjective(id) => {
-                p.remove_objective(id);
+                let _ = p.remove_objective(id);
             }
             ConnOp::LatencyModes(r) => {
                 let _ = r.send(p.latency_modes());
@@ -1148,7 +1149,7 @@ impl Driver {
                 let _ = r.send(res);
             }
             ConnOp::RemoveChannel(id) => {
-                p.remove_channel(now, id);
+                let _ = p.remove_channel(now, id);
                 conn.targets.remove(&id);
             }
             ConnOp::Close => p.close(now),
@@ -1277,9 +1278,11 @@ impl Driver {
                 }
             }
             let everywhere = !p.channels().is_empty()
-                && p.channels()
-                    .iter()
-                    .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
+                && p.channels().iter().all(|c| {
+                    conn.refused
+                        .get(&c.id())
+                        .is_some_and(|&n| n >= REFUSED_SENDS)
+                });
             // A persistent connection whose every channel is dead (nothing acked for
             // three probe timeouts, at least a second, keepalives included) handshakes
             // again rather than wait out the idle timeout: a restarted peer answers the

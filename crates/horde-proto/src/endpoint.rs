@@ -8,14 +8,13 @@
 //! `Connection`s) and keeps them by [`ConnectionHandle`]. Crypto stays outside: the
 //! endpoint takes and gives plaintext, exactly what a session takes.
 
-use horde_policy::ChannelId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::Scheduler;
+use horde_policy::{ChannelId, Scheduler};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;

@@ -1,10 +1,10 @@
 //! Events a session reports to its application (thesis §3.2: ack, nack, throttle, and
 //! received ADUs), plus connection and channel state changes.
 
-use horde_policy::ChannelId;
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 
 /// Why an ADU was reported lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

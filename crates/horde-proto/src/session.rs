@@ -6,7 +6,6 @@
 //! application events ([`Session::poll_event`]). Nothing here reads a clock, touches a
 //! socket or draws entropy except from the seeded RNG in the configuration.
 
-use horde_policy::ChannelId;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,21 +13,21 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet, RandomizedRoundRobin, Scheduler,
-    Value,
+    ChannelId, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet, RandomizedRoundRobin,
+    Scheduler, Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
-use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, Resolved};
+use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, ChannelViews, Resolved};
 use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::FairShare;
 use crate::lifecycle::Lifecycle;
-use crate::recovery::RecoveryLayer;
+use crate::recovery::{RecoveryConfigError, RecoveryLayer};
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::timers::{Deadlines, TimerTable};
-use crate::wire::{self, Packet};
+use crate::wire::{self, Packet, WireError};
 
 mod cycle;
 mod handshake;
@@ -155,7 +154,7 @@ pub struct LatencyMode {
     pub variance_ms2: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum SessionError {
     #[error("unknown stream {0}")]
     UnknownStream(u32),
@@ -167,13 +166,27 @@ pub enum SessionError {
     Closed,
     #[error("too many channels (at most 256)")]
     TooManyChannels,
+    /// The datagram that should open a session does not decode.
     #[error("not a handshake packet: {0}")]
-    NotAHello(String),
+    Malformed(#[from] WireError),
+    /// The datagram that should open a session is a valid packet of another kind.
+    #[error("not a handshake packet: a {0} packet")]
+    NotAHello(&'static str),
     /// The peer's hello is of a wire version this end does not speak.
     #[error("peer speaks wire version {peer}; this end speaks version {ours} only")]
     UnsupportedVersion { peer: u8, ours: u8 },
     #[error("bad recovery settings: {0}")]
-    BadRecovery(String),
+    BadRecovery(#[from] RecoveryConfigError),
+    /// The ADU is not (or no longer) in its stream's send queue: it was sent, dropped
+    /// or withdrawn already.
+    #[error("ADU {} of stream {} is not queued", .0.id, .0.stream)]
+    AduNotQueued(AduHandle),
+    /// The session has no channel by that id.
+    #[error("no channel {0}")]
+    UnknownChannel(ChannelId),
+    /// No objective by that id is active.
+    #[error("no such objective")]
+    UnknownObjective,
 }
 
 /// Counters of the session as a whole.
@@ -420,9 +433,7 @@ impl Session {
         if self.send.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
         }
-        self.recovery
-            .open(id, &config.recovery)
-            .map_err(|e| SessionError::BadRecovery(e.to_string()))?;
+        self.recovery.open(id, &config.recovery)?;
         self.send.insert(id, SendStream::new(id, config));
         Ok(())
     }
@@ -495,30 +506,42 @@ impl Session {
         Ok(AduHandle { stream, id, seq })
     }
 
-    /// Change a header field of a queued ADU. Returns `false` if it already left.
-    pub fn set_adu_field(&mut self, adu: AduHandle, name: &str, value: Value) -> bool {
-        match self
+    /// Change a header field of a queued ADU, for the scheduler's objectives to see.
+    /// Fails with [`SessionError::AduNotQueued`] once the ADU has left the queue.
+    pub fn set_adu_field(
+        &mut self,
+        adu: AduHandle,
+        name: &str,
+        value: Value,
+    ) -> Result<(), SessionError> {
+        let q = self
             .send
             .get_mut(&adu.stream)
             .and_then(|s| s.find_mut(adu.id))
-        {
-            Some(q) => {
-                q.fields.set(name, value);
-                true
-            }
-            None => false,
-        }
+            .ok_or(SessionError::AduNotQueued(adu))?;
+        q.fields.set(name, value);
+        Ok(())
     }
 
-    /// Withdraw a queued ADU. Returns `false` if it already left.
-    pub fn remove_adu(&mut self, adu: AduHandle) -> bool {
+    /// Withdraw a queued ADU; the application hears [`Event::Nack`] with
+    /// [`NackReason::Removed`]. Fails with [`SessionError::AduNotQueued`] if it already
+    /// left the queue (sent or dropped).
+    pub fn remove_adu(&mut self, adu: AduHandle) -> Result<(), SessionError> {
         let removed = self
             .send
             .get_mut(&adu.stream)
             .and_then(|s| s.take(adu.id))
-            .is_some();
+            .ok_or(SessionError::AduNotQueued(adu))?;
+        self.recovery.forget(adu.stream, removed.id);
+        self.events.push_back(Event::Nack {
+            stream: adu.stream,
+            adu: removed.id,
+            stream_seq: removed.seq,
+            channel: None,
+            reason: NackReason::Removed,
+        });
         self.note_drained();
-        removed
+        Ok(())
     }
 
     /// ADUs waiting in a stream's send queue.
@@ -555,12 +578,17 @@ impl Session {
         self.objectives.inject(objective)
     }
 
-    pub fn remove_objective(&mut self, id: ObjectiveId) -> bool {
+    /// Withdraw an objective given to [`Session::inject_objective`].
+    pub fn remove_objective(&mut self, id: ObjectiveId) -> Result<(), SessionError> {
         let removed = self.objectives.remove(id);
         if self.objectives.is_empty() {
             self.history.clear();
         }
-        removed
+        if removed {
+            Ok(())
+        } else {
+            Err(SessionError::UnknownObjective)
+        }
     }
 
     /// (mean, variance) of RTT per live channel (thesis §3.2.5: one mode per channel).
@@ -584,8 +612,9 @@ impl Session {
         self.channels.iter().map(|c| (c.id, c.stats)).collect()
     }
 
-    pub fn channels(&self) -> &[Channel] {
-        &self.channels
+    /// A read-only look at each channel, in the order they were added.
+    pub fn channels(&self) -> ChannelViews<'_> {
+        ChannelViews::new(&self.channels)
     }
 
     /// Add a channel at run time (a new interface came up, or came back). Returns its id,
@@ -622,18 +651,20 @@ impl Session {
     /// accepting side, the peer's traffic may bring the channel back (it still sends on
     /// it, perhaps from a new address), and the session then announces
     /// [`Event::ChannelUp`].
-    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> bool {
+    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> Result<(), SessionError> {
         let alive = self
             .channel_index(id)
             .is_some_and(|i| self.channels[i].is_alive());
         if alive {
             self.events.push_back(Event::ChannelDown { channel: id });
         }
-        let dropped = self.drop_channel(now, id);
-        if dropped && !self.is_client && !self.removed.contains(&id) {
+        if !self.drop_channel(now, id) {
+            return Err(SessionError::UnknownChannel(id));
+        }
+        if !self.is_client && !self.removed.contains(&id) {
             self.removed.push(id);
         }
-        dropped
+        Ok(())
     }
 
     /// Forget channel `id`, nacking what was in flight on it, without telling the

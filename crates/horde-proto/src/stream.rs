@@ -1,12 +1,11 @@
 //! Streams: the sender's per-stream ADU queue with its bandwidth credit and statistics,
 //! and the receiver's delivery (as ADUs arrive, or in order with a bounded hold).
 
-use horde_policy::ChannelId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::{Demand, Fields, StreamStats};
+use horde_policy::{ChannelId, Demand, Fields, StreamStats};
 
 use crate::recovery::RecoveryConfig;
 

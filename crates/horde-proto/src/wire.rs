@@ -10,10 +10,10 @@
 //! is still a [`Packet::Data`], laid out exactly as in version 1, so one-ADU-per-slot
 //! sessions send the same bytes (and the same packet sizes) as before.
 
-use horde_policy::ChannelId;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use thiserror::Error;
 
 pub const VERSION: u8 = 2;
@@ -234,6 +234,21 @@ impl Ack {
 }
 
 impl Packet {
+    /// The packet's type, by name, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Packet::Hello { .. } => "hello",
+            Packet::HelloAck { .. } => "hello-ack",
+            Packet::Data { .. } => "data",
+            Packet::Packed { .. } => "packed",
+            Packet::Ack(_) => "ack",
+            Packet::Ping { .. } => "ping",
+            Packet::Close { .. } => "close",
+            Packet::CloseAck { .. } => "close-ack",
+            Packet::Window { .. } => "window",
+        }
+    }
+
     pub fn conn(&self) -> u64 {
         match self {
             Packet::Hello { conn, .. }

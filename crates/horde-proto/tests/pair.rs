@@ -287,6 +287,76 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
     assert_eq!(received, acked.len());
 }
 
+/// Calls that can miss say why, with a typed error: an ADU that already left, a
+/// channel or objective the session does not have, a datagram that is not a hello.
+/// Withdrawing a queued ADU reports it as `NackReason::Removed`.
+#[test]
+fn failed_calls_return_typed_errors() {
+    let mut net = Net::new(
+        &[20],
+        CcConfig::Cbr {
+            kbps: 400.0,
+            burst_ms: 50.0,
+        },
+        Box::new(|_, _| false),
+    );
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
+    let now = net.now();
+    let h = net
+        .client()
+        .send_adu(now, 1, Bytes::from_static(b"x"), Fields::new())
+        .unwrap();
+    net.client().set_adu_field(h, "prio", 3i64.into()).unwrap();
+    net.client().remove_adu(h).unwrap();
+    assert_eq!(
+        net.client().remove_adu(h),
+        Err(SessionError::AduNotQueued(h))
+    );
+    assert_eq!(
+        net.client().set_adu_field(h, "prio", 1i64.into()),
+        Err(SessionError::AduNotQueued(h))
+    );
+    net.flush();
+    assert!(net.events(CLIENT).iter().any(|e| matches!(
+        e,
+        Event::Nack {
+            adu,
+            reason: NackReason::Removed,
+            ..
+        } if *adu == h.id
+    )));
+    assert_eq!(
+        net.client().remove_channel(now, ChannelId::new(9)),
+        Err(SessionError::UnknownChannel(ChannelId::new(9)))
+    );
+    let mut ping = Vec::new();
+    horde_proto::wire::encode(&horde_proto::wire::Packet::Close { conn: 7 }, &mut ping);
+    let err = Session::accept(
+        SessionConfig::default(),
+        now,
+        0,
+        net.addr(CLIENT, 0),
+        Bytes::from(ping),
+        Vec::new(),
+        Arc::new(|_| ChannelConfig::default()),
+    )
+    .unwrap_err();
+    assert_eq!(err, SessionError::NotAHello("close"));
+    let err = Session::accept(
+        SessionConfig::default(),
+        now,
+        0,
+        net.addr(CLIENT, 0),
+        Bytes::from_static(&[0x20, 1, 2]),
+        Vec::new(),
+        Arc::new(|_| ChannelConfig::default()),
+    )
+    .unwrap_err();
+    assert!(matches!(err, SessionError::Malformed(_)), "{err}");
+}
+
 #[test]
 fn malformed_datagrams_are_counted_and_harmless() {
     let mut net = Net::new(&[10], CcConfig::default(), Box::new(|_, _| false));
@@ -343,7 +413,9 @@ fn dead_channel_stops_getting_slots_and_recovers() {
         }
     });
     assert!(down, "channel 0 declared dead");
-    assert!(!net.client().channels()[0].is_alive());
+    let client = net.client();
+    let ch0 = client.channels().get(ChannelId::new(0)).expect("channel 0");
+    assert!(!ch0.is_alive());
     // Traffic moved to channel 1: in the last second nothing was sent on channel 0
     // except probes.
     let before = net.client().channel_stats()[0].1;
@@ -464,7 +536,7 @@ fn remove_and_readd(lose_hello: bool) -> (Vec<Event>, u8) {
     let old = net.client().channel_stats()[0].1.packets_sent;
     assert!(old > 150, "channel 0 carried {old} packets");
     let now = net.now();
-    assert!(net.client().remove_channel(now, ChannelId::new(0)));
+    net.client().remove_channel(now, ChannelId::new(0)).unwrap();
     send_n(&mut net, 1, 40, 5, now);
     let now = net.now();
     if lose_hello {
@@ -570,9 +642,10 @@ fn the_session_announces_channels_going_and_coming() {
     // Stop mid-stream so that channel 0 has ADUs in flight when it goes.
     let now = net.now();
     let before = net.events(CLIENT).len();
-    assert!(net.client().remove_channel(now, ChannelId::new(0)));
-    assert!(
-        !net.client().remove_channel(now, ChannelId::new(0)),
+    net.client().remove_channel(now, ChannelId::new(0)).unwrap();
+    assert_eq!(
+        net.client().remove_channel(now, ChannelId::new(0)),
+        Err(SessionError::UnknownChannel(ChannelId::new(0))),
         "already gone"
     );
     net.flush();
@@ -619,7 +692,7 @@ fn the_session_announces_channels_going_and_coming() {
     // The accepting side removes channel 1; the client keeps sending on it.
     let now = net.now();
     let mark = net.events(SERVER).len();
-    assert!(net.server().remove_channel(now, ChannelId::new(1)));
+    net.server().remove_channel(now, ChannelId::new(1)).unwrap();
     send_n(&mut net, 1, 40, 5, now);
     let now = net.now();
     net.run_until(now + Duration::from_millis(300));

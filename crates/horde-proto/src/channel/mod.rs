@@ -8,12 +8,12 @@
 
 mod receive;
 mod sent;
+mod view;
 
-use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use horde_policy::TxSlot;
+use horde_policy::{ChannelId, TxSlot};
 
 use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
 use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
@@ -22,6 +22,7 @@ use crate::wire::{Ack, DATA_HEADER_LEN};
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
+pub use view::{ChannelView, ChannelViews};
 
 /// Channel settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -131,16 +132,16 @@ const QUEUE_FREE_FRACTION: f64 = 0.5;
 pub const SPARE_BDP_GAIN: f64 = 1.25;
 
 pub struct Channel {
-    pub id: ChannelId,
+    pub(crate) id: ChannelId,
     /// Local interface (socket) index this channel sends from.
-    pub local: u16,
+    pub(crate) local: u16,
     /// Peer address; follows the peer if its address changes.
-    pub remote: SocketAddr,
-    pub config: ChannelConfig,
+    pub(crate) remote: SocketAddr,
+    pub(crate) config: ChannelConfig,
     cc: Box<dyn CongestionControl>,
-    pub rtt: RttEstimator,
+    pub(crate) rtt: RttEstimator,
     /// Link losses (congestion losses and late-acked packets excluded).
-    pub loss: LossEstimator,
+    pub(crate) loss: LossEstimator,
     /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
     /// path's bandwidth-delay product, which bounds what spare-capacity coding may fill.
     delivery_max: crate::estimator::WindowedExtreme,
@@ -151,7 +152,7 @@ pub struct Channel {
     /// When this channel last sent something its peer hears (data, ping, probe or ack).
     last_sent: Duration,
     recv: ReceiveState,
-    pub stats: ChannelStats,
+    pub(crate) stats: ChannelStats,
 }
 
 /// Counters of one channel.
@@ -211,10 +212,6 @@ impl Channel {
             recv: ReceiveState::new(now),
             stats: ChannelStats::default(),
         }
-    }
-
-    pub fn liveness(&self) -> Liveness {
-        self.liveness
     }
 
     /// Whether any sequenced packet (data or probe) has arrived from the peer.
@@ -607,11 +604,8 @@ impl Channel {
         self.recv.recycle(ack.ranges);
     }
 
-    pub fn ack_pending(&self) -> bool {
-        self.recv.ack_due().is_some()
-    }
-
     /// The current RACK reordering-window multiplier (1 until losses prove spurious).
+    #[cfg(test)]
     pub fn reordering_multiplier(&self) -> u32 {
         self.sent.reo_wnd_mult()
     }

@@ -1,10 +1,10 @@
 //! The receive side of a channel: which of the peer's sequence numbers arrived, and the
 //! acks that tell the peer so.
 
-use horde_policy::ChannelId;
 use std::time::Duration;
 
 use crate::wire::Ack;
+use horde_policy::ChannelId;
 
 const MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 /// Received packets that trigger an immediate ack. Fewer acks save datagrams (and their

@@ -185,6 +185,7 @@ impl SentTracker {
         self.bytes_in_flight > 0
     }
 
+    #[cfg(test)]
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
     }

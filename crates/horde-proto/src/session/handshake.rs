@@ -1,11 +1,11 @@
 //! The handshake and channel membership: hellos and their acks, which channel a packet
 //! belongs to, channels the peer opens on the accepting side.
 
-use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 
 use super::{ms, PendingTx, Session, SessionError, State};
 use crate::channel::Channel;
@@ -171,9 +171,8 @@ pub(super) fn parse_hello(datagram: &Bytes) -> Result<(u64, u32), SessionError> 
             ours: wire::VERSION,
         });
     }
-    let packet = wire::decode(datagram).map_err(|e| SessionError::NotAHello(e.to_string()))?;
-    let Packet::Hello { conn, service, .. } = packet else {
-        return Err(SessionError::NotAHello(format!("{packet:?}")));
-    };
-    Ok((conn, service))
+    match wire::decode(datagram)? {
+        Packet::Hello { conn, service, .. } => Ok((conn, service)),
+        other => Err(SessionError::NotAHello(other.kind())),
+    }
 }

@@ -1,12 +1,11 @@
 //! Arrivals: data and packed packets into the receive streams (or the recovery layer),
 //! acks resolving what was in flight, and receive-window flow control.
 
-use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::Outcome;
+use horde_policy::{ChannelId, Outcome};
 
 use super::{PendingTx, Session, State};
 use crate::channel::{Resolution, Resolved};

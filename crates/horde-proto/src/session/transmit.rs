@@ -1,12 +1,11 @@
 //! Building packets: the queue of packets waiting to go out, the ADUs a cycle assigned
 //! to a slot turned into a `Data` or `Packed` packet, and their encoding.
 
-use horde_policy::ChannelId;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::{HistoryEntry, Outcome, TxSlot};
+use horde_policy::{ChannelId, HistoryEntry, Outcome, TxSlot};
 
 use super::{AduHandle, CycleScratch, Session};
 use crate::channel::SentAdu;
