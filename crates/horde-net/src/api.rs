@@ -13,7 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_crypto::PublicKey;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
-use horde_proto::{AduHandle, ChannelId, Event, LatencyMode, SessionStats, StreamConfig};
+use horde_proto::{
+    AduHandle, ChannelId, ChannelStats, ChannelView, Event, LatencyMode, SessionStats, StreamConfig,
+};
 use thiserror::Error;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
@@ -65,6 +67,7 @@ pub(crate) enum ConnOp {
     RemoveObjective(ObjectiveId),
     LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
     Stats(oneshot::Sender<SessionStats>),
+    Channels(oneshot::Sender<Vec<ChannelStatus>>),
     AddChannel(ChannelTarget, Reply<ChannelId>),
     RemoveChannel(ChannelId),
     Close,
@@ -318,6 +321,46 @@ impl std::ops::Deref for Connection {
     }
 }
 
+/// One channel of a connection, as [`ConnectionHandle::channels`] reports it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChannelStatus {
+    /// The channel's id, the same at both ends.
+    pub id: ChannelId,
+    /// Index of the host interface the channel sends from.
+    pub interface: u16,
+    /// The peer's address on this channel, as last seen.
+    pub remote: SocketAddr,
+    /// Whether the channel's packets are being acknowledged; a dead channel gets no
+    /// traffic until a probe is answered.
+    pub alive: bool,
+    /// Smoothed round trip, once measured.
+    pub srtt_ms: Option<f64>,
+    /// The rate the congestion controller expects the channel to carry, bytes/s.
+    pub rate_bytes_per_s: f64,
+    /// Estimated link loss probability, in [0, 1].
+    pub loss: f64,
+    /// The congestion controller's name.
+    pub congestion: &'static str,
+    /// Packet and byte counters.
+    pub stats: ChannelStats,
+}
+
+impl ChannelStatus {
+    pub(crate) fn of(c: ChannelView<'_>) -> Self {
+        Self {
+            id: c.id(),
+            interface: c.local(),
+            remote: c.remote(),
+            alive: c.is_alive(),
+            srtt_ms: c.srtt().map(|d| d.as_secs_f64() * 1e3),
+            rate_bytes_per_s: c.rate(),
+            loss: c.loss_rate(),
+            congestion: c.congestion_control(),
+            stats: c.stats(),
+        }
+    }
+}
+
 /// Commands for one connection; cheap to clone and share between tasks.
 #[derive(Clone)]
 pub struct ConnectionHandle {
@@ -425,6 +468,12 @@ impl ConnectionHandle {
 
     pub async fn stats(&self) -> Result<SessionStats, NetError> {
         self.query(ConnOp::Stats).await
+    }
+
+    /// Each channel of the connection's session as it stands now (empty while a
+    /// persistent connection is between sessions): for status displays.
+    pub async fn channels(&self) -> Result<Vec<ChannelStatus>, NetError> {
+        self.query(ConnOp::Channels).await
     }
 
     /// Add a channel over one of the host's interfaces. Fails with

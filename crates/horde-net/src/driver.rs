@@ -33,7 +33,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 
 use crate::api::{
-    Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
+    ChannelStatus, Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
 };
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::handshake::{Done, Gate, Handshakes};
@@ -1124,6 +1124,9 @@ impl Driver {
             }
             ConnOp::Stats(r) => {
                 let _ = r.send(p.stats());
+            }
+            ConnOp::Channels(r) => {
+                let _ = r.send(p.channels().iter().map(ChannelStatus::of).collect());
             }
             ConnOp::AddChannel(target, r) => {
                 let ok = self

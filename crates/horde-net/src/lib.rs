@@ -11,7 +11,9 @@ mod pool;
 mod socket;
 pub mod tunnel;
 
-pub use api::{Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect};
+pub use api::{
+    ChannelStatus, Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect,
+};
 pub use config::{
     ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
     DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER, MTU_RANGE,
