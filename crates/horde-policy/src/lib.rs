@@ -2,6 +2,9 @@
 //! history), how applications say what they want (objectives, the hose language), how
 //! schedules are chosen (schedulers) and how bandwidth is shared (the allocator).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod adu;
 pub mod bandwidth;
 mod channel_id;

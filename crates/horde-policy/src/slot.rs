@@ -35,6 +35,7 @@ pub struct TxSlot {
 }
 
 impl TxSlot {
+    /// Whether the slot can be used now (a phantom is a prediction).
     pub fn is_real(&self) -> bool {
         self.phantom.is_none()
     }

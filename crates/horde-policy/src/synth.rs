@@ -17,10 +17,15 @@ use crate::ChannelId;
 /// An owned scheduling input.
 #[derive(Debug)]
 pub struct Instance {
+    /// Real slots first, then phantoms.
     pub slots: Vec<TxSlot>,
+    /// The candidate ADUs.
     pub adus: Vec<AduView>,
+    /// Past transmissions the objectives see.
     pub history: Vec<HistoryEntry>,
+    /// One entry per stream.
     pub streams: Vec<StreamStats>,
+    /// The objectives to schedule for.
     pub objectives: ObjectiveSet,
 }
 
@@ -36,16 +41,19 @@ impl Instance {
         }
     }
 
+    /// Replace the history.
     pub fn history(mut self, h: Vec<HistoryEntry>) -> Self {
         self.history = h;
         self
     }
 
+    /// Add an objective.
     pub fn objective(mut self, o: impl Objective + 'static) -> Self {
         self.objectives.inject(Arc::new(o));
         self
     }
 
+    /// The instance as a scheduler's input, borrowing from it.
     pub fn input(&self) -> ScheduleInput<'_> {
         ScheduleInput {
             slots: &self.slots,
@@ -60,10 +68,15 @@ impl Instance {
 /// How big an instance is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
+    /// How many channels the slots are spread over (at most 256).
     pub channels: usize,
+    /// Real slots.
     pub real: usize,
+    /// Phantom slots.
     pub phantom: usize,
+    /// Candidate ADUs.
     pub adus: usize,
+    /// History entries.
     pub history: usize,
     /// Streams the ADUs belong to.
     pub streams: Vec<u32>,

@@ -19,6 +19,9 @@ use rand::RngCore;
 use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
 use crate::ChannelId;
 
+/// Expected-arrival path selection (PluriBus §4.3): each ADU, in queue order, takes the
+/// free slot, real or phantom, where it would arrive first, counting the ADUs already
+/// placed ahead of it on that channel. Needs no objectives.
 #[derive(Debug, Default)]
 pub struct EarliestArrival {
     /// Per slot: expected arrival before the ADU's own transmission time.
