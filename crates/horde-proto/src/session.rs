@@ -789,7 +789,7 @@ impl Session {
 
     /// The runtime will open a new session to the same peer when this one ends and hand
     /// it this one's streams ([`Session::inherit`]): ending must not nack what is queued,
-    /// nor the in-flight ADUs of streams with [`InFlightPolicy::Resend`].
+    /// nor the in-flight ADUs of streams with [`crate::InFlightPolicy::Resend`].
     pub fn set_successor_expected(&mut self, expected: bool) {
         self.life.successor_expected = expected;
     }

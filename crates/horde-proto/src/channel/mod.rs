@@ -50,12 +50,12 @@ pub struct ChannelConfig {
 #[serde(rename_all = "snake_case")]
 pub enum LossCorrelation {
     /// P(both lost | either lost) measured on the channel's own packets, per gap
-    /// ([`LossEstimator::burst_correlation`]).
+    /// (the loss estimator's burst correlation).
     #[default]
     Measured,
     /// The fixed model of the thesis's simulations (§7.2.1): adjacent slots fully
     /// correlated, halving with each further step, nothing beyond
-    /// [`horde_policy::CORRELATION_SPAN`] ([`thesis_burst_correlation`]).
+    /// [`horde_policy::CORRELATION_SPAN`].
     Thesis,
 }
 
