@@ -24,18 +24,25 @@ use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::driver::{self, HostStats};
 
 #[derive(Debug, Error)]
+/// Why a runtime call failed.
 pub enum NetError {
     #[error("i/o: {0}")]
+    /// A socket operation failed.
     Io(#[from] std::io::Error),
     #[error("the host has shut down")]
+    /// The host's driver task has stopped (shut down, or the runtime ended).
     HostGone,
     #[error("handshake with the peer timed out")]
+    /// The peer did not answer the handshake within `handshake_timeout`.
     HandshakeTimeout,
     #[error("no interface {0}")]
+    /// The host has no open interface with that index (removed, or down just now).
     NoInterface(usize),
     #[error("{0}")]
+    /// The session refused the call (unknown stream, ADU too large, closed...).
     Session(#[from] horde_proto::SessionError),
     #[error("configuration: {0}")]
+    /// The host or connection configuration cannot work.
     Config(#[from] crate::config::ConfigError),
 }
 
@@ -82,8 +89,11 @@ pub(crate) enum ConnOp {
 /// ADUs carry over (in-flight ones per [`StreamConfig::on_reconnect`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reconnect {
+    /// Wait before the first attempt, doubled after each failed one.
     pub initial: Duration,
+    /// The longest wait between attempts.
     pub max: Duration,
+    /// Give up (and report the connection closed) after this long without a session.
     pub give_up_after: Duration,
 }
 
@@ -127,6 +137,7 @@ impl Host {
         &self.local_addrs
     }
 
+    /// This host's static public key, the one peers must allow.
     pub fn public_key(&self) -> &PublicKey {
         &self.public
     }
@@ -188,6 +199,7 @@ impl Host {
         let _ = self.cmd.send(Command::RemoveInterface(index));
     }
 
+    /// Host-wide counters (datagrams, drops, interfaces coming and going, sessions).
     pub async fn stats(&self) -> Result<HostStats, NetError> {
         let (tx, rx) = oneshot::channel();
         self.cmd
@@ -210,6 +222,7 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// The next connection a peer opened to this service; `None` once the host is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.rx.recv().await
     }
@@ -304,6 +317,7 @@ impl Connection {
         handle
     }
 
+    /// A handle for commands that can be cloned and shared between tasks.
     pub fn handle(&self) -> &ConnectionHandle {
         &self.handle
     }
@@ -390,6 +404,8 @@ impl ConnectionHandle {
         rx.await.map_err(|_| NetError::HostGone)
     }
 
+    /// Open stream `id` for sending, with its rate limit, queue limits, ordering and loss
+    /// recovery.
     pub async fn open_stream(&self, id: u32, config: StreamConfig) -> Result<(), NetError> {
         self.ask(|r| ConnOp::OpenStream(id, config, r)).await
     }
@@ -441,6 +457,8 @@ impl ConnectionHandle {
         self.ask(|r| ConnOp::Writable(stream, r)).await
     }
 
+    /// Change a header field of a queued ADU, for objectives to see; ignored if it has left
+    /// the queue.
     pub fn set_adu_field(&self, adu: AduHandle, name: &str, value: Value) -> Result<(), NetError> {
         self.op(ConnOp::SetField(adu, name.to_string(), value))
     }
@@ -450,6 +468,7 @@ impl ConnectionHandle {
         self.query(|r| ConnOp::Remove(adu, r)).await
     }
 
+    /// Give the scheduler an objective (a compiled hose program); the id withdraws it.
     pub async fn inject_objective(
         &self,
         objective: Arc<dyn Objective>,
@@ -457,6 +476,7 @@ impl ConnectionHandle {
         self.query(|r| ConnOp::Inject(objective, r)).await
     }
 
+    /// Withdraw an objective given earlier.
     pub fn remove_objective(&self, id: ObjectiveId) -> Result<(), NetError> {
         self.op(ConnOp::RemoveObjective(id))
     }
@@ -466,6 +486,7 @@ impl ConnectionHandle {
         self.query(ConnOp::LatencyModes).await
     }
 
+    /// The session's counters.
     pub async fn stats(&self) -> Result<SessionStats, NetError> {
         self.query(ConnOp::Stats).await
     }
@@ -483,10 +504,13 @@ impl ConnectionHandle {
         self.ask(|r| ConnOp::AddChannel(target, r)).await
     }
 
+    /// Remove a channel; what it had in flight is nacked.
     pub fn remove_channel(&self, id: ChannelId) -> Result<(), NetError> {
         self.op(ConnOp::RemoveChannel(id))
     }
 
+    /// Close the connection: queued ADUs are nacked, and `Close` is repeated until the peer
+    /// acknowledges it.
     pub fn close(&self) -> Result<(), NetError> {
         self.op(ConnOp::Close)
     }

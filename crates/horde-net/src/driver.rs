@@ -43,15 +43,20 @@ use crate::socket;
 /// Host-wide counters.
 #[derive(Debug, Clone, Default)]
 pub struct HostStats {
+    /// Datagrams received on every interface.
     pub datagrams_in: u64,
+    /// Datagrams sent.
     pub datagrams_out: u64,
+    /// Bytes received (whole UDP payloads).
     pub bytes_in: u64,
+    /// Bytes sent (whole UDP payloads).
     pub bytes_out: u64,
     /// Datagrams dropped by the secure layer, by reason (garbage, replay, bad key...).
     pub dropped: DropCounters,
     /// Authenticated datagrams for a session that no longer exists or a service nobody
     /// listens on.
     pub unroutable: u64,
+    /// Sends the operating system refused (no route, ICMP errors, full buffers).
     pub send_errors: u64,
     /// Times the channel pool manager took an interface out of service (device gone,
     /// down, without carrier or without its address) and closed its socket.

@@ -66,6 +66,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 mod api;
 pub mod config;
 mod driver;
