@@ -75,14 +75,17 @@ impl Live {
                 latency,
                 ..
             } => {
-                *self.channels.entry(*channel).or_default() += 1;
+                *self.channels.entry(u8::from(*channel)).or_default() += 1;
                 let size = u64::from(self.sizes.remove(&(*stream, *stream_seq)).unwrap_or(0));
-                *self.channel_acked_bytes.entry(*channel).or_default() += size;
+                *self
+                    .channel_acked_bytes
+                    .entry(u8::from(*channel))
+                    .or_default() += size;
                 for s in self.targets(*stream, *stream_seq) {
                     s.acked += 1;
                     s.acked_bytes += size;
                     s.latencies.push(latency.as_secs_f64() * 1e3);
-                    *s.by_channel.entry(*channel).or_default() += 1;
+                    *s.by_channel.entry(u8::from(*channel)).or_default() += 1;
                 }
             }
             Event::Nack {
@@ -93,7 +96,7 @@ impl Live {
                 ..
             } => {
                 if let Some(c) = channel {
-                    *self.channels.entry(*c).or_default() += 1;
+                    *self.channels.entry(u8::from(*c)).or_default() += 1;
                 }
                 self.sizes.remove(&(*stream, *stream_seq));
                 for s in self.targets(*stream, *stream_seq) {
@@ -222,6 +225,7 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use horde_proto::ChannelId;
 
     #[test]
     fn accounts_acks_nacks_and_receptions() {
@@ -232,7 +236,7 @@ mod tests {
                 stream: 1,
                 adu: i as u64,
                 stream_seq: i as u64,
-                channel: (i % 2) as u8,
+                channel: ChannelId::new([0, 1][i % 2]),
                 rtt: Duration::from_millis(*ms),
                 latency: Duration::from_millis(*ms),
             });
@@ -241,7 +245,7 @@ mod tests {
             stream: 1,
             adu: 9,
             stream_seq: 9,
-            channel: Some(1),
+            channel: Some(ChannelId::new(1)),
             reason: NackReason::Lost,
         });
         let s = &l.streams[&1];

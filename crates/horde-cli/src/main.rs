@@ -24,6 +24,7 @@ mod shell;
 mod sigint;
 mod sim;
 mod stamp;
+mod status;
 mod table;
 mod trace;
 mod tunnel;
@@ -57,6 +58,9 @@ enum Command {
     Send(peer::SendArgs),
     /// Receive streams from senders over real UDP channels.
     Recv(peer::RecvArgs),
+    /// Show the peers, handshakes and channels of a running `horde send`/`recv` started
+    /// with `--status FILE`, in the manner of `wg show`.
+    Status(status::Args),
     /// Make a static key pair for `horde send` / `horde recv`.
     Keygen(keygen::Args),
     /// hose objective tools.
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
         Command::Send(a) => peer::send(a),
         Command::Recv(a) => peer::recv(a),
         Command::Keygen(a) => keygen::run(a),
+        Command::Status(a) => status::run(a),
         Command::Hose { command } => hose::run(command),
         Command::Trace { command } => trace::run(command),
         Command::Bench { command } => bench::run(command),

@@ -35,6 +35,9 @@ pub struct SendArgs {
     /// Print one JSON object (intervals and summary) at the end instead of tables.
     #[arg(long)]
     json: bool,
+    /// Rewrite FILE every second with the peer and its channels, for `horde status FILE`.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -55,6 +58,10 @@ pub struct RecvArgs {
     /// default the receiver also ends when its last sender closes).
     #[arg(long)]
     server: bool,
+    /// Rewrite FILE every second with each sender and its channels, for `horde status
+    /// FILE`.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -286,6 +293,11 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             host.connect(target).await
         }
         .map_err(|e| crate::hint::handshake(e, &our_key, &cfg.peer_key))?;
+        let status = args.status.clone().map(|path| {
+            let registry = crate::status::Registry::default();
+            registry.track(peer.to_string(), conn.handle().clone());
+            crate::status::spawn_writer(path, "send", our_key.to_string(), registry)
+        });
         let live = Arc::new(Mutex::new(Live::default()));
         let locals = host.local_addrs().to_vec();
         let channels_json: Vec<serde_json::Value> = cfg
@@ -327,6 +339,9 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             },
         )
         .await?;
+        if let Some(task) = status {
+            task.abort();
+        }
         // The connection is closed; the host waits for any other Close to be acked.
         let stats = host.stats().await?;
         host.shutdown().await;
@@ -366,6 +381,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     let cfg = checks::load_recv(&args.config)?;
     let base = base_dir(&args.config);
     let keypair = read_key(&cfg.key_file, &base)?;
+    let our_key = keypair.public().to_string();
     let allowed = cfg
         .allowed_keys
         .iter()
@@ -410,7 +426,14 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
             server: args.server,
         };
         let mut serve = Serve::new(hold, json);
+        let status = args
+            .status
+            .clone()
+            .map(|path| crate::status::spawn_writer(path, "recv", our_key, serve.registry.clone()));
         let end = serve.run(listener, &limits).await;
+        if let Some(task) = status {
+            task.abort();
+        }
         let stats = host.stats().await?;
         host.shutdown().await;
         if serve.senders.is_empty() {
@@ -564,6 +587,8 @@ struct Serve {
     senders: Vec<SenderRx>,
     open: usize,
     last_end: Option<CloseReason>,
+    /// The accepted connections, for `--status`.
+    registry: crate::status::Registry,
 }
 
 impl Serve {
@@ -575,6 +600,7 @@ impl Serve {
             senders: Vec::new(),
             open: 0,
             last_end: None,
+            registry: crate::status::Registry::default(),
         }
     }
 
@@ -585,6 +611,7 @@ impl Serve {
     ) {
         let id = self.senders.len();
         let peer = conn.peer().map_or_else(|| "?".into(), ToString::to_string);
+        self.registry.track(peer.clone(), conn.handle().clone());
         if !self.json {
             println!("sender {id} connected (key {peer})");
         }
@@ -640,8 +667,8 @@ impl Serve {
                 m = rx.recv() => match m {
                     Some((id, Some(Event::Received { stream, channel, payload, .. }))) => {
                         let now = stamp::unix_micros();
-                        self.all.on_received(stream, channel, &payload, now);
-                        self.senders[id].report.on_received(stream, channel, &payload, now);
+                        self.all.on_received(stream, u8::from(channel), &payload, now);
+                        self.senders[id].report.on_received(stream, u8::from(channel), &payload, now);
                         idle_at = limits.idle.map(|d| Instant::now() + d);
                     }
                     Some((id, Some(Event::Closed { reason }))) => {

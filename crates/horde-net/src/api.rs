@@ -13,7 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_crypto::PublicKey;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
-use horde_proto::{AduHandle, Event, LatencyMode, SessionStats, StreamConfig};
+use horde_proto::{
+    AduHandle, ChannelId, ChannelStats, ChannelView, Event, LatencyMode, SessionStats, StreamConfig,
+};
 use thiserror::Error;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
@@ -22,18 +24,25 @@ use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::driver::{self, HostStats};
 
 #[derive(Debug, Error)]
+/// Why a runtime call failed.
 pub enum NetError {
     #[error("i/o: {0}")]
+    /// A socket operation failed.
     Io(#[from] std::io::Error),
     #[error("the host has shut down")]
+    /// The host's driver task has stopped (shut down, or the runtime ended).
     HostGone,
     #[error("handshake with the peer timed out")]
+    /// The peer did not answer the handshake within `handshake_timeout`.
     HandshakeTimeout,
     #[error("no interface {0}")]
+    /// The host has no open interface with that index (removed, or down just now).
     NoInterface(usize),
     #[error("{0}")]
+    /// The session refused the call (unknown stream, ADU too large, closed...).
     Session(#[from] horde_proto::SessionError),
     #[error("configuration: {0}")]
+    /// The host or connection configuration cannot work.
     Config(#[from] crate::config::ConfigError),
 }
 
@@ -65,8 +74,9 @@ pub(crate) enum ConnOp {
     RemoveObjective(ObjectiveId),
     LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
     Stats(oneshot::Sender<SessionStats>),
-    AddChannel(ChannelTarget, Reply<u8>),
-    RemoveChannel(u8),
+    Channels(oneshot::Sender<Vec<ChannelStatus>>),
+    AddChannel(ChannelTarget, Reply<ChannelId>),
+    RemoveChannel(ChannelId),
     Close,
 }
 
@@ -79,8 +89,11 @@ pub(crate) enum ConnOp {
 /// ADUs carry over (in-flight ones per [`StreamConfig::on_reconnect`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Reconnect {
+    /// Wait before the first attempt, doubled after each failed one.
     pub initial: Duration,
+    /// The longest wait between attempts.
     pub max: Duration,
+    /// Give up (and report the connection closed) after this long without a session.
     pub give_up_after: Duration,
 }
 
@@ -124,6 +137,7 @@ impl Host {
         &self.local_addrs
     }
 
+    /// This host's static public key, the one peers must allow.
     pub fn public_key(&self) -> &PublicKey {
         &self.public
     }
@@ -185,6 +199,7 @@ impl Host {
         let _ = self.cmd.send(Command::RemoveInterface(index));
     }
 
+    /// Host-wide counters (datagrams, drops, interfaces coming and going, sessions).
     pub async fn stats(&self) -> Result<HostStats, NetError> {
         let (tx, rx) = oneshot::channel();
         self.cmd
@@ -207,6 +222,7 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// The next connection a peer opened to this service; `None` once the host is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.rx.recv().await
     }
@@ -301,6 +317,7 @@ impl Connection {
         handle
     }
 
+    /// A handle for commands that can be cloned and shared between tasks.
     pub fn handle(&self) -> &ConnectionHandle {
         &self.handle
     }
@@ -315,6 +332,46 @@ impl std::ops::Deref for Connection {
     type Target = ConnectionHandle;
     fn deref(&self) -> &ConnectionHandle {
         &self.handle
+    }
+}
+
+/// One channel of a connection, as [`ConnectionHandle::channels`] reports it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChannelStatus {
+    /// The channel's id, the same at both ends.
+    pub id: ChannelId,
+    /// Index of the host interface the channel sends from.
+    pub interface: u16,
+    /// The peer's address on this channel, as last seen.
+    pub remote: SocketAddr,
+    /// Whether the channel's packets are being acknowledged; a dead channel gets no
+    /// traffic until a probe is answered.
+    pub alive: bool,
+    /// Smoothed round trip, once measured.
+    pub srtt_ms: Option<f64>,
+    /// The rate the congestion controller expects the channel to carry, bytes/s.
+    pub rate_bytes_per_s: f64,
+    /// Estimated link loss probability, in [0, 1].
+    pub loss: f64,
+    /// The congestion controller's name.
+    pub congestion: &'static str,
+    /// Packet and byte counters.
+    pub stats: ChannelStats,
+}
+
+impl ChannelStatus {
+    pub(crate) fn of(c: ChannelView<'_>) -> Self {
+        Self {
+            id: c.id(),
+            interface: c.local(),
+            remote: c.remote(),
+            alive: c.is_alive(),
+            srtt_ms: c.srtt().map(|d| d.as_secs_f64() * 1e3),
+            rate_bytes_per_s: c.rate(),
+            loss: c.loss_rate(),
+            congestion: c.congestion_control(),
+            stats: c.stats(),
+        }
     }
 }
 
@@ -347,6 +404,8 @@ impl ConnectionHandle {
         rx.await.map_err(|_| NetError::HostGone)
     }
 
+    /// Open stream `id` for sending, with its rate limit, queue limits, ordering and loss
+    /// recovery.
     pub async fn open_stream(&self, id: u32, config: StreamConfig) -> Result<(), NetError> {
         self.ask(|r| ConnOp::OpenStream(id, config, r)).await
     }
@@ -398,6 +457,8 @@ impl ConnectionHandle {
         self.ask(|r| ConnOp::Writable(stream, r)).await
     }
 
+    /// Change a header field of a queued ADU, for objectives to see; ignored if it has left
+    /// the queue.
     pub fn set_adu_field(&self, adu: AduHandle, name: &str, value: Value) -> Result<(), NetError> {
         self.op(ConnOp::SetField(adu, name.to_string(), value))
     }
@@ -407,6 +468,7 @@ impl ConnectionHandle {
         self.query(|r| ConnOp::Remove(adu, r)).await
     }
 
+    /// Give the scheduler an objective (a compiled hose program); the id withdraws it.
     pub async fn inject_objective(
         &self,
         objective: Arc<dyn Objective>,
@@ -414,6 +476,7 @@ impl ConnectionHandle {
         self.query(|r| ConnOp::Inject(objective, r)).await
     }
 
+    /// Withdraw an objective given earlier.
     pub fn remove_objective(&self, id: ObjectiveId) -> Result<(), NetError> {
         self.op(ConnOp::RemoveObjective(id))
     }
@@ -423,21 +486,31 @@ impl ConnectionHandle {
         self.query(ConnOp::LatencyModes).await
     }
 
+    /// The session's counters.
     pub async fn stats(&self) -> Result<SessionStats, NetError> {
         self.query(ConnOp::Stats).await
+    }
+
+    /// Each channel of the connection's session as it stands now (empty while a
+    /// persistent connection is between sessions): for status displays.
+    pub async fn channels(&self) -> Result<Vec<ChannelStatus>, NetError> {
+        self.query(ConnOp::Channels).await
     }
 
     /// Add a channel over one of the host's interfaces. Fails with
     /// [`NetError::NoInterface`] if the interface was removed or is down just now; once
     /// added, the channel is removed and re-added with its interface by the pool manager.
-    pub async fn add_channel(&self, target: ChannelTarget) -> Result<u8, NetError> {
+    pub async fn add_channel(&self, target: ChannelTarget) -> Result<ChannelId, NetError> {
         self.ask(|r| ConnOp::AddChannel(target, r)).await
     }
 
-    pub fn remove_channel(&self, id: u8) -> Result<(), NetError> {
+    /// Remove a channel; what it had in flight is nacked.
+    pub fn remove_channel(&self, id: ChannelId) -> Result<(), NetError> {
         self.op(ConnOp::RemoveChannel(id))
     }
 
+    /// Close the connection: queued ADUs are nacked, and `Close` is repeated until the peer
+    /// acknowledges it.
     pub fn close(&self) -> Result<(), NetError> {
         self.op(ConnOp::Close)
     }

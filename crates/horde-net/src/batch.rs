@@ -10,6 +10,7 @@ use std::mem::{self, MaybeUninit};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
+use horde_proto::ChannelId;
 use socket2::SockAddr;
 
 /// Messages per `sendmmsg` (each one datagram or one GSO train).
@@ -21,7 +22,7 @@ const MAX_GSO_BYTES: usize = 65_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
     Handshake,
-    Channel { conn: u64, channel: u8 },
+    Channel { conn: u64, channel: ChannelId },
 }
 
 /// One message: `len` bytes at `start` of the queue's buffer, cut into datagrams of
@@ -188,7 +189,7 @@ mod tests {
 
     const A: Owner = Owner::Channel {
         conn: 1,
-        channel: 0,
+        channel: ChannelId::new(0),
     };
 
     #[test]

@@ -20,11 +20,15 @@ pub use horde_proto::SchedulerFactory;
 /// channels this host opened over it are added again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterfaceConfig {
+    /// Local address and port to bind (port 0 picks one).
     pub bind: SocketAddr,
+    /// Network device to pin the socket to (`SO_BINDTODEVICE`), which the host also watches
+    /// to take the interface out of service when the device goes down.
     pub device: Option<String>,
 }
 
 impl InterfaceConfig {
+    /// An interface bound to `bind`, on no particular device.
     pub fn new(bind: SocketAddr) -> Self {
         Self { bind, device: None }
     }
@@ -32,10 +36,13 @@ impl InterfaceConfig {
 
 /// Everything a host needs to run.
 pub struct HostConfig {
+    /// The sockets to send and receive on, one per interface; channels name them by index.
     pub interfaces: Vec<InterfaceConfig>,
+    /// This host's static key pair, which authenticates it to peers.
     pub keypair: Keypair,
     /// Peers allowed to open sessions to this host (by static public key).
     pub allowed_peers: Vec<PublicKey>,
+    /// Settings of every session this host opens or accepts.
     pub session: SessionConfig,
     /// Settings for channels that peers open to this host.
     pub accepted_channel: ChannelConfig,
@@ -99,15 +106,21 @@ impl HostConfig {
 pub struct ChannelTarget {
     /// Index into [`HostConfig::interfaces`].
     pub interface: usize,
+    /// The peer's address for this channel.
     pub remote: SocketAddr,
+    /// The channel's settings (MTU, congestion control, cost).
     pub config: ChannelConfig,
 }
 
 /// How to reach a peer.
 #[derive(Debug, Clone)]
 pub struct ConnectConfig {
+    /// The peer's static public key; the handshake fails unless the peer proves it holds
+    /// the private half.
     pub peer: PublicKey,
+    /// The service (listener) to connect to on the peer.
     pub service: u32,
+    /// The channels to open, at least one.
     pub channels: Vec<ChannelTarget>,
     /// Give up if the handshake has not finished after this long.
     pub handshake_timeout: std::time::Duration,
@@ -118,19 +131,33 @@ pub struct ConnectConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("a host needs at least one interface")]
+    /// No interface was configured.
     NoInterfaces,
     #[error("a connection needs at least one channel")]
+    /// No channel was configured.
     NoChannels,
     #[error("channel {channel}: remote {remote} is not an address packets can be sent to")]
-    Unreachable { channel: usize, remote: SocketAddr },
-    #[error("channel {channel}: mtu {mtu} is outside {min}..={max}")]
-    Mtu {
+    /// A channel's remote address cannot be sent to (unspecified address or port 0).
+    Unreachable {
+        /// Index of the channel in the connection's list.
         channel: usize,
+        /// The address given.
+        remote: SocketAddr,
+    },
+    #[error("channel {channel}: mtu {mtu} is outside {min}..={max}")]
+    /// A channel's MTU is out of range.
+    Mtu {
+        /// Index of the channel in the connection's list.
+        channel: usize,
+        /// The MTU given.
         mtu: u32,
+        /// The smallest MTU allowed.
         min: u32,
+        /// The largest MTU allowed.
         max: u32,
     },
     #[error("the handshake timeout must be above zero")]
+    /// A handshake timeout of zero would give up before trying.
     ZeroHandshakeTimeout,
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{link, setup};
 use horde_policy::Fields;
-use horde_proto::{ChannelConfig, Event, NackReason, StreamConfig};
+use horde_proto::{ChannelConfig, ChannelId, Event, NackReason, StreamConfig};
 
 /// Every ADU sent over lossy emulated links is either acked or reported by a nack,
 /// exactly once, and everything acked was delivered.
@@ -120,10 +120,9 @@ async fn link_failure_does_not_stall_and_recovery_is_used() {
             }
         }
         while let Ok(e) = events.try_recv() {
-            if let Event::Ack { channel: 0, .. } = e {
-                if revived {
-                    acks_on_a_after_recovery += 1;
-                }
+            let on_a = matches!(e, Event::Ack { channel, .. } if channel == ChannelId::new(0));
+            if on_a && revived {
+                acks_on_a_after_recovery += 1;
             }
         }
     }

@@ -33,7 +33,7 @@ use horde_net::{
     DEFAULT_INTERFACE_POLL,
 };
 use horde_policy::Fields;
-use horde_proto::{ChannelConfig, Event, StreamConfig};
+use horde_proto::{ChannelConfig, ChannelId, Event, StreamConfig};
 use tokio::sync::oneshot;
 
 const SERVICE: u32 = 11;
@@ -218,7 +218,7 @@ async fn collect_until(
     }
 }
 
-fn acks_on(log: &Log, channel: u8, after: Duration) -> usize {
+fn acks_on(log: &Log, channel: ChannelId, after: Duration) -> usize {
     log.iter()
         .filter(|(t, e)| *t > after && matches!(e, Event::Ack { channel: c, .. } if *c == channel))
         .count()
@@ -366,7 +366,8 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
 
         // Both paths carry traffic.
         let both = collect_until(&mut events, &mut log, t0, Duration::from_secs(3), |l| {
-            acks_on(l, 0, Duration::ZERO) >= 20 && acks_on(l, 1, Duration::ZERO) >= 20
+            acks_on(l, ChannelId::new(0), Duration::ZERO) >= 20
+                && acks_on(l, ChannelId::new(1), Duration::ZERO) >= 20
         })
         .await;
         assert!(both, "both paths carry acks: {}", summary(&log));
@@ -375,8 +376,11 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
         let down_at = t0.elapsed();
         link("down").await;
         let removed = collect_until(&mut events, &mut log, t0, Duration::from_secs(3), |l| {
-            l.iter()
-                .any(|(_, e)| *e == Event::ChannelDown { channel: 0 })
+            l.iter().any(|(_, e)| {
+                *e == Event::ChannelDown {
+                    channel: ChannelId::new(0),
+                }
+            })
         })
         .await;
         assert!(removed, "channel 0 reported down: {}", summary(&log));
@@ -446,7 +450,13 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
 
     // The pool manager, not the channel's own dead-man timer (at least 1 s), took path 0
     // out, promptly.
-    let removed_at = first(log, &Event::ChannelDown { channel: 0 }).unwrap();
+    let removed_at = first(
+        log,
+        &Event::ChannelDown {
+            channel: ChannelId::new(0),
+        },
+    )
+    .unwrap();
     assert!(
         removed_at - s.down_at <= max_detection(),
         "removal took {:?}",
@@ -467,7 +477,7 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
             _ => None,
         })
         .unwrap();
-    assert_eq!(id, 0);
+    assert_eq!(id, ChannelId::new(0));
     assert!(
         readded_at - s.up_at <= max_detection(),
         "re-adding took {:?}",
@@ -480,7 +490,9 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
     let between = log
         .iter()
         .filter(|(t, e)| {
-            *t > removed_at && *t < readded_at && matches!(e, Event::Ack { channel: 0, .. })
+            *t > removed_at
+                && *t < readded_at
+                && matches!(e, Event::Ack { channel, .. } if *channel == ChannelId::new(0))
         })
         .count();
     assert_eq!(between, 0);
@@ -510,7 +522,7 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
         .map(|(t, _)| *t);
     let gap = longest_gap(arrivals, from, to);
     assert!(gap <= MAX_STALL, "arrivals paused for {gap:?}");
-    let received_on = |ch: u8, after: Duration| {
+    let received_on = |ch: ChannelId, after: Duration| {
         r.log
             .iter()
             .filter(|(t, e)| {
@@ -518,10 +530,16 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
             })
             .count()
     };
-    assert!(received_on(1, removed_at) > 100);
+    assert!(received_on(ChannelId::new(1), removed_at) > 100);
     assert!(received_on(id, readded_at) >= 50);
     // The receiver's application heard path 0 go and come back.
-    let r_down = first(&r.log, &Event::ChannelDown { channel: 0 }).expect("receiver: down");
+    let r_down = first(
+        &r.log,
+        &Event::ChannelDown {
+            channel: ChannelId::new(0),
+        },
+    )
+    .expect("receiver: down");
     let r_up = r
         .log
         .iter()
@@ -538,9 +556,9 @@ fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
             matches!(
                 e,
                 Event::Nack {
-                    channel: Some(1),
+                    channel: Some(c),
                     ..
-                }
+                } if *c == ChannelId::new(1)
             )
         })
         .count();

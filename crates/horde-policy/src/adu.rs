@@ -9,8 +9,11 @@ use std::sync::Arc;
 /// A header-field value. hose numerics are integers (thesis §B.2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Value {
+    /// An integer (every hose numeric).
     Int(i64),
+    /// A boolean, e.g. `keyframe = true`.
     Bool(bool),
+    /// A string, e.g. `frame_type = "I"`; shared so copying a field is cheap.
     Str(Arc<str>),
 }
 
@@ -35,10 +38,12 @@ impl From<&str> for Value {
 pub struct Fields(Arc<Vec<(Arc<str>, Value)>>);
 
 impl Fields {
+    /// No fields.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The value of field `name`, if set.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
     }
@@ -52,14 +57,17 @@ impl Fields {
         }
     }
 
+    /// Every field, in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.0.iter().map(|(k, v)| (&**k, v))
     }
 
+    /// How many fields are set.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether no field is set.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -80,12 +88,15 @@ impl<'a> FromIterator<(&'a str, Value)> for Fields {
 pub struct AduView {
     /// Session-unique handle.
     pub id: u64,
+    /// The stream the ADU belongs to.
     pub stream_id: u32,
+    /// Its position in its stream (the receiver orders by it).
     pub stream_seq: u64,
     /// Payload bytes.
     pub length: u32,
     /// Time spent queued inside Horde so far, in ms.
     pub queue_delay_ms: i64,
+    /// The application's header fields, for objectives to read.
     pub fields: Fields,
 }
 
@@ -94,8 +105,11 @@ pub struct AduView {
 pub enum Outcome {
     /// Sent, neither acked nor declared lost yet.
     Pending,
-    /// Acked; `latency_ms` is insertion to ack.
-    Acked { latency_ms: f64 },
+    /// Acked.
+    Acked {
+        /// Insertion to ack, ms.
+        latency_ms: f64,
+    },
     /// Declared lost.
     Lost,
 }
@@ -103,9 +117,11 @@ pub enum Outcome {
 /// One entry of the transmission history that objectives are bound over (§6.3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryEntry {
+    /// The ADU that was sent.
     pub adu: AduView,
     /// The slot it went out in.
     pub slot: crate::slot::TxSlot,
+    /// What became of it: pending, acked (with its latency) or lost.
     pub outcome: Outcome,
 }
 
@@ -113,8 +129,12 @@ pub struct HistoryEntry {
 /// `loss_rate`). Latencies in ms, loss rate in percent.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StreamStats {
+    /// The stream these statistics describe.
     pub stream_id: u32,
+    /// Mean insertion-to-ack latency of its ADUs, ms.
     pub latency_ave_ms: f64,
+    /// Standard deviation of that latency, ms.
     pub latency_sdev_ms: f64,
+    /// Share of its sent ADUs declared lost, percent.
     pub loss_rate_pct: f64,
 }

@@ -2,8 +2,12 @@
 //! history), how applications say what they want (objectives, the hose language), how
 //! schedules are chosen (schedulers) and how bandwidth is shared (the allocator).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod adu;
 pub mod bandwidth;
+mod channel_id;
 pub mod hose;
 pub mod objective;
 pub mod scheduler;
@@ -12,6 +16,7 @@ pub mod synth;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Allocator, Demand};
+pub use channel_id::{ChannelId, ChannelIdOutOfRange};
 pub use objective::{
     Objective, ObjectiveId, ObjectiveSet, PreparedCache, PreparedObjective, PreparedSet, Reprepare,
     SlotReads,

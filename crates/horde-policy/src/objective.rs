@@ -48,6 +48,7 @@ pub trait Reprepare: PreparedObjective + Send {
 pub struct SlotReads(u8);
 
 impl SlotReads {
+    /// Reads nothing of its members' slots.
     pub const NONE: SlotReads = SlotReads(0);
     /// The member's slot through [`crate::TxSlot::loss_pct`].
     pub const LOSS: SlotReads = SlotReads(1);
@@ -55,12 +56,16 @@ impl SlotReads {
     pub const LATENCY: SlotReads = SlotReads(2);
     /// Anything else: loss correlation, stream windows, the whole schedule.
     pub const OTHER: SlotReads = SlotReads(4);
+    /// Reads everything: [`SlotReads::LOSS`], [`SlotReads::LATENCY`] and
+    /// [`SlotReads::OTHER`].
     pub const ALL: SlotReads = SlotReads(7);
 
+    /// What either reads.
     pub fn union(self, other: SlotReads) -> SlotReads {
         SlotReads(self.0 | other.0)
     }
 
+    /// Whether `self` reads everything `other` does.
     pub fn contains(self, other: SlotReads) -> bool {
         self.0 & other.0 == other.0
     }
@@ -200,10 +205,12 @@ pub struct ObjectiveSet {
 }
 
 impl ObjectiveSet {
+    /// No objectives.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Activate an objective; the id withdraws it later.
     pub fn inject(&mut self, objective: Arc<dyn Objective>) -> ObjectiveId {
         let id = ObjectiveId(self.next_id);
         self.next_id += 1;
@@ -218,14 +225,17 @@ impl ObjectiveSet {
         self.active.len() != before
     }
 
+    /// Whether no objective is active (a cycle then needs no history).
     pub fn is_empty(&self) -> bool {
         self.active.is_empty()
     }
 
+    /// How many objectives are active.
     pub fn len(&self) -> usize {
         self.active.len()
     }
 
+    /// The active objectives, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Objective>> {
         self.active.iter().map(|(_, o)| o)
     }

@@ -4,6 +4,8 @@
 //! channel manager's prediction of a slot to come (look-ahead, §4.2). The scheduler
 //! decides only from what is in these values.
 
+use crate::ChannelId;
+
 /// How many same-channel sequence gaps the burst-loss correlation table covers. Beyond
 /// this gap slots are treated as uncorrelated (thesis §7.2.1: zero beyond 8).
 pub const CORRELATION_SPAN: usize = 8;
@@ -12,7 +14,7 @@ pub const CORRELATION_SPAN: usize = 8;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxSlot {
     /// Parent channel.
-    pub channel: u16,
+    pub channel: ChannelId,
     /// The per-channel sequence number a packet in this slot carries (predicted for phantoms).
     pub sequence: u64,
     /// Estimated loss probability of a packet sent in this slot, in [0, 1].
@@ -33,6 +35,7 @@ pub struct TxSlot {
 }
 
 impl TxSlot {
+    /// Whether the slot can be used now (a phantom is a prediction).
     pub fn is_real(&self) -> bool {
         self.phantom.is_none()
     }

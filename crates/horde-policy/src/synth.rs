@@ -12,14 +12,20 @@ use crate::hose;
 use crate::objective::{Objective, ObjectiveSet};
 use crate::scheduler::ScheduleInput;
 use crate::slot::{TxSlot, CORRELATION_SPAN};
+use crate::ChannelId;
 
 /// An owned scheduling input.
 #[derive(Debug)]
 pub struct Instance {
+    /// Real slots first, then phantoms.
     pub slots: Vec<TxSlot>,
+    /// The candidate ADUs.
     pub adus: Vec<AduView>,
+    /// Past transmissions the objectives see.
     pub history: Vec<HistoryEntry>,
+    /// One entry per stream.
     pub streams: Vec<StreamStats>,
+    /// The objectives to schedule for.
     pub objectives: ObjectiveSet,
 }
 
@@ -35,16 +41,19 @@ impl Instance {
         }
     }
 
+    /// Replace the history.
     pub fn history(mut self, h: Vec<HistoryEntry>) -> Self {
         self.history = h;
         self
     }
 
+    /// Add an objective.
     pub fn objective(mut self, o: impl Objective + 'static) -> Self {
         self.objectives.inject(Arc::new(o));
         self
     }
 
+    /// The instance as a scheduler's input, borrowing from it.
     pub fn input(&self) -> ScheduleInput<'_> {
         ScheduleInput {
             slots: &self.slots,
@@ -59,10 +68,15 @@ impl Instance {
 /// How big an instance is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
+    /// How many channels the slots are spread over (at most 256).
     pub channels: usize,
+    /// Real slots.
     pub real: usize,
+    /// Phantom slots.
     pub phantom: usize,
+    /// Candidate ADUs.
     pub adus: usize,
+    /// History entries.
     pub history: usize,
     /// Streams the ADUs belong to.
     pub streams: Vec<u32>,
@@ -114,7 +128,7 @@ fn channel<R: Rng + ?Sized>(rng: &mut R) -> Channel {
     }
 }
 
-fn slot(c: &mut Channel, channel: usize, phantom: bool) -> TxSlot {
+fn slot(c: &mut Channel, channel: ChannelId, phantom: bool) -> TxSlot {
     let seq = c.next_seq;
     c.next_seq += 1;
     let (wait, confidence) = if phantom {
@@ -125,7 +139,7 @@ fn slot(c: &mut Channel, channel: usize, phantom: bool) -> TxSlot {
         (0.0, None)
     };
     TxSlot {
-        channel: channel as u16,
+        channel,
         sequence: seq,
         loss_probability: c.loss,
         expected_rtt_ms: c.rtt,
@@ -143,14 +157,16 @@ pub fn instance<R: Rng + ?Sized>(
     shape: &Shape,
     objectives: Vec<Arc<dyn Objective>>,
 ) -> Instance {
-    let nc = shape.channels.max(1);
+    // One channel per id, so at most `ChannelId::COUNT`.
+    let nc = shape.channels.clamp(1, ChannelId::COUNT);
+    let ids: Vec<ChannelId> = ChannelId::all().take(nc).collect();
     let mut channels: Vec<Channel> = (0..nc).map(|_| channel(rng)).collect();
     let mut slots = Vec::with_capacity(shape.real + shape.phantom);
     for i in 0..shape.real {
-        slots.push(slot(&mut channels[i % nc], i % nc, false));
+        slots.push(slot(&mut channels[i % nc], ids[i % nc], false));
     }
     for i in 0..shape.phantom {
-        slots.push(slot(&mut channels[i % nc], i % nc, true));
+        slots.push(slot(&mut channels[i % nc], ids[i % nc], true));
     }
     let streams = if shape.streams.is_empty() {
         vec![0]
@@ -180,7 +196,7 @@ pub fn instance<R: Rng + ?Sized>(
         let ci = rng.gen_range(0..nc);
         let c = &mut channels[ci];
         c.past_seq = c.past_seq.saturating_sub(1);
-        let mut s = slot(c, ci, false);
+        let mut s = slot(c, ids[ci], false);
         c.next_seq -= 1;
         s.sequence = c.past_seq;
         let outcome = match rng.gen_range(0..20) {

@@ -20,6 +20,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use horde_proto::wire::{self, Ack, PackedAdu, PackedAdus, Packet};
+use horde_proto::ChannelId;
 
 const PAYLOAD: usize = 1200;
 const ACK_RANGES: usize = 8;
@@ -27,7 +28,7 @@ const ACK_RANGES: usize = 8;
 fn data_packet() -> Packet {
     Packet::Data {
         conn: 0x0123_4567_89ab_cdef,
-        channel: 3,
+        channel: ChannelId::new(3),
         flags: wire::FLAG_ORDERED,
         seq: 1_000_000,
         send_ts: 123_456_789,
@@ -41,7 +42,7 @@ fn data_packet() -> Packet {
 fn ack_packet() -> Packet {
     Packet::Ack(Ack {
         conn: 0x0123_4567_89ab_cdef,
-        channel: 3,
+        channel: ChannelId::new(3),
         largest: 1_000_000,
         ack_delay_us: 850,
         echo_ts: 123_456_789,
@@ -62,7 +63,7 @@ fn packed_packet() -> Packet {
         .collect();
     Packet::Packed {
         conn: 0x0123_4567_89ab_cdef,
-        channel: 3,
+        channel: ChannelId::new(3),
         seq: 1_000_000,
         send_ts: 123_456_789,
         adus: PackedAdus::new(&adus).expect("16 small ADUs pack"),

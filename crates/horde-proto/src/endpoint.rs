@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::Scheduler;
+use horde_policy::{ChannelId, Scheduler};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
@@ -27,7 +27,7 @@ use crate::wire::{self, Packet, WireError};
 pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// The settings of each channel the peer of an accepted session opens, by channel id.
-pub type ChannelConfigFn = Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>;
+pub type ChannelConfigFn = Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>;
 
 /// Names one session of an endpoint. Never reused by the endpoint that issued it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -119,10 +119,6 @@ impl RttEstimator {
         self.latest
     }
 
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
     /// Smallest RTT of the last 10-20 s, in ms.
     pub fn min_ms(&self) -> Option<f64> {
         self.min.get()
@@ -238,15 +234,18 @@ impl LossEstimator {
         }
     }
 
+    #[cfg(test)]
     pub fn total(&self) -> u64 {
         self.total
     }
 
+    #[cfg(test)]
     pub fn lost(&self) -> u64 {
         self.lost
     }
 
     /// Mean length of completed loss bursts (0 if none).
+    #[cfg(test)]
     pub fn mean_burst(&self) -> f64 {
         let (n, sum) = self
             .bursts
@@ -263,6 +262,7 @@ impl LossEstimator {
     }
 
     /// Completed bursts by length: index `i` is length `i + 1`, the last bucket is 32+.
+    #[cfg(test)]
     pub fn burst_histogram(&self) -> &[u64; 32] {
         &self.bursts
     }

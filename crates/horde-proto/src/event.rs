@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 
 /// Why an ADU was reported lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +62,7 @@ pub enum Event {
         stream: u32,
         adu: u64,
         stream_seq: u64,
-        channel: u8,
+        channel: ChannelId,
         rtt: Duration,
         latency: Duration,
     },
@@ -70,7 +71,7 @@ pub enum Event {
         stream: u32,
         adu: u64,
         stream_seq: u64,
-        channel: Option<u8>,
+        channel: Option<ChannelId>,
         reason: NackReason,
     },
     /// An ADU earlier nacked as [`NackReason::Lost`] was acknowledged after all: the loss
@@ -79,7 +80,7 @@ pub enum Event {
         stream: u32,
         adu: u64,
         stream_seq: u64,
-        channel: u8,
+        channel: ChannelId,
         rtt: Duration,
         latency: Duration,
     },
@@ -101,14 +102,14 @@ pub enum Event {
     Received {
         stream: u32,
         stream_seq: u64,
-        channel: u8,
+        channel: ChannelId,
         payload: Bytes,
     },
     ChannelDown {
-        channel: u8,
+        channel: ChannelId,
     },
     ChannelUp {
-        channel: u8,
+        channel: ChannelId,
     },
     /// The session ended; no event follows unless the runtime reconnects
     /// ([`Event::Reconnecting`]).

@@ -136,9 +136,9 @@ mod tests {
         offset: 0,
     };
 
-    fn slot(channel: u16, phantom: bool) -> TxSlot {
+    fn slot(channel: u8, phantom: bool) -> TxSlot {
         TxSlot {
-            channel,
+            channel: horde_policy::ChannelId::new(channel),
             sequence: 0,
             loss_probability: 0.0,
             expected_rtt_ms: 100.0,

@@ -5,28 +5,29 @@
 #![forbid(unsafe_code)]
 
 pub mod cc;
-pub mod channel;
-pub mod endpoint;
-pub mod estimator;
-pub mod event;
+mod channel;
+mod endpoint;
+mod estimator;
+mod event;
 mod fair_share;
 #[cfg(feature = "harness")]
 pub mod harness;
 mod lifecycle;
 mod packing;
 pub mod recovery;
-pub mod session;
-pub mod stream;
+mod session;
+mod stream;
 mod timers;
 pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
-pub use channel::{ChannelConfig, ChannelStats, LossCorrelation};
+pub use channel::{ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation};
 pub use endpoint::{
     AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
     EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
 };
 pub use event::{CloseReason, Event, NackReason};
+pub use horde_policy::ChannelId;
 pub use recovery::{RecoveryConfig, RecoveryMode};
 pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,

@@ -22,7 +22,7 @@
 //! loss covers them all. With packing off every slot carries one ADU (the thesis's mode),
 //! and the plan is exactly the scheduler's assignment.
 
-use horde_policy::{AduView, TxSlot};
+use horde_policy::{AduView, ChannelId, TxSlot};
 
 use crate::wire::{DATA_HEADER_LEN, MAX_PACKED_ADUS, PACKED_ENTRY_LEN, PACKED_HEADER_LEN};
 
@@ -58,7 +58,7 @@ fn entry_cost(adu: &AduView) -> usize {
 pub(crate) struct PlannedPacket {
     /// The real slot it goes out in.
     pub slot: usize,
-    channel: u16,
+    channel: ChannelId,
     /// Entry bytes used so far (as if packed).
     used: usize,
     /// ADUs in it so far.
@@ -155,7 +155,7 @@ impl Packer {
         slots: &[TxSlot],
         adus: &[AduView],
         a: usize,
-        channel: Option<u16>,
+        channel: Option<ChannelId>,
     ) -> Option<usize> {
         let cost = entry_cost(&adus[a]);
         let p = self.packets.iter().position(|p| {
@@ -274,9 +274,9 @@ mod tests {
     use super::*;
     use horde_policy::Fields;
 
-    fn slot(channel: u16, phantom: bool) -> TxSlot {
+    fn slot(channel: u8, phantom: bool) -> TxSlot {
         TxSlot {
-            channel,
+            channel: ChannelId::new(channel),
             sequence: 0,
             loss_probability: 0.0,
             expected_rtt_ms: 100.0,

@@ -13,29 +13,33 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{
-    AduView, Allocator, Assignment, Demand, Fields, HistoryEntry, Objective, ObjectiveId,
-    ObjectiveSet, Outcome, RandomizedRoundRobin, ScheduleInput, Scheduler, StreamStats, TxSlot,
-    Value,
+    ChannelId, Fields, HistoryEntry, Objective, ObjectiveId, ObjectiveSet, RandomizedRoundRobin,
+    Scheduler, Value,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
-use crate::channel::{
-    min_opt, Channel, ChannelConfig, ChannelStats, Resolution, Resolved, SentAdu,
-};
+use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, ChannelViews, Resolved};
 use crate::event::{CloseReason, Event, NackReason};
-use crate::fair_share::{FairShare, SlotChoice};
-use crate::lifecycle::{Lifecycle, ZERO_WINDOW_PROBE};
-use crate::packing::{packed_capacity, packet_size, Packer, PlanInput};
-use crate::recovery::RecoveryLayer;
-use crate::stream::{Delivered, InFlightPolicy, QueuedAdu, RecvStream, SendStream, StreamConfig};
-use crate::timers::{Deadlines, Timer, TimerTable};
-use crate::wire::{
-    self, Ack, Packet, FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN,
-};
+use crate::fair_share::FairShare;
+use crate::lifecycle::Lifecycle;
+use crate::recovery::{RecoveryConfigError, RecoveryLayer};
+use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
+use crate::timers::{Deadlines, TimerTable};
+use crate::wire::{self, Packet, WireError};
 
+mod cycle;
+mod handshake;
+mod receive;
 mod recovery_hooks;
+mod timeouts;
+mod transmit;
+
+use cycle::{CycleScratch, IDLE_CYCLE_RETRY};
+use receive::Arrival;
+use transmit::{PendingAdu, PendingTx};
+pub use transmit::{Transmit, TransmitAdus};
 
 /// Session-wide settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -129,76 +133,8 @@ impl Default for SessionConfig {
     }
 }
 
-/// How far behind its allocation, in seconds of it, a stream may fall while a scheduler
-/// keeps its ADUs for phantom slots, before the fairness pass puts them on real slots
-/// regardless. Small against the 5 s windows over which each stream is promised 95% of
-/// its allocation.
-const DEFERRAL_BUDGET_SECS: f64 = 0.15;
-
-/// How long an event-driven session waits after a cycle that sent nothing before trying
-/// again without news.
-const IDLE_CYCLE_RETRY: Duration = Duration::from_millis(1);
-
 fn ms(x: f64) -> Duration {
     Duration::from_secs_f64(x.max(0.0) / 1e3)
-}
-
-/// A datagram the driver must send: `payload` was written into the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// Local interface (socket) to send from.
-    pub local: u16,
-    pub dst: SocketAddr,
-    pub channel: u8,
-    /// The channel sequence number the datagram carries (data, packed data and pings).
-    pub seq: Option<u64>,
-    /// The ADUs it carries, in packet order; empty for control packets.
-    pub adus: TransmitAdus,
-}
-
-/// The ADUs of one [`Transmit`]: at most [`MAX_PACKED_ADUS`], held inline so that
-/// polling a datagram allocates nothing. Dereferences to a slice.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct TransmitAdus {
-    len: u8,
-    items: [AduHandle; MAX_PACKED_ADUS],
-}
-
-impl TransmitAdus {
-    const NONE: Self = Self {
-        len: 0,
-        items: [AduHandle {
-            stream: 0,
-            id: 0,
-            seq: 0,
-        }; MAX_PACKED_ADUS],
-    };
-
-    fn push(&mut self, h: AduHandle) {
-        if let Some(slot) = self.items.get_mut(usize::from(self.len)) {
-            *slot = h;
-            self.len += 1;
-        }
-    }
-}
-
-impl Default for TransmitAdus {
-    fn default() -> Self {
-        Self::NONE
-    }
-}
-
-impl std::ops::Deref for TransmitAdus {
-    type Target = [AduHandle];
-    fn deref(&self) -> &[AduHandle] {
-        &self.items[..usize::from(self.len)]
-    }
-}
-
-impl std::fmt::Debug for TransmitAdus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
 }
 
 /// Identifies a queued or sent ADU.
@@ -213,12 +149,12 @@ pub struct AduHandle {
 /// One latency mode (thesis §3.2.5): one per live channel with RTT samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencyMode {
-    pub channel: u8,
+    pub channel: ChannelId,
     pub mean_ms: f64,
     pub variance_ms2: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum SessionError {
     #[error("unknown stream {0}")]
     UnknownStream(u32),
@@ -230,13 +166,27 @@ pub enum SessionError {
     Closed,
     #[error("too many channels (at most 256)")]
     TooManyChannels,
+    /// The datagram that should open a session does not decode.
     #[error("not a handshake packet: {0}")]
-    NotAHello(String),
+    Malformed(#[from] WireError),
+    /// The datagram that should open a session is a valid packet of another kind.
+    #[error("not a handshake packet: a {0} packet")]
+    NotAHello(&'static str),
     /// The peer's hello is of a wire version this end does not speak.
     #[error("peer speaks wire version {peer}; this end speaks version {ours} only")]
     UnsupportedVersion { peer: u8, ours: u8 },
     #[error("bad recovery settings: {0}")]
-    BadRecovery(String),
+    BadRecovery(#[from] RecoveryConfigError),
+    /// The ADU is not (or no longer) in its stream's send queue: it was sent, dropped
+    /// or withdrawn already.
+    #[error("ADU {} of stream {} is not queued", .0.id, .0.stream)]
+    AduNotQueued(AduHandle),
+    /// The session has no channel by that id.
+    #[error("no channel {0}")]
+    UnknownChannel(ChannelId),
+    /// No objective by that id is active.
+    #[error("no such objective")]
+    UnknownObjective,
 }
 
 /// Counters of the session as a whole.
@@ -278,83 +228,6 @@ enum State {
     Closed,
 }
 
-#[derive(Debug)]
-enum PendingTx {
-    Hello(usize),
-    HelloAck(usize),
-    Data {
-        channel: usize,
-        seq: u64,
-        flags: u8,
-        send_ts: u32,
-        id: u64,
-        stream: u32,
-        stream_seq: u64,
-        payload: Bytes,
-    },
-    /// Several ADUs in one packet: the next `count` entries of `Session::tx_adus`
-    /// from absolute index `first`.
-    Packed {
-        channel: usize,
-        seq: u64,
-        send_ts: u32,
-        first: u64,
-        count: u8,
-    },
-    Ack(usize, Ack),
-    Ping(usize, u64, u32),
-    Close(usize),
-    CloseAck(usize),
-    Window(usize, u64),
-}
-
-/// One ADU waiting in a packed packet's entry list.
-#[derive(Debug)]
-struct PendingAdu {
-    id: u64,
-    flags: u8,
-    stream: u32,
-    stream_seq: u64,
-    payload: Bytes,
-}
-
-/// Working space of the scheduling cycle, reused so that a cycle at steady state does
-/// not touch the heap.
-#[derive(Debug, Default)]
-struct CycleScratch {
-    slots: Vec<TxSlot>,
-    adus: Vec<AduView>,
-    assignment: Assignment,
-    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
-    may_wait: Vec<bool>,
-    /// Per channel: real slots offered this cycle.
-    real_counts: Vec<usize>,
-    streams: Vec<StreamStats>,
-    demands: Vec<Demand>,
-    allocations: Vec<f64>,
-    allocator: Allocator,
-    /// Per stream with ADUs waiting, in collection priority order.
-    cursors: Vec<StreamCursor>,
-    packer: Packer,
-    /// The ADUs of the packet being sent.
-    sent_adus: Vec<SentAdu>,
-    packet_adus: Vec<PendingAdu>,
-}
-
-/// A stream's place in [`Session::collect_adus`].
-#[derive(Debug, Clone, Copy)]
-struct StreamCursor {
-    id: u32,
-    /// Position among the streams with ADUs waiting, by id.
-    index: usize,
-    owed_secs: f64,
-    /// ADUs taken from the front of its queue so far.
-    taken: usize,
-    credit: f64,
-    owed: bool,
-    patient: bool,
-}
-
 pub struct Session {
     conn: u64,
     service: u32,
@@ -364,7 +237,7 @@ pub struct Session {
     epoch: Duration,
     channels: Vec<Channel>,
     /// Configuration for channels the peer opens (server side), by channel id.
-    peer_channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+    peer_channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     local_aliases: Vec<SocketAddr>,
     remote_aliases: Vec<SocketAddr>,
     send: BTreeMap<u32, SendStream>,
@@ -386,7 +259,10 @@ pub struct Session {
     hello_due: Option<Duration>,
     /// Channels added after the handshake whose hello the peer has not acknowledged yet
     /// (client side); their hello is repeated every `hello_interval_ms`.
-    unconfirmed: Vec<u8>,
+    unconfirmed: Vec<ChannelId>,
+    /// Channels the peer opened that this end removed (accepting side): when the peer's
+    /// traffic re-creates one, the application hears [`Event::ChannelUp`].
+    removed: Vec<ChannelId>,
     stats: SessionStats,
     cycle: CycleScratch,
     fair_share: FairShare,
@@ -454,6 +330,7 @@ impl Session {
             last_refill: now,
             hello_due: None,
             unconfirmed: Vec::new(),
+            removed: Vec::new(),
             stats: SessionStats::default(),
             cycle: CycleScratch::default(),
             fair_share: FairShare::default(),
@@ -478,14 +355,14 @@ impl Session {
         local_aliases: Vec<SocketAddr>,
         now: Duration,
     ) -> Result<Self, SessionError> {
-        if channels.len() > 256 {
+        if channels.len() > ChannelId::COUNT {
             return Err(SessionError::TooManyChannels);
         }
         let mut s = Self::new(conn, service, true, config, now);
         s.local_aliases = local_aliases;
-        for (i, c) in channels.into_iter().enumerate() {
+        for (id, c) in ChannelId::all().zip(channels) {
             s.channels
-                .push(Channel::new(i as u8, c.local, c.remote, c.config, now));
+                .push(Channel::new(id, c.local, c.remote, c.config, now));
         }
         s.send_hellos(now);
         Ok(s)
@@ -500,18 +377,9 @@ impl Session {
         src: SocketAddr,
         datagram: Bytes,
         local_aliases: Vec<SocketAddr>,
-        channel_config: Arc<dyn Fn(u8) -> ChannelConfig + Send + Sync>,
+        channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     ) -> Result<Self, SessionError> {
-        if let Some(peer) = wire::foreign_hello_version(&datagram) {
-            return Err(SessionError::UnsupportedVersion {
-                peer,
-                ours: wire::VERSION,
-            });
-        }
-        let packet = wire::decode(&datagram).map_err(|e| SessionError::NotAHello(e.to_string()))?;
-        let Packet::Hello { conn, service, .. } = packet else {
-            return Err(SessionError::NotAHello(format!("{packet:?}")));
-        };
+        let (conn, service) = handshake::parse_hello(&datagram)?;
         let mut s = Self::new(conn, service, false, config, now);
         s.local_aliases = local_aliases;
         s.peer_channel_config = channel_config;
@@ -565,9 +433,7 @@ impl Session {
         if self.send.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
         }
-        self.recovery
-            .open(id, &config.recovery)
-            .map_err(|e| SessionError::BadRecovery(e.to_string()))?;
+        self.recovery.open(id, &config.recovery)?;
         self.send.insert(id, SendStream::new(id, config));
         Ok(())
     }
@@ -640,30 +506,42 @@ impl Session {
         Ok(AduHandle { stream, id, seq })
     }
 
-    /// Change a header field of a queued ADU. Returns `false` if it already left.
-    pub fn set_adu_field(&mut self, adu: AduHandle, name: &str, value: Value) -> bool {
-        match self
+    /// Change a header field of a queued ADU, for the scheduler's objectives to see.
+    /// Fails with [`SessionError::AduNotQueued`] once the ADU has left the queue.
+    pub fn set_adu_field(
+        &mut self,
+        adu: AduHandle,
+        name: &str,
+        value: Value,
+    ) -> Result<(), SessionError> {
+        let q = self
             .send
             .get_mut(&adu.stream)
             .and_then(|s| s.find_mut(adu.id))
-        {
-            Some(q) => {
-                q.fields.set(name, value);
-                true
-            }
-            None => false,
-        }
+            .ok_or(SessionError::AduNotQueued(adu))?;
+        q.fields.set(name, value);
+        Ok(())
     }
 
-    /// Withdraw a queued ADU. Returns `false` if it already left.
-    pub fn remove_adu(&mut self, adu: AduHandle) -> bool {
+    /// Withdraw a queued ADU; the application hears [`Event::Nack`] with
+    /// [`NackReason::Removed`]. Fails with [`SessionError::AduNotQueued`] if it already
+    /// left the queue (sent or dropped).
+    pub fn remove_adu(&mut self, adu: AduHandle) -> Result<(), SessionError> {
         let removed = self
             .send
             .get_mut(&adu.stream)
             .and_then(|s| s.take(adu.id))
-            .is_some();
+            .ok_or(SessionError::AduNotQueued(adu))?;
+        self.recovery.forget(adu.stream, removed.id);
+        self.events.push_back(Event::Nack {
+            stream: adu.stream,
+            adu: removed.id,
+            stream_seq: removed.seq,
+            channel: None,
+            reason: NackReason::Removed,
+        });
         self.note_drained();
-        removed
+        Ok(())
     }
 
     /// ADUs waiting in a stream's send queue.
@@ -700,12 +578,17 @@ impl Session {
         self.objectives.inject(objective)
     }
 
-    pub fn remove_objective(&mut self, id: ObjectiveId) -> bool {
+    /// Withdraw an objective given to [`Session::inject_objective`].
+    pub fn remove_objective(&mut self, id: ObjectiveId) -> Result<(), SessionError> {
         let removed = self.objectives.remove(id);
         if self.objectives.is_empty() {
             self.history.clear();
         }
-        removed
+        if removed {
+            Ok(())
+        } else {
+            Err(SessionError::UnknownObjective)
+        }
     }
 
     /// (mean, variance) of RTT per live channel (thesis §3.2.5: one mode per channel).
@@ -725,25 +608,33 @@ impl Session {
             .collect()
     }
 
-    pub fn channel_stats(&self) -> Vec<(u8, ChannelStats)> {
+    pub fn channel_stats(&self) -> Vec<(ChannelId, ChannelStats)> {
         self.channels.iter().map(|c| (c.id, c.stats)).collect()
     }
 
-    pub fn channels(&self) -> &[Channel] {
-        &self.channels
+    /// A read-only look at each channel, in the order they were added.
+    pub fn channels(&self) -> ChannelViews<'_> {
+        ChannelViews::new(&self.channels)
     }
 
-    /// Add a channel at run time (a new interface came up). Returns its id, the lowest
-    /// free one: it may be the id of a channel removed earlier. On the client side the
-    /// channel's hello is repeated until the peer acknowledges it, and the peer restarts
-    /// its state for that id when the hello arrives (see [`Session::handle_datagram`]).
-    pub fn add_channel(&mut self, now: Duration, spec: ChannelSpec) -> Result<u8, SessionError> {
+    /// Add a channel at run time (a new interface came up, or came back). Returns its id,
+    /// the lowest free one: it may be the id of a channel removed earlier. The
+    /// application hears [`Event::ChannelUp`]. On the client side the channel's hello is
+    /// repeated until the peer acknowledges it, and the peer restarts its state for that
+    /// id when the hello arrives (see [`Session::handle_datagram`]).
+    pub fn add_channel(
+        &mut self,
+        now: Duration,
+        spec: ChannelSpec,
+    ) -> Result<ChannelId, SessionError> {
         self.timers.invalidate();
-        let id = (0..=255u8)
+        let id = ChannelId::all()
             .find(|id| self.channel_index(*id).is_none())
             .ok_or(SessionError::TooManyChannels)?;
         self.channels
             .push(Channel::new(id, spec.local, spec.remote, spec.config, now));
+        self.removed.retain(|&c| c != id);
+        self.events.push_back(Event::ChannelUp { channel: id });
         if self.is_client {
             let idx = self.channels.len() - 1;
             self.tx.push_back(PendingTx::Hello(idx));
@@ -755,8 +646,30 @@ impl Session {
         Ok(id)
     }
 
-    /// Remove a channel (its interface went away). Its outstanding ADUs are nacked.
-    pub fn remove_channel(&mut self, now: Duration, id: u8) -> bool {
+    /// Remove a channel (its interface went away). A live channel is announced with
+    /// [`Event::ChannelDown`] first; then its outstanding ADUs are nacked. On the
+    /// accepting side, the peer's traffic may bring the channel back (it still sends on
+    /// it, perhaps from a new address), and the session then announces
+    /// [`Event::ChannelUp`].
+    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> Result<(), SessionError> {
+        let alive = self
+            .channel_index(id)
+            .is_some_and(|i| self.channels[i].is_alive());
+        if alive {
+            self.events.push_back(Event::ChannelDown { channel: id });
+        }
+        if !self.drop_channel(now, id) {
+            return Err(SessionError::UnknownChannel(id));
+        }
+        if !self.is_client && !self.removed.contains(&id) {
+            self.removed.push(id);
+        }
+        Ok(())
+    }
+
+    /// Forget channel `id`, nacking what was in flight on it, without telling the
+    /// application of the channel itself.
+    fn drop_channel(&mut self, now: Duration, id: ChannelId) -> bool {
         self.timers.invalidate();
         let Some(idx) = self.channel_index(id) else {
             return false;
@@ -766,20 +679,7 @@ impl Session {
         // Everything outstanding on it is lost.
         let mut out = Vec::new();
         ch.abandon(now, &mut out);
-        self.tx.retain(|p| pending_channel(p) != idx);
-        for p in self.tx.iter_mut() {
-            shift_channel_index(p, idx);
-        }
-        // Entries of packed packets that went with the channel are skipped when the next
-        // packed packet is encoded; with none left, drop them now.
-        if !self
-            .tx
-            .iter()
-            .any(|p| matches!(p, PendingTx::Packed { .. }))
-        {
-            self.tx_adus_base += self.tx_adus.len() as u64;
-            self.tx_adus.clear();
-        }
+        self.drop_pending_on(idx);
         self.on_resolved(now, id, &out);
         true
     }
@@ -889,7 +789,7 @@ impl Session {
 
     /// The runtime will open a new session to the same peer when this one ends and hand
     /// it this one's streams ([`Session::inherit`]): ending must not nack what is queued,
-    /// nor the in-flight ADUs of streams with [`InFlightPolicy::Resend`].
+    /// nor the in-flight ADUs of streams with [`crate::InFlightPolicy::Resend`].
     pub fn set_successor_expected(&mut self, expected: bool) {
         self.life.successor_expected = expected;
     }
@@ -979,52 +879,11 @@ impl Session {
         self.life.flow.blocked_since.is_some()
     }
 
-    /// Whether the receive buffer can take `bytes` more of payload. A full buffer takes
-    /// nothing more: the packet is not acked, so the sender counts it lost, and is told
-    /// to stop.
-    fn admit(&mut self, now: Duration, bytes: usize) -> bool {
-        // ADUs held for ordering take buffer space too: they become unread data soon.
-        let held: usize = self.recv.values().map(RecvStream::held_bytes).sum();
-        if self.life.flow.fits(bytes + held) {
-            return true;
-        }
-        self.stats.flow_dropped += 1;
-        if let Some(open) = self.life.flow.update(now, true) {
-            self.queue_window(open);
-        }
-        false
-    }
-
-    fn queue_window(&mut self, open: u64) {
-        // On every channel: updates are rare and small, and one channel's path back to
-        // the sender may be broken without this end knowing (a NAT rebinding the sender
-        // has not yet announced on it, a dead downlink); a lost reopening would leave
-        // the sender probing forever.
-        for idx in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Window(idx, open));
-        }
-    }
-
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     // ----- driver API --------------------------------------------------------------
-
-    fn channel_index(&self, id: u8) -> Option<usize> {
-        self.channels.iter().position(|c| c.id == id)
-    }
-
-    fn send_ts(&self, now: Duration) -> u32 {
-        now.saturating_sub(self.epoch).as_micros() as u32
-    }
-
-    fn send_hellos(&mut self, now: Duration) {
-        for i in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Hello(i));
-        }
-        self.hello_due = Some(now + ms(self.config.hello_interval_ms));
-    }
 
     /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
@@ -1054,47 +913,10 @@ impl Session {
         match packet {
             Packet::Hello {
                 channel, aliases, ..
-            } => {
-                if self.is_client {
-                    return;
-                }
-                // A hello on a channel that already carried the peer's packets means the
-                // peer removed the channel and added it again under the same id: its
-                // sequence numbers start over, so this end starts over too (otherwise
-                // they would look like duplicates of the old channel's packets).
-                if self
-                    .channel_index(channel)
-                    .is_some_and(|i| self.channels[i].has_received())
-                {
-                    self.remove_channel(now, channel);
-                }
-                let idx = self.peer_channel(now, channel, local, src);
-                self.remote_aliases = aliases;
-                self.tx.push_back(PendingTx::HelloAck(idx));
-            }
+            } => self.on_hello(now, channel, aliases, local, src),
             Packet::HelloAck {
                 channel, aliases, ..
-            } => {
-                if !self.is_client {
-                    return;
-                }
-                let Some(idx) = self.known_channel(channel, src) else {
-                    return;
-                };
-                let _ = idx;
-                self.remote_aliases = aliases;
-                self.unconfirmed.retain(|&c| c != channel);
-                if self.state == State::Handshaking {
-                    self.state = State::Connected;
-                    self.hello_due = None;
-                    self.events.push_back(Event::Connected);
-                }
-                if self.unconfirmed.is_empty() {
-                    self.hello_due = None;
-                } else if self.hello_due.is_none() {
-                    self.hello_due = Some(now + ms(self.config.hello_interval_ms));
-                }
-            }
+            } => self.on_hello_ack(now, channel, aliases, src),
             Packet::Data {
                 channel,
                 flags,
@@ -1105,42 +927,14 @@ impl Session {
                 payload,
                 ..
             } => {
-                if self.state == State::Closing {
-                    return;
-                }
-                let Some(idx) = self.data_channel(now, channel, local, src) else {
-                    return;
+                let arrival = Arrival {
+                    channel,
+                    seq,
+                    send_ts,
+                    local,
+                    src,
                 };
-                if !self.admit(now, payload.len()) {
-                    return;
-                }
-                if !self.channels[idx].on_receive(now, seq, send_ts) {
-                    return;
-                }
-                self.stats.adus_received += 1;
-                let ordered = flags & FLAG_ORDERED != 0;
-                if flags & FLAG_RECOVERY != 0 {
-                    self.recovery_arrival(now, stream, (channel, seq, send_ts), &payload);
-                } else {
-                    let rs = self
-                        .recv
-                        .entry(stream)
-                        .or_insert_with(|| RecvStream::new(ordered));
-                    rs.on_arrival(
-                        now,
-                        Delivered {
-                            stream,
-                            stream_seq,
-                            channel,
-                            payload,
-                        },
-                        &mut self.delivered,
-                    );
-                }
-                self.flush_delivered();
-                if let Some(open) = self.life.flow.update(now, false) {
-                    self.queue_window(open);
-                }
+                self.on_data(now, arrival, flags, stream, stream_seq, payload);
             }
             Packet::Packed {
                 channel,
@@ -1149,44 +943,14 @@ impl Session {
                 adus,
                 ..
             } => {
-                if self.state == State::Closing {
-                    return;
-                }
-                let Some(idx) = self.data_channel(now, channel, local, src) else {
-                    return;
+                let arrival = Arrival {
+                    channel,
+                    seq,
+                    send_ts,
+                    local,
+                    src,
                 };
-                if !self.admit(now, adus.iter().map(|a| a.payload.len()).sum()) {
-                    return;
-                }
-                if !self.channels[idx].on_receive(now, seq, send_ts) {
-                    return;
-                }
-                for a in adus.iter() {
-                    self.stats.adus_received += 1;
-                    if a.flags & FLAG_RECOVERY != 0 {
-                        self.recovery_arrival(now, a.stream, (channel, seq, send_ts), &a.payload);
-                        continue;
-                    }
-                    let ordered = a.flags & FLAG_ORDERED != 0;
-                    let rs = self
-                        .recv
-                        .entry(a.stream)
-                        .or_insert_with(|| RecvStream::new(ordered));
-                    rs.on_arrival(
-                        now,
-                        Delivered {
-                            stream: a.stream,
-                            stream_seq: a.stream_seq,
-                            channel,
-                            payload: a.payload,
-                        },
-                        &mut self.delivered,
-                    );
-                }
-                self.flush_delivered();
-                if let Some(open) = self.life.flow.update(now, false) {
-                    self.queue_window(open);
-                }
+                self.on_packed(now, arrival, adus);
             }
             Packet::Ping {
                 channel,
@@ -1198,24 +962,7 @@ impl Session {
                     self.channels[idx].on_receive(now, seq, send_ts);
                 }
             }
-            Packet::Ack(ack) => {
-                let Some(idx) = self.known_channel(ack.channel, src) else {
-                    return;
-                };
-                self.wake_cycle(now);
-                let was_alive = self.channels[idx].is_alive();
-                let mut out = std::mem::take(&mut self.resolved);
-                out.clear();
-                self.channels[idx].on_ack(now, &ack, &mut out);
-                if !was_alive && self.channels[idx].is_alive() {
-                    self.events.push_back(Event::ChannelUp {
-                        channel: ack.channel,
-                    });
-                }
-                self.on_resolved(now, ack.channel, &out);
-                self.resolved = out;
-                self.ack_ranges = ack.ranges;
-            }
+            Packet::Ack(ack) => self.on_ack(now, ack, src),
             Packet::Close { .. } => {
                 // The last acks go out before the CloseAck, so the closing end learns
                 // the fate of what it had in flight.
@@ -1237,154 +984,7 @@ impl Session {
                     self.finish(now, CloseReason::LocalClose);
                 }
             }
-            Packet::Window { open, .. } => {
-                let flow = &mut self.life.flow;
-                if open == 0 {
-                    if flow.blocked_since.is_none() {
-                        self.events.push_back(Event::FlowBlocked);
-                    }
-                    flow.blocked_since = Some(now);
-                } else if flow.blocked_since.take().is_some() {
-                    self.events.push_back(Event::FlowResumed);
-                    self.wake_cycle(now);
-                }
-            }
-        }
-    }
-
-    /// Acknowledge a `Close` on the channel it came over (the first channel if the
-    /// address is not one of them).
-    fn answer_close(&mut self, local: u16, src: SocketAddr) {
-        if self.channels.is_empty() {
-            return;
-        }
-        let idx = self
-            .channels
-            .iter()
-            .position(|c| c.remote == src && c.local == local)
-            .unwrap_or(0);
-        self.tx.push_back(PendingTx::CloseAck(idx));
-    }
-
-    /// The channel a hello or data packet arrived on, creating it on the accepting side.
-    fn peer_channel(&mut self, now: Duration, id: u8, local: u16, src: SocketAddr) -> usize {
-        if let Some(idx) = self.channel_index(id) {
-            let ch = &mut self.channels[idx];
-            ch.remote = src; // follow the peer across address changes
-            ch.local = local;
-            return idx;
-        }
-        let cfg = (self.peer_channel_config)(id);
-        self.channels.push(Channel::new(id, local, src, cfg, now));
-        self.channels.len() - 1
-    }
-
-    fn data_channel(
-        &mut self,
-        now: Duration,
-        id: u8,
-        local: u16,
-        src: SocketAddr,
-    ) -> Option<usize> {
-        if self.is_client {
-            self.known_channel(id, src)
-        } else {
-            Some(self.peer_channel(now, id, local, src))
-        }
-    }
-
-    fn known_channel(&mut self, id: u8, src: SocketAddr) -> Option<usize> {
-        match self.channel_index(id) {
-            Some(idx) => {
-                self.channels[idx].remote = src;
-                Some(idx)
-            }
-            None => {
-                self.stats.unknown_channel += 1;
-                None
-            }
-        }
-    }
-
-    fn flush_delivered(&mut self) {
-        for d in self.delivered.drain(..) {
-            if self.life.flow.limit.is_some() {
-                self.life.flow.unread += d.payload.len();
-            }
-            self.events.push_back(Event::Received {
-                stream: d.stream,
-                stream_seq: d.stream_seq,
-                channel: d.channel,
-                payload: d.payload,
-            });
-        }
-    }
-
-    fn on_resolved(&mut self, now: Duration, channel: u8, resolved: &[Resolved]) {
-        for r in resolved {
-            let Some(a) = r.adu else { continue };
-            self.life.resend.remove(&a.adu);
-            let acked = !matches!(r.resolution, Resolution::Lost(_));
-            if self.recovery.on_resolved(a.stream, a.adu, acked) {
-                continue; // the recovery layer's own ADU
-            }
-            let stream_state = self.send.get_mut(&a.stream);
-            let outcome = match r.resolution {
-                Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
-                    let late = matches!(r.resolution, Resolution::LateAcked { .. });
-                    let latency = now.saturating_sub(a.inserted);
-                    let (stream, adu, stream_seq) = (a.stream, a.adu, a.stream_seq);
-                    if late {
-                        self.stats.adus_late_acked += 1;
-                        self.events.push_back(Event::LateAck {
-                            stream,
-                            adu,
-                            stream_seq,
-                            channel,
-                            rtt,
-                            latency,
-                        });
-                    } else {
-                        if let Some(s) = stream_state {
-                            s.on_acked(latency);
-                        }
-                        self.stats.adus_acked += 1;
-                        self.events.push_back(Event::Ack {
-                            stream,
-                            adu,
-                            stream_seq,
-                            channel,
-                            rtt,
-                            latency,
-                        });
-                    }
-                    Outcome::Acked {
-                        latency_ms: latency.as_secs_f64() * 1e3,
-                    }
-                }
-                Resolution::Lost(_) => {
-                    if let Some(s) = stream_state {
-                        s.on_lost();
-                    }
-                    self.stats.adus_lost += 1;
-                    self.events.push_back(Event::Nack {
-                        stream: a.stream,
-                        adu: a.adu,
-                        stream_seq: a.stream_seq,
-                        channel: Some(channel),
-                        reason: NackReason::Lost,
-                    });
-                    Outcome::Lost
-                }
-            };
-            if let Some(h) = a.history {
-                if let Some(e) = h
-                    .checked_sub(self.history_base)
-                    .and_then(|i| self.history.get_mut(i as usize))
-                {
-                    e.outcome = outcome;
-                }
-            }
+            Packet::Window { open, .. } => self.on_window(now, open),
         }
     }
 
@@ -1397,132 +997,6 @@ impl Session {
         if ran {
             self.refill_timers(now);
         }
-    }
-
-    /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
-    fn run_due_timers(&mut self, now: Duration) -> bool {
-        let due = |t| self.timers.is_due(t, now);
-        let (channels_due, reorder_due) = (due(Timer::Channel), due(Timer::Reorder));
-        let recovery_due = due(Timer::Recovery);
-        let hello_due = self.hello_due.is_some_and(|t| t <= now);
-        let lifecycle_due = [
-            Timer::Idle,
-            Timer::Keepalive,
-            Timer::CloseRetry,
-            Timer::CloseDeadline,
-            Timer::Drain,
-            Timer::ZeroWindow,
-        ]
-        .into_iter()
-        .any(due);
-        if !self.lifecycle_timers(now) {
-            return lifecycle_due;
-        }
-        if !(hello_due || channels_due || reorder_due || recovery_due) {
-            return lifecycle_due;
-        }
-        if self.hello_due.is_some_and(|t| t <= now) {
-            match self.state {
-                State::Handshaking => self.send_hellos(now),
-                State::Connected if !self.unconfirmed.is_empty() => {
-                    for i in 0..self.channels.len() {
-                        if self.unconfirmed.contains(&self.channels[i].id) {
-                            self.tx.push_back(PendingTx::Hello(i));
-                        }
-                    }
-                    self.hello_due = Some(now + ms(self.config.hello_interval_ms));
-                }
-                _ => self.hello_due = None,
-            }
-        }
-        let mut out = std::mem::take(&mut self.resolved);
-        for idx in 0..self.channels.len() {
-            if !channels_due || self.channels[idx].next_timeout().is_none_or(|t| t > now) {
-                continue;
-            }
-            out.clear();
-            let actions = self.channels[idx].on_timeout(now, &mut out);
-            let id = self.channels[idx].id;
-            self.on_resolved(now, id, &out);
-            if actions.died {
-                self.events.push_back(Event::ChannelDown { channel: id });
-            }
-            if actions.probe && matches!(self.state, State::Connected | State::Closing) {
-                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
-                let ts = self.send_ts(now);
-                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
-            }
-        }
-        self.resolved = out;
-        if reorder_due {
-            let hold = ms(self.config.reorder_hold_ms);
-            for r in self.recv.values_mut() {
-                r.on_timeout(now, hold, &mut self.delivered);
-            }
-            self.flush_delivered();
-        }
-        if recovery_due {
-            self.recovery_timeouts(now);
-            self.flush_delivered();
-        }
-        true
-    }
-
-    /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
-    /// still runs its other timers.
-    fn lifecycle_timers(&mut self, now: Duration) -> bool {
-        match self.state {
-            State::Closed => return false,
-            State::Draining => {
-                if self.timers.is_due(Timer::Drain, now) {
-                    self.life.drain_until = None;
-                    self.state = State::Closed;
-                }
-                return false;
-            }
-            State::Closing => {
-                if let Some(c) = self.life.closing {
-                    if self.timers.is_due(Timer::CloseDeadline, now) {
-                        self.finish(now, CloseReason::LocalClose);
-                        return false;
-                    }
-                    if self.timers.is_due(Timer::CloseRetry, now) {
-                        for i in 0..self.channels.len() {
-                            self.tx.push_back(PendingTx::Close(i));
-                        }
-                        let retry = ms(self.config.close_retry_ms).max(Duration::from_millis(1));
-                        self.life.closing = Some(crate::lifecycle::Closing {
-                            next_retry: now + retry,
-                            ..c
-                        });
-                    }
-                }
-            }
-            State::Handshaking | State::Connected => {
-                if self.timers.is_due(Timer::Idle, now) {
-                    self.finish(now, CloseReason::IdleTimeout);
-                    return false;
-                }
-                if self.state == State::Connected && self.timers.is_due(Timer::Keepalive, now) {
-                    let interval = ms(self.config.keepalive_ms);
-                    for idx in 0..self.channels.len() {
-                        if self.channels[idx].last_sent() + interval > now {
-                            continue;
-                        }
-                        let seq =
-                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
-                        let ts = self.send_ts(now);
-                        self.tx.push_back(PendingTx::Ping(idx, seq, ts));
-                    }
-                    self.life.last_tx = now;
-                }
-            }
-        }
-        if self.life.flow.blocked_since.is_some() && self.life.flow.may_send(now) {
-            // Zero-window probe: send again; a still-full receiver shuts the window anew.
-            self.wake_cycle(now);
-        }
-        true
     }
 
     /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work:
@@ -1551,65 +1025,6 @@ impl Session {
             t = min_opt(t, slot_at.map(|s| s.max(self.next_cycle)));
         }
         t
-    }
-
-    /// Each channel is pinged once it has sent nothing for the keepalive interval, not
-    /// only when the whole session is quiet: a channel the scheduler leaves unused (its
-    /// peer prefers another) must still tell the peer where it is after an address
-    /// change, and find out whether it still works. Otherwise one channel's traffic, or
-    /// a dead channel's probes, hides another channel's silence until the session idles
-    /// out (`docs/tunnel.md`, "The download test's stall").
-    fn keepalive_deadline(&self) -> Option<Duration> {
-        if self.config.keepalive_ms <= 0.0 {
-            return None;
-        }
-        let interval = ms(self.config.keepalive_ms);
-        self.channels.iter().map(|c| c.last_sent() + interval).min()
-    }
-
-    fn refill_timers(&mut self, now: Duration) {
-        let mut d = Deadlines::default();
-        self.fill_timers(now, &mut d);
-        self.timers.refill(|table| *table = d);
-    }
-
-    /// Every named timer's deadline, from the session's state.
-    fn fill_timers(&self, now: Duration, d: &mut Deadlines) {
-        let hellos = match self.state {
-            State::Handshaking => true,
-            State::Connected => !self.unconfirmed.is_empty(),
-            State::Closing => false,
-            State::Draining => {
-                d.set(Timer::Drain, self.life.drain_until);
-                return;
-            }
-            State::Closed => return,
-        };
-        d.set(Timer::Hello, self.hello_due.filter(|_| hellos));
-        if let Some(c) = self.life.closing {
-            d.set(Timer::CloseRetry, Some(c.next_retry));
-            d.set(Timer::CloseDeadline, Some(c.deadline));
-        } else {
-            d.set(Timer::Idle, self.life.idle_deadline(&self.config));
-            if self.state == State::Connected {
-                d.set(Timer::Keepalive, self.keepalive_deadline());
-            }
-        }
-        if let Some(b) = self.life.flow.blocked_since {
-            if !self.life.flow.may_send(now) {
-                d.set(Timer::ZeroWindow, Some(b + ZERO_WINDOW_PROBE));
-            }
-        }
-        let channels = self.channels.iter().filter_map(Channel::next_timeout).min();
-        d.set(Timer::Channel, channels);
-        let hold = ms(self.config.reorder_hold_ms);
-        let held = self
-            .recv
-            .values()
-            .filter_map(|r| r.next_timeout(hold))
-            .min();
-        d.set(Timer::Reorder, held);
-        d.set(Timer::Recovery, self.recovery.next_timeout());
     }
 
     /// Write the next datagram to send into `buf` (cleared first).
@@ -1642,601 +1057,6 @@ impl Session {
         };
         buf.clear();
         self.life.last_tx = now;
-        let idx = pending_channel(&p);
-        let (conn, cid) = (self.conn, self.channels[idx].id);
-        let mut sent = TransmitAdus::NONE;
-        let mut packet_seq = None;
-        match p {
-            PendingTx::Hello(_) => wire::encode(
-                &Packet::Hello {
-                    conn,
-                    channel: cid,
-                    service: self.service,
-                    aliases: self.local_aliases.clone(),
-                },
-                buf,
-            ),
-            PendingTx::HelloAck(_) => wire::encode(
-                &Packet::HelloAck {
-                    conn,
-                    channel: cid,
-                    aliases: self.local_aliases.clone(),
-                },
-                buf,
-            ),
-            PendingTx::Data {
-                seq,
-                flags,
-                send_ts,
-                id,
-                stream,
-                stream_seq,
-                payload,
-                ..
-            } => {
-                buf.reserve(wire::DATA_HEADER_LEN + payload.len());
-                wire::encode_data_header(conn, cid, flags, seq, send_ts, stream, stream_seq, buf);
-                buf.extend_from_slice(&payload);
-                packet_seq = Some(seq);
-                sent.push(AduHandle {
-                    stream,
-                    id,
-                    seq: stream_seq,
-                });
-            }
-            PendingTx::Packed {
-                seq,
-                send_ts,
-                first,
-                count,
-                ..
-            } => {
-                packet_seq = Some(seq);
-                self.encode_packed(conn, cid, seq, send_ts, first, count, buf, &mut sent);
-            }
-            PendingTx::Ack(_, ack) => {
-                wire::encode_ack(&ack, buf);
-                self.channels[idx].recycle_ack(ack);
-                self.channels[idx].on_ack_sent(now, buf.len());
-            }
-            PendingTx::Ping(_, seq, send_ts) => {
-                packet_seq = Some(seq);
-                wire::encode(
-                    &Packet::Ping {
-                        conn,
-                        channel: cid,
-                        seq,
-                        send_ts,
-                    },
-                    buf,
-                )
-            }
-            PendingTx::Close(_) => wire::encode(&Packet::Close { conn }, buf),
-            PendingTx::CloseAck(_) => wire::encode(&Packet::CloseAck { conn }, buf),
-            PendingTx::Window(_, open) => wire::encode(&Packet::Window { conn, open }, buf),
-        }
-        let ch = &self.channels[idx];
-        Some(Transmit {
-            local: ch.local,
-            dst: ch.remote,
-            channel: cid,
-            seq: packet_seq,
-            adus: sent,
-        })
-    }
-
-    /// Write a packed packet whose entries start at absolute index `first` of
-    /// `tx_adus`. Entries before it belong to packets dropped with their channel.
-    #[allow(clippy::too_many_arguments)]
-    fn encode_packed(
-        &mut self,
-        conn: u64,
-        cid: u8,
-        seq: u64,
-        send_ts: u32,
-        first: u64,
-        count: u8,
-        buf: &mut Vec<u8>,
-        sent: &mut TransmitAdus,
-    ) {
-        while self.tx_adus_base < first && self.tx_adus.pop_front().is_some() {
-            self.tx_adus_base += 1;
-        }
-        let n = usize::from(count).min(self.tx_adus.len());
-        let body: usize = self
-            .tx_adus
-            .iter()
-            .take(n)
-            .map(|a| PACKED_ENTRY_LEN + a.payload.len())
-            .sum();
-        buf.reserve(wire::PACKED_HEADER_LEN + body);
-        wire::encode_packed_header(conn, cid, seq, send_ts, n as u8, buf);
-        for a in self.tx_adus.drain(..n) {
-            // Lengths were checked against the slot (at most an mtu, far below 64 KiB).
-            let _ = wire::encode_packed_entry(a.flags, a.stream, a.stream_seq, &a.payload, buf);
-            sent.push(AduHandle {
-                stream: a.stream,
-                id: a.id,
-                seq: a.stream_seq,
-            });
-        }
-        self.tx_adus_base += n as u64;
-    }
-
-    /// Channels that could send but have nothing to: their rate samples understate them.
-    fn mark_idle_channels_app_limited(&mut self, now: Duration) {
-        for c in &mut self.channels {
-            if c.next_send_at(now).is_some_and(|t| t <= now) {
-                c.mark_app_limited();
-            }
-        }
-    }
-
-    /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
-    fn wake_cycle(&mut self, now: Duration) {
-        if self.config.cycle_ms <= 0.0 {
-            self.next_cycle = self.next_cycle.min(now);
-        }
-    }
-
-    fn cycle_due(&self, now: Duration) -> bool {
-        if self.state != State::Connected
-            || self.send.values().all(|s| s.queue.is_empty())
-            || !self.life.flow.may_send(now)
-        {
-            return false;
-        }
-        let ready = self
-            .channels
-            .iter()
-            .filter(|c| c.next_send_at(now).is_some_and(|t| t <= now))
-            .count();
-        if ready == 0 {
-            return false;
-        }
-        if now >= self.next_cycle {
-            return true;
-        }
-        self.config.early_cycle_slots.is_some_and(|m| {
-            let n: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
-            n >= m
-        })
-    }
-
-    /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, pack the
-    /// ADUs mapped to real slots into packets and transmit them, forget the phantom
-    /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
-    fn run_cycle(&mut self, now: Duration) {
-        self.stats.cycles += 1;
-        if self.config.cycle_ms > 0.0 {
-            let period = ms(self.config.cycle_ms);
-            self.next_cycle = (self.next_cycle + period).max(now);
-        }
-        let mut cy = std::mem::take(&mut self.cycle);
-        self.update_allocations(now, &mut cy);
-
-        cy.slots.clear();
-        cy.real_counts.clear();
-        for c in &self.channels {
-            cy.real_counts.push(c.real_slots(now, &mut cy.slots));
-        }
-        let n_real = cy.slots.len();
-        if n_real == 0 {
-            self.cycle = cy;
-            return;
-        }
-        let lookahead = ms(self.config.lookahead_ms);
-        for (c, &real) in self.channels.iter().zip(&cy.real_counts) {
-            c.phantom_slots(now, lookahead, real, &mut cy.slots);
-        }
-
-        // One ADU per slot for the scheduler; with packing, more after them, as many as
-        // the real slots' byte capacity could carry besides the first n_real.
-        let n_sched = cy.slots.len();
-        self.collect_adus(now, n_sched, &mut cy);
-        if self.config.pack_adus && cy.adus.len() == n_sched {
-            let capacity: usize = cy.slots[..n_real]
-                .iter()
-                .map(|s| packed_capacity(s.max_size))
-                .sum();
-            let leads: usize = cy.adus[..n_real.min(cy.adus.len())]
-                .iter()
-                .map(|a| PACKED_ENTRY_LEN + a.length as usize)
-                .sum();
-            if capacity > leads {
-                self.take_adus(
-                    now,
-                    n_sched,
-                    n_real * MAX_PACKED_ADUS,
-                    capacity - leads,
-                    &mut cy,
-                );
-            }
-        }
-        let n_sched = n_sched.min(cy.adus.len());
-        cy.streams.clear();
-        cy.streams.extend(self.send.values().map(|s| s.stats()));
-        let history = self.history.make_contiguous();
-        let input = ScheduleInput {
-            slots: &cy.slots,
-            adus: &cy.adus[..n_sched],
-            history,
-            streams: &cy.streams,
-            objectives: &self.objectives,
-        };
-        let cs = self
-            .scheduler
-            .schedule(&input, &mut self.rng, &mut cy.assignment);
-        self.stats.objective_evaluations += cs.evaluations;
-        cy.assignment.resize(n_sched, None);
-        let choice = SlotChoice {
-            keep_channel: !self.objectives.is_empty(),
-            // A hash of the cycle number: a plain counter would fall into step with
-            // periodic sources and slot clocks and favour one channel for them.
-            offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
-        };
-        self.fair_share.enforce(
-            &cy.slots,
-            n_real,
-            &cy.adus[..n_sched],
-            &cy.may_wait[..n_sched],
-            &mut cy.assignment,
-            choice,
-        );
-
-        // Send in slot order so consecutive real slots of a channel get consecutive
-        // sequence numbers, as the slots predicted.
-        cy.packer.plan(&PlanInput {
-            slots: &cy.slots,
-            n_real,
-            adus: &cy.adus,
-            assignment: &cy.assignment,
-            may_wait: &cy.may_wait,
-            pack: self.config.pack_adus,
-            keep_channel: choice.keep_channel,
-            offset: choice.offset,
-        });
-        let packer = std::mem::take(&mut cy.packer);
-        for (slot, members) in packer.packets() {
-            let slot = cy.slots[slot].clone();
-            if !self.life.flow.may_send(now) {
-                break; // a zero-window probe is one packet
-            }
-            self.transmit_packet(now, &slot, members, &mut cy);
-        }
-        // A channel left with real slots it had no ADU for is application-limited.
-        let app_limited = if self.config.pack_adus {
-            packer.len() < n_real && packer.all_placed()
-        } else {
-            cy.adus.len() < n_real
-        };
-        if app_limited {
-            self.mark_idle_channels_app_limited(now);
-        }
-        // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
-        // say) would otherwise run again at once, forever; wait for news or a moment.
-        if self.config.cycle_ms <= 0.0 && packer.len() == 0 {
-            self.next_cycle = now + IDLE_CYCLE_RETRY;
-        }
-        cy.packer = packer;
-        self.cycle = cy;
-    }
-
-    /// Send one packet in `slot` carrying the collected ADUs `members` (indices into
-    /// `cy.adus`): one ADU as a `Data` packet, several as a `Packed` one.
-    fn transmit_packet(
-        &mut self,
-        now: Duration,
-        slot: &TxSlot,
-        members: &[usize],
-        cy: &mut CycleScratch,
-    ) {
-        let Some(idx) = self.channel_index(slot.channel as u8) else {
-            return;
-        };
-        cy.sent_adus.clear();
-        cy.packet_adus.clear();
-        if let Some(t) = self.life.flow.blocked_since.as_mut() {
-            *t = now; // this packet is the probe; the next one waits
-        }
-        let seq_peek = self.channels[idx].next_seq_peek();
-        for &a in members {
-            let view = &cy.adus[a];
-            let Some(stream) = self.send.get_mut(&view.stream_id) else {
-                continue;
-            };
-            let Some(q) = stream.take(view.id) else {
-                continue;
-            };
-            let (ch, p) = (slot.channel as u8, slot.loss_probability);
-            self.recovery
-                .on_transmit(view.stream_id, q.id, ch, p, q.payload.len());
-            stream.credit -= q.payload.len() as f64;
-            if let Some(d) = self.debt.get_mut(&view.stream_id) {
-                *d -= q.payload.len() as f64;
-            }
-            if stream.config.on_reconnect == InFlightPolicy::Resend {
-                self.life.resend.insert(q.id, (view.stream_id, q.clone()));
-            }
-            let mut flags = if stream.config.ordered {
-                FLAG_ORDERED
-            } else {
-                0
-            };
-            if stream.config.recovery.is_on() {
-                flags |= FLAG_RECOVERY;
-            }
-            let history = if self.objectives.is_empty() {
-                None
-            } else {
-                let h = self.history_base + self.history.len() as u64;
-                let mut s = slot.clone();
-                s.sequence = seq_peek;
-                self.history.push_back(HistoryEntry {
-                    adu: view.clone(),
-                    slot: s,
-                    outcome: Outcome::Pending,
-                });
-                while self.history.len() > self.config.history_len {
-                    self.history.pop_front();
-                    self.history_base += 1;
-                }
-                Some(h)
-            };
-            cy.sent_adus.push(SentAdu {
-                adu: q.id,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                inserted: q.inserted,
-                history,
-            });
-            cy.packet_adus.push(PendingAdu {
-                id: q.id,
-                flags,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                payload: q.payload,
-            });
-        }
-        if cy.packet_adus.is_empty() {
-            return;
-        }
-        let size = packet_size(cy.packet_adus.iter().map(|a| a.payload.len())) as u32;
-        let seq = self.channels[idx].on_send(now, size, &cy.sent_adus);
-        self.stats.adus_sent += cy.packet_adus.len() as u64;
-        let send_ts = self.send_ts(now);
-        if cy.packet_adus.len() == 1 {
-            let a = cy.packet_adus.pop().expect("one ADU");
-            self.tx.push_back(PendingTx::Data {
-                channel: idx,
-                seq,
-                flags: a.flags,
-                send_ts,
-                id: a.id,
-                stream: a.stream,
-                stream_seq: a.stream_seq,
-                payload: a.payload,
-            });
-            return;
-        }
-        let first = self.tx_adus_base + self.tx_adus.len() as u64;
-        let count = cy.packet_adus.len() as u8;
-        self.tx_adus.extend(cy.packet_adus.drain(..));
-        self.tx.push_back(PendingTx::Packed {
-            channel: idx,
-            seq,
-            send_ts,
-            first,
-            count,
-        });
-    }
-
-    /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
-    /// stream's credit, and tell streams whose allocation moved by more than 10%.
-    fn update_allocations(&mut self, now: Duration, cy: &mut CycleScratch) {
-        // Allocations and credit are in ADU payload bytes, like streams' `max_kbps`, so
-        // divide the payload the channels carry: a channel's rate counts headers too.
-        let total: f64 = self.channels.iter().map(|c| c.payload_rate()).sum();
-        cy.demands.clear();
-        cy.demands
-            .extend(self.send.values().map(|s| s.config.demand()));
-        cy.allocator
-            .allocate_into(total, &cy.demands, &mut cy.allocations);
-        let dt = now.saturating_sub(self.last_refill);
-        self.last_refill = now;
-        let mtu = f64::from(self.max_adu());
-        for (s, &a) in self.send.values_mut().zip(&cy.allocations) {
-            s.allocation = a;
-            s.refill(dt, mtu);
-            let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
-            if moved {
-                s.announced = a;
-                self.events.push_back(Event::Throttle {
-                    stream: s.id,
-                    rate: a,
-                });
-            }
-        }
-        self.track_debt(dt);
-    }
-
-    /// Streams with ADUs waiting fall behind by their allocation; idle ones owe and are
-    /// owed nothing. The capacity the allocator counts is not all carried (slots lost to
-    /// pacing, partly filled slots): min-max fairness over what is carried takes that
-    /// shortfall from the streams at the fair-share level (those that want more than
-    /// their allocation) alike, and none from streams that asked for less, so when all
-    /// of the former are behind, the common part of their debt is forgiven.
-    fn track_debt(&mut self, dt: Duration) {
-        let mut floor = f64::INFINITY;
-        for s in self.send.values() {
-            let d = self.debt.entry(s.id).or_insert(0.0);
-            if s.queue.is_empty() {
-                *d = 0.0;
-                continue;
-            }
-            *d += s.allocation * dt.as_secs_f64();
-            if at_fair_level(s) {
-                floor = floor.min(*d / s.allocation.max(1.0));
-            }
-        }
-        if floor.is_finite() && floor > 0.0 {
-            for s in self.send.values().filter(|s| at_fair_level(s)) {
-                if let Some(d) = self.debt.get_mut(&s.id) {
-                    *d -= floor * s.allocation.max(1.0);
-                }
-            }
-        }
-    }
-
-    /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
-    /// stream queues in FIFO order per stream, round-robin, most owed stream first (the
-    /// thesis's starved-stream priority), in three passes:
-    ///
-    /// 1. streams with credit, each up to its credit;
-    /// 2. the same streams beyond their credit;
-    /// 3. any stream.
-    ///
-    /// Filling every slot, not just the real ones, keeps real slots from going empty when
-    /// a scheduler defers some ADUs to phantoms. The order is the priority: the first
-    /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
-    /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
-    /// stream may wait for a better slot to come: only while objectives are active (no
-    /// objective, no reason to wait) and the stream's `debt` is less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
-    fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
-        cy.adus.clear();
-        cy.may_wait.clear();
-        let cursors = &mut cy.cursors;
-        cursors.clear();
-        let objectives = !self.objectives.is_empty();
-        for (index, s) in self
-            .send
-            .values()
-            .filter(|s| !s.queue.is_empty())
-            .enumerate()
-        {
-            let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
-            cursors.push(StreamCursor {
-                id: s.id,
-                index,
-                owed_secs: s.owed_secs(),
-                taken: 0,
-                credit: s.credit,
-                owed: s.credit > 0.0,
-                patient: objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation,
-            });
-        }
-        // Most owed first, in seconds of the stream's own allocation, so a small stream
-        // is not outranked by a big one merely because its byte credit is smaller.
-        // Ties (common when every stream's credit sits at its cap, e.g. while the
-        // channels' estimated rate exceeds what they carry) go to each stream in turn,
-        // not always to the lowest id. Every key differs, so an unstable sort (which
-        // needs no buffer) gives the one order.
-        let n = cursors.len().max(1);
-        let turn = (self.stats.cycles % n as u64) as usize;
-        cursors.sort_unstable_by(|a, b| {
-            b.owed_secs
-                .total_cmp(&a.owed_secs)
-                .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
-        });
-        self.take_adus(now, want, 0, 0, cy);
-    }
-
-    /// Take ADUs from the streams in `cy.cursors`' order, where the cursors stand, until
-    /// `cy.adus` holds `want`, then (for packing) at most `extra_count` more and until
-    /// those would take `extra_bytes` of packed entries.
-    fn take_adus(
-        &self,
-        now: Duration,
-        want: usize,
-        extra_count: usize,
-        extra_bytes: usize,
-        cy: &mut CycleScratch,
-    ) {
-        let out = &mut cy.adus;
-        let may_wait = &mut cy.may_wait;
-        let cursors = &mut cy.cursors;
-        let limit = want + extra_count;
-        let mut extra_used = 0usize;
-        let full = |len: usize, extra_used: usize| {
-            len >= limit || (len >= want && extra_used >= extra_bytes)
-        };
-        for pass in 0..3 {
-            loop {
-                let mut progressed = false;
-                for c in cursors.iter_mut() {
-                    if full(out.len(), extra_used) {
-                        break;
-                    }
-                    let Some(s) = self.send.get(&c.id) else {
-                        continue;
-                    };
-                    let Some(q) = s.queue.get(c.taken) else {
-                        continue;
-                    };
-                    if (pass == 0 && c.credit <= 0.0) || (pass == 1 && !c.owed) {
-                        continue;
-                    }
-                    if out.len() >= want {
-                        extra_used += PACKED_ENTRY_LEN + q.payload.len();
-                    }
-                    c.credit -= q.payload.len() as f64;
-                    c.taken += 1;
-                    progressed = true;
-                    may_wait.push(c.patient);
-                    out.push(AduView {
-                        id: q.id,
-                        stream_id: s.id,
-                        stream_seq: q.seq,
-                        length: q.payload.len() as u32,
-                        queue_delay_ms: now.saturating_sub(q.inserted).as_millis() as i64,
-                        fields: q.fields.clone(),
-                    });
-                }
-                if !progressed || full(out.len(), extra_used) {
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
-/// holds it at the fair-share level.
-fn at_fair_level(s: &SendStream) -> bool {
-    !s.queue.is_empty()
-        && match s.config.demand() {
-            Demand::Elastic => true,
-            Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
-        }
-}
-
-fn pending_channel(p: &PendingTx) -> usize {
-    match p {
-        PendingTx::Hello(i)
-        | PendingTx::HelloAck(i)
-        | PendingTx::Ack(i, _)
-        | PendingTx::Ping(i, _, _)
-        | PendingTx::Close(i)
-        | PendingTx::CloseAck(i)
-        | PendingTx::Window(i, _) => *i,
-        PendingTx::Data { channel, .. } | PendingTx::Packed { channel, .. } => *channel,
-    }
-}
-
-/// After removing channel index `removed`, later indices move down by one.
-fn shift_channel_index(p: &mut PendingTx, removed: usize) {
-    let i = match p {
-        PendingTx::Hello(i)
-        | PendingTx::HelloAck(i)
-        | PendingTx::Ack(i, _)
-        | PendingTx::Ping(i, _, _)
-        | PendingTx::Close(i)
-        | PendingTx::CloseAck(i)
-        | PendingTx::Window(i, _) => i,
-        PendingTx::Data { channel, .. } | PendingTx::Packed { channel, .. } => channel,
-    };
-    if *i > removed {
-        *i -= 1;
+        Some(self.encode_pending(now, p, buf))
     }
 }

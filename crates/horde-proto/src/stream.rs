@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::{Demand, Fields, StreamStats};
+use horde_policy::{ChannelId, Demand, Fields, StreamStats};
 
 use crate::recovery::RecoveryConfig;
 
@@ -267,7 +267,7 @@ impl SendStream {
 pub struct Delivered {
     pub stream: u32,
     pub stream_seq: u64,
-    pub channel: u8,
+    pub channel: ChannelId,
     pub payload: Bytes,
 }
 
@@ -378,7 +378,7 @@ mod tests {
         Delivered {
             stream: 1,
             stream_seq: seq,
-            channel: 0,
+            channel: ChannelId::new(0),
             payload: Bytes::new(),
         }
     }

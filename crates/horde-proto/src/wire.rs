@@ -13,6 +13,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use thiserror::Error;
 
 pub const VERSION: u8 = 2;
@@ -54,20 +55,20 @@ pub enum Packet {
     /// Opens a session: the initiator's service id and every address it can be reached at.
     Hello {
         conn: u64,
-        channel: u8,
+        channel: ChannelId,
         service: u32,
         aliases: Vec<SocketAddr>,
     },
     /// Accepts a session and lists the responder's aliases.
     HelloAck {
         conn: u64,
-        channel: u8,
+        channel: ChannelId,
         aliases: Vec<SocketAddr>,
     },
     /// One ADU in one slot of one channel.
     Data {
         conn: u64,
-        channel: u8,
+        channel: ChannelId,
         flags: u8,
         /// Per-channel sequence number.
         seq: u64,
@@ -82,7 +83,7 @@ pub enum Packet {
     /// A liveness probe in the channel's sequence space, acked like data.
     Ping {
         conn: u64,
-        channel: u8,
+        channel: ChannelId,
         seq: u64,
         send_ts: u32,
     },
@@ -97,7 +98,7 @@ pub enum Packet {
     /// one packet; each ADU is delivered on its own.
     Packed {
         conn: u64,
-        channel: u8,
+        channel: ChannelId,
         /// Per-channel sequence number, shared with `Data` and `Ping`.
         seq: u64,
         send_ts: u32,
@@ -203,7 +204,7 @@ impl std::fmt::Debug for PackedAdus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {
     pub conn: u64,
-    pub channel: u8,
+    pub channel: ChannelId,
     pub largest: u64,
     /// How long the receiver held the ack after receiving `largest`, in microseconds.
     pub ack_delay_us: u32,
@@ -233,6 +234,21 @@ impl Ack {
 }
 
 impl Packet {
+    /// The packet's type, by name, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Packet::Hello { .. } => "hello",
+            Packet::HelloAck { .. } => "hello-ack",
+            Packet::Data { .. } => "data",
+            Packet::Packed { .. } => "packed",
+            Packet::Ack(_) => "ack",
+            Packet::Ping { .. } => "ping",
+            Packet::Close { .. } => "close",
+            Packet::CloseAck { .. } => "close-ack",
+            Packet::Window { .. } => "window",
+        }
+    }
+
     pub fn conn(&self) -> u64 {
         match self {
             Packet::Hello { conn, .. }
@@ -304,7 +320,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
         } => {
             out.push(header(T_HELLO));
             out.extend_from_slice(&conn.to_be_bytes());
-            out.push(*channel);
+            out.push(u8::from(*channel));
             out.extend_from_slice(&service.to_be_bytes());
             put_aliases(aliases, out);
         }
@@ -315,7 +331,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
         } => {
             out.push(header(T_HELLO_ACK));
             out.extend_from_slice(&conn.to_be_bytes());
-            out.push(*channel);
+            out.push(u8::from(*channel));
             put_aliases(aliases, out);
         }
         Packet::Data {
@@ -350,7 +366,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
         } => {
             out.push(header(T_PING));
             out.extend_from_slice(&conn.to_be_bytes());
-            out.push(*channel);
+            out.push(u8::from(*channel));
             out.extend_from_slice(&seq.to_be_bytes());
             out.extend_from_slice(&send_ts.to_be_bytes());
         }
@@ -387,7 +403,7 @@ pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
     let mut h = [0u8; ACK_HEADER_LEN];
     h[0] = header(T_ACK);
     h[1..9].copy_from_slice(&a.conn.to_be_bytes());
-    h[9] = a.channel;
+    h[9] = u8::from(a.channel);
     h[10..18].copy_from_slice(&a.largest.to_be_bytes());
     h[18..22].copy_from_slice(&a.ack_delay_us.to_be_bytes());
     h[22..26].copy_from_slice(&a.echo_ts.to_be_bytes());
@@ -407,7 +423,7 @@ pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
 /// [`encode_packed_entry`] and its payload.
 pub fn encode_packed_header(
     conn: u64,
-    channel: u8,
+    channel: ChannelId,
     seq: u64,
     send_ts: u32,
     count: u8,
@@ -416,7 +432,7 @@ pub fn encode_packed_header(
     let mut h = [0u8; PACKED_HEADER_LEN];
     h[0] = header(T_PACKED);
     h[1..9].copy_from_slice(&conn.to_be_bytes());
-    h[9] = channel;
+    h[9] = u8::from(channel);
     h[10..18].copy_from_slice(&seq.to_be_bytes());
     h[18..22].copy_from_slice(&send_ts.to_be_bytes());
     h[22] = count;
@@ -451,7 +467,7 @@ fn put_packed_entry(flags: u8, stream: u32, stream_seq: u64, len: u16, out: &mut
 #[allow(clippy::too_many_arguments)]
 pub fn encode_data_header(
     conn: u64,
-    channel: u8,
+    channel: ChannelId,
     flags: u8,
     seq: u64,
     send_ts: u32,
@@ -463,7 +479,7 @@ pub fn encode_data_header(
     let mut h = [0u8; DATA_HEADER_LEN];
     h[0] = header(T_DATA);
     h[1..9].copy_from_slice(&conn.to_be_bytes());
-    h[9] = channel;
+    h[9] = u8::from(channel);
     h[10] = flags;
     h[11..19].copy_from_slice(&seq.to_be_bytes());
     h[19..23].copy_from_slice(&send_ts.to_be_bytes());
@@ -585,13 +601,13 @@ pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<P
     let packet = match h & 0x0f {
         T_HELLO => Packet::Hello {
             conn,
-            channel: r.u8()?,
+            channel: ChannelId::new(r.u8()?),
             service: r.u32()?,
             aliases: r.aliases()?,
         },
         T_HELLO_ACK => Packet::HelloAck {
             conn,
-            channel: r.u8()?,
+            channel: ChannelId::new(r.u8()?),
             aliases: r.aliases()?,
         },
         T_DATA => {
@@ -600,7 +616,7 @@ pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<P
             r.pos = datagram.len();
             Packet::Data {
                 conn,
-                channel: h[0],
+                channel: ChannelId::new(h[0]),
                 flags: h[1],
                 seq: be64(h, 2),
                 send_ts: be32(h, 10),
@@ -624,7 +640,7 @@ pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<P
             );
             Packet::Ack(Ack {
                 conn,
-                channel: h[0],
+                channel: ChannelId::new(h[0]),
                 largest: be64(h, 1),
                 ack_delay_us: be32(h, 9),
                 echo_ts: be32(h, 13),
@@ -634,7 +650,7 @@ pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<P
         }
         T_PING => Packet::Ping {
             conn,
-            channel: r.u8()?,
+            channel: ChannelId::new(r.u8()?),
             seq: r.u64()?,
             send_ts: r.u32()?,
         },
@@ -650,7 +666,7 @@ pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<P
             r.pos = datagram.len();
             Packet::Packed {
                 conn,
-                channel: h[0],
+                channel: ChannelId::new(h[0]),
                 seq: be64(h, 1),
                 send_ts: be32(h, 9),
                 adus: PackedAdus::parse(h[13], body)?,
@@ -682,7 +698,7 @@ mod tests {
             (any::<u64>(), any::<u8>(), any::<u32>(), aliases()).prop_map(
                 |(conn, channel, service, aliases)| Packet::Hello {
                     conn,
-                    channel,
+                    channel: ChannelId::new(channel),
                     service,
                     aliases
                 }
@@ -690,7 +706,7 @@ mod tests {
             (any::<u64>(), any::<u8>(), aliases()).prop_map(|(conn, channel, aliases)| {
                 Packet::HelloAck {
                     conn,
-                    channel,
+                    channel: ChannelId::new(channel),
                     aliases,
                 }
             }),
@@ -702,7 +718,7 @@ mod tests {
                     |((conn, channel, flags, seq, send_ts, stream, stream_seq), p)| {
                         Packet::Data {
                             conn,
-                            channel,
+                            channel: ChannelId::new(channel),
                             flags,
                             seq,
                             send_ts,
@@ -720,7 +736,7 @@ mod tests {
                     |((conn, channel, largest, ack_delay_us, echo_ts, first_range), ranges)| {
                         Packet::Ack(Ack {
                             conn,
-                            channel,
+                            channel: ChannelId::new(channel),
                             largest,
                             ack_delay_us,
                             echo_ts,
@@ -731,7 +747,7 @@ mod tests {
                 ),
             any::<(u64, u8, u64, u32)>().prop_map(|(conn, channel, seq, send_ts)| Packet::Ping {
                 conn,
-                channel,
+                channel: ChannelId::new(channel),
                 seq,
                 send_ts
             }),
@@ -741,7 +757,7 @@ mod tests {
             (any::<(u64, u8, u64, u32)>(), packed_adus()).prop_map(
                 |((conn, channel, seq, send_ts), adus)| Packet::Packed {
                     conn,
-                    channel,
+                    channel: ChannelId::new(channel),
                     seq,
                     send_ts,
                     adus: PackedAdus::new(&adus).unwrap(),
@@ -786,7 +802,7 @@ mod tests {
             // The session writes the header and each entry itself; the decoder must give
             // back every ADU, in order, with its flags and payload.
             let mut buf = Vec::new();
-            encode_packed_header(conn, channel, seq, send_ts, adus.len() as u8, &mut buf);
+            encode_packed_header(conn, ChannelId::new(channel), seq, send_ts, adus.len() as u8, &mut buf);
             for a in &adus {
                 encode_packed_entry(a.flags, a.stream, a.stream_seq, &a.payload, &mut buf).unwrap();
             }
@@ -798,7 +814,7 @@ mod tests {
             else {
                 return Err(TestCaseError::fail("not a packed packet"));
             };
-            prop_assert_eq!((c, ch, q, ts), (conn, channel, seq, send_ts));
+            prop_assert_eq!((c, u8::from(ch), q, ts), (conn, channel, seq, send_ts));
             prop_assert_eq!(got.len(), adus.len());
             prop_assert_eq!(got.iter().collect::<Vec<_>>(), adus);
         }
@@ -867,7 +883,7 @@ mod tests {
         assert_eq!(PackedAdus::new(&[adu(70_000)]), Err(WireError::TooLong));
         let p = Packet::Packed {
             conn: 9,
-            channel: 1,
+            channel: ChannelId::new(1),
             seq: 3,
             send_ts: 4,
             adus: PackedAdus::new(&[adu(3), adu(0)]).unwrap(),
@@ -901,7 +917,7 @@ mod tests {
         };
         let p = Packet::Packed {
             conn: 0x0102_0304_0506_0708,
-            channel: 2,
+            channel: ChannelId::new(2),
             seq: 7,
             send_ts: 1_000_000,
             adus: PackedAdus::new(&[adu(FLAG_ORDERED, 5, 3, b"hi"), adu(0, 6, 0, b"abc")]).unwrap(),
@@ -937,7 +953,7 @@ mod tests {
     fn an_old_hello_is_recognised_as_such() {
         let hello = Packet::Hello {
             conn: 5,
-            channel: 0,
+            channel: ChannelId::new(0),
             service: 1,
             aliases: Vec::new(),
         };
@@ -963,7 +979,7 @@ mod tests {
     fn ack_ranges_expand() {
         let a = Ack {
             conn: 1,
-            channel: 0,
+            channel: ChannelId::new(0),
             largest: 20,
             ack_delay_us: 0,
             echo_ts: 0,

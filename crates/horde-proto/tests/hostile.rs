@@ -21,7 +21,7 @@ use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::wire::{self, Ack, Packet, FLAG_ORDERED, MAX_ACK_RANGES};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
+    ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
     ServerConfig, Session, StreamConfig,
 };
 use proptest::prelude::*;
@@ -227,7 +227,7 @@ fn attack() -> impl Strategy<Value = Attack> {
             .prop_map(|(channel, largest, first_range, ack_delay_us, ranges)| {
                 Attack::AbsurdAck(Ack {
                     conn: CONN,
-                    channel,
+                    channel: ChannelId::new(channel),
                     largest,
                     ack_delay_us,
                     echo_ts: 0,
@@ -311,7 +311,7 @@ fn build(a: &Attack, seeds: &[Bytes]) -> Bytes {
         Attack::TooManyRanges(n) => {
             let mut v = encode(&Packet::Ack(Ack {
                 conn: CONN,
-                channel: 0,
+                channel: ChannelId::new(0),
                 largest: 10,
                 ack_delay_us: 0,
                 echo_ts: 0,
@@ -332,14 +332,14 @@ fn build(a: &Attack, seeds: &[Bytes]) -> Bytes {
         } => encode(&if *ping {
             Packet::Ping {
                 conn: CONN,
-                channel: *channel,
+                channel: ChannelId::new(*channel),
                 seq: *seq,
                 send_ts: 0,
             }
         } else {
             Packet::Data {
                 conn: CONN,
-                channel: *channel,
+                channel: ChannelId::new(*channel),
                 flags: *flags,
                 seq: *seq,
                 send_ts: 0,
@@ -504,7 +504,7 @@ fn ordered_stream_survives_the_largest_stream_sequence_number() {
 fn every_attack_shape_once() {
     let ack = Ack {
         conn: CONN,
-        channel: 0,
+        channel: ChannelId::new(0),
         largest: u64::MAX,
         ack_delay_us: u32::MAX,
         echo_ts: 0,

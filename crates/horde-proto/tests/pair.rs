@@ -11,8 +11,9 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
-    NackReason, ServerConfig, Session, SessionConfig, SessionError, StreamConfig,
+    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle,
+    EndpointConfig, Event, NackReason, ServerConfig, Session, SessionConfig, SessionError,
+    StreamConfig,
 };
 
 const CLIENT: usize = 0;
@@ -90,7 +91,7 @@ impl Net {
             let mut sent = sent_per_channel.borrow_mut();
             let n = sent[t.local as usize];
             sent[t.local as usize] += 1;
-            drop(t.channel, n)
+            drop(u8::from(t.channel), n)
         });
         let channels = (0..ifaces)
             .map(|i| ChannelSpec {
@@ -222,9 +223,9 @@ fn handshake_exchanges_aliases_and_delivers_everything() {
         } = e
         {
             acks += 1;
-            channels_used[*channel as usize] += 1;
+            channels_used[usize::from(*channel)] += 1;
             // RTT is twice the one-way delay of the channel, plus at most the ack delay.
-            let one_way = [20, 50, 80][*channel as usize];
+            let one_way = [20, 50, 80][usize::from(*channel)];
             let ms = rtt.as_secs_f64() * 1e3;
             assert!(
                 ms >= 2.0 * one_way as f64 - 0.01 && ms <= 2.0 * one_way as f64 + 1.5,
@@ -269,7 +270,7 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
                 channel,
                 ..
             } => {
-                assert_eq!(*channel, Some(1));
+                assert_eq!(*channel, Some(ChannelId::new(1)));
                 assert!(nacked.insert(*stream_seq));
             }
             _ => {}
@@ -284,6 +285,76 @@ fn losses_are_nacked_and_every_adu_is_accounted_for() {
         .filter(|e| matches!(e, Event::Received { .. }))
         .count();
     assert_eq!(received, acked.len());
+}
+
+/// Calls that can miss say why, with a typed error: an ADU that already left, a
+/// channel or objective the session does not have, a datagram that is not a hello.
+/// Withdrawing a queued ADU reports it as `NackReason::Removed`.
+#[test]
+fn failed_calls_return_typed_errors() {
+    let mut net = Net::new(
+        &[20],
+        CcConfig::Cbr {
+            kbps: 400.0,
+            burst_ms: 50.0,
+        },
+        Box::new(|_, _| false),
+    );
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
+    let now = net.now();
+    let h = net
+        .client()
+        .send_adu(now, 1, Bytes::from_static(b"x"), Fields::new())
+        .unwrap();
+    net.client().set_adu_field(h, "prio", 3i64.into()).unwrap();
+    net.client().remove_adu(h).unwrap();
+    assert_eq!(
+        net.client().remove_adu(h),
+        Err(SessionError::AduNotQueued(h))
+    );
+    assert_eq!(
+        net.client().set_adu_field(h, "prio", 1i64.into()),
+        Err(SessionError::AduNotQueued(h))
+    );
+    net.flush();
+    assert!(net.events(CLIENT).iter().any(|e| matches!(
+        e,
+        Event::Nack {
+            adu,
+            reason: NackReason::Removed,
+            ..
+        } if *adu == h.id
+    )));
+    assert_eq!(
+        net.client().remove_channel(now, ChannelId::new(9)),
+        Err(SessionError::UnknownChannel(ChannelId::new(9)))
+    );
+    let mut ping = Vec::new();
+    horde_proto::wire::encode(&horde_proto::wire::Packet::Close { conn: 7 }, &mut ping);
+    let err = Session::accept(
+        SessionConfig::default(),
+        now,
+        0,
+        net.addr(CLIENT, 0),
+        Bytes::from(ping),
+        Vec::new(),
+        Arc::new(|_| ChannelConfig::default()),
+    )
+    .unwrap_err();
+    assert_eq!(err, SessionError::NotAHello("close"));
+    let err = Session::accept(
+        SessionConfig::default(),
+        now,
+        0,
+        net.addr(CLIENT, 0),
+        Bytes::from_static(&[0x20, 1, 2]),
+        Vec::new(),
+        Arc::new(|_| ChannelConfig::default()),
+    )
+    .unwrap_err();
+    assert!(matches!(err, SessionError::Malformed(_)), "{err}");
 }
 
 #[test]
@@ -336,12 +407,15 @@ fn dead_channel_stops_getting_slots_and_recovers() {
     net.set_delay(0, Duration::from_secs(3600));
     let kill_at = net.now();
     send_n(&mut net, 1, 400, 10, kill_at);
-    let down = net
-        .events(CLIENT)
-        .iter()
-        .any(|e| matches!(e, Event::ChannelDown { channel: 0 }));
+    let down = net.events(CLIENT).iter().any(|e| {
+        *e == Event::ChannelDown {
+            channel: ChannelId::new(0),
+        }
+    });
     assert!(down, "channel 0 declared dead");
-    assert!(!net.client().channels()[0].is_alive());
+    let client = net.client();
+    let ch0 = client.channels().get(ChannelId::new(0)).expect("channel 0");
+    assert!(!ch0.is_alive());
     // Traffic moved to channel 1: in the last second nothing was sent on channel 0
     // except probes.
     let before = net.client().channel_stats()[0].1;
@@ -357,10 +431,11 @@ fn dead_channel_stops_getting_slots_and_recovers() {
     // Packets already in flight with the huge delay stay lost; new ones flow.
     let now = net.now();
     send_n(&mut net, 1, 300, 10, now);
-    let up = net
-        .events(CLIENT)
-        .iter()
-        .any(|e| matches!(e, Event::ChannelUp { channel: 0 }));
+    let up = net.events(CLIENT).iter().any(|e| {
+        *e == Event::ChannelUp {
+            channel: ChannelId::new(0),
+        }
+    });
     assert!(up, "channel 0 came back");
     let last = net.client().channel_stats()[0].1;
     assert!(last.packets_sent - last.probes_sent > after.packets_sent - after.probes_sent + 20);
@@ -461,7 +536,7 @@ fn remove_and_readd(lose_hello: bool) -> (Vec<Event>, u8) {
     let old = net.client().channel_stats()[0].1.packets_sent;
     assert!(old > 150, "channel 0 carried {old} packets");
     let now = net.now();
-    assert!(net.client().remove_channel(now, 0));
+    net.client().remove_channel(now, ChannelId::new(0)).unwrap();
     send_n(&mut net, 1, 40, 5, now);
     let now = net.now();
     if lose_hello {
@@ -492,7 +567,7 @@ fn remove_and_readd(lose_hello: bool) -> (Vec<Event>, u8) {
     send_n(&mut net, 1, 200, 5, now);
     let now = net.now();
     net.run_until(now + Duration::from_millis(500));
-    (net.events(CLIENT)[mark..].to_vec(), id)
+    (net.events(CLIENT)[mark..].to_vec(), u8::from(id))
 }
 
 #[test]
@@ -503,7 +578,7 @@ fn a_channel_removed_and_added_again_starts_afresh_at_the_peer() {
     // receive state, every one would have looked like a duplicate and gone unacked.
     let acked = events
         .iter()
-        .filter(|e| matches!(e, Event::Ack { channel, .. } if *channel == id))
+        .filter(|e| matches!(e, Event::Ack { channel, .. } if *channel == ChannelId::new(id)))
         .count();
     let nacked: Vec<_> = events
         .iter()
@@ -526,7 +601,7 @@ fn a_lost_hello_of_an_added_channel_is_repeated() {
                 channel,
                 stream_seq,
                 ..
-            } if *channel == id => Some(*stream_seq),
+            } if *channel == ChannelId::new(id) => Some(*stream_seq),
             _ => None,
         })
         .collect();
@@ -542,10 +617,103 @@ fn a_lost_hello_of_an_added_channel_is_repeated() {
         .iter()
         .filter(|e| {
             matches!(e, Event::Nack { channel: Some(c), stream_seq, .. }
-                if *c == id && *stream_seq > first)
+                if *c == ChannelId::new(id) && *stream_seq > first)
         })
         .count();
     assert_eq!(late_nacks, 0);
+}
+
+/// The session announces channel membership itself: removing a live channel reports
+/// `ChannelDown` before the nacks of what it had in flight, adding one reports
+/// `ChannelUp`, and on the accepting side a removed channel that the peer's traffic
+/// brings back reports `ChannelUp` as well.
+#[test]
+fn the_session_announces_channels_going_and_coming() {
+    let cc = CcConfig::Cbr {
+        kbps: 400.0,
+        burst_ms: 50.0,
+    };
+    let mut net = Net::new(&[20, 20], cc.clone(), Box::new(|_, _| false));
+    net.client()
+        .open_stream(1, StreamConfig::default())
+        .unwrap();
+    net.run_until(Duration::from_millis(100));
+    send_n(&mut net, 1, 40, 5, Duration::from_millis(100));
+    // Stop mid-stream so that channel 0 has ADUs in flight when it goes.
+    let now = net.now();
+    let before = net.events(CLIENT).len();
+    net.client().remove_channel(now, ChannelId::new(0)).unwrap();
+    assert_eq!(
+        net.client().remove_channel(now, ChannelId::new(0)),
+        Err(SessionError::UnknownChannel(ChannelId::new(0))),
+        "already gone"
+    );
+    net.flush();
+    let after: Vec<Event> = net.events(CLIENT)[before..].to_vec();
+    let down = after
+        .iter()
+        .position(|e| {
+            *e == Event::ChannelDown {
+                channel: ChannelId::new(0),
+            }
+        })
+        .expect("ChannelDown for channel 0");
+    let first_nack = after.iter().position(|e| {
+        matches!(
+            e,
+            Event::Nack {
+                channel: Some(c),
+                ..
+            } if *c == ChannelId::new(0)
+        )
+    });
+    assert!(first_nack.is_none_or(|n| n > down), "{after:?}");
+
+    let remote = net.addr(SERVER, 0);
+    let mark = net.events(CLIENT).len();
+    let spec = ChannelSpec {
+        local: 0,
+        remote,
+        config: ChannelConfig {
+            congestion: cc,
+            ..ChannelConfig::default()
+        },
+    };
+    let id = net.client().add_channel(now, spec).unwrap();
+    net.flush();
+    assert_eq!(
+        net.events(CLIENT)[mark..]
+            .iter()
+            .filter(|e| **e == Event::ChannelUp { channel: id })
+            .count(),
+        1
+    );
+
+    // The accepting side removes channel 1; the client keeps sending on it.
+    let now = net.now();
+    let mark = net.events(SERVER).len();
+    net.server().remove_channel(now, ChannelId::new(1)).unwrap();
+    send_n(&mut net, 1, 40, 5, now);
+    let now = net.now();
+    net.run_until(now + Duration::from_millis(300));
+    let server: Vec<&Event> = net.events(SERVER)[mark..].iter().collect();
+    let down = server
+        .iter()
+        .position(|e| {
+            **e == Event::ChannelDown {
+                channel: ChannelId::new(1),
+            }
+        })
+        .expect("server: ChannelDown");
+    let up = server
+        .iter()
+        .position(|e| {
+            **e == Event::ChannelUp {
+                channel: ChannelId::new(1),
+            }
+        })
+        .expect("server: ChannelUp once the client's traffic returns");
+    assert!(down < up);
 }
 
 /// Back-pressure end to end in the session: a stream stops being writable at the

@@ -9,8 +9,8 @@ use horde_policy::Fields;
 use horde_proto::harness::{Harness, PathConfig};
 use horde_proto::wire::{self, Packet};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, EndpointConfig, Event, ServerConfig,
-    Session, SessionConfig, StreamConfig,
+    ChannelConfig, ChannelId, ChannelSpec, CloseReason, ConnectOptions, EndpointConfig, Event,
+    ServerConfig, Session, SessionConfig, StreamConfig,
 };
 
 const NS: Duration = Duration::from_nanos(1);
@@ -212,7 +212,7 @@ fn a_held_adu_is_released_after_the_reorder_hold() {
     wire::encode(
         &Packet::Data {
             conn: s.conn_id(),
-            channel: 0,
+            channel: ChannelId::new(0),
             flags: wire::FLAG_ORDERED,
             seq: 1_000,
             send_ts: 0,

@@ -24,7 +24,7 @@ use horde_proto::{
 };
 use thiserror::Error;
 
-use crate::metrics::{ChannelId, Metrics, Report};
+use crate::metrics::{Metrics, MetricsChannel, Report};
 use crate::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 
 /// One channel between two hosts: settings of its endpoints and a link per direction.
@@ -154,7 +154,7 @@ pub struct Simulation {
     pairs: Vec<Pair>,
     /// Per global channel: (up link, down link) and the metrics id.
     links: Vec<[Box<dyn Link>; 2]>,
-    metric_channels: Vec<ChannelId>,
+    metric_channels: Vec<MetricsChannel>,
     in_flight: BTreeMap<u64, InFlight>,
     next_packet: u64,
     streams: Vec<StreamRun>,
@@ -246,7 +246,7 @@ impl Simulation {
                 k as u32,
                 ServerConfig {
                     channel_config: Arc::new(move |id| {
-                        configs.get(id as usize).cloned().unwrap_or_default()
+                        configs.get(usize::from(id)).cloned().unwrap_or_default()
                     }),
                     seed: Some(derive_seed(topo.seed, 12, k as u64)),
                     aliases: Some(aliases(server)),
@@ -553,7 +553,7 @@ impl Simulation {
                     let Some(t) = session.poll_transmit(now, &mut self.scratch) else {
                         break;
                     };
-                    let g = p.channels[t.channel as usize];
+                    let g = p.channels[usize::from(t.channel)];
                     let to_host = if side == 0 { p.server } else { p.client };
                     self.account_sent(g, &t);
                     let id = self.next_packet;
@@ -571,7 +571,7 @@ impl Simulation {
                             id,
                             InFlight {
                                 to_host,
-                                to_iface: t.channel as u16,
+                                to_iface: u16::from(t.channel),
                                 from: label(host, t.local),
                                 bytes,
                                 sent_at: now,

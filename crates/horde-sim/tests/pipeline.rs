@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use horde_links::{Delivery, Link};
-use horde_sim::metrics::{ChannelId, Metrics, Report};
+use horde_sim::metrics::{Metrics, MetricsChannel, Report};
 use horde_sim::scenario::{Congestion, Direction, Scenario};
 use horde_sim::workload::{stream_seed, AduSpec, Workload};
 use rand::seq::SliceRandom;
@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 
 struct Chan {
     link: Box<dyn Link>,
-    id: ChannelId,
+    id: MetricsChannel,
     period: Duration,
     next_slot: Duration,
     seq: u64,

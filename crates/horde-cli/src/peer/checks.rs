@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
-use horde_proto::{CcConfig, SessionConfig};
+use horde_proto::{CcConfig, ChannelId, SessionConfig};
 use horde_sim::workload::{stream_seed, WorkloadSpec};
 
 use super::{RecvConfig, SendConfig};
@@ -295,7 +295,7 @@ pub fn matches_any_stream(objective: &Arc<dyn Objective>, streams: &[(u32, Workl
         }
     }
     let slot = TxSlot {
-        channel: 0,
+        channel: ChannelId::new(0),
         sequence: 0,
         loss_probability: 0.0,
         expected_rtt_ms: 50.0,

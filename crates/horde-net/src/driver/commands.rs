@@ -228,10 +228,11 @@ impl Driver {
                 }
             }
             ConnOp::SetField(adu, name, value) => {
-                p.set_adu_field(adu, &name, value);
+                // Fire and forget: an ADU that has left the queue keeps its fields.
+                let _ = p.set_adu_field(adu, &name, value);
             }
             ConnOp::Remove(adu, r) => {
-                let _ = r.send(p.remove_adu(adu));
+                let _ = r.send(p.remove_adu(adu).is_ok());
             }
             ConnOp::SetMaxRate(stream, kbps, r) => {
                 let _ = r.send(p.set_max_rate(stream, kbps).map_err(Into::into));
@@ -252,13 +253,16 @@ impl Driver {
                 let _ = r.send(p.inject_objective(o));
             }
             ConnOp::RemoveObjective(id) => {
-                p.remove_objective(id);
+                let _ = p.remove_objective(id);
             }
             ConnOp::LatencyModes(r) => {
                 let _ = r.send(p.latency_modes());
             }
             ConnOp::Stats(r) => {
                 let _ = r.send(p.stats());
+            }
+            ConnOp::Channels(r) => {
+                let _ = r.send(p.channels().iter().map(ChannelStatus::of).collect());
             }
             ConnOp::AddChannel(target, r) => {
                 let ok = self
@@ -284,9 +288,8 @@ impl Driver {
                 let _ = r.send(res);
             }
             ConnOp::RemoveChannel(id) => {
-                p.remove_channel(now, id);
+                let _ = p.remove_channel(now, id);
                 conn.targets.remove(&id);
-                conn.restoring.retain(|&c| c != id);
             }
             ConnOp::Close => p.close(now),
         }

@@ -36,30 +36,21 @@ impl Driver {
                 c.parked.retain(|t| t.interface != i);
             }
             let Some(p) = c.proto.as_ref() else { continue };
-            let gone: Vec<(u8, bool)> = p
+            let gone: Vec<ChannelId> = p
                 .channels()
                 .iter()
-                .filter(|ch| usize::from(ch.local) == i)
-                .map(|ch| (ch.id, ch.is_alive()))
+                .filter(|ch| usize::from(ch.local()) == i)
+                .map(|ch| ch.id())
                 .collect();
-            if gone.is_empty() {
-                continue;
-            }
-            c.forward_events();
-            for (id, alive) in gone {
-                // Tell the application first; the nacks of what was in flight on the
-                // channel follow.
-                if alive {
-                    let _ = c.events.send(Event::ChannelDown { channel: id });
-                }
+            for id in gone {
+                // The session announces `ChannelDown` itself, before the nacks of what
+                // was in flight on the channel.
                 let p = c.proto.as_mut().expect("checked above");
-                p.remove_channel(now, id);
+                let _ = p.remove_channel(now, id);
                 self.stats.channels_removed += 1;
                 match c.targets.remove(&id) {
                     Some(t) if park => c.parked.push(t),
-                    Some(_) => {}
-                    None if park => c.restoring.push(id),
-                    None => {}
+                    _ => {}
                 }
             }
         }
@@ -113,7 +104,6 @@ impl Driver {
             if c.proto.is_none() || !c.parked.iter().any(|t| t.interface == i) {
                 continue;
             }
-            c.forward_events();
             let (back, rest): (Vec<_>, Vec<_>) = c.parked.drain(..).partition(|t| t.interface == i);
             c.parked = rest;
             let p = c.proto.as_mut().expect("checked above");
@@ -127,7 +117,6 @@ impl Driver {
                     Ok(id) => {
                         c.targets.insert(id, t);
                         self.stats.channels_restored += 1;
-                        let _ = c.events.send(Event::ChannelUp { channel: id });
                     }
                     Err(e) => tracing::warn!(interface = i, error = %e, "cannot re-add channel"),
                 }

@@ -32,7 +32,7 @@ use horde_crypto::{
     RekeyPolicy, Reply,
 };
 use horde_proto::{
-    AcceptError, ChannelConfig, ChannelConfigFn, ChannelSpec, CloseReason, ConnectOptions,
+    AcceptError, ChannelConfig, ChannelConfigFn, ChannelId, ChannelSpec, CloseReason, ConnectOptions,
     ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
 };
 use quinn_udp::RecvMeta;
@@ -41,7 +41,7 @@ use rand::SeedableRng;
 use tokio::sync::mpsc;
 
 use crate::api::{
-    Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
+    ChannelStatus, Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
 };
 use crate::batch::{self, Owner, TxQueue};
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
@@ -52,15 +52,20 @@ use crate::socket::{self, ChannelSocket};
 /// Host-wide counters.
 #[derive(Debug, Clone, Default)]
 pub struct HostStats {
+    /// Datagrams received on every interface.
     pub datagrams_in: u64,
+    /// Datagrams sent.
     pub datagrams_out: u64,
+    /// Bytes received (whole UDP payloads).
     pub bytes_in: u64,
+    /// Bytes sent (whole UDP payloads).
     pub bytes_out: u64,
     /// Datagrams dropped by the secure layer, by reason (garbage, replay, bad key...).
     pub dropped: DropCounters,
     /// Authenticated datagrams for a session that no longer exists or a service nobody
     /// listens on.
     pub unroutable: u64,
+    /// Sends the operating system refused (no route, ICMP errors, full buffers).
     pub send_errors: u64,
     /// Times the channel pool manager took an interface out of service (device gone,
     /// down, without carrier or without its address) and closed its socket.
@@ -82,13 +87,13 @@ pub struct HostStats {
     pub reconnects: u64,
     /// Sessions removed after they ended (closed, replaced, timed out).
     pub sessions_removed: u64,
-    /// `sendmmsg` calls that sent something, and messages among what they sent that
-    /// carried several datagrams with UDP GSO.
+    /// `sendmmsg` calls that sent something.
     pub send_calls: u64,
+    /// Messages among what they sent that carried several datagrams with UDP GSO.
     pub gso_messages: u64,
-    /// `recvmmsg` calls that returned datagrams, and reads that returned a GRO train
-    /// of several.
+    /// `recvmmsg` calls that returned datagrams.
     pub recv_calls: u64,
+    /// Reads that returned a GRO train of several datagrams.
     pub gro_reads: u64,
 }
 
@@ -138,12 +143,9 @@ struct Conn {
     /// The receiver half, until a session is accepted and handed to a listener.
     events_rx: Option<mpsc::UnboundedReceiver<Event>>,
     /// Channels this end opened, by id, with the target that made them.
-    targets: BTreeMap<u8, ChannelTarget>,
+    targets: BTreeMap<ChannelId, ChannelTarget>,
     /// Targets whose interface is down, added again when it comes back.
     parked: Vec<ChannelTarget>,
-    /// Channels the peer opened that were removed with their interface; the application
-    /// hears `ChannelUp` when the peer's traffic brings them back.
-    restoring: Vec<u8>,
     /// Callers of `ConnectionHandle::writable` waiting for their stream to drain.
     writable_waiters: Vec<(u32, Answer<()>)>,
     /// Payload bytes the application has read (counted by its [`EventReceiver`]), and
@@ -157,7 +159,7 @@ struct Conn {
     connect: Option<ConnectConfig>,
     /// Per channel: sends refused by ICMP port unreachable since the last datagram
     /// from the peer.
-    refused: BTreeMap<u8, u32>,
+    refused: BTreeMap<ChannelId, u32>,
 }
 
 impl Conn {
@@ -176,7 +178,6 @@ impl Conn {
             events_rx,
             targets: BTreeMap::new(),
             parked: Vec::new(),
-            restoring: Vec::new(),
             writable_waiters: Vec::new(),
             read: Arc::new(AtomicU64::new(0)),
             read_told: 0,
@@ -269,7 +270,7 @@ struct Driver {
     /// Where decrypted payloads are handed out from (see `PLAINTEXT_CHUNK`).
     plaintext: BytesMut,
     /// Channels whose sends were refused in the last flush.
-    refusals: Vec<(u64, u8)>,
+    refusals: Vec<(u64, ChannelId)>,
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
     sealed: Vec<u8>,
@@ -329,7 +330,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         session: config.session,
         accepted_channel: {
             let (all, by_id) = (config.accepted_channel, config.accepted_channel_by_id);
-            Arc::new(move |id: u8| by_id.get(usize::from(id)).unwrap_or(&all).clone())
+            Arc::new(move |id: ChannelId| by_id.get(usize::from(id)).unwrap_or(&all).clone())
         },
         conns: BTreeMap::new(),
         by_index: HashMap::new(),

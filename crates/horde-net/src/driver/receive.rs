@@ -246,11 +246,7 @@ impl Driver {
                         }
                     }
                     conn.proto = Some(p);
-                    conn.targets = live
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, t)| (i as u8, t))
-                        .collect();
+                    conn.targets = ChannelId::all().zip(live).collect();
                     conn.parked = parked;
                     self.stats.reconnects += 1;
                     tracing::info!("reconnected to the peer");
@@ -258,11 +254,7 @@ impl Driver {
                 }
                 conn.proto = Some(p);
                 // `Session::connect` numbers the channels 0.. in order.
-                conn.targets = live
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, t)| (i as u8, t))
-                    .collect();
+                conn.targets = ChannelId::all().zip(live).collect();
                 conn.parked = parked;
                 let (tx, rx) = mpsc::unbounded_channel();
                 conn.events = tx;

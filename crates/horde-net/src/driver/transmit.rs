@@ -28,7 +28,7 @@ impl Driver {
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
                 self.sealed.clear();
                 if crypto
-                    .seal(t.channel, &self.tx_buf, &mut self.sealed)
+                    .seal(u8::from(t.channel), &self.tx_buf, &mut self.sealed)
                     .is_err()
                 {
                     self.stats.send_errors += 1;
@@ -49,9 +49,11 @@ impl Driver {
                 }
             }
             let everywhere = !p.channels().is_empty()
-                && p.channels()
-                    .iter()
-                    .all(|c| conn.refused.get(&c.id).is_some_and(|&n| n >= REFUSED_SENDS));
+                && p.channels().iter().all(|c| {
+                    conn.refused
+                        .get(&c.id())
+                        .is_some_and(|&n| n >= REFUSED_SENDS)
+                });
             // A persistent connection whose every channel is dead (nothing acked for
             // three probe timeouts, at least a second, keepalives included) handshakes
             // again rather than wait out the idle timeout: a restarted peer answers the
@@ -75,16 +77,6 @@ impl Driver {
                 conn.fail_waiters();
             }
             let p = conn.proto.as_ref().expect("checked above");
-            if !conn.restoring.is_empty() {
-                let channels = p.channels();
-                conn.restoring.retain(|&id| {
-                    let back = channels.iter().any(|c| c.id == id);
-                    if back {
-                        let _ = conn.events.send(Event::ChannelUp { channel: id });
-                    }
-                    !back
-                });
-            }
             if p.is_closed() && p.poll_timeout(now).is_none() {
                 closed.push(key);
             }
@@ -133,7 +125,7 @@ async fn send_queue(
     s: &ChannelSocket,
     q: &mut TxQueue,
     stats: &mut HostStats,
-    refusals: &mut Vec<(u64, u8)>,
+    refusals: &mut Vec<(u64, ChannelId)>,
 ) {
     let mut done = 0;
     while done < q.messages().len() {

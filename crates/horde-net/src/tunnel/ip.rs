@@ -10,12 +10,15 @@ const IPV4_MIN_HEADER: usize = 20;
 const IPV6_HEADER: usize = 40;
 /// IPv6 extension headers walked to find TCP: hop-by-hop, routing, destination options.
 const IPV6_SKIPPABLE: [u8; 3] = [0, 43, 60];
+/// IP protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
 
 /// What was read from a packet's IP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpHeader {
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
     /// The transport protocol (after IPv6 extension headers).
     pub protocol: u8,
@@ -26,6 +29,7 @@ pub struct IpHeader {
 }
 
 impl IpHeader {
+    /// Whether the packet is IPv6.
     pub fn is_v6(&self) -> bool {
         self.src.is_ipv6()
     }
@@ -35,16 +39,32 @@ impl IpHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum PacketError {
     #[error("empty packet")]
+    /// A zero-length packet.
     Empty,
     #[error("IP version {0} (only 4 and 6 are carried)")]
+    /// An IP version other than 4 or 6.
     Version(u8),
     #[error("{have} bytes, shorter than the {need}-byte header")]
-    Truncated { have: usize, need: usize },
+    /// Shorter than its header.
+    Truncated {
+        /// Bytes the packet has.
+        have: usize,
+        /// Bytes the header needs.
+        need: usize,
+    },
     #[error("IPv4 header length {0} words is below 5")]
+    /// An IPv4 header length field below the minimum of five words.
     HeaderLength(u8),
     #[error("the header says {stated} bytes, the packet has {actual}")]
-    Length { stated: usize, actual: usize },
+    /// The header's total length disagrees with the packet's.
+    Length {
+        /// Length the header states.
+        stated: usize,
+        /// Length the packet has.
+        actual: usize,
+    },
     #[error("bad IPv4 header checksum")]
+    /// An IPv4 header whose checksum does not match.
     Checksum,
 }
 

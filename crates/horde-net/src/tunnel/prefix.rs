@@ -10,18 +10,31 @@ use thiserror::Error;
 /// interface address and its network at once); matching looks at the first `len` bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefix {
+    /// The address as written (host bits may be set).
     pub addr: IpAddr,
+    /// How many leading bits match.
     pub len: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// Why text is not a prefix.
 pub enum PrefixError {
     #[error("\"{0}\" is not ADDRESS/LENGTH (e.g. 10.77.0.2/32 or fd77::2/128)")]
+    /// Not `ADDRESS/LENGTH`.
     Syntax(String),
     #[error("\"{0}\": not an IP address")]
+    /// The address part is not an IP address.
     Address(String),
     #[error("prefix length {len} is above {max} for {addr}")]
-    Length { addr: IpAddr, len: u8, max: u8 },
+    /// The length is longer than the address family allows.
+    Length {
+        /// The address.
+        addr: IpAddr,
+        /// The length given.
+        len: u8,
+        /// 32 for IPv4, 128 for IPv6.
+        max: u8,
+    },
 }
 
 impl FromStr for Prefix {
@@ -52,6 +65,7 @@ impl std::fmt::Display for Prefix {
 }
 
 impl Prefix {
+    /// Whether `ip` falls in the prefix (same family, first `len` bits equal).
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {
             (IpAddr::V4(a), IpAddr::V4(b)) => {
@@ -101,12 +115,14 @@ impl<T> Default for PrefixTable<T> {
 }
 
 impl<T> PrefixTable<T> {
+    /// Add a prefix; lookups prefer the longest prefix that matches.
     pub fn insert(&mut self, prefix: Prefix, value: T) {
         self.entries.push((prefix, value));
         // Longest first, so the first match is the best.
         self.entries.sort_by_key(|e| std::cmp::Reverse(e.0.len));
     }
 
+    /// The value of the longest prefix that contains `ip`.
     pub fn lookup(&self, ip: IpAddr) -> Option<&T> {
         self.entries
             .iter()
@@ -114,6 +130,7 @@ impl<T> PrefixTable<T> {
             .map(|(_, v)| v)
     }
 
+    /// Whether no prefix was added.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use horde_policy::{
-    hose, AduView, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, TxSlot,
+    hose, AduView, ChannelId, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, TxSlot,
 };
 use libfuzzer_sys::fuzz_target;
 
-fn slot(channel: u16, sequence: u64, loss: f64, rtt: f64) -> TxSlot {
+fn slot(channel: u8, sequence: u64, loss: f64, rtt: f64) -> TxSlot {
     TxSlot {
-        channel,
+        channel: ChannelId::new(channel),
         sequence,
         loss_probability: loss,
         expected_rtt_ms: rtt,

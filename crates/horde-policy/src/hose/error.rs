@@ -6,8 +6,11 @@ use std::fmt;
 /// characters, not bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoseError {
+    /// 1-based line of the problem.
     pub line: u32,
+    /// 1-based column, in characters.
     pub col: u32,
+    /// What is wrong, in words.
     pub message: String,
 }
 

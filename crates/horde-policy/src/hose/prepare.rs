@@ -15,7 +15,7 @@ use crate::adu::{HistoryEntry, Outcome, StreamStats};
 use crate::objective::{PreparedObjective, Reprepare, SlotReads};
 use crate::scheduler::ScheduleInput;
 use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
-use crate::Value;
+use crate::{ChannelId, Value};
 
 use super::eval::{boolean, contribution, Env, FieldVal, PreVals, StreamVals};
 use super::ir::{Atom, ProgramIr, Scalar, VarIr, MAX_VARS};
@@ -48,7 +48,7 @@ enum MemoMode {
 /// What `correlated_loss` needs of a slot, in integers.
 #[derive(Debug, Clone, Copy)]
 struct CorrInfo {
-    channel: u16,
+    channel: ChannelId,
     sequence: u64,
     /// `percent(burst_correlation[g])`.
     burst: [i8; CORRELATION_SPAN],

@@ -17,7 +17,11 @@
 use rand::RngCore;
 
 use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
+use crate::ChannelId;
 
+/// Expected-arrival path selection (PluriBus §4.3): each ADU, in queue order, takes the
+/// free slot, real or phantom, where it would arrive first, counting the ADUs already
+/// placed ahead of it on that channel. Needs no objectives.
 #[derive(Debug, Default)]
 pub struct EarliestArrival {
     /// Per slot: expected arrival before the ADU's own transmission time.
@@ -26,7 +30,7 @@ pub struct EarliestArrival {
     ms_per_byte: Vec<f64>,
     used: Vec<bool>,
     /// Per channel: (slot index, wait) scratch.
-    order: Vec<(u16, f64, usize)>,
+    order: Vec<(ChannelId, f64, usize)>,
 }
 
 impl EarliestArrival {
@@ -126,9 +130,9 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    fn slot(channel: u16, rtt: f64, wait: f64, phantom: bool) -> TxSlot {
+    fn slot(channel: u8, rtt: f64, wait: f64, phantom: bool) -> TxSlot {
         TxSlot {
-            channel,
+            channel: ChannelId::new(channel),
             sequence: 0,
             loss_probability: 0.0,
             expected_rtt_ms: rtt,
@@ -163,8 +167,7 @@ mod tests {
     fn traffic_fills_the_short_path_until_its_queue_reaches_the_long_one() {
         // Channel 0: 40 ms RTT, a slot every 10 ms; channel 1: 150 ms RTT, every 10 ms.
         let mut slots = Vec::new();
-        for ch in 0..2u16 {
-            let rtt = [40.0, 150.0][ch as usize];
+        for (ch, rtt) in [(0u8, 40.0), (1, 150.0)] {
             slots.push(slot(ch, rtt, 0.0, false));
             for k in 1..10 {
                 slots.push(slot(ch, rtt, 10.0 * f64::from(k), true));

@@ -30,7 +30,9 @@ pub struct ScheduleInput<'a> {
     pub adus: &'a [AduView],
     /// Recent transmissions, oldest first.
     pub history: &'a [HistoryEntry],
+    /// Per-stream statistics the objectives' stream variables read.
     pub streams: &'a [StreamStats],
+    /// The objectives the schedule is judged by.
     pub objectives: &'a ObjectiveSet,
 }
 
@@ -50,6 +52,7 @@ pub struct CycleStats {
 
 /// A striping scheduler.
 pub trait Scheduler: Send {
+    /// A short name for logs and reports (`rrr`, `random-walk`, ...).
     fn name(&self) -> &'static str;
     /// Fill `out` (resized to `input.adus.len()`) with an assignment.
     fn schedule(

@@ -12,7 +12,9 @@ pub const MAX_SLOTS: usize = 8;
 /// as possible (the space every scheduler here searches).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Optimum {
+    /// Highest total utility of any such schedule.
     pub best: i64,
+    /// Lowest total utility of any such schedule.
     pub worst: i64,
     /// A schedule reaching `best`.
     pub assignment: Assignment,

@@ -26,6 +26,7 @@ pub struct RandomWalk {
 }
 
 impl RandomWalk {
+    /// A walk of `k` steps per cycle, without term caching (the thesis's setting).
     pub fn new(k: usize) -> Self {
         RandomWalk {
             k,

@@ -1,14 +1,16 @@
 //! Builders for small hand-made scheduling inputs.
 #![allow(dead_code)]
 
-use horde_policy::{AduView, Fields, HistoryEntry, Outcome, TxSlot, Value, CORRELATION_SPAN};
+use horde_policy::{
+    AduView, ChannelId, Fields, HistoryEntry, Outcome, TxSlot, Value, CORRELATION_SPAN,
+};
 
 /// Burst correlation used by the hand-made slots: 1.0 for adjacent slots, decaying.
 pub const BURST: [f32; CORRELATION_SPAN] = [1.0, 0.8, 0.5, 0.3, 0.2, 0.1, 0.05, 0.0];
 
-pub fn slot(channel: u16, sequence: u64, loss: f64, rtt: f64, wait: f64) -> TxSlot {
+pub fn slot(channel: u8, sequence: u64, loss: f64, rtt: f64, wait: f64) -> TxSlot {
     TxSlot {
-        channel,
+        channel: ChannelId::new(channel),
         sequence,
         loss_probability: loss,
         expected_rtt_ms: rtt,

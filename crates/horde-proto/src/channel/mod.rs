@@ -9,11 +9,12 @@
 mod queue_estimate;
 mod receive;
 mod sent;
+mod view;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use horde_policy::TxSlot;
+use horde_policy::{ChannelId, TxSlot};
 
 use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
 use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
@@ -23,6 +24,7 @@ use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
+pub use view::{ChannelView, ChannelViews};
 
 /// Channel settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -50,12 +52,12 @@ pub struct ChannelConfig {
 #[serde(rename_all = "snake_case")]
 pub enum LossCorrelation {
     /// P(both lost | either lost) measured on the channel's own packets, per gap
-    /// ([`LossEstimator::burst_correlation`]).
+    /// (the loss estimator's burst correlation).
     #[default]
     Measured,
     /// The fixed model of the thesis's simulations (§7.2.1): adjacent slots fully
     /// correlated, halving with each further step, nothing beyond
-    /// [`horde_policy::CORRELATION_SPAN`] ([`thesis_burst_correlation`]).
+    /// [`horde_policy::CORRELATION_SPAN`].
     Thesis,
 }
 
@@ -132,16 +134,16 @@ const QUEUE_FREE_FRACTION: f64 = 0.5;
 pub const SPARE_BDP_GAIN: f64 = 1.25;
 
 pub struct Channel {
-    pub id: u8,
+    pub(crate) id: ChannelId,
     /// Local interface (socket) index this channel sends from.
-    pub local: u16,
+    pub(crate) local: u16,
     /// Peer address; follows the peer if its address changes.
-    pub remote: SocketAddr,
-    pub config: ChannelConfig,
+    pub(crate) remote: SocketAddr,
+    pub(crate) config: ChannelConfig,
     cc: Box<dyn CongestionControl>,
-    pub rtt: RttEstimator,
+    pub(crate) rtt: RttEstimator,
     /// Link losses (congestion losses and late-acked packets excluded).
-    pub loss: LossEstimator,
+    pub(crate) loss: LossEstimator,
     /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
     /// path's bandwidth-delay product, which bounds what spare-capacity coding may fill.
     delivery_max: crate::estimator::WindowedExtreme,
@@ -154,7 +156,7 @@ pub struct Channel {
     /// When this channel last sent something its peer hears (data, ping, probe or ack).
     last_sent: Duration,
     recv: ReceiveState,
-    pub stats: ChannelStats,
+    pub(crate) stats: ChannelStats,
 }
 
 /// Counters of one channel.
@@ -189,7 +191,7 @@ impl std::fmt::Debug for Channel {
 
 impl Channel {
     pub fn new(
-        id: u8,
+        id: ChannelId,
         local: u16,
         remote: SocketAddr,
         config: ChannelConfig,
@@ -215,10 +217,6 @@ impl Channel {
             recv: ReceiveState::new(now),
             stats: ChannelStats::default(),
         }
-    }
-
-    pub fn liveness(&self) -> Liveness {
-        self.liveness
     }
 
     /// Whether any sequenced packet (data or probe) has arrived from the peer.
@@ -403,7 +401,7 @@ impl Channel {
 
     fn slot(&self, sequence: u64, wait_ms: f64, phantom: Option<f32>) -> TxSlot {
         TxSlot {
-            channel: u16::from(self.id),
+            channel: self.id,
             sequence,
             loss_probability: self.loss.loss_rate(),
             expected_rtt_ms: self.expected_rtt_ms(),
@@ -632,11 +630,8 @@ impl Channel {
         self.recv.recycle(ack.ranges);
     }
 
-    pub fn ack_pending(&self) -> bool {
-        self.recv.ack_due().is_some()
-    }
-
     /// The current RACK reordering-window multiplier (1 until losses prove spurious).
+    #[cfg(test)]
     pub fn reordering_multiplier(&self) -> u32 {
         self.sent.reo_wnd_mult()
     }

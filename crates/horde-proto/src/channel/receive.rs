@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::wire::Ack;
+use horde_policy::ChannelId;
 
 const MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 /// Received packets that trigger an immediate ack. Fewer acks save datagrams (and their
@@ -94,7 +95,7 @@ impl ReceiveState {
     }
 
     /// Build the ack to send now, if one is due.
-    pub fn take_ack(&mut self, now: Duration, conn: u64, channel: u8) -> Option<Ack> {
+    pub fn take_ack(&mut self, now: Duration, conn: u64, channel: ChannelId) -> Option<Ack> {
         if self.ack_due.is_none_or(|t| t > now) {
             return None;
         }

@@ -185,6 +185,7 @@ impl SentTracker {
         self.bytes_in_flight > 0
     }
 
+    #[cfg(test)]
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
     }
@@ -527,6 +528,7 @@ fn rack_rtt_or_zero(rack: Option<(Duration, Duration)>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use horde_policy::ChannelId;
 
     fn t(ms: u64) -> Duration {
         Duration::from_millis(ms)
@@ -536,7 +538,7 @@ mod tests {
     fn frame(lo: u64, hi: u64) -> Ack {
         Ack {
             conn: 1,
-            channel: 0,
+            channel: ChannelId::new(0),
             largest: hi,
             ack_delay_us: 0,
             echo_ts: 0,

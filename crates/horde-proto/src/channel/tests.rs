@@ -26,8 +26,8 @@ struct Pair {
 impl Pair {
     fn new(config: ChannelConfig) -> Self {
         Self {
-            tx: Channel::new(0, 0, addr(), config.clone(), t(0)),
-            rx: Channel::new(0, 0, addr(), config, t(0)),
+            tx: Channel::new(ChannelId::new(0), 0, addr(), config.clone(), t(0)),
+            rx: Channel::new(ChannelId::new(0), 0, addr(), config, t(0)),
             out: Vec::new(),
         }
     }
@@ -49,8 +49,8 @@ impl Pair {
 fn acks_built_by_receiver_resolve_exactly_the_received_packets() {
     let t0 = Duration::ZERO;
     let cfg = ChannelConfig::default();
-    let mut tx = Channel::new(0, 0, addr(), cfg.clone(), t0);
-    let mut rx = Channel::new(0, 0, addr(), cfg, t0);
+    let mut tx = Channel::new(ChannelId::new(0), 0, addr(), cfg.clone(), t0);
+    let mut rx = Channel::new(ChannelId::new(0), 0, addr(), cfg, t0);
     let seqs: Vec<u64> = (0..10).map(|_| tx.on_send(t0, 1000, &[])).collect();
     let t1 = t(100);
     for &s in &seqs {
@@ -213,7 +213,7 @@ fn overflow_losses_are_congestion_and_random_ones_link() {
 
 #[test]
 fn silent_channel_dies_and_comes_back_on_ack() {
-    let mut ch = Channel::new(0, 0, addr(), ChannelConfig::default(), t(0));
+    let mut ch = Channel::new(ChannelId::new(0), 0, addr(), ChannelConfig::default(), t(0));
     let mut out = Vec::new();
     ch.on_send(t(0), 500, &[]);
     assert!(!ch.on_timeout(t(500), &mut out).died);
@@ -228,7 +228,7 @@ fn silent_channel_dies_and_comes_back_on_ack() {
     assert!(!ch.on_timeout(t(20_100), &mut out).probe);
     assert!(ch.on_timeout(t(20_250), &mut out).probe);
     let seq = ch.on_send(t(20_250), 40, &[]);
-    let mut rx = Channel::new(0, 0, addr(), ChannelConfig::default(), t(0));
+    let mut rx = Channel::new(ChannelId::new(0), 0, addr(), ChannelConfig::default(), t(0));
     rx.on_receive(t(20_300), seq, 0);
     assert!(
         rx.take_ack(t(20_300), 1).is_none(),

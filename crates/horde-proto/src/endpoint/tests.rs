@@ -127,7 +127,7 @@ fn hellos_the_endpoint_cannot_serve_are_refused_by_reason() {
     crate::wire::encode(
         &crate::wire::Packet::Ping {
             conn: 5,
-            channel: 0,
+            channel: ChannelId::new(0),
             seq: 1,
             send_ts: 0,
         },

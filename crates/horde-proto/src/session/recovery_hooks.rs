@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use horde_policy::Fields;
 
 use super::{Session, State, IDLE_CYCLE_RETRY};
@@ -52,13 +53,13 @@ impl Session {
         &mut self,
         now: Duration,
         stream: u32,
-        (channel, seq, send_ts): (u8, u64, u32),
+        (channel, seq, send_ts): (ChannelId, u64, u32),
         adu: &Bytes,
     ) {
         let recv_ts = self.send_ts(now);
         let bytes = wire::DATA_HEADER_LEN + adu.len();
         self.recovery
-            .on_path_packet(now, channel, recv_ts, seq, send_ts, bytes);
+            .on_path_packet(now, u8::from(channel), recv_ts, seq, send_ts, bytes);
         let hold = super::ms(self.config.reorder_hold_ms);
         let mut out = Vec::new();
         self.recovery.on_receive(now, stream, hold, adu, &mut out);
@@ -69,10 +70,10 @@ impl Session {
         let mut out = Vec::new();
         self.recovery.on_timeout(now, &mut out);
         // Released from the cache, not off a channel: 0 stands for "the cache".
-        self.push_released(0, out);
+        self.push_released(ChannelId::new(0), out);
     }
 
-    fn push_released(&mut self, channel: u8, out: Vec<Released>) {
+    fn push_released(&mut self, channel: ChannelId, out: Vec<Released>) {
         self.delivered
             .extend(out.into_iter().map(|(stream, seq, payload)| Delivered {
                 stream,

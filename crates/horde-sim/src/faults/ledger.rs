@@ -331,6 +331,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use horde_proto::ChannelId;
 
     fn key(seq: u64) -> AduKey {
         AduKey {
@@ -345,7 +346,7 @@ mod tests {
             stream: 1,
             adu: seq,
             stream_seq: seq,
-            channel: 0,
+            channel: ChannelId::new(0),
             rtt: Duration::ZERO,
             latency: Duration::ZERO,
         }
@@ -386,7 +387,7 @@ mod tests {
                 stream: 1,
                 adu: 1,
                 stream_seq: 1,
-                channel: 0,
+                channel: ChannelId::new(0),
                 rtt: Duration::ZERO,
                 latency: Duration::ZERO,
             },

@@ -571,7 +571,7 @@ impl World {
             d.from,
             d.bytes,
             aliases,
-            Arc::new(move |id| configs.get(id as usize).cloned().unwrap_or_default()),
+            Arc::new(move |id| configs.get(usize::from(id)).cloned().unwrap_or_default()),
         ) else {
             return;
         };

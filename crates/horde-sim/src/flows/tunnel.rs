@@ -335,7 +335,7 @@ impl TunnelCarrier {
             from,
             pkt.bytes,
             aliases,
-            Arc::new(move |id| configs.get(id as usize).cloned().unwrap_or_default()),
+            Arc::new(move |id| configs.get(usize::from(id)).cloned().unwrap_or_default()),
         ) {
             s.set_scheduler((self.setup.scheduler)());
             if s.open_stream(DOWN_STREAM, self.setup.stream.clone())

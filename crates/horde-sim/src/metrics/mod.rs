@@ -1,7 +1,7 @@
 //! What a simulation run measured: the collector the driver feeds, and the [`Report`].
 //!
 //! The driver reports events as they happen, ADUs by the session-unique id it gave them
-//! and channels by the [`ChannelId`] returned from [`Metrics::add_channel`]:
+//! and channels by the [`MetricsChannel`] returned from [`Metrics::add_channel`]:
 //!
 //! * [`Metrics::adu_inserted`] when the application hands an ADU to Horde. A stream's
 //!   ADUs must be inserted in stream order (the order in-order delivery follows);
@@ -55,9 +55,10 @@ pub use report::{ChannelReport, FrameTypeReport, LinkCounters, Report, StreamRep
 pub use stats::{percentile, Summary};
 pub use windows::WindowBytes;
 
-/// A channel registered with [`Metrics::add_channel`].
+/// A channel registered with [`Metrics::add_channel`]: its place in the report's channel
+/// list, by name (not a session's `ChannelId`, which the wire carries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ChannelId(pub usize);
+pub struct MetricsChannel(pub usize);
 
 /// Default goodput series interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -310,15 +311,15 @@ impl Metrics {
 
     /// Register a channel; the report lists channels in registration order. Registering
     /// a name twice returns the first id.
-    pub fn add_channel(&mut self, name: &str) -> ChannelId {
+    pub fn add_channel(&mut self, name: &str) -> MetricsChannel {
         if let Some(i) = self.channels.iter().position(|c| c.name == name) {
-            return ChannelId(i);
+            return MetricsChannel(i);
         }
         self.channels.push(ChannelRecord {
             name: name.to_string(),
             ..ChannelRecord::default()
         });
-        ChannelId(self.channels.len() - 1)
+        MetricsChannel(self.channels.len() - 1)
     }
 
     /// Register a stream so that it appears in the report even if it never sends.
@@ -386,7 +387,7 @@ impl Metrics {
     }
 
     /// One transmission of `adu` on `channel` with channel sequence number `seq`.
-    pub fn adu_sent(&mut self, adu: u64, channel: ChannelId, seq: u64, at: Duration) {
+    pub fn adu_sent(&mut self, adu: u64, channel: MetricsChannel, seq: u64, at: Duration) {
         self.advance(at);
         let (Some(r), Some(c)) = (self.live.get_mut(&adu), self.channels.get_mut(channel.0)) else {
             self.unmatched += 1;
@@ -508,14 +509,14 @@ impl Metrics {
 
     /// A packet that carries no ADU (an ack, a probe) went out on `channel`.
     /// A packet crossed `channel`'s `up` direction in `delay`.
-    pub fn packet_delivered(&mut self, channel: ChannelId, delay: Duration) {
+    pub fn packet_delivered(&mut self, channel: MetricsChannel, delay: Duration) {
         match self.channels.get_mut(channel.0) {
             Some(c) => c.packet_delay.record(delay),
             None => self.unmatched += 1,
         }
     }
 
-    pub fn control_sent(&mut self, channel: ChannelId, bytes: u32) {
+    pub fn control_sent(&mut self, channel: MetricsChannel, bytes: u32) {
         match self.channels.get_mut(channel.0) {
             Some(c) => {
                 c.control_sent += 1;
@@ -527,7 +528,7 @@ impl Metrics {
 
     /// The link model's own counters for `channel` (usually its data direction), for
     /// comparison with what the sender inferred. The last call wins.
-    pub fn link_stats(&mut self, channel: ChannelId, stats: horde_links::LinkStats) {
+    pub fn link_stats(&mut self, channel: MetricsChannel, stats: horde_links::LinkStats) {
         match self.channels.get_mut(channel.0) {
             Some(c) => c.link = Some(stats),
             None => self.unmatched += 1,

@@ -126,7 +126,7 @@ fn correlated_losses_are_same_stream_same_channel_within_eight() {
     let a = m.add_channel("a");
     let b = m.add_channel("b");
     let mut id = 0;
-    let mut lose = |m: &mut Metrics, stream: u32, ch: ChannelId, seq: u64| {
+    let mut lose = |m: &mut Metrics, stream: u32, ch: MetricsChannel, seq: u64| {
         m.adu_inserted(stream, id, 768, Duration::ZERO);
         m.adu_sent(id, ch, seq, Duration::ZERO);
         m.adu_nacked(id, ms(1));
@@ -216,9 +216,9 @@ fn events_the_collector_cannot_match_are_counted() {
     m.adu_acked(5, ms(1)); // never inserted
     m.adu_inserted(0, 1, 10, ms(0));
     m.adu_inserted(0, 1, 10, ms(0)); // duplicate id
-    m.adu_sent(1, ChannelId(3), 0, ms(0)); // unknown channel
+    m.adu_sent(1, MetricsChannel(3), 0, ms(0)); // unknown channel
     m.adu_nacked(1, ms(2)); // nothing in flight
-    m.control_sent(ChannelId(9), 1);
+    m.control_sent(MetricsChannel(9), 1);
     m.adu_sent(1, a, 0, ms(0));
     m.adu_acked(1, ms(3));
     m.adu_acked(1, ms(4)); // nothing left to resolve
@@ -230,7 +230,7 @@ fn events_the_collector_cannot_match_are_counted() {
 fn json_has_the_agreed_shape() {
     let mut m = small_run();
     m.link_stats(
-        ChannelId(1),
+        MetricsChannel(1),
         horde_links::LinkStats {
             offered: 2,
             queue_drops: 0,
@@ -320,7 +320,7 @@ fn output_is_byte_for_byte_deterministic_and_independent_of_event_interleaving()
 #[test]
 fn csv_files_are_rectangular_and_the_cdf_steps_over_ties() {
     let mut m = small_run();
-    let a = ChannelId(0);
+    let a = MetricsChannel(0);
     m.adu_inserted(0, 10, 100, ms(0));
     m.adu_sent(10, a, 5, ms(0));
     m.adu_acked(10, ms(220)); // ties with ADU 1's 220 ms

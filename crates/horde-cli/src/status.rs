@@ -1,0 +1,343 @@
+//! `horde status`: a `wg show`-style view of a running `horde send` or `horde recv`.
+//!
+//! A process started with `--status FILE` rewrites FILE once a second with a JSON
+//! snapshot of its peers and their channels (written to a temporary file and renamed, so
+//! a reader never sees half of one). `horde status FILE` reads it and prints it; a file
+//! is a simpler rendezvous than a control socket, works for any number of readers, and
+//! leaves the last state behind when the process ends (marked stale).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use horde_net::{ChannelStatus, ConnectionHandle};
+use horde_proto::SessionStats;
+use serde::{Deserialize, Serialize};
+
+/// How often a running process rewrites its status file.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A snapshot older than this many intervals means the writer has stopped.
+const STALE_AFTER_INTERVALS: u64 = 3;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Status file written by `horde send --status FILE` or `horde recv --status FILE`.
+    file: PathBuf,
+    /// Print the snapshot as JSON instead of the text view.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a status file holds.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// `send` or `recv`.
+    pub role: String,
+    pub pid: u32,
+    /// This host's public key.
+    pub public_key: String,
+    /// When the snapshot was taken, ms since the Unix epoch.
+    pub updated_unix_ms: u64,
+    pub peers: Vec<PeerStatus>,
+}
+
+/// One peer (connection) of the process.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// The peer's public key.
+    pub key: String,
+    /// Seconds since the handshake that opened this connection completed.
+    pub handshake_age_s: f64,
+    /// Whether the session has ended (the peer closed, timed out or was replaced).
+    pub closed: bool,
+    pub session: Option<SessionCounters>,
+    pub channels: Vec<ChannelRow>,
+}
+
+/// The session counters the view shows.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SessionCounters {
+    pub adus_sent: u64,
+    pub adus_acked: u64,
+    pub adus_lost: u64,
+    pub adus_received: u64,
+}
+
+impl From<SessionStats> for SessionCounters {
+    fn from(s: SessionStats) -> Self {
+        Self {
+            adus_sent: s.adus_sent,
+            adus_acked: s.adus_acked,
+            adus_lost: s.adus_lost,
+            adus_received: s.adus_received,
+        }
+    }
+}
+
+/// One channel, flattened for the file.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ChannelRow {
+    pub id: u8,
+    pub interface: u16,
+    pub endpoint: String,
+    pub state: String,
+    pub rtt_ms: Option<f64>,
+    pub rate_kbps: f64,
+    pub loss: f64,
+    pub congestion: String,
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub lost: u64,
+}
+
+impl From<&ChannelStatus> for ChannelRow {
+    fn from(c: &ChannelStatus) -> Self {
+        Self {
+            id: u8::from(c.id),
+            interface: c.interface,
+            endpoint: c.remote.to_string(),
+            state: if c.alive { "up" } else { "down" }.into(),
+            rtt_ms: c.srtt_ms,
+            rate_kbps: c.rate_bytes_per_s * 8.0 / 1e3,
+            loss: c.loss,
+            congestion: c.congestion.into(),
+            packets_sent: c.stats.packets_sent,
+            bytes_sent: c.stats.bytes_sent,
+            packets_received: c.stats.packets_received,
+            lost: c.stats.lost,
+        }
+    }
+}
+
+/// A connection the status writer reports on.
+struct Tracked {
+    key: String,
+    since: Instant,
+    handle: ConnectionHandle,
+}
+
+/// The connections of a process, shared between whoever accepts or opens them and the
+/// status writer.
+#[derive(Clone, Default)]
+pub struct Registry(Arc<Mutex<Vec<Tracked>>>);
+
+impl Registry {
+    /// Report on a connection whose handshake has just completed.
+    pub fn track(&self, key: String, handle: ConnectionHandle) {
+        let mut list = self.0.lock().expect("status registry lock");
+        list.push(Tracked {
+            key,
+            since: Instant::now(),
+            handle,
+        });
+    }
+
+    async fn snapshot(&self, role: &str, public_key: &str) -> Snapshot {
+        let tracked: Vec<(String, Instant, ConnectionHandle)> = {
+            let list = self.0.lock().expect("status registry lock");
+            list.iter()
+                .map(|t| (t.key.clone(), t.since, t.handle.clone()))
+                .collect()
+        };
+        let mut peers = Vec::with_capacity(tracked.len());
+        for (key, since, handle) in tracked {
+            // A connection whose host is gone answers neither; it is shown closed.
+            let channels = handle.channels().await;
+            let session = handle.stats().await.ok().map(SessionCounters::from);
+            peers.push(PeerStatus {
+                key,
+                handshake_age_s: since.elapsed().as_secs_f64(),
+                closed: channels.is_err(),
+                session,
+                channels: channels
+                    .unwrap_or_default()
+                    .iter()
+                    .map(ChannelRow::from)
+                    .collect(),
+            });
+        }
+        Snapshot {
+            role: role.into(),
+            pid: std::process::id(),
+            public_key: public_key.into(),
+            updated_unix_ms: unix_ms(),
+            peers,
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Rewrite `path` every [`STATUS_INTERVAL`] until the task is aborted.
+pub fn spawn_writer(
+    path: PathBuf,
+    role: &'static str,
+    public_key: String,
+    registry: Registry,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let snap = registry.snapshot(role, &public_key).await;
+            if let Err(e) = write_atomically(&path, &snap) {
+                tracing::warn!(file = %path.display(), error = %e, "cannot write the status file");
+            }
+            tokio::time::sleep(STATUS_INTERVAL).await;
+        }
+    })
+}
+
+fn write_atomically(path: &Path, snap: &Snapshot) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, serde_json::to_vec_pretty(snap)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read the status file {}", args.file.display()))?;
+    let snap: Snapshot = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}:{}:{}: not a horde status file: {e}",
+            args.file.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&snap)?);
+    } else {
+        print!("{}", render(&snap, unix_ms()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text view, in the manner of `wg show`.
+fn render(s: &Snapshot, now_ms: u64) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let age_ms = now_ms.saturating_sub(s.updated_unix_ms);
+    let stale = age_ms > STALE_AFTER_INTERVALS * STATUS_INTERVAL.as_millis() as u64;
+    let _ = writeln!(out, "horde {} (pid {})", s.role, s.pid);
+    let _ = writeln!(out, "  public key: {}", s.public_key);
+    if stale {
+        let _ = writeln!(
+            out,
+            "  stale: last updated {:.0} s ago; the process may have ended",
+            age_ms as f64 / 1e3
+        );
+    }
+    for p in &s.peers {
+        let _ = writeln!(out, "\npeer: {}", p.key);
+        let _ = writeln!(
+            out,
+            "  latest handshake: {} ago{}",
+            ago(p.handshake_age_s),
+            if p.closed { " (session ended)" } else { "" }
+        );
+        if let Some(c) = &p.session {
+            let _ = writeln!(
+                out,
+                "  ADUs: {} sent, {} acked, {} lost, {} received",
+                c.adus_sent, c.adus_acked, c.adus_lost, c.adus_received
+            );
+        }
+        for c in &p.channels {
+            let rtt = c
+                .rtt_ms
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.1} ms"));
+            let _ = writeln!(
+                out,
+                "  channel {}: endpoint {} via interface {}, {}, rtt {rtt}, rate {:.0} kbit/s ({}), \
+                 sent {} packets ({}), received {}, lost {} ({:.1}% loss)",
+                c.id,
+                c.endpoint,
+                c.interface,
+                c.state,
+                c.rate_kbps,
+                c.congestion,
+                c.packets_sent,
+                bytes(c.bytes_sent),
+                c.packets_received,
+                c.lost,
+                c.loss * 100.0
+            );
+        }
+    }
+    out
+}
+
+fn ago(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    match s {
+        0..=59 => format!("{s} seconds"),
+        60..=3599 => format!("{} minutes, {} seconds", s / 60, s % 60),
+        _ => format!("{} hours, {} minutes", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn bytes(b: u64) -> String {
+    match b {
+        0..=1023 => format!("{b} B"),
+        1024..=1_048_575 => format!("{:.1} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", b as f64 / 1_048_576.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_view_names_peers_and_channels_and_flags_stale_files() {
+        let snap = Snapshot {
+            role: "send".into(),
+            pid: 7,
+            public_key: "AAA".into(),
+            updated_unix_ms: 10_000,
+            peers: vec![PeerStatus {
+                key: "BBB".into(),
+                handshake_age_s: 75.0,
+                closed: false,
+                session: None,
+                channels: vec![ChannelRow {
+                    id: 1,
+                    interface: 0,
+                    endpoint: "127.0.0.1:9".into(),
+                    state: "up".into(),
+                    rtt_ms: Some(12.34),
+                    rate_kbps: 800.0,
+                    loss: 0.02,
+                    congestion: "cubic".into(),
+                    packets_sent: 10,
+                    bytes_sent: 2048,
+                    packets_received: 3,
+                    lost: 1,
+                }],
+            }],
+        };
+        let fresh = render(&snap, 10_500);
+        assert!(fresh.contains("peer: BBB"), "{fresh}");
+        assert!(
+            fresh.contains("latest handshake: 1 minutes, 15 seconds ago"),
+            "{fresh}"
+        );
+        assert!(
+            fresh.contains("channel 1: endpoint 127.0.0.1:9 via interface 0, up, rtt 12.3 ms"),
+            "{fresh}"
+        );
+        assert!(fresh.contains("sent 10 packets (2.0 KiB)"), "{fresh}");
+        assert!(!fresh.contains("stale"), "{fresh}");
+        assert!(render(&snap, 20_000).contains("stale: last updated 10 s ago"));
+    }
+}

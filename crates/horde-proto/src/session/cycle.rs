@@ -1,0 +1,402 @@
+//! The scheduling cycle (thesis §6.3): when a cycle is due, dividing the channels' rate
+//! among streams, collecting ADUs for the slots, asking the scheduler, and handing the
+//! chosen packets to transmit.
+
+use std::time::Duration;
+
+use horde_policy::{AduView, Allocator, Assignment, Demand, ScheduleInput, StreamStats, TxSlot};
+
+use super::{ms, PendingAdu, Session, State};
+use crate::channel::SentAdu;
+use crate::event::Event;
+use crate::fair_share::SlotChoice;
+use crate::packing::{packed_capacity, Packer, PlanInput};
+use crate::stream::SendStream;
+use crate::wire::{MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
+
+/// How far behind its allocation, in seconds of it, a stream may fall while a scheduler
+/// keeps its ADUs for phantom slots, before the fairness pass puts them on real slots
+/// regardless. Small against the 5 s windows over which each stream is promised 95% of
+/// its allocation.
+pub(super) const DEFERRAL_BUDGET_SECS: f64 = 0.15;
+
+/// How long an event-driven session waits after a cycle that sent nothing before trying
+/// again without news.
+pub(super) const IDLE_CYCLE_RETRY: Duration = Duration::from_millis(1);
+
+/// Working space of the scheduling cycle, reused so that a cycle at steady state does
+/// not touch the heap.
+#[derive(Debug, Default)]
+pub(super) struct CycleScratch {
+    pub(super) slots: Vec<TxSlot>,
+    pub(super) adus: Vec<AduView>,
+    pub(super) assignment: Assignment,
+    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
+    pub(super) may_wait: Vec<bool>,
+    /// Per channel: real slots offered this cycle.
+    pub(super) real_counts: Vec<usize>,
+    pub(super) streams: Vec<StreamStats>,
+    pub(super) demands: Vec<Demand>,
+    pub(super) allocations: Vec<f64>,
+    pub(super) allocator: Allocator,
+    /// Per stream with ADUs waiting, in collection priority order.
+    pub(super) cursors: Vec<StreamCursor>,
+    pub(super) packer: Packer,
+    /// The ADUs of the packet being sent.
+    pub(super) sent_adus: Vec<SentAdu>,
+    pub(super) packet_adus: Vec<PendingAdu>,
+}
+
+/// A stream's place in [`Session::collect_adus`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamCursor {
+    pub(super) id: u32,
+    /// Position among the streams with ADUs waiting, by id.
+    pub(super) index: usize,
+    pub(super) owed_secs: f64,
+    /// ADUs taken from the front of its queue so far.
+    pub(super) taken: usize,
+    pub(super) credit: f64,
+    pub(super) owed: bool,
+    pub(super) patient: bool,
+}
+
+/// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
+/// holds it at the fair-share level.
+pub(super) fn at_fair_level(s: &SendStream) -> bool {
+    !s.queue.is_empty()
+        && match s.config.demand() {
+            Demand::Elastic => true,
+            Demand::MaxRate(r) => s.allocation < r * (1.0 - 1e-9),
+        }
+}
+
+impl Session {
+    /// Channels that could send but have nothing to: their rate samples understate them.
+    pub(super) fn mark_idle_channels_app_limited(&mut self, now: Duration) {
+        for c in &mut self.channels {
+            if c.next_send_at(now).is_some_and(|t| t <= now) {
+                c.mark_app_limited();
+            }
+        }
+    }
+
+    /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
+    pub(super) fn wake_cycle(&mut self, now: Duration) {
+        if self.config.cycle_ms <= 0.0 {
+            self.next_cycle = self.next_cycle.min(now);
+        }
+    }
+
+    pub(super) fn cycle_due(&self, now: Duration) -> bool {
+        if self.state != State::Connected
+            || self.send.values().all(|s| s.queue.is_empty())
+            || !self.life.flow.may_send(now)
+        {
+            return false;
+        }
+        let ready = self
+            .channels
+            .iter()
+            .filter(|c| c.next_send_at(now).is_some_and(|t| t <= now))
+            .count();
+        if ready == 0 {
+            return false;
+        }
+        if now >= self.next_cycle {
+            return true;
+        }
+        self.config.early_cycle_slots.is_some_and(|m| {
+            let n: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
+            n >= m
+        })
+    }
+
+    /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, pack the
+    /// ADUs mapped to real slots into packets and transmit them, forget the phantom
+    /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
+    pub(super) fn run_cycle(&mut self, now: Duration) {
+        self.stats.cycles += 1;
+        if self.config.cycle_ms > 0.0 {
+            let period = ms(self.config.cycle_ms);
+            self.next_cycle = (self.next_cycle + period).max(now);
+        }
+        let mut cy = std::mem::take(&mut self.cycle);
+        self.update_allocations(now, &mut cy);
+
+        cy.slots.clear();
+        cy.real_counts.clear();
+        for c in &self.channels {
+            cy.real_counts.push(c.real_slots(now, &mut cy.slots));
+        }
+        let n_real = cy.slots.len();
+        if n_real == 0 {
+            self.cycle = cy;
+            return;
+        }
+        let lookahead = ms(self.config.lookahead_ms);
+        for (c, &real) in self.channels.iter().zip(&cy.real_counts) {
+            c.phantom_slots(now, lookahead, real, &mut cy.slots);
+        }
+
+        // One ADU per slot for the scheduler; with packing, more after them, as many as
+        // the real slots' byte capacity could carry besides the first n_real.
+        let n_sched = cy.slots.len();
+        self.collect_adus(now, n_sched, &mut cy);
+        if self.config.pack_adus && cy.adus.len() == n_sched {
+            let capacity: usize = cy.slots[..n_real]
+                .iter()
+                .map(|s| packed_capacity(s.max_size))
+                .sum();
+            let leads: usize = cy.adus[..n_real.min(cy.adus.len())]
+                .iter()
+                .map(|a| PACKED_ENTRY_LEN + a.length as usize)
+                .sum();
+            if capacity > leads {
+                self.take_adus(
+                    now,
+                    n_sched,
+                    n_real * MAX_PACKED_ADUS,
+                    capacity - leads,
+                    &mut cy,
+                );
+            }
+        }
+        let n_sched = n_sched.min(cy.adus.len());
+        cy.streams.clear();
+        cy.streams.extend(self.send.values().map(|s| s.stats()));
+        let history = self.history.make_contiguous();
+        let input = ScheduleInput {
+            slots: &cy.slots,
+            adus: &cy.adus[..n_sched],
+            history,
+            streams: &cy.streams,
+            objectives: &self.objectives,
+        };
+        let cs = self
+            .scheduler
+            .schedule(&input, &mut self.rng, &mut cy.assignment);
+        self.stats.objective_evaluations += cs.evaluations;
+        cy.assignment.resize(n_sched, None);
+        let choice = SlotChoice {
+            keep_channel: !self.objectives.is_empty(),
+            // A hash of the cycle number: a plain counter would fall into step with
+            // periodic sources and slot clocks and favour one channel for them.
+            offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
+        };
+        self.fair_share.enforce(
+            &cy.slots,
+            n_real,
+            &cy.adus[..n_sched],
+            &cy.may_wait[..n_sched],
+            &mut cy.assignment,
+            choice,
+        );
+
+        // Send in slot order so consecutive real slots of a channel get consecutive
+        // sequence numbers, as the slots predicted.
+        cy.packer.plan(&PlanInput {
+            slots: &cy.slots,
+            n_real,
+            adus: &cy.adus,
+            assignment: &cy.assignment,
+            may_wait: &cy.may_wait,
+            pack: self.config.pack_adus,
+            keep_channel: choice.keep_channel,
+            offset: choice.offset,
+        });
+        let packer = std::mem::take(&mut cy.packer);
+        for (slot, members) in packer.packets() {
+            let slot = cy.slots[slot].clone();
+            if !self.life.flow.may_send(now) {
+                break; // a zero-window probe is one packet
+            }
+            self.transmit_packet(now, &slot, members, &mut cy);
+        }
+        // A channel left with real slots it had no ADU for is application-limited.
+        let app_limited = if self.config.pack_adus {
+            packer.len() < n_real && packer.all_placed()
+        } else {
+            cy.adus.len() < n_real
+        };
+        if app_limited {
+            self.mark_idle_channels_app_limited(now);
+        }
+        // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
+        // say) would otherwise run again at once, forever; wait for news or a moment.
+        if self.config.cycle_ms <= 0.0 && packer.len() == 0 {
+            self.next_cycle = now + IDLE_CYCLE_RETRY;
+        }
+        cy.packer = packer;
+        self.cycle = cy;
+    }
+
+    /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
+    /// stream's credit, and tell streams whose allocation moved by more than 10%.
+    pub(super) fn update_allocations(&mut self, now: Duration, cy: &mut CycleScratch) {
+        // Allocations and credit are in ADU payload bytes, like streams' `max_kbps`, so
+        // divide the payload the channels carry: a channel's rate counts headers too.
+        let total: f64 = self.channels.iter().map(|c| c.payload_rate()).sum();
+        cy.demands.clear();
+        cy.demands
+            .extend(self.send.values().map(|s| s.config.demand()));
+        cy.allocator
+            .allocate_into(total, &cy.demands, &mut cy.allocations);
+        let dt = now.saturating_sub(self.last_refill);
+        self.last_refill = now;
+        let mtu = f64::from(self.max_adu());
+        for (s, &a) in self.send.values_mut().zip(&cy.allocations) {
+            s.allocation = a;
+            s.refill(dt, mtu);
+            let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
+            if moved {
+                s.announced = a;
+                self.events.push_back(Event::Throttle {
+                    stream: s.id,
+                    rate: a,
+                });
+            }
+        }
+        self.track_debt(dt);
+    }
+
+    /// Streams with ADUs waiting fall behind by their allocation; idle ones owe and are
+    /// owed nothing. The capacity the allocator counts is not all carried (slots lost to
+    /// pacing, partly filled slots): min-max fairness over what is carried takes that
+    /// shortfall from the streams at the fair-share level (those that want more than
+    /// their allocation) alike, and none from streams that asked for less, so when all
+    /// of the former are behind, the common part of their debt is forgiven.
+    pub(super) fn track_debt(&mut self, dt: Duration) {
+        let mut floor = f64::INFINITY;
+        for s in self.send.values() {
+            let d = self.debt.entry(s.id).or_insert(0.0);
+            if s.queue.is_empty() {
+                *d = 0.0;
+                continue;
+            }
+            *d += s.allocation * dt.as_secs_f64();
+            if at_fair_level(s) {
+                floor = floor.min(*d / s.allocation.max(1.0));
+            }
+        }
+        if floor.is_finite() && floor > 0.0 {
+            for s in self.send.values().filter(|s| at_fair_level(s)) {
+                if let Some(d) = self.debt.get_mut(&s.id) {
+                    *d -= floor * s.allocation.max(1.0);
+                }
+            }
+        }
+    }
+
+    /// Pick up to `want` ADUs (one per slot, real or phantom: thesis Fig. 6-4) from the
+    /// stream queues in FIFO order per stream, round-robin, most owed stream first (the
+    /// thesis's starved-stream priority), in three passes:
+    ///
+    /// 1. streams with credit, each up to its credit;
+    /// 2. the same streams beyond their credit;
+    /// 3. any stream.
+    ///
+    /// Filling every slot, not just the real ones, keeps real slots from going empty when
+    /// a scheduler defers some ADUs to phantoms. The order is the priority: the first
+    /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
+    /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
+    /// stream may wait for a better slot to come: only while objectives are active (no
+    /// objective, no reason to wait) and the stream's `debt` is less than
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    pub(super) fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
+        cy.adus.clear();
+        cy.may_wait.clear();
+        let cursors = &mut cy.cursors;
+        cursors.clear();
+        let objectives = !self.objectives.is_empty();
+        for (index, s) in self
+            .send
+            .values()
+            .filter(|s| !s.queue.is_empty())
+            .enumerate()
+        {
+            let debt = self.debt.get(&s.id).copied().unwrap_or(0.0);
+            cursors.push(StreamCursor {
+                id: s.id,
+                index,
+                owed_secs: s.owed_secs(),
+                taken: 0,
+                credit: s.credit,
+                owed: s.credit > 0.0,
+                patient: objectives && debt < DEFERRAL_BUDGET_SECS * s.allocation,
+            });
+        }
+        // Most owed first, in seconds of the stream's own allocation, so a small stream
+        // is not outranked by a big one merely because its byte credit is smaller.
+        // Ties (common when every stream's credit sits at its cap, e.g. while the
+        // channels' estimated rate exceeds what they carry) go to each stream in turn,
+        // not always to the lowest id. Every key differs, so an unstable sort (which
+        // needs no buffer) gives the one order.
+        let n = cursors.len().max(1);
+        let turn = (self.stats.cycles % n as u64) as usize;
+        cursors.sort_unstable_by(|a, b| {
+            b.owed_secs
+                .total_cmp(&a.owed_secs)
+                .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
+        });
+        self.take_adus(now, want, 0, 0, cy);
+    }
+
+    /// Take ADUs from the streams in `cy.cursors`' order, where the cursors stand, until
+    /// `cy.adus` holds `want`, then (for packing) at most `extra_count` more and until
+    /// those would take `extra_bytes` of packed entries.
+    pub(super) fn take_adus(
+        &self,
+        now: Duration,
+        want: usize,
+        extra_count: usize,
+        extra_bytes: usize,
+        cy: &mut CycleScratch,
+    ) {
+        let out = &mut cy.adus;
+        let may_wait = &mut cy.may_wait;
+        let cursors = &mut cy.cursors;
+        let limit = want + extra_count;
+        let mut extra_used = 0usize;
+        let full = |len: usize, extra_used: usize| {
+            len >= limit || (len >= want && extra_used >= extra_bytes)
+        };
+        for pass in 0..3 {
+            loop {
+                let mut progressed = false;
+                for c in cursors.iter_mut() {
+                    if full(out.len(), extra_used) {
+                        break;
+                    }
+                    let Some(s) = self.send.get(&c.id) else {
+                        continue;
+                    };
+                    let Some(q) = s.queue.get(c.taken) else {
+                        continue;
+                    };
+                    if (pass == 0 && c.credit <= 0.0) || (pass == 1 && !c.owed) {
+                        continue;
+                    }
+                    if out.len() >= want {
+                        extra_used += PACKED_ENTRY_LEN + q.payload.len();
+                    }
+                    c.credit -= q.payload.len() as f64;
+                    c.taken += 1;
+                    progressed = true;
+                    may_wait.push(c.patient);
+                    out.push(AduView {
+                        id: q.id,
+                        stream_id: s.id,
+                        stream_seq: q.seq,
+                        length: q.payload.len() as u32,
+                        queue_delay_ms: now.saturating_sub(q.inserted).as_millis() as i64,
+                        fields: q.fields.clone(),
+                    });
+                }
+                if !progressed || full(out.len(), extra_used) {
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The handshake and channel membership: hellos and their acks, which channel a packet
+//! belongs to, channels the peer opens on the accepting side.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::ChannelId;
+
+use super::{ms, PendingTx, Session, SessionError, State};
+use crate::channel::Channel;
+use crate::event::Event;
+use crate::wire::{self, Packet};
+
+impl Session {
+    pub(super) fn channel_index(&self, id: ChannelId) -> Option<usize> {
+        self.channels.iter().position(|c| c.id == id)
+    }
+
+    pub(super) fn send_hellos(&mut self, now: Duration) {
+        for i in 0..self.channels.len() {
+            self.tx.push_back(PendingTx::Hello(i));
+        }
+        self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+    }
+
+    /// Acknowledge a `Close` on the channel it came over (the first channel if the
+    /// address is not one of them).
+    pub(super) fn answer_close(&mut self, local: u16, src: SocketAddr) {
+        if self.channels.is_empty() {
+            return;
+        }
+        let idx = self
+            .channels
+            .iter()
+            .position(|c| c.remote == src && c.local == local)
+            .unwrap_or(0);
+        self.tx.push_back(PendingTx::CloseAck(idx));
+    }
+
+    /// The channel a hello or data packet arrived on, creating it on the accepting side.
+    pub(super) fn peer_channel(
+        &mut self,
+        now: Duration,
+        id: ChannelId,
+        local: u16,
+        src: SocketAddr,
+    ) -> usize {
+        if let Some(idx) = self.channel_index(id) {
+            let ch = &mut self.channels[idx];
+            ch.remote = src; // follow the peer across address changes
+            ch.local = local;
+            return idx;
+        }
+        let cfg = (self.peer_channel_config)(id);
+        self.channels.push(Channel::new(id, local, src, cfg, now));
+        if let Some(i) = self.removed.iter().position(|&c| c == id) {
+            self.removed.swap_remove(i);
+            self.events.push_back(Event::ChannelUp { channel: id });
+        }
+        self.channels.len() - 1
+    }
+
+    pub(super) fn data_channel(
+        &mut self,
+        now: Duration,
+        id: ChannelId,
+        local: u16,
+        src: SocketAddr,
+    ) -> Option<usize> {
+        if self.is_client {
+            self.known_channel(id, src)
+        } else {
+            Some(self.peer_channel(now, id, local, src))
+        }
+    }
+
+    pub(super) fn known_channel(&mut self, id: ChannelId, src: SocketAddr) -> Option<usize> {
+        match self.channel_index(id) {
+            Some(idx) => {
+                self.channels[idx].remote = src;
+                Some(idx)
+            }
+            None => {
+                self.stats.unknown_channel += 1;
+                None
+            }
+        }
+    }
+
+    /// A hello (server side): the peer opens, or reopens, channel `channel`.
+    pub(super) fn on_hello(
+        &mut self,
+        now: Duration,
+        channel: ChannelId,
+        aliases: Vec<SocketAddr>,
+        local: u16,
+        src: SocketAddr,
+    ) {
+        if self.is_client {
+            return;
+        }
+        // A hello on a channel that already carried the peer's packets means the
+        // peer removed the channel and added it again under the same id: its
+        // sequence numbers start over, so this end starts over too (otherwise
+        // they would look like duplicates of the old channel's packets).
+        if self
+            .channel_index(channel)
+            .is_some_and(|i| self.channels[i].has_received())
+        {
+            self.drop_channel(now, channel);
+        }
+        let idx = self.peer_channel(now, channel, local, src);
+        self.remote_aliases = aliases;
+        self.tx.push_back(PendingTx::HelloAck(idx));
+    }
+
+    /// A hello's acknowledgement (client side): the channel is confirmed, and the first
+    /// one completes the handshake.
+    pub(super) fn on_hello_ack(
+        &mut self,
+        now: Duration,
+        channel: ChannelId,
+        aliases: Vec<SocketAddr>,
+        src: SocketAddr,
+    ) {
+        if !self.is_client {
+            return;
+        }
+        if self.known_channel(channel, src).is_none() {
+            return;
+        }
+        self.remote_aliases = aliases;
+        self.unconfirmed.retain(|&c| c != channel);
+        if self.state == State::Handshaking {
+            self.state = State::Connected;
+            self.hello_due = None;
+            self.events.push_back(Event::Connected);
+        }
+        if self.unconfirmed.is_empty() {
+            self.hello_due = None;
+        } else if self.hello_due.is_none() {
+            self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+        }
+    }
+
+    /// Repeat the hellos the peer has not answered: every channel's while handshaking,
+    /// then those of channels added later and not yet confirmed.
+    pub(super) fn repeat_hellos(&mut self, now: Duration) {
+        match self.state {
+            State::Handshaking => self.send_hellos(now),
+            State::Connected if !self.unconfirmed.is_empty() => {
+                for i in 0..self.channels.len() {
+                    if self.unconfirmed.contains(&self.channels[i].id) {
+                        self.tx.push_back(PendingTx::Hello(i));
+                    }
+                }
+                self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+            }
+            _ => self.hello_due = None,
+        }
+    }
+}
+
+/// The connection id and service of the hello that opens a session, or why the datagram
+/// is not one.
+pub(super) fn parse_hello(datagram: &Bytes) -> Result<(u64, u32), SessionError> {
+    if let Some(peer) = wire::foreign_hello_version(datagram) {
+        return Err(SessionError::UnsupportedVersion {
+            peer,
+            ours: wire::VERSION,
+        });
+    }
+    match wire::decode(datagram)? {
+        Packet::Hello { conn, service, .. } => Ok((conn, service)),
+        other => Err(SessionError::NotAHello(other.kind())),
+    }
+}

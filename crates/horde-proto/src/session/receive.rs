@@ -1,0 +1,253 @@
+//! Arrivals: data and packed packets into the receive streams (or the recovery layer),
+//! acks resolving what was in flight, and receive-window flow control.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::{ChannelId, Outcome};
+
+use super::{PendingTx, Session, State};
+use crate::channel::{Resolution, Resolved};
+use crate::event::{Event, NackReason};
+use crate::stream::{Delivered, RecvStream};
+use crate::wire::{Ack, PackedAdus, FLAG_ORDERED, FLAG_RECOVERY};
+
+impl Session {
+    pub(super) fn flush_delivered(&mut self) {
+        for d in self.delivered.drain(..) {
+            if self.life.flow.limit.is_some() {
+                self.life.flow.unread += d.payload.len();
+            }
+            self.events.push_back(Event::Received {
+                stream: d.stream,
+                stream_seq: d.stream_seq,
+                channel: d.channel,
+                payload: d.payload,
+            });
+        }
+    }
+
+    pub(super) fn on_resolved(&mut self, now: Duration, channel: ChannelId, resolved: &[Resolved]) {
+        for r in resolved {
+            let Some(a) = r.adu else { continue };
+            self.life.resend.remove(&a.adu);
+            let acked = !matches!(r.resolution, Resolution::Lost(_));
+            if self.recovery.on_resolved(a.stream, a.adu, acked) {
+                continue; // the recovery layer's own ADU
+            }
+            let stream_state = self.send.get_mut(&a.stream);
+            let outcome = match r.resolution {
+                Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
+                    let late = matches!(r.resolution, Resolution::LateAcked { .. });
+                    let latency = now.saturating_sub(a.inserted);
+                    let (stream, adu, stream_seq) = (a.stream, a.adu, a.stream_seq);
+                    if late {
+                        self.stats.adus_late_acked += 1;
+                        self.events.push_back(Event::LateAck {
+                            stream,
+                            adu,
+                            stream_seq,
+                            channel,
+                            rtt,
+                            latency,
+                        });
+                    } else {
+                        if let Some(s) = stream_state {
+                            s.on_acked(latency);
+                        }
+                        self.stats.adus_acked += 1;
+                        self.events.push_back(Event::Ack {
+                            stream,
+                            adu,
+                            stream_seq,
+                            channel,
+                            rtt,
+                            latency,
+                        });
+                    }
+                    Outcome::Acked {
+                        latency_ms: latency.as_secs_f64() * 1e3,
+                    }
+                }
+                Resolution::Lost(_) => {
+                    if let Some(s) = stream_state {
+                        s.on_lost();
+                    }
+                    self.stats.adus_lost += 1;
+                    self.events.push_back(Event::Nack {
+                        stream: a.stream,
+                        adu: a.adu,
+                        stream_seq: a.stream_seq,
+                        channel: Some(channel),
+                        reason: NackReason::Lost,
+                    });
+                    Outcome::Lost
+                }
+            };
+            if let Some(h) = a.history {
+                if let Some(e) = h
+                    .checked_sub(self.history_base)
+                    .and_then(|i| self.history.get_mut(i as usize))
+                {
+                    e.outcome = outcome;
+                }
+            }
+        }
+    }
+
+    /// Whether the receive buffer can take `bytes` more of payload. A full buffer takes
+    /// nothing more: the packet is not acked, so the sender counts it lost, and is told
+    /// to stop.
+    pub(super) fn admit(&mut self, now: Duration, bytes: usize) -> bool {
+        // ADUs held for ordering take buffer space too: they become unread data soon.
+        let held: usize = self.recv.values().map(RecvStream::held_bytes).sum();
+        if self.life.flow.fits(bytes + held) {
+            return true;
+        }
+        self.stats.flow_dropped += 1;
+        if let Some(open) = self.life.flow.update(now, true) {
+            self.queue_window(open);
+        }
+        false
+    }
+
+    pub(super) fn queue_window(&mut self, open: u64) {
+        // On every channel: updates are rare and small, and one channel's path back to
+        // the sender may be broken without this end knowing (a NAT rebinding the sender
+        // has not yet announced on it, a dead downlink); a lost reopening would leave
+        // the sender probing forever.
+        for idx in 0..self.channels.len() {
+            self.tx.push_back(PendingTx::Window(idx, open));
+        }
+    }
+
+    /// A `Data` packet: one ADU.
+    pub(super) fn on_data(
+        &mut self,
+        now: Duration,
+        at: Arrival,
+        flags: u8,
+        stream: u32,
+        stream_seq: u64,
+        payload: Bytes,
+    ) {
+        if self.state == State::Closing {
+            return;
+        }
+        let Some(idx) = self.data_channel(now, at.channel, at.local, at.src) else {
+            return;
+        };
+        if !self.admit(now, payload.len()) {
+            return;
+        }
+        if !self.channels[idx].on_receive(now, at.seq, at.send_ts) {
+            return;
+        }
+        self.stats.adus_received += 1;
+        self.accept_adu(now, &at, flags, stream, stream_seq, payload);
+        self.flush_delivered();
+        if let Some(open) = self.life.flow.update(now, false) {
+            self.queue_window(open);
+        }
+    }
+
+    /// A `Packed` packet: several ADUs under one channel sequence number.
+    pub(super) fn on_packed(&mut self, now: Duration, at: Arrival, adus: PackedAdus) {
+        if self.state == State::Closing {
+            return;
+        }
+        let Some(idx) = self.data_channel(now, at.channel, at.local, at.src) else {
+            return;
+        };
+        if !self.admit(now, adus.iter().map(|a| a.payload.len()).sum()) {
+            return;
+        }
+        if !self.channels[idx].on_receive(now, at.seq, at.send_ts) {
+            return;
+        }
+        for a in adus.iter() {
+            self.stats.adus_received += 1;
+            self.accept_adu(now, &at, a.flags, a.stream, a.stream_seq, a.payload);
+        }
+        self.flush_delivered();
+        if let Some(open) = self.life.flow.update(now, false) {
+            self.queue_window(open);
+        }
+    }
+
+    /// Hand one arrived ADU to its stream's receiver, or to the recovery layer if its
+    /// stream codes.
+    pub(super) fn accept_adu(
+        &mut self,
+        now: Duration,
+        at: &Arrival,
+        flags: u8,
+        stream: u32,
+        stream_seq: u64,
+        payload: Bytes,
+    ) {
+        if flags & FLAG_RECOVERY != 0 {
+            self.recovery_arrival(now, stream, (at.channel, at.seq, at.send_ts), &payload);
+            return;
+        }
+        let ordered = flags & FLAG_ORDERED != 0;
+        let rs = self
+            .recv
+            .entry(stream)
+            .or_insert_with(|| RecvStream::new(ordered));
+        rs.on_arrival(
+            now,
+            Delivered {
+                stream,
+                stream_seq,
+                channel: at.channel,
+                payload,
+            },
+            &mut self.delivered,
+        );
+    }
+
+    /// An ack from the peer: resolves ADUs in flight, and may bring a dead channel back.
+    pub(super) fn on_ack(&mut self, now: Duration, ack: Ack, src: SocketAddr) {
+        let Some(idx) = self.known_channel(ack.channel, src) else {
+            return;
+        };
+        self.wake_cycle(now);
+        let was_alive = self.channels[idx].is_alive();
+        let mut out = std::mem::take(&mut self.resolved);
+        out.clear();
+        self.channels[idx].on_ack(now, &ack, &mut out);
+        if !was_alive && self.channels[idx].is_alive() {
+            self.events.push_back(Event::ChannelUp {
+                channel: ack.channel,
+            });
+        }
+        self.on_resolved(now, ack.channel, &out);
+        self.resolved = out;
+        self.ack_ranges = ack.ranges;
+    }
+
+    /// The peer's receive window closed (`open == 0`) or opened again.
+    pub(super) fn on_window(&mut self, now: Duration, open: u64) {
+        let flow = &mut self.life.flow;
+        if open == 0 {
+            if flow.blocked_since.is_none() {
+                self.events.push_back(Event::FlowBlocked);
+            }
+            flow.blocked_since = Some(now);
+        } else if flow.blocked_since.take().is_some() {
+            self.events.push_back(Event::FlowResumed);
+            self.wake_cycle(now);
+        }
+    }
+}
+
+/// Where a data-bearing packet came from and its channel header.
+pub(super) struct Arrival {
+    pub(super) channel: ChannelId,
+    pub(super) seq: u64,
+    pub(super) send_ts: u32,
+    pub(super) local: u16,
+    pub(super) src: SocketAddr,
+}

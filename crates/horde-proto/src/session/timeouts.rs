@@ -1,0 +1,187 @@
+//! The session's timers: handshake repeats, channel timeouts and probes, reorder and
+//! recovery holds, idle timeout, keepalives, close repetition and drain.
+
+use std::time::Duration;
+
+use super::{ms, PendingTx, Session, State};
+use crate::channel::Channel;
+use crate::event::{CloseReason, Event};
+use crate::lifecycle::ZERO_WINDOW_PROBE;
+use crate::timers::{Deadlines, Timer};
+use crate::wire::{self};
+
+impl Session {
+    /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
+    pub(super) fn run_due_timers(&mut self, now: Duration) -> bool {
+        let due = |t| self.timers.is_due(t, now);
+        let (channels_due, reorder_due) = (due(Timer::Channel), due(Timer::Reorder));
+        let recovery_due = due(Timer::Recovery);
+        let hello_due = self.hello_due.is_some_and(|t| t <= now);
+        let lifecycle_due = [
+            Timer::Idle,
+            Timer::Keepalive,
+            Timer::CloseRetry,
+            Timer::CloseDeadline,
+            Timer::Drain,
+            Timer::ZeroWindow,
+        ]
+        .into_iter()
+        .any(due);
+        if !self.lifecycle_timers(now) {
+            return lifecycle_due;
+        }
+        if !(hello_due || channels_due || reorder_due || recovery_due) {
+            return lifecycle_due;
+        }
+        if self.hello_due.is_some_and(|t| t <= now) {
+            self.repeat_hellos(now);
+        }
+        let mut out = std::mem::take(&mut self.resolved);
+        for idx in 0..self.channels.len() {
+            if !channels_due || self.channels[idx].next_timeout().is_none_or(|t| t > now) {
+                continue;
+            }
+            out.clear();
+            let actions = self.channels[idx].on_timeout(now, &mut out);
+            let id = self.channels[idx].id;
+            self.on_resolved(now, id, &out);
+            if actions.died {
+                self.events.push_back(Event::ChannelDown { channel: id });
+            }
+            if actions.probe && matches!(self.state, State::Connected | State::Closing) {
+                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
+                let ts = self.send_ts(now);
+                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+            }
+        }
+        self.resolved = out;
+        if reorder_due {
+            let hold = ms(self.config.reorder_hold_ms);
+            for r in self.recv.values_mut() {
+                r.on_timeout(now, hold, &mut self.delivered);
+            }
+            self.flush_delivered();
+        }
+        if recovery_due {
+            self.recovery_timeouts(now);
+            self.flush_delivered();
+        }
+        true
+    }
+
+    /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
+    /// still runs its other timers.
+    pub(super) fn lifecycle_timers(&mut self, now: Duration) -> bool {
+        match self.state {
+            State::Closed => return false,
+            State::Draining => {
+                if self.timers.is_due(Timer::Drain, now) {
+                    self.life.drain_until = None;
+                    self.state = State::Closed;
+                }
+                return false;
+            }
+            State::Closing => {
+                if let Some(c) = self.life.closing {
+                    if self.timers.is_due(Timer::CloseDeadline, now) {
+                        self.finish(now, CloseReason::LocalClose);
+                        return false;
+                    }
+                    if self.timers.is_due(Timer::CloseRetry, now) {
+                        for i in 0..self.channels.len() {
+                            self.tx.push_back(PendingTx::Close(i));
+                        }
+                        let retry = ms(self.config.close_retry_ms).max(Duration::from_millis(1));
+                        self.life.closing = Some(crate::lifecycle::Closing {
+                            next_retry: now + retry,
+                            ..c
+                        });
+                    }
+                }
+            }
+            State::Handshaking | State::Connected => {
+                if self.timers.is_due(Timer::Idle, now) {
+                    self.finish(now, CloseReason::IdleTimeout);
+                    return false;
+                }
+                if self.state == State::Connected && self.timers.is_due(Timer::Keepalive, now) {
+                    let interval = ms(self.config.keepalive_ms);
+                    for idx in 0..self.channels.len() {
+                        if self.channels[idx].last_sent() + interval > now {
+                            continue;
+                        }
+                        let seq =
+                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
+                        let ts = self.send_ts(now);
+                        self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+                    }
+                    self.life.last_tx = now;
+                }
+            }
+        }
+        if self.life.flow.blocked_since.is_some() && self.life.flow.may_send(now) {
+            // Zero-window probe: send again; a still-full receiver shuts the window anew.
+            self.wake_cycle(now);
+        }
+        true
+    }
+
+    /// Each channel is pinged once it has sent nothing for the keepalive interval, not
+    /// only when the whole session is quiet: a channel the scheduler leaves unused (its
+    /// peer prefers another) must still tell the peer where it is after an address
+    /// change, and find out whether it still works. Otherwise one channel's traffic, or
+    /// a dead channel's probes, hides another channel's silence until the session idles
+    /// out (`docs/tunnel.md`, "The download test's stall").
+    pub(super) fn keepalive_deadline(&self) -> Option<Duration> {
+        if self.config.keepalive_ms <= 0.0 {
+            return None;
+        }
+        let interval = ms(self.config.keepalive_ms);
+        self.channels.iter().map(|c| c.last_sent() + interval).min()
+    }
+
+    pub(super) fn refill_timers(&mut self, now: Duration) {
+        let mut d = Deadlines::default();
+        self.fill_timers(now, &mut d);
+        self.timers.refill(|table| *table = d);
+    }
+
+    /// Every named timer's deadline, from the session's state.
+    pub(super) fn fill_timers(&self, now: Duration, d: &mut Deadlines) {
+        let hellos = match self.state {
+            State::Handshaking => true,
+            State::Connected => !self.unconfirmed.is_empty(),
+            State::Closing => false,
+            State::Draining => {
+                d.set(Timer::Drain, self.life.drain_until);
+                return;
+            }
+            State::Closed => return,
+        };
+        d.set(Timer::Hello, self.hello_due.filter(|_| hellos));
+        if let Some(c) = self.life.closing {
+            d.set(Timer::CloseRetry, Some(c.next_retry));
+            d.set(Timer::CloseDeadline, Some(c.deadline));
+        } else {
+            d.set(Timer::Idle, self.life.idle_deadline(&self.config));
+            if self.state == State::Connected {
+                d.set(Timer::Keepalive, self.keepalive_deadline());
+            }
+        }
+        if let Some(b) = self.life.flow.blocked_since {
+            if !self.life.flow.may_send(now) {
+                d.set(Timer::ZeroWindow, Some(b + ZERO_WINDOW_PROBE));
+            }
+        }
+        let channels = self.channels.iter().filter_map(Channel::next_timeout).min();
+        d.set(Timer::Channel, channels);
+        let hold = ms(self.config.reorder_hold_ms);
+        let held = self
+            .recv
+            .values()
+            .filter_map(|r| r.next_timeout(hold))
+            .min();
+        d.set(Timer::Reorder, held);
+        d.set(Timer::Recovery, self.recovery.next_timeout());
+    }
+}
