@@ -621,6 +621,7 @@ impl Session {
             payload,
             fields,
             inserted: now,
+            deferred_since: None,
         });
         self.stats.adus_queued += 1;
         if s.update_writable() {
@@ -1883,6 +1884,7 @@ impl Session {
             &mut cy.assignment,
             choice,
         );
+        self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -1920,6 +1922,29 @@ impl Session {
         }
         cy.packer = packer;
         self.cycle = cy;
+    }
+
+    /// Start the patience clock of each ADU left on a phantom slot for the first time
+    /// (see [`QueuedAdu::deferred_since`]).
+    fn note_deferrals(
+        &mut self,
+        now: Duration,
+        n_real: usize,
+        adus: &[AduView],
+        assignment: &[Option<usize>],
+    ) {
+        for (a, slot) in adus.iter().zip(assignment) {
+            if slot.is_none_or(|s| s < n_real) {
+                continue;
+            }
+            let queued = self
+                .send
+                .get_mut(&a.stream_id)
+                .and_then(|s| s.find_mut(a.id));
+            if let Some(q) = queued {
+                q.deferred_since.get_or_insert(now);
+            }
+        }
     }
 
     /// Send one packet in `slot` carrying the collected ADUs `members` (indices into
@@ -2102,7 +2127,9 @@ impl Session {
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
     /// stream may wait for a better slot to come: only while objectives are active (no
     /// objective, no reason to wait) and the stream's `debt` is less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation, and for each ADU no longer than the
+    /// look-ahead after a scheduler first left it on a phantom. The stream's budget alone
+    /// does not bound one ADU's wait: a stream whose other ADUs flow is never behind.
     fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
         cy.adus.clear();
         cy.may_wait.clear();
@@ -2157,6 +2184,7 @@ impl Session {
         let may_wait = &mut cy.may_wait;
         let cursors = &mut cy.cursors;
         let limit = want + extra_count;
+        let patience = ms(self.config.lookahead_ms);
         let mut extra_used = 0usize;
         let full = |len: usize, extra_used: usize| {
             len >= limit || (len >= want && extra_used >= extra_bytes)
@@ -2183,7 +2211,8 @@ impl Session {
                     c.credit -= q.payload.len() as f64;
                     c.taken += 1;
                     progressed = true;
-                    may_wait.push(c.patient);
+                    let waited = q.deferred_since.map(|t| now.saturating_sub(t));
+                    may_wait.push(c.patient && waited.is_none_or(|w| w < patience));
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,

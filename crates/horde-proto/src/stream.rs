@@ -126,6 +126,11 @@ pub struct QueuedAdu {
     pub payload: Bytes,
     pub fields: Fields,
     pub inserted: Duration,
+    /// When a scheduler first left it on a phantom slot. From then on it may wait for a
+    /// better slot for at most the look-ahead: one that comes within it has come by
+    /// then, and an ADU an objective ranks no better on a real slot than on a phantom
+    /// would otherwise wait forever.
+    pub deferred_since: Option<Duration>,
 }
 
 /// Credit never banks more than this much of a stream's allocation, so a stream that was
@@ -469,6 +474,7 @@ mod tests {
             payload: Bytes::from(vec![0; len]),
             fields: Fields::new(),
             inserted: Duration::ZERO,
+            deferred_since: None,
         }
     }
 
@@ -566,6 +572,7 @@ mod tests {
                 payload: Bytes::from(vec![0; 100]),
                 fields: Fields::new(),
                 inserted: Duration::ZERO,
+                deferred_since: None,
             }));
         }
         assert_eq!(dropped.iter().map(|a| a.id).collect::<Vec<_>>(), vec![0, 1]);
