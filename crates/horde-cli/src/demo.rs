@@ -228,6 +228,7 @@ async fn run_real(
         cycle_ms: s.scheduler.cycle_ms,
         lookahead_ms: s.scheduler.lookahead_ms,
         pack_adus: s.scheduler.pack_adus,
+        phantom_wait_ms: s.scheduler.phantom_wait_ms,
         ..SessionConfig::default()
     };
     let sender = Host::bind(scfg).await?;

@@ -50,6 +50,13 @@ pub struct SessionConfig {
     /// Look-ahead N in ms: how far ahead channels predict phantom slots.
     #[serde(default)]
     pub lookahead_ms: f64,
+    /// Longest an ADU may wait for phantom slots, in ms from the cycle that first left
+    /// it on one; then the fairness pass puts it on a real slot. 0 (the thesis's
+    /// scheduling, which its reproductions use) sets no limit per ADU, only the
+    /// stream's deferral budget: an ADU that an objective ranks alike on a real and a
+    /// phantom slot may then wait for the whole run while later ones go.
+    #[serde(default)]
+    pub phantom_wait_ms: f64,
     /// Run a cycle early once this many real slots are waiting (thesis `m`).
     #[serde(default)]
     pub early_cycle_slots: Option<usize>,
@@ -116,6 +123,7 @@ impl Default for SessionConfig {
             seed: 0,
             cycle_ms: 0.0,
             lookahead_ms: 0.0,
+            phantom_wait_ms: 0.0,
             early_cycle_slots: None,
             history_len: default_history(),
             reorder_hold_ms: default_reorder_hold_ms(),
@@ -1884,7 +1892,9 @@ impl Session {
             &mut cy.assignment,
             choice,
         );
-        self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
+        if self.config.phantom_wait_ms > 0.0 {
+            self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
+        }
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -2127,9 +2137,10 @@ impl Session {
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
     /// stream may wait for a better slot to come: only while objectives are active (no
     /// objective, no reason to wait) and the stream's `debt` is less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation, and for each ADU no longer than the
-    /// look-ahead after a scheduler first left it on a phantom. The stream's budget alone
-    /// does not bound one ADU's wait: a stream whose other ADUs flow is never behind.
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation, and (with
+    /// [`SessionConfig::phantom_wait_ms`]) for each ADU no longer than that after a
+    /// scheduler first left it on a phantom. The stream's budget alone does not bound one
+    /// ADU's wait: a stream whose other ADUs flow is never behind.
     fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
         cy.adus.clear();
         cy.may_wait.clear();
@@ -2184,7 +2195,7 @@ impl Session {
         let may_wait = &mut cy.may_wait;
         let cursors = &mut cy.cursors;
         let limit = want + extra_count;
-        let patience = ms(self.config.lookahead_ms);
+        let patience = (self.config.phantom_wait_ms > 0.0).then(|| ms(self.config.phantom_wait_ms));
         let mut extra_used = 0usize;
         let full = |len: usize, extra_used: usize| {
             len >= limit || (len >= want && extra_used >= extra_bytes)
@@ -2212,7 +2223,8 @@ impl Session {
                     c.taken += 1;
                     progressed = true;
                     let waited = q.deferred_since.map(|t| now.saturating_sub(t));
-                    may_wait.push(c.patient && waited.is_none_or(|w| w < patience));
+                    let expired = patience.zip(waited).is_some_and(|(p, w)| w >= p);
+                    may_wait.push(c.patient && !expired);
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,

@@ -126,10 +126,8 @@ pub struct QueuedAdu {
     pub payload: Bytes,
     pub fields: Fields,
     pub inserted: Duration,
-    /// When a scheduler first left it on a phantom slot. From then on it may wait for a
-    /// better slot for at most the look-ahead: one that comes within it has come by
-    /// then, and an ADU an objective ranks no better on a real slot than on a phantom
-    /// would otherwise wait forever.
+    /// When a scheduler first left it on a phantom slot (kept only with
+    /// `SessionConfig::phantom_wait_ms`, which bounds the wait from then).
     pub deferred_since: Option<Duration>,
 }
 
