@@ -20,7 +20,7 @@ use crate::app;
 use crate::demo_setup::{self, OBJECTIVE_NOTES};
 use crate::live::{Live, StreamLive};
 use crate::screen::Screen;
-use crate::verdict::{self, Check, Figures, Run};
+use crate::verdict::{self, Check, Figures, Losses, Run};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -171,6 +171,7 @@ fn sim_figures(s: &Scenario, report: &Report) -> Run {
             .iter()
             .map(|n| (n.clone(), r.channels.get(n).copied().unwrap_or(0)))
             .collect(),
+        losses: None,
     };
     let mut run = Run::default();
     for r in &report.streams {
@@ -187,6 +188,7 @@ fn sim_figures(s: &Scenario, report: &Report) -> Run {
                     p95_ms: None,
                     goodput_kbps: None,
                     channels: BTreeMap::new(),
+                    losses: None,
                 },
             );
         }
@@ -226,6 +228,7 @@ async fn run_real(
         cycle_ms: s.scheduler.cycle_ms,
         lookahead_ms: s.scheduler.lookahead_ms,
         pack_adus: s.scheduler.pack_adus,
+        phantom_wait_ms: s.scheduler.phantom_wait_ms,
         ..SessionConfig::default()
     };
     let sender = Host::bind(scfg).await?;
@@ -306,25 +309,31 @@ fn live_figures(
     secs: Duration,
 ) -> Run {
     let secs = secs.as_secs_f64().max(1e-3);
+    let channel_name = |c: u8| {
+        channels
+            .get(usize::from(c))
+            .cloned()
+            .unwrap_or_else(|| format!("ch{c}"))
+    };
+    let by_name = |m: &BTreeMap<u8, u64>| -> BTreeMap<String, u64> {
+        m.iter().map(|(c, n)| (channel_name(*c), *n)).collect()
+    };
     let of = |s: &StreamLive, goodput: bool| Figures {
         sent: s.queued,
         acked: s.acked,
-        lost: s.lost + s.dropped,
+        lost: s.lost.saturating_sub(s.late_acked) + s.dropped + s.abandoned,
         loss_rate: s.loss_rate(),
         mean_ms: s.mean(),
         p95_ms: s.percentile(95.0),
         goodput_kbps: goodput.then(|| s.bytes_received as f64 * 8.0 / secs / 1e3),
-        channels: s
-            .by_channel
-            .iter()
-            .map(|(c, n)| {
-                let name = channels
-                    .get(usize::from(*c))
-                    .cloned()
-                    .unwrap_or_else(|| format!("ch{c}"));
-                (name, *n)
-            })
-            .collect(),
+        channels: by_name(&s.by_channel),
+        losses: Some(Losses {
+            declared_by_channel: by_name(&s.lost_by_channel),
+            late_acked_by_channel: by_name(&s.late_by_channel),
+            dropped: s.dropped,
+            abandoned: s.abandoned,
+            unsent_at_close: s.unsent_at_close,
+        }),
     };
     Run {
         streams: l

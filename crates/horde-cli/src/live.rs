@@ -14,6 +14,8 @@ pub struct StreamLive {
     pub dropped: u64,
     /// Queued or in flight when the session closed: never known to arrive or not.
     pub abandoned: u64,
+    /// Of those, still queued (never sent) when the session closed.
+    pub unsent_at_close: u64,
     /// Insertion-to-ack latencies in ms.
     pub latencies: Vec<f64>,
     /// Payload bytes of the acked ADUs (the sender's view of goodput).
@@ -22,6 +24,12 @@ pub struct StreamLive {
     pub bytes_received: u64,
     /// ADUs acked per channel.
     pub by_channel: BTreeMap<u8, u64>,
+    /// ADUs declared lost per channel, late acks included.
+    pub lost_by_channel: BTreeMap<u8, u64>,
+    /// Of the `lost`, those acknowledged later after all (the loss was spurious).
+    pub late_acked: u64,
+    /// The same per channel.
+    pub late_by_channel: BTreeMap<u8, u64>,
 }
 
 impl StreamLive {
@@ -40,16 +48,22 @@ impl StreamLive {
             .then(|| self.latencies.iter().sum::<f64>() / self.latencies.len() as f64)
     }
 
-    /// Fraction of resolved ADUs that were lost, dropped or abandoned.
+    /// Fraction of resolved ADUs that were lost, dropped or abandoned. A loss taken back
+    /// by a late ack is a delivery, as the simulator counts it.
     pub fn loss_rate(&self) -> f64 {
         let resolved = self.acked + self.lost + self.dropped + self.abandoned;
         if resolved == 0 {
             0.0
         } else {
-            (self.lost + self.dropped + self.abandoned) as f64 / resolved as f64
+            let lost = self.lost.saturating_sub(self.late_acked);
+            (lost + self.dropped + self.abandoned) as f64 / resolved as f64
         }
     }
 }
+
+/// How many declared losses are remembered for a late ack to find its class: far more
+/// than can be outstanding within a few round trips at the demo's or `send`'s rates.
+const LATE_ACK_MEMORY: usize = 4096;
 
 #[derive(Debug, Default, Clone)]
 pub struct Live {
@@ -60,6 +74,9 @@ pub struct Live {
     /// Sender-side results of tagged ADUs (e.g. a video's I-frames), by tag.
     pub classes: BTreeMap<String, StreamLive>,
     tagged: BTreeMap<(u32, u64), String>,
+    /// ADUs declared lost, with their class if tagged, until a late ack or until
+    /// [`LATE_ACK_MEMORY`] newer losses push them out.
+    declared_lost: BTreeMap<(u32, u64), Option<String>>,
     /// Payload size of each unresolved ADU, by (stream, stream_seq).
     sizes: BTreeMap<(u32, u64), u32>,
 }
@@ -99,12 +116,45 @@ impl Live {
                     *self.channels.entry(u8::from(*c)).or_default() += 1;
                 }
                 self.sizes.remove(&(*stream, *stream_seq));
+                if *reason == NackReason::Lost {
+                    let class = self.tagged.get(&(*stream, *stream_seq)).cloned();
+                    self.declared_lost.insert((*stream, *stream_seq), class);
+                    if self.declared_lost.len() > LATE_ACK_MEMORY {
+                        self.declared_lost.pop_first();
+                    }
+                }
                 for s in self.targets(*stream, *stream_seq) {
+                    if let (NackReason::Lost, Some(c)) = (reason, channel) {
+                        *s.lost_by_channel.entry(u8::from(*c)).or_default() += 1;
+                    }
                     match reason {
                         NackReason::Lost => s.lost += 1,
-                        NackReason::Closed | NackReason::Abandoned => s.abandoned += 1,
+                        NackReason::Closed => {
+                            s.abandoned += 1;
+                            s.unsent_at_close += 1;
+                        }
+                        NackReason::Abandoned => s.abandoned += 1,
                         NackReason::QueueOverflow | NackReason::Removed => s.dropped += 1,
                     }
+                }
+            }
+            // The ADU arrived after all: a delivery, not a loss (as the simulator counts).
+            Event::LateAck {
+                stream,
+                stream_seq,
+                channel,
+                ..
+            } => {
+                let Some(class) = self.declared_lost.remove(&(*stream, *stream_seq)) else {
+                    return;
+                };
+                let mut out = vec![self.streams.entry(*stream).or_default()];
+                if let Some(c) = class {
+                    out.push(self.classes.entry(c).or_default());
+                }
+                for s in out {
+                    s.late_acked += 1;
+                    *s.late_by_channel.entry(u8::from(*channel)).or_default() += 1;
                 }
             }
             _ => {}
@@ -262,5 +312,54 @@ mod tests {
         );
         assert!(t.contains("a 40%") && t.contains("b 60%"), "{t}");
         assert!(t.lines().all(|l| l.chars().count() < 80), "{t}");
+    }
+
+    #[test]
+    fn a_late_ack_takes_a_loss_back_and_losses_are_kept_apart_by_cause() {
+        let mut l = Live::default();
+        for _ in 0..4 {
+            l.on_queued(1, 100);
+        }
+        l.tag(1, 0, "video I-frames");
+        let nack = |seq: u64, channel: Option<u8>, reason| Event::Nack {
+            stream: 1,
+            adu: seq,
+            stream_seq: seq,
+            channel: channel.map(ChannelId::new),
+            reason,
+        };
+        l.on_sender_event(&nack(0, Some(2), NackReason::Lost));
+        l.on_sender_event(&nack(1, Some(1), NackReason::Lost));
+        l.on_sender_event(&nack(2, None, NackReason::Closed));
+        l.on_sender_event(&nack(3, Some(0), NackReason::Abandoned));
+        let s = &l.streams[&1];
+        assert_eq!((s.lost, s.abandoned, s.unsent_at_close), (2, 2, 1));
+        assert_eq!(s.lost_by_channel, BTreeMap::from([(1, 1), (2, 1)]));
+        assert!((s.loss_rate() - 1.0).abs() < 1e-12);
+        l.on_sender_event(&Event::LateAck {
+            stream: 1,
+            adu: 0,
+            stream_seq: 0,
+            channel: ChannelId::new(2),
+            rtt: Duration::from_millis(300),
+            latency: Duration::from_millis(300),
+        });
+        let s = &l.streams[&1];
+        assert_eq!(s.late_acked, 1);
+        assert_eq!(s.late_by_channel, BTreeMap::from([(2, 1)]));
+        assert!((s.loss_rate() - 0.75).abs() < 1e-12);
+        let i = &l.classes["video I-frames"];
+        assert_eq!((i.lost, i.late_acked), (1, 1));
+        assert_eq!(i.loss_rate(), 0.0);
+        // A second late ack of the same ADU takes nothing back twice.
+        l.on_sender_event(&Event::LateAck {
+            stream: 1,
+            adu: 0,
+            stream_seq: 0,
+            channel: ChannelId::new(2),
+            rtt: Duration::from_millis(300),
+            latency: Duration::from_millis(300),
+        });
+        assert_eq!(l.streams[&1].late_acked, 1);
     }
 }

@@ -19,6 +19,24 @@ pub struct Figures {
     pub goodput_kbps: Option<f64>,
     /// ADUs acked (real time) or transmissions (simulator) per channel name.
     pub channels: BTreeMap<String, u64>,
+    /// What became of the ADUs that were not acked in time (real time only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub losses: Option<Losses>,
+}
+
+/// Why ADUs were counted lost in a real-time run, from the sender's acks and nacks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Losses {
+    /// Declared lost (by gap or timeout), per channel name.
+    pub declared_by_channel: BTreeMap<String, u64>,
+    /// Of those, acknowledged later after all (the loss was spurious), per channel name.
+    pub late_acked_by_channel: BTreeMap<String, u64>,
+    /// Dropped from the stream's send queue (overflow) before being sent.
+    pub dropped: u64,
+    /// Queued or in flight when the session closed.
+    pub abandoned: u64,
+    /// Of those, still queued (never sent).
+    pub unsent_at_close: u64,
 }
 
 /// One run: figures by stream name, and by class (e.g. `video I-frames`).
@@ -215,6 +233,7 @@ mod tests {
             p95_ms: Some(p95),
             goodput_kbps: None,
             channels: BTreeMap::new(),
+            losses: None,
         }
     }
 

@@ -54,6 +54,13 @@ pub struct SessionConfig {
     /// Look-ahead N in ms: how far ahead channels predict phantom slots.
     #[serde(default)]
     pub lookahead_ms: f64,
+    /// Longest an ADU may wait for phantom slots, in ms from the cycle that first left
+    /// it on one; then the fairness pass puts it on a real slot. 0 (the thesis's
+    /// scheduling, which its reproductions use) sets no limit per ADU, only the
+    /// stream's deferral budget: an ADU that an objective ranks alike on a real and a
+    /// phantom slot may then wait for the whole run while later ones go.
+    #[serde(default)]
+    pub phantom_wait_ms: f64,
     /// Run a cycle early once this many real slots are waiting (thesis `m`).
     #[serde(default)]
     pub early_cycle_slots: Option<usize>,
@@ -120,6 +127,7 @@ impl Default for SessionConfig {
             seed: 0,
             cycle_ms: 0.0,
             lookahead_ms: 0.0,
+            phantom_wait_ms: 0.0,
             early_cycle_slots: None,
             history_len: default_history(),
             reorder_hold_ms: default_reorder_hold_ms(),
@@ -487,6 +495,7 @@ impl Session {
             payload,
             fields,
             inserted: now,
+            deferred_since: None,
         });
         self.stats.adus_queued += 1;
         if s.update_writable() {

@@ -126,6 +126,9 @@ pub struct QueuedAdu {
     pub payload: Bytes,
     pub fields: Fields,
     pub inserted: Duration,
+    /// When a scheduler first left it on a phantom slot (kept only with
+    /// `SessionConfig::phantom_wait_ms`, which bounds the wait from then).
+    pub deferred_since: Option<Duration>,
 }
 
 /// Credit never banks more than this much of a stream's allocation, so a stream that was
@@ -469,6 +472,7 @@ mod tests {
             payload: Bytes::from(vec![0; len]),
             fields: Fields::new(),
             inserted: Duration::ZERO,
+            deferred_since: None,
         }
     }
 
@@ -566,6 +570,7 @@ mod tests {
                 payload: Bytes::from(vec![0; 100]),
                 fields: Fields::new(),
                 inserted: Duration::ZERO,
+                deferred_since: None,
             }));
         }
         assert_eq!(dropped.iter().map(|a| a.id).collect::<Vec<_>>(), vec![0, 1]);

@@ -107,6 +107,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
             cycle_ms: s.scheduler.cycle_ms,
             lookahead_ms: s.scheduler.lookahead_ms,
             pack_adus: s.scheduler.pack_adus,
+            phantom_wait_ms: s.scheduler.phantom_wait_ms,
             ..SessionConfig::default()
         },
         scheduler: scheduler(&s.scheduler.kind, s.scheduler.k)?,

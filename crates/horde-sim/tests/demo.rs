@@ -44,6 +44,18 @@ fn each_objective_wins_on_its_own_metric_on_fixed_seeds() {
     let mut failures = Vec::new();
     for seed in SEEDS {
         let (on, off) = (demo(seed, true), demo(seed, false));
+        // An ADU never sent is never counted lost: every I-frame must leave, as it
+        // does without objectives (an objective's tie between a real and a phantom slot
+        // once kept a few queued for the whole run).
+        let (sent_on, sent_off) = (
+            stream(&on, VIDEO).frame_types["I"].sent,
+            stream(&off, VIDEO).frame_types["I"].sent,
+        );
+        if sent_on < sent_off {
+            failures.push(format!(
+                "seed {seed}: {sent_on} I-frame ADUs sent with objectives, {sent_off} without"
+            ));
+        }
         let (i_on, i_off) = (iframe_loss(&on), iframe_loss(&off));
         if i_on >= i_off {
             failures.push(format!("seed {seed}: I-frame loss {i_on} vs {i_off}"));

@@ -32,8 +32,9 @@ use horde_crypto::{
     RekeyPolicy, Reply,
 };
 use horde_proto::{
-    AcceptError, ChannelConfig, ChannelConfigFn, ChannelId, ChannelSpec, CloseReason, ConnectOptions,
-    ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session, SessionConfig,
+    AcceptError, ChannelConfig, ChannelConfigFn, ChannelId, ChannelSpec, CloseReason,
+    ConnectOptions, ConnectionHandle, Endpoint, EndpointConfig, Event, ServerConfig, Session,
+    SessionConfig,
 };
 use quinn_udp::RecvMeta;
 use rand::rngs::StdRng;

@@ -192,6 +192,9 @@ impl Session {
             &mut cy.assignment,
             choice,
         );
+        if self.config.phantom_wait_ms > 0.0 {
+            self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
+        }
 
         // Send in slot order so consecutive real slots of a channel get consecutive
         // sequence numbers, as the slots predicted.
@@ -229,6 +232,29 @@ impl Session {
         }
         cy.packer = packer;
         self.cycle = cy;
+    }
+
+    /// Start the patience clock of each ADU left on a phantom slot for the first time
+    /// (see [`QueuedAdu::deferred_since`](crate::stream::QueuedAdu::deferred_since)).
+    fn note_deferrals(
+        &mut self,
+        now: Duration,
+        n_real: usize,
+        adus: &[AduView],
+        assignment: &[Option<usize>],
+    ) {
+        for (a, slot) in adus.iter().zip(assignment) {
+            if slot.is_none_or(|s| s < n_real) {
+                continue;
+            }
+            let queued = self
+                .send
+                .get_mut(&a.stream_id)
+                .and_then(|s| s.find_mut(a.id));
+            if let Some(q) = queued {
+                q.deferred_since.get_or_insert(now);
+            }
+        }
     }
 
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
@@ -302,7 +328,11 @@ impl Session {
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
     /// stream may wait for a better slot to come: only while objectives are active (no
     /// objective, no reason to wait) and the stream's `debt` is less than
-    /// [`DEFERRAL_BUDGET_SECS`] of its allocation.
+    /// [`DEFERRAL_BUDGET_SECS`] of its allocation, and (with
+    /// [`SessionConfig::phantom_wait_ms`](super::SessionConfig::phantom_wait_ms)) for each
+    /// ADU no longer than that after a scheduler first left it on a phantom. The stream's
+    /// budget alone does not bound one ADU's wait: a stream whose other ADUs flow is never
+    /// behind.
     pub(super) fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
         cy.adus.clear();
         cy.may_wait.clear();
@@ -357,6 +387,7 @@ impl Session {
         let may_wait = &mut cy.may_wait;
         let cursors = &mut cy.cursors;
         let limit = want + extra_count;
+        let patience = (self.config.phantom_wait_ms > 0.0).then(|| ms(self.config.phantom_wait_ms));
         let mut extra_used = 0usize;
         let full = |len: usize, extra_used: usize| {
             len >= limit || (len >= want && extra_used >= extra_bytes)
@@ -383,7 +414,9 @@ impl Session {
                     c.credit -= q.payload.len() as f64;
                     c.taken += 1;
                     progressed = true;
-                    may_wait.push(c.patient);
+                    let waited = q.deferred_since.map(|t| now.saturating_sub(t));
+                    let expired = patience.zip(waited).is_some_and(|(p, w)| w >= p);
+                    may_wait.push(c.patient && !expired);
                     out.push(AduView {
                         id: q.id,
                         stream_id: s.id,

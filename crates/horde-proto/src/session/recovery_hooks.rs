@@ -104,6 +104,7 @@ impl Session {
                 payload: o.payload,
                 fields: Fields::default(),
                 inserted: now,
+                deferred_since: None,
             });
             self.recovery.bind(stream, id, o.kind);
             self.wake_cycle(now);

@@ -9,6 +9,7 @@
 //! cycle_ms = 100             # default 0: a cycle whenever a channel may send
 //! lookahead_ms = 300         # default 0
 //! pack_adus = false          # default true; false sends one ADU per slot (thesis)
+//! phantom_wait_ms = 100      # default 0: no limit on one ADU's wait for phantom slots
 //! [[hosts]]                  # optional; default two hosts "a" and "b"
 //! name = "ambulance"
 //! [[channels]]
@@ -89,6 +90,9 @@ pub struct SchedulerSpec {
     /// Several small ADUs per packet (default, as in the runtime); `false` is the
     /// thesis's one ADU per slot, which its reproductions use.
     pub pack_adus: bool,
+    /// Longest one ADU may wait for phantom slots, ms (`SessionConfig::phantom_wait_ms`);
+    /// 0, the default and the thesis's, sets no limit.
+    pub phantom_wait_ms: f64,
 }
 
 impl Default for SchedulerSpec {
@@ -99,6 +103,7 @@ impl Default for SchedulerSpec {
             lookahead_ms: 0.0,
             k: None,
             pack_adus: true,
+            phantom_wait_ms: 0.0,
         }
     }
 }

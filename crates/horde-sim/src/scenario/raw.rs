@@ -38,6 +38,8 @@ pub(crate) struct RawScheduler {
     pub(crate) k: Option<Spanned<u32>>,
     #[serde(default)]
     pub(crate) pack_adus: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub(crate) phantom_wait_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

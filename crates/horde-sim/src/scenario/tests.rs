@@ -232,6 +232,7 @@ fn validation_errors_point_at_the_offending_value() {
         (edit("objectives = [\"x1.hose\"]", "objectives = [\"\"]"), "bad.toml:29:15: objective path is empty"),
         (edit("[[channels]]\nname = \"c1\"", "[scheduler]\ncycle_ms = -5\n\n[[channels]]\nname = \"c1\""), "bad.toml:6:12: scheduler.cycle_ms must be zero or positive, got -5"),
         (edit("[[channels]]\nname = \"c1\"", "[scheduler]\nlookahead_ms = -1\n[[channels]]\nname = \"c1\""), "bad.toml:6:16: scheduler.lookahead_ms must be zero or positive, got -1"),
+        (edit("[[channels]]\nname = \"c1\"", "[scheduler]\nphantom_wait_ms = -3\n[[channels]]\nname = \"c1\""), "bad.toml:6:19: scheduler.phantom_wait_ms must be zero or positive, got -3"),
         (edit("[[channels]]\nname = \"c1\"", "[scheduler]\nk = 0\n[[channels]]\nname = \"c1\""), "bad.toml:6:5: scheduler.k must be at least 1"),
         (edit("[[channels]]\nname = \"c1\"", "hosts = [{ name = \"solo\" }]\n[[channels]]\nname = \"c1\""), "bad.toml:5:9: [[hosts]] lists 1 host(s); a scenario needs at least two"),
         (edit("[[channels]]\nname = \"c1\"", "hosts = [{ name = \"a\" }, { name = \"a\" }]\n[[channels]]\nname = \"c1\""), "bad.toml:5:35: duplicate host name \"a\""),

@@ -150,6 +150,9 @@ impl Checker<'_> {
         if let Some(p) = &s.pack_adus {
             out.pack_adus = *p.get_ref();
         }
+        if let Some(v) = &s.phantom_wait_ms {
+            out.phantom_wait_ms = self.non_negative("scheduler.phantom_wait_ms", v)?;
+        }
         Ok(out)
     }
 
