@@ -843,9 +843,11 @@ impl Session {
                 s.queued_bytes += q.payload.len();
                 s.queue.push_back(q);
             }
+            self.carry_recovery(now, &mut s);
             // Carried ADUs count against the queue limit like any other.
             for d in s.trim() {
                 self.stats.adus_dropped += 1;
+                self.recovery.forget(id, d.id);
                 self.events.push_back(Event::Nack {
                     stream: id,
                     adu: d.id,
@@ -859,6 +861,30 @@ impl Session {
         self.objectives = std::mem::take(&mut old.objectives);
         std::mem::swap(&mut self.scheduler, &mut old.scheduler);
         self.wake_cycle(now);
+    }
+
+    /// A recovery stream carried into this session starts a fresh tunnel sequence
+    /// space, as the peer's new session does: its queued data ADUs are framed again, and
+    /// the old layer's coded, parity and report ADUs are dropped (`docs/recovery.md`,
+    /// "Reconnection").
+    fn carry_recovery(&mut self, now: Duration, s: &mut SendStream) {
+        if !s.config.recovery.is_on() {
+            return;
+        }
+        if let Err(e) = self.recovery.open(s.id, &s.config.recovery) {
+            // Validated when the stream was first opened, so not expected here.
+            tracing::warn!(stream = s.id, error = %e, "recovery not carried over");
+            return;
+        }
+        let queue = std::mem::take(&mut s.queue);
+        s.queue = queue
+            .into_iter()
+            .filter_map(|mut q| {
+                q.payload = self.recovery.reframe(now, s.id, q.id, &q.payload)?;
+                Some(q)
+            })
+            .collect();
+        s.queued_bytes = s.queue.iter().map(|q| q.payload.len()).sum();
     }
 
     /// Bound the receive buffer (payload bytes delivered to the application and not yet

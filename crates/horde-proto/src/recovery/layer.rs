@@ -90,6 +90,17 @@ impl RecoveryLayer {
         Ok(framed)
     }
 
+    /// A data ADU framed by a previous session's layer, carried into this one: its
+    /// payload framed again in this layer's sequence space (the peer's new session
+    /// numbers from 0). `None` for coded, parity and report ADUs: they name sequence
+    /// numbers of the old space, which the peer's new receiver never saw.
+    pub fn reframe(&mut self, now: Duration, stream: u32, id: u64, adu: &Bytes) -> Option<Bytes> {
+        match header::decode(adu) {
+            Ok(Frame::Data { payload, .. }) => self.frame(now, stream, id, payload).ok(),
+            _ => None,
+        }
+    }
+
     /// ADU `id` of `stream` left on a path with loss estimate `p`, `len` payload bytes.
     ///
     /// `channel` is the channel it went on; the peer's report of that channel's loss,
