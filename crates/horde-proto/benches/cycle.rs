@@ -6,7 +6,8 @@
 //! cargo bench -p horde-proto --bench cycle
 //! ```
 //!
-//! It prints a scaling table (N = 8, 16, 32, 64, 128) with the time and the heap
+//! It prints a scaling table (N = 8, 16, 32, 64, 128) with the time (wall clock and
+//! the thread's CPU time, which a busy machine does not stretch) and the heap
 //! allocations of one cycle, for the default scheduler (`rrr`) and the objective-driven
 //! ones (`directed`, `random-walk` with k = 25), and the allocations of everything else
 //! a sender does per cycle (encoding the cycle's datagrams, processing the acks); then
@@ -37,30 +38,40 @@ fn table() {
          median of {CYCLES} cycles after warm-up"
     );
     println!(
-        "{:>4} {:>11} {:>11} {:>13} {:>13} {:>14}",
-        "N", "scheduler", "time/cycle", "allocs/cycle", "packets/cycle", "other allocs"
+        "{:>4} {:>11} {:>11} {:>11} {:>13} {:>13} {:>14}",
+        "N",
+        "scheduler",
+        "time/cycle",
+        "cpu/cycle",
+        "allocs/cycle",
+        "packets/cycle",
+        "other allocs"
     );
     for n in [8usize, 16, 32, 64, 128] {
         for (name, make) in SCHEDULERS {
             let mut pair = Pair::new(n / CHANNELS, make);
             pair.warm();
             let mut times = Vec::with_capacity(CYCLES as usize);
+            let mut cpu = Vec::with_capacity(CYCLES as usize);
             let (mut cycle_allocs, mut other, mut packets) = (0, 0, 0);
             for _ in 0..CYCLES {
                 let s = pair.step();
                 assert!(s.ran, "every step runs a cycle");
                 times.push(s.cycle);
+                cpu.push(s.cycle_cpu);
                 cycle_allocs += s.cycle_allocs;
                 other += s.other_allocs;
                 packets += s.packets;
             }
             times.sort_unstable();
+            cpu.sort_unstable();
             let per = |x: u64| x as f64 / f64::from(CYCLES);
             println!(
-                "{:>4} {:>11} {:>9.1} µs {:>13.2} {:>13.1} {:>14.2}",
+                "{:>4} {:>11} {:>9.1} µs {:>9.1} µs {:>13.2} {:>13.1} {:>14.2}",
                 n,
                 name,
                 times[times.len() / 2].as_secs_f64() * 1e6,
+                cpu[cpu.len() / 2].as_secs_f64() * 1e6,
                 per(cycle_allocs),
                 per(packets),
                 per(other),
