@@ -31,7 +31,9 @@ pub(crate) struct LocalSearch {
     /// "Don't look" bits, inverted: an ADU whose last scan found nothing is not
     /// scanned again until one of its terms changes.
     look: Vec<bool>,
-    /// Pair-kernel values per (kernel, slot, slot), filled as needed.
+    /// Pair-kernel values, filled as needed: per (kernel, first member's slot,
+    /// second's), then the same transposed, so that a moved ADU's terms all read
+    /// one row (its own slot) whichever member it is.
     ktab: Vec<i64>,
     /// All-unplaced assignment used to evaluate a kernel at a slot pair.
     scratch: Assignment,
@@ -41,6 +43,9 @@ pub(crate) struct LocalSearch {
     /// Per ADU, its other higher terms (CSR over `gterms`).
     gstart: Vec<u32>,
     gterms: Vec<u32>,
+    /// Per ADU, how many of its other higher terms are below their upper bound:
+    /// an ADU with none adds nothing to the first, unconditional scan of `delta`.
+    gbelow: Vec<u32>,
 }
 
 /// A pair-kernel term seen from one of its members.
@@ -51,6 +56,24 @@ struct KernelEdge {
     other: u32,
     /// Whether the member is the term's first (the table's row).
     first: bool,
+}
+
+impl KernelEdge {
+    /// Index into the kernel tables of this term with the member in slot `own`
+    /// and the other member in slot `other`: the member's row of the table if it
+    /// is the first member, of the transposed table if not.
+    #[inline]
+    fn index(&self, m: usize, kernels: usize, own: usize, other: usize) -> usize {
+        let half = if self.first { 0 } else { kernels };
+        ((half + self.kernel as usize) * m + own) * m + other
+    }
+}
+
+/// Where kernel `k` at (first member's slot `s`, second's `t`) is stored, and its
+/// transposed copy.
+fn kernel_cells(m: usize, kernels: usize, k: u32, s: usize, t: usize) -> (usize, usize) {
+    let k = k as usize;
+    ((k * m + s) * m + t, ((kernels + k) * m + t) * m + s)
 }
 
 /// A kernel table entry not computed yet.
@@ -124,7 +147,7 @@ impl LocalSearch {
         self.pot.clear();
         self.pot.resize(n, 0);
         self.ktab.clear();
-        self.ktab.resize(model.kernels.len() * m * m, UNKNOWN);
+        self.ktab.resize(2 * model.kernels.len() * m * m, UNKNOWN);
         self.scratch.clear();
         self.scratch.resize(n, None);
         self.split_adjacency(model);
@@ -134,6 +157,15 @@ impl LocalSearch {
             let gap = i128::from(model.hi[h]) - i128::from(v);
             for &a in model.members(h) {
                 self.pot[a as usize] += gap;
+            }
+        }
+        self.gbelow.clear();
+        self.gbelow.resize(n, 0);
+        for h in 0..model.terms.len() {
+            if model.kernel[h] == NO_KERNEL && self.cur[h] < model.hi[h] {
+                for &a in model.members(h) {
+                    self.gbelow[a as usize] += 1;
+                }
             }
         }
         let spent = model.terms.len();
@@ -450,29 +482,34 @@ impl LocalSearch {
         du: i128,
     ) -> Option<i128> {
         self.epoch = self.epoch.wrapping_add(1);
+        let epoch = self.epoch;
         self.changed.clear();
         let mut gain = 0i128;
         let m = ctx.model.m;
+        let kernels = ctx.model.kernels.len();
         for &x in moved.iter().flatten() {
             let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
-            for i in lo..hi {
-                let e = self.kedges[i];
+            let own = work[x];
+            for e in &self.kedges[lo..hi] {
                 let h = e.term as usize;
-                if self.stamp[h] == self.epoch {
+                if self.stamp[h] == epoch {
                     continue;
                 }
-                self.stamp[h] = self.epoch;
+                self.stamp[h] = epoch;
                 ctx.spent += 1;
-                let v = match (work[x], work[e.other as usize]) {
-                    (Some(s), Some(t)) => {
-                        let (s, t) = if e.first { (s, t) } else { (t, s) };
-                        let v = self.ktab[(e.kernel as usize * m + s) * m + t];
-                        if v == UNKNOWN {
-                            self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t)
-                        } else {
+                let v = match (own, work[e.other as usize]) {
+                    (Some(s), Some(t)) => match self.ktab[e.index(m, kernels, s, t)] {
+                        UNKNOWN => {
+                            let (s, t) = if e.first { (s, t) } else { (t, s) };
+                            let v =
+                                kernel_value(ctx.model, ctx.set, &mut self.scratch, e.kernel, s, t);
+                            let (i, j) = kernel_cells(m, kernels, e.kernel, s, t);
+                            self.ktab[i] = v;
+                            self.ktab[j] = v;
                             v
                         }
-                    }
+                        v => v,
+                    },
                     _ => 0,
                 };
                 let old = self.cur[h];
@@ -484,16 +521,17 @@ impl LocalSearch {
         }
         for below_bound in [true, false] {
             for &x in moved.iter().flatten() {
+                if below_bound && self.gbelow[x] == 0 {
+                    continue;
+                }
                 let (lo, hi) = (self.gstart[x] as usize, self.gstart[x + 1] as usize);
                 for i in lo..hi {
                     let h = self.gterms[i];
                     let hu = h as usize;
-                    if self.stamp[hu] == self.epoch
-                        || (self.cur[hu] < ctx.model.hi[hu]) != below_bound
-                    {
+                    if self.stamp[hu] == epoch || (self.cur[hu] < ctx.model.hi[hu]) != below_bound {
                         continue;
                     }
-                    self.stamp[hu] = self.epoch;
+                    self.stamp[hu] = epoch;
                     let (o, t) = ctx.model.terms[hu];
                     let v = ctx.set.get(o as usize).value(t as usize, work, true);
                     ctx.spent += 1;
@@ -511,8 +549,7 @@ impl LocalSearch {
         Some(gain)
     }
 
-    /// Compute and store kernel `k` at slots `(s, t)`: any term with this kernel
-    /// gives it with its members at `s` and `t`.
+    /// Compute and store kernel `k` at slots `(s, t)`.
     fn fill_kernel(
         &mut self,
         model: &Model,
@@ -521,19 +558,10 @@ impl LocalSearch {
         s: usize,
         t: usize,
     ) -> i64 {
-        let m = model.m;
-        let (o, rep) = model.kernels[k as usize];
-        let (ra, rb) = (
-            model.kernel_pair[k as usize][0] as usize,
-            model.kernel_pair[k as usize][1] as usize,
-        );
-        let o = set.get(o as usize);
-        self.scratch[ra] = Some(s);
-        self.scratch[rb] = Some(t);
-        let v = o.value(rep as usize, &self.scratch, true);
-        self.scratch[ra] = None;
-        self.scratch[rb] = None;
-        self.ktab[(k as usize * m + s) * m + t] = v;
+        let v = kernel_value(model, set, &mut self.scratch, k, s, t);
+        let (i, j) = kernel_cells(model.m, model.kernels.len(), k, s, t);
+        self.ktab[i] = v;
+        self.ktab[j] = v;
         v
     }
 
@@ -556,7 +584,7 @@ impl LocalSearch {
             return 0;
         };
         let m = model.m;
-        let v = self.ktab[(k as usize * m + s) * m + t];
+        let v = self.ktab[kernel_cells(m, model.kernels.len(), k, s, t).0];
         if v == UNKNOWN {
             self.fill_kernel(model, set, k, s, t)
         } else {
@@ -571,8 +599,20 @@ impl LocalSearch {
             self.look[x] = true;
         }
         for &(h, v) in &self.changed {
-            let d = i128::from(v) - i128::from(self.cur[h as usize]);
-            self.cur[h as usize] = v;
+            let hu = h as usize;
+            let was_below = self.cur[hu] < ctx.model.hi[hu];
+            let d = i128::from(v) - i128::from(self.cur[hu]);
+            self.cur[hu] = v;
+            let below = v < ctx.model.hi[hu];
+            if ctx.model.kernel[hu] == NO_KERNEL && below != was_below {
+                for &x in ctx.model.members(hu) {
+                    if below {
+                        self.gbelow[x as usize] += 1;
+                    } else {
+                        self.gbelow[x as usize] -= 1;
+                    }
+                }
+            }
             for &x in ctx.model.members(h as usize) {
                 self.pot[x as usize] -= d;
                 if d != 0 {
@@ -581,4 +621,25 @@ impl LocalSearch {
             }
         }
     }
+}
+
+/// Kernel `k` at slots `(s, t)`: any term with this kernel gives it with its
+/// members at `s` and `t`. `scratch` is an all-unplaced assignment and is left so.
+fn kernel_value(
+    model: &Model,
+    set: &mut PreparedSet<'_>,
+    scratch: &mut Assignment,
+    k: u32,
+    s: usize,
+    t: usize,
+) -> i64 {
+    let (o, rep) = model.kernels[k as usize];
+    let [ra, rb] = model.kernel_pair[k as usize];
+    let (ra, rb) = (ra as usize, rb as usize);
+    scratch[ra] = Some(s);
+    scratch[rb] = Some(t);
+    let v = set.get(o as usize).value(rep as usize, scratch, true);
+    scratch[ra] = None;
+    scratch[rb] = None;
+    v
 }
