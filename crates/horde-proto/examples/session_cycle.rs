@@ -29,7 +29,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if n == 0 || n % CHANNELS != 0 || cycles == 0 {
+    if n == 0 || !n.is_multiple_of(CHANNELS) || cycles == 0 {
         eprintln!("N must be a positive multiple of {CHANNELS} and CYCLES positive");
         std::process::exit(2);
     }
