@@ -1,9 +1,16 @@
 //! UDP sockets for channels, with what the kernel offers for batching them.
+//!
+//! Each interface can have two sockets on one port: the data socket, read by the driver,
+//! and a handshake socket, read by the handshake worker. Both set `SO_REUSEPORT`, and a
+//! classic BPF program attached to their group steers every datagram by its first byte:
+//! initiations to the handshake socket, everything else to the data socket. A handshake
+//! flood then never wakes the driver, and peers see one address as before.
 
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use quinn_udp::{RecvMeta, UdpSocketState};
@@ -23,11 +30,34 @@ pub struct ChannelSocket {
     /// Datagrams one send may carry with GSO; 1 when off (not offered, turned off by
     /// configuration, or refused by the device at run time).
     gso_segments: AtomicUsize,
+    /// The same port's handshake socket, when initiations are steered to one.
+    handshake: Option<Arc<UdpSocket>>,
 }
 
 /// Bind a non-blocking UDP socket for an interface, pinned to its device if one is named.
-/// With `offload`, GSO and GRO are used when the kernel has them.
-pub fn bind(iface: &InterfaceConfig, offload: bool) -> io::Result<ChannelSocket> {
+/// With `offload`, GSO and GRO are used when the kernel has them. With `split_handshakes`,
+/// also a handshake socket on the same port that receives every initiation; if the kernel
+/// refuses that (no `SO_REUSEPORT` BPF), one socket receives everything.
+pub fn bind(
+    iface: &InterfaceConfig,
+    offload: bool,
+    split_handshakes: bool,
+) -> io::Result<ChannelSocket> {
+    if split_handshakes {
+        match bind_split(iface, offload) {
+            Ok(s) => return Ok(s),
+            Err(e) => tracing::debug!(
+                error = %e,
+                "no separate handshake socket: initiations arrive with the data"
+            ),
+        }
+    }
+    let s = open(iface, false)?;
+    s.bind(&iface.bind.into())?;
+    wrap(s, offload, None)
+}
+
+fn open(iface: &InterfaceConfig, reuse_port: bool) -> io::Result<Socket> {
     let domain = match iface.bind {
         SocketAddr::V4(_) => Domain::IPV4,
         SocketAddr::V6(_) => Domain::IPV6,
@@ -40,7 +70,82 @@ pub fn bind(iface: &InterfaceConfig, offload: bool) -> io::Result<ChannelSocket>
     let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = s.set_send_buffer_size(SOCKET_BUFFER);
     s.set_nonblocking(true)?;
-    s.bind(&iface.bind.into())?;
+    if reuse_port {
+        s.set_reuse_port(true)?;
+    }
+    Ok(s)
+}
+
+/// The data socket first (index 0 of the port's group), the steering program on the
+/// group, then the handshake socket (index 1). Bound in this order, no datagram can reach
+/// the wrong socket: until the second socket joins, the program's 1 has no socket and the
+/// kernel falls back to the only one.
+fn bind_split(iface: &InterfaceConfig, offload: bool) -> io::Result<ChannelSocket> {
+    let data = open(iface, true)?;
+    data.bind(&iface.bind.into())?;
+    attach_steering(&data)?;
+    let port = data
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("not an IP socket"))?;
+    let handshake = open(iface, true)?;
+    handshake.bind(&port.into())?;
+    wrap(data, offload, Some(Arc::new(handshake.into())))
+}
+
+/// The group's steering program: the UDP payload's first byte is 1 (an initiation) ->
+/// socket 1, anything else (and an empty payload) -> socket 0.
+fn attach_steering(s: &Socket) -> io::Result<()> {
+    const LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let mut program = [
+        libc::sock_filter {
+            code: LD_B_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: u32::from(horde_crypto::TYPE_INITIATION),
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: 1,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: the kernel copies the program during the call; `prog` points at it.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            &prog as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn wrap(s: Socket, offload: bool, handshake: Option<Arc<UdpSocket>>) -> io::Result<ChannelSocket> {
     let state = UdpSocketState::new((&s).into())?;
     let mut gso = if offload { state.max_gso_segments() } else { 1 };
     if !offload {
@@ -54,6 +159,7 @@ pub fn bind(iface: &InterfaceConfig, offload: bool) -> io::Result<ChannelSocket>
         io: tokio::net::UdpSocket::from_std(s.into())?,
         state,
         gso_segments: AtomicUsize::new(gso.max(1)),
+        handshake,
     })
 }
 
@@ -89,6 +195,11 @@ fn gso_works(s: &Socket) -> bool {
 impl ChannelSocket {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
+    }
+
+    /// The handshake socket on the same port, if initiations are steered to one.
+    pub fn handshake_socket(&self) -> Option<&Arc<UdpSocket>> {
+        self.handshake.as_ref()
     }
 
     pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

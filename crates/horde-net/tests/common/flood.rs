@@ -43,6 +43,86 @@ impl FloodKind {
     }
 }
 
+/// Where the flood goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aim {
+    /// The session's receiver.
+    Host,
+    /// A control: another UDP port on the same address, read by a thread that discards
+    /// everything. What the session loses then is what the flood costs the machine (the
+    /// sender, the kernel's loopback path), not what it costs Horde.
+    Sink,
+}
+
+/// How a live session is flooded beyond kind and rate.
+#[derive(Debug, Clone, Copy)]
+pub struct FloodOptions {
+    pub aim: Aim,
+    /// Pin the attacker's thread to this CPU (`sched_setaffinity`).
+    pub attacker_cpu: Option<usize>,
+    /// Pin the sink's thread to this CPU.
+    pub sink_cpu: Option<usize>,
+}
+
+impl Default for FloodOptions {
+    fn default() -> Self {
+        Self {
+            aim: Aim::Host,
+            attacker_cpu: None,
+            sink_cpu: None,
+        }
+    }
+}
+
+/// Pins the calling thread to one CPU; false if the kernel refused (e.g. no such CPU).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; pid 0 is this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// A thread that reads a UDP socket and throws every datagram away (the control target).
+pub struct Sink {
+    pub addr: SocketAddr,
+    thread: std::thread::JoinHandle<u64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Sink {
+    pub fn start(cpu: Option<usize>) -> Sink {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind the sink");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let addr = socket.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            if let Some(c) = cpu {
+                pin_current_thread(c);
+            }
+            let mut buf = [0u8; 2048];
+            let mut read = 0u64;
+            while !stop_flag.load(Ordering::Relaxed) {
+                if socket.recv_from(&mut buf).is_ok() {
+                    read += 1;
+                }
+            }
+            read
+        });
+        Sink { addr, thread, stop }
+    }
+
+    /// Stops the thread; returns how many datagrams it read.
+    pub fn join(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// A running flood; [`Flood::join`] returns how many datagrams it sent.
 pub struct Flood {
     thread: std::thread::JoinHandle<u64>,
@@ -59,6 +139,7 @@ impl Flood {
         allowed: &Keypair,
         rate: u32,
         seconds: f64,
+        cpu: Option<usize>,
     ) -> Flood {
         let mut rng = StdRng::seed_from_u64(0xF100D);
         let stranger = Keypair::generate_with(&mut rng);
@@ -71,6 +152,9 @@ impl Flood {
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
+            if let Some(c) = cpu {
+                pin_current_thread(c);
+            }
             let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
             socket.set_nonblocking(true).unwrap();
             let mut random = vec![0u8; INITIATION_LEN];
@@ -139,6 +223,10 @@ pub struct LiveReport {
     pub seconds: f64,
     pub server_drops: DropCounters,
     pub flood_sent: u64,
+    /// Datagrams the control sink read (0 when the flood aimed at the host).
+    pub sink_read: u64,
+    /// The receiving host's counters at the end of the run.
+    pub server_stats: horde_net::HostStats,
     /// How long a second client, connecting halfway through the run, took to connect
     /// (`None`: it did not connect within 5 s).
     pub late_connect: Option<Duration>,
@@ -175,6 +263,26 @@ pub struct EmulatedLink {
 pub async fn live_session(
     link: Option<EmulatedLink>,
     flood: Option<(FloodKind, u32)>,
+    adus_per_second: u32,
+    adu_bytes: usize,
+    seconds: f64,
+) -> LiveReport {
+    live_session_with(
+        link,
+        flood,
+        FloodOptions::default(),
+        adus_per_second,
+        adu_bytes,
+        seconds,
+    )
+    .await
+}
+
+/// [`live_session`] with the flood aimed and pinned as `options` say.
+pub async fn live_session_with(
+    link: Option<EmulatedLink>,
+    flood: Option<(FloodKind, u32)>,
+    options: FloodOptions,
     adus_per_second: u32,
     adu_bytes: usize,
     seconds: f64,
@@ -234,14 +342,17 @@ pub async fn live_session(
     let (handle, mut client_events) = conn.split();
     let (_server_handle, mut server_events) = accepted.split();
 
+    let sink = (flood.is_some() && options.aim == Aim::Sink).then(|| Sink::start(options.sink_cpu));
+    let flood_target = sink.as_ref().map_or(target, |s| s.addr);
     let attack = flood.map(|(kind, rate)| {
         Flood::start(
             kind,
-            target,
+            flood_target,
             *server_key.public(),
             &client_key,
             rate,
             seconds,
+            options.attacker_cpu,
         )
     });
 
@@ -315,10 +426,12 @@ pub async fn live_session(
             .unwrap();
     }
     let flood_sent = attack.map_or(0, Flood::join);
+    let sink_read = sink.map_or(0, Sink::join);
     let late_connect = late.await.unwrap();
     let (delivered, delivered_per_window, latencies_ms) = receiver.await.unwrap();
     let (acked, acked_per_window) = acks.await.unwrap();
-    let server_drops = server.stats().await.unwrap().dropped;
+    let server_stats = server.stats().await.unwrap();
+    let server_drops = server_stats.dropped.clone();
     client.shutdown().await;
     server.shutdown().await;
     LiveReport {
@@ -331,6 +444,8 @@ pub async fn live_session(
         seconds,
         server_drops,
         flood_sent,
+        sink_read,
+        server_stats,
         late_connect,
     }
 }
