@@ -1,6 +1,6 @@
 //! A live session with and without a handshake flood against its receiver.
 //!
-//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS [loopback|emulated] [--pin]]
+//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS [loopback|emulated] [--pin] [--shared-socket]]
 //!
 //! Both hosts run on one two-worker runtime over loopback; the session sends 1000-byte ADUs
 //! at 1000/s (8 Mbit/s). The attacker sends from 127.0.0.2 at RATE datagrams/s (default
@@ -14,6 +14,8 @@
 //! there is the flood's cost to the machine (the attacker's sends and the kernel's loopback
 //! path on two cores), not Horde's. With `--pin` the runtime's workers (and the threads
 //! they start, such as the handshake worker) run on CPU 0 and the attacker on CPU 1.
+//! With `--shared-socket` the receiver reads initiations on its data socket and the driver
+//! checks them (`HandshakeSettings::separate_socket` off), as before they had their own.
 
 #[path = "../tests/common/flood.rs"]
 mod flood;
@@ -33,6 +35,7 @@ fn main() {
     // Optional: only the paths whose name starts with this word (both by default).
     let only = args.get(2).cloned().unwrap_or_default();
     let pin = std::env::args().any(|a| a == "--pin");
+    let shared_socket = std::env::args().any(|a| a == "--shared-socket");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -43,21 +46,28 @@ fn main() {
         })
         .build()
         .unwrap();
-    let options = if pin {
-        FloodOptions {
-            aim: Aim::Host,
-            attacker_cpu: Some(1),
-            sink_cpu: Some(0),
-        }
-    } else {
-        FloodOptions::default()
+    let mut options = FloodOptions {
+        separate_socket: !shared_socket,
+        ..FloodOptions::default()
     };
+    if pin {
+        options.attacker_cpu = Some(1);
+        options.sink_cpu = Some(0);
+    }
     println!(
         "live session: {ADUS_PER_SECOND} ADUs/s of {ADU} B for {seconds} s; flood {rate}/s{}",
         if pin {
             "; runtime pinned to CPU 0, attacker to CPU 1"
         } else {
             ""
+        }
+    );
+    println!(
+        "initiations read on {}",
+        if shared_socket {
+            "the data socket, by the driver"
+        } else {
+            "a handshake socket, by the handshake worker"
         }
     );
     println!(
@@ -116,7 +126,10 @@ fn run(
             if r.sink_read > 0 {
                 format!("sink read {}", r.sink_read)
             } else {
-                format!("{:?}", r.server_drops)
+                format!(
+                    "{:?}, {} read by the handshake worker",
+                    r.server_drops, r.server_stats.handshake_datagrams_in
+                )
             }
         );
     };

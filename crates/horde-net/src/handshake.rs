@@ -727,6 +727,68 @@ mod tests {
         }
     }
 
+    /// The worker reads its socket, gates what it reads, answers cookie replies from the
+    /// host's port itself, and hands only Diffie-Hellman outcomes to the driver.
+    #[tokio::test]
+    async fn the_worker_reads_gates_and_answers_on_its_own_socket() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let client = Keypair::generate_with(&mut rng);
+        let server = Keypair::generate_with(&mut rng);
+        let server_public = *server.public();
+        // Under load once one initiation a second has come: cookies are wanted.
+        let mut hs = Handshakes::spawn(server, [*client.public()], settings(64, 0)).unwrap();
+        let iface = crate::config::InterfaceConfig::new("127.0.0.1:0".parse().unwrap());
+        let data = crate::socket::bind(&iface, false, true).unwrap();
+        hs.set_socket(0, data.handshake_socket().cloned());
+        let port = data.local_addr().unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+        // Random bytes: dropped on the worker, never reach the driver.
+        let mut junk = [7u8; horde_crypto::INITIATION_LEN];
+        junk[0] = horde_crypto::TYPE_INITIATION;
+        for _ in 0..5 {
+            peer.send_to(&junk, port).unwrap();
+        }
+        // A real initiation: admitted, answered with a new session.
+        let init = Initiator::new(&client, &server_public, 5, 1, &mut rng);
+        peer.send_to(init.initiation(), port).unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(5), hs.next_done())
+            .await
+            .expect("the worker answers")
+            .unwrap();
+        assert_eq!(done.src, peer.local_addr().unwrap());
+        assert!(matches!(done.result, Ok(Reply::NewSession { .. })));
+
+        // Now under load: a fresh initiation without mac2 gets a cookie reply, sent by the
+        // worker from the host's own port.
+        let mut again = Initiator::new(&client, &server_public, 6, 2, &mut rng);
+        peer.send_to(again.initiation(), port).unwrap();
+        let mut buf = [0u8; 256];
+        let (n, from) = peer.recv_from(&mut buf).expect("a cookie reply");
+        assert_eq!(from, port);
+        again.read_cookie_reply(&buf[..n]).unwrap();
+        assert!(again.has_cookie());
+
+        let (drops, datagrams, _) = hs.worker_counts();
+        assert_eq!(drops.get(DropReason::BadMac), 5, "{drops:?}");
+        assert_eq!(drops.get(DropReason::NeedCookie), 1, "{drops:?}");
+        assert_eq!(datagrams, 7);
+        assert!(
+            hs.try_done().is_none(),
+            "only Diffie-Hellman outcomes reach the driver"
+        );
+
+        // Taken away, the socket is let go by the worker.
+        drop(data);
+        hs.set_socket(0, None);
+        let end = Instant::now() + Duration::from_secs(5);
+        while !hs.retired_closed() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(hs.retired_closed());
+    }
+
     #[test]
     fn load_comes_from_queue_depth_or_rate_and_holds_for_a_second() {
         let s = settings(64, 10);

@@ -240,3 +240,102 @@ impl ChannelSocket {
         self.io.writable().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Everything `read` returns within `wait`, until it has `want` datagrams.
+    fn collect(
+        want: usize,
+        wait: Duration,
+        mut read: impl FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        let end = Instant::now() + wait;
+        while got.len() < want && Instant::now() < end {
+            match read(&mut buf) {
+                Some(n) => got.push(buf[..n].to_vec()),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        got
+    }
+
+    /// What the data socket reads within `wait`, until it has `want` datagrams.
+    async fn read_data(s: &ChannelSocket, want: usize, wait: Duration) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        let end = tokio::time::Instant::now() + wait;
+        while got.len() < want {
+            let ready = std::future::poll_fn(|cx| s.poll_recv_ready(cx));
+            if tokio::time::timeout_at(end, ready).await.is_err() {
+                break;
+            }
+            let mut slices = [IoSliceMut::new(&mut buf)];
+            let mut meta = [RecvMeta::default()];
+            if s.try_recv(&mut slices, &mut meta).is_ok() {
+                got.push(buf[..meta[0].len].to_vec());
+            }
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn initiations_reach_the_handshake_socket_and_the_rest_the_data_socket() {
+        let iface = InterfaceConfig::new("127.0.0.1:0".parse().unwrap());
+        let s = bind(&iface, false, true).unwrap();
+        let hs = s.handshake_socket().expect("this kernel steers").clone();
+        let port = s.local_addr().unwrap();
+        assert_eq!(hs.local_addr().unwrap(), port, "one port for both");
+
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let initiation = [horde_crypto::TYPE_INITIATION; horde_crypto::INITIATION_LEN];
+        let short_initiation = [horde_crypto::TYPE_INITIATION; 10];
+        let transport = [horde_crypto::TYPE_TRANSPORT; 60];
+        let transport_phase_1 = [horde_crypto::TYPE_TRANSPORT | 0x80; 60];
+        let response = [horde_crypto::TYPE_RESPONSE; 92];
+        for d in [
+            &initiation[..],
+            &transport[..],
+            &short_initiation[..],
+            &transport_phase_1[..],
+            &[][..],
+            &response[..],
+        ] {
+            peer.send_to(d, port).unwrap();
+        }
+
+        let wait = Duration::from_secs(2);
+        let to_worker = collect(2, wait, |b| hs.recv_from(b).ok().map(|(n, _)| n));
+        let to_driver = read_data(&s, 4, wait).await;
+        assert_eq!(
+            to_worker,
+            vec![initiation.to_vec(), short_initiation.to_vec()]
+        );
+        let kinds: Vec<Option<u8>> = to_driver.iter().map(|d| d.first().copied()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Some(horde_crypto::TYPE_TRANSPORT),
+                Some(horde_crypto::TYPE_TRANSPORT | 0x80),
+                None,
+                Some(horde_crypto::TYPE_RESPONSE)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_handshake_socket_the_data_socket_gets_everything() {
+        let iface = InterfaceConfig::new("127.0.0.1:0".parse().unwrap());
+        let s = bind(&iface, false, false).unwrap();
+        assert!(s.handshake_socket().is_none());
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let initiation = [horde_crypto::TYPE_INITIATION; horde_crypto::INITIATION_LEN];
+        peer.send_to(&initiation, s.local_addr().unwrap()).unwrap();
+        let got = read_data(&s, 1, Duration::from_secs(2)).await;
+        assert_eq!(got, vec![initiation.to_vec()]);
+    }
+}

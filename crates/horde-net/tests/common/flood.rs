@@ -62,6 +62,9 @@ pub struct FloodOptions {
     pub attacker_cpu: Option<usize>,
     /// Pin the sink's thread to this CPU.
     pub sink_cpu: Option<usize>,
+    /// The receiver reads initiations on a socket of their own (the default); false: on
+    /// the data socket, checked by the driver.
+    pub separate_socket: bool,
 }
 
 impl Default for FloodOptions {
@@ -70,6 +73,7 @@ impl Default for FloodOptions {
             aim: Aim::Host,
             attacker_cpu: None,
             sink_cpu: None,
+            separate_socket: true,
         }
     }
 }
@@ -294,6 +298,7 @@ pub async fn live_session_with(
     // The second key is a client that connects halfway through the flood.
     let late_key = Keypair::generate();
     server_cfg.allowed_peers = vec![*client_key.public(), *late_key.public()];
+    server_cfg.handshakes.separate_socket = options.separate_socket;
     let server = Host::bind(server_cfg).await.unwrap();
     let client = Host::bind(HostConfig::new(
         client_key.clone(),
