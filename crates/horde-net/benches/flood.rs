@@ -134,6 +134,7 @@ fn run(
         );
     };
     row("none", &base);
+    let mut reports = vec![("none", base.clone())];
     let control = session(
         Some((FloodKind::Random, rate)),
         FloodOptions {
@@ -142,8 +143,27 @@ fn run(
         },
     );
     row("control: other port", &control);
+    reports.push(("control: other port", control));
     for kind in FloodKind::ALL {
         let r = session(Some((kind, rate)), options);
         row(kind.name(), &r);
+        reports.push((kind.name(), r));
+    }
+    // Where the CPU went during each run, in % of one core (Linux thread names; the
+    // runtime's workers run the drivers and the applications of both hosts).
+    println!(
+        "{:<22} {:>12} {:>12} {:>12} {:>12}",
+        "cpu % of one core", "runtime", "handshake", "attacker", "sink"
+    );
+    for (name, r) in &reports {
+        let pct = |thread: &str| 100.0 * r.cpu.get(thread).copied().unwrap_or(0.0) / r.seconds;
+        println!(
+            "{:<22} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
+            name,
+            pct("tokio-rt-worker"),
+            pct("horde-handshake"),
+            100.0 * r.attacker_cpu / r.seconds,
+            100.0 * r.sink_cpu / r.seconds
+        );
     }
 }

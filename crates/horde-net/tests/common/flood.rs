@@ -78,6 +78,46 @@ impl Default for FloodOptions {
     }
 }
 
+/// CPU seconds the calling thread has used.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// CPU seconds used so far by this process's live threads, summed per thread name
+/// (Linux `/proc/self/task/*/stat`; empty elsewhere).
+pub fn cpu_by_thread_name() -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    // SAFETY: sysconf only reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // "tid (name) state ppid ...": utime and stime are the 14th and 15th fields.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |i: usize| {
+            rest.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        *by_name.entry(name).or_insert(0.0) += (field(11) + field(12)) / ticks;
+    }
+    by_name
+}
+
 /// Pins the calling thread to one CPU; false if the kernel refused (e.g. no such CPU).
 pub fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; pid 0 is this thread.
@@ -91,7 +131,7 @@ pub fn pin_current_thread(cpu: usize) -> bool {
 /// A thread that reads a UDP socket and throws every datagram away (the control target).
 pub struct Sink {
     pub addr: SocketAddr,
-    thread: std::thread::JoinHandle<u64>,
+    thread: std::thread::JoinHandle<(u64, f64)>,
     stop: Arc<AtomicBool>,
 }
 
@@ -104,24 +144,27 @@ impl Sink {
         let addr = socket.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                pin_current_thread(c);
-            }
-            let mut buf = [0u8; 2048];
-            let mut read = 0u64;
-            while !stop_flag.load(Ordering::Relaxed) {
-                if socket.recv_from(&mut buf).is_ok() {
-                    read += 1;
+        let thread = std::thread::Builder::new()
+            .name("flood-sink".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin_current_thread(c);
                 }
-            }
-            read
-        });
+                let mut buf = [0u8; 2048];
+                let mut read = 0u64;
+                while !stop_flag.load(Ordering::Relaxed) {
+                    if socket.recv_from(&mut buf).is_ok() {
+                        read += 1;
+                    }
+                }
+                (read, thread_cpu_seconds())
+            })
+            .expect("spawn the sink");
         Sink { addr, thread, stop }
     }
 
     /// Stops the thread; returns how many datagrams it read.
-    pub fn join(self) -> u64 {
+    pub fn join(self) -> (u64, f64) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -129,7 +172,7 @@ impl Sink {
 
 /// A running flood; [`Flood::join`] returns how many datagrams it sent.
 pub struct Flood {
-    thread: std::thread::JoinHandle<u64>,
+    thread: std::thread::JoinHandle<(u64, f64)>,
     stop: Arc<AtomicBool>,
 }
 
@@ -155,58 +198,61 @@ impl Flood {
         let mut initiator = Initiator::new(&identity, &responder, 0xBAD, 1, &mut rng);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                pin_current_thread(c);
-            }
-            let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
-            socket.set_nonblocking(true).unwrap();
-            let mut random = vec![0u8; INITIATION_LEN];
-            let mut reply = [0u8; 256];
-            let start = Instant::now();
-            let end = start + Duration::from_secs_f64(seconds);
-            let mut sent = 0u64;
-            let mut fresh = 0u32;
-            while Instant::now() < end && !stop_flag.load(Ordering::Relaxed) {
-                // Cookie replies make the replayed and disallowed initiations carry mac2.
-                while let Ok((n, _)) = socket.recv_from(&mut reply) {
-                    let _ = initiator.read_cookie_reply(&reply[..n]);
+        let thread = std::thread::Builder::new()
+            .name("flood-attacker".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin_current_thread(c);
                 }
-                let due = (start.elapsed().as_secs_f64() * f64::from(rate)) as u64;
-                while sent < due {
-                    let bytes: &[u8] = match kind {
-                        FloodKind::Random => {
-                            rng.fill_bytes(&mut random);
-                            random[0] = TYPE_INITIATION;
-                            &random
-                        }
-                        FloodKind::Replay => initiator.initiation(),
-                        FloodKind::Disallowed => {
-                            // A new handshake now and then, as a real peer would make.
-                            fresh += 1;
-                            if fresh.is_multiple_of(1000) {
-                                initiator = Initiator::new(
-                                    &identity,
-                                    &responder,
-                                    0xBAD,
-                                    u64::from(fresh),
-                                    &mut rng,
-                                );
+                let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+                socket.set_nonblocking(true).unwrap();
+                let mut random = vec![0u8; INITIATION_LEN];
+                let mut reply = [0u8; 256];
+                let start = Instant::now();
+                let end = start + Duration::from_secs_f64(seconds);
+                let mut sent = 0u64;
+                let mut fresh = 0u32;
+                while Instant::now() < end && !stop_flag.load(Ordering::Relaxed) {
+                    // Cookie replies make the replayed and disallowed initiations carry mac2.
+                    while let Ok((n, _)) = socket.recv_from(&mut reply) {
+                        let _ = initiator.read_cookie_reply(&reply[..n]);
+                    }
+                    let due = (start.elapsed().as_secs_f64() * f64::from(rate)) as u64;
+                    while sent < due {
+                        let bytes: &[u8] = match kind {
+                            FloodKind::Random => {
+                                rng.fill_bytes(&mut random);
+                                random[0] = TYPE_INITIATION;
+                                &random
                             }
-                            initiator.initiation()
-                        }
-                    };
-                    let _ = socket.send_to(bytes, target);
-                    sent += 1;
+                            FloodKind::Replay => initiator.initiation(),
+                            FloodKind::Disallowed => {
+                                // A new handshake now and then, as a real peer would make.
+                                fresh += 1;
+                                if fresh.is_multiple_of(1000) {
+                                    initiator = Initiator::new(
+                                        &identity,
+                                        &responder,
+                                        0xBAD,
+                                        u64::from(fresh),
+                                        &mut rng,
+                                    );
+                                }
+                                initiator.initiation()
+                            }
+                        };
+                        let _ = socket.send_to(bytes, target);
+                        sent += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            sent
-        });
+                (sent, thread_cpu_seconds())
+            })
+            .expect("spawn the attacker");
         Flood { thread, stop }
     }
 
-    pub fn join(self) -> u64 {
+    pub fn join(self) -> (u64, f64) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -229,6 +275,12 @@ pub struct LiveReport {
     pub flood_sent: u64,
     /// Datagrams the control sink read (0 when the flood aimed at the host).
     pub sink_read: u64,
+    /// CPU seconds per thread name over the run (runtime workers, handshake workers) of
+    /// the threads alive at its end.
+    pub cpu: std::collections::BTreeMap<String, f64>,
+    /// CPU seconds of the attacker's and the sink's threads.
+    pub attacker_cpu: f64,
+    pub sink_cpu: f64,
     /// The receiving host's counters at the end of the run.
     pub server_stats: horde_net::HostStats,
     /// How long a second client, connecting halfway through the run, took to connect
@@ -361,6 +413,7 @@ pub async fn live_session_with(
         )
     });
 
+    let cpu_before = cpu_by_thread_name();
     let epoch = Instant::now();
     let windows = (seconds / WINDOW.as_secs_f64()).ceil() as usize + 8;
     let receiver = tokio::spawn(async move {
@@ -430,8 +483,16 @@ pub async fn live_session_with(
             .send_adu_nowait(1, Bytes::copy_from_slice(&payload), Fields::new())
             .unwrap();
     }
-    let flood_sent = attack.map_or(0, Flood::join);
-    let sink_read = sink.map_or(0, Sink::join);
+    let cpu_after = cpu_by_thread_name();
+    let cpu = cpu_after
+        .into_iter()
+        .map(|(name, t)| {
+            let t0 = cpu_before.get(&name).copied().unwrap_or(0.0);
+            (name, t - t0)
+        })
+        .collect();
+    let (flood_sent, attacker_cpu) = attack.map_or((0, 0.0), Flood::join);
+    let (sink_read, sink_cpu) = sink.map_or((0, 0.0), Sink::join);
     let late_connect = late.await.unwrap();
     let (delivered, delivered_per_window, latencies_ms) = receiver.await.unwrap();
     let (acked, acked_per_window) = acks.await.unwrap();
@@ -450,6 +511,9 @@ pub async fn live_session_with(
         server_drops,
         flood_sent,
         sink_read,
+        cpu,
+        attacker_cpu,
+        sink_cpu,
         server_stats,
         late_connect,
     }
