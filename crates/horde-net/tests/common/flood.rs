@@ -89,14 +89,14 @@ pub fn thread_cpu_seconds() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
-/// CPU seconds used so far by this process's live threads, summed per thread name
-/// (Linux `/proc/self/task/*/stat`; empty elsewhere).
-pub fn cpu_by_thread_name() -> std::collections::BTreeMap<String, f64> {
-    let mut by_name = std::collections::BTreeMap::new();
+/// CPU seconds used so far by each of this process's live threads, by thread id, with
+/// the thread's name (Linux `/proc/self/task/*/stat`; empty elsewhere).
+pub fn cpu_by_thread() -> std::collections::BTreeMap<String, (String, f64)> {
+    let mut by_tid = std::collections::BTreeMap::new();
     // SAFETY: sysconf only reads a constant.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return by_name;
+        return by_tid;
     };
     for task in tasks.flatten() {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
@@ -113,7 +113,22 @@ pub fn cpu_by_thread_name() -> std::collections::BTreeMap<String, f64> {
                 .and_then(|v| v.parse::<f64>().ok())
                 .unwrap_or(0.0)
         };
-        *by_name.entry(name).or_insert(0.0) += (field(11) + field(12)) / ticks;
+        let tid = task.file_name().to_string_lossy().into_owned();
+        by_tid.insert(tid, (name, (field(11) + field(12)) / ticks));
+    }
+    by_tid
+}
+
+/// CPU seconds per thread name used between two [`cpu_by_thread`] snapshots by the
+/// threads alive at the second.
+pub fn cpu_between(
+    before: &std::collections::BTreeMap<String, (String, f64)>,
+    after: &std::collections::BTreeMap<String, (String, f64)>,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for (tid, (name, t)) in after {
+        let t0 = before.get(tid).map_or(0.0, |(_, t0)| *t0);
+        *by_name.entry(name.clone()).or_insert(0.0) += t - t0;
     }
     by_name
 }
@@ -413,7 +428,7 @@ pub async fn live_session_with(
         )
     });
 
-    let cpu_before = cpu_by_thread_name();
+    let cpu_before = cpu_by_thread();
     let epoch = Instant::now();
     let windows = (seconds / WINDOW.as_secs_f64()).ceil() as usize + 8;
     let receiver = tokio::spawn(async move {
@@ -483,14 +498,7 @@ pub async fn live_session_with(
             .send_adu_nowait(1, Bytes::copy_from_slice(&payload), Fields::new())
             .unwrap();
     }
-    let cpu_after = cpu_by_thread_name();
-    let cpu = cpu_after
-        .into_iter()
-        .map(|(name, t)| {
-            let t0 = cpu_before.get(&name).copied().unwrap_or(0.0);
-            (name, t - t0)
-        })
-        .collect();
+    let cpu = cpu_between(&cpu_before, &cpu_by_thread());
     let (flood_sent, attacker_cpu) = attack.map_or((0, 0.0), Flood::join);
     let (sink_read, sink_cpu) = sink.map_or((0, 0.0), Sink::join);
     let late_connect = late.await.unwrap();
