@@ -453,15 +453,30 @@ fn log_legacy(log: &mut LogLimit, src: SocketAddr) {
     }
 }
 
+/// How long a host's shutdown waits for the worker to close its handshake sockets.
+const SOCKET_CLOSE_WAIT: Duration = Duration::from_millis(200);
+
 impl Drop for Handshakes {
     fn drop(&mut self) {
         // Closing the queue and the answer channel ends the worker at its next wake-up; it
-        // is not joined, so that shutdown never waits for Diffie-Hellman work. Its sockets
-        // close with it.
+        // is not joined, so that shutdown never waits for Diffie-Hellman work.
         self.jobs = None;
         self.done.close();
+        {
+            let mut sockets = self.intake.sockets.lock().expect("intake lock");
+            self.retired
+                .extend(sockets.drain(..).map(|(_, s)| Arc::downgrade(&s)));
+        }
+        self.intake.changed.store(true, Ordering::Release);
         self.intake.wake();
         drop(self.worker.take());
+        // But its sockets must be closed when the host is gone: a new host binding the
+        // same port meanwhile would fail (EADDRINUSE). The worker lets go at once unless
+        // it is in the middle of one Diffie-Hellman or waiting for a core.
+        let end = Instant::now() + SOCKET_CLOSE_WAIT;
+        while !self.retired_closed() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 
@@ -770,6 +785,11 @@ mod tests {
         again.read_cookie_reply(&buf[..n]).unwrap();
         assert!(again.has_cookie());
 
+        // Published after each read pass, just after the reply went out.
+        let end = Instant::now() + Duration::from_secs(5);
+        while hs.worker_counts().0.get(DropReason::NeedCookie) == 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let (drops, datagrams, _) = hs.worker_counts();
         assert_eq!(drops.get(DropReason::BadMac), 5, "{drops:?}");
         assert_eq!(drops.get(DropReason::NeedCookie), 1, "{drops:?}");

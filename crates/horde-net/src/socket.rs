@@ -43,18 +43,46 @@ pub fn bind(
     offload: bool,
     split_handshakes: bool,
 ) -> io::Result<ChannelSocket> {
-    if split_handshakes {
-        match bind_split(iface, offload) {
-            Ok(s) => return Ok(s),
-            Err(e) => tracing::debug!(
-                error = %e,
-                "no separate handshake socket: initiations arrive with the data"
-            ),
+    // Bound without SO_REUSEPORT, so that a port in use fails here as it always did, and
+    // port 0 gets a port no other socket has (the kernel's ephemeral search passes over
+    // ports whose reuse-port sockets another socket of ours could join).
+    let data = open(iface, false)?;
+    data.bind(&iface.bind.into())?;
+    let handshake = if split_handshakes {
+        match add_handshake_socket(&data, iface) {
+            Ok(h) => Some(Arc::new(h.into())),
+            Err(e) => {
+                // Nobody may join this port after all.
+                let _ = data.set_reuse_port(false);
+                tracing::debug!(
+                    error = %e,
+                    "no separate handshake socket: initiations arrive with the data"
+                );
+                None
+            }
         }
-    }
-    let s = open(iface, false)?;
-    s.bind(&iface.bind.into())?;
-    wrap(s, offload, None)
+    } else {
+        None
+    };
+    wrap(data, offload, handshake)
+}
+
+/// Opens the port's group: `SO_REUSEPORT` on the bound data socket, the handshake socket
+/// bound to the same address (the kernel makes the group then, the data socket at index 0
+/// and this one at 1), and the steering program on the group. Until the program is
+/// attached, a microsecond later, the kernel spreads datagrams over both by their
+/// addresses; on a fresh port nothing arrives yet, and when an interface comes back a
+/// datagram caught there is dropped as a wrong type and recovered like a loss.
+fn add_handshake_socket(data: &Socket, iface: &InterfaceConfig) -> io::Result<Socket> {
+    data.set_reuse_port(true)?;
+    let port = data
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("not an IP socket"))?;
+    let handshake = open(iface, true)?;
+    handshake.bind(&port.into())?;
+    attach_steering(data)?;
+    Ok(handshake)
 }
 
 fn open(iface: &InterfaceConfig, reuse_port: bool) -> io::Result<Socket> {
@@ -74,23 +102,6 @@ fn open(iface: &InterfaceConfig, reuse_port: bool) -> io::Result<Socket> {
         s.set_reuse_port(true)?;
     }
     Ok(s)
-}
-
-/// The data socket first (index 0 of the port's group), the steering program on the
-/// group, then the handshake socket (index 1). Bound in this order, no datagram can reach
-/// the wrong socket: until the second socket joins, the program's 1 has no socket and the
-/// kernel falls back to the only one.
-fn bind_split(iface: &InterfaceConfig, offload: bool) -> io::Result<ChannelSocket> {
-    let data = open(iface, true)?;
-    data.bind(&iface.bind.into())?;
-    attach_steering(&data)?;
-    let port = data
-        .local_addr()?
-        .as_socket()
-        .ok_or_else(|| io::Error::other("not an IP socket"))?;
-    let handshake = open(iface, true)?;
-    handshake.bind(&port.into())?;
-    wrap(data, offload, Some(Arc::new(handshake.into())))
 }
 
 /// The group's steering program: the UDP payload's first byte is 1 (an initiation) ->
@@ -325,6 +336,28 @@ mod tests {
                 Some(horde_crypto::TYPE_RESPONSE)
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_is_refused_and_port_0_never_joins_another_group() {
+        let iface = InterfaceConfig::new("127.0.0.1:0".parse().unwrap());
+        let first = bind(&iface, false, true).unwrap();
+        assert!(first.handshake_socket().is_some());
+        let taken = InterfaceConfig::new(first.local_addr().unwrap());
+        let err = bind(&taken, false, true).err().expect("the port is in use");
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        // Many hosts on port 0 each get a port of their own.
+        let more: Vec<ChannelSocket> = (0..200)
+            .map(|_| bind(&iface, false, true).unwrap())
+            .collect();
+        let mut ports: Vec<u16> = more
+            .iter()
+            .chain(std::iter::once(&first))
+            .map(|s| s.local_addr().unwrap().port())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 201);
     }
 
     #[tokio::test]
