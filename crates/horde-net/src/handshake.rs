@@ -533,6 +533,8 @@ impl Worker {
                     .into_iter()
                     .filter_map(|(i, s)| {
                         let state = UdpSocketState::new((&*s).into()).ok()?;
+                        // The helper turns GRO on; one datagram per buffer here.
+                        crate::socket::set_gro(&socket2::SockRef::from(&*s), false);
                         Some((i, s, state))
                     })
                     .collect();
@@ -605,12 +607,15 @@ impl Worker {
             let now = self.epoch.elapsed();
             for (slot, m) in meta[..n].iter().enumerate() {
                 let data = &bufs[slot * WORKER_SLOT_BYTES..slot * WORKER_SLOT_BYTES + m.len];
-                read += 1;
-                self.intake.datagrams.fetch_add(1, Ordering::Relaxed);
-                self.intake
-                    .bytes
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
-                self.gate_one(iface, socket, m.addr, data, now);
+                // Should GRO still join datagrams, they are cut apart at the segment size.
+                for d in data.chunks(m.stride.max(1)) {
+                    read += 1;
+                    self.intake.datagrams.fetch_add(1, Ordering::Relaxed);
+                    self.intake
+                        .bytes
+                        .fetch_add(d.len() as u64, Ordering::Relaxed);
+                    self.gate_one(iface, socket, m.addr, d, now);
+                }
             }
             if n == 0 {
                 break;

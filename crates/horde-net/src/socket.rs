@@ -174,7 +174,7 @@ fn wrap(s: Socket, offload: bool, handshake: Option<Arc<UdpSocket>>) -> io::Resu
     })
 }
 
-fn set_gro(s: &Socket, on: bool) {
+pub(crate) fn set_gro(s: &Socket, on: bool) {
     let v: libc::c_int = on.into();
     // SAFETY: a plain int option on a socket we own.
     unsafe {
