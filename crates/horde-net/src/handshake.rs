@@ -1,25 +1,33 @@
 //! Handshakes off the data path.
 //!
-//! The driver task only does the cheap part of an initiation: classify it and pass it
-//! through the [`HandshakeGate`] (`mac1`, under load `mac2` and cookie replies, per-source
-//! rate limits), all without Diffie-Hellman. Admitted initiations go to a worker thread
-//! through a bounded queue (full queue: dropped and counted); the worker runs the
-//! [`Responder`] (the X25519 work) and hands the outcome back. Established sessions keep
-//! flowing on the driver while the worker is busy, and the worker uses another core.
+//! Where the kernel steers initiations to a socket of their own (see [`crate::socket`]),
+//! the handshake worker thread reads them there and does everything: the
+//! [`HandshakeGate`] (`mac1`, under load `mac2` and cookie replies, which it sends itself,
+//! per-source rate limits), a bounded queue of admitted initiations (full: dropped and
+//! counted), and the [`Responder`] (the X25519 work). The driver sees only the outcome of
+//! the Diffie-Hellman, which is rate-limited, and a flood never wakes it.
+//!
+//! Initiations that still reach the driver (the kernel cannot steer, or a socket is being
+//! rebound) get the same gate there, and the admitted ones go to the worker through a
+//! bounded queue. Either way established sessions keep flowing on the driver while the
+//! worker is busy, and the worker uses another core.
 
-use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc as std_mpsc, Arc};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::IoSliceMut;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use horde_crypto::{
-    Admission, DropCounters, DropReason, HandshakeGate, Keypair, PublicKey, RateLimit, Reply,
-    Responder,
+    classify, random_index, Admission, DropCounters, DropReason, HandshakeGate, Keypair, Packet,
+    PublicKey, RateLimit, Reply, Responder,
 };
+use quinn_udp::{RecvMeta, UdpSocketState};
 use rand::rngs::StdRng;
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use tokio::sync::mpsc;
 
 /// How the host defends its handshake path.
@@ -33,6 +41,10 @@ pub struct HandshakeSettings {
     /// initiations wait, or more than this many arrived with a valid `mac1` in the last
     /// second; it stays so for [`LOAD_HOLD`] after the last such moment.
     pub load_rate: u32,
+    /// Receive initiations on a socket of their own on each interface's port, read by the
+    /// handshake worker (when the kernel can steer them there), so that a flood of them
+    /// costs the driver nothing. Off: they arrive with the data and the driver checks them.
+    pub separate_socket: bool,
 }
 
 impl Default for HandshakeSettings {
@@ -41,6 +53,7 @@ impl Default for HandshakeSettings {
             queue: 256,
             rate_limit: RateLimit::default(),
             load_rate: 100,
+            separate_socket: true,
         }
     }
 }
@@ -81,6 +94,14 @@ struct LoadMeter {
 }
 
 impl LoadMeter {
+    fn new() -> Self {
+        Self {
+            window_start: Duration::ZERO,
+            in_window: 0,
+            last_loaded: None,
+        }
+    }
+
     /// Whether the host is under load now, given the worker's queue depth.
     fn is_loaded(&mut self, now: Duration, depth: usize, settings: &HandshakeSettings) -> bool {
         if depth >= (settings.queue / 8).max(1) || self.in_window > settings.load_rate {
@@ -190,8 +211,47 @@ impl RejectLog {
     }
 }
 
-/// The driver's side of the handshake path: the gate, the queue to the worker, and the
-/// worker's answers.
+/// Handshake sockets shared between the driver (which binds and closes them) and the
+/// worker (which reads them), with what the worker counted there.
+struct Intake {
+    sockets: Mutex<Vec<(usize, Arc<UdpSocket>)>>,
+    /// Set when `sockets` changed; the worker takes a fresh copy.
+    changed: AtomicBool,
+    /// An eventfd that wakes the worker from `poll`.
+    wake: OwnedFd,
+    /// Drops decided on the worker by the gate, per reason.
+    drops: Mutex<DropCounters>,
+    /// Datagrams the worker read from the handshake sockets, and their bytes.
+    datagrams: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Intake {
+    fn new() -> std::io::Result<Self> {
+        // SAFETY: eventfd returns a new descriptor we own, or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self {
+            sockets: Mutex::new(Vec::new()),
+            changed: AtomicBool::new(false),
+            // SAFETY: `fd` is open and nobody else owns it.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            drops: Mutex::new(DropCounters::new()),
+            datagrams: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
+
+    fn wake(&self) {
+        // SAFETY: an 8-byte write to our eventfd; a full counter only means it is awake.
+        unsafe { libc::eventfd_write(self.wake.as_raw_fd(), 1) };
+    }
+}
+
+/// The driver's side of the handshake path: the gate for initiations that reach the
+/// data sockets, the queue to the worker, the worker's sockets, and its answers.
 pub(crate) struct Handshakes {
     gate: HandshakeGate,
     settings: HandshakeSettings,
@@ -203,6 +263,9 @@ pub(crate) struct Handshakes {
     load: LoadMeter,
     legacy_log: LogLimit,
     rng: StdRng,
+    intake: Arc<Intake>,
+    /// Handshake sockets taken from the worker that it may still hold.
+    retired: Vec<Weak<UdpSocket>>,
     worker: Option<JoinHandle<()>>,
 }
 
@@ -215,14 +278,31 @@ impl Handshakes {
     ) -> std::io::Result<Self> {
         let mut rng = StdRng::from_entropy();
         let gate = HandshakeGate::new(keypair.public(), settings.rate_limit, &mut rng);
+        let worker_gate = HandshakeGate::new(keypair.public(), settings.rate_limit, &mut rng);
         let responder = Responder::new(keypair, allowed);
         let (jobs, job_rx) = std_mpsc::sync_channel(settings.queue.max(1));
         let (done_tx, done) = mpsc::unbounded_channel();
         let depth = Arc::new(AtomicUsize::new(0));
-        let worker_depth = Arc::clone(&depth);
+        let intake = Arc::new(Intake::new()?);
+        let worker = Worker {
+            responder,
+            gate: worker_gate,
+            settings: settings.clone(),
+            jobs: job_rx,
+            done: done_tx,
+            depth: Arc::clone(&depth),
+            intake: Arc::clone(&intake),
+            rng: StdRng::from_entropy(),
+            rejects: RejectLog::new(),
+            legacy_log: LogLimit::new(Duration::from_secs(10)),
+            load: LoadMeter::new(),
+            admitted: VecDeque::new(),
+            drops: DropCounters::new(),
+            epoch: Instant::now(),
+        };
         let worker = std::thread::Builder::new()
             .name("horde-handshake".into())
-            .spawn(move || work(responder, job_rx, done_tx, worker_depth))?;
+            .spawn(move || worker.run())?;
         Ok(Self {
             gate,
             settings,
@@ -230,19 +310,52 @@ impl Handshakes {
             depth,
             done,
             reserved: HashSet::new(),
-            load: LoadMeter {
-                window_start: Duration::ZERO,
-                in_window: 0,
-                last_loaded: None,
-            },
+            load: LoadMeter::new(),
             legacy_log: LogLimit::new(Duration::from_secs(10)),
             rng,
+            intake,
+            retired: Vec::new(),
             worker: Some(worker),
         })
     }
 
-    /// The cheap part of an initiation, on the driver. Drops are counted in `dropped`.
-    /// `in_use` says whether a local index is taken by the driver.
+    /// Interface `iface`'s handshake socket is now `socket` (`None`: closed, or none).
+    pub(crate) fn set_socket(&mut self, iface: usize, socket: Option<Arc<UdpSocket>>) {
+        {
+            let mut sockets = self.intake.sockets.lock().expect("intake lock");
+            sockets.retain(|(i, old)| {
+                if *i == iface {
+                    self.retired.push(Arc::downgrade(old));
+                }
+                *i != iface
+            });
+            if let Some(s) = socket {
+                sockets.push((iface, s));
+            }
+        }
+        self.intake.changed.store(true, Ordering::Release);
+        self.intake.wake();
+    }
+
+    /// Whether every handshake socket taken away is closed. A port is bound again only
+    /// then: a stale member of its `SO_REUSEPORT` group would shift the steering.
+    pub(crate) fn retired_closed(&mut self) -> bool {
+        self.retired.retain(|w| w.strong_count() > 0);
+        self.retired.is_empty()
+    }
+
+    /// What the worker counted on the handshake sockets: drops per reason, datagrams, bytes.
+    pub(crate) fn worker_counts(&self) -> (DropCounters, u64, u64) {
+        let drops = self.intake.drops.lock().expect("intake lock").clone();
+        (
+            drops,
+            self.intake.datagrams.load(Ordering::Relaxed),
+            self.intake.bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The cheap part of an initiation that reached a data socket, on the driver. Drops
+    /// are counted in `dropped`. `in_use` says whether a local index is taken by the driver.
     pub(crate) fn on_initiation(
         &mut self,
         datagram: &[u8],
@@ -275,12 +388,7 @@ impl Handshakes {
             Ok(Admission::Admit) => {
                 self.load.count(now);
                 let reserved = &self.reserved;
-                let index = loop {
-                    let i = self.rng.next_u32();
-                    if !in_use(i) && !reserved.contains(&i) {
-                        break i;
-                    }
-                };
+                let index = random_index(&mut self.rng, |i| in_use(i) || reserved.contains(&i));
                 let job = Job {
                     iface,
                     src,
@@ -294,6 +402,7 @@ impl Handshakes {
                     Ok(()) => {
                         self.depth.fetch_add(1, Ordering::Relaxed);
                         self.reserved.insert(index);
+                        self.intake.wake();
                     }
                     Err(_) => dropped.record(DropReason::QueueFull),
                 }
@@ -306,14 +415,7 @@ impl Handshakes {
     /// so that the operator learns the peer must be upgraded.
     pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
         dropped.record(DropReason::LegacyHandshake);
-        if let Some(held) = self.legacy_log.allow(Instant::now()) {
-            tracing::warn!(
-                source = %src,
-                held_back = held,
-                "initiation in the old handshake format (no mac1/mac2): the peer runs an \
-                 older Horde and must be upgraded"
-            );
-        }
+        log_legacy(&mut self.legacy_log, src);
     }
 
     /// The next answer from the worker, waiting for it.
@@ -340,31 +442,261 @@ impl Handshakes {
     }
 }
 
-impl Drop for Handshakes {
-    fn drop(&mut self) {
-        // Closing the queue and the answer channel ends the worker at its next job; it is
-        // not joined, so that shutdown never waits for Diffie-Hellman work.
-        self.jobs = None;
-        self.done.close();
-        drop(self.worker.take());
+fn log_legacy(log: &mut LogLimit, src: SocketAddr) {
+    if let Some(held) = log.allow(Instant::now()) {
+        tracing::warn!(
+            source = %src,
+            held_back = held,
+            "initiation in the old handshake format (no mac1/mac2): the peer runs an \
+             older Horde and must be upgraded"
+        );
     }
 }
 
-/// The worker thread: Diffie-Hellman for admitted initiations, one at a time.
-fn work(
-    mut responder: Responder,
+/// How long a host's shutdown waits for the worker to close its handshake sockets.
+const SOCKET_CLOSE_WAIT: Duration = Duration::from_millis(200);
+
+impl Drop for Handshakes {
+    fn drop(&mut self) {
+        // Closing the queue and the answer channel ends the worker at its next wake-up; it
+        // is not joined, so that shutdown never waits for Diffie-Hellman work.
+        self.jobs = None;
+        self.done.close();
+        {
+            let mut sockets = self.intake.sockets.lock().expect("intake lock");
+            self.retired
+                .extend(sockets.drain(..).map(|(_, s)| Arc::downgrade(&s)));
+        }
+        self.intake.changed.store(true, Ordering::Release);
+        self.intake.wake();
+        drop(self.worker.take());
+        // But its sockets must be closed when the host is gone: a new host binding the
+        // same port meanwhile would fail (EADDRINUSE). The worker lets go at once unless
+        // it is in the middle of one Diffie-Hellman or waiting for a core.
+        let end = Instant::now() + SOCKET_CLOSE_WAIT;
+        while !self.retired_closed() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Datagrams read from one handshake socket per `recvmmsg`, and per socket before the
+/// worker turns to Diffie-Hellman work again.
+const WORKER_SLOTS: usize = 16;
+const WORKER_BATCH: usize = 256;
+/// Room for one datagram: initiations are far smaller; anything longer is cut and then
+/// dropped as oversized.
+const WORKER_SLOT_BYTES: usize = 2048;
+
+/// The worker thread's state.
+struct Worker {
+    responder: Responder,
+    /// The gate for initiations read from the handshake sockets.
+    gate: HandshakeGate,
+    settings: HandshakeSettings,
+    /// Initiations the driver admitted.
     jobs: std_mpsc::Receiver<Job>,
     done: mpsc::UnboundedSender<Done>,
+    /// Jobs queued by the driver and not yet taken.
     depth: Arc<AtomicUsize>,
-) {
-    let mut rng = StdRng::from_entropy();
-    let mut rejects = RejectLog::new();
-    while let Ok(job) = jobs.recv() {
-        depth.fetch_sub(1, Ordering::Relaxed);
-        let result = responder.respond(&job.datagram, job.index, &mut rng);
+    intake: Arc<Intake>,
+    rng: StdRng,
+    rejects: RejectLog,
+    legacy_log: LogLimit,
+    load: LoadMeter,
+    /// Initiations admitted here, waiting for Diffie-Hellman (at most `settings.queue`).
+    admitted: VecDeque<Job>,
+    /// Drops decided since they were last published to `intake`.
+    drops: DropCounters,
+    /// The gate's clock.
+    epoch: Instant,
+}
+
+/// What one pass of the worker found.
+enum Pass {
+    /// There may be more to do at once.
+    Busy,
+    /// Nothing to do until a socket is readable or the driver wakes it.
+    Idle,
+    /// The driver is gone.
+    Stop,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut sockets: Vec<(usize, Arc<UdpSocket>, UdpSocketState)> = Vec::new();
+        let mut bufs = vec![0u8; WORKER_SLOTS * WORKER_SLOT_BYTES];
+        loop {
+            if self.intake.changed.swap(false, Ordering::AcqRel) {
+                let fresh = self.intake.sockets.lock().expect("intake lock").clone();
+                sockets = fresh
+                    .into_iter()
+                    .filter_map(|(i, s)| {
+                        let state = UdpSocketState::new((&*s).into()).ok()?;
+                        // The helper turns GRO on; one datagram per buffer here.
+                        crate::socket::set_gro(&socket2::SockRef::from(&*s), false);
+                        Some((i, s, state))
+                    })
+                    .collect();
+            }
+            match self.pass(&sockets, &mut bufs) {
+                Pass::Busy => continue,
+                Pass::Stop => return,
+                Pass::Idle => wait(&self.intake, &sockets),
+            }
+        }
+    }
+
+    /// Takes the driver's jobs, reads every handshake socket through the gate, then does
+    /// one Diffie-Hellman.
+    fn pass(
+        &mut self,
+        sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)],
+        bufs: &mut [u8],
+    ) -> Pass {
+        loop {
+            match self.jobs.try_recv() {
+                Ok(job) => {
+                    self.depth.fetch_sub(1, Ordering::Relaxed);
+                    if !self.respond(job) {
+                        return Pass::Stop;
+                    }
+                }
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => return Pass::Stop,
+            }
+        }
+        let mut read = 0;
+        for (iface, socket, state) in sockets {
+            read += self.read_socket(*iface, socket, state, bufs);
+        }
+        if read > 0 {
+            self.publish();
+        }
+        match self.admitted.pop_front() {
+            Some(job) => {
+                if self.respond(job) {
+                    Pass::Busy
+                } else {
+                    Pass::Stop
+                }
+            }
+            None if read > 0 => Pass::Busy,
+            None => Pass::Idle,
+        }
+    }
+
+    /// Reads up to [`WORKER_BATCH`] datagrams from one handshake socket and gates each.
+    fn read_socket(
+        &mut self,
+        iface: usize,
+        socket: &UdpSocket,
+        state: &UdpSocketState,
+        bufs: &mut [u8],
+    ) -> usize {
+        let mut read = 0;
+        while read < WORKER_BATCH {
+            let mut chunks = bufs.chunks_mut(WORKER_SLOT_BYTES);
+            let mut slices: [IoSliceMut<'_>; WORKER_SLOTS] = std::array::from_fn(|_| {
+                IoSliceMut::new(chunks.next().expect("WORKER_SLOTS chunks"))
+            });
+            let mut meta = [RecvMeta::default(); WORKER_SLOTS];
+            let Ok(n) = state.recv(socket.into(), &mut slices, &mut meta) else {
+                break;
+            };
+            let now = self.epoch.elapsed();
+            for (slot, m) in meta[..n].iter().enumerate() {
+                let data = &bufs[slot * WORKER_SLOT_BYTES..slot * WORKER_SLOT_BYTES + m.len];
+                // Should GRO still join datagrams, they are cut apart at the segment size.
+                for d in data.chunks(m.stride.max(1)) {
+                    read += 1;
+                    self.intake.datagrams.fetch_add(1, Ordering::Relaxed);
+                    self.intake
+                        .bytes
+                        .fetch_add(d.len() as u64, Ordering::Relaxed);
+                    self.gate_one(iface, socket, m.addr, d, now);
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        read
+    }
+
+    /// The gate for one datagram from a handshake socket: cookie replies go out from the
+    /// same socket (the host's address and port), admitted initiations join the queue.
+    fn gate_one(
+        &mut self,
+        iface: usize,
+        socket: &UdpSocket,
+        src: SocketAddr,
+        data: &[u8],
+        now: Duration,
+    ) {
+        // The kernel steers by the first byte only; the rest of the header is checked here.
+        match classify(data) {
+            Ok(Packet::Initiation { .. }) | Err(DropReason::LegacyHandshake) => {}
+            Ok(_) => return self.drops.record(DropReason::UnexpectedType),
+            Err(reason) => return self.drops.record(reason),
+        }
+        let depth = self.admitted.len() + self.depth.load(Ordering::Relaxed);
+        let under_load = self.load.is_loaded(now, depth, &self.settings);
+        match self.gate.check(data, src, now, under_load) {
+            Err(DropReason::LegacyHandshake) => {
+                self.drops.record(DropReason::LegacyHandshake);
+                log_legacy(&mut self.legacy_log, src);
+            }
+            Err(reason) => {
+                self.drops.record(reason);
+                if reason == DropReason::RateLimited {
+                    self.load.count(now);
+                }
+            }
+            Ok(Admission::Cookie(reply)) => {
+                self.load.count(now);
+                self.drops.record(DropReason::NeedCookie);
+                let _ = socket.send_to(&reply, src);
+            }
+            Ok(Admission::Admit) => {
+                self.load.count(now);
+                if self.admitted.len() >= self.settings.queue.max(1) {
+                    self.drops.record(DropReason::QueueFull);
+                    return;
+                }
+                // The driver checks the index against its own when the answer arrives.
+                let index = random_index(&mut self.rng, |_| false);
+                self.admitted.push_back(Job {
+                    iface,
+                    src,
+                    index,
+                    datagram: data.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// Adds what the gate dropped to the counters the driver reports.
+    fn publish(&mut self) {
+        if self.drops.total() == 0 {
+            return;
+        }
+        self.intake
+            .drops
+            .lock()
+            .expect("intake lock")
+            .merge(&self.drops);
+        self.drops = DropCounters::new();
+    }
+
+    /// Diffie-Hellman for one admitted initiation; false once the driver is gone.
+    fn respond(&mut self, job: Job) -> bool {
+        let result = self
+            .responder
+            .respond(&job.datagram, job.index, &mut self.rng);
         if result.as_ref().err() == Some(&DropReason::NotAllowed) {
-            if let Some(key) = responder.take_rejected_key() {
-                rejects.note(key, job.src);
+            if let Some(key) = self.responder.take_rejected_key() {
+                self.rejects.note(key, job.src);
             }
         }
         let answer = Done {
@@ -373,9 +705,27 @@ fn work(
             index: job.index,
             result,
         };
-        if done.send(answer).is_err() {
-            return; // the driver is gone
-        }
+        self.done.send(answer).is_ok()
+    }
+}
+
+/// Sleeps until a handshake socket is readable or the driver writes the eventfd.
+fn wait(intake: &Intake, sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)]) {
+    let mut fds: Vec<libc::pollfd> = std::iter::once(intake.wake.as_raw_fd())
+        .chain(sockets.iter().map(|(_, s, _)| s.as_raw_fd()))
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of pollfd for the call. A timeout bounds the sleep
+    // should a wake-up ever be missed.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+    if fds[0].revents & libc::POLLIN != 0 {
+        let mut v: libc::eventfd_t = 0;
+        // SAFETY: reads and resets our eventfd's counter.
+        unsafe { libc::eventfd_read(intake.wake.as_raw_fd(), &mut v) };
     }
 }
 
@@ -393,7 +743,75 @@ mod tests {
                 max_sources: 16,
             },
             load_rate,
+            separate_socket: true,
         }
+    }
+
+    /// The worker reads its socket, gates what it reads, answers cookie replies from the
+    /// host's port itself, and hands only Diffie-Hellman outcomes to the driver.
+    #[tokio::test]
+    async fn the_worker_reads_gates_and_answers_on_its_own_socket() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let client = Keypair::generate_with(&mut rng);
+        let server = Keypair::generate_with(&mut rng);
+        let server_public = *server.public();
+        // Under load once one initiation a second has come: cookies are wanted.
+        let mut hs = Handshakes::spawn(server, [*client.public()], settings(64, 0)).unwrap();
+        let iface = crate::config::InterfaceConfig::new("127.0.0.1:0".parse().unwrap());
+        let data = crate::socket::bind(&iface, false, true).unwrap();
+        hs.set_socket(0, data.handshake_socket().cloned());
+        let port = data.local_addr().unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+        // Random bytes: dropped on the worker, never reach the driver.
+        let mut junk = [7u8; horde_crypto::INITIATION_LEN];
+        junk[0] = horde_crypto::TYPE_INITIATION;
+        for _ in 0..5 {
+            peer.send_to(&junk, port).unwrap();
+        }
+        // A real initiation: admitted, answered with a new session.
+        let init = Initiator::new(&client, &server_public, 5, 1, &mut rng);
+        peer.send_to(init.initiation(), port).unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(5), hs.next_done())
+            .await
+            .expect("the worker answers")
+            .unwrap();
+        assert_eq!(done.src, peer.local_addr().unwrap());
+        assert!(matches!(done.result, Ok(Reply::NewSession { .. })));
+
+        // Now under load: a fresh initiation without mac2 gets a cookie reply, sent by the
+        // worker from the host's own port.
+        let mut again = Initiator::new(&client, &server_public, 6, 2, &mut rng);
+        peer.send_to(again.initiation(), port).unwrap();
+        let mut buf = [0u8; 256];
+        let (n, from) = peer.recv_from(&mut buf).expect("a cookie reply");
+        assert_eq!(from, port);
+        again.read_cookie_reply(&buf[..n]).unwrap();
+        assert!(again.has_cookie());
+
+        // Published after each read pass, just after the reply went out.
+        let end = Instant::now() + Duration::from_secs(5);
+        while hs.worker_counts().0.get(DropReason::NeedCookie) == 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (drops, datagrams, _) = hs.worker_counts();
+        assert_eq!(drops.get(DropReason::BadMac), 5, "{drops:?}");
+        assert_eq!(drops.get(DropReason::NeedCookie), 1, "{drops:?}");
+        assert_eq!(datagrams, 7);
+        assert!(
+            hs.try_done().is_none(),
+            "only Diffie-Hellman outcomes reach the driver"
+        );
+
+        // Taken away, the socket is let go by the worker.
+        drop(data);
+        hs.set_socket(0, None);
+        let end = Instant::now() + Duration::from_secs(5);
+        while !hs.retired_closed() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(hs.retired_closed());
     }
 
     #[test]

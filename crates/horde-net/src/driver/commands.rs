@@ -25,6 +25,12 @@ impl Driver {
             Command::RemoveInterface(i) => self.remove_interface(i, now),
             Command::Stats(reply) => {
                 let mut stats = self.stats.clone();
+                // The handshake worker's share: what it read and dropped on its sockets.
+                let (drops, datagrams, bytes) = self.handshakes.worker_counts();
+                stats.dropped.merge(&drops);
+                stats.datagrams_in += datagrams;
+                stats.bytes_in += bytes;
+                stats.handshake_datagrams_in = datagrams;
                 stats.interfaces_open = self.sockets.iter().map(Option::is_some).collect();
                 let _ = reply.send(stats);
             }
@@ -34,8 +40,10 @@ impl Driver {
     }
 
     fn add_interface(&mut self, iface: &InterfaceConfig) -> Result<(usize, SocketAddr), NetError> {
-        let s = socket::bind(iface, self.offload)?;
+        let s = socket::bind(iface, self.offload, self.split_handshakes)?;
         let addr = s.local_addr()?;
+        self.handshakes
+            .set_socket(self.sockets.len(), s.handshake_socket().cloned());
         self.sockets.push(Some(s));
         self.tx.push(TxQueue::default());
         self.ifaces.push(Iface {
@@ -57,6 +65,7 @@ impl Driver {
         };
         iface.state = IfaceState::Removed;
         self.sockets[index] = None;
+        self.handshakes.set_socket(index, None);
         self.drop_channels_on(index, now, false);
     }
 

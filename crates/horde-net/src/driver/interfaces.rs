@@ -17,6 +17,7 @@ impl Driver {
         let iface = &mut self.ifaces[i];
         iface.state = IfaceState::Down;
         self.sockets[i] = None;
+        self.handshakes.set_socket(i, None);
         self.stats.interfaces_down += 1;
         tracing::info!(
             interface = i,
@@ -57,6 +58,9 @@ impl Driver {
     }
 
     fn interface_up(&mut self, i: usize, now: Duration) {
+        if !self.handshakes.retired_closed() {
+            return; // the worker still holds an old handshake socket; the next poll tries again
+        }
         let iface = &self.ifaces[i];
         // The same address and port as before, so peers' channels still reach us; the
         // configured address if that port has been taken meanwhile.
@@ -64,11 +68,12 @@ impl Driver {
             bind: iface.bound,
             device: iface.config.device.clone(),
         };
-        let bound = socket::bind(&again, self.offload).or_else(|e| {
+        let split = self.split_handshakes;
+        let bound = socket::bind(&again, self.offload, split).or_else(|e| {
             if iface.bound == iface.config.bind {
                 Err(e)
             } else {
-                socket::bind(&iface.config, self.offload)
+                socket::bind(&iface.config, self.offload, split)
             }
         });
         let s = match bound.and_then(|s| Ok((s.local_addr()?, s))) {
@@ -93,6 +98,8 @@ impl Driver {
         iface.bound = s.0;
         iface.ifindex = device.as_deref().and_then(|d| self.monitor.index_of(d));
         iface.state = IfaceState::Open;
+        self.handshakes
+            .set_socket(i, s.1.handshake_socket().cloned());
         self.sockets[i] = Some(s.1);
         self.stats.interfaces_up += 1;
         tracing::info!(

@@ -96,6 +96,9 @@ pub struct HostStats {
     pub recv_calls: u64,
     /// Reads that returned a GRO train of several datagrams.
     pub gro_reads: u64,
+    /// Datagrams the handshake worker read from the handshake sockets (initiations that
+    /// the kernel steered away from the data path); also counted in `datagrams_in`.
+    pub handshake_datagrams_in: u64,
 }
 
 /// Datagrams read from one socket per turn before others get a chance.
@@ -246,6 +249,8 @@ struct Driver {
     tx: Vec<TxQueue>,
     /// GSO and GRO wanted ([`HostConfig::udp_offload`]).
     offload: bool,
+    /// Initiations wanted on sockets of their own ([`HandshakeSettings::separate_socket`](crate::HandshakeSettings)).
+    split_handshakes: bool,
     /// Per interface, parallel to `sockets`.
     ifaces: Vec<Iface>,
     monitor: pool::Monitor,
@@ -292,7 +297,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let mut addrs = Vec::new();
     let mut ifaces = Vec::new();
     for iface in &config.interfaces {
-        let s = socket::bind(iface, config.udp_offload)?;
+        let s = socket::bind(iface, config.udp_offload, config.handshakes.separate_socket)?;
         let bound = s.local_addr()?;
         addrs.push(bound);
         sockets.push(Some(s));
@@ -304,16 +309,25 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         });
     }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let handshakes = Handshakes::spawn(
+    let split_handshakes = config.handshakes.separate_socket;
+    let mut handshakes = Handshakes::spawn(
         config.keypair.clone(),
         config.allowed_peers.iter().copied(),
         config.handshakes.clone(),
     )?;
+    for (i, s) in sockets.iter().enumerate() {
+        let hs = s
+            .as_ref()
+            .and_then(ChannelSocket::handshake_socket)
+            .cloned();
+        handshakes.set_socket(i, hs);
+    }
     let driver = Driver {
         start: Instant::now(),
         tx: sockets.iter().map(|_| TxQueue::default()).collect(),
         sockets,
         offload: config.udp_offload,
+        split_handshakes,
         ifaces,
         monitor,
         keypair: config.keypair,

@@ -131,6 +131,14 @@ impl Driver {
                 return;
             }
         };
+        if let Reply::NewSession { session, .. } = &reply {
+            // Indices the worker picks on its own are checked here; a clash (one in
+            // 2^32 per live session) loses this handshake, and the initiator retries.
+            if self.by_index.contains_key(&session.local_index()) {
+                tracing::debug!("handshake index clash: response not sent");
+                return;
+            }
+        }
         self.send_raw(iface, src, reply.response());
         if let Reply::NewSession { mut session, .. } = reply {
             session.set_rekey_policy(self.rekey);

@@ -43,9 +43,151 @@ impl FloodKind {
     }
 }
 
+/// Where the flood goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aim {
+    /// The session's receiver.
+    Host,
+    /// A control: another UDP port on the same address, read by a thread that discards
+    /// everything. What the session loses then is what the flood costs the machine (the
+    /// sender, the kernel's loopback path), not what it costs Horde.
+    Sink,
+}
+
+/// How a live session is flooded beyond kind and rate.
+#[derive(Debug, Clone, Copy)]
+pub struct FloodOptions {
+    pub aim: Aim,
+    /// Pin the attacker's thread to this CPU (`sched_setaffinity`).
+    pub attacker_cpu: Option<usize>,
+    /// Pin the sink's thread to this CPU.
+    pub sink_cpu: Option<usize>,
+    /// The receiver reads initiations on a socket of their own (the default); false: on
+    /// the data socket, checked by the driver.
+    pub separate_socket: bool,
+}
+
+impl Default for FloodOptions {
+    fn default() -> Self {
+        Self {
+            aim: Aim::Host,
+            attacker_cpu: None,
+            sink_cpu: None,
+            separate_socket: true,
+        }
+    }
+}
+
+/// CPU seconds the calling thread has used.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// CPU seconds used so far by each of this process's live threads, by thread id, with
+/// the thread's name (Linux `/proc/self/task/*/stat`; empty elsewhere).
+pub fn cpu_by_thread() -> std::collections::BTreeMap<String, (String, f64)> {
+    let mut by_tid = std::collections::BTreeMap::new();
+    // SAFETY: sysconf only reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_tid;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // "tid (name) state ppid ...": utime and stime are the 14th and 15th fields.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |i: usize| {
+            rest.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let tid = task.file_name().to_string_lossy().into_owned();
+        by_tid.insert(tid, (name, (field(11) + field(12)) / ticks));
+    }
+    by_tid
+}
+
+/// CPU seconds per thread name used between two [`cpu_by_thread`] snapshots by the
+/// threads alive at the second.
+pub fn cpu_between(
+    before: &std::collections::BTreeMap<String, (String, f64)>,
+    after: &std::collections::BTreeMap<String, (String, f64)>,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for (tid, (name, t)) in after {
+        let t0 = before.get(tid).map_or(0.0, |(_, t0)| *t0);
+        *by_name.entry(name.clone()).or_insert(0.0) += t - t0;
+    }
+    by_name
+}
+
+/// Pins the calling thread to one CPU; false if the kernel refused (e.g. no such CPU).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; pid 0 is this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// A thread that reads a UDP socket and throws every datagram away (the control target).
+pub struct Sink {
+    pub addr: SocketAddr,
+    thread: std::thread::JoinHandle<(u64, f64)>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Sink {
+    pub fn start(cpu: Option<usize>) -> Sink {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind the sink");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let addr = socket.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("flood-sink".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin_current_thread(c);
+                }
+                let mut buf = [0u8; 2048];
+                let mut read = 0u64;
+                while !stop_flag.load(Ordering::Relaxed) {
+                    if socket.recv_from(&mut buf).is_ok() {
+                        read += 1;
+                    }
+                }
+                (read, thread_cpu_seconds())
+            })
+            .expect("spawn the sink");
+        Sink { addr, thread, stop }
+    }
+
+    /// Stops the thread; returns how many datagrams it read.
+    pub fn join(self) -> (u64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// A running flood; [`Flood::join`] returns how many datagrams it sent.
 pub struct Flood {
-    thread: std::thread::JoinHandle<u64>,
+    thread: std::thread::JoinHandle<(u64, f64)>,
     stop: Arc<AtomicBool>,
 }
 
@@ -59,6 +201,7 @@ impl Flood {
         allowed: &Keypair,
         rate: u32,
         seconds: f64,
+        cpu: Option<usize>,
     ) -> Flood {
         let mut rng = StdRng::seed_from_u64(0xF100D);
         let stranger = Keypair::generate_with(&mut rng);
@@ -70,55 +213,61 @@ impl Flood {
         let mut initiator = Initiator::new(&identity, &responder, 0xBAD, 1, &mut rng);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
-            socket.set_nonblocking(true).unwrap();
-            let mut random = vec![0u8; INITIATION_LEN];
-            let mut reply = [0u8; 256];
-            let start = Instant::now();
-            let end = start + Duration::from_secs_f64(seconds);
-            let mut sent = 0u64;
-            let mut fresh = 0u32;
-            while Instant::now() < end && !stop_flag.load(Ordering::Relaxed) {
-                // Cookie replies make the replayed and disallowed initiations carry mac2.
-                while let Ok((n, _)) = socket.recv_from(&mut reply) {
-                    let _ = initiator.read_cookie_reply(&reply[..n]);
+        let thread = std::thread::Builder::new()
+            .name("flood-attacker".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    pin_current_thread(c);
                 }
-                let due = (start.elapsed().as_secs_f64() * f64::from(rate)) as u64;
-                while sent < due {
-                    let bytes: &[u8] = match kind {
-                        FloodKind::Random => {
-                            rng.fill_bytes(&mut random);
-                            random[0] = TYPE_INITIATION;
-                            &random
-                        }
-                        FloodKind::Replay => initiator.initiation(),
-                        FloodKind::Disallowed => {
-                            // A new handshake now and then, as a real peer would make.
-                            fresh += 1;
-                            if fresh.is_multiple_of(1000) {
-                                initiator = Initiator::new(
-                                    &identity,
-                                    &responder,
-                                    0xBAD,
-                                    u64::from(fresh),
-                                    &mut rng,
-                                );
+                let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+                socket.set_nonblocking(true).unwrap();
+                let mut random = vec![0u8; INITIATION_LEN];
+                let mut reply = [0u8; 256];
+                let start = Instant::now();
+                let end = start + Duration::from_secs_f64(seconds);
+                let mut sent = 0u64;
+                let mut fresh = 0u32;
+                while Instant::now() < end && !stop_flag.load(Ordering::Relaxed) {
+                    // Cookie replies make the replayed and disallowed initiations carry mac2.
+                    while let Ok((n, _)) = socket.recv_from(&mut reply) {
+                        let _ = initiator.read_cookie_reply(&reply[..n]);
+                    }
+                    let due = (start.elapsed().as_secs_f64() * f64::from(rate)) as u64;
+                    while sent < due {
+                        let bytes: &[u8] = match kind {
+                            FloodKind::Random => {
+                                rng.fill_bytes(&mut random);
+                                random[0] = TYPE_INITIATION;
+                                &random
                             }
-                            initiator.initiation()
-                        }
-                    };
-                    let _ = socket.send_to(bytes, target);
-                    sent += 1;
+                            FloodKind::Replay => initiator.initiation(),
+                            FloodKind::Disallowed => {
+                                // A new handshake now and then, as a real peer would make.
+                                fresh += 1;
+                                if fresh.is_multiple_of(1000) {
+                                    initiator = Initiator::new(
+                                        &identity,
+                                        &responder,
+                                        0xBAD,
+                                        u64::from(fresh),
+                                        &mut rng,
+                                    );
+                                }
+                                initiator.initiation()
+                            }
+                        };
+                        let _ = socket.send_to(bytes, target);
+                        sent += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            sent
-        });
+                (sent, thread_cpu_seconds())
+            })
+            .expect("spawn the attacker");
         Flood { thread, stop }
     }
 
-    pub fn join(self) -> u64 {
+    pub fn join(self) -> (u64, f64) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -139,6 +288,16 @@ pub struct LiveReport {
     pub seconds: f64,
     pub server_drops: DropCounters,
     pub flood_sent: u64,
+    /// Datagrams the control sink read (0 when the flood aimed at the host).
+    pub sink_read: u64,
+    /// CPU seconds per thread name over the run (runtime workers, handshake workers) of
+    /// the threads alive at its end.
+    pub cpu: std::collections::BTreeMap<String, f64>,
+    /// CPU seconds of the attacker's and the sink's threads.
+    pub attacker_cpu: f64,
+    pub sink_cpu: f64,
+    /// The receiving host's counters at the end of the run.
+    pub server_stats: horde_net::HostStats,
     /// How long a second client, connecting halfway through the run, took to connect
     /// (`None`: it did not connect within 5 s).
     pub late_connect: Option<Duration>,
@@ -179,6 +338,26 @@ pub async fn live_session(
     adu_bytes: usize,
     seconds: f64,
 ) -> LiveReport {
+    live_session_with(
+        link,
+        flood,
+        FloodOptions::default(),
+        adus_per_second,
+        adu_bytes,
+        seconds,
+    )
+    .await
+}
+
+/// [`live_session`] with the flood aimed and pinned as `options` say.
+pub async fn live_session_with(
+    link: Option<EmulatedLink>,
+    flood: Option<(FloodKind, u32)>,
+    options: FloodOptions,
+    adus_per_second: u32,
+    adu_bytes: usize,
+    seconds: f64,
+) -> LiveReport {
     let client_key = Keypair::generate();
     let server_key = Keypair::generate();
     let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -186,6 +365,7 @@ pub async fn live_session(
     // The second key is a client that connects halfway through the flood.
     let late_key = Keypair::generate();
     server_cfg.allowed_peers = vec![*client_key.public(), *late_key.public()];
+    server_cfg.handshakes.separate_socket = options.separate_socket;
     let server = Host::bind(server_cfg).await.unwrap();
     let client = Host::bind(HostConfig::new(
         client_key.clone(),
@@ -234,17 +414,21 @@ pub async fn live_session(
     let (handle, mut client_events) = conn.split();
     let (_server_handle, mut server_events) = accepted.split();
 
+    let sink = (flood.is_some() && options.aim == Aim::Sink).then(|| Sink::start(options.sink_cpu));
+    let flood_target = sink.as_ref().map_or(target, |s| s.addr);
     let attack = flood.map(|(kind, rate)| {
         Flood::start(
             kind,
-            target,
+            flood_target,
             *server_key.public(),
             &client_key,
             rate,
             seconds,
+            options.attacker_cpu,
         )
     });
 
+    let cpu_before = cpu_by_thread();
     let epoch = Instant::now();
     let windows = (seconds / WINDOW.as_secs_f64()).ceil() as usize + 8;
     let receiver = tokio::spawn(async move {
@@ -314,11 +498,14 @@ pub async fn live_session(
             .send_adu_nowait(1, Bytes::copy_from_slice(&payload), Fields::new())
             .unwrap();
     }
-    let flood_sent = attack.map_or(0, Flood::join);
+    let cpu = cpu_between(&cpu_before, &cpu_by_thread());
+    let (flood_sent, attacker_cpu) = attack.map_or((0, 0.0), Flood::join);
+    let (sink_read, sink_cpu) = sink.map_or((0, 0.0), Sink::join);
     let late_connect = late.await.unwrap();
     let (delivered, delivered_per_window, latencies_ms) = receiver.await.unwrap();
     let (acked, acked_per_window) = acks.await.unwrap();
-    let server_drops = server.stats().await.unwrap().dropped;
+    let server_stats = server.stats().await.unwrap();
+    let server_drops = server_stats.dropped.clone();
     client.shutdown().await;
     server.shutdown().await;
     LiveReport {
@@ -331,6 +518,11 @@ pub async fn live_session(
         seconds,
         server_drops,
         flood_sent,
+        sink_read,
+        cpu,
+        attacker_cpu,
+        sink_cpu,
+        server_stats,
         late_connect,
     }
 }
