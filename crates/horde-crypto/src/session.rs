@@ -173,10 +173,7 @@ impl Session {
     /// The sending key's generation, age and use, and when it will rotate, as of the last
     /// [`Session::tick`].
     pub fn key_status(&self) -> KeyStatus {
-        let age = self
-            .send
-            .first_used()
-            .map(|t| self.clock.saturating_sub(t));
+        let age = self.send.first_used().map(|t| self.clock.saturating_sub(t));
         KeyStatus {
             send_generation: self.rekeys_sent,
             recv_generation: self.rekeys_received,

@@ -11,6 +11,7 @@ use horde_net::tunnel::Prefix;
 use horde_proto::{CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
+use super::rekey::RekeyConfig;
 use crate::peer::{congestion, device, session};
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
@@ -62,6 +63,9 @@ pub struct ClientConfig {
     pub scheduler: Option<String>,
     #[serde(default)]
     pub session: SessionConfig,
+    /// When the secure layer rotates its keys.
+    #[serde(default)]
+    pub rekey: RekeyConfig,
     /// The tunnel stream's settings (both directions use one stream each).
     #[serde(default)]
     pub stream: StreamConfig,
@@ -98,6 +102,9 @@ pub struct ServerConfig {
     pub scheduler: Option<String>,
     #[serde(default)]
     pub session: SessionConfig,
+    /// When the secure layer rotates its keys.
+    #[serde(default)]
+    pub rekey: RekeyConfig,
     #[serde(default)]
     pub stream: StreamConfig,
     /// The MTU of the channels clients open (the largest ADU this end sends), which is
@@ -276,6 +283,7 @@ impl Validate for ClientConfig {
             &self.session,
             &self.stream,
         );
+        self.rekey.check(c);
         if let Err(e) = self.peer_key.trim().parse::<horde_crypto::PublicKey>() {
             c.error("peer_key", format!("peer_key: {e}"));
         }
@@ -318,6 +326,7 @@ impl Validate for ServerConfig {
             &self.session,
             &self.stream,
         );
+        self.rekey.check(c);
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
         for (i, cc) in self.channel_congestion.iter().enumerate() {
