@@ -15,9 +15,13 @@ use super::window::{Window, MAX_AGE};
 /// What an ADU of a recovery stream is, by its session ADU id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// The first copy of data ADU `seq` (its recovery sequence number).
     Data(u64),
+    /// An XOR-coded ADU of this many constituents (its degree).
     Coded(usize),
+    /// A second copy of data ADU `seq`, after the first was reported lost.
     Retransmit(u64),
+    /// A parity shard of the block code.
     Parity,
     /// A report of the receiver's path estimates, going back to the peer.
     Report,
@@ -26,7 +30,9 @@ pub enum Kind {
 /// An ADU the recovery layer wants queued on its stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
+    /// What it is, for the bookkeeping when it is sent and resolved.
     pub kind: Kind,
+    /// The framed ADU (recovery header and payload).
     pub payload: Bytes,
 }
 
@@ -47,6 +53,9 @@ struct Blocks {
     sealed: VecDeque<SealedBlock>,
 }
 
+/// The send side of a recovery stream: frames data ADUs with sequence numbers, tracks
+/// the window W of those in flight, and decides what coded, parity or repeated ADUs to
+/// add, as the stream's [`RecoveryMode`] says.
 #[derive(Debug)]
 pub struct Sender {
     mode: RecoveryMode,
@@ -59,6 +68,7 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// A sender for `mode`, starting at sequence number 0.
     pub fn new(mode: RecoveryMode) -> Self {
         Self {
             mode,
@@ -70,6 +80,7 @@ impl Sender {
         }
     }
 
+    /// The window W of data ADUs in flight (OEC's coding decisions read it).
     pub fn window(&self) -> &Window {
         &self.window
     }
