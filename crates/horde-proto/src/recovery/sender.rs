@@ -142,7 +142,7 @@ impl Sender {
 
     /// Feedback: the ADU was acknowledged or declared lost. Retransmission mode resends
     /// a lost data ADU once.
-    pub fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
+    pub(crate) fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
         let seq = match kind {
             Kind::Data(seq) | Kind::Retransmit(seq) => seq,
             Kind::Coded(_) | Kind::Parity | Kind::Report => return,
@@ -190,7 +190,7 @@ impl Sender {
 
     /// Whether a spare transmission opportunity would be used: for OEC, while W holds
     /// data and a coded packet is still expected to rebuild something.
-    pub fn wants_spare(&self) -> bool {
+    pub(crate) fn wants_spare(&self) -> bool {
         match self.mode {
             RecoveryMode::Oec => self.window.worth_coding(),
             RecoveryMode::Block { .. } => {
@@ -213,7 +213,7 @@ impl Sender {
     /// OEC applies rule (ii) to r as it makes each coded ADU, with W's mean path loss
     /// for `p` (the path is the scheduler's choice, made later), and stops once a
     /// further one is not worth sending ([`Window::worth_coding`]).
-    pub fn spare(
+    pub(crate) fn spare(
         &mut self,
         now: Duration,
         budget: usize,

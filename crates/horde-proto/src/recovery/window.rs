@@ -158,7 +158,7 @@ impl Window {
     }
 
     /// Mean loss estimate of the paths W's transmitted ADUs went on.
-    pub fn mean_p(&self) -> f64 {
+    pub(crate) fn mean_p(&self) -> f64 {
         let (sum, n) = self
             .entries
             .values()
@@ -172,13 +172,13 @@ impl Window {
     }
 
     /// The degree the next coded packet would have: `degree(r)`, at most |W|.
-    pub fn next_degree(&self) -> usize {
+    pub(crate) fn next_degree(&self) -> usize {
         degree(self.r).min(self.sent).max(1)
     }
 
     /// Expected new ADUs at the receiver from the next coded packet, if it crosses a
     /// path with loss `p`: `(1 - p) Y(c)`.
-    pub fn next_yield(&self, p: f64) -> f64 {
+    pub(crate) fn next_yield(&self, p: f64) -> f64 {
         if self.sent == 0 {
             return 0.0;
         }
@@ -187,7 +187,7 @@ impl Window {
 
     /// Whether a coded packet now is expected to rebuild at least [`MIN_YIELD`] of a
     /// packet, judged with W's mean path loss.
-    pub fn worth_coding(&self) -> bool {
+    pub(crate) fn worth_coding(&self) -> bool {
         self.next_yield(self.mean_p()) >= MIN_YIELD
     }
 
@@ -216,7 +216,7 @@ impl Window {
     }
 
     /// The payload of a data ADU still in W (queued or sent).
-    pub fn payload(&self, seq: u64) -> Option<&Bytes> {
+    pub(crate) fn payload(&self, seq: u64) -> Option<&Bytes> {
         self.entries.get(&seq).map(|e| &e.payload)
     }
 
