@@ -659,3 +659,54 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
         }
     }
 }
+
+#[cfg(test)]
+mod rekey_tests {
+    use std::time::Duration;
+
+    use horde_config::parse_checked;
+
+    use super::*;
+
+    fn server_with(rekey: &str) -> String {
+        format!(
+            "key_file = \"s.key\"\n[tun]\naddresses = [\"10.77.0.1/24\"]\n\
+             [[interfaces]]\nbind = \"0.0.0.0:7700\"\n\
+             [[clients]]\nkey = \"{}\"\naddresses = [\"10.77.0.2/32\"]\n{rekey}",
+            horde_crypto::Keypair::generate().public()
+        )
+    }
+
+    #[test]
+    fn rekey_sets_the_policy_and_bad_values_are_named_at_their_place() {
+        let s = parse_checked::<ServerConfig>(
+            &server_with("[rekey]\nafter_s = 2.5\nafter_messages = 1000\n"),
+            "s.toml",
+        )
+        .unwrap()
+        .value;
+        let policy = s.rekey.policy();
+        assert_eq!(policy.rekey_after_time, Duration::from_millis(2500));
+        assert_eq!(policy.reject_after_time, Duration::from_millis(3750));
+        assert_eq!(policy.rekey_after_messages, 1000);
+        // Absent: WireGuard's thresholds.
+        let s = parse_checked::<ServerConfig>(&server_with(""), "s.toml")
+            .unwrap()
+            .value;
+        assert_eq!(s.rekey.policy(), horde_crypto::RekeyPolicy::default());
+
+        let e = parse_checked::<ServerConfig>(&server_with("[rekey]\nafter_s = 0\n"), "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:10:11: "), "{e}");
+        assert!(e.contains("rekey.after_s must be in 0.1..=86400"), "{e}");
+        let e =
+            parse_checked::<ServerConfig>(&server_with("[rekey]\nafter_messages = 0\n"), "s.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("rekey.after_messages must be above 0"), "{e}");
+        assert!(
+            parse_checked::<ServerConfig>(&server_with("[rekey]\nafter = 1\n"), "s.toml").is_err()
+        );
+    }
+}
