@@ -1,4 +1,5 @@
-//! `horde status`: a `wg show`-style view of a running `horde send` or `horde recv`.
+//! `horde status`: a `wg show`-style view of a running `horde send`, `horde recv` or
+//! `horde tunnel client|server`.
 //!
 //! A process started with `--status FILE` rewrites FILE once a second with a JSON
 //! snapshot of its peers and their channels (written to a temporary file and renamed, so
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use horde_crypto::KeyStatus;
 use horde_net::{ChannelStatus, ConnectionHandle};
 use horde_proto::SessionStats;
 use serde::{Deserialize, Serialize};
@@ -24,7 +26,7 @@ const STALE_AFTER_INTERVALS: u64 = 3;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Status file written by `horde send --status FILE` or `horde recv --status FILE`.
+    /// Status file written by `horde send|recv|tunnel client|tunnel server --status FILE`.
     file: PathBuf,
     /// Print the snapshot as JSON instead of the text view.
     #[arg(long)]
@@ -34,7 +36,7 @@ pub struct Args {
 /// What a status file holds.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// `send` or `recv`.
+    /// `send`, `recv`, `tunnel client` or `tunnel server`.
     pub role: String,
     pub pid: u32,
     /// This host's public key.
@@ -49,12 +51,48 @@ pub struct Snapshot {
 pub struct PeerStatus {
     /// The peer's public key.
     pub key: String,
+    /// The peer's name in the configuration (a tunnel server's clients), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Seconds since the handshake that opened this connection completed.
     pub handshake_age_s: f64,
     /// Whether the session has ended (the peer closed, timed out or was replaced).
     pub closed: bool,
     pub session: Option<SessionCounters>,
+    /// Where the session's keys stand in their rotation; absent between sessions.
+    #[serde(default)]
+    pub keys: Option<KeyRow>,
     pub channels: Vec<ChannelRow>,
+}
+
+/// The secure layer's key rotation, for one peer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct KeyRow {
+    /// Rotations of our sending key since the handshake (0: the handshake's key).
+    pub generation: u64,
+    /// Rotations of the peer's sending key seen.
+    pub peer_generation: u64,
+    /// Seconds since our sending key first sealed a datagram (absent before it has).
+    pub age_s: Option<f64>,
+    /// Datagrams sealed under our sending key.
+    pub messages: u64,
+    /// Seconds until the key rotates on age (at the first datagram after that).
+    pub rotate_in_s: Option<f64>,
+    /// Datagrams until the key rotates on count.
+    pub rotate_after_messages: u64,
+}
+
+impl From<KeyStatus> for KeyRow {
+    fn from(k: KeyStatus) -> Self {
+        Self {
+            generation: k.send_generation,
+            peer_generation: k.recv_generation,
+            age_s: k.send_key_age.map(|d| d.as_secs_f64()),
+            messages: k.send_key_messages,
+            rotate_in_s: k.rotate_in.map(|d| d.as_secs_f64()),
+            rotate_after_messages: k.rotate_after_messages,
+        }
+    }
 }
 
 /// The session counters the view shows.
@@ -116,6 +154,7 @@ impl From<&ChannelStatus> for ChannelRow {
 /// A connection the status writer reports on.
 struct Tracked {
     key: String,
+    name: Option<String>,
     since: Instant,
     handle: ConnectionHandle,
 }
@@ -131,28 +170,46 @@ impl Registry {
         let mut list = self.0.lock().expect("status registry lock");
         list.push(Tracked {
             key,
+            name: None,
+            since: Instant::now(),
+            handle,
+        });
+    }
+
+    /// Report on a named peer's connection whose handshake has just completed, in place
+    /// of that peer's earlier one (a tunnel client that reconnected is one peer).
+    pub fn track_named(&self, name: String, key: String, handle: ConnectionHandle) {
+        let mut list = self.0.lock().expect("status registry lock");
+        list.retain(|t| t.key != key);
+        list.push(Tracked {
+            key,
+            name: Some(name),
             since: Instant::now(),
             handle,
         });
     }
 
     async fn snapshot(&self, role: &str, public_key: &str) -> Snapshot {
-        let tracked: Vec<(String, Instant, ConnectionHandle)> = {
+        type Row = (String, Option<String>, Instant, ConnectionHandle);
+        let tracked: Vec<Row> = {
             let list = self.0.lock().expect("status registry lock");
             list.iter()
-                .map(|t| (t.key.clone(), t.since, t.handle.clone()))
+                .map(|t| (t.key.clone(), t.name.clone(), t.since, t.handle.clone()))
                 .collect()
         };
         let mut peers = Vec::with_capacity(tracked.len());
-        for (key, since, handle) in tracked {
+        for (key, name, since, handle) in tracked {
             // A connection whose host is gone answers neither; it is shown closed.
             let channels = handle.channels().await;
             let session = handle.stats().await.ok().map(SessionCounters::from);
+            let keys = handle.key_status().await.ok().flatten().map(KeyRow::from);
             peers.push(PeerStatus {
                 key,
+                name,
                 handshake_age_s: since.elapsed().as_secs_f64(),
                 closed: channels.is_err(),
                 session,
+                keys,
                 channels: channels
                     .unwrap_or_default()
                     .iter()
@@ -239,6 +296,9 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
     }
     for p in &s.peers {
         let _ = writeln!(out, "\npeer: {}", p.key);
+        if let Some(name) = &p.name {
+            let _ = writeln!(out, "  name: {name}");
+        }
         let _ = writeln!(
             out,
             "  latest handshake: {} ago{}",
@@ -251,6 +311,9 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
                 "  ADUs: {} sent, {} acked, {} lost, {} received",
                 c.adus_sent, c.adus_acked, c.adus_lost, c.adus_received
             );
+        }
+        if let Some(k) = &p.keys {
+            let _ = writeln!(out, "  {}", keys_line(k));
         }
         for c in &p.channels {
             let rtt = c
@@ -275,6 +338,26 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
         }
     }
     out
+}
+
+/// `keys: generation 3 (peer 2), 12.0 s old, 480 datagrams; next rotation in 108.0 s or
+/// after N datagrams`.
+fn keys_line(k: &KeyRow) -> String {
+    let secs = |s: Option<f64>| s.map_or_else(|| "-".to_string(), |s| format!("{s:.1} s"));
+    let next = match k.rotate_in_s {
+        Some(s) => format!("in {s:.1} s or after {} datagrams", k.rotate_after_messages),
+        None => format!(
+            "timer starts at first use, or after {} datagrams",
+            k.rotate_after_messages
+        ),
+    };
+    format!(
+        "keys: generation {} (peer {}), {} old, {} datagrams; next rotation {next}",
+        k.generation,
+        k.peer_generation,
+        secs(k.age_s),
+        k.messages
+    )
 }
 
 fn ago(s: f64) -> String {
@@ -307,9 +390,18 @@ mod tests {
             updated_unix_ms: 10_000,
             peers: vec![PeerStatus {
                 key: "BBB".into(),
+                name: Some("bus-1".into()),
                 handshake_age_s: 75.0,
                 closed: false,
                 session: None,
+                keys: Some(KeyRow {
+                    generation: 3,
+                    peer_generation: 2,
+                    age_s: Some(12.0),
+                    messages: 480,
+                    rotate_in_s: Some(108.04),
+                    rotate_after_messages: 1000,
+                }),
                 channels: vec![ChannelRow {
                     id: 1,
                     interface: 0,
@@ -327,7 +419,14 @@ mod tests {
             }],
         };
         let fresh = render(&snap, 10_500);
-        assert!(fresh.contains("peer: BBB"), "{fresh}");
+        assert!(fresh.contains("peer: BBB\n  name: bus-1\n"), "{fresh}");
+        assert!(
+            fresh.contains(
+                "keys: generation 3 (peer 2), 12.0 s old, 480 datagrams; \
+                 next rotation in 108.0 s or after 1000 datagrams"
+            ),
+            "{fresh}"
+        );
         assert!(
             fresh.contains("latest handshake: 1 minutes, 15 seconds ago"),
             "{fresh}"

@@ -848,3 +848,156 @@ remote = "192.168.7{i}.1:7700"
     assert_eq!(count(&server, &["counters", "peer_spoofed"]), 0, "{server}");
     assert_eq!(count(&server, &["counters", "tun_no_route"]), 0, "{server}");
 }
+
+/// `horde status FILE --json` for a tunnel's status file once `ready` accepts it (panics
+/// after 15 s, showing the last snapshot).
+fn status_when(file: &Path, ready: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let out = Command::new(horde_bin())
+            .args(["status", file.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            last = text(&out.stdout);
+            let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+            if ready(&v) {
+                return v;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{} never got there: {last}", file.display());
+}
+
+fn generation(peer: &serde_json::Value, which: &str) -> u64 {
+    peer["keys"][which]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no keys.{which} in {peer}"))
+}
+
+#[test]
+fn tunnel_status_shows_clients_channels_and_key_rotations() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("status");
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    // Keys rotate every 0.3 s and keepalives go out every 0.1 s, so an idle tunnel
+    // rotates several times within a second or two.
+    let fast = "[session]\nkeepalive_ms = 100\n[rekey]\nafter_s = 0.3\n";
+    std::fs::write(
+        dir.join("server.toml"),
+        format!("{}{fast}", server_toml(&bus_pub)),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client.toml"),
+        format!(
+            r#"key_file = "client.key"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24", "fd77::2/64"]
+[[channels]]
+bind = "192.168.71.2:0"
+remote = "192.168.71.1:7700"
+[[channels]]
+bind = "192.168.72.2:0"
+remote = "192.168.72.1:7700"
+{fast}"#
+        ),
+    )
+    .unwrap();
+    let (bus, srv) = (Netns::new("sbus"), Netns::new("ssrv"));
+    veth_pair_of_links(&bus, &srv);
+    let (srv_status, bus_status) = (dir.join("server.status"), dir.join("client.status"));
+    let mut server = srv
+        .horde(&[
+            "tunnel",
+            "server",
+            dir.join("server.toml").to_str().unwrap(),
+            "--status",
+            srv_status.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("server.err")).unwrap())
+        .spawn()
+        .unwrap();
+    first_line_with(server.stdout.take().unwrap(), "device hdt0 up", None);
+    let mut client = bus
+        .horde(&[
+            "tunnel",
+            "client",
+            dir.join("client.toml").to_str().unwrap(),
+            "--status",
+            bus_status.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("client.err")).unwrap())
+        .spawn()
+        .unwrap();
+    first_line_with(client.stdout.take().unwrap(), "device hdt0 up", None);
+
+    // The server's view: its client by name and key, with both channels it accepted.
+    let keyed = |v: &serde_json::Value| {
+        v["peers"][0]["keys"]["generation"].is_u64()
+            && v["peers"][0]["channels"].as_array().map(Vec::len) == Some(2)
+    };
+    let first = status_when(&srv_status, keyed);
+    assert_eq!(first["role"], "tunnel server", "{first}");
+    assert_eq!(first["public_key"], srv_pub.as_str(), "{first}");
+    let peer = &first["peers"][0];
+    assert_eq!(peer["name"], "bus-1", "{first}");
+    assert_eq!(peer["key"], bus_pub.as_str(), "{first}");
+    assert_eq!(peer["closed"], false, "{first}");
+    // Both ends' key generations climb while the tunnel idles (keepalives only).
+    let (ours, theirs) = (
+        generation(peer, "generation"),
+        generation(peer, "peer_generation"),
+    );
+    let later = status_when(&srv_status, |v| {
+        let p = &v["peers"][0];
+        p["keys"]["generation"].as_u64() >= Some(ours + 2)
+            && p["keys"]["peer_generation"].as_u64() >= Some(theirs + 2)
+    });
+    let age = later["peers"][0]["keys"]["age_s"].as_f64().unwrap();
+    assert!(
+        age < 1.0,
+        "keys older than their 0.3 s lifetime allows: {later}"
+    );
+
+    // The client's view: the server as its one peer, channel endpoints, rotating keys.
+    let c = status_when(&bus_status, |v| {
+        v["peers"][0]["keys"]["generation"].as_u64() >= Some(2)
+    });
+    assert_eq!(c["role"], "tunnel client", "{c}");
+    assert_eq!(c["peers"][0]["key"], srv_pub.as_str(), "{c}");
+    let endpoints: Vec<&str> = c["peers"][0]["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ch| ch["endpoint"].as_str().unwrap())
+        .collect();
+    assert_eq!(endpoints, ["192.168.71.1:7700", "192.168.72.1:7700"], "{c}");
+
+    // The text view.
+    let out = run(&[horde_bin(), "status", srv_status.to_str().unwrap()]);
+    let view = text(&out.stdout);
+    assert!(view.starts_with("horde tunnel server (pid "), "{view}");
+    assert!(
+        view.contains(&format!("peer: {bus_pub}\n  name: bus-1\n")),
+        "{view}"
+    );
+    assert!(view.contains("  keys: generation "), "{view}");
+    assert!(view.contains("next rotation in "), "{view}");
+
+    for child in [&mut client, &mut server] {
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        assert!(child.wait().unwrap().success());
+    }
+}

@@ -64,7 +64,7 @@ pub use packet::{
     TRANSPORT_OVERHEAD, TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
 };
 pub use ratelimit::{RateLimit, RateLimiter};
-pub use rekey::RekeyPolicy;
+pub use rekey::{KeyStatus, RekeyPolicy};
 pub use replay::{ReplayWindow, REPLAY_WINDOW};
 pub use session::{SealError, Session};
 

@@ -77,6 +77,24 @@ impl RekeyPolicy {
     }
 }
 
+/// Where a session's sending key stands in its rotation, for status displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyStatus {
+    /// Rotations of our sending key since the handshake: 0 for the handshake's key.
+    pub send_generation: u64,
+    /// Rotations of the peer's sending key seen so far.
+    pub recv_generation: u64,
+    /// Time since the sending key first sealed a datagram (`None` before it has).
+    pub send_key_age: Option<Duration>,
+    /// Datagrams sealed under the sending key.
+    pub send_key_messages: u64,
+    /// Time left until the sending key rotates on age (`None` before it is first used:
+    /// the clock starts then). It rotates at the first datagram sealed after this.
+    pub rotate_in: Option<Duration>,
+    /// Datagrams left until the sending key rotates on count.
+    pub rotate_after_messages: u64,
+}
+
 /// The ChaCha20-Poly1305 nonce of Noise's `ChaChaPoly`: 32 zero bits, then the 64-bit
 /// counter, little-endian.
 fn aead_nonce(n: u64) -> Nonce {
@@ -164,6 +182,16 @@ impl KeyGeneration {
     /// 0 or 1.
     pub(crate) fn phase(&self) -> u8 {
         self.phase
+    }
+
+    /// When this key first protected a datagram, on the session's clock.
+    pub(crate) fn first_used(&self) -> Option<Duration> {
+        self.first_used
+    }
+
+    /// Datagrams protected under this key so far.
+    pub(crate) fn messages(&self) -> u64 {
+        self.messages
     }
 
     /// Records one datagram under this key at `now`.

@@ -9,7 +9,7 @@ use crate::packet::{
     self, classify, Packet, COUNTER_LIMIT, KEY_PHASE_BIT, MAX_PLAINTEXT, TAG_LEN,
     TRANSPORT_HEADER_LEN, TYPE_TRANSPORT,
 };
-use crate::rekey::{KeyGeneration, RekeyPolicy};
+use crate::rekey::{KeyGeneration, KeyStatus, RekeyPolicy};
 use crate::replay::ReplayWindow;
 use crate::{DropCounters, DropReason, PublicKey};
 
@@ -168,6 +168,23 @@ impl Session {
     /// Key rotations done: `(of our sending key, of the peer's sending key seen)`.
     pub fn rekeys(&self) -> (u64, u64) {
         (self.rekeys_sent, self.rekeys_received)
+    }
+
+    /// The sending key's generation, age and use, and when it will rotate, as of the last
+    /// [`Session::tick`].
+    pub fn key_status(&self) -> KeyStatus {
+        let age = self.send.first_used().map(|t| self.clock.saturating_sub(t));
+        KeyStatus {
+            send_generation: self.rekeys_sent,
+            recv_generation: self.rekeys_received,
+            send_key_age: age,
+            send_key_messages: self.send.messages(),
+            rotate_in: age.map(|a| self.policy.rekey_after_time.saturating_sub(a)),
+            rotate_after_messages: self
+                .policy
+                .rekey_after_messages
+                .saturating_sub(self.send.messages()),
+        }
     }
 
     /// Authenticates and decrypts a transport datagram. On success `out` holds the plaintext

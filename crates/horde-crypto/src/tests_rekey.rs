@@ -136,3 +136,38 @@ fn old_generations_are_forgotten_and_stale_keys_refused() {
     assert_eq!(strict.open(&d, &mut out), Err(DropReason::KeyExpired));
     assert_eq!(strict.drop_counters().get(DropReason::KeyExpired), 1);
 }
+
+#[test]
+fn key_status_reports_generation_age_use_and_the_next_rotation() {
+    let (mut client, mut server) = pair(5);
+    let policy = RekeyPolicy {
+        rekey_after_messages: 10,
+        ..RekeyPolicy::every(ms(100))
+    };
+    client.set_rekey_policy(policy);
+    let fresh = client.key_status();
+    assert_eq!((fresh.send_generation, fresh.send_key_messages), (0, 0));
+    assert_eq!((fresh.send_key_age, fresh.rotate_in), (None, None));
+    let mut out = Vec::new();
+    for t in [0, 30, 60] {
+        client.tick(ms(t));
+        let mut d = Vec::new();
+        client.seal(0, b"x", &mut d).unwrap();
+        server.open(&d, &mut out).unwrap();
+    }
+    let s = client.key_status();
+    assert_eq!(s.send_generation, 0);
+    assert_eq!(s.send_key_messages, 3);
+    assert_eq!(s.send_key_age, Some(ms(60)));
+    assert_eq!(s.rotate_in, Some(ms(40)));
+    assert_eq!(s.rotate_after_messages, 7);
+    // Past the age limit the next seal rotates: a new generation, one datagram under it.
+    client.tick(ms(100));
+    let mut d = Vec::new();
+    client.seal(0, b"y", &mut d).unwrap();
+    server.open(&d, &mut out).unwrap();
+    let s = client.key_status();
+    assert_eq!((s.send_generation, s.send_key_messages), (1, 1));
+    assert_eq!(s.send_key_age, Some(ms(0)));
+    assert_eq!(server.key_status().recv_generation, 1);
+}

@@ -75,6 +75,7 @@ pub(crate) enum ConnOp {
     LatencyModes(oneshot::Sender<Vec<LatencyMode>>),
     Stats(oneshot::Sender<SessionStats>),
     Channels(oneshot::Sender<Vec<ChannelStatus>>),
+    Keys(oneshot::Sender<Option<horde_crypto::KeyStatus>>),
     AddChannel(ChannelTarget, Reply<ChannelId>),
     RemoveChannel(ChannelId),
     Close,
@@ -495,6 +496,12 @@ impl ConnectionHandle {
     /// persistent connection is between sessions): for status displays.
     pub async fn channels(&self) -> Result<Vec<ChannelStatus>, NetError> {
         self.query(ConnOp::Channels).await
+    }
+
+    /// Where the session's keys stand in their rotation (`None` while a persistent
+    /// connection is between sessions): for status displays.
+    pub async fn key_status(&self) -> Result<Option<horde_crypto::KeyStatus>, NetError> {
+        self.query(ConnOp::Keys).await
     }
 
     /// Add a channel over one of the host's interfaces. Fails with

@@ -41,6 +41,7 @@ pub enum CloseReason {
 }
 
 impl CloseReason {
+    /// A short phrase for logs and status lines ("idle timeout").
     pub fn as_str(self) -> &'static str {
         match self {
             CloseReason::PeerClosed => "peer closed",
@@ -52,6 +53,8 @@ impl CloseReason {
     }
 }
 
+/// What [`Session::poll_event`](crate::Session::poll_event) hands the application, in
+/// the order things happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// The handshake finished; both ends know each other's aliases.
@@ -59,34 +62,57 @@ pub enum Event {
     /// An ADU was acknowledged. `rtt` is its transmission's round trip; `latency` is the
     /// thesis's insertion-to-ack time.
     Ack {
+        /// The stream the ADU was queued on.
         stream: u32,
+        /// The ADU's id within its stream ([`AduHandle::id`](crate::AduHandle::id)).
         adu: u64,
+        /// The ADU's sequence number as the receiver sees it
+        /// ([`AduHandle::seq`](crate::AduHandle::seq)).
         stream_seq: u64,
+        /// The channel whose acknowledgement reported it.
         channel: ChannelId,
+        /// Round trip of the acknowledged transmission, as the channel measured it.
         rtt: Duration,
+        /// From [`Session::send_adu`](crate::Session::send_adu) to this ack, queueing
+        /// included.
         latency: Duration,
     },
     /// An ADU is known or presumed lost.
     Nack {
+        /// The stream the ADU was queued on.
         stream: u32,
+        /// The ADU's id within its stream ([`AduHandle::id`](crate::AduHandle::id)).
         adu: u64,
+        /// The ADU's sequence number as the receiver sees it
+        /// ([`AduHandle::seq`](crate::AduHandle::seq)).
         stream_seq: u64,
+        /// The channel of its last transmission; `None` if it was never sent.
         channel: Option<ChannelId>,
+        /// Why it is considered lost.
         reason: NackReason,
     },
     /// An ADU earlier nacked as [`NackReason::Lost`] was acknowledged after all: the loss
     /// was spurious (reordering or a delay spike), and the ADU did arrive.
     LateAck {
+        /// The stream the ADU was queued on.
         stream: u32,
+        /// The ADU's id within its stream ([`AduHandle::id`](crate::AduHandle::id)).
         adu: u64,
+        /// The ADU's sequence number as the receiver sees it
+        /// ([`AduHandle::seq`](crate::AduHandle::seq)).
         stream_seq: u64,
+        /// The channel whose acknowledgement reported it.
         channel: ChannelId,
+        /// Round trip of the acknowledged transmission, as for [`Event::Ack`].
         rtt: Duration,
+        /// From [`Session::send_adu`](crate::Session::send_adu) to this ack.
         latency: Duration,
     },
     /// The bandwidth allocator changed this stream's allocation (bytes per second).
     Throttle {
+        /// The stream whose allocation changed.
         stream: u32,
+        /// Its new allocation, bytes per second.
         rate: f64,
     },
     /// The stream's send queue, having reached its high-water mark, has fallen to its
@@ -96,30 +122,45 @@ pub enum Event {
     /// [`Session::writable`]: crate::Session::writable
     /// [`StreamConfig::water_marks`]: crate::StreamConfig::water_marks
     Writable {
+        /// The stream whose queue drained.
         stream: u32,
     },
     /// An ADU arrived from the peer.
     Received {
+        /// The stream it was sent on.
         stream: u32,
+        /// Its sequence number within the stream (the sender's
+        /// [`AduHandle::seq`](crate::AduHandle::seq)).
         stream_seq: u64,
+        /// The channel it arrived on.
         channel: ChannelId,
+        /// The application's bytes, recovery framing removed.
         payload: Bytes,
     },
+    /// A channel stopped getting acknowledgements (or was removed): it carries no data
+    /// until a probe on it is answered.
     ChannelDown {
+        /// The channel that went down.
         channel: ChannelId,
     },
+    /// A channel was added, or answered a probe after [`Event::ChannelDown`]: the
+    /// scheduler uses it again.
     ChannelUp {
+        /// The channel that came up.
         channel: ChannelId,
     },
     /// The session ended; no event follows unless the runtime reconnects
     /// ([`Event::Reconnecting`]).
     Closed {
+        /// Why it ended.
         reason: CloseReason,
     },
     /// The session ended for `reason` and the runtime is opening a new one to the same
     /// peer (attempt `attempt`, from 1); [`Event::Connected`] follows when it is up.
     Reconnecting {
+        /// Why the previous session ended.
         reason: CloseReason,
+        /// Handshake attempt number, from 1.
         attempt: u32,
     },
     /// The peer's receive buffer is full: data waits in the send queues (and

@@ -148,7 +148,9 @@ fn ms(x: f64) -> Duration {
 /// Identifies a queued or sent ADU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AduHandle {
+    /// The stream it was queued on.
     pub stream: u32,
+    /// Its id, unique within the stream for the session's life; events name the ADU by it.
     pub id: u64,
     /// The ADU's `stream_seq`, as the receiver will see it.
     pub seq: u64,
@@ -157,21 +159,36 @@ pub struct AduHandle {
 /// One latency mode (thesis §3.2.5): one per live channel with RTT samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencyMode {
+    /// The channel this mode belongs to.
     pub channel: ChannelId,
+    /// Smoothed round trip, ms.
     pub mean_ms: f64,
+    /// Square of the round trip's mean deviation, ms².
     pub variance_ms2: f64,
 }
 
+/// Why a [`Session`] call was refused. Nothing a peer sends produces one after the
+/// handshake: bad datagrams are counted in [`SessionStats`] instead.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SessionError {
+    /// No stream with this id was opened with [`Session::open_stream`].
     #[error("unknown stream {0}")]
     UnknownStream(u32),
+    /// [`Session::open_stream`] was called twice with this id.
     #[error("stream {0} already open")]
     StreamExists(u32),
+    /// The ADU would not fit the largest slot any channel offers (its MTU).
     #[error("ADU of {len} bytes exceeds the largest slot ({max} bytes)")]
-    AduTooLarge { len: usize, max: u32 },
+    AduTooLarge {
+        /// The ADU's payload length, bytes.
+        len: usize,
+        /// The largest payload a slot carries now, bytes.
+        max: u32,
+    },
+    /// The session has ended or is ending and takes no more ADUs.
     #[error("session is closed")]
     Closed,
+    /// Channel ids are one byte: a session has at most 256 channels.
     #[error("too many channels (at most 256)")]
     TooManyChannels,
     /// The datagram that should open a session does not decode.
@@ -182,7 +199,13 @@ pub enum SessionError {
     NotAHello(&'static str),
     /// The peer's hello is of a wire version this end does not speak.
     #[error("peer speaks wire version {peer}; this end speaks version {ours} only")]
-    UnsupportedVersion { peer: u8, ours: u8 },
+    UnsupportedVersion {
+        /// The version in the peer's hello.
+        peer: u8,
+        /// [`wire::VERSION`].
+        ours: u8,
+    },
+    /// A stream's [`RecoveryConfig`](crate::RecoveryConfig) is out of range.
     #[error("bad recovery settings: {0}")]
     BadRecovery(#[from] RecoveryConfigError),
     /// The ADU is not (or no longer) in its stream's send queue: it was sent, dropped
@@ -206,20 +229,27 @@ pub struct SessionStats {
     pub foreign: u64,
     /// Datagrams naming a channel this session does not have.
     pub unknown_channel: u64,
+    /// ADUs the application queued with [`Session::send_adu`].
     pub adus_queued: u64,
+    /// ADU transmissions (an ADU sent twice counts twice).
     pub adus_sent: u64,
+    /// ADUs acknowledged in time (late acks are in `adus_late_acked`).
     pub adus_acked: u64,
     /// ADUs nacked as lost (late-acked ones included).
     pub adus_lost: u64,
     /// ADUs nacked as lost and then acknowledged after all.
     pub adus_late_acked: u64,
+    /// ADUs dropped from a full send queue ([`NackReason::QueueOverflow`]).
     pub adus_dropped: u64,
+    /// ADUs that arrived from the peer (before reordering and duplicate removal).
     pub adus_received: u64,
     /// Sent ADUs nacked as [`NackReason::Abandoned`] when the session ended.
     pub adus_abandoned: u64,
     /// Data packets dropped unacknowledged because the receive buffer was full.
     pub flow_dropped: u64,
+    /// Scheduling cycles run.
     pub cycles: u64,
+    /// Objective evaluations over all cycles: the scheduler's main cost.
     pub objective_evaluations: u64,
 }
 
@@ -236,6 +266,11 @@ enum State {
     Closed,
 }
 
+/// One connection with a peer over any number of channels: its streams, objectives,
+/// scheduler, channel managers and loss recovery, as a state machine. Created by
+/// [`Session::connect`] or [`Session::accept`] (or through an
+/// [`Endpoint`](crate::Endpoint), which demultiplexes many); the module text says how a
+/// driver runs it.
 pub struct Session {
     conn: u64,
     service: u32,
@@ -304,8 +339,11 @@ impl std::fmt::Debug for Session {
 /// A channel a client opens: local interface index, peer address, settings.
 #[derive(Debug, Clone)]
 pub struct ChannelSpec {
+    /// Index of the driver's interface (socket) that sends for this channel.
     pub local: u16,
+    /// The peer's address on this channel.
     pub remote: SocketAddr,
+    /// Congestion control, MTU, cost and the rest of the channel's settings.
     pub config: ChannelConfig,
 }
 
@@ -397,14 +435,17 @@ impl Session {
         Ok(s)
     }
 
+    /// The connection id every packet of this session carries (chosen by the client).
     pub fn conn_id(&self) -> u64 {
         self.conn
     }
 
+    /// The service number the client asked for in its hello.
     pub fn service(&self) -> u32 {
         self.service
     }
 
+    /// Whether the handshake has finished and the session has not started closing.
     pub fn is_connected(&self) -> bool {
         self.state == State::Connected
     }
@@ -419,24 +460,30 @@ impl Session {
         self.close_reason
     }
 
+    /// The session's counters so far.
     pub fn stats(&self) -> SessionStats {
         self.stats
     }
 
+    /// The addresses the peer announced in its hello (its interfaces), empty until then.
     pub fn remote_aliases(&self) -> &[SocketAddr] {
         &self.remote_aliases
     }
 
+    /// Replace the scheduler that assigns ADUs to slots; it takes over at the next cycle.
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
         self.scheduler = scheduler;
     }
 
+    /// The scheduler's name, as it reports it (for logs and reports).
     pub fn scheduler_name(&self) -> &'static str {
         self.scheduler.name()
     }
 
     // ----- application API -------------------------------------------------------
 
+    /// Open stream `id` for sending with `config` (queue limit, ordering, recovery).
+    /// Receiving needs no call: the peer's streams open when their first ADU arrives.
     pub fn open_stream(&mut self, id: u32, config: StreamConfig) -> Result<(), SessionError> {
         if self.send.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
@@ -583,6 +630,8 @@ impl Session {
         }
     }
 
+    /// Give the scheduler an objective (a compiled hose program) to rank schedules by,
+    /// from the next cycle on; the id withdraws it.
     pub fn inject_objective(&mut self, objective: Arc<dyn Objective>) -> ObjectiveId {
         self.objectives.inject(objective)
     }
@@ -617,6 +666,7 @@ impl Session {
             .collect()
     }
 
+    /// Packet and byte counters of every channel, by id.
     pub fn channel_stats(&self) -> Vec<(ChannelId, ChannelStats)> {
         self.channels.iter().map(|c| (c.id, c.stats)).collect()
     }
@@ -914,6 +964,7 @@ impl Session {
         self.life.flow.blocked_since.is_some()
     }
 
+    /// The oldest event not yet taken; call until `None` after every input.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }

@@ -95,6 +95,8 @@ impl Default for StreamConfig {
 }
 
 impl StreamConfig {
+    /// What the stream asks of the bandwidth allocator: its rate cap (`max_kbps`, in
+    /// bytes/s) or as much as it can get.
     pub fn demand(&self) -> Demand {
         match self.max_kbps {
             Some(k) => Demand::MaxRate(k * 1000.0 / 8.0),

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use horde_policy::ChannelId;
 use thiserror::Error;
 
+/// The wire version this end speaks, the high nibble of every datagram's first byte.
 pub const VERSION: u8 = 2;
 /// Most address aliases a handshake may carry.
 pub const MAX_ALIASES: usize = 16;
@@ -24,9 +25,9 @@ pub const MAX_ACK_RANGES: usize = 32;
 /// Bytes before the payload of a data packet.
 pub const DATA_HEADER_LEN: usize = 1 + 8 + 1 + 1 + 8 + 4 + 4 + 8;
 /// Bytes of a packed data packet before its first ADU entry.
-pub const PACKED_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 1;
+pub(crate) const PACKED_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 1;
 /// Bytes of one ADU entry of a packed data packet before its payload.
-pub const PACKED_ENTRY_LEN: usize = 1 + 4 + 8 + 2;
+pub(crate) const PACKED_ENTRY_LEN: usize = 1 + 4 + 8 + 2;
 /// Most ADUs one packed data packet carries.
 pub const MAX_PACKED_ADUS: usize = 32;
 /// Bytes of an ack before its `(gap, len)` pairs.
@@ -47,61 +48,93 @@ const T_WINDOW: u8 = 9;
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
 /// The ADU's payload starts with a recovery frame (`docs/recovery.md`).
-pub const FLAG_RECOVERY: u8 = 0x02;
+pub(crate) const FLAG_RECOVERY: u8 = 0x02;
 
 /// One decoded packet. Payloads borrow nothing: `Bytes` slices share the input buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Packet {
     /// Opens a session: the initiator's service id and every address it can be reached at.
     Hello {
+        /// The connection id (the client's choice), in every packet.
         conn: u64,
+        /// The channel the packet belongs to (the same id at both ends).
         channel: ChannelId,
+        /// Which service of the responder the session is for (a listening port, of sorts).
         service: u32,
+        /// The initiator's addresses, at most [`MAX_ALIASES`].
         aliases: Vec<SocketAddr>,
     },
     /// Accepts a session and lists the responder's aliases.
     HelloAck {
+        /// The connection id (the client's choice), in every packet.
         conn: u64,
+        /// The channel the packet belongs to (the same id at both ends).
         channel: ChannelId,
+        /// The responder's addresses, at most [`MAX_ALIASES`].
         aliases: Vec<SocketAddr>,
     },
     /// One ADU in one slot of one channel.
     Data {
+        /// The connection id (the client's choice), in every packet.
         conn: u64,
+        /// The channel the packet belongs to (the same id at both ends).
         channel: ChannelId,
+        /// [`FLAG_ORDERED`] and the recovery-frame flag.
         flags: u8,
         /// Per-channel sequence number.
         seq: u64,
         /// Sender's clock when sent, in microseconds (wrapping); echoed in acks.
         send_ts: u32,
+        /// The application stream the ADU belongs to.
         stream: u32,
+        /// The ADU's sequence number within its stream, for ordering and duplicates.
         stream_seq: u64,
+        /// The ADU's bytes.
         payload: Bytes,
     },
     /// Acknowledges data and pings received on one channel.
     Ack(Ack),
     /// A liveness probe in the channel's sequence space, acked like data.
     Ping {
+        /// The connection id (the client's choice), in every packet.
         conn: u64,
+        /// The channel the packet belongs to (the same id at both ends).
         channel: ChannelId,
+        /// Per-channel sequence number, shared with `Data` and `Packed`.
         seq: u64,
+        /// Sender's clock when sent, in microseconds (wrapping); echoed in acks.
         send_ts: u32,
     },
     /// Ends the session; repeated until a [`Packet::CloseAck`] answers it or a timeout.
-    Close { conn: u64 },
+    Close {
+        /// The connection being closed.
+        conn: u64,
+    },
     /// Answers every `Close` received, so the closing end can stop repeating it.
-    CloseAck { conn: u64 },
+    CloseAck {
+        /// The connection whose `Close` is answered.
+        conn: u64,
+    },
     /// Receive-side flow control: how many more payload bytes the receiver's buffer can
     /// hold (0: stop sending data until a larger window or a zero-window probe).
-    Window { conn: u64, open: u64 },
+    Window {
+        /// The connection the window is for.
+        conn: u64,
+        /// Payload bytes the receiver's buffer can still hold.
+        open: u64,
+    },
     /// Several ADUs in one slot of one channel (version 2). Acked, and declared lost, as
     /// one packet; each ADU is delivered on its own.
     Packed {
+        /// The connection id (the client's choice), in every packet.
         conn: u64,
+        /// The channel the packet belongs to (the same id at both ends).
         channel: ChannelId,
         /// Per-channel sequence number, shared with `Data` and `Ping`.
         seq: u64,
+        /// Sender's clock when sent, in microseconds (wrapping); echoed in acks.
         send_ts: u32,
+        /// The ADUs, two or more.
         adus: PackedAdus,
     },
 }
@@ -111,8 +144,11 @@ pub enum Packet {
 pub struct PackedAdu {
     /// Data flags of this ADU ([`FLAG_ORDERED`]).
     pub flags: u8,
+    /// The application stream it belongs to.
     pub stream: u32,
+    /// Its sequence number within the stream.
     pub stream_seq: u64,
+    /// Its bytes (under 64 KiB: the entry's length field is 16 bits).
     pub payload: Bytes,
 }
 
@@ -145,10 +181,12 @@ impl PackedAdus {
         })
     }
 
+    /// How many ADUs the packet carries.
     pub fn len(&self) -> usize {
         usize::from(self.count)
     }
 
+    /// Whether it carries none (never true of a decoded packet).
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -203,14 +241,19 @@ impl std::fmt::Debug for PackedAdus {
 /// each `(gap, len)` skips `gap + 1` missing numbers and covers `len + 1` received ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {
+    /// The connection id.
     pub conn: u64,
+    /// The channel whose sequence numbers are acknowledged.
     pub channel: ChannelId,
+    /// The highest sequence number received on the channel.
     pub largest: u64,
     /// How long the receiver held the ack after receiving `largest`, in microseconds.
     pub ack_delay_us: u32,
     /// The `send_ts` of packet `largest`.
     pub echo_ts: u32,
+    /// How many packets directly below `largest` were received too.
     pub first_range: u64,
+    /// Further `(gap, len)` pairs, descending, at most [`MAX_ACK_RANGES`].
     pub ranges: Vec<(u64, u64)>,
 }
 
@@ -249,6 +292,7 @@ impl Packet {
         }
     }
 
+    /// The connection id, which every packet type carries.
     pub fn conn(&self) -> u64 {
         match self {
             Packet::Hello { conn, .. }
@@ -281,26 +325,34 @@ pub fn is_hello(datagram: &[u8]) -> bool {
 /// hellos as noise.
 ///
 /// [`SessionError::UnsupportedVersion`]: crate::SessionError::UnsupportedVersion
-pub fn foreign_hello_version(datagram: &[u8]) -> Option<u8> {
+pub(crate) fn foreign_hello_version(datagram: &[u8]) -> Option<u8> {
     let first = *datagram.first()?;
     let version = first >> 4;
     (first & 0x0f == T_HELLO && version != VERSION && datagram.len() >= 9).then_some(version)
 }
 
+/// Why a datagram does not decode (or a packed packet cannot be built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum WireError {
+    /// The datagram ends before a field it must hold.
     #[error("datagram truncated")]
     Truncated,
+    /// The version nibble is not [`VERSION`].
     #[error("unsupported version {0}")]
     Version(u8),
+    /// The type nibble names no packet type.
     #[error("unknown packet type {0}")]
     UnknownType(u8),
+    /// An alias's address family byte is neither IPv4 nor IPv6.
     #[error("bad address family {0}")]
     AddressFamily(u8),
+    /// More aliases, ack ranges or packed ADUs than the limits allow (or no packed ADU).
     #[error("too many entries ({0})")]
     TooMany(usize),
+    /// Bytes left over after a complete packet.
     #[error("trailing bytes after packet")]
     Trailing,
+    /// A packed ADU's payload does not fit its 16-bit length field.
     #[error("ADU too long for a packed entry")]
     TooLong,
 }
@@ -398,7 +450,7 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
 }
 
 /// Append the encoding of an ack (as [`encode`] of a [`Packet::Ack`], without moving it).
-pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
+pub(crate) fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
     let n = a.ranges.len().min(MAX_ACK_RANGES);
     let mut h = [0u8; ACK_HEADER_LEN];
     h[0] = header(T_ACK);
@@ -421,7 +473,7 @@ pub fn encode_ack(a: &Ack, out: &mut Vec<u8>) {
 
 /// Write a packed data header for `count` ADUs; the caller appends each entry with
 /// [`encode_packed_entry`] and its payload.
-pub fn encode_packed_header(
+pub(crate) fn encode_packed_header(
     conn: u64,
     channel: ChannelId,
     seq: u64,
@@ -440,7 +492,7 @@ pub fn encode_packed_header(
 }
 
 /// Write one packed ADU entry followed by its payload.
-pub fn encode_packed_entry(
+pub(crate) fn encode_packed_entry(
     flags: u8,
     stream: u32,
     stream_seq: u64,
@@ -465,7 +517,7 @@ fn put_packed_entry(flags: u8, stream: u32, stream_seq: u64, len: u16, out: &mut
 /// Write a data header; the caller appends the payload. Avoids building a `Packet` on
 /// the send hot path.
 #[allow(clippy::too_many_arguments)]
-pub fn encode_data_header(
+pub(crate) fn encode_data_header(
     conn: u64,
     channel: ChannelId,
     flags: u8,
@@ -588,7 +640,10 @@ pub fn decode(datagram: &Bytes) -> Result<Packet, WireError> {
 
 /// [`decode`], building an ack's range list in `spare` (taken from it) rather than a new
 /// `Vec`: a receiver that hands each ack's list back decodes acks without allocating.
-pub fn decode_reusing(datagram: &Bytes, spare: &mut Vec<(u64, u64)>) -> Result<Packet, WireError> {
+pub(crate) fn decode_reusing(
+    datagram: &Bytes,
+    spare: &mut Vec<(u64, u64)>,
+) -> Result<Packet, WireError> {
     let mut r = Reader {
         buf: datagram,
         pos: 0,

@@ -46,6 +46,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
                 .collect(),
         );
         host_cfg.session = cfg.session.clone();
+        host_cfg.rekey = cfg.rekey.policy();
         host_cfg.scheduler = scheduler;
         let host = Host::bind(host_cfg).await?;
         let target = ConnectConfig {
@@ -77,6 +78,9 @@ pub fn run(args: &RunArgs) -> Result<Report> {
             .await
             .map_err(|e| crate::hint::handshake(e, &our_key, &cfg.peer_key))?;
         conn.open_stream(STREAM, cfg.stream.clone()).await?;
+        let (registry, status) = super::status_writer(args, "tunnel client", &host);
+        // The persistent connection's handle outlives its sessions: one peer throughout.
+        registry.track(peer.to_string(), (*conn).clone());
         let tun = Arc::new(Tun::open(
             &cfg.tun.name,
             mtu,
@@ -137,6 +141,9 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         let end = until.wait(|| writer.is_finished()).await;
         reader.abort();
         writer.abort();
+        if let Some(task) = status {
+            task.abort();
+        }
         let host_stats = host.stats().await?;
         host.shutdown().await;
         Ok(Report::new("client", end, &counters, &host_stats, mtu))

@@ -11,6 +11,7 @@ use horde_net::tunnel::Prefix;
 use horde_proto::{CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
+use super::rekey::RekeyConfig;
 use crate::peer::{congestion, device, session};
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
@@ -62,6 +63,9 @@ pub struct ClientConfig {
     pub scheduler: Option<String>,
     #[serde(default)]
     pub session: SessionConfig,
+    /// When the secure layer rotates its keys.
+    #[serde(default)]
+    pub rekey: RekeyConfig,
     /// The tunnel stream's settings (both directions use one stream each).
     #[serde(default)]
     pub stream: StreamConfig,
@@ -98,6 +102,9 @@ pub struct ServerConfig {
     pub scheduler: Option<String>,
     #[serde(default)]
     pub session: SessionConfig,
+    /// When the secure layer rotates its keys.
+    #[serde(default)]
+    pub rekey: RekeyConfig,
     #[serde(default)]
     pub stream: StreamConfig,
     /// The MTU of the channels clients open (the largest ADU this end sends), which is
@@ -276,6 +283,7 @@ impl Validate for ClientConfig {
             &self.session,
             &self.stream,
         );
+        self.rekey.check(c);
         if let Err(e) = self.peer_key.trim().parse::<horde_crypto::PublicKey>() {
             c.error("peer_key", format!("peer_key: {e}"));
         }
@@ -318,6 +326,7 @@ impl Validate for ServerConfig {
             &self.session,
             &self.stream,
         );
+        self.rekey.check(c);
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
         for (i, cc) in self.channel_congestion.iter().enumerate() {
@@ -648,5 +657,56 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
             };
             assert!(r.is_ok(), "{file}: {r:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod rekey_tests {
+    use std::time::Duration;
+
+    use horde_config::parse_checked;
+
+    use super::*;
+
+    fn server_with(rekey: &str) -> String {
+        format!(
+            "key_file = \"s.key\"\n[tun]\naddresses = [\"10.77.0.1/24\"]\n\
+             [[interfaces]]\nbind = \"0.0.0.0:7700\"\n\
+             [[clients]]\nkey = \"{}\"\naddresses = [\"10.77.0.2/32\"]\n{rekey}",
+            horde_crypto::Keypair::generate().public()
+        )
+    }
+
+    #[test]
+    fn rekey_sets_the_policy_and_bad_values_are_named_at_their_place() {
+        let s = parse_checked::<ServerConfig>(
+            &server_with("[rekey]\nafter_s = 2.5\nafter_messages = 1000\n"),
+            "s.toml",
+        )
+        .unwrap()
+        .value;
+        let policy = s.rekey.policy();
+        assert_eq!(policy.rekey_after_time, Duration::from_millis(2500));
+        assert_eq!(policy.reject_after_time, Duration::from_millis(3750));
+        assert_eq!(policy.rekey_after_messages, 1000);
+        // Absent: WireGuard's thresholds.
+        let s = parse_checked::<ServerConfig>(&server_with(""), "s.toml")
+            .unwrap()
+            .value;
+        assert_eq!(s.rekey.policy(), horde_crypto::RekeyPolicy::default());
+
+        let e = parse_checked::<ServerConfig>(&server_with("[rekey]\nafter_s = 0\n"), "s.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.toml:10:11: "), "{e}");
+        assert!(e.contains("rekey.after_s must be in 0.1..=86400"), "{e}");
+        let e =
+            parse_checked::<ServerConfig>(&server_with("[rekey]\nafter_messages = 0\n"), "s.toml")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("rekey.after_messages must be above 0"), "{e}");
+        assert!(
+            parse_checked::<ServerConfig>(&server_with("[rekey]\nafter = 1\n"), "s.toml").is_err()
+        );
     }
 }

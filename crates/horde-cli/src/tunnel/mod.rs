@@ -8,6 +8,7 @@ pub mod config;
 mod counters;
 mod device;
 mod forward;
+mod rekey;
 mod server;
 
 use std::path::PathBuf;
@@ -45,6 +46,10 @@ pub struct RunArgs {
     /// Print one JSON object (counters, drops by reason) at the end instead of text.
     #[arg(long)]
     json: bool,
+    /// Rewrite FILE every second with the peers (the server's clients), their keys and
+    /// channels, for `horde status FILE`.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
@@ -90,6 +95,20 @@ fn announce(role: &str, name: &str, mtu: u32, host: &Host, json: bool) {
     } else {
         println!("{line}");
     }
+}
+
+/// Start the status writer if `--status` asked for one; the registry is where the run
+/// reports its connections.
+fn status_writer(
+    args: &RunArgs,
+    role: &'static str,
+    host: &Host,
+) -> (crate::status::Registry, Option<tokio::task::JoinHandle<()>>) {
+    let registry = crate::status::Registry::default();
+    let task = args.status.clone().map(|path| {
+        crate::status::spawn_writer(path, role, host.public_key().to_string(), registry.clone())
+    });
+    (registry, task)
 }
 
 /// When a run ends.

@@ -65,6 +65,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         );
         host_cfg.allowed_peers = clients.iter().map(|c| c.key).collect();
         host_cfg.session = cfg.session.clone();
+        host_cfg.rekey = cfg.rekey.policy();
         host_cfg.scheduler = scheduler;
         host_cfg.accepted_channel = ChannelConfig {
             mtu: cfg.mtu,
@@ -88,6 +89,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
             &cfg.tun.routes(),
         )?);
         super::announce("server", tun.name(), mtu, &host, args.json);
+        let (registry, status) = super::status_writer(args, "tunnel server", &host);
         let counters = Arc::new(Counters::default());
         let mut table = PrefixTable::default();
         for (i, c) in clients.iter().enumerate() {
@@ -151,6 +153,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
                 generation += 1;
                 let me = generation;
                 let (handle, mut events) = conn.split();
+                registry.track_named(cl[i].name.clone(), cl[i].key.to_string(), handle.clone());
                 s.lock().expect("slots lock")[i] = Some((me, handle));
                 eprintln!("client {} connected", cl[i].name);
                 let (t, c, s, cl) = (t.clone(), c.clone(), s.clone(), cl.clone());
@@ -180,6 +183,9 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         let end = until.wait(|| acceptor.is_finished()).await;
         reader.abort();
         acceptor.abort();
+        if let Some(task) = status {
+            task.abort();
+        }
         let host_stats = host.stats().await?;
         host.shutdown().await;
         let mut report = Report::new("server", end, &counters, &host_stats, mtu);

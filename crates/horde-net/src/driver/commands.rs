@@ -160,6 +160,14 @@ impl Driver {
         let Some(conn) = self.conns.get_mut(&key) else {
             return; // dropping the reply sender tells the caller the host is gone
         };
+        // The keys live in the secure layer, not in the protocol session.
+        let op = match op {
+            ConnOp::Keys(reply) => {
+                let _ = reply.send(conn.crypto.as_ref().map(|c| c.key_status()));
+                return;
+            }
+            op => op,
+        };
         if conn.redial.is_some() && matches!(op, ConnOp::Close) {
             self.cancel_redial(key, CloseReason::LocalClose);
             return;
@@ -273,6 +281,8 @@ impl Driver {
             ConnOp::Channels(r) => {
                 let _ = r.send(p.channels().iter().map(ChannelStatus::of).collect());
             }
+            // Answered by `conn_op` before the session is taken.
+            ConnOp::Keys(_) => {}
             ConnOp::AddChannel(target, r) => {
                 let ok = self
                     .sockets

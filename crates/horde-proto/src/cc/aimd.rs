@@ -50,6 +50,8 @@ impl Aimd {
         }
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn cwnd(&self) -> u64 {
         self.cwnd
     }

@@ -135,6 +135,8 @@ impl Bbr {
         }
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -144,10 +146,14 @@ impl Bbr {
         self.btl_bw.get()
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn rt_prop(&self) -> Option<Duration> {
         self.rt_prop
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn cwnd(&self) -> u64 {
         self.cwnd
     }

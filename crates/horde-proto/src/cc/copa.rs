@@ -123,22 +123,10 @@ impl Copa {
         }
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn cwnd(&self) -> u64 {
         self.cwnd as u64
-    }
-
-    pub fn in_slow_start(&self) -> bool {
-        self.slow_start
-    }
-
-    pub fn velocity(&self) -> f64 {
-        self.velocity
-    }
-
-    /// The queueing delay Copa currently sees: standing RTT less minimum RTT.
-    pub fn queueing_delay(&self) -> Option<Duration> {
-        self.rtts
-            .map(|(standing, min)| standing.saturating_sub(min))
     }
 
     fn min_window(&self) -> f64 {

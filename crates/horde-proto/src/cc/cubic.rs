@@ -117,15 +117,14 @@ impl Cubic {
         }
     }
 
+    /// For the controller's own tests.
+    #[cfg(test)]
     pub fn cwnd(&self) -> u64 {
         self.cwnd
     }
 
-    pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
     /// The window (segments) the cubic curve plateaus at.
+    #[cfg(test)]
     pub fn w_max(&self) -> f64 {
         self.w_max
     }

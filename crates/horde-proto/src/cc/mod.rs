@@ -19,17 +19,19 @@ mod pacer;
 mod testbed;
 mod verb;
 
-pub use aimd::Aimd;
-pub use bbr::{Bbr, BbrParams, Mode as BbrMode};
-pub use cbr::Cbr;
-pub use copa::{Copa, CopaParams};
-pub use cubic::{Cubic, CubicParams};
-pub use pacer::Pacer;
-pub use verb::{Verb, VerbParams};
+// The controllers themselves are reached through `CcConfig::build`.
+pub(crate) use aimd::Aimd;
+pub(crate) use bbr::{Bbr, BbrParams};
+pub(crate) use cbr::Cbr;
+pub(crate) use copa::{Copa, CopaParams};
+pub(crate) use cubic::{Cubic, CubicParams};
+pub(crate) use pacer::Pacer;
+pub(crate) use verb::{Verb, VerbParams};
 
 /// What one ack frame told the channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AckSample {
+    /// When the ack frame arrived, on the driver's clock.
     pub now: Duration,
     /// Bytes newly acknowledged by this frame.
     pub acked_bytes: u64,
@@ -56,6 +58,7 @@ pub struct RateSample {
     pub delivery_rate: f64,
     /// Bytes delivered over the interval.
     pub delivered: u64,
+    /// The interval the rate is measured over: the longer of the send and ack intervals.
     pub interval: Duration,
     /// The sender had nothing to send for part of the interval, so the rate is a lower
     /// bound on what the channel can carry.
@@ -71,16 +74,22 @@ pub struct RateSample {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossKind {
+    /// A queue this sender filled overflowed: back off.
     Congestion,
+    /// The link lost it (radio, outage): sending slower would not have helped.
     Link,
 }
 
 /// A packet declared lost.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LossSample {
+    /// When the loss was declared, on the driver's clock.
     pub now: Duration,
+    /// The lost packet's size on the wire, bytes.
     pub bytes: u32,
+    /// When it was sent: controllers react once per round trip, not once per packet.
     pub sent_at: Duration,
+    /// What the channel manager thinks caused it.
     pub kind: LossKind,
     /// Bytes in flight after removing the lost packet.
     pub in_flight: u64,
@@ -89,9 +98,13 @@ pub struct LossSample {
 /// A congestion controller decides when the channel may send; the channel manager turns
 /// each permission into a `txSlot`.
 pub trait CongestionControl: Send + std::fmt::Debug {
+    /// Short lower-case name for reports ("cubic").
     fn name(&self) -> &'static str;
+    /// A packet of `bytes` left at `now`; `in_flight` counts it.
     fn on_sent(&mut self, now: Duration, bytes: u32, in_flight: u64);
+    /// An ack frame newly acknowledged data.
     fn on_ack(&mut self, ack: &AckSample);
+    /// A packet was declared lost.
     fn on_loss(&mut self, loss: &LossSample);
     /// A packet sent at `sent_at`, earlier declared lost, was acknowledged after all:
     /// undo the response to it if it was the only cause (RFC 8985 §9.2 / RFC 6675 undo).
@@ -117,11 +130,13 @@ pub trait CongestionControl: Send + std::fmt::Debug {
 pub enum CcConfig {
     /// Window-based additive-increase multiplicative-decrease (thesis E1).
     Aimd {
+        /// Congestion window at start and after a reset, packets of one MTU.
         #[serde(default = "default_initial_window")]
         initial_window_packets: u32,
     },
     /// A constant rate regardless of feedback (the thesis simulations' slot generator).
     Cbr {
+        /// The sending rate, kbit/s.
         kbps: f64,
         /// Longest idle time whose unused slots may be banked, in ms.
         #[serde(default = "default_burst_ms")]
@@ -129,6 +144,7 @@ pub enum CcConfig {
     },
     /// CUBIC (RFC 9438) with HyStart++ slow start (RFC 9406).
     Cubic {
+        /// Congestion window at start and after a reset, packets of one MTU.
         #[serde(default = "default_modern_initial_window")]
         initial_window_packets: u32,
         /// Cubic scaling constant C, in segments/s^3.
@@ -137,8 +153,11 @@ pub enum CcConfig {
         /// Multiplicative decrease factor.
         #[serde(default = "default_cubic_beta")]
         beta: f64,
+        /// Release bandwidth faster to a newcomer by remembering a lower `W_max` after a
+        /// loss (RFC 9438 §4.7).
         #[serde(default = "yes")]
         fast_convergence: bool,
+        /// Leave slow start on a delay rise before the first loss (HyStart++).
         #[serde(default = "yes")]
         hystart: bool,
         /// Whether losses put down to the link (not to queue overflow) reduce the window.
@@ -147,8 +166,10 @@ pub enum CcConfig {
     },
     /// BBR version 1: paced at the measured bottleneck rate, window twice the BDP.
     Bbr {
+        /// Congestion window at start and after a reset, packets of one MTU.
         #[serde(default = "default_modern_initial_window")]
         initial_window_packets: u32,
+        /// The window as a multiple of the estimated bandwidth-delay product.
         #[serde(default = "default_bbr_cwnd_gain")]
         cwnd_gain: f64,
         /// Length of the bottleneck-bandwidth filter, in round trips.
@@ -163,8 +184,10 @@ pub enum CcConfig {
     },
     /// Copa (NSDI 2018), default mode: targets a queue of 1/delta packets.
     Copa {
+        /// Congestion window at start and after a reset, packets of one MTU.
         #[serde(default = "default_modern_initial_window")]
         initial_window_packets: u32,
+        /// Weight of delay against throughput: the target queue is 1/delta packets.
         #[serde(default = "default_copa_delta")]
         delta: f64,
         /// Window of the minimum RTT filter, in s.
@@ -307,6 +330,8 @@ impl CcConfig {
         }
     }
 
+    /// A fresh controller for a channel whose packets are at most `mss` bytes, started
+    /// at `now`. Out-of-range parameters fall back to their defaults.
     pub fn build(&self, mss: u32, now: Duration) -> Box<dyn CongestionControl> {
         match *self {
             CcConfig::Aimd {

@@ -34,6 +34,7 @@ pub struct ChannelConfig {
     /// this plus the Horde header, plus the secure layer's overhead on real networks.
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// The channel's congestion controller and its parameters.
     #[serde(default)]
     pub congestion: CcConfig,
     /// Cost of one kilobyte sent, in the operator's unit (0 = flat rate).
@@ -162,8 +163,11 @@ pub struct Channel {
 /// Counters of one channel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ChannelStats {
+    /// Packets sent in the channel's sequence space (data, packed, pings and probes).
     pub packets_sent: u64,
+    /// Their sizes as the session encoded them, bytes.
     pub bytes_sent: u64,
+    /// Packets acknowledged.
     pub acked: u64,
     /// Packets declared lost (late-acked ones included).
     pub lost: u64,
@@ -171,10 +175,13 @@ pub struct ChannelStats {
     pub lost_congestion: u64,
     /// Declared lost, then acknowledged after all.
     pub late_acked: u64,
+    /// Data packets and pings received from the peer, duplicates included.
     pub packets_received: u64,
+    /// Of those, sequence numbers already seen.
     pub duplicates: u64,
     /// Probes on a dead channel and probe-timeout probes on a live one.
     pub probes_sent: u64,
+    /// Probe timeouts on a live channel: data in flight and no ack for a PTO.
     pub probe_timeouts: u64,
 }
 

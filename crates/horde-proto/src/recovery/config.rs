@@ -12,6 +12,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawRecoveryConfig", into = "RawRecoveryConfig")]
 pub struct RecoveryConfig {
+    /// The scheme and its parameter.
     pub mode: RecoveryMode,
     /// Longest the receiver holds an out-of-order ADU waiting for the ones before it, ms.
     pub reorder_ms: f64,
@@ -26,11 +27,17 @@ pub enum RecoveryMode {
     /// Opportunistic erasure coding: XOR-coded ADUs only into spare transmission slots.
     Oec,
     /// One XOR of the recent data after every `100 / percent` data ADUs, capacity-oblivious.
-    Fec { percent: f64 },
+    Fec {
+        /// Coded ADUs per 100 data ADUs, in (0, 100].
+        percent: f64,
+    },
     /// Resend an ADU once when the receiver's acknowledgements show it lost.
     Retransmit,
     /// A Reed-Solomon code over blocks of `data` ADUs, parity sent at OEC's opportunities.
-    Block { data: usize },
+    Block {
+        /// Data ADUs per block, in `2..=MAX_BLOCK_DATA`.
+        data: usize,
+    },
 }
 
 /// Default hold of the receive reorder cache (PluriBus §5.4).
@@ -51,6 +58,7 @@ impl Default for RecoveryConfig {
 }
 
 impl RecoveryConfig {
+    /// `mode` with the default reorder hold ([`DEFAULT_REORDER_MS`]).
     pub fn new(mode: RecoveryMode) -> Self {
         Self {
             mode,
@@ -80,19 +88,28 @@ impl RecoveryConfig {
     }
 }
 
+/// A [`RecoveryConfig`] value out of range, or a TOML form that mixes up the modes'
+/// fields. The message names the field as written in a configuration file.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum RecoveryConfigError {
+    /// `fec`'s percentage is not in (0, 100].
     #[error("recovery.percent must be in (0, 100], got {0}")]
     Percent(f64),
+    /// `block`'s length is not in `2..=MAX_BLOCK_DATA`.
     #[error("recovery.data (block length) must be in 2..={MAX_BLOCK_DATA}, got {0}")]
     BlockData(usize),
+    /// The reorder hold is negative or not a number.
     #[error("recovery.reorder_ms must be a non-negative number, got {0}")]
     ReorderMs(f64),
+    /// A field given to a mode that has no use for it (`percent` with `oec`).
     #[error("recovery.{field} does not apply to mode \"{mode}\"")]
     Misplaced {
+        /// The field, as written.
         field: &'static str,
+        /// The mode, as written.
         mode: &'static str,
     },
+    /// `mode = "fec"` without `percent`.
     #[error("recovery mode \"fec\" needs `percent` (e.g. 10 or 100)")]
     MissingPercent,
 }

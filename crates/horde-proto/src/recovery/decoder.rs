@@ -45,6 +45,9 @@ pub struct Decoded {
     pub duplicate: bool,
 }
 
+/// The receive side of a recovery stream: keeps recent data ADUs for a short while
+/// ([`DECODE_WINDOW`]), and rebuilds a missing one from an XOR frame or a block's parity
+/// shards when enough of the rest is here.
 #[derive(Debug, Default)]
 pub struct Decoder {
     store: HashMap<u64, Bytes>,
@@ -59,6 +62,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
+    /// Whether data ADU `seq` is in the store (arrived or recovered, not yet expired).
     pub fn has(&self, seq: u64) -> bool {
         self.store.contains_key(&seq)
     }

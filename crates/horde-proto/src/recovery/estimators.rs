@@ -6,14 +6,14 @@ use std::time::Duration;
 use super::header::{ReportEntry, NO_DELAY};
 
 /// Length of one capacity measurement interval (§5.2).
-pub const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const CAPACITY_INTERVAL: Duration = Duration::from_millis(500);
 /// Consecutive agreeing intervals before the capacity estimate moves (§5.2).
-pub const CAPACITY_VOTES: usize = 3;
+pub(crate) const CAPACITY_VOTES: usize = 3;
 /// Gain of the delay average (the paper gives none; RFC 6298's srtt gain).
-pub const DELAY_GAIN: f64 = 1.0 / 8.0;
+pub(crate) const DELAY_GAIN: f64 = 1.0 / 8.0;
 /// Gain of the loss average: about the last 20 packets, the horizon the paper checks
 /// its loss estimate against (§6.3).
-pub const LOSS_GAIN: f64 = 1.0 / 20.0;
+pub(crate) const LOSS_GAIN: f64 = 1.0 / 20.0;
 
 /// Capacity in bytes/s, from 500 ms intervals. An interval counts only when the sender
 /// sent faster than the current estimate (then the receive rate shows what the
@@ -21,7 +21,7 @@ pub const LOSS_GAIN: f64 = 1.0 / 20.0;
 /// consecutive counting intervals that all lie on the same side of it. An interval that
 /// does not count, or disagrees, restarts the run.
 #[derive(Debug, Clone, Default)]
-pub struct CapacityEstimator {
+pub(crate) struct CapacityEstimator {
     estimate: Option<f64>,
     start: Option<Duration>,
     bytes: u64,
@@ -32,7 +32,9 @@ pub struct CapacityEstimator {
 }
 
 impl CapacityEstimator {
-    /// Start from an expected capacity (the paper bootstraps proxies with one).
+    /// Start from an expected capacity (the paper bootstraps proxies with one). Only the
+    /// tests start from one today.
+    #[cfg(test)]
     pub fn with_bootstrap(bytes_per_sec: f64) -> Self {
         Self {
             estimate: Some(bytes_per_sec),
@@ -98,7 +100,7 @@ impl CapacityEstimator {
 /// the clocks run at slightly different rates) moves every sample alike and the average
 /// follows it; it is the same on every path, so path comparisons are unaffected.
 #[derive(Debug, Clone, Default)]
-pub struct DelayEstimator {
+pub(crate) struct DelayEstimator {
     average_ms: Option<f64>,
     last_arrival: Option<Duration>,
     pub samples: u64,
@@ -144,7 +146,7 @@ impl DelayEstimator {
 /// average. A packet arriving after a higher one was counted lost when skipped; it is
 /// then counted delivered as well, so reordering biases the estimate up a little.
 #[derive(Debug, Clone, Default)]
-pub struct LossEstimator {
+pub(crate) struct LossEstimator {
     rate: f64,
     highest: Option<u64>,
 }
@@ -178,25 +180,28 @@ impl LossEstimator {
 
 /// What the receiver knows about one channel.
 #[derive(Debug, Clone, Default)]
-pub struct PathEstimators {
+pub(crate) struct PathEstimators {
     pub capacity: CapacityEstimator,
     pub delay: DelayEstimator,
     pub loss: LossEstimator,
 }
 
-/// A snapshot of [`PathEstimators`].
+/// What the receiver of a recovery stream has measured of one of the sender's channels
+/// (capacity, delay and loss, as PluriBus estimates them), as report frames carry it back.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathEstimate {
+    /// The sender's channel.
     pub channel: u8,
     /// Bytes/s, once three intervals agreed.
     pub capacity: Option<f64>,
     /// `d + δ`, ms.
     pub delay_ms: Option<f64>,
+    /// Loss rate in [0, 1], a moving average over sequence-number gaps.
     pub loss: f64,
 }
 
 /// How often the receiver reports its estimates back, at most (while packets arrive).
-pub const REPORT_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const REPORT_INTERVAL: Duration = Duration::from_millis(100);
 
 impl PathEstimate {
     /// As carried in a report frame.
@@ -215,6 +220,8 @@ impl PathEstimate {
         }
     }
 
+    /// As decoded from a report frame (the inverse of [`PathEstimate::to_entry`], up to
+    /// its rounding).
     pub fn from_entry(e: &ReportEntry) -> Self {
         PathEstimate {
             channel: e.channel,

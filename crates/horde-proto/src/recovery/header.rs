@@ -13,10 +13,10 @@ use thiserror::Error;
 
 use super::config::MAX_BLOCK_DATA;
 
-pub const KIND_DATA: u8 = 0;
-pub const KIND_XOR: u8 = 1;
-pub const KIND_PARITY: u8 = 2;
-pub const KIND_REPORT: u8 = 3;
+pub(crate) const KIND_DATA: u8 = 0;
+pub(crate) const KIND_XOR: u8 = 1;
+pub(crate) const KIND_PARITY: u8 = 2;
+pub(crate) const KIND_REPORT: u8 = 3;
 /// Most channels one report describes.
 pub const MAX_REPORTED: usize = 32;
 const REPORT_ENTRY_LEN: usize = 11;
@@ -28,10 +28,10 @@ pub const NO_DELAY: i32 = i32::MIN;
 pub const MAX_DEGREE: usize = 32;
 /// Largest gap, in tunnel sequence numbers, between the lowest and highest constituent.
 pub const MAX_SPAN: u64 = u16::MAX as u64;
-pub const DATA_HEADER_LEN: usize = 9;
+pub(crate) const DATA_HEADER_LEN: usize = 9;
 /// Header bytes of the largest XOR frame.
 pub const MAX_XOR_HEADER_LEN: usize = 1 + 8 + 1 + 2 * MAX_DEGREE + 2;
-pub const PARITY_HEADER_LEN: usize = 12;
+pub(crate) const PARITY_HEADER_LEN: usize = 12;
 /// Parity shards carry a 2-byte length and up to one pad byte besides the payload.
 const PARITY_SHARD_EXTRA: usize = 3;
 /// What a recovery stream's ADU may carry less than the session's largest ADU: room for
@@ -42,24 +42,35 @@ const _: () = assert!(PARITY_HEADER_LEN + PARITY_SHARD_EXTRA <= MAX_OVERHEAD);
 /// One decoded recovery frame. Payloads are zero-copy slices of the ADU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
+    /// One application ADU under its tunnel sequence number.
     Data {
+        /// The stream's recovery sequence number, from 0, one per data ADU.
         seq: u64,
+        /// The application's bytes.
         payload: Bytes,
     },
     /// The XOR of the payloads of data ADUs `seqs` (ascending, distinct), each zero-padded
     /// to the longest, and the XOR of their lengths.
     Xor {
+        /// The constituents' sequence numbers (on the wire: a base and u16 offsets).
         seqs: Vec<u64>,
+        /// XOR of the constituents' payload lengths, to restore the missing one's.
         len_xor: u16,
+        /// XOR of the zero-padded payloads.
         payload: Bytes,
     },
     /// Reed-Solomon recovery shard `index` of `parity` for the block of `data` data ADUs
     /// numbered from `first`.
     Parity {
+        /// Sequence number of the block's first data ADU.
         first: u64,
+        /// Data ADUs in the block.
         data: u8,
+        /// Parity shards the block has in all.
         parity: u8,
+        /// Which parity shard this is, below `parity`.
         index: u8,
+        /// The shard: the Reed-Solomon code over the block's length-prefixed payloads.
         shard: Bytes,
     },
     /// The receiver's estimates of the sender's channels, sent back on the same stream.
@@ -70,30 +81,61 @@ pub enum Frame {
 /// ([`NO_DELAY`] when unknown), capacity in bytes/s (0 when unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReportEntry {
+    /// The sender's channel the estimates are for.
     pub channel: u8,
+    /// Loss rate, in units of 1/65535.
     pub loss: u16,
+    /// One-way delay estimate `d + δ`, µs; [`NO_DELAY`] when unknown.
     pub delay_us: i32,
+    /// Capacity estimate, bytes/s; 0 when unknown.
     pub capacity: u32,
 }
 
+/// Why a recovery frame does not decode. Malformed frames are counted and dropped; they
+/// never reach the application.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FrameError {
+    /// The ADU has no bytes, so no kind byte.
     #[error("recovery frame is empty")]
     Empty,
+    /// The kind byte is none of data, xor, parity or report.
     #[error("unknown recovery frame kind {0:#04x}")]
     UnknownKind(u8),
+    /// The ADU ends inside the frame's header.
     #[error("recovery frame truncated: {need} header bytes, {have} present")]
-    Truncated { need: usize, have: usize },
+    Truncated {
+        /// Header bytes the frame kind needs.
+        need: usize,
+        /// Bytes the ADU has.
+        have: usize,
+    },
+    /// An XOR frame with no constituents or more than the largest degree.
     #[error("xor frame covers {0} ADUs (1..={MAX_DEGREE} allowed)")]
     BadDegree(usize),
+    /// An XOR frame's offsets do not start at 0 and rise strictly.
     #[error("xor frame offsets are not strictly increasing from 0")]
     BadOffsets,
+    /// A parity frame's block shape is impossible (too large, or index past `parity`).
     #[error("parity frame block of {data} data and {parity} parity, index {index}: out of range")]
-    BadBlock { data: u8, parity: u8, index: u8 },
+    BadBlock {
+        /// Data ADUs claimed.
+        data: u8,
+        /// Parity shards claimed.
+        parity: u8,
+        /// The shard's index.
+        index: u8,
+    },
+    /// A parity shard that is empty or of odd length (the code works on 2-byte words).
     #[error("parity shard of {0} bytes (must be non-zero and even)")]
     BadShard(usize),
+    /// A report whose length does not match its entry count.
     #[error("report of {count} channels in {len} bytes")]
-    BadReport { count: usize, len: usize },
+    BadReport {
+        /// Entries claimed.
+        count: usize,
+        /// Bytes after the header.
+        len: usize,
+    },
 }
 
 fn need(buf: &[u8], n: usize) -> Result<(), FrameError> {
@@ -251,6 +293,8 @@ pub fn encode_xor(seqs: &[u64], len_xor: u16, payload: &[u8]) -> Bytes {
     out.into()
 }
 
+/// Frame parity shard `index` of `parity` for the block of `data` data ADUs from
+/// `first`.
 pub fn encode_parity(first: u64, data: u8, parity: u8, index: u8, shard: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(PARITY_HEADER_LEN + shard.len());
     out.put_u8(KIND_PARITY);

@@ -12,11 +12,11 @@ pub mod reorder;
 pub mod sender;
 mod stats;
 pub mod window;
-pub mod xor;
+mod xor;
 
 pub use config::{
     RecoveryConfig, RecoveryConfigError, RecoveryMode, DEFAULT_BLOCK_DATA, DEFAULT_REORDER_MS,
     MAX_BLOCK_DATA,
 };
-pub use layer::{RecoveryLayer, Released};
+pub(crate) use layer::{RecoveryLayer, Released};
 pub use stats::RecoveryStats;

@@ -17,6 +17,7 @@ pub enum Placement {
     Late,
 }
 
+/// What a [`ReorderCache`] has released, by how.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReorderCounts {
     /// ADUs released in order (straight away or after a wait).
@@ -27,16 +28,21 @@ pub struct ReorderCounts {
     pub lost: u64,
 }
 
+/// The receiver's reorder cache (PluriBus §5.4): data ADUs are released in sequence
+/// order; one ahead of a gap waits at most `hold` for the gap to fill, then the gap is
+/// skipped (counted lost) so a lost ADU stalls the stream no longer than that.
 #[derive(Debug, Clone)]
 pub struct ReorderCache {
     hold: Duration,
     /// The next sequence number owed.
     next: u64,
     held: BTreeMap<u64, (Bytes, Duration)>,
+    /// Releases so far.
     pub counts: ReorderCounts,
 }
 
 impl ReorderCache {
+    /// An empty cache that holds an ADU ahead of a gap for at most `hold`.
     pub fn new(hold: Duration) -> Self {
         Self {
             hold,
@@ -107,10 +113,12 @@ impl ReorderCache {
         self.release_run(out);
     }
 
+    /// When the oldest held ADU's wait ends (call [`ReorderCache::on_timeout`] then).
     pub fn next_timeout(&self) -> Option<Duration> {
         self.held.values().map(|(_, at)| *at + self.hold).min()
     }
 
+    /// ADUs waiting for a gap to fill.
     pub fn held(&self) -> usize {
         self.held.len()
     }

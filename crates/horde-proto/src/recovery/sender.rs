@@ -15,9 +15,13 @@ use super::window::{Window, MAX_AGE};
 /// What an ADU of a recovery stream is, by its session ADU id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// The first copy of data ADU `seq` (its recovery sequence number).
     Data(u64),
+    /// An XOR-coded ADU of this many constituents (its degree).
     Coded(usize),
+    /// A second copy of data ADU `seq`, after the first was reported lost.
     Retransmit(u64),
+    /// A parity shard of the block code.
     Parity,
     /// A report of the receiver's path estimates, going back to the peer.
     Report,
@@ -26,7 +30,9 @@ pub enum Kind {
 /// An ADU the recovery layer wants queued on its stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
+    /// What it is, for the bookkeeping when it is sent and resolved.
     pub kind: Kind,
+    /// The framed ADU (recovery header and payload).
     pub payload: Bytes,
 }
 
@@ -47,6 +53,9 @@ struct Blocks {
     sealed: VecDeque<SealedBlock>,
 }
 
+/// The send side of a recovery stream: frames data ADUs with sequence numbers, tracks
+/// the window W of those in flight, and decides what coded, parity or repeated ADUs to
+/// add, as the stream's [`RecoveryMode`] says.
 #[derive(Debug)]
 pub struct Sender {
     mode: RecoveryMode,
@@ -59,6 +68,7 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// A sender for `mode`, starting at sequence number 0.
     pub fn new(mode: RecoveryMode) -> Self {
         Self {
             mode,
@@ -70,6 +80,7 @@ impl Sender {
         }
     }
 
+    /// The window W of data ADUs in flight (OEC's coding decisions read it).
     pub fn window(&self) -> &Window {
         &self.window
     }
@@ -131,7 +142,7 @@ impl Sender {
 
     /// Feedback: the ADU was acknowledged or declared lost. Retransmission mode resends
     /// a lost data ADU once.
-    pub fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
+    pub(crate) fn on_resolved(&mut self, kind: Kind, acked: bool, out: &mut Vec<Outgoing>) {
         let seq = match kind {
             Kind::Data(seq) | Kind::Retransmit(seq) => seq,
             Kind::Coded(_) | Kind::Parity | Kind::Report => return,
@@ -179,7 +190,7 @@ impl Sender {
 
     /// Whether a spare transmission opportunity would be used: for OEC, while W holds
     /// data and a coded packet is still expected to rebuild something.
-    pub fn wants_spare(&self) -> bool {
+    pub(crate) fn wants_spare(&self) -> bool {
         match self.mode {
             RecoveryMode::Oec => self.window.worth_coding(),
             RecoveryMode::Block { .. } => {
@@ -202,7 +213,7 @@ impl Sender {
     /// OEC applies rule (ii) to r as it makes each coded ADU, with W's mean path loss
     /// for `p` (the path is the scheduler's choice, made later), and stops once a
     /// further one is not worth sending ([`Window::worth_coding`]).
-    pub fn spare(
+    pub(crate) fn spare(
         &mut self,
         now: Duration,
         budget: usize,

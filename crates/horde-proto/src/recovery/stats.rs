@@ -5,9 +5,11 @@
 pub struct RecoveryStats {
     /// Data ADUs transmitted (first copies) and their payload bytes.
     pub data_sent: u64,
+    /// Payload bytes of `data_sent`.
     pub data_bytes: u64,
     /// Coded ADUs transmitted (XOR or block parity) and their frame bytes.
     pub coded_sent: u64,
+    /// Frame bytes of `coded_sent`.
     pub coded_bytes: u64,
     /// Data ADUs sent again after a loss report.
     pub retransmitted: u64,
@@ -27,8 +29,9 @@ pub struct RecoveryStats {
     pub delivered_late: u64,
     /// Sequence numbers the reorder cache skipped that never came.
     pub lost: u64,
-    /// Path-estimate reports sent to and received from the peer.
+    /// Path-estimate reports sent to the peer.
     pub reports_sent: u64,
+    /// Path-estimate reports received from the peer.
     pub reports_received: u64,
 }
 

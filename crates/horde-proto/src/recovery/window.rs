@@ -12,18 +12,18 @@ use super::xor::xor_all;
 
 /// Data ADUs older than this leave W even without feedback: the receiver's decode store
 /// has forgotten what they would combine with (see `docs/recovery.md`).
-pub const MAX_AGE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(1);
 /// Most ADUs W holds; the oldest leave first.
-pub const MAX_LEN: usize = 4096;
+pub(crate) const MAX_LEN: usize = 4096;
 /// The least loss rate r assumes of a path. A loss estimate of 0 only says no loss was
 /// seen yet; taken literally it makes r = 1, where no coded packet yields anything, and
 /// OEC would never protect a path that has merely been lucky so far.
-pub const MIN_LOSS: f64 = 0.01;
+pub(crate) const MIN_LOSS: f64 = 0.01;
 /// A coded packet is worth sending only while it is expected to rebuild at least this
 /// fraction of a packet. The paper sends one at every spare opportunity, but as r nears
 /// 1 each further one yields almost nothing and still costs the path a packet and the
 /// reverse link an ack (`docs/recovery.md`, "How much OEC codes").
-pub const MIN_YIELD: f64 = 0.01;
+pub(crate) const MIN_YIELD: f64 = 0.01;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -36,8 +36,11 @@ struct Entry {
 /// A coded packet: the XOR of the data ADUs `seqs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Coded {
+    /// The constituents' sequence numbers, ascending.
     pub seqs: Vec<u64>,
+    /// XOR of their payload lengths.
     pub len_xor: u16,
+    /// XOR of their payloads, each zero-padded to the longest.
     pub payload: Vec<u8>,
 }
 
@@ -70,6 +73,8 @@ pub fn degree(r: f64) -> usize {
 }
 
 impl Window {
+    /// `r`: the sender's estimate of the probability that any one ADU of W is at the
+    /// receiver, in [0, 1].
     pub fn r(&self) -> f64 {
         self.r
     }
@@ -79,16 +84,18 @@ impl Window {
         self.sent
     }
 
+    /// Whether no transmitted ADU awaits its fate.
     pub fn is_empty(&self) -> bool {
         self.sent == 0
     }
 
+    /// Whether data ADU `seq` is in W or queued to join it.
     pub fn contains(&self, seq: u64) -> bool {
         self.entries.contains_key(&seq)
     }
 
     /// Remember a data ADU queued for sending (it joins |W| when transmitted).
-    pub fn queue(&mut self, now: Duration, seq: u64, payload: Bytes) {
+    pub(crate) fn queue(&mut self, now: Duration, seq: u64, payload: Bytes) {
         self.entries.insert(
             seq,
             Entry {
@@ -103,7 +110,7 @@ impl Window {
     }
 
     /// Rule (i): a data ADU left on a path with loss estimate `p`.
-    pub fn on_data_sent(&mut self, seq: u64, p: f64) {
+    pub(crate) fn on_data_sent(&mut self, seq: u64, p: f64) {
         let Some(e) = self.entries.get_mut(&seq) else {
             return;
         };
@@ -118,7 +125,7 @@ impl Window {
     }
 
     /// Rule (ii): a coded ADU over `c` data ADUs left on a path with loss estimate `p`.
-    pub fn on_coded_sent(&mut self, c: usize, p: f64) {
+    pub(crate) fn on_coded_sent(&mut self, c: usize, p: f64) {
         if self.sent == 0 {
             return;
         }
@@ -135,7 +142,7 @@ impl Window {
     /// its cumulative purge, applied to every per-ADU ack, would throw away the credit of
     /// the coded packets already sent and code the same ADUs again after each ack;
     /// `docs/recovery.md`.)
-    pub fn on_resolved(&mut self, seq: u64) {
+    pub(crate) fn on_resolved(&mut self, seq: u64) {
         if let Some(e) = self.entries.remove(&seq) {
             if e.p.is_some() {
                 self.sent -= 1;
@@ -151,7 +158,7 @@ impl Window {
     }
 
     /// Mean loss estimate of the paths W's transmitted ADUs went on.
-    pub fn mean_p(&self) -> f64 {
+    pub(crate) fn mean_p(&self) -> f64 {
         let (sum, n) = self
             .entries
             .values()
@@ -165,13 +172,13 @@ impl Window {
     }
 
     /// The degree the next coded packet would have: `degree(r)`, at most |W|.
-    pub fn next_degree(&self) -> usize {
+    pub(crate) fn next_degree(&self) -> usize {
         degree(self.r).min(self.sent).max(1)
     }
 
     /// Expected new ADUs at the receiver from the next coded packet, if it crosses a
     /// path with loss `p`: `(1 - p) Y(c)`.
-    pub fn next_yield(&self, p: f64) -> f64 {
+    pub(crate) fn next_yield(&self, p: f64) -> f64 {
         if self.sent == 0 {
             return 0.0;
         }
@@ -180,7 +187,7 @@ impl Window {
 
     /// Whether a coded packet now is expected to rebuild at least [`MIN_YIELD`] of a
     /// packet, judged with W's mean path loss.
-    pub fn worth_coding(&self) -> bool {
+    pub(crate) fn worth_coding(&self) -> bool {
         self.next_yield(self.mean_p()) >= MIN_YIELD
     }
 
@@ -193,7 +200,7 @@ impl Window {
     }
 
     /// Drop what is too old to be decoded, and keep W's span within one XOR frame.
-    pub fn expire(&mut self, now: Duration) {
+    pub(crate) fn expire(&mut self, now: Duration) {
         let mut changed = false;
         while let Some((&first, e)) = self.entries.first_key_value() {
             let last = *self.entries.keys().next_back().expect("non-empty");
@@ -209,7 +216,7 @@ impl Window {
     }
 
     /// The payload of a data ADU still in W (queued or sent).
-    pub fn payload(&self, seq: u64) -> Option<&Bytes> {
+    pub(crate) fn payload(&self, seq: u64) -> Option<&Bytes> {
         self.entries.get(&seq).map(|e| &e.payload)
     }
 
@@ -235,7 +242,7 @@ impl Window {
     }
 
     /// The XOR of the given ADUs of W (ascending, all present).
-    pub fn xor_of(&self, seqs: Vec<u64>) -> Coded {
+    pub(crate) fn xor_of(&self, seqs: Vec<u64>) -> Coded {
         let (payload, len_xor) = xor_all(seqs.iter().map(|s| &self.entries[s].payload[..]));
         Coded {
             seqs,

@@ -20,7 +20,9 @@ use crate::wire::{
 pub struct Transmit {
     /// Local interface (socket) to send from.
     pub local: u16,
+    /// The peer's address on the channel: where the datagram goes.
     pub dst: SocketAddr,
+    /// The channel the datagram belongs to.
     pub channel: ChannelId,
     /// The channel sequence number the datagram carries (data, packed data and pings).
     pub seq: Option<u64>,
