@@ -17,6 +17,20 @@ fn ms(x: f64) -> Duration {
 /// data it sends is the zero-window probe (a full receiver answers it with another zero
 /// window), which also covers a lost window update.
 pub(crate) const ZERO_WINDOW_PROBE: Duration = Duration::from_millis(250);
+/// The peer is given up as unreachable only once every channel is dead (no ack for its
+/// dead-man time), nothing at all has arrived from the peer for `UNREACHABLE_SILENCE`,
+/// and at least `UNREACHABLE_UNANSWERED` packets that elicit an answer (data, pings,
+/// probes) went out since it was last heard. A channel dies after a second or three
+/// probe timeouts without an ack, which bursty loss of a quarter of the packets each way
+/// reaches often when little is in flight (a keepalive and its two backed-off probes all
+/// unanswered); a peer that still answers a fraction of the dead channels' probes (sent
+/// every 50 ms for a second after a death) is not gone. With 44% of round trips failing,
+/// sixteen unanswered in a row happen with odds of 2e-6; in a real outage with data in
+/// flight the count is passed before the channels die, so detection waits for nothing
+/// more than before, and on an idle session about 0.6 s more (`docs/architecture.md`,
+/// "Unreachability").
+pub(crate) const UNREACHABLE_SILENCE: Duration = Duration::from_millis(1000);
+pub(crate) const UNREACHABLE_UNANSWERED: u64 = 16;
 /// How many times a reopened window is announced again on later arrivals.
 const REOPEN_REPEATS: u8 = 3;
 /// Least time between two window updates a receiver sends unasked.
@@ -33,6 +47,8 @@ pub(crate) struct Closing {
 pub(crate) struct Lifecycle {
     /// Last authenticated packet from the peer (the idle timer's start).
     pub last_rx: Duration,
+    /// Packets the channels had sent when the peer was last heard (`last_rx`).
+    pub sent_at_rx: u64,
     /// Last packet sent (the keepalive timer's start).
     pub last_tx: Duration,
     pub closing: Option<Closing>,

@@ -986,6 +986,7 @@ impl Session {
             return;
         }
         self.life.last_rx = now;
+        self.life.sent_at_rx = self.packets_sent();
         match self.state {
             State::Closed => return,
             State::Draining => {

@@ -54,14 +54,11 @@ impl Driver {
                         .get(&c.id())
                         .is_some_and(|&n| n >= REFUSED_SENDS)
                 });
-            // A persistent connection whose every channel is dead (nothing acked for
-            // three probe timeouts, at least a second, keepalives included) handshakes
-            // again rather than wait out the idle timeout: a restarted peer answers the
-            // handshake at once, and one behind an outage as soon as it is back.
-            let all_dead = conn.reconnect.is_some()
-                && p.is_connected()
-                && !p.channels().is_empty()
-                && p.channels().iter().all(|c| !c.is_alive());
+            // A persistent connection whose peer is unreachable (every channel dead and
+            // the peer silent through sixteen packets, `Session::peer_unreachable`)
+            // handshakes again rather than wait out the idle timeout: a restarted peer
+            // answers the handshake at once, and one behind an outage as soon as it is back.
+            let all_dead = conn.reconnect.is_some() && p.peer_unreachable(now);
             if (everywhere || all_dead) && !p.is_closed() {
                 p.unreachable(now);
             }

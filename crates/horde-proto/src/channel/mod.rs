@@ -96,6 +96,7 @@ pub enum Liveness {
     Alive,
     /// No ack for too long; only probes are sent until one is acked.
     Dead {
+        since: Duration,
         next_probe: Duration,
     },
 }
@@ -113,6 +114,12 @@ pub struct TimerActions {
 /// MIN_DEAD_AFTER) is declared dead.
 const DEAD_AFTER_PTOS: u32 = 3;
 const MIN_DEAD_AFTER: Duration = Duration::from_millis(1000);
+/// A dead channel probes every `FAST_PROBE_INTERVAL` for `FAST_PROBING` after it died,
+/// then every `PROBE_INTERVAL`. The fast probes let a peer behind heavy loss answer
+/// several times within the session's unreachability window (`lifecycle::UNREACHABLE_*`)
+/// at the cost of a header-only packet each; a link that stays down costs little.
+const FAST_PROBE_INTERVAL: Duration = Duration::from_millis(50);
+const FAST_PROBING: Duration = Duration::from_millis(1000);
 const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// Real slots offered per channel per cycle, so one very wide window cannot swamp a
 /// scheduling cycle.
@@ -557,9 +564,15 @@ impl Channel {
                     actions.probe = true;
                 }
             }
-            Liveness::Dead { next_probe } if now >= next_probe => {
+            Liveness::Dead { since, next_probe } if now >= next_probe => {
+                let interval = if now.saturating_sub(since) < FAST_PROBING {
+                    FAST_PROBE_INTERVAL
+                } else {
+                    PROBE_INTERVAL
+                };
                 self.liveness = Liveness::Dead {
-                    next_probe: now + PROBE_INTERVAL,
+                    since,
+                    next_probe: now + interval,
                 };
                 actions.probe = true;
             }
@@ -571,7 +584,8 @@ impl Channel {
     /// Nothing acked for too long: the channel is dead, and what it had in flight is lost.
     fn die(&mut self, now: Duration, out: &mut Vec<Resolved>) {
         self.liveness = Liveness::Dead {
-            next_probe: now + PROBE_INTERVAL,
+            since: now,
+            next_probe: now + FAST_PROBE_INTERVAL,
         };
         self.abandon(now, out);
     }
@@ -597,7 +611,7 @@ impl Channel {
                     t = min_opt(t, Some(self.last_progress + self.dead_after()));
                 }
             }
-            Liveness::Dead { next_probe } => t = min_opt(t, Some(next_probe)),
+            Liveness::Dead { next_probe, .. } => t = min_opt(t, Some(next_probe)),
         }
         t
     }

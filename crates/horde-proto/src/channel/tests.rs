@@ -225,16 +225,22 @@ fn silent_channel_dies_and_comes_back_on_ack() {
         "what was in flight is lost with the channel"
     );
     assert!(!ch.is_alive());
-    assert!(!ch.on_timeout(t(20_100), &mut out).probe);
-    assert!(ch.on_timeout(t(20_250), &mut out).probe);
-    let seq = ch.on_send(t(20_250), 40, &[]);
+    // Fast probes for a second after the death, then slower ones.
+    assert!(!ch.on_timeout(t(20_030), &mut out).probe);
+    assert!(ch.on_timeout(t(20_050), &mut out).probe);
+    assert!(!ch.on_timeout(t(20_080), &mut out).probe);
+    assert!(ch.on_timeout(t(20_100), &mut out).probe);
+    assert!(ch.on_timeout(t(21_000), &mut out).probe);
+    assert!(!ch.on_timeout(t(21_200), &mut out).probe);
+    assert!(ch.on_timeout(t(21_250), &mut out).probe);
+    let seq = ch.on_send(t(21_250), 40, &[]);
     let mut rx = Channel::new(ChannelId::new(0), 0, addr(), ChannelConfig::default(), t(0));
-    rx.on_receive(t(20_300), seq, 0);
+    rx.on_receive(t(21_300), seq, 0);
     assert!(
-        rx.take_ack(t(20_300), 1).is_none(),
+        rx.take_ack(t(21_300), 1).is_none(),
         "a lone packet is acked after the ack delay"
     );
-    let ack = rx.take_ack(t(20_301), 1).unwrap();
-    ch.on_ack(t(20_350), &ack, &mut out);
+    let ack = rx.take_ack(t(21_301), 1).unwrap();
+    ch.on_ack(t(21_350), &ack, &mut out);
     assert!(ch.is_alive());
 }

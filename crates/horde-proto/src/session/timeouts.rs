@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{ms, PendingTx, Session, State};
 use crate::channel::Channel;
 use crate::event::{CloseReason, Event};
-use crate::lifecycle::ZERO_WINDOW_PROBE;
+use crate::lifecycle::{UNREACHABLE_SILENCE, UNREACHABLE_UNANSWERED, ZERO_WINDOW_PROBE};
 use crate::timers::{Deadlines, Timer};
 use crate::wire::{self};
 
@@ -124,6 +124,26 @@ impl Session {
             self.wake_cycle(now);
         }
         true
+    }
+
+    /// Whether a connected session should give its peer up as unreachable: every
+    /// channel is dead, and the peer has stayed silent for [`UNREACHABLE_SILENCE`] while
+    /// at least [`UNREACHABLE_UNANSWERED`] packets went out to it. Dead channels alone
+    /// are not enough: under heavy bursty loss a channel dies whenever a keepalive and
+    /// its few backed-off probes are all lost, while the peer still answers a share of
+    /// the probes that follow. The runtime asks this after every flush and, for a
+    /// connection that reconnects, handshakes again when it holds.
+    pub fn peer_unreachable(&self, now: Duration) -> bool {
+        self.state == State::Connected
+            && !self.channels.is_empty()
+            && self.channels.iter().all(|c| !c.is_alive())
+            && now.saturating_sub(self.life.last_rx) >= UNREACHABLE_SILENCE
+            && self.packets_sent().saturating_sub(self.life.sent_at_rx) >= UNREACHABLE_UNANSWERED
+    }
+
+    /// Packets (data, pings, probes) the session's channels have sent so far.
+    pub(super) fn packets_sent(&self) -> u64 {
+        self.channels.iter().map(|c| c.stats.packets_sent).sum()
     }
 
     /// Each channel is pinged once it has sent nothing for the keepalive interval, not
