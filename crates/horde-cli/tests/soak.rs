@@ -81,3 +81,18 @@ fn a_short_soak_keeps_its_invariants_through_outages_and_restarts() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The script's verdict logic on its own: a check with nothing to look at is "no data",
+/// not a failure, and a check with data that fails still fails the run.
+#[test]
+fn the_soak_verdict_tells_no_data_from_a_failure() {
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/soak_checks_test.py"))
+        .output()
+        .expect("run scripts/soak_checks_test.py (needs python3)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -24,11 +24,13 @@ use crate::channel::{min_opt, Channel, ChannelConfig, ChannelStats, ChannelViews
 use crate::event::{CloseReason, Event, NackReason};
 use crate::fair_share::FairShare;
 use crate::lifecycle::Lifecycle;
-use crate::recovery::{RecoveryConfigError, RecoveryLayer};
+use crate::recovery::{RecoveryConfigError, RecoveryLayer, Reframed};
 use crate::stream::{Delivered, QueuedAdu, RecvStream, SendStream, StreamConfig};
 use crate::timers::{Deadlines, TimerTable};
 use crate::wire::{self, Packet, WireError};
 
+#[cfg(test)]
+mod carry_tests;
 mod cycle;
 mod handshake;
 mod receive;
@@ -893,7 +895,7 @@ impl Session {
                 s.queued_bytes += q.payload.len();
                 s.queue.push_back(q);
             }
-            self.carry_recovery(now, &mut s);
+            self.carry_recovery(now, &mut s, &old.recovery);
             // Carried ADUs count against the queue limit like any other.
             for d in s.trim() {
                 self.stats.adus_dropped += 1;
@@ -908,6 +910,7 @@ impl Session {
             }
             self.send.insert(id, s);
         }
+        self.recovery.carry_stats(&old.recovery);
         self.objectives = std::mem::take(&mut old.objectives);
         std::mem::swap(&mut self.scheduler, &mut old.scheduler);
         self.wake_cycle(now);
@@ -916,24 +919,41 @@ impl Session {
     /// A recovery stream carried into this session starts a fresh tunnel sequence
     /// space, as the peer's new session does: its queued data ADUs are framed again, and
     /// the old layer's coded, parity and report ADUs are dropped (`docs/recovery.md`,
-    /// "Reconnection").
-    fn carry_recovery(&mut self, now: Duration, s: &mut SendStream) {
+    /// "Reconnection"). A data ADU that cannot be framed again is nacked as abandoned:
+    /// the application hears of every ADU it handed over.
+    fn carry_recovery(&mut self, now: Duration, s: &mut SendStream, old: &RecoveryLayer) {
         if !s.config.recovery.is_on() {
             return;
         }
+        // Validated when the stream was first opened, so not expected to fail; if it
+        // does, the reframing below fails for every data ADU and each one is nacked.
         if let Err(e) = self.recovery.open(s.id, &s.config.recovery) {
-            // Validated when the stream was first opened, so not expected here.
             tracing::warn!(stream = s.id, error = %e, "recovery not carried over");
-            return;
         }
         let queue = std::mem::take(&mut s.queue);
-        s.queue = queue
-            .into_iter()
-            .filter_map(|mut q| {
-                q.payload = self.recovery.reframe(now, s.id, q.id, &q.payload)?;
-                Some(q)
-            })
-            .collect();
+        for mut q in queue {
+            match self
+                .recovery
+                .reframe(now, s.id, q.id, &q.payload, old.kind(s.id, q.id))
+            {
+                Ok(Reframed::Data(framed)) => {
+                    q.payload = framed;
+                    s.queue.push_back(q);
+                }
+                Ok(Reframed::LayerOnly) => {}
+                Err(e) => {
+                    tracing::warn!(stream = s.id, adu = q.id, error = %e, "carried ADU abandoned");
+                    self.stats.adus_abandoned += 1;
+                    self.events.push_back(Event::Nack {
+                        stream: s.id,
+                        adu: q.id,
+                        stream_seq: q.seq,
+                        channel: None,
+                        reason: NackReason::Abandoned,
+                    });
+                }
+            }
+        }
         s.queued_bytes = s.queue.iter().map(|q| q.payload.len()).sum();
     }
 

@@ -32,6 +32,8 @@ impl Driver {
                 stats.bytes_in += bytes;
                 stats.handshake_datagrams_in = datagrams;
                 stats.interfaces_open = self.sockets.iter().map(Option::is_some).collect();
+                stats.plaintext_chunks = self.plaintext.allocated();
+                stats.plaintext_chunks_reused = self.plaintext.reused();
                 let _ = reply.send(stats);
             }
             Command::Conn(key, op) => self.conn_op(key, op, now),

@@ -13,6 +13,7 @@
 
 mod commands;
 mod interfaces;
+mod plaintext;
 mod receive;
 mod timers;
 mod transmit;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use horde_crypto::{
     classify, random_index, DropCounters, DropReason, Initiator, Keypair, Packet, PublicKey,
     RekeyPolicy, Reply,
@@ -49,6 +50,7 @@ use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::handshake::{Done, Gate, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::socket::{self, ChannelSocket};
+use plaintext::PlaintextChunks;
 
 /// Host-wide counters.
 #[derive(Debug, Clone, Default)]
@@ -99,6 +101,10 @@ pub struct HostStats {
     /// Datagrams the handshake worker read from the handshake sockets (initiations that
     /// the kernel steered away from the data path); also counted in `datagrams_in`.
     pub handshake_datagrams_in: u64,
+    /// Chunks allocated for decrypted payloads.
+    pub plaintext_chunks: u64,
+    /// Used-up chunks used again because nothing held their payloads any more.
+    pub plaintext_chunks_reused: u64,
 }
 
 /// Datagrams read from one socket per turn before others get a chance.
@@ -274,7 +280,7 @@ struct Driver {
     recv_bufs: Vec<u8>,
     plain: Vec<u8>,
     /// Where decrypted payloads are handed out from (see `PLAINTEXT_CHUNK`).
-    plaintext: BytesMut,
+    plaintext: PlaintextChunks,
     /// Channels whose sends were refused in the last flush.
     refusals: Vec<(u64, ChannelId)>,
     /// The connection keys a flush walks, kept for the next one.
@@ -356,7 +362,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         stats: HostStats::default(),
         recv_bufs: vec![0; RECV_SLOTS * MAX_DATAGRAM],
         plain: Vec::with_capacity(MAX_DATAGRAM),
-        plaintext: BytesMut::new(),
+        plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
         refusals: Vec::new(),
         flush_keys: Vec::new(),
         sealed: Vec::with_capacity(MAX_DATAGRAM),

@@ -71,7 +71,7 @@ impl Driver {
                 conn.refused.clear();
                 crypto.tick(now);
                 let plain = match crypto.open(data, &mut self.plain) {
-                    Ok((_, p)) => share(&mut self.plaintext, p),
+                    Ok((_, p)) => self.plaintext.share(p),
                     Err(reason) => {
                         self.stats.dropped.record(reason);
                         return;
@@ -331,14 +331,4 @@ impl Driver {
             }
         }
     }
-}
-
-/// A decrypted payload as `Bytes` cut from a shared chunk: copying it there costs no
-/// allocation until the chunk is used up.
-fn share(chunk: &mut BytesMut, payload: &[u8]) -> Bytes {
-    if chunk.capacity() - chunk.len() < payload.len() {
-        *chunk = BytesMut::with_capacity(PLAINTEXT_CHUNK.max(payload.len()));
-    }
-    chunk.extend_from_slice(payload);
-    chunk.split().freeze()
 }

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rand::RngCore;
+use thiserror::Error;
 
 use super::config::{RecoveryConfig, RecoveryConfigError};
 use super::decoder::Decoder;
 use super::estimators::{PathEstimate, PathEstimators, REPORT_INTERVAL};
-use super::header::{self, Frame};
+use super::header::{self, Frame, FrameError};
 use super::reorder::ReorderCache;
 use super::sender::{Kind, Outgoing, Sender};
 use super::stats::RecoveryStats;
@@ -30,6 +31,30 @@ struct StreamRecovery {
     /// The reorder hold this end configured for the stream, if it opened it.
     hold: Option<Duration>,
     stats: RecoveryStats,
+    /// What the stream's layers in earlier sessions of the same connection did
+    /// (`stats` restarts with each session's layer; the stream's totals do not).
+    earlier: RecoveryStats,
+}
+
+/// What [`RecoveryLayer::reframe`] made of an ADU carried over from an earlier session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reframed {
+    /// An application data ADU (or a retransmitted copy of one), framed again in this
+    /// layer's sequence space.
+    Data(Bytes),
+    /// The earlier layer's own coded, parity or report ADU: it names sequence numbers the
+    /// peer's new receiver never saw, so it goes. No application ADU stands behind it.
+    LayerOnly,
+}
+
+/// A carried ADU that could not be framed again; the session reports it to the
+/// application rather than lose it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReframeError {
+    #[error("carried ADU has no readable recovery frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("stream {0} has no recovery sender to frame a carried ADU")]
+    NotSending(u32),
 }
 
 /// An ADU released to the application: `(stream, seq, payload)`.
@@ -90,14 +115,51 @@ impl RecoveryLayer {
         Ok(framed)
     }
 
-    /// A data ADU framed by a previous session's layer, carried into this one: its
-    /// payload framed again in this layer's sequence space (the peer's new session
-    /// numbers from 0). `None` for coded, parity and report ADUs: they name sequence
-    /// numbers of the old space, which the peer's new receiver never saw.
-    pub fn reframe(&mut self, now: Duration, stream: u32, id: u64, adu: &Bytes) -> Option<Bytes> {
-        match header::decode(adu) {
-            Ok(Frame::Data { payload, .. }) => self.frame(now, stream, id, payload).ok(),
-            _ => None,
+    /// An ADU framed by a previous session's layer (as `earlier`, its kind there, if that
+    /// layer knew it), carried into this one. A data ADU's payload is framed again in
+    /// this layer's sequence space (the peer's new session numbers from 0); a carried
+    /// retransmission stays a layer-made copy, so the application, already told of the
+    /// original's loss, hears nothing more of it.
+    pub fn reframe(
+        &mut self,
+        now: Duration,
+        stream: u32,
+        id: u64,
+        adu: &Bytes,
+        earlier: Option<Kind>,
+    ) -> Result<Reframed, ReframeError> {
+        let Frame::Data { payload, .. } = header::decode(adu)? else {
+            return Ok(Reframed::LayerOnly);
+        };
+        let framed = self
+            .frame(now, stream, id, payload)
+            .map_err(|_| ReframeError::NotSending(stream))?;
+        if let Some(Kind::Retransmit(_)) = earlier {
+            let s = self
+                .streams
+                .get_mut(&stream)
+                .expect("framed on this stream");
+            if let (Some(tx), Some(Kind::Data(seq))) = (s.sender.as_mut(), s.kinds.get(&id)) {
+                let seq = *seq;
+                tx.mark_retransmitted(seq);
+                s.kinds.insert(id, Kind::Retransmit(seq));
+            }
+        }
+        Ok(Reframed::Data(framed))
+    }
+
+    /// What session ADU `id` of `stream` is to this layer, while it is in flight.
+    pub fn kind(&self, stream: u32, id: u64) -> Option<Kind> {
+        self.streams.get(&stream)?.kinds.get(&id).copied()
+    }
+
+    /// Take over the counts of `old`, the layer of the session this one replaces, so a
+    /// stream's statistics cover the whole connection.
+    pub fn carry_stats(&mut self, old: &RecoveryLayer) {
+        for (&id, s) in &old.streams {
+            let earlier = &mut self.streams.entry(id).or_default().earlier;
+            earlier.add(&s.earlier);
+            earlier.add(&s.stats);
         }
     }
 
@@ -331,7 +393,11 @@ impl RecoveryLayer {
     }
 
     pub fn stats(&self, stream: u32) -> Option<RecoveryStats> {
-        self.streams.get(&stream).map(|s| s.stats.clone())
+        self.streams.get(&stream).map(|s| {
+            let mut total = s.earlier.clone();
+            total.add(&s.stats);
+            total
+        })
     }
 
     /// The OEC sender's current r for `stream` (instrumentation).
@@ -378,5 +444,110 @@ mod tests {
         c.on_path_packet(ms(0), 0, 0, 0, 0, 100);
         c.on_receive(ms(0), 1, ms(50), &header::encode_data(0, b"x"), &mut out);
         assert!(c.take_outgoing().is_empty());
+    }
+
+    #[test]
+    fn a_carried_retransmission_stays_the_layers_own_copy() {
+        let t = Duration::from_millis(5);
+        let config = RecoveryConfig::new(RecoveryMode::Retransmit);
+        let mut old = RecoveryLayer::default();
+        old.open(1, &config).unwrap();
+        old.frame(t, 1, 7, Bytes::from_static(b"payload")).unwrap();
+        old.on_transmit(1, 7, 0, 0.1, 16);
+        assert!(
+            !old.on_resolved(1, 7, false),
+            "the application hears of the loss"
+        );
+        let (stream, copy) = old.take_outgoing().pop().expect("a retransmission");
+        old.bind(stream, 8, copy.kind);
+
+        let mut new = RecoveryLayer::default();
+        new.open(1, &config).unwrap();
+        let got = new.reframe(t, 1, 8, &copy.payload, old.kind(1, 8)).unwrap();
+        let Reframed::Data(framed) = got else {
+            panic!("a retransmission carries data: {got:?}");
+        };
+        match header::decode(&framed).unwrap() {
+            Frame::Data { seq, payload } => {
+                assert_eq!((seq, &payload[..]), (0, &b"payload"[..]), "numbered anew");
+            }
+            f => panic!("{f:?}"),
+        }
+        new.on_transmit(1, 8, 0, 0.1, framed.len());
+        assert!(new.on_resolved(1, 8, false), "not the application's ADU");
+        assert!(new.take_outgoing().is_empty(), "and no third copy");
+        assert_eq!(new.stats(1).unwrap().retransmitted, 1);
+    }
+
+    #[test]
+    fn a_carried_layer_adu_is_dropped_and_an_unreadable_one_is_an_error() {
+        let t = Duration::from_millis(5);
+        let mut new = RecoveryLayer::default();
+        new.open(1, &RecoveryConfig::new(RecoveryMode::Oec))
+            .unwrap();
+        let report = header::encode_report(&[]);
+        assert_eq!(new.reframe(t, 1, 1, &report, None), Ok(Reframed::LayerOnly));
+        assert!(matches!(
+            new.reframe(t, 1, 2, &Bytes::new(), None),
+            Err(ReframeError::Frame(_))
+        ));
+        let data = header::encode_data(40, b"x");
+        assert_eq!(
+            new.reframe(t, 2, 3, &data, None),
+            Err(ReframeError::NotSending(2)),
+            "a stream without a recovery sender"
+        );
+    }
+
+    #[test]
+    fn stats_carry_over_to_the_layer_of_a_new_session() {
+        let ms = Duration::from_millis;
+        let config = RecoveryConfig::new(RecoveryMode::Oec);
+        let mut old = RecoveryLayer::default();
+        old.open(1, &config).unwrap();
+        let mut out = Vec::new();
+        for seq in 0..3u64 {
+            old.on_receive(
+                ms(seq),
+                1,
+                ms(50),
+                &header::encode_data(seq, b"a"),
+                &mut out,
+            );
+        }
+        old.frame(ms(3), 1, 9, Bytes::from_static(b"b")).unwrap();
+        old.on_transmit(1, 9, 0, 0.1, 10);
+        let before = old.stats(1).unwrap();
+        assert_eq!((before.data_received, before.delivered), (3, 3));
+
+        let mut new = RecoveryLayer::default();
+        new.carry_stats(&old);
+        new.open(1, &config).unwrap();
+        assert_eq!(
+            new.stats(1),
+            Some(before.clone()),
+            "nothing lost at the switch"
+        );
+        // The peer's new session numbers from 0 again.
+        for seq in 0..2u64 {
+            new.on_receive(
+                ms(10 + seq),
+                1,
+                ms(50),
+                &header::encode_data(seq, b"c"),
+                &mut out,
+            );
+        }
+        let after = new.stats(1).unwrap();
+        assert_eq!(after.data_received, 5);
+        assert_eq!(
+            after.delivered, 5,
+            "the new cache's count adds to the old one's"
+        );
+        assert_eq!(after.data_sent, 1);
+        // A third session still counts from the first.
+        let mut third = RecoveryLayer::default();
+        third.carry_stats(&new);
+        assert_eq!(third.stats(1), Some(after));
     }
 }

@@ -18,5 +18,5 @@ pub use config::{
     RecoveryConfig, RecoveryConfigError, RecoveryMode, DEFAULT_BLOCK_DATA, DEFAULT_REORDER_MS,
     MAX_BLOCK_DATA,
 };
-pub(crate) use layer::{RecoveryLayer, Released};
+pub(crate) use layer::{RecoveryLayer, Reframed, Released};
 pub use stats::RecoveryStats;

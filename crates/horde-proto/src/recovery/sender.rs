@@ -100,6 +100,13 @@ impl Sender {
         (seq, framed)
     }
 
+    /// Data `seq`, just framed, is a copy of a data ADU already declared lost to the
+    /// application (a retransmission carried over from an earlier session): a loss of it
+    /// asks for no further copy.
+    pub fn mark_retransmitted(&mut self, seq: u64) {
+        self.retransmitted.insert(seq, ());
+    }
+
     /// An ADU of this stream left on a path whose loss estimate is `p`. May ask for a
     /// K% FEC coded ADU.
     pub fn on_transmit(&mut self, kind: Kind, p: f64, out: &mut Vec<Outgoing>) {

@@ -36,6 +36,42 @@ pub struct RecoveryStats {
 }
 
 impl RecoveryStats {
+    /// Add `other`'s counts to these (a stream's counts over several sessions).
+    pub fn add(&mut self, other: &RecoveryStats) {
+        let RecoveryStats {
+            data_sent,
+            data_bytes,
+            coded_sent,
+            coded_bytes,
+            retransmitted,
+            data_received,
+            coded_received,
+            recovered,
+            duplicates,
+            malformed,
+            delivered,
+            delivered_late,
+            lost,
+            reports_sent,
+            reports_received,
+        } = other;
+        self.data_sent += data_sent;
+        self.data_bytes += data_bytes;
+        self.coded_sent += coded_sent;
+        self.coded_bytes += coded_bytes;
+        self.retransmitted += retransmitted;
+        self.data_received += data_received;
+        self.coded_received += coded_received;
+        self.recovered += recovered;
+        self.duplicates += duplicates;
+        self.malformed += malformed;
+        self.delivered += delivered;
+        self.delivered_late += delivered_late;
+        self.lost += lost;
+        self.reports_sent += reports_sent;
+        self.reports_received += reports_received;
+    }
+
     /// Coded bytes sent per data byte sent.
     pub fn coding_overhead(&self) -> f64 {
         if self.data_bytes == 0 {

@@ -1,0 +1,129 @@
+//! Decrypted payloads handed out as `Bytes` cut from shared chunks: one allocation per
+//! chunk, not per datagram. A chunk whose payloads have all been dropped is used again
+//! instead of being freed and a new one allocated: freeing and allocating 256 KiB blocks
+//! every few seconds fragmented the allocator's heap, and a host's resident memory crept
+//! up in a long run although what it held stayed the same (`docs/results.md`, "Soak").
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+/// Used-up chunks kept for reuse while payloads cut from them are still held (by a
+/// session's reorder buffer or an application that has not read them yet). A chunk
+/// pushed out of this list is not freed by it: the payloads still holding it free it.
+const PARKED: usize = 3;
+
+/// Where decrypted payloads are cut from.
+#[derive(Debug)]
+pub(crate) struct PlaintextChunks {
+    chunk_size: usize,
+    current: BytesMut,
+    parked: VecDeque<BytesMut>,
+    /// Chunks allocated, and chunks used again, since the start.
+    allocated: u64,
+    reused: u64,
+}
+
+impl PlaintextChunks {
+    pub(crate) fn new(chunk_size: usize) -> Self {
+        Self {
+            chunk_size,
+            current: BytesMut::new(),
+            parked: VecDeque::new(),
+            allocated: 0,
+            reused: 0,
+        }
+    }
+
+    /// `payload` as `Bytes` sharing the current chunk.
+    pub(crate) fn share(&mut self, payload: &[u8]) -> Bytes {
+        if self.current.capacity() - self.current.len() < payload.len() {
+            self.refill(payload.len());
+        }
+        self.current.extend_from_slice(payload);
+        self.current.split().freeze()
+    }
+
+    /// A chunk with room for `need` bytes: the used-up current one if nothing holds a
+    /// payload of it any more, else a parked one that is free now, else a new one.
+    fn refill(&mut self, need: usize) {
+        let size = self.chunk_size.max(need);
+        if self.current.try_reclaim(size) {
+            self.reused += 1;
+            return;
+        }
+        // Before the first allocation `current` is empty, not a chunk.
+        let used = (self.allocated > 0).then(|| std::mem::take(&mut self.current));
+        let free = self.parked.iter_mut().position(|c| c.try_reclaim(size));
+        self.current = match free.and_then(|i| self.parked.remove(i)) {
+            Some(c) => {
+                self.reused += 1;
+                c
+            }
+            None => {
+                self.allocated += 1;
+                BytesMut::with_capacity(size)
+            }
+        };
+        if let Some(used) = used {
+            self.parked.push_back(used);
+            if self.parked.len() > PARKED {
+                self.parked.pop_front();
+            }
+        }
+    }
+
+    pub(crate) fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    pub(crate) fn reused(&self) -> u64 {
+        self.reused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHUNK: usize = 4096;
+
+    #[test]
+    fn payloads_dropped_at_once_keep_reusing_one_chunk() {
+        let mut c = PlaintextChunks::new(CHUNK);
+        for i in 0..10_000u32 {
+            let p = c.share(&[i as u8; 100]);
+            assert_eq!(&p[..], &[i as u8; 100][..]);
+        }
+        // 1 MB through a 4 KiB chunk: one allocation, reused about 240 times.
+        assert_eq!(c.allocated(), 1);
+        assert!(c.reused() >= 240, "{}", c.reused());
+    }
+
+    #[test]
+    fn a_payload_kept_for_long_pins_one_chunk_and_the_rest_are_reused() {
+        let mut c = PlaintextChunks::new(CHUNK);
+        let kept = c.share(b"kept for the whole run");
+        let mut recent = VecDeque::new();
+        for i in 0..20_000u32 {
+            // A few payloads are still held when their chunk is used up.
+            recent.push_back(c.share(&i.to_be_bytes().repeat(25)));
+            if recent.len() > 8 {
+                recent.pop_front();
+            }
+        }
+        assert_eq!(&kept[..], b"kept for the whole run");
+        // The kept payload's chunk and the chunks the recent ones were in, no more.
+        assert!(c.allocated() <= 3, "{} chunks for 2 MB", c.allocated());
+        assert!(c.reused() > 400, "{}", c.reused());
+    }
+
+    #[test]
+    fn a_payload_larger_than_a_chunk_gets_its_own() {
+        let mut c = PlaintextChunks::new(CHUNK);
+        let big = c.share(&[7; CHUNK * 2]);
+        assert_eq!(big.len(), CHUNK * 2);
+        let small = c.share(&[1; 10]);
+        assert_eq!(&small[..], &[1; 10]);
+    }
+}

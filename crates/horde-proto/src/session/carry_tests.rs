@@ -1,0 +1,98 @@
+//! What `Session::inherit` does with a recovery stream's queue: every ADU the application
+//! handed over is carried (framed again) or nacked, never silently gone.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::Fields;
+
+use super::*;
+use crate::recovery::header;
+use crate::recovery::sender::Kind;
+use crate::recovery::{RecoveryConfig, RecoveryMode};
+use crate::ChannelSpec;
+
+const STREAM: u32 = 1;
+
+fn session(conn: u64) -> Session {
+    let remote: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let channels = vec![ChannelSpec {
+        local: 0,
+        remote,
+        config: ChannelConfig::default(),
+    }];
+    Session::connect(
+        SessionConfig::default(),
+        conn,
+        1,
+        channels,
+        vec![],
+        Duration::ZERO,
+    )
+    .unwrap()
+}
+
+fn nacks(s: &mut Session) -> Vec<(u64, NackReason)> {
+    std::iter::from_fn(|| s.poll_event())
+        .filter_map(|e| match e {
+            Event::Nack { adu, reason, .. } => Some((adu, reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() {
+    let now = Duration::from_millis(10);
+    let mut old = session(1);
+    let config = StreamConfig {
+        recovery: RecoveryConfig::new(RecoveryMode::Oec),
+        ..StreamConfig::default()
+    };
+    old.open_stream(STREAM, config).unwrap();
+    let ids: Vec<u64> = (0..3u8)
+        .map(|i| {
+            old.send_adu(now, STREAM, Bytes::from(vec![i; 100]), Fields::new())
+                .unwrap()
+                .id
+        })
+        .collect();
+    // The middle ADU's frame is unreadable; a report the old layer made is queued too.
+    let queue = &mut old.send.get_mut(&STREAM).unwrap().queue;
+    queue[1].payload = Bytes::new();
+    let report_id = 1000;
+    queue.push_back(QueuedAdu {
+        id: report_id,
+        seq: 3,
+        payload: header::encode_report(&[]),
+        fields: Fields::new(),
+        inserted: now,
+        deferred_since: None,
+    });
+    old.recovery.bind(STREAM, report_id, Kind::Report);
+    nacks(&mut old);
+
+    let mut new = session(2);
+    new.inherit(&mut old, now);
+
+    assert_eq!(
+        new.queued(STREAM),
+        2,
+        "the two readable data ADUs are carried"
+    );
+    assert_eq!(
+        nacks(&mut new),
+        vec![(ids[1], NackReason::Abandoned)],
+        "the unreadable one is reported to the application, the report is not"
+    );
+    assert_eq!(new.stats().adus_abandoned, 1);
+    let carried: Vec<u64> = new.send[&STREAM].queue.iter().map(|q| q.id).collect();
+    assert_eq!(carried, vec![ids[0], ids[2]]);
+    for q in &new.send[&STREAM].queue {
+        assert!(
+            matches!(header::decode(&q.payload), Ok(header::Frame::Data { .. })),
+            "carried ADUs are framed in the new layer"
+        );
+    }
+}
