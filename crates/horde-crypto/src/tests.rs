@@ -481,16 +481,21 @@ fn every_truncation_and_extension_has_the_right_reason() {
 
     // Truncated initiations.
     for len in 0..INITIATION_LEN {
-        let expected = if len == LEGACY_INITIATION_LEN {
-            DropReason::LegacyHandshake
-        } else {
-            DropReason::Truncated
-        };
         assert_eq!(
             responder
                 .respond(&initiation[..len], 3, &mut rng)
                 .unwrap_err(),
-            expected,
+            DropReason::Truncated,
+            "len {len}"
+        );
+    }
+    // The same bytes under the type byte of wire versions 1 and 2, at either's length.
+    let mut old = initiation.clone();
+    old[0] = TYPE_LEGACY_INITIATION;
+    for len in [LEGACY_INITIATION_LEN, INITIATION_LEN] {
+        assert_eq!(
+            responder.respond(&old[..len], 3, &mut rng).unwrap_err(),
+            DropReason::LegacyHandshake,
             "len {len}"
         );
     }
@@ -502,7 +507,7 @@ fn every_truncation_and_extension_has_the_right_reason() {
     );
     assert_eq!(
         responder.drop_counters().get(DropReason::Truncated),
-        INITIATION_LEN as u64 - 1
+        INITIATION_LEN as u64
     );
 
     // Truncated responses.
@@ -583,12 +588,12 @@ fn each_receiver_rejects_the_other_types() {
         init.read_response(&transport).unwrap_err(),
         DropReason::UnexpectedType
     );
-    for t in (0..=255u8).filter(|t| !(1..=4).contains(t) && *t != 0x83) {
+    for t in (0..=255u8).filter(|t| !(1..=5).contains(t) && *t != 0x83) {
         let mut d = transport.clone();
         d[0] = t;
         assert_eq!(open(&mut server, &d), Err(DropReason::UnknownType));
     }
-    assert_eq!(server.drop_counters().get(DropReason::UnknownType), 251);
+    assert_eq!(server.drop_counters().get(DropReason::UnknownType), 250);
     assert_eq!(server.drop_counters().get(DropReason::UnexpectedType), 2);
     assert_eq!(open(&mut server, &transport), Ok((0, b"data".to_vec())));
 }
@@ -720,7 +725,7 @@ proptest! {
     /// Garbage shaped to pass the header checks, so it reaches decryption.
     #[test]
     fn well_formed_garbage_fails_authentication(
-        kind in 1u8..=3,
+        kind in prop::sample::select(vec![TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT]),
         body in proptest::collection::vec(any::<u8>(), INITIATION_LEN..INITIATION_LEN + 1),
         transport_len in TRANSPORT_OVERHEAD..200usize,
         channel in any::<u8>(),

@@ -302,7 +302,7 @@ impl Handshakes {
         }
     }
 
-    /// An initiation in the first handshake format: counted, and logged at most every 10 s
+    /// An initiation in an older wire version: counted, and logged at most every 10 s
     /// so that the operator learns the peer must be upgraded.
     pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
         dropped.record(DropReason::LegacyHandshake);
@@ -310,8 +310,8 @@ impl Handshakes {
             tracing::warn!(
                 source = %src,
                 held_back = held,
-                "initiation in the old handshake format (no mac1/mac2): the peer runs an \
-                 older Horde and must be upgraded"
+                "initiation in an old handshake format (wire version 1 or 2): the peer runs \
+                 an older Horde and must be upgraded"
             );
         }
     }
