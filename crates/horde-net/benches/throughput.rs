@@ -138,7 +138,7 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
                     .map(|(i, r)| ChannelTarget {
                         interface: i,
                         remote: *r,
-                        config: ChannelConfig::default(),
+                        config: channel_config(),
                     })
                     .collect(),
                 handshake_timeout: Duration::from_secs(5),
@@ -178,10 +178,41 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
                 }
             }
         }
+        if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
+            for c in handle.channels().await.unwrap() {
+                eprintln!(
+                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion), probe timeouts {}",
+                    c.id,
+                    c.srtt_ms,
+                    c.rate_bytes_per_s * 8e-6,
+                    c.loss,
+                    c.stats.packets_sent,
+                    c.stats.acked,
+                    c.stats.lost,
+                    c.stats.lost_congestion,
+                    c.stats.probe_timeouts
+                );
+            }
+        }
         handle.close().unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         client.shutdown().await;
     });
+}
+
+/// The channels' configuration: the default, or `HORDE_BENCH_CC=cbr:KBPS` (experiments).
+fn channel_config() -> ChannelConfig {
+    let mut c = ChannelConfig::default();
+    if let Some(kbps) = std::env::var("HORDE_BENCH_CC")
+        .ok()
+        .and_then(|v| v.strip_prefix("cbr:").and_then(|k| k.parse().ok()))
+    {
+        c.congestion = horde_proto::CcConfig::Cbr {
+            kbps,
+            burst_ms: 2.0,
+        };
+    }
+    c
 }
 
 /// Horde over `path`; the figures and the heap allocations per delivered packet.
