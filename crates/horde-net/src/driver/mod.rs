@@ -267,14 +267,12 @@ struct Driver {
     stats: HostStats,
     /// `RECV_SLOTS` receive buffers of `MAX_DATAGRAM` bytes, end to end.
     recv_bufs: Vec<u8>,
-    plain: Vec<u8>,
     /// Where decrypted payloads are handed out from (see `PLAINTEXT_CHUNK`).
     plaintext: BytesMut,
     /// Channels whose sends were refused in the last flush.
     refusals: Vec<(u64, ChannelId)>,
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
-    sealed: Vec<u8>,
     tx_buf: Vec<u8>,
 }
 
@@ -341,11 +339,9 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         rng: StdRng::from_entropy(),
         stats: HostStats::default(),
         recv_bufs: vec![0; RECV_SLOTS * MAX_DATAGRAM],
-        plain: Vec::with_capacity(MAX_DATAGRAM),
         plaintext: BytesMut::new(),
         refusals: Vec::new(),
         flush_keys: Vec::new(),
-        sealed: Vec::with_capacity(MAX_DATAGRAM),
         tx_buf: Vec::with_capacity(MAX_DATAGRAM),
     };
     let task = tokio::spawn(driver.run(cmd_rx));

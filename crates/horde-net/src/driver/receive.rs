@@ -70,8 +70,8 @@ impl Driver {
                 };
                 conn.refused.clear();
                 crypto.tick(now);
-                let plain = match crypto.open(data, &mut self.plain) {
-                    Ok((_, p)) => share(&mut self.plaintext, p),
+                let plain = match open_shared(crypto, &mut self.plaintext, data) {
+                    Ok(p) => p,
                     Err(reason) => {
                         self.stats.dropped.record(reason);
                         return;
@@ -325,12 +325,29 @@ impl Driver {
     }
 }
 
-/// A decrypted payload as `Bytes` cut from a shared chunk: copying it there costs no
-/// allocation until the chunk is used up.
-fn share(chunk: &mut BytesMut, payload: &[u8]) -> Bytes {
-    if chunk.capacity() - chunk.len() < payload.len() {
-        *chunk = BytesMut::with_capacity(PLAINTEXT_CHUNK.max(payload.len()));
+/// Opens a transport datagram inside a shared chunk and hands out its payload as `Bytes`
+/// cut from that chunk: one copy of the datagram (out of the receive buffer, which is
+/// reused at once), decrypted where it lands, and no allocation until the chunk is used up.
+fn open_shared(
+    crypto: &mut horde_crypto::Session,
+    chunk: &mut BytesMut,
+    datagram: &[u8],
+) -> Result<Bytes, DropReason> {
+    if chunk.capacity() - chunk.len() < datagram.len() {
+        *chunk = BytesMut::with_capacity(PLAINTEXT_CHUNK.max(datagram.len()));
     }
-    chunk.extend_from_slice(payload);
-    chunk.split().freeze()
+    let start = chunk.len();
+    chunk.extend_from_slice(datagram);
+    match crypto.open_in_place(&mut chunk[start..]) {
+        Ok((_, at)) => {
+            // The header and tag stay behind in the chunk, never handed out.
+            chunk.truncate(start + at.end);
+            bytes::Buf::advance(chunk, start + at.start);
+            Ok(chunk.split().freeze())
+        }
+        Err(reason) => {
+            chunk.truncate(start);
+            Err(reason)
+        }
+    }
 }
