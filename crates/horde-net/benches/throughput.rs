@@ -11,7 +11,8 @@
 //!
 //! Experiments: `HORDE_BENCH_CHANNELS=1` prints each channel's srtt, rate and losses at the
 //! end of a Horde run; `HORDE_BENCH_CC=cbr:KBPS` gives every channel a constant rate instead
-//! of the default congestion controller.
+//! of the default congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved
+//! instead of 4096.
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
@@ -173,9 +174,13 @@ fn sender(
         // One empty field set shared by every ADU: cloning it is a reference count.
         let fields = Fields::new();
         let (mut sent, mut resolved) = (0u64, 0u64);
+        let window = std::env::var("HORDE_BENCH_WINDOW")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(WINDOW);
         let end = Instant::now() + Duration::from_secs_f64(seconds);
         while Instant::now() < end {
-            while sent - resolved < WINDOW {
+            while sent - resolved < window {
                 handle
                     .send_adu_nowait(1, payload.clone(), fields.clone())
                     .unwrap();
