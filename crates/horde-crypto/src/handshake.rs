@@ -38,7 +38,7 @@ pub const NOISE_PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 
 /// Prefix of the Noise prologue. The prologue is this label followed by the initiation's
 /// first five bytes (type and sender index), so the cleartext header is authenticated.
-/// The label carries the wire version (v2 added `mac1`/`mac2`, v3 moved the transport to
+/// The label carries the handshake version (v2 added `mac1`/`mac2`, v3 moved the transport to
 /// AES-256-GCM), so that no handshake between two versions can ever complete.
 const PROLOGUE_LABEL: &[u8] = b"horde-crypto v3";
 

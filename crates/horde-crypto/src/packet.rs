@@ -9,16 +9,16 @@
 //! | 3 / 0x83 | transport    | type (bit 7: key phase), receiver index, nonce (u64 LE), ciphertext, GCM tag (16)| 29 + n |
 //! | 4        | cookie reply | type, receiver index, nonce 24, encrypted cookie 16+16                           | 61     |
 //!
-//! Wire version 3 moved the transport AEAD from ChaCha20-Poly1305 to AES-256-GCM and the
+//! Handshake version 3 moved the transport AEAD from ChaCha20-Poly1305 to AES-256-GCM and the
 //! initiation's type byte from 1 to 5. Initiations of the older versions (type 1: v1 had no
 //! MACs and was 109 bytes, v2 was 141) are recognised by that byte and refused with
 //! [`DropReason::LegacyHandshake`], so that the operator learns why.
 
 use crate::DropReason;
 
-/// Type byte of a handshake initiation (wire version 3).
+/// Type byte of a handshake initiation (handshake version 3).
 pub const TYPE_INITIATION: u8 = 5;
-/// Type byte of an initiation in wire versions 1 and 2, refused as
+/// Type byte of an initiation in handshake versions 1 and 2, refused as
 /// [`DropReason::LegacyHandshake`].
 pub const TYPE_LEGACY_INITIATION: u8 = 1;
 /// Type byte of a handshake response.
@@ -130,8 +130,8 @@ pub enum Packet {
 ///
 /// Errors: [`DropReason::Truncated`] (empty, or shorter than the type requires),
 /// [`DropReason::UnknownType`], [`DropReason::Oversized`], and
-/// [`DropReason::LegacyHandshake`] for an initiation of wire version 1 or 2 (type byte 1, any
-/// length).
+/// [`DropReason::LegacyHandshake`] for an initiation of handshake version 1 or 2 (type
+/// byte 1, any length).
 pub fn classify(datagram: &[u8]) -> Result<Packet, DropReason> {
     let (&raw_kind, _) = datagram.split_first().ok_or(DropReason::Truncated)?;
     let (kind, key_phase) = match raw_kind & !KEY_PHASE_BIT {

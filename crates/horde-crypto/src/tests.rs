@@ -558,7 +558,7 @@ fn every_truncation_and_extension_has_the_right_reason() {
             "len {len}"
         );
     }
-    // The same bytes under the type byte of wire versions 1 and 2, at either's length.
+    // The same bytes under the type byte of handshake versions 1 and 2, at either's length.
     let mut old = initiation.clone();
     old[0] = TYPE_LEGACY_INITIATION;
     for len in [LEGACY_INITIATION_LEN, INITIATION_LEN] {

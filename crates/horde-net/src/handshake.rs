@@ -302,7 +302,7 @@ impl Handshakes {
         }
     }
 
-    /// An initiation in an older wire version: counted, and logged at most every 10 s
+    /// An initiation in an older handshake version: counted, and logged at most every 10 s
     /// so that the operator learns the peer must be upgraded.
     pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
         dropped.record(DropReason::LegacyHandshake);
@@ -310,7 +310,7 @@ impl Handshakes {
             tracing::warn!(
                 source = %src,
                 held_back = held,
-                "initiation in an old handshake format (wire version 1 or 2): the peer runs \
+                "initiation in an old handshake format (version 1 or 2): the peer runs \
                  an older Horde and must be upgraded"
             );
         }
