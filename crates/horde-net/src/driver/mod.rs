@@ -129,7 +129,7 @@ struct PendingHandshake {
 struct Redial {
     policy: Reconnect,
     /// The ended session, kept until the new one takes over its streams.
-    old: Option<Session>,
+    old: Option<Box<Session>>,
     reason: Option<CloseReason>,
     give_up_at: Duration,
 }
@@ -137,7 +137,9 @@ struct Redial {
 struct Conn {
     crypto: Option<Box<horde_crypto::Session>>,
     handshake: Option<PendingHandshake>,
-    proto: Option<Session>,
+    /// Boxed: commands take the session out of the connection and put it back, which
+    /// would otherwise copy the whole session twice per command (per ADU sent).
+    proto: Option<Box<Session>>,
     /// `proto`'s handle in the host's endpoint.
     handle: Option<ConnectionHandle>,
     events: mpsc::UnboundedSender<Event>,
@@ -233,7 +235,7 @@ impl Conn {
     /// Hand the session's queued events to the application, so that what the pool
     /// manager reports next comes after them.
     fn forward_events(&mut self) {
-        while let Some(e) = self.proto.as_mut().and_then(Session::poll_event) {
+        while let Some(e) = self.proto.as_deref_mut().and_then(Session::poll_event) {
             self.deliver(e);
         }
     }

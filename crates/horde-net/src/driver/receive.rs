@@ -245,14 +245,14 @@ impl Driver {
                             conn.deliver(e);
                         }
                     }
-                    conn.proto = Some(p);
+                    conn.proto = Some(Box::new(p));
                     conn.targets = ChannelId::all().zip(live).collect();
                     conn.parked = parked;
                     self.stats.reconnects += 1;
                     tracing::info!("reconnected to the peer");
                     return;
                 }
-                conn.proto = Some(p);
+                conn.proto = Some(Box::new(p));
                 // `Session::connect` numbers the channels 0.. in order.
                 conn.targets = ChannelId::all().zip(live).collect();
                 conn.parked = parked;
@@ -308,7 +308,7 @@ impl Driver {
             self.replace_sessions_of(&peer, service, key);
         }
         let conn = self.conns.get_mut(&key).expect("connection exists");
-        conn.proto = Some(*new.session);
+        conn.proto = Some(new.session);
         conn.handle = Some(new.handle);
         if let Some(rx) = conn.events_rx.take() {
             let events = conn.receiver(rx);

@@ -75,7 +75,7 @@ impl Driver {
                     continue;
                 }
             }
-            if conn.proto.as_ref().is_some_and(Session::is_closed) {
+            if conn.proto.as_deref().is_some_and(Session::is_closed) {
                 conn.fail_waiters();
             }
             let p = conn.proto.as_ref().expect("checked above");
