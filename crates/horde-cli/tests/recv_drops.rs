@@ -68,7 +68,7 @@ fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
     }
     for _ in 0..3 {
         let mut d = vec![7u8; horde_crypto::LEGACY_INITIATION_LEN];
-        d[0] = horde_crypto::TYPE_INITIATION;
+        d[0] = horde_crypto::TYPE_LEGACY_INITIATION;
         junk.send_to(&d, &target).unwrap();
     }
     // The stranger retries its handshake for a while; we stop it.

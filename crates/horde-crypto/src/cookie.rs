@@ -32,8 +32,8 @@ use crate::packet::{
 use crate::ratelimit::{RateLimit, RateLimiter};
 use crate::{DropCounters, DropReason, PublicKey};
 
-const LABEL_MAC1: &[u8] = b"horde mac1 v2";
-const LABEL_COOKIE: &[u8] = b"horde cookie v2";
+const LABEL_MAC1: &[u8] = b"horde mac1 v3";
+const LABEL_COOKIE: &[u8] = b"horde cookie v3";
 
 /// How long one cookie secret is used; cookies made under it stop verifying after that.
 pub const COOKIE_SECRET_LIFETIME: Duration = Duration::from_secs(120);

@@ -41,9 +41,10 @@ pub enum DropReason {
     /// same peer: a replay of an old initiation, or an initiator whose clock went backwards.
     #[error("initiation timestamp not newer than the last accepted")]
     StaleInitiation,
-    /// An initiation in the first handshake format (109 bytes, no MACs): the peer runs an
-    /// older Horde and must be upgraded.
-    #[error("initiation in the old handshake format (no mac1/mac2): the peer must upgrade")]
+    /// An initiation of handshake version 1 (109 bytes, no MACs) or 2 (ChaCha20-Poly1305
+    /// transport), told apart by its type byte: the peer runs an older Horde and must be
+    /// upgraded.
+    #[error("initiation in an old handshake format (version 1 or 2): the peer must upgrade")]
     LegacyHandshake,
     /// An initiation whose `mac1` does not verify: its sender does not know this host's
     /// public key (random garbage, or meant for another host). No Diffie-Hellman was done.

@@ -38,9 +38,9 @@ pub const NOISE_PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 
 /// Prefix of the Noise prologue. The prologue is this label followed by the initiation's
 /// first five bytes (type and sender index), so the cleartext header is authenticated.
-/// v2 added `mac1`/`mac2` to the initiation; the label changed with it so that no v1 and v2
-/// handshake can ever complete with each other.
-const PROLOGUE_LABEL: &[u8] = b"horde-crypto v2";
+/// The label carries the handshake version (v2 added `mac1`/`mac2`, v3 moved the transport to
+/// AES-256-GCM), so that no handshake between two versions can ever complete.
+const PROLOGUE_LABEL: &[u8] = b"horde-crypto v3";
 
 /// Draws a random 32-bit index for which `in_use` is false. The caller owns the table that
 /// routes datagrams to sessions by index, so it chooses the index and passes it to

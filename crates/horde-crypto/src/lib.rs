@@ -5,7 +5,8 @@
 //!
 //! The design follows WireGuard: static X25519 keys, `Noise_IK_25519_ChaChaPoly_BLAKE2s`, random
 //! 32-bit indices that route datagrams to sessions, and explicit nonces so datagrams may
-//! arrive out of order. Initiations carry WireGuard's `mac1`/`mac2`, so a [`HandshakeGate`]
+//! arrive out of order. Transport datagrams are sealed with AES-256-GCM under the keys the
+//! handshake splits. Initiations carry WireGuard's `mac1`/`mac2`, so a [`HandshakeGate`]
 //! can refuse floods before any Diffie-Hellman (cookie replies under load, per-source rate
 //! limits), and sessions rotate their keys in place ([`rekey`]). `docs/crypto.md` has the
 //! threat model, the byte layouts and the known limits.
@@ -61,7 +62,8 @@ pub use packet::{
     classify, nonce, split_nonce, Packet, COOKIE_REPLY_LEN, COUNTER_BITS, COUNTER_LIMIT,
     COUNTER_MASK, INITIATION_LEN, KEY_PHASE_BIT, LEGACY_INITIATION_LEN, MAC1_OFFSET, MAC2_OFFSET,
     MAC_LEN, MAX_NOISE_MESSAGE, MAX_PLAINTEXT, RESPONSE_LEN, TAG_LEN, TRANSPORT_HEADER_LEN,
-    TRANSPORT_OVERHEAD, TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
+    TRANSPORT_OVERHEAD, TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_LEGACY_INITIATION, TYPE_RESPONSE,
+    TYPE_TRANSPORT,
 };
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use rekey::{KeyStatus, RekeyPolicy};

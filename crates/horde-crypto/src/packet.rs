@@ -4,18 +4,23 @@
 //!
 //! | type     | name         | layout                                                                           | size   |
 //! |----------|--------------|----------------------------------------------------------------------------------|--------|
-//! | 1        | initiation   | type, sender index, Noise message 1 (e 32, s 32+16, payload 8+16), mac1, mac2     | 141    |
+//! | 5        | initiation   | type, sender index, Noise message 1 (e 32, s 32+16, payload 8+16), mac1, mac2     | 141    |
 //! | 2        | response     | type, receiver index, Noise message 2 (e 32, payload 4+16)                       | 57     |
-//! | 3 / 0x83 | transport    | type (bit 7: key phase), receiver index, nonce (u64 LE), ciphertext, tag (16)    | 29 + n |
+//! | 3 / 0x83 | transport    | type (bit 7: key phase), receiver index, nonce (u64 LE), ciphertext, GCM tag (16)| 29 + n |
 //! | 4        | cookie reply | type, receiver index, nonce 24, encrypted cookie 16+16                           | 61     |
 //!
-//! The first handshake format (v1) had no MACs: a 109-byte initiation. It is recognised by its
-//! length and refused with [`DropReason::LegacyHandshake`] so that the operator learns why.
+//! Handshake version 3 moved the transport AEAD from ChaCha20-Poly1305 to AES-256-GCM and the
+//! initiation's type byte from 1 to 5. Initiations of the older versions (type 1: v1 had no
+//! MACs and was 109 bytes, v2 was 141) are recognised by that byte and refused with
+//! [`DropReason::LegacyHandshake`], so that the operator learns why.
 
 use crate::DropReason;
 
-/// Type byte of a handshake initiation.
-pub const TYPE_INITIATION: u8 = 1;
+/// Type byte of a handshake initiation (handshake version 3).
+pub const TYPE_INITIATION: u8 = 5;
+/// Type byte of an initiation in handshake versions 1 and 2, refused as
+/// [`DropReason::LegacyHandshake`].
+pub const TYPE_LEGACY_INITIATION: u8 = 1;
 /// Type byte of a handshake response.
 pub const TYPE_RESPONSE: u8 = 2;
 /// Type byte of a transport datagram sealed under an even key phase. The odd phase sets
@@ -125,7 +130,8 @@ pub enum Packet {
 ///
 /// Errors: [`DropReason::Truncated`] (empty, or shorter than the type requires),
 /// [`DropReason::UnknownType`], [`DropReason::Oversized`], and
-/// [`DropReason::LegacyHandshake`] for an initiation in the first (MAC-less) format.
+/// [`DropReason::LegacyHandshake`] for an initiation of handshake version 1 or 2 (type
+/// byte 1, any length).
 pub fn classify(datagram: &[u8]) -> Result<Packet, DropReason> {
     let (&raw_kind, _) = datagram.split_first().ok_or(DropReason::Truncated)?;
     let (kind, key_phase) = match raw_kind & !KEY_PHASE_BIT {
@@ -133,9 +139,7 @@ pub fn classify(datagram: &[u8]) -> Result<Packet, DropReason> {
         _ => (raw_kind, 0),
     };
     let (min, max) = match kind {
-        TYPE_INITIATION if datagram.len() == LEGACY_INITIATION_LEN => {
-            return Err(DropReason::LegacyHandshake)
-        }
+        TYPE_LEGACY_INITIATION => return Err(DropReason::LegacyHandshake),
         TYPE_INITIATION => (INITIATION_LEN, INITIATION_LEN),
         TYPE_RESPONSE => (RESPONSE_LEN, RESPONSE_LEN),
         TYPE_COOKIE_REPLY => (COOKIE_REPLY_LEN, COOKIE_REPLY_LEN),
@@ -213,7 +217,7 @@ mod tests {
     #[test]
     fn classify_by_length() {
         assert_eq!(classify(&[]), Err(DropReason::Truncated));
-        for t in [0u8, 5, 0x80, 0x81, 0xff] {
+        for t in [0u8, 6, 0x80, 0x81, 0x85, 0xff] {
             assert_eq!(classify(&[t; 200]), Err(DropReason::UnknownType));
         }
         let mut init = vec![0u8; INITIATION_LEN];
@@ -231,6 +235,14 @@ mod tests {
         );
         assert_eq!(
             classify(&init[..LEGACY_INITIATION_LEN]),
+            Err(DropReason::Truncated)
+        );
+        // Versions 1 (109 bytes) and 2 (141 bytes) are named as older versions.
+        let mut old = init.clone();
+        old[0] = TYPE_LEGACY_INITIATION;
+        assert_eq!(classify(&old), Err(DropReason::LegacyHandshake));
+        assert_eq!(
+            classify(&old[..LEGACY_INITIATION_LEN]),
             Err(DropReason::LegacyHandshake)
         );
         init.push(0);

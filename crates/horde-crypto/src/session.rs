@@ -118,6 +118,19 @@ impl Session {
         out: &mut Vec<u8>,
     ) -> Result<u64, SealError> {
         out.clear();
+        self.seal_append(channel, plaintext, out)
+    }
+
+    /// Like [`Session::seal`], but appends the datagram to `out` after what it already
+    /// holds, so that a runtime can seal straight into its send batch without a copy.
+    ///
+    /// On error nothing is consumed and `out` is as it was.
+    pub fn seal_append(
+        &mut self,
+        channel: u8,
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SealError> {
         if plaintext.len() > MAX_PLAINTEXT {
             return Err(SealError::TooLarge {
                 len: plaintext.len(),
@@ -134,6 +147,7 @@ impl Session {
         }
         let nonce = packet::nonce(channel, counter);
         out.reserve(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN);
+        let start = out.len();
         let phase_bit = if self.send.phase() == 1 {
             KEY_PHASE_BIT
         } else {
@@ -146,7 +160,7 @@ impl Session {
         let tag = self
             .send
             .cipher()
-            .encrypt_in_place_detached(nonce, &mut out[TRANSPORT_HEADER_LEN..]);
+            .encrypt_in_place_detached(nonce, &mut out[start + TRANSPORT_HEADER_LEN..]);
         out.extend_from_slice(&tag);
         self.send.used(self.clock);
         self.send_next[usize::from(channel)] = counter + 1;
@@ -208,7 +222,54 @@ impl Session {
         Ok((channel, &out[..]))
     }
 
+    /// Like [`Session::open`], but decrypts inside `datagram` itself, so that a runtime can
+    /// open a datagram where it already is (no copy). On success the result is the channel
+    /// and where the plaintext lies in `datagram`. The checks, their order and the counting
+    /// are those of [`Session::open`]; on a drop the bytes of `datagram` past the header may
+    /// have been overwritten.
+    pub fn open_in_place(
+        &mut self,
+        datagram: &mut [u8],
+    ) -> Result<(u8, std::ops::Range<usize>), DropReason> {
+        let result = self
+            .open_checked(datagram)
+            .and_then(|(channel, counter, phase)| {
+                let len = datagram.len() - TAG_LEN;
+                let (body, tag) = datagram.split_at_mut(len);
+                let nonce = packet::nonce(channel, counter);
+                self.decrypt(phase, nonce, &mut body[TRANSPORT_HEADER_LEN..], tag)?;
+                self.accept(channel, counter)?;
+                Ok((channel, TRANSPORT_HEADER_LEN..len))
+            });
+        counted(&mut self.drops, result)
+    }
+
     fn open_inner(&mut self, datagram: &[u8], out: &mut Vec<u8>) -> Result<u8, DropReason> {
+        let (channel, counter, key_phase) = self.open_checked(datagram)?;
+        let nonce = packet::nonce(channel, counter);
+        let (ciphertext, tag) = datagram[TRANSPORT_HEADER_LEN..]
+            .split_at(datagram.len() - TRANSPORT_HEADER_LEN - TAG_LEN);
+        out.extend_from_slice(ciphertext);
+        if let Err(reason) = self.decrypt(key_phase, nonce, out, tag) {
+            out.clear();
+            return Err(reason);
+        }
+        self.accept(channel, counter)?;
+        Ok(channel)
+    }
+
+    /// Marks an authenticated datagram's counter seen and the session confirmed.
+    fn accept(&mut self, channel: u8, counter: u64) -> Result<(), DropReason> {
+        let window = self.windows[usize::from(channel)].get_or_insert_with(Default::default);
+        // Cannot fail: checked before decrypting and nothing ran in between.
+        window.accept(counter)?;
+        self.confirmed = true;
+        Ok(())
+    }
+
+    /// The checks before any cryptography: header, index, replay window, reserved nonce.
+    /// Returns `(channel, counter, key phase)`.
+    fn open_checked(&self, datagram: &[u8]) -> Result<(u8, u64, u8), DropReason> {
         let (receiver_index, channel, counter, key_phase) = match classify(datagram)? {
             Packet::Transport {
                 receiver_index,
@@ -226,23 +287,11 @@ impl Session {
         if let Some(window) = &self.windows[usize::from(channel)] {
             window.check(counter)?;
         }
-        let nonce = packet::nonce(channel, counter);
-        if nonce == u64::MAX {
+        if packet::nonce(channel, counter) == u64::MAX {
             // Noise reserves this nonce; `seal` never produces it.
             return Err(DropReason::BadTag);
         }
-        let (ciphertext, tag) = datagram[TRANSPORT_HEADER_LEN..]
-            .split_at(datagram.len() - TRANSPORT_HEADER_LEN - TAG_LEN);
-        out.extend_from_slice(ciphertext);
-        if let Err(reason) = self.decrypt(key_phase, nonce, out, tag) {
-            out.clear();
-            return Err(reason);
-        }
-        let window = self.windows[usize::from(channel)].get_or_insert_with(Default::default);
-        // Cannot fail: checked above and nothing ran in between.
-        window.accept(counter)?;
-        self.confirmed = true;
-        Ok(channel)
+        Ok((channel, counter, key_phase))
     }
 
     /// Decrypts `buf` in place under the key generation the phase bit names: the current

@@ -63,14 +63,23 @@ fn mac1_admits_only_initiations_made_for_this_key() {
         s.gate.check(&altered, src, T0, false),
         Err(DropReason::BadMac)
     );
-    // The old format is named as such.
+    // The old formats (v1: 109 bytes, v2: 141 bytes, both type 1) are named as such, before
+    // any MAC is computed; a cut-short current initiation is merely truncated.
+    let mut old = init.initiation().to_vec();
+    old[0] = TYPE_LEGACY_INITIATION;
+    for len in [LEGACY_INITIATION_LEN, INITIATION_LEN] {
+        assert_eq!(
+            s.gate.check(&old[..len], src, T0, false),
+            Err(DropReason::LegacyHandshake)
+        );
+    }
     assert_eq!(
         s.gate
             .check(&init.initiation()[..LEGACY_INITIATION_LEN], src, T0, false),
-        Err(DropReason::LegacyHandshake)
+        Err(DropReason::Truncated)
     );
     assert_eq!(s.gate.drop_counters().get(DropReason::BadMac), 3);
-    assert_eq!(s.gate.drop_counters().get(DropReason::LegacyHandshake), 1);
+    assert_eq!(s.gate.drop_counters().get(DropReason::LegacyHandshake), 2);
 }
 
 #[test]

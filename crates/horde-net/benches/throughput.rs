@@ -5,6 +5,15 @@
 //!
 //! With `horde`, only Horde over loopback runs (for profiling).
 //!
+//! Horde runs twice over loopback: with 1200-byte ADUs, and with ADUs sized so that its
+//! datagrams are as large as quinn's stream datagrams in the same run (quinn's mean UDP
+//! payload less Horde's data header and transport overhead).
+//!
+//! Experiments: `HORDE_BENCH_CHANNELS=1` prints each channel's srtt, rate and losses at the
+//! end of a Horde run; `HORDE_BENCH_CC=cbr:KBPS` gives every channel a constant rate instead
+//! of the default congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved
+//! instead of 4096.
+//!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
 //! packet for the whole process (both ends and, in the emulator run, the emulator), heap
@@ -115,7 +124,13 @@ fn receiver(
 }
 
 /// Sender end on the calling thread's own runtime; returns after `seconds`.
-fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, seconds: f64) {
+fn sender(
+    ck: Keypair,
+    peer: horde_crypto::PublicKey,
+    remotes: Vec<SocketAddr>,
+    seconds: f64,
+    adu: usize,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -138,7 +153,7 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
                     .map(|(i, r)| ChannelTarget {
                         interface: i,
                         remote: *r,
-                        config: ChannelConfig::default(),
+                        config: channel_config(adu),
                     })
                     .collect(),
                 handshake_timeout: Duration::from_secs(5),
@@ -155,13 +170,17 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
         .await
         .unwrap();
         let (handle, mut events) = conn.split();
-        let payload = Bytes::from(vec![0x5a; ADU]);
+        let payload = Bytes::from(vec![0x5a; adu]);
         // One empty field set shared by every ADU: cloning it is a reference count.
         let fields = Fields::new();
         let (mut sent, mut resolved) = (0u64, 0u64);
+        let window = std::env::var("HORDE_BENCH_WINDOW")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(WINDOW);
         let end = Instant::now() + Duration::from_secs_f64(seconds);
         while Instant::now() < end {
-            while sent - resolved < WINDOW {
+            while sent - resolved < window {
                 handle
                     .send_adu_nowait(1, payload.clone(), fields.clone())
                     .unwrap();
@@ -178,14 +197,47 @@ fn sender(ck: Keypair, peer: horde_crypto::PublicKey, remotes: Vec<SocketAddr>, 
                 }
             }
         }
+        if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
+            for c in handle.channels().await.unwrap() {
+                eprintln!(
+                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion), probe timeouts {}",
+                    c.id,
+                    c.srtt_ms,
+                    c.rate_bytes_per_s * 8e-6,
+                    c.loss,
+                    c.stats.packets_sent,
+                    c.stats.acked,
+                    c.stats.lost,
+                    c.stats.lost_congestion,
+                    c.stats.probe_timeouts
+                );
+            }
+        }
         handle.close().unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         client.shutdown().await;
     });
 }
 
+/// The channels' configuration: the default, with packets large enough for `adu`, or
+/// with `HORDE_BENCH_CC=cbr:KBPS` a constant rate (experiments).
+fn channel_config(adu: usize) -> ChannelConfig {
+    let mut c = ChannelConfig::default();
+    c.mtu = c.mtu.max(adu as u32);
+    if let Some(kbps) = std::env::var("HORDE_BENCH_CC")
+        .ok()
+        .and_then(|v| v.strip_prefix("cbr:").and_then(|k| k.parse().ok()))
+    {
+        c.congestion = horde_proto::CcConfig::Cbr {
+            kbps,
+            burst_ms: 2.0,
+        };
+    }
+    c
+}
+
 /// Horde over `path`; the figures and the heap allocations per delivered packet.
-fn run(seconds: f64, path: Path) -> (Figures, f64) {
+fn run(seconds: f64, path: Path, adu: usize) -> (Figures, f64) {
     let (ck, sk) = (Keypair::generate(), Keypair::generate());
     let (ready_tx, ready_rx) = mpsc::channel();
     let (stop_tx, stop_rx) = mpsc::channel();
@@ -207,7 +259,7 @@ fn run(seconds: f64, path: Path) -> (Figures, f64) {
         .collect();
     let cpu0 = cpu_time();
     let allocs0 = ALLOCATIONS.load(Ordering::Relaxed);
-    sender(ck, server_public, remotes, seconds);
+    sender(ck, server_public, remotes, seconds, adu);
     let cpu = cpu_time() - cpu0;
     let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs0;
     let _ = stop_tx.send(()); // the receiver may already have seen the close
@@ -236,7 +288,7 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(5.0);
     if std::env::args().any(|a| a == "horde") {
-        let (f, allocs) = run(seconds, Path::Loopback);
+        let (f, allocs) = run(seconds, Path::Loopback, ADU);
         line(
             "Horde, 4 channels, loopback",
             &f,
@@ -245,29 +297,34 @@ fn main() {
         return;
     }
     let anchor_secs = seconds.min(3.0);
+    let udp_single = anchors::udp::one_per_syscall(anchor_secs, ADU);
+    let udp_gso = anchors::udp::gso(anchor_secs, ADU);
+    let quinn_stream = anchors::quic::run(anchor_secs, anchors::quic::Mode::Stream, ADU);
+    let quinn_datagram = anchors::quic::mean_datagram();
+    let quinn_datagrams = anchors::quic::run(anchor_secs, anchors::quic::Mode::Datagrams, ADU);
     let anchors = [
-        (
-            "plain UDP, 1 datagram/syscall",
-            anchors::udp::one_per_syscall(anchor_secs, ADU),
-        ),
-        ("plain UDP, GSO/GRO", anchors::udp::gso(anchor_secs, ADU)),
-        (
-            "quinn, 1 bulk stream",
-            anchors::quic::run(anchor_secs, anchors::quic::Mode::Stream, ADU),
-        ),
-        (
-            "quinn, datagrams",
-            anchors::quic::run(anchor_secs, anchors::quic::Mode::Datagrams, ADU),
-        ),
+        ("plain UDP, 1 datagram/syscall", udp_single),
+        ("plain UDP, GSO/GRO", udp_gso),
+        ("quinn, 1 bulk stream", quinn_stream),
+        ("quinn, datagrams", quinn_datagrams),
     ];
     for (name, f) in &anchors {
         line(name, f, "(anchor)");
     }
-    let (horde, allocs) = run(seconds, Path::Loopback);
-    let ratios: Vec<String> = anchors
-        .iter()
-        .map(|(name, f)| format!("{:.2}x {name}", horde.gbps() / f.gbps().max(1e-12)))
-        .collect();
+    let (horde, allocs) = run(seconds, Path::Loopback, ADU);
+    let ratios = |h: &Figures| -> String {
+        anchors
+            .iter()
+            .map(|(name, f)| {
+                format!(
+                    "{:.2}x {name} ({:.2}x its packets/s)",
+                    h.gbps() / f.gbps().max(1e-12),
+                    h.pps() / f.pps().max(1e-12)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     line(
         "Horde, 4 channels, loopback",
         &horde,
@@ -277,8 +334,19 @@ fn main() {
             horde.span.as_secs_f64()
         ),
     );
-    println!("  goodput ratios: {}", ratios.join(", "));
-    let (emu, allocs) = run(seconds, Path::Emulator);
+    println!("  goodput ratios: {}", ratios(&horde));
+    // The same datagram size as quinn's stream packets: Horde's data header and the
+    // transport overhead come off quinn's mean UDP payload.
+    let overhead = horde_proto::wire::DATA_HEADER_LEN + horde_crypto::TRANSPORT_OVERHEAD;
+    let sized = (quinn_datagram as usize).saturating_sub(overhead).max(ADU);
+    let (big, allocs) = run(seconds, Path::Loopback, sized);
+    line(
+        &format!("Horde, ADU {sized} B ({quinn_datagram} B datagrams)"),
+        &big,
+        &format!("{allocs:.2} allocations/packet"),
+    );
+    println!("  goodput ratios: {}", ratios(&big));
+    let (emu, allocs) = run(seconds, Path::Emulator, ADU);
     line(
         "Horde, 4 channels, via emulator",
         &emu,

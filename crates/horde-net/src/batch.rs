@@ -82,9 +82,29 @@ impl TxQueue {
     /// Queue one datagram; it joins the last message when that goes to the same place
     /// with segments of its size and `max_segments` allows one more.
     pub fn push(&mut self, dst: SocketAddr, owner: Owner, datagram: &[u8], max_segments: usize) {
-        let n = datagram.len();
+        let written: Result<(), ()> = self.push_with(dst, owner, max_segments, |buf| {
+            buf.extend_from_slice(datagram);
+            Ok(())
+        });
+        debug_assert!(written.is_ok());
+    }
+
+    /// Queue the datagram `write` appends to the buffer it is given (e.g. sealing straight
+    /// into the batch, without an intermediate copy), as [`TxQueue::push`] would. If
+    /// `write` fails, whatever it appended is dropped and nothing is queued.
+    pub fn push_with<E>(
+        &mut self,
+        dst: SocketAddr,
+        owner: Owner,
+        max_segments: usize,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let start = self.buf.len();
-        self.buf.extend_from_slice(datagram);
+        if let Err(e) = write(&mut self.buf) {
+            self.buf.truncate(start);
+            return Err(e);
+        }
+        let n = self.buf.len() - start;
         if let Some(last) = self.messages.last_mut() {
             let joins = !self.closed
                 && max_segments > 1
@@ -96,7 +116,7 @@ impl TxQueue {
             if joins {
                 last.len += n;
                 self.closed = n < last.segment;
-                return;
+                return Ok(());
             }
         }
         self.messages.push(Message {
@@ -107,6 +127,7 @@ impl TxQueue {
             segment: n.max(1),
         });
         self.closed = false;
+        Ok(())
     }
 }
 
@@ -250,5 +271,36 @@ mod tests {
             let n = rx.recv(&mut buf).unwrap();
             assert_eq!(&buf[..n], &[i; 300][..]);
         }
+    }
+
+    #[test]
+    fn written_in_place_datagrams_join_and_a_failed_write_leaves_nothing() {
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut q = TxQueue::default();
+        let write = |byte: u8, n: usize| {
+            move |buf: &mut Vec<u8>| -> Result<(), &str> {
+                buf.resize(buf.len() + n, byte);
+                Ok(())
+            }
+        };
+        q.push_with(to, A, 64, write(1, 100)).unwrap();
+        q.push_with(to, A, 64, write(2, 100)).unwrap();
+        // Half written, then refused: neither the bytes nor a message stay.
+        let refused = q.push_with(to, A, 64, |buf: &mut Vec<u8>| {
+            buf.extend_from_slice(&[9; 50]);
+            Err("refused")
+        });
+        assert_eq!(refused, Err("refused"));
+        q.push_with(to, A, 64, write(3, 40)).unwrap();
+        let sizes: Vec<(usize, usize)> = q
+            .messages()
+            .iter()
+            .map(|m| (m.len, m.datagrams()))
+            .collect();
+        assert_eq!(sizes, vec![(240, 3)]);
+        let bytes = q.bytes(&q.messages()[0]);
+        assert!(!bytes.contains(&9));
+        assert_eq!(&bytes[100..200], &[2; 100][..]);
+        assert_eq!(&bytes[200..], &[3; 40][..]);
     }
 }

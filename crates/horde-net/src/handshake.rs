@@ -411,7 +411,7 @@ impl Handshakes {
         }
     }
 
-    /// An initiation in the first handshake format: counted, and logged at most every 10 s
+    /// An initiation in an older handshake version: counted, and logged at most every 10 s
     /// so that the operator learns the peer must be upgraded.
     pub(crate) fn on_legacy(&mut self, src: SocketAddr, dropped: &mut DropCounters) {
         dropped.record(DropReason::LegacyHandshake);
@@ -447,8 +447,8 @@ fn log_legacy(log: &mut LogLimit, src: SocketAddr) {
         tracing::warn!(
             source = %src,
             held_back = held,
-            "initiation in the old handshake format (no mac1/mac2): the peer runs an \
-             older Horde and must be upgraded"
+            "initiation in an old handshake format (version 1 or 2): the peer runs \
+             an older Horde and must be upgraded"
         );
     }
 }

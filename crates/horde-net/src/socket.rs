@@ -104,7 +104,7 @@ fn open(iface: &InterfaceConfig, reuse_port: bool) -> io::Result<Socket> {
     Ok(s)
 }
 
-/// The group's steering program: the UDP payload's first byte is 1 (an initiation) ->
+/// The group's steering program: the UDP payload's first byte is `TYPE_INITIATION` (5, an initiation) ->
 /// socket 1, anything else (and an empty payload) -> socket 0.
 fn attach_steering(s: &Socket) -> io::Result<()> {
     const LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;

@@ -3,6 +3,7 @@
 //! Horde's sender and receiver do. Packets are the UDP datagrams the receiver read.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,9 +82,11 @@ fn serve(
                 }
             }
         }
-        let packets = conn.stats().udp_rx.datagrams - start_packets;
+        let rx = conn.stats().udp_rx;
+        let packets = rx.datagrams - start_packets;
         conn.close(0u32.into(), b"done");
         ep.wait_idle().await;
+        MEAN_DATAGRAM.store(rx.bytes / rx.datagrams.max(1), Ordering::Relaxed);
         (bytes, packets, first.map_or(Duration::ZERO, |f| last - f))
     })
 }
@@ -117,6 +120,14 @@ fn send(config: ClientConfig, server: SocketAddr, mode: Mode, seconds: f64, size
         conn.close(0u32.into(), b"done");
         ep.wait_idle().await;
     });
+}
+
+/// Mean UDP payload per datagram the last run's receiver saw (handshake included).
+static MEAN_DATAGRAM: AtomicU64 = AtomicU64::new(0);
+
+/// Mean UDP payload of the datagrams the last [`run`] received, in bytes.
+pub fn mean_datagram() -> u64 {
+    MEAN_DATAGRAM.load(Ordering::Relaxed)
 }
 
 pub fn run(seconds: f64, mode: Mode, size: usize) -> Figures {

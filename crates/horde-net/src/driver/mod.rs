@@ -138,7 +138,7 @@ struct PendingHandshake {
 struct Redial {
     policy: Reconnect,
     /// The ended session, kept until the new one takes over its streams.
-    old: Option<Session>,
+    old: Option<Box<Session>>,
     reason: Option<CloseReason>,
     give_up_at: Duration,
 }
@@ -146,7 +146,9 @@ struct Redial {
 struct Conn {
     crypto: Option<Box<horde_crypto::Session>>,
     handshake: Option<PendingHandshake>,
-    proto: Option<Session>,
+    /// Boxed: commands take the session out of the connection and put it back, which
+    /// would otherwise copy the whole session twice per command (per ADU sent).
+    proto: Option<Box<Session>>,
     /// `proto`'s handle in the host's endpoint.
     handle: Option<ConnectionHandle>,
     events: mpsc::UnboundedSender<Event>,
@@ -242,7 +244,7 @@ impl Conn {
     /// Hand the session's queued events to the application, so that what the pool
     /// manager reports next comes after them.
     fn forward_events(&mut self) {
-        while let Some(e) = self.proto.as_mut().and_then(Session::poll_event) {
+        while let Some(e) = self.proto.as_deref_mut().and_then(Session::poll_event) {
             self.deliver(e);
         }
     }
@@ -278,14 +280,12 @@ struct Driver {
     stats: HostStats,
     /// `RECV_SLOTS` receive buffers of `MAX_DATAGRAM` bytes, end to end.
     recv_bufs: Vec<u8>,
-    plain: Vec<u8>,
     /// Where decrypted payloads are handed out from (see `PLAINTEXT_CHUNK`).
     plaintext: PlaintextChunks,
     /// Channels whose sends were refused in the last flush.
     refusals: Vec<(u64, ChannelId)>,
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
-    sealed: Vec<u8>,
     tx_buf: Vec<u8>,
 }
 
@@ -361,11 +361,9 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         rng: StdRng::from_entropy(),
         stats: HostStats::default(),
         recv_bufs: vec![0; RECV_SLOTS * MAX_DATAGRAM],
-        plain: Vec::with_capacity(MAX_DATAGRAM),
         plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
         refusals: Vec::new(),
         flush_keys: Vec::new(),
-        sealed: Vec::with_capacity(MAX_DATAGRAM),
         tx_buf: Vec::with_capacity(MAX_DATAGRAM),
     };
     let task = tokio::spawn(driver.run(cmd_rx));

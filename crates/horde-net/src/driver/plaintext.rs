@@ -5,8 +5,9 @@
 //! up in a long run although what it held stayed the same (`docs/results.md`, "Soak").
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// Used-up chunks kept for reuse while payloads cut from them are still held (by a
 /// session's reorder buffer or an application that has not read them yet). A chunk
@@ -36,12 +37,38 @@ impl PlaintextChunks {
     }
 
     /// `payload` as `Bytes` sharing the current chunk.
+    #[cfg(test)]
     pub(crate) fn share(&mut self, payload: &[u8]) -> Bytes {
-        if self.current.capacity() - self.current.len() < payload.len() {
-            self.refill(payload.len());
+        self.open_in_place::<()>(payload, |b| Ok(0..b.len()))
+            .unwrap()
+    }
+
+    /// Copies `datagram` into the current chunk, lets `open` decrypt it there, and hands
+    /// out the plaintext range `open` reports as `Bytes` sharing the chunk: one copy of the
+    /// datagram (out of the receive buffer, which is reused at once). The header and tag
+    /// stay behind in the chunk, never handed out; a failed open takes its bytes back.
+    pub(crate) fn open_in_place<E>(
+        &mut self,
+        datagram: &[u8],
+        open: impl FnOnce(&mut [u8]) -> Result<Range<usize>, E>,
+    ) -> Result<Bytes, E> {
+        if self.current.capacity() - self.current.len() < datagram.len() {
+            self.refill(datagram.len());
         }
-        self.current.extend_from_slice(payload);
-        self.current.split().freeze()
+        let start = self.current.len();
+        self.current.extend_from_slice(datagram);
+        match open(&mut self.current[start..]) {
+            Ok(at) => {
+                self.current.truncate(start + at.end);
+                let mut out = self.current.split();
+                out.advance(start + at.start);
+                Ok(out.freeze())
+            }
+            Err(e) => {
+                self.current.truncate(start);
+                Err(e)
+            }
+        }
     }
 
     /// A chunk with room for `need` bytes: the used-up current one if nothing holds a

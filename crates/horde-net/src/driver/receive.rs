@@ -70,8 +70,11 @@ impl Driver {
                 };
                 conn.refused.clear();
                 crypto.tick(now);
-                let plain = match crypto.open(data, &mut self.plain) {
-                    Ok((_, p)) => self.plaintext.share(p),
+                let plain = match self
+                    .plaintext
+                    .open_in_place(data, |d| crypto.open_in_place(d).map(|(_, at)| at))
+                {
+                    Ok(p) => p,
                     Err(reason) => {
                         self.stats.dropped.record(reason);
                         return;
@@ -253,14 +256,14 @@ impl Driver {
                             conn.deliver(e);
                         }
                     }
-                    conn.proto = Some(p);
+                    conn.proto = Some(Box::new(p));
                     conn.targets = ChannelId::all().zip(live).collect();
                     conn.parked = parked;
                     self.stats.reconnects += 1;
                     tracing::info!("reconnected to the peer");
                     return;
                 }
-                conn.proto = Some(p);
+                conn.proto = Some(Box::new(p));
                 // `Session::connect` numbers the channels 0.. in order.
                 conn.targets = ChannelId::all().zip(live).collect();
                 conn.parked = parked;
@@ -316,7 +319,7 @@ impl Driver {
             self.replace_sessions_of(&peer, service, key);
         }
         let conn = self.conns.get_mut(&key).expect("connection exists");
-        conn.proto = Some(*new.session);
+        conn.proto = Some(new.session);
         conn.handle = Some(new.handle);
         if let Some(rx) = conn.events_rx.take() {
             let events = conn.receiver(rx);

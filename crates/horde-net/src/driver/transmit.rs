@@ -26,14 +26,6 @@ impl Driver {
             }
             crypto.tick(now);
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
-                self.sealed.clear();
-                if crypto
-                    .seal(u8::from(t.channel), &self.tx_buf, &mut self.sealed)
-                    .is_err()
-                {
-                    self.stats.send_errors += 1;
-                    continue;
-                }
                 let iface = t.local as usize;
                 let (Some(Some(s)), Some(q)) = (self.sockets.get(iface), self.tx.get_mut(iface))
                 else {
@@ -43,7 +35,17 @@ impl Driver {
                     conn: key,
                     channel: t.channel,
                 };
-                q.push(t.dst, owner, &self.sealed, s.gso_segments());
+                // Sealed straight into the socket's batch: no copy of the datagram.
+                let tx_buf = &self.tx_buf;
+                let sealed = q.push_with(t.dst, owner, s.gso_segments(), |buf| {
+                    crypto
+                        .seal_append(u8::from(t.channel), tx_buf, buf)
+                        .map(drop)
+                });
+                if sealed.is_err() {
+                    self.stats.send_errors += 1;
+                    continue;
+                }
                 if q.is_full() {
                     send_queue(s, q, &mut self.stats, &mut self.refusals).await;
                 }
@@ -70,7 +72,7 @@ impl Driver {
                     continue;
                 }
             }
-            if conn.proto.as_ref().is_some_and(Session::is_closed) {
+            if conn.proto.as_deref().is_some_and(Session::is_closed) {
                 conn.fail_waiters();
             }
             let p = conn.proto.as_ref().expect("checked above");
