@@ -1,5 +1,10 @@
 //! hose programs from untrusted bytes: parsing, checking and, when a program
 //! compiles, evaluating it must never panic.
+//!
+//! Seed it with `objectives/*.hose` so that it starts from programs that compile, and
+//! run it without AddressSanitizer (`cargo fuzz run -O -s none hose_compile`):
+//! horde-policy forbids unsafe code, and under ASan the pest parser dominates the cost
+//! of every input (`docs/fuzzing.md`).
 #![no_main]
 
 use std::sync::Arc;

@@ -24,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
         rest = tail;
         now += Duration::from_millis(7);
         let bytes = Bytes::copy_from_slice(frame);
-        let Ok(f) = header::decode(&bytes) else { continue };
+        let Ok(f) = header::decode(&bytes) else {
+            continue;
+        };
         assert_eq!(header::encode(&f), bytes, "re-encoding changed the frame");
         for (seq, p, _) in decoder.on_frame(now, f).new {
             cache.push(now, seq, p, &mut out);

@@ -85,6 +85,8 @@ pub struct HarnessStats {
     pub unroutable: u64,
     /// Handed to an endpoint.
     pub delivered: u64,
+    /// Steps taken: instants at which datagrams arrived or timers ran.
+    pub steps: u64,
 }
 
 struct Node {
@@ -390,6 +392,7 @@ impl Harness {
             return false;
         }
         self.now = self.now.max(t);
+        self.stats.steps += 1;
         while let Some(entry) = self.wire.first_entry() {
             if entry.key().0 > self.now {
                 break;

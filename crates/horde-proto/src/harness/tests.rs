@@ -133,3 +133,20 @@ fn lossy_jittered_paths_lose_and_reorder() {
         "an unordered stream over a jittered path arrives out of order"
     );
 }
+
+#[test]
+fn steps_count_the_instants_the_network_ran_at_and_nothing_else() {
+    let mut net = Harness::new(1);
+    net.set_default_path(PathConfig::delay(ms(10)));
+    let client = net.add_node(EndpointConfig::default(), 1);
+    let s = server(&mut net, 1);
+    connect_to(&mut net, client, s, 1);
+    assert_eq!(net.stats().steps, 0);
+    net.run_until(ms(100));
+    let after_handshake = net.stats().steps;
+    // Hellos out, hello reply back, and whatever the session answered at each.
+    assert!(after_handshake >= 2, "{after_handshake} steps");
+    // Nothing due before the keepalive: running on to 200 ms takes no step.
+    net.run_until(ms(200));
+    assert_eq!(net.stats().steps, after_handshake);
+}

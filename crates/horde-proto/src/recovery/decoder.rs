@@ -2,12 +2,13 @@
 //! ADU with exactly one constituent missing yields it, and each ADU so recovered may make
 //! another waiting coded ADU decodable), and Reed-Solomon blocks.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::block;
+use super::config::MAX_BLOCK_DATA;
 use super::header::Frame;
 use super::xor::xor_into;
 
@@ -53,7 +54,8 @@ pub struct Decoder {
     store: HashMap<u64, Bytes>,
     order: VecDeque<(Duration, u64)>,
     waiting: Vec<Waiting>,
-    blocks: HashMap<u64, Block>,
+    /// By first sequence number, so the blocks covering one ADU are a range.
+    blocks: BTreeMap<u64, Block>,
     /// The highest sequence number that has left the store. At or below it the decoder
     /// cannot tell an ADU that never came from one it delivered and forgot, so nothing
     /// there is recovered: a coded ADU that arrives late (behind a long queue, or over
@@ -82,6 +84,9 @@ impl Decoder {
     pub fn on_frame(&mut self, now: Duration, frame: Frame) -> Decoded {
         self.expire(now);
         let mut d = Decoded::default();
+        // The block this frame added a shard to, if any: the only block besides those
+        // covering a newly available ADU that can have become decodable.
+        let mut touched_block = None;
         match frame {
             Frame::Data { seq, payload } => {
                 if self.has(seq) {
@@ -129,6 +134,7 @@ impl Decoder {
                     .is_none_or(|s| s.len() == shard.len());
                 if b.data == data && b.parity == parity && same_size {
                     b.shards.insert(index, shard);
+                    touched_block = Some(first);
                 }
                 if self.blocks.len() > MAX_WAITING {
                     if let Some(&oldest) =
@@ -139,7 +145,7 @@ impl Decoder {
                 }
             }
         }
-        self.settle(now, &mut d);
+        self.settle(now, &mut d, touched_block);
         d
     }
 
@@ -156,7 +162,13 @@ impl Decoder {
     /// Decode until nothing more comes out: XOR frames with one constituent missing,
     /// then blocks with as many parities as missing data ADUs; repeat while either
     /// recovers something.
-    fn settle(&mut self, now: Duration, d: &mut Decoded) {
+    ///
+    /// A block's decodability changes only when it gets a shard (`touched_block`) or
+    /// when an ADU it covers becomes available, so only those blocks are tried: trying
+    /// every waiting block on every frame made each frame cost blocks × block length.
+    fn settle(&mut self, now: Duration, d: &mut Decoded, touched_block: Option<u64>) {
+        let mut candidates: BTreeSet<u64> = touched_block.into_iter().collect();
+        let mut seen = 0;
         loop {
             let mut progress = false;
             let mut i = 0;
@@ -184,8 +196,12 @@ impl Decoder {
                     _ => i += 1,
                 }
             }
-            let firsts: Vec<u64> = self.blocks.keys().copied().collect();
-            for first in firsts {
+            for &(seq, _, _) in &d.new[seen..] {
+                let lowest = seq.saturating_sub(MAX_BLOCK_DATA as u64 - 1);
+                candidates.extend(self.blocks.range(lowest..=seq).map(|(&first, _)| first));
+            }
+            seen = d.new.len();
+            for first in std::mem::take(&mut candidates) {
                 for (seq, p) in self.try_block(first) {
                     if !self.store.contains_key(&seq) && !self.is_forgotten(seq) {
                         self.insert(now, seq, p.clone());
@@ -350,6 +366,74 @@ mod tests {
         };
         assert_eq!(d.on_frame(Duration::ZERO, bad).new.len(), 0);
         assert!(!d.has(1));
+    }
+
+    /// The parity frames of the block of `data` ADUs from `first`.
+    fn parity_frames(first: u64, data: u8, parity: u8) -> Vec<Frame> {
+        let payloads: Vec<Bytes> = (first..first + u64::from(data)).map(payload).collect();
+        let refs: Vec<&[u8]> = payloads.iter().map(|p| &p[..]).collect();
+        block::encode(&refs, usize::from(parity))
+            .expect("encodable")
+            .into_iter()
+            .enumerate()
+            .map(|(i, shard)| Frame::Parity {
+                first,
+                data,
+                parity,
+                index: i as u8,
+                shard: shard.into(),
+            })
+            .collect()
+    }
+
+    fn recovered(d: Decoded) -> Vec<(u64, Bytes)> {
+        d.new
+            .into_iter()
+            .filter(|(_, _, r)| *r)
+            .map(|(s, p, _)| (s, p))
+            .collect()
+    }
+
+    #[test]
+    fn a_block_waiting_on_too_many_losses_decodes_when_a_data_adu_arrives() {
+        // Block 10..14 with one parity: 12 and 13 missing is one too many, until 12 comes.
+        let mut d = Decoder::default();
+        let t = Duration::ZERO;
+        d.on_frame(t, data(10));
+        d.on_frame(t, data(11));
+        let [shard] = parity_frames(10, 4, 1).try_into().expect("one shard");
+        assert!(d.on_frame(t, shard).new.is_empty());
+        assert_eq!(recovered(d.on_frame(t, data(12))), vec![(13, payload(13))]);
+    }
+
+    #[test]
+    fn an_adu_rebuilt_from_an_xor_completes_a_block_in_the_same_frame() {
+        // Block 0..4 with one parity, 2 and 3 missing; the XOR of {1, 2} gives 2, which
+        // leaves the block one short: it yields 3.
+        let mut d = Decoder::default();
+        let t = Duration::ZERO;
+        d.on_frame(t, data(0));
+        d.on_frame(t, data(1));
+        let [shard] = parity_frames(0, 4, 1).try_into().expect("one shard");
+        assert!(d.on_frame(t, shard).new.is_empty());
+        let got = recovered(d.on_frame(t, xor_frame(&[1, 2])));
+        assert_eq!(got, vec![(2, payload(2)), (3, payload(3))]);
+    }
+
+    #[test]
+    fn a_block_far_from_the_new_adu_is_left_alone_but_still_decodes_later() {
+        // Many undecodable blocks ahead of a decodable one: the decodable one is found
+        // when its own ADU arrives, and the others stay undecoded.
+        let mut d = Decoder::default();
+        let t = Duration::ZERO;
+        for first in (1000..1000 + 64 * 200).step_by(200) {
+            let [shard] = parity_frames(first, 64, 1).try_into().expect("one shard");
+            assert!(d.on_frame(t, shard).new.is_empty());
+        }
+        let [shard] = parity_frames(0, 2, 1).try_into().expect("one shard");
+        assert!(d.on_frame(t, shard).new.is_empty());
+        assert_eq!(recovered(d.on_frame(t, data(1))), vec![(0, payload(0))]);
+        assert!(!d.has(1000));
     }
 
     proptest! {
