@@ -877,6 +877,25 @@ fn generation(peer: &serde_json::Value, which: &str) -> u64 {
         .unwrap_or_else(|| panic!("no keys.{which} in {peer}"))
 }
 
+/// Start `horde tunnel ROLE DIR/ROLE.toml --status STATUS` in `ns`, its log in
+/// `DIR/ROLE.err`; returns once its device is up.
+fn start_with_status(ns: &Netns, dir: &Path, role: &str, status: &Path) -> Child {
+    let mut child = ns
+        .horde(&[
+            "tunnel",
+            role,
+            dir.join(format!("{role}.toml")).to_str().unwrap(),
+            "--status",
+            status.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join(format!("{role}.err"))).unwrap())
+        .spawn()
+        .unwrap();
+    first_line_with(child.stdout.take().unwrap(), "device hdt0 up", None);
+    child
+}
+
 #[test]
 fn tunnel_status_shows_clients_channels_and_key_rotations() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -915,32 +934,8 @@ remote = "192.168.72.1:7700"
     let (bus, srv) = (Netns::new("sbus"), Netns::new("ssrv"));
     veth_pair_of_links(&bus, &srv);
     let (srv_status, bus_status) = (dir.join("server.status"), dir.join("client.status"));
-    let mut server = srv
-        .horde(&[
-            "tunnel",
-            "server",
-            dir.join("server.toml").to_str().unwrap(),
-            "--status",
-            srv_status.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("server.err")).unwrap())
-        .spawn()
-        .unwrap();
-    first_line_with(server.stdout.take().unwrap(), "device hdt0 up", None);
-    let mut client = bus
-        .horde(&[
-            "tunnel",
-            "client",
-            dir.join("client.toml").to_str().unwrap(),
-            "--status",
-            bus_status.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("client.err")).unwrap())
-        .spawn()
-        .unwrap();
-    first_line_with(client.stdout.take().unwrap(), "device hdt0 up", None);
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let mut client = start_with_status(&bus, &dir, "client", &bus_status);
 
     // The server's view: its client by name and key, with both channels it accepted.
     let keyed = |v: &serde_json::Value| {
