@@ -150,6 +150,8 @@ pub struct Channel {
     pub(crate) config: ChannelConfig,
     cc: Box<dyn CongestionControl>,
     pub(crate) rtt: RttEstimator,
+    /// `rtt`'s figures as the timers read them, refreshed with each RTT sample.
+    rtt_times: RttTimes,
     /// Link losses (congestion losses and late-acked packets excluded).
     pub(crate) loss: LossEstimator,
     /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
@@ -214,13 +216,16 @@ impl Channel {
         let cc = config
             .congestion
             .build(config.mtu + DATA_HEADER_LEN as u32, now);
+        let rtt = RttEstimator::new();
+        let rtt_times = RttTimes::of(&rtt, &config);
         Self {
             id,
             local,
             remote,
             config,
             cc,
-            rtt: RttEstimator::new(),
+            rtt,
+            rtt_times,
             loss: LossEstimator::new(),
             delivery_max: crate::estimator::WindowedExtreme::new(true),
             queue: QueueEstimate::default(),
@@ -280,11 +285,11 @@ impl Channel {
     }
 
     pub fn srtt(&self) -> Duration {
-        ms(self.expected_rtt_ms())
+        self.rtt_times.srtt
     }
 
     fn min_rtt(&self) -> Duration {
-        ms(self.rtt.min_ms().unwrap_or(self.config.initial_rtt_ms))
+        self.rtt_times.min_rtt
     }
 
     /// Sustained rate this channel is expected to carry, bytes/s (0 while dead).
@@ -300,14 +305,8 @@ impl Channel {
         self.rtt.srtt_ms().unwrap_or(self.config.initial_rtt_ms)
     }
 
-    /// The probe timeout (RFC 9002 §6.2.1): srtt + max(4 rttvar, granularity) + the
-    /// peer's ack delay; before any sample, three initial RTTs.
     fn pto(&self) -> Duration {
-        let var = match self.rtt.srtt_ms() {
-            Some(_) => self.rtt.rttvar_ms(),
-            None => self.config.initial_rtt_ms / 2.0,
-        };
-        self.srtt() + ms((4.0 * var).max(1.0)) + receive::max_ack_delay()
+        self.rtt_times.pto
     }
 
     fn dead_after(&self) -> Duration {
@@ -488,6 +487,7 @@ impl Channel {
                 push_resolved(out, seq, adus, resolution);
             },
         );
+        self.rtt_times = RttTimes::of(&self.rtt, &self.config);
         if let Some(r) = &frame.rate {
             self.delivery_max.on_sample(now, r.delivery_rate);
         }
@@ -694,6 +694,33 @@ fn record_loss(
     stats.lost += 1;
     if kind == LossKind::Congestion {
         stats.lost_congestion += 1;
+    }
+}
+
+/// The round-trip times a channel's timers and its congestion controller read. They
+/// change only with an RTT sample but are read on every poll of the session's timers,
+/// so they are converted from the estimator's milliseconds once per sample.
+#[derive(Debug, Clone, Copy)]
+struct RttTimes {
+    srtt: Duration,
+    min_rtt: Duration,
+    /// The probe timeout (RFC 9002 §6.2.1): srtt + max(4 rttvar, granularity) + the
+    /// peer's ack delay; before any sample, three initial RTTs.
+    pto: Duration,
+}
+
+impl RttTimes {
+    fn of(rtt: &RttEstimator, config: &ChannelConfig) -> Self {
+        let srtt = ms(rtt.srtt_ms().unwrap_or(config.initial_rtt_ms));
+        let var = match rtt.srtt_ms() {
+            Some(_) => rtt.rttvar_ms(),
+            None => config.initial_rtt_ms / 2.0,
+        };
+        Self {
+            srtt,
+            min_rtt: ms(rtt.min_ms().unwrap_or(config.initial_rtt_ms)),
+            pto: srtt + ms((4.0 * var).max(1.0)) + receive::max_ack_delay(),
+        }
     }
 }
 
