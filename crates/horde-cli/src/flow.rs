@@ -80,6 +80,10 @@ pub struct ClientArgs {
     /// Seed of the pseudo-random payload (with --workload: overrides the scenario's).
     #[arg(long)]
     seed: Option<u64>,
+    /// Give up when the connection makes no progress for this many seconds (connect,
+    /// send or the server's reply); 0 waits as long as the kernel's TCP does.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    stall_timeout: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -287,10 +291,15 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
             .bind(&SockAddr::from(SocketAddr::new(ip, 0)))
             .with_context(|| format!("bind {ip}"))?;
     }
+    let stall = (args.stall_timeout > 0).then(|| Duration::from_secs(args.stall_timeout));
     let start = Instant::now();
-    socket
-        .connect(&args.connect.into())
-        .with_context(|| format!("connect to {}", args.connect))?;
+    match stall {
+        Some(t) => socket.connect_timeout(&args.connect.into(), t),
+        None => socket.connect(&args.connect.into()),
+    }
+    .with_context(|| format!("connect to {}", args.connect))?;
+    socket.set_write_timeout(stall)?;
+    socket.set_read_timeout(stall)?;
     let cc = congestion(&socket).unwrap_or_else(|_| "?".into());
     let local = socket
         .local_addr()?
@@ -334,8 +343,9 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
 }
 
 /// Send the length and the payload, then wait for the server's count and checksum.
+/// With the socket's timeouts set, a stall ends in an error that says how far it got.
 fn send(stream: &mut TcpStream, bytes: u64, seed: u64) -> Result<(Checksum, (u64, u64))> {
-    stream.write_all(&bytes.to_be_bytes())?;
+    stream.write_all(&bytes.to_be_bytes()).context("send")?;
     let mut payload = Payload(seed.max(1));
     let mut sum = Checksum::new();
     let mut buf = vec![0u8; CHUNK];
@@ -344,16 +354,30 @@ fn send(stream: &mut TcpStream, bytes: u64, seed: u64) -> Result<(Checksum, (u64
         let n = left.min(CHUNK as u64) as usize;
         payload.fill(&mut buf[..n]);
         sum.update(&buf[..n]);
-        stream.write_all(&buf[..n]).context("send")?;
+        stream
+            .write_all(&buf[..n])
+            .map_err(|e| transfer_error(e, "send", bytes - left, bytes))?;
         left -= n as u64;
     }
     let mut reply = [0u8; 16];
     stream
         .read_exact(&mut reply)
-        .context("read the server's reply")?;
+        .map_err(|e| transfer_error(e, "waiting for the server's reply", bytes, bytes))?;
     let got = u64::from_be_bytes(reply[..8].try_into().expect("8 bytes"));
     let server_sum = u64::from_be_bytes(reply[8..].try_into().expect("8 bytes"));
     Ok((sum, (got, server_sum)))
+}
+
+/// An I/O error of the transfer, saying how far it got. The socket's timeouts surface
+/// as `WouldBlock` or `TimedOut`: the connection stalled.
+fn transfer_error(e: std::io::Error, what: &str, sent: u64, bytes: u64) -> anyhow::Error {
+    let why = match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            "no progress within --stall-timeout".to_string()
+        }
+        _ => e.to_string(),
+    };
+    anyhow::anyhow!("{what}, after {sent} of {bytes} bytes handed to TCP: {why}")
 }
 
 fn mbps(bytes: u64, seconds: f64) -> f64 {

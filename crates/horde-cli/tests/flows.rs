@@ -167,3 +167,38 @@ fn emu_runs_the_same_workload_over_kernel_tcp() {
     assert!(game["median"].as_f64().unwrap() < 80.0, "{game}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server that accepts and then never reads: the client fills the socket buffers,
+/// makes no progress, and must give up after `--stall-timeout` with a message that
+/// says how far it got, instead of waiting as long as the kernel's TCP would.
+#[test]
+fn a_stalled_flow_client_gives_up_and_says_how_far_it_got() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let holder = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(4));
+        drop(stream);
+    });
+    let start = std::time::Instant::now();
+    let out = horde(&[
+        "flow",
+        "client",
+        "--connect",
+        &addr,
+        "--bytes",
+        "1000000000",
+        "--stall-timeout",
+        "1",
+    ]);
+    let took = start.elapsed();
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "a stalled transfer succeeded: {err}");
+    assert!(err.contains("no progress within --stall-timeout"), "{err}");
+    assert!(err.contains("of 1000000000 bytes handed to TCP"), "{err}");
+    assert!(
+        took < std::time::Duration::from_millis(3500),
+        "gave up after {took:?}"
+    );
+    holder.join().unwrap();
+}
