@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
-use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig, Reconnect};
-use horde_proto::{CcConfig, ChannelConfig, InFlightPolicy, SessionConfig, StreamConfig};
+use horde_net::{Host, HostConfig, InterfaceConfig, Reconnect};
 use horde_proto::{CloseReason, Event};
+use horde_proto::{InFlightPolicy, SessionConfig, StreamConfig};
 use horde_sim::workload::WorkloadSpec;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -22,7 +22,9 @@ use crate::live::Live;
 use crate::report::{render_recv, render_send, RecvReport, SendReport};
 use crate::stamp;
 
+mod channels;
 mod checks;
+pub(crate) use channels::ChannelEntry;
 pub(crate) use checks::{congestion, device, session};
 
 #[derive(clap::Args)]
@@ -90,23 +92,8 @@ struct SendConfig {
     streams: Vec<SendStream>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendChannel {
-    /// Label in reports (default `ch0`, `ch1`, ... by position).
-    #[serde(default)]
-    name: Option<String>,
-    bind: SocketAddr,
-    #[serde(default)]
-    device: Option<String>,
-    remote: SocketAddr,
-    #[serde(default = "default_mtu")]
-    mtu: u32,
-    #[serde(default)]
-    congestion: CcConfig,
-    #[serde(default)]
-    cost_per_kb: f64,
-}
+/// A channel of `horde send`: 1200-byte ADUs unless its `mtu` says otherwise.
+type SendChannel = ChannelEntry<1200>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,9 +145,6 @@ fn default_service() -> u32 {
 fn default_duration() -> f64 {
     30.0
 }
-fn default_mtu() -> u32 {
-    1200
-}
 fn default_reconnect() -> bool {
     true
 }
@@ -206,11 +190,6 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     let keypair = read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
     let peer = public_key(&cfg.peer_key, "peer_key")?;
-    anyhow::ensure!(
-        !cfg.channels.is_empty(),
-        "{}: at least one [[channels]] entry is needed",
-        args.config.display()
-    );
     let duration = crate::emu::seconds(args.duration.unwrap_or(cfg.duration_s))?;
     let plans = cfg
         .streams
@@ -242,51 +221,18 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, c)| c.name.clone().unwrap_or_else(|| format!("ch{i}")))
         .collect();
-    if let Some(dup) = channel_names
-        .iter()
-        .enumerate()
-        .find_map(|(i, n)| channel_names[..i].contains(n).then_some(n))
-    {
-        anyhow::bail!(
-            "{}: two [[channels]] are named \"{dup}\"",
-            args.config.display()
-        );
-    }
     let sigint = crate::sigint::Guard::install()?;
     runtime()?.block_on(async move {
-        let mut host_cfg = HostConfig::new(
-            keypair,
-            cfg.channels
-                .iter()
-                .map(|c| InterfaceConfig {
-                    bind: c.bind,
-                    device: c.device.clone(),
-                })
-                .collect(),
-        );
+        let mut host_cfg = HostConfig::new(keypair, SendChannel::interfaces(&cfg.channels));
         host_cfg.session = cfg.session.clone();
         host_cfg.scheduler = Some(scheduler);
         let host = Host::bind(host_cfg).await?;
-        let target = ConnectConfig {
-                peer,
-                service: cfg.service,
-                channels: cfg
-                    .channels
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| ChannelTarget {
-                        interface: i,
-                        remote: c.remote,
-                        config: ChannelConfig {
-                            mtu: c.mtu,
-                            congestion: c.congestion.clone(),
-                            cost_per_kb: c.cost_per_kb,
-                            ..ChannelConfig::default()
-                        },
-                    })
-                    .collect(),
-                handshake_timeout: Duration::from_secs(10),
-            };
+        let target = SendChannel::connect_config(
+            &cfg.channels,
+            peer,
+            cfg.service,
+            Duration::from_secs(10),
+        );
         let conn = if cfg.reconnect {
             host.connect_persistent(target, Reconnect::default()).await
         } else {

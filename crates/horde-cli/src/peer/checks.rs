@@ -38,44 +38,7 @@ impl Validate for SendConfig {
                 c.error("scheduler", format!("{e:#}"));
             }
         }
-        if self.channels.is_empty() {
-            c.error("", "at least one [[channels]] entry is needed");
-        }
-        for (i, ch) in self.channels.iter().enumerate() {
-            let at = |k: &str| format!("channels[{i}].{k}");
-            if let Some(n) = &ch.name {
-                if n.trim().is_empty() {
-                    c.error(at("name"), "channel name must not be empty");
-                } else if self.channels[..i]
-                    .iter()
-                    .any(|o| o.name.as_ref() == Some(n))
-                {
-                    c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
-                }
-            }
-            if !MTU_RANGE.contains(&ch.mtu) {
-                c.error(
-                    at("mtu"),
-                    format!(
-                        "mtu must be in {}..={}, got {}",
-                        MTU_RANGE.start(),
-                        MTU_RANGE.end(),
-                        ch.mtu
-                    ),
-                );
-            }
-            if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
-                c.error(
-                    at("remote"),
-                    format!("remote {} is not an address one can send to", ch.remote),
-                );
-            }
-            if let Some(dev) = &ch.device {
-                device(c, &at("device"), dev);
-            }
-            c.non_negative(at("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
-            congestion(c, &at("congestion"), &ch.congestion);
-        }
+        super::SendChannel::check_all(c, &self.channels, MTU_RANGE);
         if self.streams.is_empty() {
             c.error("", "at least one [[streams]] entry is needed");
         }

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use bytes::Bytes;
-use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig, Reconnect};
+use horde_net::{Host, HostConfig, Reconnect};
 use horde_policy::Fields;
-use horde_proto::{ChannelConfig, Event};
+use horde_proto::Event;
 
-use super::config::ClientConfig;
+use super::config::{ClientChannel, ClientConfig};
 use super::counters::Counters;
 use super::device::Tun;
 use super::{forward, Report, RunArgs, Until, STREAM};
@@ -35,40 +35,13 @@ pub fn run(args: &RunArgs) -> Result<Report> {
     let mtu = cfg.tunnel_mtu();
     let until = Until::new(args)?;
     crate::peer::runtime()?.block_on(async move {
-        let mut host_cfg = HostConfig::new(
-            keypair,
-            cfg.channels
-                .iter()
-                .map(|c| InterfaceConfig {
-                    bind: c.bind,
-                    device: c.device.clone(),
-                })
-                .collect(),
-        );
+        let mut host_cfg = HostConfig::new(keypair, ClientChannel::interfaces(&cfg.channels));
         host_cfg.session = cfg.session.clone();
         host_cfg.rekey = cfg.rekey.policy();
         host_cfg.scheduler = scheduler;
         let host = Host::bind(host_cfg).await?;
-        let target = ConnectConfig {
-            peer,
-            service: cfg.service,
-            channels: cfg
-                .channels
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ChannelTarget {
-                    interface: i,
-                    remote: c.remote,
-                    config: ChannelConfig {
-                        mtu: c.mtu,
-                        congestion: c.congestion.clone(),
-                        cost_per_kb: c.cost_per_kb,
-                        ..ChannelConfig::default()
-                    },
-                })
-                .collect(),
-            handshake_timeout: HANDSHAKE_TIMEOUT,
-        };
+        let target =
+            ClientChannel::connect_config(&cfg.channels, peer, cfg.service, HANDSHAKE_TIMEOUT);
         let reconnect = Reconnect {
             give_up_after: GIVE_UP_AFTER,
             ..Reconnect::default()

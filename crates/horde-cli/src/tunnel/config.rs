@@ -12,7 +12,7 @@ use horde_proto::{CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
 use super::rekey::RekeyConfig;
-use crate::peer::{congestion, device, session};
+use crate::peer::{congestion, device, session, ChannelEntry};
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
 /// needs 576 bytes end to end; more than 65,000 does not fit a UDP datagram.
@@ -28,8 +28,10 @@ fn default_service() -> u32 {
 /// The default channel MTU (largest ADU): a 1500-byte path less the IPv6 and UDP
 /// headers (48), the secure layer's header and tag (32) and Horde's data header (35),
 /// rounded down.
+const DEFAULT_MTU: u32 = 1380;
+
 fn default_mtu() -> u32 {
-    1380
+    DEFAULT_MTU
 }
 fn default_tun_name() -> String {
     "horde0".into()
@@ -73,24 +75,8 @@ pub struct ClientConfig {
     pub channels: Vec<ClientChannel>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientChannel {
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Local address; `0.0.0.0:0` with a `device` follows the device's address as it
-    /// changes.
-    pub bind: SocketAddr,
-    #[serde(default)]
-    pub device: Option<String>,
-    pub remote: SocketAddr,
-    #[serde(default = "default_mtu")]
-    pub mtu: u32,
-    #[serde(default)]
-    pub congestion: CcConfig,
-    #[serde(default)]
-    pub cost_per_kb: f64,
-}
+/// A channel of the tunnel's client.
+pub type ClientChannel = ChannelEntry<DEFAULT_MTU>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -288,32 +274,7 @@ impl Validate for ClientConfig {
             c.error("peer_key", format!("peer_key: {e}"));
         }
         self.tun.check(c, self.tunnel_mtu());
-        if self.channels.is_empty() {
-            c.error("", "at least one [[channels]] entry is needed");
-        }
-        for (i, ch) in self.channels.iter().enumerate() {
-            let at = |k: &str| format!("channels[{i}].{k}");
-            if let Some(n) = &ch.name {
-                if self.channels[..i]
-                    .iter()
-                    .any(|o| o.name.as_ref() == Some(n))
-                {
-                    c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
-                }
-            }
-            mtu(c, &at("mtu"), ch.mtu);
-            if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
-                c.error(
-                    at("remote"),
-                    format!("remote {} is not an address one can send to", ch.remote),
-                );
-            }
-            if let Some(dev) = &ch.device {
-                device(c, &at("device"), dev);
-            }
-            c.non_negative(at("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
-            congestion(c, &at("congestion"), &ch.congestion);
-        }
+        ClientChannel::check_all(c, &self.channels, TUNNEL_MTU);
     }
 }
 
@@ -558,6 +519,13 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
                 "\"0.0.0.0:7700\"",
                 "c.toml:19:10: ",
                 "not an address",
+            ),
+            (
+                true,
+                "remote = \"192.0.2.1:7700\"",
+                "name = \" \"\nremote = \"192.0.2.1:7700\"",
+                "c.toml:14:8: ",
+                "channel name must not be empty",
             ),
             (
                 true,

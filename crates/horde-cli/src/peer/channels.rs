@@ -1,0 +1,119 @@
+//! The `[[channels]]` table of an end that connects (`horde send`, `horde tunnel
+//! client`): its fields, its checks, and what the host is given from it.
+
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use horde_config::Checks;
+use horde_crypto::PublicKey;
+use horde_net::{ChannelTarget, ConnectConfig, InterfaceConfig};
+use horde_proto::{CcConfig, ChannelConfig};
+use serde::Deserialize;
+
+/// One channel: a local socket (or device) and the peer's address it sends to. The
+/// MTU's default is the end's own (`DEFAULT_MTU`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelEntry<const DEFAULT_MTU: u32> {
+    /// Label in reports (default `ch0`, `ch1`, ... by position).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Local address; `0.0.0.0:0` with a `device` follows the device's address as it
+    /// changes.
+    pub bind: SocketAddr,
+    #[serde(default)]
+    pub device: Option<String>,
+    pub remote: SocketAddr,
+    #[serde(default = "default_mtu::<DEFAULT_MTU>")]
+    pub mtu: u32,
+    #[serde(default)]
+    pub congestion: CcConfig,
+    #[serde(default)]
+    pub cost_per_kb: f64,
+}
+
+fn default_mtu<const M: u32>() -> u32 {
+    M
+}
+
+impl<const M: u32> ChannelEntry<M> {
+    /// Checks every entry: at least one, names unique and not blank, the MTU in
+    /// `mtus`, a remote one can send to, the device, cost and congestion control.
+    pub fn check_all(c: &mut Checks, channels: &[Self], mtus: RangeInclusive<u32>) {
+        if channels.is_empty() {
+            c.error("", "at least one [[channels]] entry is needed");
+        }
+        for (i, ch) in channels.iter().enumerate() {
+            let at = |k: &str| format!("channels[{i}].{k}");
+            if let Some(n) = &ch.name {
+                if n.trim().is_empty() {
+                    c.error(at("name"), "channel name must not be empty");
+                } else if channels[..i].iter().any(|o| o.name.as_ref() == Some(n)) {
+                    c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
+                }
+            }
+            if !mtus.contains(&ch.mtu) {
+                c.error(
+                    at("mtu"),
+                    format!(
+                        "mtu must be in {}..={}, got {}",
+                        mtus.start(),
+                        mtus.end(),
+                        ch.mtu
+                    ),
+                );
+            }
+            if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
+                c.error(
+                    at("remote"),
+                    format!("remote {} is not an address one can send to", ch.remote),
+                );
+            }
+            if let Some(dev) = &ch.device {
+                super::device(c, &at("device"), dev);
+            }
+            c.non_negative(at("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
+            super::congestion(c, &at("congestion"), &ch.congestion);
+        }
+    }
+
+    /// The host's interfaces, one per channel, in order.
+    pub fn interfaces(channels: &[Self]) -> Vec<InterfaceConfig> {
+        channels
+            .iter()
+            .map(|c| InterfaceConfig {
+                bind: c.bind,
+                device: c.device.clone(),
+            })
+            .collect()
+    }
+
+    /// Whom to connect to and over which channels: channel `i` on interface `i`.
+    pub fn connect_config(
+        channels: &[Self],
+        peer: PublicKey,
+        service: u32,
+        handshake_timeout: Duration,
+    ) -> ConnectConfig {
+        ConnectConfig {
+            peer,
+            service,
+            channels: channels
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ChannelTarget {
+                    interface: i,
+                    remote: c.remote,
+                    config: ChannelConfig {
+                        mtu: c.mtu,
+                        congestion: c.congestion.clone(),
+                        cost_per_kb: c.cost_per_kb,
+                        ..ChannelConfig::default()
+                    },
+                })
+                .collect(),
+            handshake_timeout,
+        }
+    }
+}
