@@ -7,8 +7,8 @@
 //! perf stat -e task-clock target/release/examples/cycle_cost directed 300
 //! ```
 //!
-//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed` or
-//! `directed-no-search`; CYCLES per instance (10 instances).
+//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed`, `directed-open`
+//! (the budget that follows the open terms) or `directed-no-search`; CYCLES per instance (10 instances).
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -24,6 +24,11 @@ fn scheduler(name: &str) -> Option<Box<dyn Scheduler>> {
             Box::new(rw)
         }
         "directed" => Box::new(Directed::default()),
+        "directed-open" => {
+            let mut d = Directed::default();
+            d.search_per_member = Some(12);
+            Box::new(d)
+        }
         "directed-no-search" => {
             let mut d = Directed::default();
             d.search_budget = 0;

@@ -393,3 +393,27 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn a_budget_per_open_member_only_improves_on_the_placement() {
+    let mut out = Assignment::new();
+    for seed in 0..3 {
+        let inst = synth::bench(&mut ChaCha8Rng::seed_from_u64(seed));
+        let input = inst.input();
+        let utility_with = |per_member: Option<usize>, budget: usize, out: &mut Assignment| {
+            let mut d = Directed::default();
+            d.search_per_member = per_member;
+            d.search_budget = budget;
+            d.schedule(&input, &mut ChaCha8Rng::seed_from_u64(9), out);
+            assert!(assignment_is_valid(&input, out));
+            inst.objectives.utility(&input, out)
+        };
+        let placed = utility_with(None, 0, &mut out);
+        let zero_share = utility_with(Some(0), 6_000, &mut out);
+        let open = utility_with(Some(12), 6_000, &mut out);
+        let full = utility_with(None, 6_000, &mut out);
+        assert_eq!(zero_share, placed, "seed {seed}: no share, no search");
+        assert!(open > placed, "seed {seed}: {open} <= {placed}");
+        assert!(full >= open, "seed {seed}: {full} < {open}");
+    }
+}

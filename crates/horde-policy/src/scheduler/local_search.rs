@@ -128,7 +128,8 @@ impl LocalSearch {
         work: &mut Assignment,
         rng: &mut dyn RngCore,
         max_passes: usize,
-        budget: usize,
+        per_member: Option<usize>,
+        ceiling: usize,
     ) {
         if model.terms.is_empty() {
             return;
@@ -178,6 +179,20 @@ impl LocalSearch {
         self.look.clear();
         self.look.resize(n, true);
         let fits = |a: usize, s: usize| input.slots[s].max_size >= input.adus[a].length;
+        // With a share per member: effort follows the utility still to be had.
+        // Only a term below its upper bound can gain, and only by moving one of
+        // its members, so after every term's first value the search gets a fixed
+        // share per member of each such *open* term, never past the ceiling.
+        let budget = match per_member {
+            None => ceiling,
+            Some(share) => {
+                let open: usize = (0..model.terms.len())
+                    .filter(|&h| self.cur[h] < model.hi[h])
+                    .map(|h| model.members(h).len())
+                    .sum();
+                ceiling.min(spent.saturating_add(share.saturating_mul(open)))
+            }
+        };
         let mut ctx = Ctx {
             model,
             set,

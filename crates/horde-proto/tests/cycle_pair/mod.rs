@@ -313,6 +313,13 @@ pub fn directed() -> Box<dyn Scheduler> {
     Box::new(Directed::default())
 }
 
+/// `directed` with the search's budget following the open terms, 12 units per member.
+pub fn directed_open() -> Box<dyn Scheduler> {
+    let mut d = Directed::default();
+    d.search_per_member = Some(12);
+    Box::new(d)
+}
+
 pub fn random_walk() -> Box<dyn Scheduler> {
     Box::new(RandomWalk::default())
 }
