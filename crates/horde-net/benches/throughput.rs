@@ -200,7 +200,7 @@ fn sender(
         if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
             for c in handle.channels().await.unwrap() {
                 eprintln!(
-                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion), probe timeouts {}",
+                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion, {} late-acked), probe timeouts {}",
                     c.id,
                     c.srtt_ms,
                     c.rate_bytes_per_s * 8e-6,
@@ -209,6 +209,7 @@ fn sender(
                     c.stats.acked,
                     c.stats.lost,
                     c.stats.lost_congestion,
+                    c.stats.late_acked,
                     c.stats.probe_timeouts
                 );
             }
