@@ -10,9 +10,9 @@
 //! payload less Horde's data header and transport overhead).
 //!
 //! Experiments: `HORDE_BENCH_CHANNELS=1` prints each channel's srtt, rate and losses at the
-//! end of a Horde run; `HORDE_BENCH_CC=cbr:KBPS` gives every channel a constant rate instead
-//! of the default congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved
-//! instead of 4096.
+//! end of a Horde run, and what the receiver dropped for want of buffer;
+//! `HORDE_BENCH_CC=cbr:KBPS` gives every channel a constant rate instead of the default
+//! congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved instead of 4096.
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
@@ -98,7 +98,9 @@ fn receiver(
         let mut listener = server.listen(1);
         ready.send(server.local_addrs()[0]).unwrap();
         let accepted = listener.accept().await.unwrap();
-        let (_, mut events) = accepted.split();
+        let (handle, mut events) = accepted.split();
+        let watch = std::env::var_os("HORDE_BENCH_CHANNELS").is_some();
+        let mut flow_dropped = 0;
         let (mut n, mut bytes) = (0u64, 0u64);
         let (mut first, mut last) = (None, Instant::now());
         loop {
@@ -108,6 +110,12 @@ fn receiver(
                     last = Instant::now();
                     n += 1;
                     bytes += payload.len() as u64;
+                    // Now and then, not per ADU: the session is gone once the sender closes.
+                    if watch && n % 65_536 == 0 {
+                        if let Ok(st) = handle.stats().await {
+                            flow_dropped = st.flow_dropped;
+                        }
+                    }
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => break,
@@ -117,6 +125,11 @@ fn receiver(
                     }
                 }
             }
+        }
+        if watch {
+            eprintln!(
+                "receiver: at least {flow_dropped} packets dropped by its full receive buffer"
+            );
         }
         server.shutdown().await;
         (n, bytes, first.map_or(Duration::ZERO, |f| last - f))
@@ -200,7 +213,7 @@ fn sender(
         if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
             for c in handle.channels().await.unwrap() {
                 eprintln!(
-                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion), probe timeouts {}",
+                    "channel {:?}: srtt {:?} ms, rate {:.0} Mbit/s, loss {:.4}, sent {}, acked {}, lost {} ({} congestion, {} late-acked), probe timeouts {}",
                     c.id,
                     c.srtt_ms,
                     c.rate_bytes_per_s * 8e-6,
@@ -209,6 +222,7 @@ fn sender(
                     c.stats.acked,
                     c.stats.lost,
                     c.stats.lost_congestion,
+                    c.stats.late_acked,
                     c.stats.probe_timeouts
                 );
             }

@@ -6,7 +6,6 @@
 //! callback ([`Connection::on_event`]).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::driver::{self, HostStats};
+use crate::read_progress::ReadProgress;
 
 #[derive(Debug, Error)]
 /// Why a runtime call failed.
@@ -236,17 +236,17 @@ impl Listener {
 /// [`HostConfig::recv_buffer_bytes`]: crate::HostConfig::recv_buffer_bytes
 pub struct EventReceiver {
     rx: mpsc::UnboundedReceiver<Event>,
-    read: Arc<AtomicU64>,
+    read: Arc<ReadProgress>,
 }
 
 impl EventReceiver {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>, read: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>, read: Arc<ReadProgress>) -> Self {
         Self { rx, read }
     }
 
     fn count(&self, e: &Event) {
         if let Event::Received { payload, .. } = e {
-            self.read.fetch_add(payload.len() as u64, Ordering::Relaxed);
+            self.read.add(payload.len() as u64);
         }
     }
 

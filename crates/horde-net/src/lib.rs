@@ -74,6 +74,7 @@ pub mod config;
 mod driver;
 pub mod handshake;
 mod pool;
+mod read_progress;
 mod socket;
 pub mod tunnel;
 

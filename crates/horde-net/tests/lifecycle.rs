@@ -1,7 +1,7 @@
 //! The connection lifecycle over real sockets on loopback: a restarted peer's new
 //! handshake replaces its old session, Close is acknowledged, a persistent connection
 //! reconnects to a restarted receiver, a receiver that does not read holds its sender
-//! back, and the accept backlog is bounded.
+//! back and reopens its window as soon as it reads, and the accept backlog is bounded.
 
 mod common;
 
@@ -335,6 +335,57 @@ async fn a_receiver_that_does_not_read_holds_its_sender_back() {
     // Loopback carries hundreds of MB in two seconds; the sender got out about what
     // the buffer holds, plus its queue.
     assert!(sent < 1000, "sent {sent} ADUs of 1000 bytes");
+    host.shutdown().await;
+    server.shutdown().await;
+}
+
+/// Reading what lies unread must reopen a shut window at once: the receiver's driver
+/// sleeps (its window is shut, no data comes), so it has to be woken by the reading
+/// itself rather than by the sender's next zero-window probe, 250 ms later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_reopens_a_shut_window_without_waiting_for_a_probe() {
+    let (ck, sk) = (Keypair::generate(), Keypair::generate());
+    let mut cfg = server_config(&sk, lo(), &[*ck.public()]);
+    cfg.recv_buffer_bytes = 64 * 1024;
+    let server = Host::bind(cfg).await.unwrap();
+    let mut listener = server.listen(SERVICE);
+    let host = client(&ck, SessionConfig::default()).await;
+    let mut conn = host
+        .connect(target(server.local_addrs()[0], &sk))
+        .await
+        .unwrap();
+    conn.open_stream(1, StreamConfig::default()).await.unwrap();
+    let (_, mut events) = accept(&mut listener).await.split();
+    for _ in 0..200 {
+        conn.send_adu_nowait(1, Bytes::from(vec![7u8; 1000]), Fields::new())
+            .unwrap();
+    }
+    let (_, blocked) = until(&mut conn, Duration::from_secs(5), |e| {
+        *e == Event::FlowBlocked
+    })
+    .await;
+    assert!(blocked, "the window shut");
+    // Let what was in flight settle, so that nothing but the reading can wake the
+    // receiver before the sender's zero-window probe.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let read_at = Instant::now();
+    let mut read = 0;
+    while let Ok(e) = events.try_recv() {
+        if let Event::Received { payload, .. } = e {
+            read += payload.len();
+        }
+    }
+    assert!(read > 16 * 1024, "{read} bytes were waiting");
+    let (_, resumed) = until(&mut conn, Duration::from_secs(2), |e| {
+        *e == Event::FlowResumed
+    })
+    .await;
+    let waited = read_at.elapsed();
+    assert!(resumed, "the window reopened");
+    assert!(
+        waited < Duration::from_millis(120),
+        "reopened {waited:?} after the reading"
+    );
     host.shutdown().await;
     server.shutdown().await;
 }

@@ -115,6 +115,14 @@ impl Flow {
         self.limit.is_none_or(|l| self.unread + len <= l)
     }
 
+    /// Payload bytes the application must still read for a shut window to reopen;
+    /// `None` while the window is open (or unbounded).
+    pub fn reopens_after_reading(&self) -> Option<usize> {
+        let limit = self.limit?;
+        self.shut_sent
+            .then(|| self.unread.saturating_sub(limit / 4))
+    }
+
     /// Whether the window should be shut now (`Some(0)`), reopened (`Some(open)`), or
     /// left alone. Rate-limited unless `force`.
     pub fn update(&mut self, now: Duration, force: bool) -> Option<u64> {
@@ -151,6 +159,25 @@ impl Flow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shut_window_says_how_much_reading_reopens_it() {
+        let mut f = Flow {
+            limit: Some(1000),
+            ..Flow::default()
+        };
+        let t = Duration::from_secs(1);
+        f.unread = 600;
+        assert_eq!(f.reopens_after_reading(), None, "still open");
+        assert_eq!(f.update(t, false), Some(0));
+        assert_eq!(f.reopens_after_reading(), Some(350));
+        // Reading exactly that much reopens it.
+        f.unread -= 350;
+        assert_eq!(f.update(t, false), Some(750));
+        assert_eq!(f.reopens_after_reading(), None);
+        // No limit, nothing to wait for.
+        assert_eq!(Flow::default().reopens_after_reading(), None);
+    }
 
     #[test]
     fn window_shuts_past_half_and_reopens_at_a_quarter() {

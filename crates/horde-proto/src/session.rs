@@ -974,6 +974,14 @@ impl Session {
         }
     }
 
+    /// Payload bytes the application must still read (report them with
+    /// [`Session::consumed`]) before this end reopens the receive window it shut; `None`
+    /// while the window is open. A driver that is not woken by reading should wake when
+    /// this much has been read.
+    pub fn reopens_after_reading(&self) -> Option<usize> {
+        self.life.flow.reopens_after_reading()
+    }
+
     /// Payload bytes delivered to the application and not yet read.
     pub fn unread_bytes(&self) -> usize {
         self.life.flow.unread

@@ -103,7 +103,7 @@ impl Driver {
         self.by_index.insert(index, key);
         let deadline = now + config.handshake_timeout;
         let (tx, _) = mpsc::unbounded_channel();
-        let mut conn = Conn::new(None, None, tx, None);
+        let mut conn = Conn::new(None, None, tx, None, self.reader_woke.clone());
         conn.reconnect = reconnect;
         conn.connect = Some(config.clone());
         conn.handshake = Some(PendingHandshake {

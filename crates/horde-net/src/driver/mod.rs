@@ -22,7 +22,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -40,7 +39,7 @@ use horde_proto::{
 use quinn_udp::RecvMeta;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use crate::api::{
     ChannelStatus, Command, ConnOp, Connection, EventReceiver, NetError, Reconnect, Reply as Answer,
@@ -49,6 +48,7 @@ use crate::batch::{self, Owner, TxQueue};
 use crate::config::{ChannelTarget, ConnectConfig, HostConfig, InterfaceConfig};
 use crate::handshake::{Done, Gate, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
+use crate::read_progress::ReadProgress;
 use crate::socket::{self, ChannelSocket};
 use plaintext::PlaintextChunks;
 
@@ -162,7 +162,7 @@ struct Conn {
     writable_waiters: Vec<(u32, Answer<()>)>,
     /// Payload bytes the application has read (counted by its [`EventReceiver`]), and
     /// how much of that the session has been told.
-    read: Arc<AtomicU64>,
+    read: Arc<ReadProgress>,
     read_told: u64,
     /// Persistent connections: how to reconnect, and the redial in progress.
     reconnect: Option<Reconnect>,
@@ -180,6 +180,7 @@ impl Conn {
         handshake: Option<PendingHandshake>,
         events: mpsc::UnboundedSender<Event>,
         events_rx: Option<mpsc::UnboundedReceiver<Event>>,
+        reader_woke: Arc<Notify>,
     ) -> Self {
         Conn {
             crypto,
@@ -191,7 +192,7 @@ impl Conn {
             targets: BTreeMap::new(),
             parked: Vec::new(),
             writable_waiters: Vec::new(),
-            read: Arc::new(AtomicU64::new(0)),
+            read: Arc::new(ReadProgress::new(reader_woke)),
             read_told: 0,
             reconnect: None,
             redial: None,
@@ -287,6 +288,8 @@ struct Driver {
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
     tx_buf: Vec<u8>,
+    /// Set by an application whose reading lets a shut receive window reopen.
+    reader_woke: Arc<Notify>,
 }
 
 pub(crate) type Spawned = (
@@ -330,6 +333,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     }
     let driver = Driver {
         start: Instant::now(),
+        reader_woke: Arc::new(Notify::new()),
         tx: sockets.iter().map(|_| TxQueue::default()).collect(),
         sockets,
         offload: config.udp_offload,
@@ -409,6 +413,7 @@ impl Driver {
                     Some(cmd) => self.command(cmd),
                 },
                 _ = readable => {}
+                _ = self.reader_woke.notified() => {}
                 done = self.handshakes.next_done() => {
                     if let Some(done) = done {
                         self.on_handshake_done(done);

@@ -153,8 +153,10 @@ impl Driver {
             self.next_key += 1;
             let (tx, rx) = mpsc::unbounded_channel();
             self.by_index.insert(session.local_index(), key);
-            self.conns
-                .insert(key, Conn::new(Some(session), None, tx, Some(rx)));
+            self.conns.insert(
+                key,
+                Conn::new(Some(session), None, tx, Some(rx), self.reader_woke.clone()),
+            );
         }
     }
 

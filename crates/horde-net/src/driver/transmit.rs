@@ -19,11 +19,15 @@ impl Driver {
             let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
                 continue;
             };
-            let read = conn.read.load(Ordering::Relaxed);
+            let read = conn.read.read();
             if read > conn.read_told {
                 p.consumed(now, (read - conn.read_told) as usize);
                 conn.read_told = read;
             }
+            // A shut window reopens when the application has read this much more: the
+            // driver must hear of it then, not at its next unrelated wake-up.
+            let reopen = p.reopens_after_reading().map(|b| read + b as u64);
+            conn.read.wake_when_read(reopen);
             crypto.tick(now);
             while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
                 let iface = t.local as usize;
