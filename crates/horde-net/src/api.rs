@@ -259,6 +259,17 @@ impl EventReceiver {
         e
     }
 
+    /// How many events wait unread. Reading them may let more in: a shut receive
+    /// window reopens as the application reads.
+    pub fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Whether no event waits.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
     /// An event if one is waiting.
     pub fn try_recv(&mut self) -> Result<Event, TryRecvError> {
         let e = self.rx.try_recv();
