@@ -10,6 +10,7 @@ pub mod header;
 mod layer;
 pub mod reorder;
 pub mod sender;
+pub mod spare;
 mod stats;
 pub mod window;
 mod xor;

@@ -120,7 +120,13 @@ impl Session {
         {
             return false;
         }
-        let budget: usize = self.channels.iter().map(|c| c.spare_bytes(now)).sum();
+        // Only spare bytes that the scheduler will spend where they were found count.
+        let budget = crate::recovery::spare::usable_spare(
+            self.channels
+                .iter()
+                .filter(|c| c.is_alive())
+                .map(|c| (c.srtt(), c.spare_bytes(now))),
+        );
         if budget == 0
             || !self
                 .recovery
