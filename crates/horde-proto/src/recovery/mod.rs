@@ -10,7 +10,6 @@ pub mod header;
 mod layer;
 pub mod reorder;
 pub mod sender;
-pub mod spare;
 mod stats;
 pub mod window;
 mod xor;

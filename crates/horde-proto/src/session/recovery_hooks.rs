@@ -120,13 +120,7 @@ impl Session {
         {
             return false;
         }
-        // Only spare bytes that the scheduler will spend where they were found count.
-        let budget = crate::recovery::spare::usable_spare(
-            self.channels
-                .iter()
-                .filter(|c| c.is_alive())
-                .map(|c| (c.srtt(), c.spare_bytes(now))),
-        );
+        let budget: usize = self.channels.iter().map(|c| c.spare_bytes(now)).sum();
         if budget == 0
             || !self
                 .recovery
