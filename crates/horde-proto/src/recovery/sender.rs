@@ -449,7 +449,7 @@ mod tests {
             packets.dedup();
             assert_eq!(packets.len(), n, "{:?}", c.seqs);
             // 10 datagrams (5 packet numbers on each of 2 channels): at most 5 wide.
-            assert!(n <= 5 && n >= 1, "{n}");
+            assert!((1..=5).contains(&n), "{n}");
         }
     }
 
