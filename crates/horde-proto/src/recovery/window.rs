@@ -74,7 +74,12 @@ pub fn expected_yield(c: usize, r: f64) -> f64 {
 /// so two losses fall into different ones often enough for peeling to rebuild both
 /// (`docs/recovery.md`, "XOR width").
 pub fn width_cap(packets: usize) -> usize {
-    packets.div_ceil(2).max(1)
+    // Two or fewer: halving would leave a copy of one of them, covering the other never.
+    if packets <= 2 {
+        packets.max(1)
+    } else {
+        packets.div_ceil(2)
+    }
 }
 
 /// `max(1, floor(-1/ln r))` (§4.2), capped at [`MAX_DEGREE`].
