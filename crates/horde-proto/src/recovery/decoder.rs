@@ -61,6 +61,8 @@ pub struct Decoder {
     /// there is recovered: a coded ADU that arrives late (behind a long queue, or over
     /// a slower path) would otherwise hand the application a second copy.
     forgotten: Option<u64>,
+    /// Coded ADUs that left undecoded with two or more constituents missing.
+    pub undecodable: u64,
 }
 
 impl Decoder {
@@ -266,7 +268,16 @@ impl Decoder {
                 self.forget(s);
             }
         }
-        self.waiting.retain(|w| !old(w.at));
+        let store = &self.store;
+        let mut undecodable = 0;
+        self.waiting.retain(|w| {
+            let keep = !old(w.at);
+            if !keep && w.seqs.iter().filter(|s| !store.contains_key(s)).count() >= 2 {
+                undecodable += 1;
+            }
+            keep
+        });
+        self.undecodable += undecodable;
         self.blocks.retain(|_, b| !old(b.at));
     }
 }

@@ -163,11 +163,19 @@ impl RecoveryLayer {
         }
     }
 
-    /// ADU `id` of `stream` left on a path with loss estimate `p`, `len` payload bytes.
+    /// ADU `id` of `stream` left in packet `packet` of `channel`, a path with loss
+    /// estimate `p`, `len` payload bytes.
     ///
     /// `channel` is the channel it went on; the peer's report of that channel's loss,
     /// when there is one, replaces `p` (the paper's receiver-measured loss).
-    pub fn on_transmit(&mut self, stream: u32, id: u64, channel: u8, p: f64, len: usize) {
+    pub fn on_transmit(
+        &mut self,
+        stream: u32,
+        id: u64,
+        (channel, packet): (u8, u64),
+        p: f64,
+        len: usize,
+    ) {
         let p = self.reported.get(&channel).map_or(p, |e| e.loss);
         let Some(s) = self.streams.get_mut(&stream) else {
             return;
@@ -176,7 +184,8 @@ impl RecoveryLayer {
             return;
         };
         match kind {
-            Kind::Data(_) => {
+            Kind::Data(seq) => {
+                tx.note_packet(seq, (channel, packet));
                 s.stats.data_sent += 1;
                 s.stats.data_bytes += len.saturating_sub(header::DATA_HEADER_LEN) as u64;
             }
@@ -201,6 +210,20 @@ impl RecoveryLayer {
         let (Some(tx), Some(kind)) = (s.sender.as_mut(), s.kinds.remove(&id)) else {
             return false;
         };
+        if let (Kind::Data(seq), false) = (kind, acked) {
+            let w = tx.window();
+            let coded = w.coverage(seq).unwrap_or(0);
+            if coded == 0 {
+                s.stats.lost_uncoded += 1;
+            } else {
+                s.stats.lost_coded += 1;
+            }
+            tracing::debug!(
+                target: "horde_proto::recovery::loss",
+                stream, seq, coded, window = w.len(), r = w.r(),
+                "data ADU reported lost"
+            );
+        }
         let mut out = Vec::new();
         tx.on_resolved(kind, acked, &mut out);
         self.outgoing.extend(out.into_iter().map(|o| (stream, o)));
@@ -348,6 +371,7 @@ impl RecoveryLayer {
             s.stats.delivered = rx.cache.counts.in_order;
             s.stats.delivered_late = rx.cache.counts.late;
             s.stats.lost = rx.cache.counts.lost;
+            s.stats.coded_undecodable = rx.decoder.undecodable;
         }
         out.extend(released.drain(..).map(|(seq, p)| (stream, seq, p)));
     }
@@ -453,7 +477,7 @@ mod tests {
         let mut old = RecoveryLayer::default();
         old.open(1, &config).unwrap();
         old.frame(t, 1, 7, Bytes::from_static(b"payload")).unwrap();
-        old.on_transmit(1, 7, 0, 0.1, 16);
+        old.on_transmit(1, 7, (0, 0), 0.1, 16);
         assert!(
             !old.on_resolved(1, 7, false),
             "the application hears of the loss"
@@ -473,7 +497,7 @@ mod tests {
             }
             f => panic!("{f:?}"),
         }
-        new.on_transmit(1, 8, 0, 0.1, framed.len());
+        new.on_transmit(1, 8, (0, 0), 0.1, framed.len());
         assert!(new.on_resolved(1, 8, false), "not the application's ADU");
         assert!(new.take_outgoing().is_empty(), "and no third copy");
         assert_eq!(new.stats(1).unwrap().retransmitted, 1);
@@ -516,7 +540,7 @@ mod tests {
             );
         }
         old.frame(ms(3), 1, 9, Bytes::from_static(b"b")).unwrap();
-        old.on_transmit(1, 9, 0, 0.1, 10);
+        old.on_transmit(1, 9, (0, 1), 0.1, 10);
         let before = old.stats(1).unwrap();
         assert_eq!((before.data_received, before.delivered), (3, 3));
 

@@ -33,6 +33,13 @@ pub struct RecoveryStats {
     pub reports_sent: u64,
     /// Path-estimate reports received from the peer.
     pub reports_received: u64,
+    /// Data ADUs the peer reported lost that no coded ADU had named when the report came.
+    pub lost_uncoded: u64,
+    /// Data ADUs the peer reported lost that one or more coded ADUs had named.
+    pub lost_coded: u64,
+    /// Coded ADUs that arrived and expired undecoded with two or more constituents
+    /// missing (XOR cannot rebuild two from one).
+    pub coded_undecodable: u64,
 }
 
 impl RecoveryStats {
@@ -54,6 +61,9 @@ impl RecoveryStats {
             lost,
             reports_sent,
             reports_received,
+            lost_uncoded,
+            lost_coded,
+            coded_undecodable,
         } = other;
         self.data_sent += data_sent;
         self.data_bytes += data_bytes;
@@ -70,6 +80,9 @@ impl RecoveryStats {
         self.lost += lost;
         self.reports_sent += reports_sent;
         self.reports_received += reports_received;
+        self.lost_uncoded += lost_uncoded;
+        self.lost_coded += lost_coded;
+        self.coded_undecodable += coded_undecodable;
     }
 
     /// Coded bytes sent per data byte sent.

@@ -31,6 +31,11 @@ struct Entry {
     /// Loss estimate of the path it went on, when it went; `None` until transmitted.
     p: Option<f64>,
     queued: Duration,
+    /// Coded ADUs sent that named it (instrumentation: was a loss covered?).
+    coded: u32,
+    /// The packet that carried it, `(channel, packet sequence)`, once known: ADUs packed
+    /// into one datagram are lost together.
+    packet: Option<(u8, u64)>,
 }
 
 /// A coded packet: the XOR of the data ADUs `seqs`.
@@ -58,6 +63,23 @@ pub struct Window {
 /// with probability `r` (Eq. 1): exactly one missing.
 pub fn expected_yield(c: usize, r: f64) -> f64 {
     c as f64 * (1.0 - r) * r.powi(c as i32 - 1)
+}
+
+/// The widest XOR over `packets` packets of W: half of them, rounded up.
+///
+/// The paper's degree assumes independent losses, and with r near 1 it asks for more
+/// ADUs than W holds; every coded ADU was then the XOR of all of W, identical to the
+/// one before, and two losses in W (a burst, or one datagram carrying several ADUs)
+/// left every one of them undecodable. Half of W keeps successive coded ADUs different,
+/// so two losses fall into different ones often enough for peeling to rebuild both
+/// (`docs/recovery.md`, "XOR width").
+pub fn width_cap(packets: usize) -> usize {
+    // Two or fewer: halving would leave a copy of one of them, covering the other never.
+    if packets <= 2 {
+        packets.max(1)
+    } else {
+        packets.div_ceil(2)
+    }
 }
 
 /// `max(1, floor(-1/ln r))` (§4.2), capped at [`MAX_DEGREE`].
@@ -102,6 +124,8 @@ impl Window {
                 payload,
                 p: None,
                 queued: now,
+                coded: 0,
+                packet: None,
             },
         );
         while self.entries.len() > MAX_LEN {
@@ -132,6 +156,41 @@ impl Window {
         let n = self.sent as f64;
         let y = expected_yield(c, self.r);
         self.r = ((n * self.r + (1.0 - p.clamp(0.0, 1.0)) * y) / n).clamp(0.0, 1.0);
+    }
+
+    /// Data ADU `seq` left in packet `packet` (`(channel, packet sequence)`).
+    pub(crate) fn set_packet(&mut self, seq: u64, packet: (u8, u64)) {
+        if let Some(e) = self.entries.get_mut(&seq) {
+            e.packet.get_or_insert(packet);
+        }
+    }
+
+    /// The transmitted ADUs of W grouped by the packet that carried them (an ADU whose
+    /// packet is unknown is a group of its own), in sequence order within a group.
+    fn loss_groups(&self) -> Vec<Vec<u64>> {
+        let mut groups: BTreeMap<(u8, u64, u64), Vec<u64>> = BTreeMap::new();
+        for (&seq, e) in self.entries.iter().filter(|(_, e)| e.p.is_some()) {
+            let key = match e.packet {
+                Some((ch, pkt)) => (0, u64::from(ch), pkt),
+                None => (1, seq, 0),
+            };
+            groups.entry(key).or_default().push(seq);
+        }
+        groups.into_values().collect()
+    }
+
+    /// Count one coded ADU sent over `seqs` against each of them.
+    pub(crate) fn note_coded(&mut self, seqs: &[u64]) {
+        for s in seqs {
+            if let Some(e) = self.entries.get_mut(s) {
+                e.coded = e.coded.saturating_add(1);
+            }
+        }
+    }
+
+    /// How many coded ADUs sent so far named data ADU `seq`, while it is in W.
+    pub fn coverage(&self, seq: u64) -> Option<u32> {
+        self.entries.get(&seq).map(|e| e.coded)
     }
 
     /// Rule (iii): feedback resolved `seq` (acknowledged or declared lost); it leaves W.
@@ -171,9 +230,11 @@ impl Window {
         }
     }
 
-    /// The degree the next coded packet would have: `degree(r)`, at most |W|.
+    /// The degree the next coded packet would have: `degree(r)`, at most
+    /// [`width_cap`] of the packets W's ADUs went in.
     pub(crate) fn next_degree(&self) -> usize {
-        degree(self.r).min(self.sent).max(1)
+        let packets = self.loss_groups().len();
+        degree(self.r).min(width_cap(packets)).max(1)
     }
 
     /// Expected new ADUs at the receiver from the next coded packet, if it crosses a
@@ -221,21 +282,21 @@ impl Window {
     }
 
     /// An OEC coded packet: `degree(r)` ADUs drawn at random, without replacement, from
-    /// the transmitted part of W. `None` when W is empty.
+    /// the transmitted part of W, each from a different packet (at most one ADU of any
+    /// datagram, so the loss of one datagram leaves at most one constituent missing).
+    /// `None` when W is empty.
     pub fn code(&self, rng: &mut dyn RngCore) -> Option<Coded> {
-        let sent: Vec<u64> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| e.p.is_some())
-            .map(|(&s, _)| s)
-            .collect();
-        if sent.is_empty() {
+        let groups = self.loss_groups();
+        if groups.is_empty() {
             return None;
         }
-        let c = self.next_degree();
-        let mut seqs: Vec<u64> = sample(rng, sent.len(), c)
+        let c = degree(self.r).min(width_cap(groups.len())).max(1);
+        let mut seqs: Vec<u64> = sample(rng, groups.len(), c)
             .into_iter()
-            .map(|i| sent[i])
+            .map(|g| {
+                let members = &groups[g];
+                members[rng.next_u32() as usize % members.len()]
+            })
             .collect();
         seqs.sort_unstable();
         Some(self.xor_of(seqs))
@@ -334,7 +395,9 @@ mod tests {
         }
         for _ in 0..50 {
             let c = w.code(&mut rng).unwrap();
-            assert_eq!(c.seqs.len(), degree(0.95).min(20));
+            // degree(0.95) = 19, capped at half of 20 packets (each ADU its own).
+            assert_eq!(c.seqs.len(), degree(0.95).min(width_cap(20)));
+            assert_eq!(c.seqs.len(), 10);
             assert!(c.seqs.windows(2).all(|p| p[0] < p[1]));
             assert!(c.seqs.iter().all(|&s| s < 20));
         }
@@ -365,10 +428,10 @@ mod tests {
             w.queue(Duration::ZERO, s, Bytes::from_static(b"x"));
             w.on_data_sent(s, 0.1);
         }
-        // r = 0.9, degree(0.9) = 9 but only 3 ADUs: c = 3.
-        assert_eq!(w.next_degree(), 3);
+        // r = 0.9, degree(0.9) = 9 but only 3 ADUs in 3 packets: c = 2 (half, rounded up).
+        assert_eq!(w.next_degree(), 2);
         assert!(close(w.mean_p(), 0.1));
-        assert!(close(w.next_yield(0.1), 0.9 * expected_yield(3, 0.9)));
+        assert!(close(w.next_yield(0.1), 0.9 * expected_yield(2, 0.9)));
         assert!(w.worth_coding());
         // Coding drives r up and the yield down until it is not worth it.
         let mut n = 0;

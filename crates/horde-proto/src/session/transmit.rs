@@ -217,7 +217,7 @@ impl Session {
             // The recovery layer keys its per-path estimates by the channel byte.
             let (ch, p) = (u8::from(slot.channel), slot.loss_probability);
             self.recovery
-                .on_transmit(view.stream_id, q.id, ch, p, q.payload.len());
+                .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
             if let Some(d) = self.debt.get_mut(&view.stream_id) {
                 *d -= q.payload.len() as f64;
