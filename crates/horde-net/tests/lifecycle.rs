@@ -282,20 +282,27 @@ fn a_persistent_connection_reconnects_to_a_restarted_receiver() {
     rt.shutdown_background();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_receiver_that_does_not_read_holds_its_sender_back() {
+/// A server host with a 64 KiB receive buffer, a client host connected to it with
+/// stream 1 open, and both ends of the connection.
+async fn small_buffer_pair() -> (Host, Host, Connection, Connection) {
     let (ck, sk) = (Keypair::generate(), Keypair::generate());
     let mut cfg = server_config(&sk, lo(), &[*ck.public()]);
     cfg.recv_buffer_bytes = 64 * 1024;
     let server = Host::bind(cfg).await.unwrap();
     let mut listener = server.listen(SERVICE);
     let host = client(&ck, SessionConfig::default()).await;
-    let mut conn = host
+    let conn = host
         .connect(target(server.local_addrs()[0], &sk))
         .await
         .unwrap();
     conn.open_stream(1, StreamConfig::default()).await.unwrap();
     let accepted = accept(&mut listener).await;
+    (server, host, conn, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_does_not_read_holds_its_sender_back() {
+    let (server, host, mut conn, accepted) = small_buffer_pair().await;
     // Bulk, as fast as back-pressure lets it, for two seconds; nobody reads.
     let end = tokio::time::Instant::now() + Duration::from_secs(2);
     let mut sent = 0u32;
@@ -345,18 +352,8 @@ async fn a_receiver_that_does_not_read_holds_its_sender_back() {
 /// itself rather than by the sender's next zero-window probe, 250 ms later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_reopens_a_shut_window_without_waiting_for_a_probe() {
-    let (ck, sk) = (Keypair::generate(), Keypair::generate());
-    let mut cfg = server_config(&sk, lo(), &[*ck.public()]);
-    cfg.recv_buffer_bytes = 64 * 1024;
-    let server = Host::bind(cfg).await.unwrap();
-    let mut listener = server.listen(SERVICE);
-    let host = client(&ck, SessionConfig::default()).await;
-    let mut conn = host
-        .connect(target(server.local_addrs()[0], &sk))
-        .await
-        .unwrap();
-    conn.open_stream(1, StreamConfig::default()).await.unwrap();
-    let (_, mut events) = accept(&mut listener).await.split();
+    let (server, host, mut conn, accepted) = small_buffer_pair().await;
+    let (_, mut events) = accepted.split();
     for _ in 0..200 {
         conn.send_adu_nowait(1, Bytes::from(vec![7u8; 1000]), Fields::new())
             .unwrap();
