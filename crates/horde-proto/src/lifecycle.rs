@@ -120,7 +120,7 @@ impl Flow {
     pub fn reopens_after_reading(&self) -> Option<usize> {
         let limit = self.limit?;
         self.shut_sent
-            .then(|| self.unread.saturating_sub(limit / 4))
+            .then(|| self.unread.saturating_sub(reopen_at(limit)))
     }
 
     /// Whether the window should be shut now (`Some(0)`), reopened (`Some(open)`), or
@@ -136,7 +136,7 @@ impl Flow {
                 self.last_update = Some(now);
                 return Some(0);
             }
-        } else if self.shut_sent && self.unread <= limit / 4 {
+        } else if self.shut_sent && self.unread <= reopen_at(limit) {
             self.shut_sent = false;
             self.reopen_repeats = REOPEN_REPEATS;
             self.last_update = Some(now);
@@ -154,6 +154,11 @@ impl Flow {
         self.blocked_since
             .is_none_or(|t| now.saturating_sub(t) >= ZERO_WINDOW_PROBE)
     }
+}
+
+/// Unread bytes at or below which a shut window reopens: a quarter of the buffer.
+fn reopen_at(limit: usize) -> usize {
+    limit / 4
 }
 
 #[cfg(test)]

@@ -233,7 +233,11 @@ impl Window {
     /// The degree the next coded packet would have: `degree(r)`, at most
     /// [`width_cap`] of the packets W's ADUs went in.
     pub(crate) fn next_degree(&self) -> usize {
-        let packets = self.loss_groups().len();
+        self.degree_over(self.loss_groups().len())
+    }
+
+    /// `degree(r)` over W's ADUs sent in `packets` packets.
+    fn degree_over(&self, packets: usize) -> usize {
         degree(self.r).min(width_cap(packets)).max(1)
     }
 
@@ -290,7 +294,7 @@ impl Window {
         if groups.is_empty() {
             return None;
         }
-        let c = degree(self.r).min(width_cap(groups.len())).max(1);
+        let c = self.degree_over(groups.len());
         let mut seqs: Vec<u64> = sample(rng, groups.len(), c)
             .into_iter()
             .map(|g| {
