@@ -24,7 +24,7 @@ use crate::stamp;
 
 mod channels;
 mod checks;
-pub(crate) use channels::ChannelEntry;
+pub(crate) use channels::{datagram_overhead, ChannelEntry};
 pub(crate) use checks::{congestion, device, session};
 
 #[derive(clap::Args)]

@@ -109,6 +109,8 @@ impl<const M: u32> ChannelEntry<M> {
                         mtu: c.mtu,
                         congestion: c.congestion.clone(),
                         cost_per_kb: c.cost_per_kb,
+                        datagram_overhead: datagram_overhead(&c.remote),
+                        pace_acks: true,
                         ..ChannelConfig::default()
                     },
                 })
@@ -116,4 +118,12 @@ impl<const M: u32> ChannelEntry<M> {
             handshake_timeout,
         }
     }
+}
+
+/// What a sealed datagram to `remote` takes on the link beyond the session's bytes: the
+/// secure layer's header and tag, and the UDP and IP headers. The channel's pacing
+/// counts it, so a rate set to a share of the link's holds to that share.
+pub fn datagram_overhead(remote: &SocketAddr) -> u32 {
+    let ip_udp = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
+    (horde_crypto::TRANSPORT_OVERHEAD + ip_udp) as u32
 }

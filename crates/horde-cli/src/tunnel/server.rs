@@ -67,9 +67,15 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         host_cfg.session = cfg.session.clone();
         host_cfg.rekey = cfg.rekey.policy();
         host_cfg.scheduler = scheduler;
+        // The server learns its clients' addresses only when they connect; IPv4's
+        // headers are what the links it is deployed on carry.
+        let overhead =
+            crate::peer::datagram_overhead(&std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
         host_cfg.accepted_channel = ChannelConfig {
             mtu: cfg.mtu,
             congestion: cfg.congestion.clone(),
+            datagram_overhead: overhead,
+            pace_acks: true,
             ..ChannelConfig::default()
         };
         host_cfg.accepted_channel_by_id = cfg
@@ -78,6 +84,8 @@ pub fn run(args: &RunArgs) -> Result<Report> {
             .map(|cc| ChannelConfig {
                 mtu: cfg.mtu,
                 congestion: cc.clone(),
+                datagram_overhead: overhead,
+                pace_acks: true,
                 ..ChannelConfig::default()
             })
             .collect();

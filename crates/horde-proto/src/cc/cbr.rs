@@ -44,6 +44,10 @@ impl CongestionControl for Cbr {
         self.last = now;
     }
 
+    fn on_unsequenced_sent(&mut self, now: Duration, bytes: u32) {
+        self.on_sent(now, bytes, 0);
+    }
+
     fn on_ack(&mut self, _ack: &AckSample) {}
 
     fn on_loss(&mut self, _loss: &LossSample) {}

@@ -109,6 +109,10 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     /// A packet sent at `sent_at`, earlier declared lost, was acknowledged after all:
     /// undo the response to it if it was the only cause (RFC 8985 §9.2 / RFC 6675 undo).
     fn on_spurious_loss(&mut self, _now: Duration, _sent_at: Duration) {}
+    /// A datagram outside the channel's sequence space (an ack) of `bytes` left at `now`:
+    /// a rate-based controller holding to a share of the link charges it like data; a
+    /// window-based one, clocked by the acks of its own packets, ignores it.
+    fn on_unsequenced_sent(&mut self, _now: Duration, _bytes: u32) {}
     /// Bytes that may be sent now, given the bytes in flight.
     fn allowance(&self, now: Duration, in_flight: u64) -> u64;
     /// When the allowance will next grow without an ack (pacing), if ever.

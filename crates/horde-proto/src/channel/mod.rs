@@ -46,6 +46,17 @@ pub struct ChannelConfig {
     /// How the loss correlation of two of this channel's slots is estimated.
     #[serde(default)]
     pub loss_correlation: LossCorrelation,
+    /// Bytes each datagram takes on the link beyond what the session encodes (the
+    /// secure layer's header and tag, UDP and IP headers). Pacing, bytes in flight and
+    /// the queue estimate count them, so a controller paced at a share of a link's rate
+    /// holds to it even when the datagrams are small. 0 where the link carries the
+    /// session's datagrams as they are (the simulator).
+    #[serde(default)]
+    pub datagram_overhead: u32,
+    /// Charge the acks this end sends on the channel to its controller's pacing (a
+    /// rate-based controller only): they take the same link as the data.
+    #[serde(default)]
+    pub pace_acks: bool,
 }
 
 /// Where a channel's slot-pair loss correlations ([`TxSlot::burst_correlation`]) come from.
@@ -77,6 +88,8 @@ impl Default for ChannelConfig {
             cost_per_kb: 0.0,
             initial_rtt_ms: default_initial_rtt_ms(),
             loss_correlation: LossCorrelation::default(),
+            datagram_overhead: 0,
+            pace_acks: false,
         }
     }
 }
@@ -137,6 +150,8 @@ const MIN_QUEUE_SPREAD_FRACTION: f64 = 0.1;
 /// no queue: above the ack delay and jitter of a quiet path, well below a full buffer.
 const QUEUE_FREE_MARGIN_MS: f64 = 10.0;
 const QUEUE_FREE_FRACTION: f64 = 0.5;
+/// Least spacing of two `horde_proto::channel::state` debug lines of one channel.
+const STATE_LOG_INTERVAL: Duration = Duration::from_millis(100);
 /// Spare-capacity coding fills the path up to this many bandwidth-delay products: a
 /// little above one, so the delivery-rate estimate can still grow when the path does.
 pub const SPARE_BDP_GAIN: f64 = 1.25;
@@ -159,6 +174,9 @@ pub struct Channel {
     delivery_max: crate::estimator::WindowedExtreme,
     /// PluriBus's bottleneck-queue estimate over everything this end sends here.
     queue: QueueEstimate,
+    /// The path's round trip without a queue: the least RTT of packets sent while
+    /// nothing else was in flight (see [`BaseRtt`]).
+    base_rtt: BaseRtt,
     liveness: Liveness,
     sent: SentTracker,
     /// Last time an ack made progress, or the channel started sending after being idle.
@@ -167,6 +185,8 @@ pub struct Channel {
     last_sent: Duration,
     recv: ReceiveState,
     pub(crate) stats: ChannelStats,
+    /// When the channel's estimates were last logged (`horde_proto::channel::state`).
+    last_state_log: Option<Duration>,
 }
 
 /// Counters of one channel.
@@ -213,9 +233,10 @@ impl Channel {
         config: ChannelConfig,
         now: Duration,
     ) -> Self {
-        let cc = config
-            .congestion
-            .build(config.mtu + DATA_HEADER_LEN as u32, now);
+        let cc = config.congestion.build(
+            config.mtu + DATA_HEADER_LEN as u32 + config.datagram_overhead,
+            now,
+        );
         let rtt = RttEstimator::new();
         let rtt_times = RttTimes::of(&rtt, &config);
         Self {
@@ -229,12 +250,14 @@ impl Channel {
             loss: LossEstimator::new(),
             delivery_max: crate::estimator::WindowedExtreme::new(true),
             queue: QueueEstimate::default(),
+            base_rtt: BaseRtt::default(),
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
             last_progress: now,
             last_sent: now,
             recv: ReceiveState::new(now),
             stats: ChannelStats::default(),
+            last_state_log: None,
         }
     }
 
@@ -258,16 +281,31 @@ impl Channel {
     /// like any datagram, so the queue estimate counts it (the pacing does not).
     pub fn on_ack_sent(&mut self, now: Duration, bytes: usize) {
         self.last_sent = self.last_sent.max(now);
+        let wire = self.wire_size(bytes as u32);
+        if self.config.pace_acks {
+            self.cc.on_unsequenced_sent(now, wire);
+        }
         let rate = self.rate();
-        self.queue.on_sent(now, bytes, rate);
+        self.queue.on_sent(now, wire as usize, rate);
+    }
+
+    /// What a datagram the session encoded in `size` bytes takes on the link.
+    fn wire_size(&self, size: u32) -> u32 {
+        size.saturating_add(self.config.datagram_overhead)
     }
 
     /// Whether no queue seems to stand in front of this channel: its latest round trip
     /// is within `QUEUE_FREE_MARGIN_MS` (or half the minimum, if larger) of the minimum.
     fn looks_queue_free(&self) -> bool {
-        self.rtt.min_ms().is_none_or(|min| {
+        self.base_rtt_ms().is_none_or(|min| {
             self.rtt.latest_ms() <= min + (min * QUEUE_FREE_FRACTION).max(QUEUE_FREE_MARGIN_MS)
         })
+    }
+
+    /// The round trip without a queue, ms: [`BaseRtt`], or before it has a sample the
+    /// windowed minimum.
+    fn base_rtt_ms(&self) -> Option<f64> {
+        self.base_rtt.get().or_else(|| self.rtt.min_ms())
     }
 
     pub fn congestion_control(&self) -> &dyn CongestionControl {
@@ -281,7 +319,7 @@ impl Channel {
 
     /// Bytes on the wire of a full slot.
     fn slot_wire_bytes(&self) -> u32 {
-        self.config.mtu + DATA_HEADER_LEN as u32
+        self.wire_size(self.config.mtu + DATA_HEADER_LEN as u32)
     }
 
     pub fn srtt(&self) -> Duration {
@@ -362,7 +400,7 @@ impl Channel {
             .min(MAX_REAL_SLOTS_PER_CYCLE as u64 * u64::from(self.slot_wire_bytes()))
             as f64)
             .min(queue_room);
-        let (Some(rate), Some(min)) = (self.delivery_max.get(), self.rtt.min_ms()) else {
+        let (Some(rate), Some(min)) = (self.delivery_max.get(), self.base_rtt_ms()) else {
             return allowance as usize;
         };
         let bdp = rate * min / 1e3 * SPARE_BDP_GAIN + f64::from(self.slot_wire_bytes());
@@ -447,11 +485,12 @@ impl Channel {
             // A channel that was idle starts its dead-man timer from this send.
             self.last_progress = self.last_progress.max(now);
         }
-        let seq = self.sent.on_send(now, size, adus);
+        let wire = self.wire_size(size);
+        let seq = self.sent.on_send(now, wire, adus);
         self.last_sent = now;
-        self.cc.on_sent(now, size, self.sent.bytes_in_flight());
+        self.cc.on_sent(now, wire, self.sent.bytes_in_flight());
         let rate = self.rate();
-        self.queue.on_sent(now, size as usize, rate);
+        self.queue.on_sent(now, wire as usize, rate);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
         if adus.is_empty() {
@@ -466,6 +505,7 @@ impl Channel {
         let prior_in_flight = self.sent.bytes_in_flight();
         let min_rtt = self.rtt.min_ms().map(ms);
         let (cc, rtt, stats) = (&mut self.cc, &mut self.rtt, &mut self.stats);
+        let base_rtt = &mut self.base_rtt;
         let frame = self.sent.on_ack(
             now,
             ack,
@@ -475,6 +515,9 @@ impl Channel {
                 match resolution {
                     Resolution::Acked { rtt: r } => {
                         rtt.on_sample(now, r);
+                        if p.found_empty {
+                            base_rtt.on_sample(now, r);
+                        }
                         stats.acked += 1;
                     }
                     Resolution::LateAcked { rtt: r, .. } => {
@@ -509,6 +552,37 @@ impl Channel {
             });
         }
         self.detect_losses(now, out);
+        self.log_state(now, frame.rate.map(|r| r.delivery_rate));
+    }
+
+    /// At debug level, at most every `STATE_LOG_INTERVAL`: the estimates that decide
+    /// pacing and spare capacity, to set beside a link's own queueing records.
+    fn log_state(&mut self, now: Duration, delivery: Option<f64>) {
+        if !tracing::enabled!(target: "horde_proto::channel::state", tracing::Level::DEBUG)
+            || self
+                .last_state_log
+                .is_some_and(|t| now.saturating_sub(t) < STATE_LOG_INTERVAL)
+        {
+            return;
+        }
+        self.last_state_log = Some(now);
+        let rate = self.rate();
+        tracing::debug!(
+            target: "horde_proto::channel::state",
+            t = now.as_secs_f64(),
+            channel = u8::from(self.id),
+            min_rtt_ms = self.rtt.min_ms().unwrap_or(-1.0),
+            base_rtt_ms = self.base_rtt_ms().unwrap_or(-1.0),
+            latest_rtt_ms = self.rtt.latest_ms(),
+            srtt_ms = self.rtt.srtt_ms().unwrap_or(-1.0),
+            queue_bytes = self.queue.queued(now, rate),
+            in_flight = self.sent.bytes_in_flight(),
+            pacing_rate = rate,
+            delivery_rate = delivery.unwrap_or(-1.0),
+            delivery_max = self.delivery_max.get().unwrap_or(-1.0),
+            spare = self.spare_bytes(now),
+            "channel state"
+        );
     }
 
     /// Whether a loss revealed now looks like an overflow of the queue the sender filled:
@@ -658,6 +732,32 @@ impl Channel {
     }
 }
 
+/// The least round trip of packets sent while nothing else was in flight on the
+/// channel, over the last 10-20 s **of such samples**: only those saw no queue this end
+/// built (the sender-side form of PluriBus §5.3's samples from packets that "found the
+/// queue empty"). The plain windowed minimum ages out while a standing queue lasts
+/// longer than its window, and the queue then looks like the base; this one keeps its
+/// last value until a packet sent into an empty path measures it again, so it follows a
+/// path whose base delay really changed as soon as traffic pauses.
+#[derive(Debug, Clone)]
+struct BaseRtt(crate::estimator::WindowedExtreme);
+
+impl Default for BaseRtt {
+    fn default() -> Self {
+        Self(crate::estimator::WindowedExtreme::new(false))
+    }
+}
+
+impl BaseRtt {
+    fn on_sample(&mut self, now: Duration, rtt: Duration) {
+        self.0.on_sample(now, rtt.as_secs_f64() * 1e3);
+    }
+
+    fn get(&self) -> Option<f64> {
+        self.0.get()
+    }
+}
+
 /// One entry per ADU of a resolved packet; one without an ADU for a probe.
 fn push_resolved(out: &mut Vec<Resolved>, seq: u64, adus: &[SentAdu], resolution: Resolution) {
     if adus.is_empty() {
@@ -736,5 +836,7 @@ pub(crate) fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Durati
     }
 }
 
+#[cfg(test)]
+mod link_tests;
 #[cfg(test)]
 mod tests;

@@ -43,6 +43,9 @@ pub(crate) struct SentPacket {
     delivered_time: Duration,
     first_sent_time: Duration,
     app_limited: bool,
+    /// Nothing else was in flight when it was sent: its round trip saw no queue of this
+    /// sender's making.
+    pub found_empty: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -222,6 +225,7 @@ impl SentTracker {
             delivered_time: self.delivered_time,
             first_sent_time: self.first_sent_time,
             app_limited: self.app_limited_until > 0,
+            found_empty: self.bytes_in_flight == 0,
         }));
         self.bytes_in_flight += u64::from(size);
         self.last_ack_eliciting_at = now;

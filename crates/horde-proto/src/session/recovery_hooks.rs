@@ -121,11 +121,16 @@ impl Session {
             return false;
         }
         let budget: usize = self.channels.iter().map(|c| c.spare_bytes(now)).sum();
-        if budget == 0
-            || !self
-                .recovery
-                .spare(now, budget, wire::DATA_HEADER_LEN, &mut self.rng)
-        {
+        // Each coded ADU costs a packet header and, on a real link, the datagram's own
+        // overhead (the largest of the channels', as the scheduler picks the channel).
+        let per_packet = wire::DATA_HEADER_LEN
+            + self
+                .channels
+                .iter()
+                .map(|c| c.config.datagram_overhead as usize)
+                .max()
+                .unwrap_or(0);
+        if budget == 0 || !self.recovery.spare(now, budget, per_packet, &mut self.rng) {
             // Nothing to code after all (W expired, nothing worth coding, no spare bytes):
             // `poll_timeout` would
             // otherwise name this instant again and again.

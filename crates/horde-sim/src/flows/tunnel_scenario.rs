@@ -177,6 +177,8 @@ fn cbr_channel(spec: &LinkSpec, fraction: f64) -> Option<ChannelConfig> {
                 // packet, which is all that new data can find ahead of it (§4.1).
                 burst_ms: f64::from(TUNNEL_MTU) * 8.0 / (kbps * fraction),
             },
+            // The acks share the link with the data: the share holds only if they count.
+            pace_acks: true,
             ..ChannelConfig::default()
         }),
         _ => None,
