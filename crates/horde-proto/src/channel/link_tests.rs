@@ -42,7 +42,7 @@ fn pacing_holds_to_the_rate_in_link_bytes_with_small_datagrams_and_acks() {
     let secs = 10;
     for ms in 0..secs * 1000 {
         let now = t(ms);
-        if ms % 10 == 0 {
+        if ms.is_multiple_of(10) {
             ch.on_ack_sent(now, 40);
             wire += 40 + u64::from(OVERHEAD);
         }
@@ -148,7 +148,7 @@ fn a_standing_queue_never_passes_for_the_base_round_trip() {
             let seq = tx.on_send(now, 500, &[]);
             link.send(now, seq, 500);
         }
-        if ms >= 8_000 && ms % 10 == 0 {
+        if ms >= 8_000 && ms.is_multiple_of(10) {
             assert!(
                 tx.rtt.latest_ms() > 1_000.0,
                 "at {ms} ms the queue was expected to stand: latest RTT {} ms",
@@ -191,7 +191,7 @@ fn a_standing_queue_never_passes_for_the_base_round_trip() {
     // packet into an empty path, and the base follows within the filter's window.
     link.one_way = t(100);
     while now < t(80_000) {
-        if now.as_millis() % 500 == 0 {
+        if now.as_millis().is_multiple_of(500) {
             let seq = tx.on_send(now, 500, &[]);
             link.send(now, seq, 500);
         }
