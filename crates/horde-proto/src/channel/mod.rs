@@ -169,7 +169,7 @@ pub struct Channel {
     rtt_times: RttTimes,
     /// Link losses (congestion losses and late-acked packets excluded).
     pub(crate) loss: LossEstimator,
-    /// The largest delivery rate measured lately (bytes/s): with the minimum RTT, the
+    /// The largest delivery rate measured lately (bytes/s): with the base RTT, the
     /// path's bandwidth-delay product, which bounds what spare-capacity coding may fill.
     delivery_max: crate::estimator::WindowedExtreme,
     /// PluriBus's bottleneck-queue estimate over everything this end sends here.
@@ -278,7 +278,8 @@ impl Channel {
 
     /// An ack of `bytes` went out on this channel: the peer hears from this end's address
     /// on it, and its own data there tells it whether the path works. It takes the link
-    /// like any datagram, so the queue estimate counts it (the pacing does not).
+    /// like any datagram, so the queue estimate counts it, and with `pace_acks` so does
+    /// a rate-based controller's pacing.
     pub fn on_ack_sent(&mut self, now: Duration, bytes: usize) {
         self.last_sent = self.last_sent.max(now);
         let wire = self.wire_size(bytes as u32);
@@ -295,7 +296,8 @@ impl Channel {
     }
 
     /// Whether no queue seems to stand in front of this channel: its latest round trip
-    /// is within `QUEUE_FREE_MARGIN_MS` (or half the minimum, if larger) of the minimum.
+    /// is within `QUEUE_FREE_MARGIN_MS` (or half the base, if larger) of the base round
+    /// trip, which a standing queue cannot age out.
     fn looks_queue_free(&self) -> bool {
         self.base_rtt_ms().is_none_or(|min| {
             self.rtt.latest_ms() <= min + (min * QUEUE_FREE_FRACTION).max(QUEUE_FREE_MARGIN_MS)
