@@ -70,6 +70,17 @@ pub struct HostConfig {
     /// one read. `false` keeps one datagram per message (still batched with `sendmmsg`
     /// and `recvmmsg`). Default `true`.
     pub udp_offload: bool,
+    /// Encrypt outgoing datagrams on a worker thread of their own, so that one
+    /// connection's data path uses two cores: the driver thread runs the sessions and
+    /// the syscalls and decides every datagram's counter and key, the worker does the
+    /// AES-GCM. Default: on when the machine has more than one core
+    /// ([`default_seal_worker`]).
+    pub seal_worker: bool,
+}
+
+/// The default [`HostConfig::seal_worker`]: whether the machine has more than one core.
+pub fn default_seal_worker() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
@@ -97,6 +108,7 @@ impl HostConfig {
             handshakes: Default::default(),
             rekey: RekeyPolicy::default(),
             udp_offload: true,
+            seal_worker: default_seal_worker(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod commands;
 mod interfaces;
 mod plaintext;
 mod receive;
+mod sealer;
 mod timers;
 mod transmit;
 
@@ -101,6 +102,8 @@ pub struct HostStats {
     /// Datagrams the handshake worker read from the handshake sockets (initiations that
     /// the kernel steered away from the data path); also counted in `datagrams_in`.
     pub handshake_datagrams_in: u64,
+    /// Datagrams sealed on the sealing worker thread ([`HostConfig::seal_worker`]).
+    pub sealed_off_thread: u64,
     /// Chunks allocated for decrypted payloads.
     pub plaintext_chunks: u64,
     /// Used-up chunks used again because nothing held their payloads any more.
@@ -288,6 +291,10 @@ struct Driver {
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
     tx_buf: Vec<u8>,
+    /// AES-GCM on a second thread ([`HostConfig::seal_worker`]); `None`: on this one.
+    sealer: Option<sealer::Sealer>,
+    /// Batches back from the sealer, waiting to be sent (kept between flushes).
+    sealed: Vec<sealer::SealBatch>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
 }
@@ -369,6 +376,12 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         refusals: Vec::new(),
         flush_keys: Vec::new(),
         tx_buf: Vec::with_capacity(MAX_DATAGRAM),
+        sealer: if config.seal_worker {
+            Some(sealer::Sealer::spawn()?)
+        } else {
+            None
+        },
+        sealed: Vec::with_capacity(sealer::BATCHES),
     };
     let task = tokio::spawn(driver.run(cmd_rx));
     Ok((cmd_tx, addrs, task))
