@@ -295,6 +295,10 @@ struct Driver {
     sealer: Option<sealer::Sealer>,
     /// Batches back from the sealer, waiting to be sent (kept between flushes).
     sealed: Vec<sealer::SealBatch>,
+    /// Flushes wait for the sealer's last batches (while shutting down).
+    sealing_wait: bool,
+    /// The sealer's hand-back signal, or one that never fires.
+    sealer_done: Arc<Notify>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
 }
@@ -382,7 +386,13 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             None
         },
         sealed: Vec::with_capacity(sealer::BATCHES),
+        sealing_wait: false,
+        sealer_done: Arc::new(Notify::new()),
     };
+    let mut driver = driver;
+    if let Some(s) = &driver.sealer {
+        driver.sealer_done = s.done.clone();
+    }
     let task = tokio::spawn(driver.run(cmd_rx));
     Ok((cmd_tx, addrs, task))
 }
@@ -427,6 +437,7 @@ impl Driver {
                 },
                 _ = readable => {}
                 _ = self.reader_woke.notified() => {}
+                _ = self.sealer_done.notified() => {}
                 done = self.handshakes.next_done() => {
                     if let Some(done) = done {
                         self.on_handshake_done(done);
@@ -441,6 +452,7 @@ impl Driver {
     /// acknowledged its `Close` (or the close timeout has passed), so that peers end at
     /// once instead of waiting for an idle timeout, and every ADU in flight is resolved.
     async fn last_flush(&mut self) {
+        self.sealing_wait = true;
         let now = self.now();
         for c in self.conns.values_mut() {
             c.reconnect = None;

@@ -14,7 +14,10 @@
 //! always sealed with its own key, even if the session has rotated since.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
+
+use tokio::sync::Notify;
 
 use horde_crypto::{SealError, SealKey};
 
@@ -113,21 +116,27 @@ pub(super) struct Sealer {
     out: usize,
     /// Datagrams the worker has sealed.
     pub sealed_off_thread: u64,
+    /// Told by the worker each time it hands a batch back, so the driver need not wait
+    /// for the last batches of a flush: it sends them when they are ready.
+    pub done: Arc<Notify>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Sealer {
     pub fn spawn() -> std::io::Result<Self> {
         let (to_worker, work) = sync_channel::<SealBatch>(BATCHES);
-        let (done, from_worker) = sync_channel::<SealBatch>(BATCHES);
+        let (back, from_worker) = sync_channel::<SealBatch>(BATCHES);
+        let done = Arc::new(Notify::new());
+        let wake = done.clone();
         let thread = std::thread::Builder::new()
             .name("horde-seal".into())
             .spawn(move || {
                 for mut b in work {
                     b.seal();
-                    if done.send(b).is_err() {
+                    if back.send(b).is_err() {
                         return;
                     }
+                    wake.notify_one();
                 }
             })?;
         Ok(Self {
@@ -137,6 +146,7 @@ impl Sealer {
             from_worker,
             out: 0,
             sealed_off_thread: 0,
+            done,
             thread: Some(thread),
         })
     }

@@ -123,8 +123,14 @@ impl Driver {
             }
         }
         if let Some(sealer) = self.sealer.as_mut() {
+            // What the worker has not finished is sent when it has (its `done` wakes
+            // the driver), not waited for here.
             sealer.hand_off_all(&mut self.sealed);
-            sealer.collect_all(&mut self.sealed);
+            if self.sealing_wait {
+                sealer.collect_all(&mut self.sealed);
+            } else {
+                sealer.collect(&mut self.sealed);
+            }
             send_sealed(
                 &self.sockets,
                 sealer,
