@@ -78,10 +78,11 @@ pub struct HostConfig {
 }
 
 /// The default [`HostConfig::seal_worker`]: off. Measured on a 2-core machine where both
-/// ends of a transfer share the cores, the worker moved a fifth of the sender's CPU off
-/// its driver thread but cost 10-15% more CPU per packet (the hand-off and the wake-ups)
-/// and did not raise goodput reliably (`docs/results.md`, "Sealing on a second
-/// thread"). A host with cores to spare, whose driver thread is the limit, turns it on.
+/// ends of a transfer share the cores, the worker moved about a quarter of the sender's
+/// CPU off its driver thread but cost 10-20% more CPU per packet (the hand-off and the
+/// wake-ups) and did not raise goodput reliably (`docs/results.md`, "Flow control by
+/// credit, and sealing on a second thread"). A host with cores to spare, whose driver
+/// thread is the limit, turns it on.
 pub const DEFAULT_SEAL_WORKER: bool = false;
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
