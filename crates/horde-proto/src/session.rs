@@ -963,7 +963,8 @@ impl Session {
     pub fn set_receive_buffer(&mut self, limit: Option<usize>) {
         self.life.flow.limit = limit;
         // The peer learns the limit once the session is up (here, or on the handshake's
-        // completion for the initiating end).
+        // completion for the initiating end). The last arrival's time stands in for now:
+        // it only spaces forced updates.
         if self.state == State::Connected {
             self.advertise_window(self.life.last_rx);
         }
