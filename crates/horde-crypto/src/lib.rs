@@ -68,7 +68,7 @@ pub use packet::{
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use rekey::{KeyStatus, RekeyPolicy};
 pub use replay::{ReplayWindow, REPLAY_WINDOW};
-pub use session::{SealError, Session};
+pub use session::{SealError, SealKey, Session};
 
 #[cfg(test)]
 mod tests;

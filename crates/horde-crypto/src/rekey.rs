@@ -9,6 +9,7 @@
 //! No message exchange is needed, so delivery never pauses, and the session's index stays the
 //! same. Old keys are erased, so a key stolen later does not decrypt earlier generations.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
@@ -114,6 +115,20 @@ impl TransportCipher {
         Self(LessSafeKey::new(key))
     }
 
+    /// Encrypts a prepared datagram in place (`Session::prepare_append`): the nonce is
+    /// read from its header, the tag written into the room left at its end.
+    pub(crate) fn seal_prepared(&self, datagram: &mut [u8]) {
+        use crate::packet::{TAG_LEN, TRANSPORT_HEADER_LEN};
+        debug_assert!(datagram.len() >= TRANSPORT_HEADER_LEN + TAG_LEN);
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&datagram[TRANSPORT_HEADER_LEN - 8..TRANSPORT_HEADER_LEN]);
+        let nonce = u64::from_le_bytes(n);
+        let body_end = datagram.len() - TAG_LEN;
+        let tag =
+            self.encrypt_in_place_detached(nonce, &mut datagram[TRANSPORT_HEADER_LEN..body_end]);
+        datagram[body_end..].copy_from_slice(&tag);
+    }
+
     /// Encrypts `buf` in place under `nonce`; returns the tag.
     pub(crate) fn encrypt_in_place_detached(&self, nonce: u64, buf: &mut [u8]) -> [u8; 16] {
         let tag = self
@@ -143,7 +158,9 @@ impl TransportCipher {
 
 /// One generation of a directional key.
 pub(crate) struct KeyGeneration {
-    cipher: TransportCipher,
+    /// Shared with sealing threads that finish datagrams prepared under this key
+    /// ([`SealKey`](crate::SealKey)); it is dropped when the last of them is done.
+    cipher: Arc<TransportCipher>,
     phase: u8,
     first_used: Option<Duration>,
     messages: u64,
@@ -157,7 +174,7 @@ impl KeyGeneration {
 
     fn with_phase(key: Zeroizing<[u8; 32]>, phase: u8) -> Self {
         // The raw key is wiped when `key` drops; the cipher keeps its own expanded copy.
-        let cipher = TransportCipher::new(&key);
+        let cipher = Arc::new(TransportCipher::new(&key));
         Self {
             cipher,
             phase,
@@ -178,6 +195,11 @@ impl KeyGeneration {
     }
 
     pub(crate) fn cipher(&self) -> &TransportCipher {
+        &self.cipher
+    }
+
+    /// The cipher, shared.
+    pub(crate) fn shared_cipher(&self) -> &Arc<TransportCipher> {
         &self.cipher
     }
 

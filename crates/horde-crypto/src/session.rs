@@ -2,6 +2,7 @@
 //! keys (see [`crate::rekey`]).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::drop::counted;
@@ -9,7 +10,7 @@ use crate::packet::{
     self, classify, Packet, COUNTER_LIMIT, KEY_PHASE_BIT, MAX_PLAINTEXT, TAG_LEN,
     TRANSPORT_HEADER_LEN, TYPE_TRANSPORT,
 };
-use crate::rekey::{KeyGeneration, KeyStatus, RekeyPolicy};
+use crate::rekey::{KeyGeneration, KeyStatus, RekeyPolicy, TransportCipher};
 use crate::replay::ReplayWindow;
 use crate::{DropCounters, DropReason, PublicKey};
 
@@ -29,6 +30,26 @@ impl SessionKeys {
 }
 
 const CHANNELS: usize = 256;
+
+/// A sending key, shared with a thread that encrypts datagrams prepared by
+/// [`Session::prepare_append`]. Cheap to clone (a reference count); the key stays alive
+/// until the last clone is dropped, even after the session has rotated past it.
+#[derive(Clone)]
+pub struct SealKey(Arc<TransportCipher>);
+
+impl SealKey {
+    /// Encrypts, in place, a whole datagram prepared under this key: header, plaintext
+    /// and the tag's room, as [`Session::prepare_append`] appended it.
+    pub fn seal_prepared(&self, datagram: &mut [u8]) {
+        self.0.seal_prepared(datagram);
+    }
+}
+
+impl fmt::Debug for SealKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SealKey(..)")
+    }
+}
 
 /// Why [`Session::seal`] refused to produce a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -131,6 +152,26 @@ impl Session {
         plaintext: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<u64, SealError> {
+        let start = out.len();
+        let counter = self.prepare_append(channel, plaintext, out)?;
+        self.send.cipher().seal_prepared(&mut out[start..]);
+        Ok(counter)
+    }
+
+    /// The first half of [`Session::seal_append`], for a runtime that encrypts on another
+    /// thread: assigns the channel's next counter (rotating the key first if it is due),
+    /// and appends the header, the plaintext and room for the tag. The datagram is sent
+    /// only after [`SealKey::seal_prepared`] with [`Session::send_key`] as it is now,
+    /// before any later call changes it, has encrypted it in place. Counters and key
+    /// phases are thus decided here, in order, whichever thread encrypts.
+    ///
+    /// On error nothing is consumed and `out` is as it was.
+    pub fn prepare_append(
+        &mut self,
+        channel: u8,
+        plaintext: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u64, SealError> {
         if plaintext.len() > MAX_PLAINTEXT {
             return Err(SealError::TooLarge {
                 len: plaintext.len(),
@@ -147,7 +188,6 @@ impl Session {
         }
         let nonce = packet::nonce(channel, counter);
         out.reserve(TRANSPORT_HEADER_LEN + plaintext.len() + TAG_LEN);
-        let start = out.len();
         let phase_bit = if self.send.phase() == 1 {
             KEY_PHASE_BIT
         } else {
@@ -157,14 +197,21 @@ impl Session {
         out.extend_from_slice(&self.remote_index.to_le_bytes());
         out.extend_from_slice(&nonce.to_le_bytes());
         out.extend_from_slice(plaintext);
-        let tag = self
-            .send
-            .cipher()
-            .encrypt_in_place_detached(nonce, &mut out[start + TRANSPORT_HEADER_LEN..]);
-        out.extend_from_slice(&tag);
+        out.extend_from_slice(&[0; TAG_LEN]);
         self.send.used(self.clock);
         self.send_next[usize::from(channel)] = counter + 1;
         Ok(counter)
+    }
+
+    /// The key that finishes datagrams [`Session::prepare_append`] prepares now. It
+    /// changes only when the key rotates; a runtime can keep one per batch.
+    pub fn send_key(&self) -> SealKey {
+        SealKey(self.send.shared_cipher().clone())
+    }
+
+    /// Whether `key` is still the current sending key.
+    pub fn is_send_key(&self, key: &SealKey) -> bool {
+        Arc::ptr_eq(&key.0, self.send.shared_cipher())
     }
 
     /// Tells the session the time (any monotonic clock, as a duration since an origin of the

@@ -171,3 +171,49 @@ fn key_status_reports_generation_age_use_and_the_next_rotation() {
     assert_eq!(s.send_key_age, Some(ms(0)));
     assert_eq!(server.key_status().recv_generation, 1);
 }
+
+#[test]
+fn datagrams_prepared_in_order_and_sealed_on_another_thread_open_across_rekeys() {
+    let (mut client, mut server) = pair(3);
+    let policy = RekeyPolicy::every(ms(10));
+    client.set_rekey_policy(policy);
+    server.set_rekey_policy(policy);
+    // The same datagram, sealed at once and prepared then sealed later, is the same bytes.
+    let (mut twin, _) = pair(3);
+    let (mut whole, mut halves) = (Vec::new(), Vec::new());
+    twin.seal_append(0, b"same", &mut whole).unwrap();
+    client.prepare_append(0, b"same", &mut halves).unwrap();
+    client.send_key().seal_prepared(&mut halves);
+    assert_eq!(whole, halves);
+    assert_eq!(server.open(&halves, &mut Vec::new()).unwrap().1, b"same");
+
+    // Prepared on this thread with the key of the moment, sealed on another after the
+    // session has rotated past that key.
+    let mut prepared = Vec::new();
+    for t in 1..100u64 {
+        client.tick(ms(t));
+        let mut d = Vec::new();
+        client.prepare_append(1, &t.to_le_bytes(), &mut d).unwrap();
+        prepared.push((t, client.send_key(), d));
+    }
+    assert!(client.rekeys().0 >= 9, "{:?}", client.rekeys());
+    let sealed = std::thread::spawn(move || {
+        prepared
+            .into_iter()
+            .map(|(t, key, mut d)| {
+                key.seal_prepared(&mut d);
+                (t, d)
+            })
+            .collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    for (t, d) in sealed {
+        server.tick(ms(t));
+        let mut out = Vec::new();
+        assert_eq!(
+            server.open(&d, &mut out).unwrap(),
+            (1, &t.to_le_bytes()[..])
+        );
+    }
+}

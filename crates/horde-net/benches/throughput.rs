@@ -12,7 +12,10 @@
 //! Experiments: `HORDE_BENCH_CHANNELS=1` prints each channel's srtt, rate and losses at the
 //! end of a Horde run, and what the receiver dropped for want of buffer;
 //! `HORDE_BENCH_CC=cbr:KBPS` gives every channel a constant rate instead of the default
-//! congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved instead of 4096.
+//! congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved instead of 4096;
+//! `HORDE_BENCH_SEAL_WORKER=0` (or `1`) turns both hosts' sealing worker off (on) instead
+//! of the default; `HORDE_BENCH_THREADS=1` prints the CPU time each thread of the process
+//! used while the sender sent (from `/proc/self/task/*/stat`).
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
@@ -94,6 +97,7 @@ fn receiver(
             vec![InterfaceConfig::new("127.0.0.1:0".parse().unwrap())],
         );
         cfg.allowed_peers = vec![allowed];
+        cfg.seal_worker = seal_worker();
         let server = Host::bind(cfg).await.unwrap();
         let mut listener = server.listen(1);
         ready.send(server.local_addrs()[0]).unwrap();
@@ -150,12 +154,9 @@ fn sender(
         .unwrap();
     rt.block_on(async move {
         let lo = "127.0.0.1:0".parse().unwrap();
-        let client = Host::bind(HostConfig::new(
-            ck,
-            (0..CHANNELS).map(|_| InterfaceConfig::new(lo)).collect(),
-        ))
-        .await
-        .unwrap();
+        let mut cfg = HostConfig::new(ck, (0..CHANNELS).map(|_| InterfaceConfig::new(lo)).collect());
+        cfg.seal_worker = seal_worker();
+        let client = Host::bind(cfg).await.unwrap();
         let conn = client
             .connect(ConnectConfig {
                 peer,
@@ -191,6 +192,7 @@ fn sender(
             .ok()
             .and_then(|w| w.parse().ok())
             .unwrap_or(WINDOW);
+        let threads0 = thread_cpu();
         let end = Instant::now() + Duration::from_secs_f64(seconds);
         while Instant::now() < end {
             while sent - resolved < window {
@@ -209,6 +211,9 @@ fn sender(
                     resolved += 1;
                 }
             }
+        }
+        if std::env::var_os("HORDE_BENCH_THREADS").is_some() {
+            print_thread_cpu(&threads0, &thread_cpu(), seconds);
         }
         if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
             for c in handle.channels().await.unwrap() {
@@ -231,6 +236,67 @@ fn sender(
         tokio::time::sleep(Duration::from_millis(100)).await;
         client.shutdown().await;
     });
+}
+
+/// Both hosts' [`HostConfig::seal_worker`]: the default unless `HORDE_BENCH_SEAL_WORKER`
+/// says `0` or `1`.
+fn seal_worker() -> bool {
+    match std::env::var("HORDE_BENCH_SEAL_WORKER").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => horde_net::DEFAULT_SEAL_WORKER,
+    }
+}
+
+/// Per thread of this process: id, name and CPU seconds (user + system) so far.
+fn thread_cpu() -> Vec<(u32, String, f64)> {
+    // SAFETY: sysconf only reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "tid (name) state ppid ...": utime and stime are the 14th and 15th fields.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let tid = stat[..open].trim().parse().unwrap_or(0);
+        let name = stat[open + 1..close].to_string();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |i: usize| {
+            rest.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        out.push((tid, name, (field(11) + field(12)) / ticks));
+    }
+    out.sort_unstable_by_key(|t| t.0);
+    out
+}
+
+/// What each thread used between two snapshots, as a share of one core over `seconds`.
+fn print_thread_cpu(before: &[(u32, String, f64)], after: &[(u32, String, f64)], seconds: f64) {
+    let pid = std::process::id();
+    for (tid, name, cpu) in after {
+        let was = before.iter().find(|t| t.0 == *tid).map_or(0.0, |t| t.2);
+        let used = cpu - was;
+        if used <= 0.0 {
+            continue;
+        }
+        let role = if *tid == pid {
+            " (sender: driver and application)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "thread {tid} {name}{role}: {used:.2} s CPU, {:.0}% of a core",
+            100.0 * used / seconds
+        );
+    }
 }
 
 /// The channels' configuration: the default, with packets large enough for `adu`, or
@@ -257,7 +323,10 @@ fn run(seconds: f64, path: Path, adu: usize) -> (Figures, f64) {
     let (stop_tx, stop_rx) = mpsc::channel();
     let client_public = *ck.public();
     let server_public = *sk.public();
-    let rx = std::thread::spawn(move || receiver(sk, client_public, ready_tx, stop_rx));
+    let rx = std::thread::Builder::new()
+        .name("bench-receiver".into())
+        .spawn(move || receiver(sk, client_public, ready_tx, stop_rx))
+        .unwrap();
     let server_addr = ready_rx.recv().unwrap();
     let emu = (path == Path::Emulator).then(|| {
         let toml: String = (0..CHANNELS)

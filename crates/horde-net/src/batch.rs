@@ -79,6 +79,16 @@ impl TxQueue {
         &self.buf[m.start..m.start + m.len]
     }
 
+    /// Bytes queued, all messages together.
+    pub fn buffer_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Part of the queued bytes, to finish a datagram in place (sealing it).
+    pub fn buffer_mut(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self.buf[range]
+    }
+
     /// Queue one datagram; it joins the last message when that goes to the same place
     /// with segments of its size and `max_segments` allows one more.
     pub fn push(&mut self, dst: SocketAddr, owner: Owner, datagram: &[u8], max_segments: usize) {

@@ -55,8 +55,8 @@ pub struct HostConfig {
     /// `None` (or zero) turns it off. Default 250 ms.
     pub interface_poll: Option<Duration>,
     /// Per connection: payload bytes delivered to the application and not yet read
-    /// that the host holds before it tells the peer to stop (receive-side flow control).
-    /// Default [`DEFAULT_RECV_BUFFER`].
+    /// that the host holds (receive-side flow control: the peer never has more data out
+    /// toward it than this buffer has room for). Default [`DEFAULT_RECV_BUFFER`].
     pub recv_buffer_bytes: usize,
     /// Accepted connections that may wait for [`Listener::accept`](crate::Listener)
     /// per service; more are closed at once. Default [`DEFAULT_ACCEPT_BACKLOG`].
@@ -70,7 +70,20 @@ pub struct HostConfig {
     /// one read. `false` keeps one datagram per message (still batched with `sendmmsg`
     /// and `recvmmsg`). Default `true`.
     pub udp_offload: bool,
+    /// Encrypt outgoing datagrams on a worker thread of their own, so that one
+    /// connection's data path uses two cores: the driver thread runs the sessions and
+    /// the syscalls and decides every datagram's counter and key, the worker does the
+    /// AES-GCM. Default [`DEFAULT_SEAL_WORKER`].
+    pub seal_worker: bool,
 }
+
+/// The default [`HostConfig::seal_worker`]: off. Measured on a 2-core machine where both
+/// ends of a transfer share the cores, the worker moved about a quarter of the sender's
+/// CPU off its driver thread but cost 10-20% more CPU per packet (the hand-off and the
+/// wake-ups) and did not raise goodput reliably (`docs/results.md`, "Flow control by
+/// credit, and sealing on a second thread"). A host with cores to spare, whose driver
+/// thread is the limit, turns it on.
+pub const DEFAULT_SEAL_WORKER: bool = false;
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
 pub const DEFAULT_RECV_BUFFER: usize = 4 << 20;
@@ -97,6 +110,7 @@ impl HostConfig {
             handshakes: Default::default(),
             rekey: RekeyPolicy::default(),
             udp_offload: true,
+            seal_worker: DEFAULT_SEAL_WORKER,
         }
     }
 }

@@ -83,7 +83,8 @@ pub use api::{
 };
 pub use config::{
     ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
-    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER, MTU_RANGE,
+    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER, DEFAULT_SEAL_WORKER,
+    MTU_RANGE,
 };
 pub use driver::HostStats;
 pub use handshake::HandshakeSettings;

@@ -962,6 +962,12 @@ impl Session {
     /// that hand ADUs straight to their consumer.
     pub fn set_receive_buffer(&mut self, limit: Option<usize>) {
         self.life.flow.limit = limit;
+        // The peer learns the limit once the session is up (here, or on the handshake's
+        // completion for the initiating end). The last arrival's time stands in for now:
+        // it only spaces forced updates.
+        if self.state == State::Connected {
+            self.advertise_window(self.life.last_rx);
+        }
     }
 
     /// The application has read `bytes` of payload delivered earlier.
@@ -969,17 +975,15 @@ impl Session {
         self.timers.invalidate();
         let flow = &mut self.life.flow;
         flow.unread = flow.unread.saturating_sub(bytes);
-        if let Some(open) = flow.update(now, false) {
-            self.queue_window(open);
-        }
+        self.advertise_window(now);
     }
 
     /// Payload bytes the application must still read (report them with
-    /// [`Session::consumed`]) before this end reopens the receive window it shut; `None`
-    /// while the window is open. A driver that is not woken by reading should wake when
-    /// this much has been read.
+    /// [`Session::consumed`]) before this end advertises a larger limit to its peer
+    /// (a peer that used up the last one waits for it); `None` without a receive buffer.
+    /// A driver that is not woken by reading should wake when this much has been read.
     pub fn reopens_after_reading(&self) -> Option<usize> {
-        self.life.flow.reopens_after_reading()
+        self.life.flow.reopens_after_reading(self.held_bytes())
     }
 
     /// Payload bytes delivered to the application and not yet read.
@@ -987,9 +991,9 @@ impl Session {
         self.life.flow.unread
     }
 
-    /// Whether the peer's zero window holds back this end's data now.
+    /// Whether the peer's advertised limit holds back this end's data now.
     pub fn flow_blocked(&self) -> bool {
-        self.life.flow.blocked_since.is_some()
+        self.life.flow.blocked.is_some()
     }
 
     /// The oldest event not yet taken; call until `None` after every input.
@@ -1075,6 +1079,7 @@ impl Session {
             } => {
                 if let Some(idx) = self.data_channel(now, channel, local, src) {
                     self.channels[idx].on_receive(now, seq, send_ts);
+                    self.answer_ping_with_window(idx);
                 }
             }
             Packet::Ack(ack) => self.on_ack(now, ack, src),
@@ -1099,18 +1104,18 @@ impl Session {
                     self.finish(now, CloseReason::LocalClose);
                 }
             }
-            Packet::Window { open, .. } => self.on_window(now, open),
+            Packet::Window { limit, .. } => self.on_window(now, limit),
         }
     }
 
     /// Process timers that are due (and only those).
     pub fn handle_timeout(&mut self, now: Duration) {
         if self.timers.is_stale() {
-            self.refill_timers(now);
+            self.refill_timers();
         }
         let ran = self.run_due_timers(now);
         if ran {
-            self.refill_timers(now);
+            self.refill_timers();
         }
     }
 
@@ -1123,13 +1128,13 @@ impl Session {
         }
         let mut t = if self.timers.is_stale() {
             let mut d = Deadlines::default();
-            self.fill_timers(now, &mut d);
+            self.fill_timers(&mut d);
             d.next()
         } else {
             self.timers.deadlines().next()
         };
         if self.state == State::Connected
-            && self.life.flow.may_send(now)
+            && self.life.flow.may_send()
             && (self.send.values().any(|s| !s.queue.is_empty()) || self.recovery.wants_spare())
         {
             let slot_at = self
@@ -1167,7 +1172,7 @@ impl Session {
         }
         let Some(p) = self.tx.pop_front() else {
             // The driver's flush ends here: its next question is when to come back.
-            self.refill_timers(now);
+            self.refill_timers();
             return None;
         };
         buf.clear();

@@ -115,13 +115,15 @@ pub enum Packet {
         /// The connection whose `Close` is answered.
         conn: u64,
     },
-    /// Receive-side flow control: how many more payload bytes the receiver's buffer can
-    /// hold (0: stop sending data until a larger window or a zero-window probe).
+    /// Receive-side flow control, by credit: the receiver's cumulative limit on the
+    /// payload bytes of data packets it takes in over the session (what it has taken
+    /// in plus the room left in its buffer). It only grows; the sender keeps what it has
+    /// sent, less what it saw declared lost, within it.
     Window {
         /// The connection the window is for.
         conn: u64,
-        /// Payload bytes the receiver's buffer can still hold.
-        open: u64,
+        /// Payload bytes the receiver may take in since the session began.
+        limit: u64,
     },
     /// Several ADUs in one slot of one channel (version 2). Acked, and declared lost, as
     /// one packet; each ADU is delivered on its own.
@@ -430,10 +432,10 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             out.push(header(T_CLOSE_ACK));
             out.extend_from_slice(&conn.to_be_bytes());
         }
-        Packet::Window { conn, open } => {
+        Packet::Window { conn, limit } => {
             out.push(header(T_WINDOW));
             out.extend_from_slice(&conn.to_be_bytes());
-            out.extend_from_slice(&open.to_be_bytes());
+            out.extend_from_slice(&limit.to_be_bytes());
         }
         Packet::Packed {
             conn,
@@ -713,7 +715,7 @@ pub(crate) fn decode_reusing(
         T_CLOSE_ACK => Packet::CloseAck { conn },
         T_WINDOW => Packet::Window {
             conn,
-            open: r.u64()?,
+            limit: r.u64()?,
         },
         T_PACKED => {
             let h = r.array::<{ PACKED_HEADER_LEN - 9 }>()?;
@@ -808,7 +810,7 @@ mod tests {
             }),
             any::<u64>().prop_map(|conn| Packet::Close { conn }),
             any::<u64>().prop_map(|conn| Packet::CloseAck { conn }),
-            any::<(u64, u64)>().prop_map(|(conn, open)| Packet::Window { conn, open }),
+            any::<(u64, u64)>().prop_map(|(conn, limit)| Packet::Window { conn, limit }),
             (any::<(u64, u8, u64, u32)>(), packed_adus()).prop_map(
                 |((conn, channel, seq, send_ts), adus)| Packet::Packed {
                     conn,
@@ -913,11 +915,11 @@ mod tests {
         encode(&Packet::CloseAck { conn }, &mut buf);
         assert_eq!(buf, [0x28, 1, 2, 3, 4, 5, 6, 7, 8]);
         buf.clear();
-        encode(&Packet::Window { conn, open: 65536 }, &mut buf);
+        encode(&Packet::Window { conn, limit: 65536 }, &mut buf);
         assert_eq!(buf, [0x29, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
         assert_eq!(
             decode(&Bytes::from(buf)),
-            Ok(Packet::Window { conn, open: 65536 })
+            Ok(Packet::Window { conn, limit: 65536 })
         );
     }
 

@@ -415,3 +415,113 @@ fn a_receiver_that_does_not_read_stalls_the_sender_in_bounded_memory() {
         None
     );
 }
+
+/// First byte of a `Window` packet: version in the high nibble, type 9.
+const WINDOW: u8 = (horde_proto::wire::VERSION << 4) | 9;
+
+/// ADUs the server's application was handed, in order of arrival, by stream sequence.
+fn received_seqs(net: &Net) -> Vec<u64> {
+    net.events(SERVER)
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Received { stream_seq, .. } => Some(*stream_seq),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A client with 400 kB queued for a server with a 40 kB receive buffer whose
+/// application does not read.
+fn stalled_sender(drop: Drop) -> Net {
+    let mut net = Net::with_receive_buffer(SessionConfig::default(), drop, Some(40_000));
+    net.client()
+        .open_stream(
+            1,
+            StreamConfig {
+                max_queue_bytes: 1 << 20,
+                ordered: true,
+                ..StreamConfig::default()
+            },
+        )
+        .unwrap();
+    net.run_until(ms(200));
+    net.send(1, 400, 1000);
+    net
+}
+
+/// Read what is unread every `every` until `end`.
+fn read_until(net: &mut Net, end: Duration, every: Duration) {
+    while net.now() < end {
+        let now = net.now();
+        let unread = net.server().unread_bytes();
+        net.server().consumed(now, unread);
+        let next = net.now() + every;
+        net.run_until(next);
+    }
+}
+
+#[test]
+fn a_sender_never_overruns_the_receivers_advertised_buffer() {
+    let mut net = stalled_sender(no_loss());
+    net.run_until(ms(3000));
+    // The sender filled the buffer and stopped: nothing was dropped for lack of room,
+    // nothing declared lost, and its probes (pings) did not overrun it either.
+    let unread = net.server().unread_bytes();
+    assert!(unread > 35_000 && unread <= 40_000, "unread {unread}");
+    assert_eq!(net.server().stats().flow_dropped, 0);
+    assert!(net.client().flow_blocked());
+    assert!(
+        net.client().queued(1) >= 350,
+        "the rest waits at the sender"
+    );
+    assert!(net
+        .events(CLIENT)
+        .iter()
+        .any(|(_, e)| matches!(e, Event::FlowBlocked)));
+
+    // The application reads: every ADU arrives, in order, none lost or dropped.
+    read_until(&mut net, ms(6000), ms(20));
+    assert_eq!(received_seqs(&net), (0..400).collect::<Vec<u64>>());
+    let (acked, nacked) = net.outcomes();
+    assert_eq!((acked, nacked.len()), (400, 0), "{nacked:?}");
+    assert_eq!(net.server().stats().flow_dropped, 0);
+    assert!(!net.client().flow_blocked());
+}
+
+#[test]
+fn a_sender_whose_window_updates_are_lost_probes_for_them() {
+    let cut = std::rc::Rc::new(std::cell::Cell::new(false));
+    let cutting = cut.clone();
+    let mut net = stalled_sender(Box::new(move |to, b| {
+        to == CLIENT && b.first() == Some(&WINDOW) && cutting.get()
+    }));
+    net.run_until(ms(1000));
+    assert!(net.client().flow_blocked(), "the first limit got through");
+    assert_eq!(net.server().unread_bytes(), 40_000);
+    // From now on every update is lost; the application reads everything.
+    cut.set(true);
+    let now = net.now();
+    let unread = net.server().unread_bytes();
+    net.server().consumed(now, unread);
+    net.run_until(ms(1500));
+    assert!(net.client().flow_blocked(), "no update got through");
+    // The updates get through again: the sender's next probe (a ping every 250 ms
+    // while blocked) is answered with the limit, and it resumes.
+    cut.set(false);
+    net.run_until(ms(1800));
+    let resumed: Vec<Duration> = net
+        .events(CLIENT)
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::FlowResumed))
+        .map(|(t, _)| *t)
+        .collect();
+    assert!(
+        resumed.len() == 1 && resumed[0] > ms(1500),
+        "resumed after a probe, not before: {resumed:?}"
+    );
+    read_until(&mut net, ms(5000), ms(20));
+    assert_eq!(received_seqs(&net), (0..400).collect::<Vec<u64>>());
+    let (acked, nacked) = net.outcomes();
+    assert_eq!((acked, nacked.len()), (400, 0), "{nacked:?}");
+    assert_eq!(net.server().stats().flow_dropped, 0);
+}

@@ -15,6 +15,7 @@ mod commands;
 mod interfaces;
 mod plaintext;
 mod receive;
+mod sealer;
 mod timers;
 mod transmit;
 
@@ -101,6 +102,8 @@ pub struct HostStats {
     /// Datagrams the handshake worker read from the handshake sockets (initiations that
     /// the kernel steered away from the data path); also counted in `datagrams_in`.
     pub handshake_datagrams_in: u64,
+    /// Datagrams sealed on the sealing worker thread ([`HostConfig::seal_worker`]).
+    pub sealed_off_thread: u64,
     /// Chunks allocated for decrypted payloads.
     pub plaintext_chunks: u64,
     /// Used-up chunks used again because nothing held their payloads any more.
@@ -288,6 +291,14 @@ struct Driver {
     /// The connection keys a flush walks, kept for the next one.
     flush_keys: Vec<u64>,
     tx_buf: Vec<u8>,
+    /// AES-GCM on a second thread ([`HostConfig::seal_worker`]); `None`: on this one.
+    sealer: Option<sealer::Sealer>,
+    /// Batches back from the sealer, waiting to be sent (kept between flushes).
+    sealed: Vec<sealer::SealBatch>,
+    /// Flushes wait for the sealer's last batches (while shutting down).
+    sealing_wait: bool,
+    /// The sealer's hand-back signal, or one that never fires.
+    sealer_done: Arc<Notify>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
 }
@@ -369,7 +380,19 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         refusals: Vec::new(),
         flush_keys: Vec::new(),
         tx_buf: Vec::with_capacity(MAX_DATAGRAM),
+        sealer: if config.seal_worker {
+            Some(sealer::Sealer::spawn()?)
+        } else {
+            None
+        },
+        sealed: Vec::with_capacity(sealer::BATCHES),
+        sealing_wait: false,
+        sealer_done: Arc::new(Notify::new()),
     };
+    let mut driver = driver;
+    if let Some(s) = &driver.sealer {
+        driver.sealer_done = s.done.clone();
+    }
     let task = tokio::spawn(driver.run(cmd_rx));
     Ok((cmd_tx, addrs, task))
 }
@@ -414,6 +437,7 @@ impl Driver {
                 },
                 _ = readable => {}
                 _ = self.reader_woke.notified() => {}
+                _ = self.sealer_done.notified() => {}
                 done = self.handshakes.next_done() => {
                     if let Some(done) = done {
                         self.on_handshake_done(done);
@@ -428,6 +452,7 @@ impl Driver {
     /// acknowledged its `Close` (or the close timeout has passed), so that peers end at
     /// once instead of waiting for an idle timeout, and every ADU in flight is resolved.
     async fn last_flush(&mut self) {
+        self.sealing_wait = true;
         let now = self.now();
         for c in self.conns.values_mut() {
             c.reconnect = None;

@@ -1,5 +1,6 @@
 //! Transmit: every session's datagrams through the AEAD layer onto the sockets.
 
+use super::sealer::{SealBatch, Sealer};
 use super::*;
 
 impl Driver {
@@ -39,6 +40,43 @@ impl Driver {
                     conn: key,
                     channel: t.channel,
                 };
+                if let Some(sealer) = self.sealer.as_mut().filter(|w| w.running()) {
+                    // Prepared here (counter, key phase), sealed on the worker.
+                    if !sealer.can_fill(iface) {
+                        sealer.wait_one(&mut self.sealed);
+                        send_sealed(
+                            &self.sockets,
+                            sealer,
+                            &mut self.sealed,
+                            &mut self.stats,
+                            &mut self.refusals,
+                        )
+                        .await;
+                    }
+                    let Some(b) = sealer.filling(iface) else {
+                        continue;
+                    };
+                    let ch = u8::from(t.channel);
+                    if b.push(crypto, ch, &self.tx_buf, t.dst, owner, s.gso_segments())
+                        .is_err()
+                    {
+                        self.stats.send_errors += 1;
+                        continue;
+                    }
+                    sealer.hand_off(iface, false, &mut self.sealed);
+                    sealer.collect(&mut self.sealed);
+                    if !self.sealed.is_empty() {
+                        send_sealed(
+                            &self.sockets,
+                            sealer,
+                            &mut self.sealed,
+                            &mut self.stats,
+                            &mut self.refusals,
+                        )
+                        .await;
+                    }
+                    continue;
+                }
                 // Sealed straight into the socket's batch: no copy of the datagram.
                 let tx_buf = &self.tx_buf;
                 let sealed = q.push_with(t.dst, owner, s.gso_segments(), |buf| {
@@ -84,6 +122,25 @@ impl Driver {
                 closed.push(key);
             }
         }
+        if let Some(sealer) = self.sealer.as_mut() {
+            // What the worker has not finished is sent when it has (its `done` wakes
+            // the driver), not waited for here.
+            sealer.hand_off_all(&mut self.sealed);
+            if self.sealing_wait {
+                sealer.collect_all(&mut self.sealed);
+            } else {
+                sealer.collect(&mut self.sealed);
+            }
+            send_sealed(
+                &self.sockets,
+                sealer,
+                &mut self.sealed,
+                &mut self.stats,
+                &mut self.refusals,
+            )
+            .await;
+            self.stats.sealed_off_thread = sealer.sealed_off_thread;
+        }
         self.send_queues().await;
         self.flush_keys = keys;
         for key in closed {
@@ -117,6 +174,23 @@ impl Driver {
                 *c.refused.entry(channel).or_default() += 1;
             }
         }
+    }
+}
+
+/// Send the batches the sealing worker (or the driver) has sealed, in order, and give
+/// them back for reuse. A closed socket's batch is dropped.
+async fn send_sealed(
+    sockets: &[Option<ChannelSocket>],
+    sealer: &mut Sealer,
+    sealed: &mut Vec<SealBatch>,
+    stats: &mut HostStats,
+    refusals: &mut Vec<(u64, ChannelId)>,
+) {
+    for mut b in sealed.drain(..) {
+        if let Some(Some(s)) = sockets.get(b.iface) {
+            send_queue(s, &mut b.queue, stats, refusals).await;
+        }
+        sealer.recycle(b);
     }
 }
 

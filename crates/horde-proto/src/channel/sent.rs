@@ -23,6 +23,8 @@ pub struct SentAdu {
     pub inserted: Duration,
     /// Position in the session's transmission history, if it is being kept.
     pub history: Option<u64>,
+    /// Payload bytes (the peer's flow-control credit it takes).
+    pub payload: u32,
 }
 
 /// Where a packet's ADUs sit in the tracker's ADU log: `count` entries from absolute
@@ -625,6 +627,7 @@ mod tests {
             stream_seq: adu,
             inserted: Duration::ZERO,
             history: None,
+            payload: 100,
         }
     }
 

@@ -91,7 +91,7 @@ impl Session {
     pub(super) fn cycle_due(&self, now: Duration) -> bool {
         if self.state != State::Connected
             || self.send.values().all(|s| s.queue.is_empty())
-            || !self.life.flow.may_send(now)
+            || !self.life.flow.may_send()
         {
             return false;
         }
@@ -210,10 +210,14 @@ impl Session {
         });
         let packer = std::mem::take(&mut cy.packer);
         for (slot, members) in packer.packets() {
-            let slot = cy.slots[slot].clone();
-            if !self.life.flow.may_send(now) {
-                break; // a zero-window probe is one packet
+            // The peer's credit bounds what may be out toward it; the first packet
+            // that does not fit stops the cycle, so a stream is never reordered.
+            let bytes: u64 = members.iter().map(|&a| u64::from(cy.adus[a].length)).sum();
+            if !self.life.flow.allows(bytes) {
+                self.flow_block(now, bytes);
+                break;
             }
+            let slot = cy.slots[slot].clone();
             self.transmit_packet(now, &slot, members, &mut cy);
         }
         // A channel left with real slots it had no ADU for is application-limited.
@@ -232,6 +236,17 @@ impl Session {
         }
         cy.packer = packer;
         self.cycle = cy;
+    }
+
+    /// The peer's credit cannot take a packet of `need` payload bytes: stop scheduling
+    /// data until it can.
+    fn flow_block(&mut self, now: Duration, need: u64) {
+        let flow = &mut self.life.flow;
+        if flow.blocked.is_none() {
+            self.events.push_back(Event::FlowBlocked);
+        }
+        let since = flow.blocked.map_or(now, |b| b.since);
+        flow.blocked = Some(crate::lifecycle::Blocked { since, need });
     }
 
     /// Start the patience clock of each ADU left on a phantom slot for the first time

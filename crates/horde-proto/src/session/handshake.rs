@@ -136,6 +136,7 @@ impl Session {
             self.state = State::Connected;
             self.hello_due = None;
             self.events.push_back(Event::Connected);
+            self.advertise_window(now);
         }
         if self.unconfirmed.is_empty() {
             self.hello_due = None;

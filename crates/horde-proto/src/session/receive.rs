@@ -31,6 +31,16 @@ impl Session {
     pub(super) fn on_resolved(&mut self, now: Duration, channel: ChannelId, resolved: &[Resolved]) {
         for r in resolved {
             let Some(a) = r.adu else { continue };
+            // What was declared lost took no room at the peer: its credit comes back
+            // (and goes again if the packet is acked late after all).
+            match r.resolution {
+                Resolution::Lost(_) => self.life.flow.lost += u64::from(a.payload),
+                Resolution::LateAcked { .. } => {
+                    let f = &mut self.life.flow;
+                    f.lost = f.lost.saturating_sub(u64::from(a.payload));
+                }
+                Resolution::Acked { .. } => {}
+            }
             self.life.resend.remove(&a.adu);
             let acked = !matches!(r.resolution, Resolution::Lost(_));
             if self.recovery.on_resolved(a.stream, a.adu, acked) {
@@ -94,31 +104,68 @@ impl Session {
                 }
             }
         }
+        if self.life.flow.blocked.is_some() {
+            self.flow_credit_changed(now);
+        }
     }
 
     /// Whether the receive buffer can take `bytes` more of payload. A full buffer takes
     /// nothing more: the packet is not acked, so the sender counts it lost, and is told
-    /// to stop.
+    /// the current limit. A sender that keeps to the advertised limit never gets here.
     pub(super) fn admit(&mut self, now: Duration, bytes: usize) -> bool {
         // ADUs held for ordering take buffer space too: they become unread data soon.
-        let held: usize = self.recv.values().map(RecvStream::held_bytes).sum();
-        if self.life.flow.fits(bytes + held) {
+        let held = self.held_bytes();
+        if self.life.flow.fits(held, bytes) {
             return true;
         }
         self.stats.flow_dropped += 1;
-        if let Some(open) = self.life.flow.update(now, true) {
-            self.queue_window(open);
+        if let Some(limit) = self.life.flow.update(now, held, true) {
+            self.queue_window(limit);
         }
         false
     }
 
-    pub(super) fn queue_window(&mut self, open: u64) {
+    /// Payload bytes held for in-order delivery.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.recv.values().map(RecvStream::held_bytes).sum()
+    }
+
+    /// `bytes` of payload were taken in: count them, and advertise a new limit if one
+    /// is due.
+    fn admitted(&mut self, now: Duration, bytes: usize) {
+        if self.life.flow.limit.is_none() {
+            return;
+        }
+        self.life.flow.admitted += bytes as u64;
+        self.advertise_window(now);
+    }
+
+    /// Send a new limit if it has grown enough since the last (or none went yet).
+    pub(super) fn advertise_window(&mut self, now: Duration) {
+        let held = self.held_bytes();
+        if let Some(limit) = self.life.flow.update(now, held, false) {
+            self.queue_window(limit);
+        }
+    }
+
+    pub(super) fn queue_window(&mut self, limit: u64) {
         // On every channel: updates are rare and small, and one channel's path back to
         // the sender may be broken without this end knowing (a NAT rebinding the sender
-        // has not yet announced on it, a dead downlink); a lost reopening would leave
-        // the sender probing forever.
+        // has not yet announced on it, a dead downlink); a lost update would leave the
+        // sender waiting for its probe.
         for idx in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Window(idx, open));
+            self.tx.push_back(PendingTx::Window(idx, limit));
+        }
+    }
+
+    /// A ping: the sender may be probing for a lost update (or just keeping the channel
+    /// alive); answer with the current limit on its channel.
+    pub(super) fn answer_ping_with_window(&mut self, idx: usize) {
+        if self.life.flow.limit.is_none() {
+            return;
+        }
+        if let Some(limit) = self.life.flow.advertised {
+            self.tx.push_back(PendingTx::Window(idx, limit));
         }
     }
 
@@ -145,11 +192,10 @@ impl Session {
             return;
         }
         self.stats.adus_received += 1;
+        let bytes = payload.len();
         self.accept_adu(now, &at, flags, stream, stream_seq, payload);
         self.flush_delivered();
-        if let Some(open) = self.life.flow.update(now, false) {
-            self.queue_window(open);
-        }
+        self.admitted(now, bytes);
     }
 
     /// A `Packed` packet: several ADUs under one channel sequence number.
@@ -160,7 +206,8 @@ impl Session {
         let Some(idx) = self.data_channel(now, at.channel, at.local, at.src) else {
             return;
         };
-        if !self.admit(now, adus.iter().map(|a| a.payload.len()).sum()) {
+        let bytes = adus.iter().map(|a| a.payload.len()).sum();
+        if !self.admit(now, bytes) {
             return;
         }
         if !self.channels[idx].on_receive(now, at.seq, at.send_ts) {
@@ -171,9 +218,7 @@ impl Session {
             self.accept_adu(now, &at, a.flags, a.stream, a.stream_seq, a.payload);
         }
         self.flush_delivered();
-        if let Some(open) = self.life.flow.update(now, false) {
-            self.queue_window(open);
-        }
+        self.admitted(now, bytes);
     }
 
     /// Hand one arrived ADU to its stream's receiver, or to the recovery layer if its
@@ -228,15 +273,18 @@ impl Session {
         self.ack_ranges = ack.ranges;
     }
 
-    /// The peer's receive window closed (`open == 0`) or opened again.
-    pub(super) fn on_window(&mut self, now: Duration, open: u64) {
+    /// The peer advertised a new cumulative limit (they only grow; a reordered older
+    /// one changes nothing).
+    pub(super) fn on_window(&mut self, now: Duration, limit: u64) {
         let flow = &mut self.life.flow;
-        if open == 0 {
-            if flow.blocked_since.is_none() {
-                self.events.push_back(Event::FlowBlocked);
-            }
-            flow.blocked_since = Some(now);
-        } else if flow.blocked_since.take().is_some() {
+        flow.peer_limit = Some(flow.peer_limit.map_or(limit, |l| l.max(limit)));
+        self.flow_credit_changed(now);
+    }
+
+    /// The peer's credit grew (a new limit, a loss given back): a blocked sender whose
+    /// packet fits again resumes.
+    pub(super) fn flow_credit_changed(&mut self, now: Duration) {
+        if self.life.flow.unblock_if_fits() {
             self.events.push_back(Event::FlowResumed);
             self.wake_cycle(now);
         }

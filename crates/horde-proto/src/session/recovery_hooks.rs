@@ -115,7 +115,7 @@ impl Session {
     /// fill them (PluriBus §4.1: coded packets only where the path's queue is empty).
     pub(super) fn offer_spare_slots(&mut self, now: Duration) -> bool {
         if self.state != State::Connected
-            || !self.life.flow.may_send(now)
+            || !self.life.flow.may_send()
             || !self.recovery.wants_spare()
         {
             return false;

@@ -119,9 +119,21 @@ impl Session {
                 }
             }
         }
-        if self.life.flow.blocked_since.is_some() && self.life.flow.may_send(now) {
-            // Zero-window probe: send again; a still-full receiver shuts the window anew.
-            self.wake_cycle(now);
+        if self.state == State::Connected && self.life.flow.probe_due(now) {
+            // Held back by the peer's limit for a while: its update may have been lost.
+            // A ping on every live channel asks for the limit again; being no data, it
+            // cannot overrun a full receiver.
+            for idx in 0..self.channels.len() {
+                if !self.channels[idx].is_alive() {
+                    continue;
+                }
+                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
+                let ts = self.send_ts(now);
+                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+            }
+            if let Some(b) = self.life.flow.blocked.as_mut() {
+                b.since = now;
+            }
         }
         true
     }
@@ -160,14 +172,14 @@ impl Session {
         self.channels.iter().map(|c| c.last_sent() + interval).min()
     }
 
-    pub(super) fn refill_timers(&mut self, now: Duration) {
+    pub(super) fn refill_timers(&mut self) {
         let mut d = Deadlines::default();
-        self.fill_timers(now, &mut d);
+        self.fill_timers(&mut d);
         self.timers.refill(|table| *table = d);
     }
 
     /// Every named timer's deadline, from the session's state.
-    pub(super) fn fill_timers(&self, now: Duration, d: &mut Deadlines) {
+    pub(super) fn fill_timers(&self, d: &mut Deadlines) {
         let hellos = match self.state {
             State::Handshaking => true,
             State::Connected => !self.unconfirmed.is_empty(),
@@ -188,10 +200,8 @@ impl Session {
                 d.set(Timer::Keepalive, self.keepalive_deadline());
             }
         }
-        if let Some(b) = self.life.flow.blocked_since {
-            if !self.life.flow.may_send(now) {
-                d.set(Timer::ZeroWindow, Some(b + ZERO_WINDOW_PROBE));
-            }
+        if let Some(b) = self.life.flow.blocked {
+            d.set(Timer::ZeroWindow, Some(b.since + ZERO_WINDOW_PROBE));
         }
         let channels = self.channels.iter().filter_map(Channel::next_timeout).min();
         d.set(Timer::Channel, channels);

@@ -202,9 +202,6 @@ impl Session {
         };
         cy.sent_adus.clear();
         cy.packet_adus.clear();
-        if let Some(t) = self.life.flow.blocked_since.as_mut() {
-            *t = now; // this packet is the probe; the next one waits
-        }
         let seq_peek = self.channels[idx].next_seq_peek();
         for &a in members {
             let view = &cy.adus[a];
@@ -256,6 +253,7 @@ impl Session {
                 stream_seq: q.seq,
                 inserted: q.inserted,
                 history,
+                payload: q.payload.len() as u32,
             });
             cy.packet_adus.push(PendingAdu {
                 id: q.id,
@@ -269,6 +267,8 @@ impl Session {
             return;
         }
         let size = packet_size(cy.packet_adus.iter().map(|a| a.payload.len())) as u32;
+        let payload: usize = cy.packet_adus.iter().map(|a| a.payload.len()).sum();
+        self.life.flow.sent += payload as u64;
         let seq = self.channels[idx].on_send(now, size, &cy.sent_adus);
         self.stats.adus_sent += cy.packet_adus.len() as u64;
         let send_ts = self.send_ts(now);
@@ -376,7 +376,7 @@ impl Session {
             }
             PendingTx::Close(_) => wire::encode(&Packet::Close { conn }, buf),
             PendingTx::CloseAck(_) => wire::encode(&Packet::CloseAck { conn }, buf),
-            PendingTx::Window(_, open) => wire::encode(&Packet::Window { conn, open }, buf),
+            PendingTx::Window(_, limit) => wire::encode(&Packet::Window { conn, limit }, buf),
         }
         let ch = &self.channels[idx];
         Transmit {
