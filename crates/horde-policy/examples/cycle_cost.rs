@@ -7,7 +7,8 @@
 //! perf stat -e task-clock target/release/examples/cycle_cost directed 300
 //! ```
 //!
-//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed`, `directed-open`
+//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed`, `directed-thorough`
+//! (the budget of 6000 in random order, the default before), `directed-open`
 //! (the budget that follows the open terms) or `directed-no-search`; CYCLES per instance (10 instances).
 
 use rand::SeedableRng;
@@ -24,8 +25,9 @@ fn scheduler(name: &str) -> Option<Box<dyn Scheduler>> {
             Box::new(rw)
         }
         "directed" => Box::new(Directed::default()),
+        "directed-thorough" => Box::new(Directed::thorough()),
         "directed-open" => {
-            let mut d = Directed::default();
+            let mut d = Directed::thorough();
             d.search_per_member = Some(12);
             Box::new(d)
         }

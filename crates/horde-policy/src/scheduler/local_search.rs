@@ -128,6 +128,7 @@ impl LocalSearch {
         work: &mut Assignment,
         rng: &mut dyn RngCore,
         max_passes: usize,
+        open_first: bool,
         per_member: Option<usize>,
         ceiling: usize,
     ) {
@@ -176,6 +177,14 @@ impl LocalSearch {
         self.movers
             .extend((0..n as u32).filter(|&a| !model.adjacent(a as usize).is_empty()));
         self.movers.shuffle(rng);
+        if open_first {
+            // The budget rarely lasts a whole pass, so it goes first to the ADUs with
+            // the most utility still open; the shuffle only breaks ties. A stable
+            // sort of a few dozen indices sorts on the stack.
+            let pot = &self.pot;
+            self.movers
+                .sort_by_key(|&a| std::cmp::Reverse(pot[a as usize]));
+        }
         self.look.clear();
         self.look.resize(n, true);
         let fits = |a: usize, s: usize| input.slots[s].max_size >= input.adus[a].length;
