@@ -429,7 +429,7 @@ fn the_default_search_keeps_near_the_thorough_utility_and_repeats() {
     for seed in 0..4 {
         let inst = synth::bench(&mut ChaCha8Rng::seed_from_u64(seed));
         let input = inst.input();
-        let mut run = |mut d: Directed, out: &mut Assignment| {
+        let run = |mut d: Directed, out: &mut Assignment| {
             d.schedule(&input, &mut ChaCha8Rng::seed_from_u64(11), out);
             assert!(assignment_is_valid(&input, out));
             inst.objectives.utility(&input, out)
@@ -440,7 +440,10 @@ fn the_default_search_keeps_near_the_thorough_utility_and_repeats() {
         default += run(Directed::default(), &mut out);
         let first = out.clone();
         run(Directed::default(), &mut out);
-        assert_eq!(out, first, "seed {seed}: the same seed gives the same schedule");
+        assert_eq!(
+            out, first,
+            "seed {seed}: the same seed gives the same schedule"
+        );
         thorough += run(Directed::thorough(), &mut out);
     }
     assert!(default > placed, "{default} <= {placed} (search off)");

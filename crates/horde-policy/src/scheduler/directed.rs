@@ -65,9 +65,10 @@ pub struct Directed {
     pub open_first: bool,
     /// If set, search work per member of each higher term below its upper bound
     /// after placement: the budget becomes the terms' first values plus this much
-    /// per such member, capped by `search_budget`. Off by default: at 12 it keeps
-    /// the session cycle at N = 32 under 100 µs but weakens X4 in the thesis's S4
-    /// (docs/schedulers.md, "A budget that follows the open terms").
+    /// per such member, capped by `search_budget`. Off by default: at 12 on top of
+    /// [`Directed::thorough`] it keeps the session cycle at N = 32 under 100 µs but
+    /// weakens X4 in the thesis's S4 (docs/schedulers.md, "A budget that follows
+    /// the open terms").
     pub search_per_member: Option<usize>,
     hungarian: Hungarian,
     search: LocalSearch,
