@@ -6,7 +6,7 @@
 //! perf record --call-graph dwarf target/release/examples/session_cycle directed 32 3000
 //! ```
 //!
-//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-thorough`, `directed-open`,
+//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-fast`, `directed-open`,
 //! `random-walk`), N real (= phantom) slots
 //! per cycle (a multiple of 4), CYCLES timed after the warm-up. Prints the median
 //! wall-clock and CPU time of one cycle and the allocations per cycle.
@@ -15,7 +15,7 @@
 mod cycle_pair;
 
 use cycle_pair::{
-    directed, directed_open, directed_thorough, random_walk, rrr, MakeScheduler, Pair, CHANNELS,
+    directed, directed_fast, directed_open, random_walk, rrr, MakeScheduler, Pair, CHANNELS,
 };
 
 fn main() {
@@ -26,12 +26,12 @@ fn main() {
     let make: MakeScheduler = match name.as_str() {
         "rrr" => rrr,
         "directed" => directed,
-        "directed-thorough" => directed_thorough,
+        "directed-fast" => directed_fast,
         "directed-open" => directed_open,
         "random-walk" => random_walk,
         _ => {
             eprintln!(
-                "unknown scheduler {name} (rrr, directed, directed-thorough, directed-open, random-walk)"
+                "unknown scheduler {name} (rrr, directed, directed-fast, directed-open, random-walk)"
             );
             std::process::exit(2);
         }

@@ -6,7 +6,7 @@
 
 mod cycle_pair;
 
-use cycle_pair::{directed, directed_thorough, random_walk, rrr, MakeScheduler, Pair};
+use cycle_pair::{directed, directed_fast, random_walk, rrr, MakeScheduler, Pair};
 
 fn steady_state_allocations(pack_adus: bool, small_adus: bool, lose_every: u64) -> (u64, u64, u64) {
     allocations_with(rrr, 4, pack_adus, small_adus, lose_every)
@@ -67,7 +67,7 @@ fn objective_driven_cycles_allocate_nothing_at_steady_state() {
     let cases: [(&str, MakeScheduler, usize); 4] = [
         ("directed", directed, 2),
         ("directed", directed, 8),
-        ("directed-thorough", directed_thorough, 8),
+        ("directed-fast", directed_fast, 8),
         ("random-walk", random_walk, 2),
     ];
     for (name, make, per_channel) in cases {
