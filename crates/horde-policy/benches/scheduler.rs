@@ -26,6 +26,7 @@ fn report() {
             Box::new(rw)
         }),
         ("directed", Box::new(Directed::default())),
+        ("directed, fast", Box::new(Directed::fast())),
     ];
     println!("\nper cycle, mean over {INSTANCES} bench instances (X1-X4, 32+32 slots, 64 ADUs):");
     println!(

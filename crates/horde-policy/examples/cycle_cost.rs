@@ -7,7 +7,8 @@
 //! perf stat -e task-clock target/release/examples/cycle_cost directed 300
 //! ```
 //!
-//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed`, `directed-open`
+//! SCHEDULER is `random-walk`, `random-walk-cached`, `directed`, `directed-fast`
+//! (a budget of 1500 spent open first), `directed-open`
 //! (the budget that follows the open terms) or `directed-no-search`; CYCLES per instance (10 instances).
 
 use rand::SeedableRng;
@@ -24,6 +25,7 @@ fn scheduler(name: &str) -> Option<Box<dyn Scheduler>> {
             Box::new(rw)
         }
         "directed" => Box::new(Directed::default()),
+        "directed-fast" => Box::new(Directed::fast()),
         "directed-open" => {
             let mut d = Directed::default();
             d.search_per_member = Some(12);

@@ -6,14 +6,17 @@
 //! perf record --call-graph dwarf target/release/examples/session_cycle directed 32 3000
 //! ```
 //!
-//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-open`, `random-walk`), N real (= phantom) slots
+//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-fast`, `directed-open`,
+//! `random-walk`), N real (= phantom) slots
 //! per cycle (a multiple of 4), CYCLES timed after the warm-up. Prints the median
 //! wall-clock and CPU time of one cycle and the allocations per cycle.
 
 #[path = "../tests/cycle_pair/mod.rs"]
 mod cycle_pair;
 
-use cycle_pair::{directed, directed_open, random_walk, rrr, MakeScheduler, Pair, CHANNELS};
+use cycle_pair::{
+    directed, directed_fast, directed_open, random_walk, rrr, MakeScheduler, Pair, CHANNELS,
+};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -23,10 +26,13 @@ fn main() {
     let make: MakeScheduler = match name.as_str() {
         "rrr" => rrr,
         "directed" => directed,
+        "directed-fast" => directed_fast,
         "directed-open" => directed_open,
         "random-walk" => random_walk,
         _ => {
-            eprintln!("unknown scheduler {name} (rrr, directed, directed-open, random-walk)");
+            eprintln!(
+                "unknown scheduler {name} (rrr, directed, directed-fast, directed-open, random-walk)"
+            );
             std::process::exit(2);
         }
     };
