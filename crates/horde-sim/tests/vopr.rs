@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use horde_sim::faults::link_death::{measure, LinkDeathSetup};
-use horde_sim::faults::{run_plan, run_seed, FaultKind, RunPlan, VoprOptions};
+use horde_sim::faults::{
+    run_plan, run_seed, shrink_faults, Fault, FaultKind, RunPlan, VoprOptions,
+};
 
 /// CI's seeds: a few hundred short runs, each with its own links, streams and faults.
 #[test]
@@ -71,24 +73,75 @@ fn duplicates_past_the_secure_layer_reach_the_session_when_asked() {
     assert!(guarded.net.replay_drops > 0, "{:?}", guarded.net);
 }
 
-#[test]
-fn a_receiver_that_stops_reading_for_good_is_reported() {
+/// Seed 5's run with a receiver that stops reading at 2 s and never reads again before
+/// the close, plus the faults in `decoys` before it.
+fn stop_reading_plan(decoys: &[FaultKind]) -> RunPlan {
     let mut plan = RunPlan::draw(5, Default::default());
-    plan.faults = vec![horde_sim::faults::Fault {
+    plan.faults = decoys
+        .iter()
+        .map(|kind| Fault {
+            at: Duration::from_millis(1000),
+            length: Duration::from_millis(800),
+            kind: *kind,
+        })
+        .collect();
+    plan.faults.push(Fault {
         at: Duration::from_secs(2),
         length: Duration::from_secs(60),
         kind: FaultKind::AppPause,
-    }];
+    });
     // The pause holds past the close: the quiet time starts before it ends.
     plan.quiet_from = Duration::from_secs(3);
     plan.close_at = Duration::from_secs(14);
-    let r = run_plan(plan, None);
+    plan
+}
+
+/// A run whose receiver never reads again cannot honour its allocations (the sender
+/// only probes the shut window), and the harness says so.
+#[test]
+fn a_receiver_that_stops_reading_for_good_is_reported() {
+    let r = run_plan(stop_reading_plan(&[]), None);
     let kinds: Vec<&str> = r.violations.iter().map(|v| v.kind).collect();
     assert!(
         kinds.contains(&"allocation") || kinds.contains(&"stalled"),
         "{kinds:?}"
     );
     assert!(r.lifecycle.flow_blocked > 0);
+}
+
+/// Shrinking drops the faults that do not cause a failure and keeps the one that does.
+#[test]
+fn shrinking_keeps_only_the_fault_that_causes_the_failure() {
+    let decoys = [
+        FaultKind::Loss { link: 0, p: 0.02 },
+        FaultKind::Reorder {
+            link: 0,
+            p: 0.05,
+            extra_ms: 20,
+        },
+        FaultKind::Duplicate { link: 0, p: 0.05 },
+    ];
+    let run = |keep: &[usize]| {
+        let mut plan = stop_reading_plan(&decoys);
+        let mut i = 0;
+        plan.faults.retain(|_| {
+            i += 1;
+            keep.contains(&(i - 1))
+        });
+        run_plan(plan, Some(keep))
+    };
+    let all: Vec<usize> = (0..=decoys.len()).collect();
+    let first = run(&all);
+    assert!(!first.passed(), "{:?}", first.violations);
+    let kind = first.violations[0].kind;
+    let (keep, shrunk) = shrink_faults(first, all, run);
+    assert_eq!(
+        keep,
+        vec![decoys.len()],
+        "only the reader's pause is needed"
+    );
+    assert!(shrunk.violations.iter().any(|v| v.kind == kind));
+    assert!(matches!(shrunk.faults[..], [ref f] if f.kind == FaultKind::AppPause));
 }
 
 #[test]

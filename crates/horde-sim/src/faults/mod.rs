@@ -112,10 +112,28 @@ pub fn run_seed(seed: u64, opts: &VoprOptions) -> SeedReport {
 pub fn shrink(seed: u64, opts: &VoprOptions) -> (Vec<usize>, SeedReport) {
     let first = run_seed(seed, opts);
     let all = RunPlan::draw(seed, opts.limits).faults.len();
-    let mut keep: Vec<usize> = opts
+    let keep = opts
         .keep_faults
         .clone()
         .unwrap_or_else(|| (0..all).collect());
+    shrink_faults(first, keep, |trial| {
+        let o = VoprOptions {
+            keep_faults: Some(trial.to_vec()),
+            ..opts.clone()
+        };
+        run_seed(seed, &o)
+    })
+}
+
+/// The shrinking loop, for any way of running a plan with some of its faults: `first`
+/// is the report of the run with the faults at `keep`, and `run(trial)` runs with only
+/// the faults at `trial`. A fault is dropped when the run without it still shows a
+/// violation of the first one's kind.
+pub fn shrink_faults(
+    first: SeedReport,
+    mut keep: Vec<usize>,
+    mut run: impl FnMut(&[usize]) -> SeedReport,
+) -> (Vec<usize>, SeedReport) {
     let Some(kind) = first.violations.first().map(|v| v.kind) else {
         return (keep, first);
     };
@@ -124,11 +142,7 @@ pub fn shrink(seed: u64, opts: &VoprOptions) -> (Vec<usize>, SeedReport) {
     while i < keep.len() {
         let mut trial = keep.clone();
         trial.remove(i);
-        let o = VoprOptions {
-            keep_faults: Some(trial.clone()),
-            ..opts.clone()
-        };
-        let r = run_seed(seed, &o);
+        let r = run(&trial);
         if r.violations.iter().any(|v| v.kind == kind) {
             keep = trial;
             best = r;
