@@ -1,4 +1,4 @@
-//! The wire format, version 2 (documented in `docs/wire.md`).
+//! The wire format, version 3 (documented in `docs/wire.md`).
 //!
 //! Every datagram starts with one byte: the version in the high nibble and the packet
 //! type in the low nibble, then the 64-bit connection id. All integers are big-endian and
@@ -8,7 +8,9 @@
 //!
 //! Version 2 adds [`Packet::Packed`]: several ADUs in one packet. A packet with one ADU
 //! is still a [`Packet::Data`], laid out exactly as in version 1, so one-ADU-per-slot
-//! sessions send the same bytes (and the same packet sizes) as before.
+//! sessions send the same bytes (and the same packet sizes) as before. Version 3 keeps
+//! every layout and changes what [`Packet::Window`] means: a cumulative credit limit
+//! instead of the room left now, so a version-2 peer would misread it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -17,7 +19,7 @@ use horde_policy::ChannelId;
 use thiserror::Error;
 
 /// The wire version this end speaks, the high nibble of every datagram's first byte.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Most address aliases a handshake may carry.
 pub const MAX_ALIASES: usize = 16;
 /// Most ack ranges one ack carries.
@@ -913,10 +915,10 @@ mod tests {
         let conn = 0x0102_0304_0506_0708;
         let mut buf = Vec::new();
         encode(&Packet::CloseAck { conn }, &mut buf);
-        assert_eq!(buf, [0x28, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(buf, [0x38, 1, 2, 3, 4, 5, 6, 7, 8]);
         buf.clear();
         encode(&Packet::Window { conn, limit: 65536 }, &mut buf);
-        assert_eq!(buf, [0x29, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(buf, [0x39, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 1, 0, 0]);
         assert_eq!(
             decode(&Bytes::from(buf)),
             Ok(Packet::Window { conn, limit: 65536 })
@@ -985,7 +987,7 @@ mod tests {
         assert_eq!(
             hex,
             concat!(
-                "27",
+                "37",
                 "0102030405060708",
                 "02",
                 "0000000000000007",

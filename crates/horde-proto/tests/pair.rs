@@ -349,7 +349,7 @@ fn failed_calls_return_typed_errors() {
         now,
         0,
         net.addr(CLIENT, 0),
-        Bytes::from_static(&[0x20, 1, 2]),
+        Bytes::from_static(&[0x30, 1, 2]),
         Vec::new(),
         Arc::new(|_| ChannelConfig::default()),
     )
@@ -919,10 +919,10 @@ fn a_hello_of_wire_version_1_is_refused_by_name() {
     .unwrap_err();
     assert_eq!(
         refused,
-        SessionError::UnsupportedVersion { peer: 1, ours: 2 }
+        SessionError::UnsupportedVersion { peer: 1, ours: 3 }
     );
     assert_eq!(
         refused.to_string(),
-        "peer speaks wire version 1; this end speaks version 2 only"
+        "peer speaks wire version 1; this end speaks version 3 only"
     );
 }

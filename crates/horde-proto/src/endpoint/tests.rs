@@ -119,7 +119,7 @@ fn hellos_the_endpoint_cannot_serve_are_refused_by_reason() {
             if ours == crate::wire::VERSION
     ));
     assert!(matches!(
-        srv.handle(now, 0, addr(1, 1), &Bytes::from_static(&[0x20, 1])),
+        srv.handle(now, 0, addr(1, 1), &Bytes::from_static(&[0x30, 1])),
         DatagramEvent::Dropped(AcceptError::Malformed(_))
     ));
     // A well-formed ping of an unknown session.
