@@ -38,12 +38,12 @@ fn a_seed_replays_with_the_same_digest_and_a_fault_subset_replays_too() {
 
 #[test]
 fn a_failing_seed_exits_2_and_prints_its_replay_command() {
-    let out = horde(&["vopr", "--seed", "57", "--raw-duplicates"]);
+    let out = horde(&["vopr", "--seed", "10223", "--raw-duplicates"]);
     assert_eq!(out.status.code(), Some(2));
     let s = text(&out.stdout);
     assert!(s.contains("delivered_twice"), "{s}");
     assert!(
-        s.contains("replay: horde vopr --seed 57 --raw-duplicates"),
+        s.contains("replay: horde vopr --seed 10223 --raw-duplicates"),
         "{s}"
     );
 }

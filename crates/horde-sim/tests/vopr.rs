@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use horde_sim::faults::link_death::{measure, LinkDeathSetup};
 use horde_sim::faults::{
-    run_plan, run_seed, shrink_faults, Fault, FaultKind, RunPlan, VoprOptions,
+    run_plan, run_seed, shrink, shrink_faults, Fault, FaultKind, RunPlan, VoprOptions,
 };
 
 /// CI's seeds: a few hundred short runs, each with its own links, streams and faults.
@@ -52,24 +52,36 @@ fn a_seed_replays_byte_for_byte() {
     assert_ne!(run_seed(3, &opts).digest, run_seed(4, &opts).digest);
 }
 
-/// Without the secure layer's replay window, exact duplicates reach the session. A
+/// Without the secure layer's replay window, exact duplicates reach the session, and a
 /// delayed duplicate of a handshake resets a channel's receive state so that later
-/// duplicates could be taken again (docs/vopr.md, known weaknesses); seed 57 delivered
-/// an ADU twice that way until the sender kept its data within the receiver's advertised
-/// buffer, which changed the runs, and none of seeds 0-719 does now. What stays checked:
-/// the option turns the replay window off (copies reach the session, none is refused)
-/// and the replay line names it.
+/// duplicates are taken again (docs/vopr.md, known weaknesses). The harness must see it,
+/// and shrinking must keep the faults that cause it. With the window on, the same seed
+/// holds.
 #[test]
-fn duplicates_past_the_secure_layer_reach_the_session_when_asked() {
+fn duplicates_past_the_secure_layer_are_caught_and_shrunk() {
     let opts = VoprOptions {
         raw_duplicates: true,
         ..VoprOptions::default()
     };
-    let r = run_seed(57, &opts);
-    assert!(r.net.duplicated > 0, "{:?}", r.net);
-    assert_eq!(r.net.replay_drops, 0, "{:?}", r.net);
-    assert_eq!(r.replay, "horde vopr --seed 57 --raw-duplicates");
-    let guarded = run_seed(57, &VoprOptions::default());
+    let r = run_seed(10223, &opts);
+    assert!(
+        r.violations.iter().any(|v| v.kind == "delivered_twice"),
+        "{:?}",
+        r.violations
+    );
+    assert_eq!(r.replay, "horde vopr --seed 10223 --raw-duplicates");
+    let (keep, shrunk) = shrink(10223, &opts);
+    assert!(keep.len() < r.faults.len());
+    assert!(shrunk
+        .faults
+        .iter()
+        .any(|f| matches!(f.kind, FaultKind::Duplicate { .. })));
+    assert!(shrunk
+        .violations
+        .iter()
+        .any(|v| v.kind == "delivered_twice"));
+    let guarded = run_seed(10223, &VoprOptions::default());
+    assert!(guarded.passed(), "{:?}", guarded.violations);
     assert!(guarded.net.replay_drops > 0, "{:?}", guarded.net);
 }
 
