@@ -103,6 +103,18 @@ pub trait PreparedObjective {
     fn pair_kernel(&self, _term: usize) -> Option<u32> {
         None
     }
+    /// `Some(k)`, with `k < solo_kernels()`, if the term has exactly one member and
+    /// its value is `K(slot of members[0])` (0 while it is unplaced) for a function
+    /// `K` shared by every term of this objective with the same `k`, such as a pair
+    /// of a schedule ADU with a history ADU. Schedulers may then tabulate `K` per slot.
+    fn solo_kernel(&self, _term: usize) -> Option<u32> {
+        None
+    }
+    /// How many solo kernels ids this cycle's terms may have: every
+    /// [`PreparedObjective::solo_kernel`] is below it.
+    fn solo_kernels(&self) -> usize {
+        0
+    }
     /// The term's value under `assignment`. With `cached`, the implementation may
     /// reuse a value it computed earlier this cycle from identical inputs (a cache
     /// hit is not an evaluation); the result is the same either way.

@@ -124,6 +124,10 @@ pub(crate) struct PreparedHose {
     /// Per term: which variables are bound to schedule ADUs, when the term's value
     /// is a function of those two slots alone (see `pair_kernel`); else `NO_KERNEL`.
     kernel: Vec<u32>,
+    /// Per term: its solo kernel (see `solo_kernel`), else `NO_KERNEL`.
+    solo: Vec<u32>,
+    /// History rows in the cycle, plus one: the stride of solo kernel ids.
+    solo_stride: u32,
     atoms: Vec<i64>,
     svals: Vec<StreamVals>,
     memo: Memo,
@@ -158,6 +162,8 @@ impl PreparedHose {
             required: Vec::new(),
             reads: Vec::new(),
             kernel: Vec::new(),
+            solo: Vec::new(),
+            solo_stride: 1,
             atoms: vec![0; ir.atoms.len()],
             svals: vec![StreamVals::default(); nv],
             memo: Memo::default(),
@@ -263,6 +269,10 @@ impl PreparedHose {
         self.required.clear();
         self.reads.clear();
         self.kernel.clear();
+        self.solo.clear();
+        self.solo_stride = u32::try_from(input.history.len())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
         self.memo.clear();
         self.memo_hits = 0;
         self.memo_misses = 0;
@@ -329,6 +339,7 @@ impl PreparedHose {
         self.required.reserve(estimate);
         self.reads.reserve(estimate);
         self.kernel.reserve(estimate);
+        self.solo.reserve(estimate);
         let mut binding = [NO_ROW; MAX_VARS];
         let ir = Arc::clone(&self.ir);
         self.dfs(
@@ -448,11 +459,61 @@ impl PreparedHose {
         } else {
             NO_KERNEL
         };
+        let solo = if self.memo_mode == MemoMode::Shared
+            && required == 1
+            && self.members.len() - start == 1
+        {
+            self.solo_kernel_of(binding, sched_vars)
+        } else {
+            NO_KERNEL
+        };
         self.binds.extend_from_slice(binding);
         self.member_start.push(self.members.len() as u32);
         self.required.push(required as u8);
         self.reads.push(reads);
         self.kernel.push(kernel);
+        self.solo.push(solo);
+    }
+
+    /// The solo kernel of a context with one schedule ADU (the variables in
+    /// `sched_vars`) whose value depends only on its atoms: the member's variable
+    /// and the history row of the one other variable the atoms read, if any, fix
+    /// every atom as a function of the member's slot. `NO_KERNEL` when the atoms
+    /// read the member's latency (which adds its own queueing delay) or more than
+    /// one other variable.
+    fn solo_kernel_of(&self, binding: &[u32], sched_vars: u32) -> u32 {
+        let member_var = sched_vars.trailing_zeros();
+        let mut other: Option<u8> = None;
+        let mut note = |v: u8| -> bool {
+            if u32::from(v) == member_var || other == Some(v) {
+                return true;
+            }
+            if other.is_some() {
+                return false;
+            }
+            other = Some(v);
+            true
+        };
+        for a in &self.ir.atoms {
+            let ok = match *a {
+                Atom::Latency(v) if u32::from(v) == member_var => false,
+                Atom::Prob(v) | Atom::Latency(v) => note(v),
+                Atom::Corr(x, y) => note(x) && note(y),
+            };
+            if !ok {
+                return NO_KERNEL;
+            }
+        }
+        let history = match other.map(|v| binding[v as usize]) {
+            None => self.solo_stride - 1,
+            Some(r) if r != NO_ROW && r as usize >= self.n => r - self.n as u32,
+            Some(_) => return NO_KERNEL,
+        };
+        member_var
+            .checked_mul(self.solo_stride)
+            .and_then(|k| k.checked_add(history))
+            .filter(|&k| k != NO_KERNEL)
+            .unwrap_or(NO_KERNEL)
     }
 
     fn slot_of(&self, row: u32, assignment: &[Option<usize>]) -> Option<usize> {
@@ -608,6 +669,14 @@ impl PreparedObjective for PreparedHose {
 
     fn pair_kernel(&self, term: usize) -> Option<u32> {
         Some(self.kernel[term]).filter(|&k| k != NO_KERNEL)
+    }
+
+    fn solo_kernel(&self, term: usize) -> Option<u32> {
+        Some(self.solo[term]).filter(|&k| k != NO_KERNEL)
+    }
+
+    fn solo_kernels(&self) -> usize {
+        self.nv.saturating_mul(self.solo_stride as usize)
     }
 
     fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {

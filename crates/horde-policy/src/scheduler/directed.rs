@@ -36,6 +36,9 @@ pub(crate) const NO_KERNEL: u32 = u32::MAX;
 /// Pair kernels are tabulated per slot pair only up to this many slots.
 const MAX_KERNEL_SLOTS: usize = 256;
 
+/// Solo kernels are tabulated per slot only up to this many cells in all.
+const MAX_SOLO_CELLS: usize = 1 << 18;
+
 /// The default search budget.
 pub const DEFAULT_SEARCH_BUDGET: usize = 6_000;
 
@@ -145,6 +148,11 @@ pub(crate) struct Model {
     pub kernel_ids: Vec<(u32, u32)>,
     /// Per distinct pair kernel: the members of the term in `kernels`.
     pub kernel_pair: Vec<[u32; 2]>,
+    /// Per higher term: its row in the solo-kernel table if its value is a
+    /// function of its one member's slot shared with other terms, else `NO_KERNEL`.
+    pub solo: Vec<u32>,
+    /// Rows of the solo-kernel table (one per objective's solo kernel id).
+    pub solo_kernels: usize,
     /// For each ADU, the higher terms it is a member of (CSR).
     pub adj_start: Vec<u32>,
     pub adj: Vec<u32>,
@@ -169,6 +177,8 @@ impl Model {
         self.kernels.clear();
         self.kernel_ids.clear();
         self.kernel_pair.clear();
+        self.solo.clear();
+        self.solo_kernels = 0;
         self.adj_start.clear();
         self.adj.clear();
         self.members_start.clear();
@@ -224,6 +234,14 @@ impl Directed {
             let o = set.get(oi);
             self.unary.clear();
             let mut reads = SlotReads::NONE;
+            // This objective's solo kernels take the next rows of the table, if
+            // it stays small.
+            let solo_base = model.solo_kernels;
+            let solo_rows = o.solo_kernels();
+            let solo_fits = solo_base.saturating_add(solo_rows).saturating_mul(m) <= MAX_SOLO_CELLS;
+            if solo_fits {
+                model.solo_kernels += solo_rows;
+            }
             for t in 0..o.terms() {
                 let members = o.members(t);
                 let r = o.reads(t);
@@ -255,6 +273,13 @@ impl Directed {
                     };
                     model.kernel.push(kernel);
                     model.pair.push(pair);
+                    let solo = match o.solo_kernel(t) {
+                        Some(k) if solo_fits && members.len() == 1 && (k as usize) < solo_rows => {
+                            (solo_base + k as usize) as u32
+                        }
+                        _ => NO_KERNEL,
+                    };
+                    model.solo.push(solo);
                 }
             }
             if self.unary.is_empty() {

@@ -35,6 +35,8 @@ pub(crate) struct LocalSearch {
     /// second's), then the same transposed, so that a moved ADU's terms all read
     /// one row (its own slot) whichever member it is.
     ktab: Vec<i64>,
+    /// Solo-kernel values, filled as needed: per (solo kernel, member's slot).
+    stab: Vec<i64>,
     /// All-unplaced assignment used to evaluate a kernel at a slot pair.
     scratch: Assignment,
     /// Per ADU, its pair-kernel terms with the other member (CSR over `kedges`).
@@ -43,6 +45,10 @@ pub(crate) struct LocalSearch {
     /// Per ADU, its other higher terms (CSR over `gterms`).
     gstart: Vec<u32>,
     gterms: Vec<u32>,
+    /// Per ADU, the sum of the current values of its pair-kernel terms, kept in
+    /// step on every committed move: a move's kernel gain is then the sum of the
+    /// terms' new values less this, with no per-term comparison.
+    kcur: Vec<i128>,
     /// Per ADU, how many of its other higher terms are below their upper bound:
     /// an ADU with none adds nothing to the first, unconditional scan of `delta`.
     gbelow: Vec<u32>,
@@ -150,6 +156,8 @@ impl LocalSearch {
         self.pot.resize(n, 0);
         self.ktab.clear();
         self.ktab.resize(2 * model.kernels.len() * m * m, UNKNOWN);
+        self.stab.clear();
+        self.stab.resize(model.solo_kernels * m, UNKNOWN);
         self.scratch.clear();
         self.scratch.resize(n, None);
         self.split_adjacency(model);
@@ -159,6 +167,15 @@ impl LocalSearch {
             let gap = i128::from(model.hi[h]) - i128::from(v);
             for &a in model.members(h) {
                 self.pot[a as usize] += gap;
+            }
+        }
+        self.kcur.clear();
+        self.kcur.resize(n, 0);
+        for h in 0..model.terms.len() {
+            if model.kernel[h] != NO_KERNEL {
+                for a in model.pair[h] {
+                    self.kcur[a as usize] += i128::from(self.cur[h]);
+                }
             }
         }
         self.gbelow.clear();
@@ -503,41 +520,7 @@ impl LocalSearch {
         self.epoch = self.epoch.wrapping_add(1);
         let epoch = self.epoch;
         self.changed.clear();
-        let mut gain = 0i128;
-        let m = ctx.model.m;
-        let kernels = ctx.model.kernels.len();
-        for &x in moved.iter().flatten() {
-            let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
-            let own = work[x];
-            for e in &self.kedges[lo..hi] {
-                let h = e.term as usize;
-                if self.stamp[h] == epoch {
-                    continue;
-                }
-                self.stamp[h] = epoch;
-                ctx.spent += 1;
-                let v = match (own, work[e.other as usize]) {
-                    (Some(s), Some(t)) => match self.ktab[e.index(m, kernels, s, t)] {
-                        UNKNOWN => {
-                            let (s, t) = if e.first { (s, t) } else { (t, s) };
-                            let v =
-                                kernel_value(ctx.model, ctx.set, &mut self.scratch, e.kernel, s, t);
-                            let (i, j) = kernel_cells(m, kernels, e.kernel, s, t);
-                            self.ktab[i] = v;
-                            self.ktab[j] = v;
-                            v
-                        }
-                        v => v,
-                    },
-                    _ => 0,
-                };
-                let old = self.cur[h];
-                if v != old {
-                    gain += i128::from(v) - i128::from(old);
-                    self.changed.push((e.term, v));
-                }
-            }
-        }
+        let mut gain = self.kernel_gain(ctx, work, moved);
         for below_bound in [true, false] {
             for &x in moved.iter().flatten() {
                 if below_bound && self.gbelow[x] == 0 {
@@ -551,8 +534,7 @@ impl LocalSearch {
                         continue;
                     }
                     self.stamp[hu] = epoch;
-                    let (o, t) = ctx.model.terms[hu];
-                    let v = ctx.set.get(o as usize).value(t as usize, work, true);
+                    let v = self.general_value(ctx.model, ctx.set, work, hu, x);
                     ctx.spent += 1;
                     gain += i128::from(v) - i128::from(self.cur[hu]);
                     self.changed.push((h, v));
@@ -565,7 +547,97 @@ impl LocalSearch {
                 return None;
             }
         }
+        self.kernel_changes(ctx.model, work, moved);
         Some(gain)
+    }
+
+    /// The change in pair-kernel terms from the moves just applied to `moved`,
+    /// each term counted once (a term of two moved ADUs is scored from the first).
+    /// Charges one unit of budget per term.
+    fn kernel_gain(
+        &mut self,
+        ctx: &mut Ctx<'_, '_>,
+        work: &Assignment,
+        moved: &[Option<usize>],
+    ) -> i128 {
+        let m = ctx.model.m;
+        let kernels = ctx.model.kernels.len();
+        let mut gain = 0i128;
+        let mut done = [usize::MAX; 4];
+        for (i, &x) in moved.iter().flatten().enumerate().take(done.len()) {
+            let before = done;
+            let earlier = &before[..i];
+            done[i] = x;
+            if earlier.contains(&x) {
+                continue;
+            }
+            gain -= self.kcur[x];
+            let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
+            let Some(own) = work[x] else {
+                // Unplaced: every kernel term of `x` is 0.
+                for e in &self.kedges[lo..hi] {
+                    if earlier.contains(&(e.other as usize)) {
+                        gain += i128::from(self.cur[e.term as usize]);
+                    } else {
+                        ctx.spent += 1;
+                    }
+                }
+                continue;
+            };
+            for e in &self.kedges[lo..hi] {
+                if !earlier.is_empty() && earlier.contains(&(e.other as usize)) {
+                    // Scored with the earlier ADU, whose sum also held its old value.
+                    gain += i128::from(self.cur[e.term as usize]);
+                    continue;
+                }
+                ctx.spent += 1;
+                let Some(t) = work[e.other as usize] else {
+                    continue;
+                };
+                let v = match self.ktab[e.index(m, kernels, own, t)] {
+                    UNKNOWN => {
+                        let (s, t) = if e.first { (own, t) } else { (t, own) };
+                        let v = kernel_value(ctx.model, ctx.set, &mut self.scratch, e.kernel, s, t);
+                        let (i, j) = kernel_cells(m, kernels, e.kernel, s, t);
+                        self.ktab[i] = v;
+                        self.ktab[j] = v;
+                        v
+                    }
+                    v => v,
+                };
+                gain += i128::from(v);
+            }
+        }
+        gain
+    }
+
+    /// Record the pair-kernel terms of `moved` whose value the applied moves
+    /// change (every table entry they need was filled by `kernel_gain`).
+    fn kernel_changes(&mut self, model: &Model, work: &Assignment, moved: &[Option<usize>]) {
+        let m = model.m;
+        let kernels = model.kernels.len();
+        let mut done = [usize::MAX; 4];
+        for (i, &x) in moved.iter().flatten().enumerate().take(done.len()) {
+            let before = done;
+            let earlier = &before[..i];
+            done[i] = x;
+            if earlier.contains(&x) {
+                continue;
+            }
+            let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
+            for e in &self.kedges[lo..hi] {
+                if earlier.contains(&(e.other as usize)) {
+                    continue;
+                }
+                let v = match (work[x], work[e.other as usize]) {
+                    (Some(s), Some(t)) => self.ktab[e.index(m, kernels, s, t)],
+                    _ => 0,
+                };
+                if v != self.cur[e.term as usize] {
+                    self.changed.push((e.term, v));
+                }
+            }
+        }
     }
 
     /// Compute and store kernel `k` at slots `(s, t)`.
@@ -595,8 +667,8 @@ impl LocalSearch {
     ) -> i64 {
         let k = model.kernel[h];
         if k == NO_KERNEL {
-            let (o, t) = model.terms[h];
-            return set.get(o as usize).value(t as usize, work, true);
+            let x = model.members(h)[0] as usize;
+            return self.general_value(model, set, work, h, x);
         }
         let [a, b] = model.pair[h];
         let (Some(s), Some(t)) = (work[a as usize], work[b as usize]) else {
@@ -608,6 +680,38 @@ impl LocalSearch {
             self.fill_kernel(model, set, k, s, t)
         } else {
             v
+        }
+    }
+
+    /// Value of higher term `h`, which is not a pair kernel and has `x` among its
+    /// members, under `work`. A solo-kernel term is a function of `x`'s slot
+    /// alone, read from (or computed once into) the solo table; any other term
+    /// asks its objective.
+    #[inline]
+    fn general_value(
+        &mut self,
+        model: &Model,
+        set: &mut PreparedSet<'_>,
+        work: &Assignment,
+        h: usize,
+        x: usize,
+    ) -> i64 {
+        let k = model.solo[h];
+        let (o, t) = model.terms[h];
+        if k == NO_KERNEL {
+            return set.get(o as usize).value(t as usize, work, true);
+        }
+        let Some(s) = work[x] else {
+            return 0;
+        };
+        let cell = k as usize * model.m + s;
+        match self.stab[cell] {
+            UNKNOWN => {
+                let v = set.get(o as usize).value(t as usize, work, true);
+                self.stab[cell] = v;
+                v
+            }
+            v => v,
         }
     }
 
@@ -623,6 +727,11 @@ impl LocalSearch {
             let d = i128::from(v) - i128::from(self.cur[hu]);
             self.cur[hu] = v;
             let below = v < ctx.model.hi[hu];
+            if ctx.model.kernel[hu] != NO_KERNEL {
+                for a in ctx.model.pair[hu] {
+                    self.kcur[a as usize] += d;
+                }
+            }
             if ctx.model.kernel[hu] == NO_KERNEL && below != was_below {
                 for &x in ctx.model.members(hu) {
                     if below {
