@@ -309,3 +309,60 @@ fn x4_schedule_pairs_are_pair_kernels_and_history_pairs_are_not() {
         assert!(values.windows(2).all(|w| w[0] == w[1]), "{values:?}");
     }
 }
+
+#[test]
+fn x4_history_pairs_are_solo_kernels_shared_by_every_adu() {
+    let slots = vec![
+        slot(1, 10, 0.05, 300.0, 0.0),
+        slot(1, 11, 0.05, 300.0, 0.0),
+        slot(2, 10, 0.05, 300.0, 0.0),
+        slot(1, 12, 0.05, 300.0, 0.0),
+    ];
+    let adus = vec![adu(0, 0, 0, 0), adu(1, 0, 1, 5), adu(2, 0, 2, 9)];
+    let history = vec![
+        sent(
+            adu(8, 0, 8, 0),
+            slot(1, 9, 0.05, 300.0, 0.0),
+            Outcome::Pending,
+        ),
+        sent(adu(9, 0, 9, 0), slot(2, 9, 0.05, 300.0, 0.0), Outcome::Lost),
+    ];
+    let c = Case::new(slots, adus)
+        .history(history)
+        .objective(load("x4"));
+    let input = c.input();
+    let mut set = c.objectives.prepare(&input);
+    let p = set.get(0);
+    let mut by_kernel: Vec<Vec<usize>> = vec![Vec::new(); p.solo_kernels()];
+    for t in 0..p.terms() {
+        match (p.pair_kernel(t), p.solo_kernel(t)) {
+            (Some(_), None) => {}
+            (None, Some(k)) => {
+                assert_eq!(p.members(t).len(), 1);
+                by_kernel[k as usize].push(t);
+            }
+            other => panic!("term {t}: {other:?}"),
+        }
+    }
+    // Each ADU pairs with each history ADU as either variable: 3 * 2 * 2 terms,
+    // in 2 * 2 kernels (variable, history ADU), each shared by the 3 ADUs.
+    let used: Vec<usize> = by_kernel.iter().map(Vec::len).filter(|&n| n > 0).collect();
+    assert_eq!(used, vec![3; 4]);
+    let mut seen = Vec::new();
+    for terms in by_kernel.iter().filter(|t| !t.is_empty()) {
+        for s in 0..4 {
+            let mut values = Vec::new();
+            for &t in terms {
+                let mut a = vec![None; 3];
+                a[p.members(t)[0] as usize] = Some(s);
+                values.push(p.value(t, &a, false));
+                // Unplaced, the term is 0.
+                assert_eq!(p.value(t, &[None, None, None], false), 0);
+            }
+            assert!(values.windows(2).all(|w| w[0] == w[1]), "{values:?}");
+            seen.push(values[0]);
+        }
+    }
+    // The slot next to a pending history slot on its channel is correlated with it.
+    assert!(seen.contains(&0) && seen.contains(&125), "{seen:?}");
+}

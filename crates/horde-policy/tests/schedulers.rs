@@ -8,8 +8,8 @@ use std::sync::Arc;
 use horde_policy::scheduler::oracle;
 use horde_policy::synth::{self, Instance, Shape};
 use horde_policy::{
-    assignment_is_valid, hose, Assignment, Directed, Objective, RandomWalk, RandomizedRoundRobin,
-    ScheduleInput, Scheduler,
+    assignment_is_valid, hose, Assignment, Directed, Objective, ObjectiveSet, PreparedObjective,
+    RandomWalk, RandomizedRoundRobin, ScheduleInput, Scheduler, SlotReads,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -450,4 +450,75 @@ fn the_fast_search_keeps_near_the_default_utility_and_repeats() {
         fast * 100 >= default * 95,
         "{fast} against {default} with the default search"
     );
+}
+
+/// Forwards everything to a hose objective except its solo kernels, so the
+/// search scores those terms by calling the objective instead of from its table.
+#[derive(Debug)]
+struct WithoutSoloKernels(Arc<dyn Objective>);
+
+struct PreparedWithoutSolo<'a>(Box<dyn PreparedObjective + 'a>);
+
+impl PreparedObjective for PreparedWithoutSolo<'_> {
+    fn terms(&self) -> usize {
+        self.0.terms()
+    }
+    fn members(&self, term: usize) -> &[u32] {
+        self.0.members(term)
+    }
+    fn reads(&self, term: usize) -> SlotReads {
+        self.0.reads(term)
+    }
+    fn bounds(&self, term: usize) -> (i64, i64) {
+        self.0.bounds(term)
+    }
+    fn pair_kernel(&self, term: usize) -> Option<u32> {
+        self.0.pair_kernel(term)
+    }
+    fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
+        self.0.value(term, assignment, cached)
+    }
+    fn evaluations(&self) -> u64 {
+        self.0.evaluations()
+    }
+}
+
+impl Objective for WithoutSoloKernels {
+    fn utility(&self, input: &ScheduleInput<'_>, assignment: &Assignment) -> i64 {
+        self.0.utility(input, assignment)
+    }
+    fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> Box<dyn PreparedObjective + 'a> {
+        Box::new(PreparedWithoutSolo(self.0.prepare(input)))
+    }
+}
+
+/// X4's pairs of a schedule ADU with a history ADU are solo kernels, which the
+/// search reads from a per-slot table: the schedules must be exactly those of the
+/// same search asking the objective every time (same moves, same budget spent).
+#[test]
+fn solo_kernel_tables_give_the_schedules_of_asking_the_objective() {
+    let (mut a, mut b) = (Assignment::new(), Assignment::new());
+    let mut solo_terms = 0;
+    for seed in 0..6 {
+        let inst = synth::bench(&mut ChaCha8Rng::seed_from_u64(seed));
+        let input = inst.input();
+        let mut plain = ObjectiveSet::new();
+        for o in inst.objectives.iter() {
+            plain.inject(Arc::new(WithoutSoloKernels(Arc::clone(o))));
+        }
+        let plain_input = ScheduleInput {
+            objectives: &plain,
+            ..input
+        };
+        let mut set = inst.objectives.prepare(&input);
+        for p in set.iter_mut() {
+            solo_terms += (0..p.terms())
+                .filter(|&t| p.solo_kernel(t).is_some())
+                .count();
+        }
+        Directed::default().schedule(&input, &mut ChaCha8Rng::seed_from_u64(seed), &mut a);
+        Directed::default().schedule(&plain_input, &mut ChaCha8Rng::seed_from_u64(seed), &mut b);
+        assert_eq!(a, b, "seed {seed}");
+    }
+    assert!(solo_terms > 0, "the bench cycles have solo-kernel terms");
 }

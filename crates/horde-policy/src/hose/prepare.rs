@@ -83,6 +83,66 @@ impl CorrInfo {
     }
 }
 
+/// Programs with at most this many variables keep a [`MaskInfo`] per mask.
+const MASKED_VARS: usize = 8;
+
+/// What a program's atoms make of a context, given which of its variables hold
+/// schedule ADUs (bit `v` of `mask`): it depends on nothing else, so it is worked
+/// out once per mask instead of once per context.
+#[derive(Debug, Clone, Copy)]
+struct MaskInfo {
+    /// What the atoms read of the schedule ADUs' slots.
+    reads: SlotReads,
+    /// Every atom reads only schedule ADUs, and no latency (which adds the ADU's
+    /// own queueing delay): with two members, the term is a pair kernel.
+    kernel_atoms: bool,
+    /// With one member: the atoms read no latency of it and at most one other
+    /// variable (`Some(Some(v))`, or `Some(None)` for none); `None` otherwise.
+    solo_other: Option<Option<u8>>,
+}
+
+impl MaskInfo {
+    fn of(ir: &ProgramIr, mask: u32) -> Self {
+        let sched = |v: u8| mask & (1 << v) != 0;
+        let mut reads = SlotReads::NONE;
+        for a in &ir.atoms {
+            reads = reads.union(match *a {
+                Atom::Prob(v) if sched(v) => SlotReads::LOSS,
+                Atom::Latency(v) if sched(v) => SlotReads::LATENCY,
+                Atom::Corr(x, y) if sched(x) || sched(y) => SlotReads::OTHER,
+                _ => SlotReads::NONE,
+            });
+        }
+        let kernel_atoms = ir.atoms.iter().all(|a| match *a {
+            Atom::Prob(v) => sched(v),
+            Atom::Corr(x, y) => sched(x) && sched(y),
+            Atom::Latency(_) => false,
+        });
+        let member_var = mask.trailing_zeros();
+        let mut other: Option<u8> = None;
+        let mut note = |v: u8| -> bool {
+            if u32::from(v) == member_var || other == Some(v) {
+                return true;
+            }
+            if other.is_some() {
+                return false;
+            }
+            other = Some(v);
+            true
+        };
+        let solo_ok = ir.atoms.iter().all(|a| match *a {
+            Atom::Latency(v) if u32::from(v) == member_var => false,
+            Atom::Prob(v) | Atom::Latency(v) => note(v),
+            Atom::Corr(x, y) => note(x) && note(y),
+        });
+        MaskInfo {
+            reads,
+            kernel_atoms,
+            solo_other: solo_ok.then_some(other),
+        }
+    }
+}
+
 /// A stream variable's window: the history part and the schedule's ADUs of it.
 #[derive(Debug, Clone)]
 struct StreamVar {
@@ -128,6 +188,9 @@ pub(crate) struct PreparedHose {
     solo: Vec<u32>,
     /// History rows in the cycle, plus one: the stride of solo kernel ids.
     solo_stride: u32,
+    /// What the atoms make of a context, per set of variables bound to schedule
+    /// ADUs (a bit mask), for programs with at most `MASKED_VARS` variables.
+    by_mask: Vec<MaskInfo>,
     atoms: Vec<i64>,
     svals: Vec<StreamVals>,
     memo: Memo,
@@ -164,6 +227,13 @@ impl PreparedHose {
             kernel: Vec::new(),
             solo: Vec::new(),
             solo_stride: 1,
+            by_mask: if nv <= MASKED_VARS {
+                (0..1u32 << nv)
+                    .map(|mask| MaskInfo::of(&ir, mask))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             atoms: vec![0; ir.atoms.len()],
             svals: vec![StreamVals::default(); nv],
             memo: Memo::default(),
@@ -429,43 +499,36 @@ impl PreparedHose {
         if self.members.len() == start {
             return;
         }
-        let sched = |v: u8| binding[v as usize] < n;
-        for a in &self.ir.atoms {
-            reads = reads.union(match *a {
-                Atom::Prob(v) if sched(v) => SlotReads::LOSS,
-                Atom::Latency(v) if sched(v) => SlotReads::LATENCY,
-                Atom::Corr(x, y) if sched(x) || sched(y) => SlotReads::OTHER,
-                _ => SlotReads::NONE,
-            });
-        }
-        // A pair kernel: two placed members, every atom about them alone (so no
-        // queueing delay, no history constants), and values shared by all terms.
         let sched_vars = binding
             .iter()
             .enumerate()
             .filter(|(_, &r)| r != NO_ROW && r < n)
             .fold(0u32, |mask, (v, _)| mask | 1 << v);
-        let kernel_atoms = self.ir.atoms.iter().all(|a| match *a {
-            Atom::Prob(v) => sched_vars & (1 << v) != 0,
-            Atom::Corr(x, y) => sched_vars & (1 << x) != 0 && sched_vars & (1 << y) != 0,
-            Atom::Latency(_) => false,
-        });
+        let info = match self.by_mask.get(sched_vars as usize) {
+            Some(info) => *info,
+            None => MaskInfo::of(&self.ir, sched_vars),
+        };
+        let reads = reads.union(info.reads);
+        // A pair kernel: two placed members, every atom about them alone (so no
+        // queueing delay, no history constants), and values shared by all terms.
         let kernel = if self.memo_mode == MemoMode::Shared
             && required == 2
             && self.members.len() - start == 2
-            && kernel_atoms
+            && info.kernel_atoms
         {
             sched_vars
         } else {
             NO_KERNEL
         };
-        let solo = if self.memo_mode == MemoMode::Shared
-            && required == 1
-            && self.members.len() - start == 1
-        {
-            self.solo_kernel_of(binding, sched_vars)
-        } else {
-            NO_KERNEL
+        let solo = match info.solo_other {
+            Some(other)
+                if self.memo_mode == MemoMode::Shared
+                    && required == 1
+                    && self.members.len() - start == 1 =>
+            {
+                self.solo_kernel_of(binding, sched_vars, other)
+            }
+            _ => NO_KERNEL,
         };
         self.binds.extend_from_slice(binding);
         self.member_start.push(self.members.len() as u32);
@@ -475,35 +538,13 @@ impl PreparedHose {
         self.solo.push(solo);
     }
 
-    /// The solo kernel of a context with one schedule ADU (the variables in
-    /// `sched_vars`) whose value depends only on its atoms: the member's variable
-    /// and the history row of the one other variable the atoms read, if any, fix
-    /// every atom as a function of the member's slot. `NO_KERNEL` when the atoms
-    /// read the member's latency (which adds its own queueing delay) or more than
-    /// one other variable.
-    fn solo_kernel_of(&self, binding: &[u32], sched_vars: u32) -> u32 {
+    /// The solo kernel of a context with one schedule ADU (the variable in
+    /// `sched_vars`) whose value depends only on its atoms, which read no latency
+    /// of it and at most the one `other` variable: the member's variable and the
+    /// history row bound to `other` fix every atom as a function of the member's
+    /// slot.
+    fn solo_kernel_of(&self, binding: &[u32], sched_vars: u32, other: Option<u8>) -> u32 {
         let member_var = sched_vars.trailing_zeros();
-        let mut other: Option<u8> = None;
-        let mut note = |v: u8| -> bool {
-            if u32::from(v) == member_var || other == Some(v) {
-                return true;
-            }
-            if other.is_some() {
-                return false;
-            }
-            other = Some(v);
-            true
-        };
-        for a in &self.ir.atoms {
-            let ok = match *a {
-                Atom::Latency(v) if u32::from(v) == member_var => false,
-                Atom::Prob(v) | Atom::Latency(v) => note(v),
-                Atom::Corr(x, y) => note(x) && note(y),
-            };
-            if !ok {
-                return NO_KERNEL;
-            }
-        }
         let history = match other.map(|v| binding[v as usize]) {
             None => self.solo_stride - 1,
             Some(r) if r != NO_ROW && r as usize >= self.n => r - self.n as u32,

@@ -12,6 +12,7 @@ use rand::seq::SliceRandom;
 use rand::RngCore;
 
 use super::directed::{Model, NO_KERNEL};
+use super::lazy_table::{LazyTable, UNKNOWN};
 use super::{Assignment, ScheduleInput};
 use crate::objective::PreparedSet;
 
@@ -34,9 +35,9 @@ pub(crate) struct LocalSearch {
     /// Pair-kernel values, filled as needed: per (kernel, first member's slot,
     /// second's), then the same transposed, so that a moved ADU's terms all read
     /// one row (its own slot) whichever member it is.
-    ktab: Vec<i64>,
+    ktab: LazyTable,
     /// Solo-kernel values, filled as needed: per (solo kernel, member's slot).
-    stab: Vec<i64>,
+    stab: LazyTable,
     /// All-unplaced assignment used to evaluate a kernel at a slot pair.
     scratch: Assignment,
     /// Per ADU, its pair-kernel terms with the other member (CSR over `kedges`).
@@ -81,9 +82,6 @@ fn kernel_cells(m: usize, kernels: usize, k: u32, s: usize, t: usize) -> (usize,
     let k = k as usize;
     ((k * m + s) * m + t, ((kernels + k) * m + t) * m + s)
 }
-
-/// A kernel table entry not computed yet.
-const UNKNOWN: i64 = i64::MIN;
 
 /// How many of the best-placed targets each step of a compound move tries.
 const COMPOUND_WIDTH: usize = 8;
@@ -154,10 +152,8 @@ impl LocalSearch {
         self.cur.clear();
         self.pot.clear();
         self.pot.resize(n, 0);
-        self.ktab.clear();
-        self.ktab.resize(2 * model.kernels.len() * m * m, UNKNOWN);
-        self.stab.clear();
-        self.stab.resize(model.solo_kernels * m, UNKNOWN);
+        self.ktab.reset(2 * model.kernels.len() * m * m);
+        self.stab.reset(model.solo_kernels * m);
         self.scratch.clear();
         self.scratch.resize(n, None);
         self.split_adjacency(model);
@@ -594,13 +590,13 @@ impl LocalSearch {
                 let Some(t) = work[e.other as usize] else {
                     continue;
                 };
-                let v = match self.ktab[e.index(m, kernels, own, t)] {
+                let v = match self.ktab.get(e.index(m, kernels, own, t)) {
                     UNKNOWN => {
                         let (s, t) = if e.first { (own, t) } else { (t, own) };
                         let v = kernel_value(ctx.model, ctx.set, &mut self.scratch, e.kernel, s, t);
                         let (i, j) = kernel_cells(m, kernels, e.kernel, s, t);
-                        self.ktab[i] = v;
-                        self.ktab[j] = v;
+                        self.ktab.set(i, v);
+                        self.ktab.set(j, v);
                         v
                     }
                     v => v,
@@ -630,7 +626,7 @@ impl LocalSearch {
                     continue;
                 }
                 let v = match (work[x], work[e.other as usize]) {
-                    (Some(s), Some(t)) => self.ktab[e.index(m, kernels, s, t)],
+                    (Some(s), Some(t)) => self.ktab.get(e.index(m, kernels, s, t)),
                     _ => 0,
                 };
                 if v != self.cur[e.term as usize] {
@@ -651,8 +647,8 @@ impl LocalSearch {
     ) -> i64 {
         let v = kernel_value(model, set, &mut self.scratch, k, s, t);
         let (i, j) = kernel_cells(model.m, model.kernels.len(), k, s, t);
-        self.ktab[i] = v;
-        self.ktab[j] = v;
+        self.ktab.set(i, v);
+        self.ktab.set(j, v);
         v
     }
 
@@ -675,7 +671,9 @@ impl LocalSearch {
             return 0;
         };
         let m = model.m;
-        let v = self.ktab[kernel_cells(m, model.kernels.len(), k, s, t).0];
+        let v = self
+            .ktab
+            .get(kernel_cells(m, model.kernels.len(), k, s, t).0);
         if v == UNKNOWN {
             self.fill_kernel(model, set, k, s, t)
         } else {
@@ -705,10 +703,10 @@ impl LocalSearch {
             return 0;
         };
         let cell = k as usize * model.m + s;
-        match self.stab[cell] {
+        match self.stab.get(cell) {
             UNKNOWN => {
                 let v = set.get(o as usize).value(t as usize, work, true);
-                self.stab[cell] = v;
+                self.stab.set(cell, v);
                 v
             }
             v => v,

@@ -10,6 +10,7 @@ use crate::slot::TxSlot;
 mod directed;
 mod earliest_arrival;
 mod hungarian;
+mod lazy_table;
 mod local_search;
 mod matching;
 pub mod oracle;
