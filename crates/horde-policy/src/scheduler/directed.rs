@@ -186,6 +186,41 @@ impl Model {
         self.members.clear();
     }
 
+    /// Fill `solo` and `solo_kernels`: each objective's solo kernels take the
+    /// next rows of the table, as long as it stays small.
+    fn find_solo_kernels(&mut self, set: &mut PreparedSet<'_>) {
+        self.solo.clear();
+        self.solo.resize(self.terms.len(), NO_KERNEL);
+        self.solo_kernels = 0;
+        let mut h = 0;
+        for oi in 0..set.len() {
+            let o = set.get(oi);
+            let base = self.solo_kernels;
+            let rows = o.solo_kernels();
+            let fits = base.saturating_add(rows).saturating_mul(self.m) <= MAX_SOLO_CELLS;
+            if fits {
+                self.solo_kernels += rows;
+            }
+            while h < self.terms.len() && self.terms[h].0 as usize == oi {
+                if fits && self.members(h).len() == 1 {
+                    if let Some(k) = o.solo_kernel(self.terms[h].1 as usize) {
+                        if (k as usize) < rows {
+                            self.solo[h] = (base + k as usize) as u32;
+                        }
+                    }
+                }
+                h += 1;
+            }
+        }
+    }
+
+    /// No solo kernels: every higher term is scored by its objective.
+    fn without_solo_kernels(&mut self) {
+        self.solo.clear();
+        self.solo.resize(self.terms.len(), NO_KERNEL);
+        self.solo_kernels = 0;
+    }
+
     pub fn u(&self, a: usize, s: usize) -> i64 {
         self.u[a * self.m + s]
     }
@@ -234,14 +269,6 @@ impl Directed {
             let o = set.get(oi);
             self.unary.clear();
             let mut reads = SlotReads::NONE;
-            // This objective's solo kernels take the next rows of the table, if
-            // it stays small.
-            let solo_base = model.solo_kernels;
-            let solo_rows = o.solo_kernels();
-            let solo_fits = solo_base.saturating_add(solo_rows).saturating_mul(m) <= MAX_SOLO_CELLS;
-            if solo_fits {
-                model.solo_kernels += solo_rows;
-            }
             for t in 0..o.terms() {
                 let members = o.members(t);
                 let r = o.reads(t);
@@ -273,13 +300,6 @@ impl Directed {
                     };
                     model.kernel.push(kernel);
                     model.pair.push(pair);
-                    let solo = match o.solo_kernel(t) {
-                        Some(k) if solo_fits && members.len() == 1 && (k as usize) < solo_rows => {
-                            (solo_base + k as usize) as u32
-                        }
-                        _ => NO_KERNEL,
-                    };
-                    model.solo.push(solo);
                 }
             }
             if self.unary.is_empty() {
@@ -477,6 +497,13 @@ impl Scheduler for Directed {
         let mut set = input.objectives.prepare_reusing(input, &mut cache);
         self.build(&mut set, input, out, &mut model);
         self.place(&model, input, rng, out);
+        // Only a search with budget left after the terms' first values reads a
+        // solo kernel twice.
+        if model.terms.len() < self.search_budget {
+            model.find_solo_kernels(&mut set);
+        } else {
+            model.without_solo_kernels();
+        }
         self.search.improve(
             &model,
             &mut set,
