@@ -110,7 +110,7 @@ pub trait PreparedObjective {
     fn solo_kernel(&self, _term: usize) -> Option<u32> {
         None
     }
-    /// How many solo kernels ids this cycle's terms may have: every
+    /// How many solo kernel ids this cycle's terms may have: every
     /// [`PreparedObjective::solo_kernel`] is below it.
     fn solo_kernels(&self) -> usize {
         0
