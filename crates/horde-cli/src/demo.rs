@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use horde_crypto::Keypair;
 use horde_emu::Emulator;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
-use horde_proto::{ChannelConfig, SessionConfig};
+use horde_proto::SessionConfig;
 use horde_sim::engine::Simulation;
 use horde_sim::metrics::{Report, StreamReport};
 use horde_sim::scenario::Scenario;
@@ -243,12 +243,7 @@ async fn run_real(
                 .map(|(i, c)| ChannelTarget {
                     interface: i,
                     remote: emu.client_addr(&c.name).expect("channel exists"),
-                    config: ChannelConfig {
-                        mtu: c.mtu,
-                        congestion: c.congestion.clone(),
-                        cost_per_kb: c.cost_per_kb,
-                        ..ChannelConfig::default()
-                    },
+                    config: demo_setup::channel_config(c),
                 })
                 .collect(),
             handshake_timeout: Duration::from_secs(5),

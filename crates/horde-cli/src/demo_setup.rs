@@ -10,8 +10,8 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use horde_emu::{EmulatorConfig, TimerConfig};
 use horde_policy::Objective;
-use horde_proto::StreamConfig;
-use horde_sim::scenario::{Scenario, StreamRate};
+use horde_proto::{ChannelConfig, StreamConfig};
+use horde_sim::scenario::{ChannelSpec, Scenario, StreamRate};
 
 use crate::app::StreamPlan;
 
@@ -152,6 +152,19 @@ pub fn emulator(s: &Scenario, receiver: SocketAddr) -> EmulatorConfig {
     }
 }
 
+/// The sender's settings for one of the scenario's channels over real sockets: what
+/// the simulator gives it (`horde_sim::build`), the loss prior included.
+pub fn channel_config(c: &ChannelSpec) -> ChannelConfig {
+    ChannelConfig {
+        mtu: c.mtu,
+        congestion: c.congestion.clone(),
+        cost_per_kb: c.cost_per_kb,
+        loss_correlation: c.loss_correlation,
+        loss_prior: c.loss_prior,
+        ..ChannelConfig::default()
+    }
+}
+
 /// The scenario as a simulation, objectives attached or not.
 pub fn topology(s: &Scenario, with_objectives: bool) -> Result<horde_sim::engine::Topology> {
     let mut bare = s.clone();
@@ -163,4 +176,27 @@ pub fn topology(s: &Scenario, with_objectives: bool) -> Result<horde_sim::engine
         setup.objectives = plan.objectives;
     }
     Ok(topo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_time_channels_get_the_scenarios_settings() {
+        let s = scenario(1).unwrap();
+        let sim = horde_sim::build::topology(&{
+            let mut bare = s.clone();
+            for st in &mut bare.streams {
+                st.objectives.clear();
+            }
+            bare
+        })
+        .unwrap();
+        for (spec, setup) in s.channels.iter().zip(&sim.channels) {
+            let real = channel_config(spec);
+            assert!(real.loss_prior.is_some(), "{} has no loss prior", spec.name);
+            assert_eq!(real, setup.config, "{}", spec.name);
+        }
+    }
 }

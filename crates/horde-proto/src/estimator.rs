@@ -4,6 +4,7 @@
 //!   the thesis's experiments used exactly this `srtt` for slot latency expectations.
 //! - [`LossEstimator`]: losses / total over a sliding window of resolved packets, burst
 //!   statistics, and P(both lost | either lost) for same-channel slot pairs at each gap.
+//!   An optional [`LossPrior`] stands in for the packets not yet seen.
 
 use std::time::Duration;
 
@@ -138,10 +139,50 @@ const CORRELATION_PRIOR_WEIGHT: f64 = 4.0;
 /// follows a channel whose burstiness changes.
 const CORRELATION_FORGET: f64 = 0.999;
 
+/// What a channel's loss rate is believed to be before its packets say (thesis §4.1:
+/// channel-specific estimators may use what is known of a channel a priori): a Beta
+/// prior with mean `rate` worth `packets` resolved packets, which stands in for packets
+/// the window has not seen yet. With `n` packets in the window and `k` of them lost the
+/// estimate is `(k + rate * w) / (n + w)`, `w = min(packets, window - n)`: the prior
+/// alone with no samples, half and half after `packets` of them, and once the window is
+/// full the measured rate alone, as without a prior. Without a prior a channel with no
+/// samples says 0%, so a lossy link looks the safest of all until its first losses are
+/// detected.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossPrior {
+    /// The loss rate assumed before any packet is resolved, in [0, 1].
+    pub rate: f64,
+    /// How many resolved packets the prior weighs, >= 0.
+    pub packets: f64,
+}
+
+impl LossPrior {
+    /// Why the prior cannot be used, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.rate.is_finite() && (0.0..=1.0).contains(&self.rate)) {
+            return Err(format!(
+                "loss_prior.rate must be in [0, 1], got {}",
+                self.rate
+            ));
+        }
+        if !(self.packets.is_finite() && self.packets >= 0.0) {
+            return Err(format!(
+                "loss_prior.packets must be zero or positive, got {}",
+                self.packets
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Loss rate, burst lengths and burst correlation of one channel, fed with the outcome of
 /// every packet in sequence order.
 #[derive(Debug, Clone)]
 pub struct LossEstimator {
+    /// The prior's loss rate and weight in packets (0, 0 without one).
+    prior_rate: f64,
+    prior_packets: f64,
     window: std::collections::VecDeque<bool>,
     window_losses: usize,
     total: u64,
@@ -163,7 +204,19 @@ impl Default for LossEstimator {
 
 impl LossEstimator {
     pub fn new() -> Self {
+        Self::with_prior(None)
+    }
+
+    /// An estimator that starts from `prior`; a prior that fails [`LossPrior::check`]
+    /// is ignored, so a bad setting cannot turn the estimate into NaN.
+    pub fn with_prior(prior: Option<LossPrior>) -> Self {
+        let (prior_rate, prior_packets) = match prior {
+            Some(p) if p.check().is_ok() => (p.rate, p.packets),
+            _ => (0.0, 0.0),
+        };
         Self {
+            prior_rate,
+            prior_packets,
             window: std::collections::VecDeque::with_capacity(LOSS_WINDOW),
             window_losses: 0,
             total: 0,
@@ -225,12 +278,16 @@ impl LossEstimator {
         }
     }
 
-    /// Fraction of the recent window that was lost, in [0, 1] (losses / total, §7.2.1).
+    /// Fraction of the recent window that was lost, in [0, 1] (losses / total, §7.2.1),
+    /// with the prior standing in for the part of the window not filled yet.
     pub fn loss_rate(&self) -> f64 {
-        if self.window.is_empty() {
+        let seen = self.window.len() as f64;
+        let stand_in = self.prior_packets.min(LOSS_WINDOW as f64 - seen);
+        let packets = seen + stand_in;
+        if packets <= 0.0 {
             0.0
         } else {
-            self.window_losses as f64 / self.window.len() as f64
+            (self.window_losses as f64 + self.prior_rate * stand_in) / packets
         }
     }
 
@@ -348,6 +405,64 @@ mod tests {
         assert!((c[0] - 1.0 / 3.0).abs() < 0.05, "{c:?}");
         // Gap 2: never both lost inside one period.
         assert!(c[1] < 0.05, "{c:?}");
+    }
+
+    #[test]
+    fn a_prior_starts_the_estimate_and_yields_to_samples() {
+        let prior = LossPrior {
+            rate: 0.1,
+            packets: 50.0,
+        };
+        let mut l = LossEstimator::with_prior(Some(prior));
+        assert!((l.loss_rate() - 0.1).abs() < 1e-12, "{}", l.loss_rate());
+        // 50 packets without a loss: half prior, half measured.
+        for _ in 0..50 {
+            l.on_outcome(false);
+        }
+        assert!((l.loss_rate() - 0.05).abs() < 1e-12, "{}", l.loss_rate());
+        // Ten packets short of a full window, the prior stands in for those ten.
+        for _ in 50..LOSS_WINDOW - 10 {
+            l.on_outcome(false);
+        }
+        let expected = 0.1 * 10.0 / LOSS_WINDOW as f64;
+        assert!(
+            (l.loss_rate() - expected).abs() < 1e-12,
+            "{}",
+            l.loss_rate()
+        );
+        // A full window: the measured rate alone, here 1%.
+        for k in 0..LOSS_WINDOW {
+            l.on_outcome(k % 100 == 0);
+        }
+        let measured = l.window_losses as f64 / LOSS_WINDOW as f64;
+        assert_eq!(l.loss_rate(), measured);
+        assert!((measured - 0.01).abs() < 0.001, "{measured}");
+        // Without a prior, no samples means 0%.
+        assert_eq!(LossEstimator::new().loss_rate(), 0.0);
+    }
+
+    #[test]
+    fn a_bad_prior_is_refused_and_ignored() {
+        for (rate, packets) in [
+            (1.5, 10.0),
+            (-0.1, 10.0),
+            (f64::NAN, 10.0),
+            (0.1, -1.0),
+            (0.1, f64::INFINITY),
+        ] {
+            let prior = LossPrior { rate, packets };
+            assert!(prior.check().is_err(), "{prior:?}");
+            let mut l = LossEstimator::with_prior(Some(prior));
+            assert_eq!(l.loss_rate(), 0.0);
+            l.on_outcome(true);
+            assert_eq!(l.loss_rate(), 1.0);
+        }
+        let none = LossPrior {
+            rate: 0.2,
+            packets: 0.0,
+        };
+        assert!(none.check().is_ok());
+        assert_eq!(LossEstimator::with_prior(Some(none)).loss_rate(), 0.0);
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
                 },
                 cost_per_kb: c.cost_per_kb,
                 loss_correlation: c.loss_correlation,
+                loss_prior: c.loss_prior,
                 ..ChannelConfig::default()
             },
             up: c.up.clone(),

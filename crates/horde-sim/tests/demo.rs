@@ -12,7 +12,7 @@ const AUDIO: u32 = 2;
 const EKG: u32 = 3;
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
-fn demo(seed: u64, objectives: bool) -> Report {
+fn scenario(seed: u64, objectives: bool) -> Scenario {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let mut s = Scenario::load(format!("{root}/scenarios/demo.toml")).unwrap();
     s.seed = seed;
@@ -21,7 +21,15 @@ fn demo(seed: u64, objectives: bool) -> Report {
             st.objectives.clear();
         }
     }
-    Simulation::new(topology(&s).unwrap()).unwrap().run(|_| {})
+    s
+}
+
+fn run(s: &Scenario) -> Report {
+    Simulation::new(topology(s).unwrap()).unwrap().run(|_| {})
+}
+
+fn demo(seed: u64, objectives: bool) -> Report {
+    run(&scenario(seed, objectives))
 }
 
 fn stream(r: &Report, id: u32) -> &StreamReport {
@@ -115,4 +123,38 @@ fn frame_types_are_counted_apart() {
     let share = i.sent as f64 / video.sent as f64;
     assert!((0.05..0.2).contains(&share), "I-frame share {share}");
     assert!(!stream(&r, AUDIO).frame_types.contains_key("I"));
+}
+
+/// Each link's loss prior keeps EKG (and the I-frames) off the lossy link from the
+/// start: without it every link's estimate is 0% until its first losses are detected,
+/// and EKG, whose objective also weighs latency, took the fastest link, the lossy one,
+/// for a third to three quarters of its first second.
+#[test]
+fn ekg_keeps_off_the_lossy_link_from_the_first_second() {
+    let on_links = |with_prior: bool, seed: u64| {
+        let mut s = scenario(seed, true);
+        s.duration_s = 1.0;
+        if !with_prior {
+            for c in &mut s.channels {
+                c.loss_prior = None;
+            }
+        }
+        let r = run(&s);
+        let ekg = &stream(&r, EKG).channels;
+        (ekg["lte-a"], ekg.get("lte-b").copied().unwrap_or(0))
+    };
+    let mut without_prior_on_b = 0;
+    for seed in SEEDS {
+        let (a, b) = on_links(true, seed);
+        assert!(
+            a >= 15 && 5 * b <= a,
+            "seed {seed}: EKG sent {a} ADUs on lte-a and {b} on lte-b in the first second"
+        );
+        without_prior_on_b += on_links(false, seed).1;
+    }
+    // The check can fail: without the priors EKG does take lte-b.
+    assert!(
+        without_prior_on_b >= 20,
+        "without the priors EKG sent only {without_prior_on_b} ADUs on lte-b"
+    );
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use horde_policy::{ChannelId, TxSlot};
 
 use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
-use crate::estimator::{thesis_burst_correlation, LossEstimator, RttEstimator};
+use crate::estimator::{thesis_burst_correlation, LossEstimator, LossPrior, RttEstimator};
 use crate::wire::{Ack, DATA_HEADER_LEN};
 
 use queue_estimate::QueueEstimate;
@@ -46,6 +46,10 @@ pub struct ChannelConfig {
     /// How the loss correlation of two of this channel's slots is estimated.
     #[serde(default)]
     pub loss_correlation: LossCorrelation,
+    /// The loss rate believed before the channel's packets are resolved (none: a
+    /// channel with no samples says 0%).
+    #[serde(default)]
+    pub loss_prior: Option<LossPrior>,
     /// Bytes each datagram takes on the link beyond what the session encodes (the
     /// secure layer's header and tag, UDP and IP headers). Pacing, bytes in flight and
     /// the queue estimate count them, so a controller paced at a share of a link's rate
@@ -88,6 +92,7 @@ impl Default for ChannelConfig {
             cost_per_kb: 0.0,
             initial_rtt_ms: default_initial_rtt_ms(),
             loss_correlation: LossCorrelation::default(),
+            loss_prior: None,
             datagram_overhead: 0,
             pace_acks: false,
         }
@@ -239,6 +244,7 @@ impl Channel {
         );
         let rtt = RttEstimator::new();
         let rtt_times = RttTimes::of(&rtt, &config);
+        let loss = LossEstimator::with_prior(config.loss_prior);
         Self {
             id,
             local,
@@ -247,7 +253,7 @@ impl Channel {
             cc,
             rtt,
             rtt_times,
-            loss: LossEstimator::new(),
+            loss,
             delivery_max: crate::estimator::WindowedExtreme::new(true),
             queue: QueueEstimate::default(),
             base_rtt: BaseRtt::default(),

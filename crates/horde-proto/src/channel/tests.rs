@@ -244,3 +244,34 @@ fn silent_channel_dies_and_comes_back_on_ack() {
     ch.on_ack(t(21_350), &ack, &mut out);
     assert!(ch.is_alive());
 }
+
+#[test]
+fn a_loss_prior_is_the_slots_loss_until_packets_say_otherwise() {
+    let prior = crate::estimator::LossPrior {
+        rate: 0.08,
+        packets: 100.0,
+    };
+    let mut p = Pair::new(ChannelConfig {
+        loss_prior: Some(prior),
+        ..ChannelConfig::default()
+    });
+    let mut slots = Vec::new();
+    p.tx.real_slots(t(0), &mut slots);
+    assert!(!slots.is_empty());
+    for s in &slots {
+        assert!((s.loss_probability - 0.08).abs() < 1e-12, "{s:?}");
+    }
+    // Without a prior, a channel with no samples says 0%.
+    let bare = Pair::new(ChannelConfig::default());
+    let mut bare_slots = Vec::new();
+    bare.tx.real_slots(t(0), &mut bare_slots);
+    assert!(bare_slots.iter().all(|s| s.loss_probability == 0.0));
+    // 100 packets delivered: the prior and the measured 0% weigh the same.
+    for k in 0..100 {
+        let seq = p.tx.on_send(t(10 * k), 1000, &[]);
+        p.deliver(t(10 * k + 5), seq);
+    }
+    assert_eq!(p.tx.loss.total(), 100);
+    let slot = p.tx.slot(p.tx.next_seq_peek(), 0.0, None);
+    assert!((slot.loss_probability - 0.04).abs() < 1e-12, "{slot:?}");
+}

@@ -19,6 +19,7 @@
 //! congestion = { kind = "cbr", kbps = 120 }   # or aimd, cubic, bbr, copa
 //! cost_per_kb = 0                       # default 0
 //! loss_correlation = "measured"          # or "thesis"; default "measured"
+//! loss_prior = { rate = 0.05, packets = 100 }  # optional; default none (0% until measured)
 //! up = { rate = { model = "constant", kbps = 120 } }  # a horde_links::LinkSpec
 //! down = { }                            # optional, default ideal
 //! [[streams]]
@@ -46,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use horde_links::LinkSpec;
-pub use horde_proto::LossCorrelation;
+pub use horde_proto::{LossCorrelation, LossPrior};
 
 use crate::workload::WorkloadSpec;
 
@@ -144,6 +145,8 @@ pub struct ChannelSpec {
     /// How the sender estimates the loss correlation of two slots of this channel:
     /// `"measured"` (default) or `"thesis"` (the thesis simulations' fixed model).
     pub loss_correlation: LossCorrelation,
+    /// The loss rate the sender believes before it has measured the channel, if any.
+    pub loss_prior: Option<LossPrior>,
     pub up: LinkSpec,
     /// `LinkSpec::default()` (ideal: no rate limit, loss or delay) when not given.
     pub down: LinkSpec,

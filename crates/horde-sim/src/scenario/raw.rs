@@ -2,7 +2,7 @@
 //! public types by `validate`.
 
 use horde_links::LinkSpec;
-use horde_proto::LossCorrelation;
+use horde_proto::{LossCorrelation, LossPrior};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -61,6 +61,8 @@ pub(crate) struct RawChannel {
     pub(crate) cost_per_kb: Option<Spanned<f64>>,
     #[serde(default)]
     pub(crate) loss_correlation: LossCorrelation,
+    #[serde(default)]
+    pub(crate) loss_prior: Option<Spanned<LossPrior>>,
     pub(crate) up: Spanned<LinkSpec>,
     #[serde(default)]
     pub(crate) down: Option<Spanned<LinkSpec>>,

@@ -193,7 +193,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
     );
     let cases = [
         (edit("mtu = 768", "mtu = \"big\""), "bad.toml:7:7: invalid type: string \"big\", expected u32"),
-        (edit("mtu = 768", "mtu = 768\nmtus = 1"), "bad.toml:8:1: unknown field `mtus`, expected one of `name`, `between`, `mtu`, `congestion`, `cost_per_kb`, `loss_correlation`, `up`, `down`"),
+        (edit("mtu = 768", "mtu = 768\nmtus = 1"), "bad.toml:8:1: unknown field `mtus`, expected one of `name`, `between`, `mtu`, `congestion`, `cost_per_kb`, `loss_correlation`, `loss_prior`, `up`, `down`"),
         (edit("seed = 7", "seed = = 7"), "bad.toml:2:8: invalid string; expected `\"`, `'`"),
         // Inside a workload table.
         (edit("adu_bytes = 768 }", "adu_bytes = 768, burst = 2 }"), "bad.toml:22:12: unknown field `burst`, expected `kbps` or `adu_bytes`"),
@@ -218,6 +218,9 @@ fn validation_errors_point_at_the_offending_value() {
         (edit("mtu = 500", "mtu = 0"), "bad.toml:13:7: mtu must be at least 1 byte"),
         (edit("kbps = 120 }\nup", "kbps = -1 }\nup"), "bad.toml:8:14: congestion.kbps must be a positive number, got -1"),
         (edit("cost_per_kb = 2.5", "cost_per_kb = -2.5"), "bad.toml:15:15: cost_per_kb must be zero or positive, got -2.5"),
+        (edit("cost_per_kb = 2.5", "loss_prior = { rate = 2, packets = 10 }"), "bad.toml:15:14: loss_prior.rate must be in [0, 1], got 2"),
+        (edit("cost_per_kb = 2.5", "loss_prior = { rate = 0.1, packets = -1 }"), "bad.toml:15:14: loss_prior.packets must be zero or positive, got -1"),
+        (edit("cost_per_kb = 2.5", "loss_prior = { rate = 0.1, weight = 3 }"), "bad.toml:15:28: unknown field `weight`, expected `rate` or `packets`"),
         (edit("mean_ms = 300", "mean_ms = -300"), "bad.toml:9:6: up: delay.mean_ms must be a non-negative number of ms, got -300"),
         (edit("ms = 5", "ms = -5"), "bad.toml:17:8: down: delay.ms must be a non-negative number of ms, got -5"),
         (edit("max_kbps = 80", "max_kbps = 0"), "bad.toml:21:12: max_kbps must be a positive number, got 0"),
@@ -240,6 +243,28 @@ fn validation_errors_point_at_the_offending_value() {
     for (text, want) in cases {
         assert_eq!(err(&text), want);
     }
+}
+
+#[test]
+fn a_loss_prior_reaches_the_channel_config() {
+    let text = edit(
+        "cost_per_kb = 2.5",
+        "loss_prior = { rate = 0.08, packets = 200 }",
+    );
+    let s = Scenario::from_str(&text, "prior.toml").unwrap();
+    let prior = LossPrior {
+        rate: 0.08,
+        packets: 200.0,
+    };
+    assert_eq!(s.channels[1].loss_prior, Some(prior));
+    assert_eq!(s.channels[0].loss_prior, None);
+    let mut no_objectives = s.clone();
+    for st in &mut no_objectives.streams {
+        st.objectives.clear();
+    }
+    let topo = crate::build::topology(&no_objectives).unwrap();
+    assert_eq!(topo.channels[1].config.loss_prior, Some(prior));
+    assert_eq!(topo.channels[0].config.loss_prior, None);
 }
 
 #[test]

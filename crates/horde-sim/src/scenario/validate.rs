@@ -250,6 +250,9 @@ impl Checker<'_> {
             Some(v) => self.non_negative("cost_per_kb", v)?,
             None => 0.0,
         };
+        if let Some(p) = &c.loss_prior {
+            p.get_ref().check().map_err(|e| self.loc.at(span(p), e))?;
+        }
         let link = |which: &str, l: &Spanned<horde_links::LinkSpec>| {
             l.get_ref()
                 .validate()
@@ -267,6 +270,7 @@ impl Checker<'_> {
                 .unwrap_or_default(),
             cost_per_kb,
             loss_correlation: c.loss_correlation,
+            loss_prior: c.loss_prior.as_ref().map(|p| *p.get_ref()),
             up: link("up", &c.up)?,
             down: match &c.down {
                 Some(d) => link("down", d)?,
