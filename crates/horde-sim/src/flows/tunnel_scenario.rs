@@ -569,5 +569,19 @@ stream = { max_queue_bytes = 5000 }
         );
         let e = parse(&trace).unwrap_err();
         assert!(e.starts_with("t.toml:7:") && e.contains("link a.up"), "{e}");
+        let e = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"often\"")).unwrap_err();
+        assert!(e.starts_with("t.toml:3:") && e.contains("often"), "{e}");
+    }
+
+    #[test]
+    fn default_channels_ack_by_the_reverse_path_unless_told_otherwise() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.acks, AckFrequency::ReversePath);
+        assert_eq!(s.links[0].up_channel.acks, AckFrequency::ReversePath);
+        assert_eq!(s.links[0].down_channel.acks, AckFrequency::ReversePath);
+        let s = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"fixed\"")).unwrap();
+        assert_eq!(s.acks, AckFrequency::Fixed);
+        assert_eq!(s.links[0].up_channel.acks, AckFrequency::Fixed);
+        assert_eq!(s.links[0].down_channel.acks, AckFrequency::Fixed);
     }
 }
