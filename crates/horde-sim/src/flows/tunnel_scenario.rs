@@ -570,7 +570,7 @@ stream = { max_queue_bytes = 5000 }
         let e = parse(&trace).unwrap_err();
         assert!(e.starts_with("t.toml:7:") && e.contains("link a.up"), "{e}");
         let e = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"often\"")).unwrap_err();
-        assert!(e.starts_with("t.toml:3:") && e.contains("often"), "{e}");
+        assert!(e.starts_with("t.toml:4:8:") && e.contains("often"), "{e}");
     }
 
     #[test]
