@@ -20,8 +20,9 @@ fn config(acks: AckFrequency) -> ChannelConfig {
 }
 
 /// A 1.35 Mbit/s download (a packet every 8 ms) over 20 ms each way, the receiver's
-/// reverse path paced at 180 kbit/s, for two seconds; returns the sender and how many
-/// acks the receiver sent.
+/// reverse path paced at 180 kbit/s, for two seconds, without loss; returns the sender
+/// and how many acks the receiver sent. Asserts that no packet was declared lost and no
+/// probe timeout fired: the held acks must not look like losses.
 fn download(sender: AckFrequency, receiver: AckFrequency) -> (Channel, usize) {
     let id = ChannelId::new(0);
     let mut tx = Channel::new(id, 0, addr(), config(sender), Duration::ZERO);
@@ -55,8 +56,14 @@ fn download(sender: AckFrequency, receiver: AckFrequency) -> (Channel, usize) {
             tx.on_ack(now, ack, &mut out);
         }
         to_tx.retain(|(at, _)| *at > now);
-        tx.on_timeout(now, &mut out);
+        let actions = tx.on_timeout(now, &mut out);
+        assert!(!actions.probe, "probe at {now:?}");
     }
+    let lost = out
+        .iter()
+        .filter(|r| matches!(r.resolution, Resolution::Lost(_)))
+        .count();
+    assert_eq!(lost, 0, "declared lost");
     (tx, acks)
 }
 
