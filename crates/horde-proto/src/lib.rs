@@ -108,7 +108,9 @@ mod timers;
 pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
-pub use channel::{ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation};
+pub use channel::{
+    AckFrequency, ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation,
+};
 pub use endpoint::{
     AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
     EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,

@@ -33,7 +33,7 @@ pub(crate) const PACKED_ENTRY_LEN: usize = 1 + 4 + 8 + 2;
 /// Most ADUs one packed data packet carries.
 pub const MAX_PACKED_ADUS: usize = 32;
 /// Bytes of an ack before its `(gap, len)` pairs.
-const ACK_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 4 + 8 + 1;
+pub(crate) const ACK_HEADER_LEN: usize = 1 + 8 + 1 + 8 + 4 + 4 + 8 + 1;
 /// Bytes of one `(gap, len)` pair.
 const ACK_RANGE_LEN: usize = 16;
 

@@ -1,6 +1,7 @@
 //! Where a PluriBus tunnel run's packets went: per direction the hosts' packets in and
 //! out, per link and direction the link's random losses and queue drops, and per end
-//! the recovery layer's counters (data and coded ADUs sent, rebuilt, held late, lost).
+//! the recovery layer's counters (data and coded ADUs sent, rebuilt, held late, lost),
+//! and what IP packets found in the tunnel entries' stream queues.
 //!
 //! `cargo run --release -p horde-sim --example pluribus_counters -- FILE [LOAD] [SECONDS] [MODES]`
 //! e.g. `... -- scenarios/pluribus/a.toml 1 60 none,retransmit,oec`
@@ -48,7 +49,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("  link {link} up:   {up:?}");
             println!("  link {link} down: {down:?}");
         }
+        let [qu, qd] = sim.carrier().queue_traces();
+        println!(
+            "  entry queue (bytes an IP packet found) up: mean {:.0}, peak {}; down: mean {:.0}, peak {}",
+            qu.mean(),
+            qu.queued_peak,
+            qd.mean(),
+            qd.queued_peak
+        );
         let c = sim.carrier().client_session();
+        println!("  client session: {:?}", c.stats());
+        if let Some(sv) = sim.carrier().server_session() {
+            println!("  server session: {:?}", sv.stats());
+        }
         println!("  client sends: {:?}", c.recovery_stats(UP_STREAM));
         println!("  client gets:  {:?}", c.recovery_stats(DOWN_STREAM));
         if let Some(sv) = sim.carrier().server_session() {

@@ -71,6 +71,7 @@ fn common(s: &TunnelScenario, mode: &Mode, keys: &Keys, key: &str) -> Result<Tab
     t.insert("scheduler".into(), Value::String(mode.scheduler.clone()));
     t.insert("session".into(), value("session", &s.session)?);
     t.insert("stream".into(), value("stream", &mode.stream)?);
+    t.insert("acks".into(), value("acks", &s.acks)?);
     Ok(t)
 }
 

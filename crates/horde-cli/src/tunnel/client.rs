@@ -40,8 +40,11 @@ pub fn run(args: &RunArgs) -> Result<Report> {
         host_cfg.rekey = cfg.rekey.policy();
         host_cfg.scheduler = scheduler;
         let host = Host::bind(host_cfg).await?;
-        let target =
+        let mut target =
             ClientChannel::connect_config(&cfg.channels, peer, cfg.service, HANDSHAKE_TIMEOUT);
+        for c in &mut target.channels {
+            c.config.acks = cfg.acks;
+        }
         let reconnect = Reconnect {
             give_up_after: GIVE_UP_AFTER,
             ..Reconnect::default()

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use horde_config::{Checks, Validate};
 use horde_net::tunnel::Prefix;
-use horde_proto::{CcConfig, RecoveryMode, SessionConfig, StreamConfig};
+use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
 use super::rekey::RekeyConfig;
@@ -29,6 +29,11 @@ fn default_service() -> u32 {
 /// headers (48), the secure layer's header and tag (32) and Horde's data header (35),
 /// rounded down.
 const DEFAULT_MTU: u32 = 1380;
+
+/// Tunnels run over cellular links whose up directions are slow: their acks fit them.
+fn default_acks() -> AckFrequency {
+    AckFrequency::ReversePath
+}
 
 fn default_mtu() -> u32 {
     DEFAULT_MTU
@@ -71,6 +76,10 @@ pub struct ClientConfig {
     /// The tunnel stream's settings (both directions use one stream each).
     #[serde(default)]
     pub stream: StreamConfig,
+    /// How the channels ack: `reverse_path` (default: cellular up links are slow) or
+    /// `fixed`; the server should use the same.
+    #[serde(default = "default_acks")]
+    pub acks: AckFrequency,
     pub tun: TunConfig,
     pub channels: Vec<ClientChannel>,
 }
@@ -103,6 +112,9 @@ pub struct ServerConfig {
     /// that replaces `congestion` (e.g. each link paced at its own rate).
     #[serde(default)]
     pub channel_congestion: Vec<CcConfig>,
+    /// How the channels ack, as the client's `acks`.
+    #[serde(default = "default_acks")]
+    pub acks: AckFrequency,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,

@@ -76,6 +76,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
             congestion: cfg.congestion.clone(),
             datagram_overhead: overhead,
             pace_acks: true,
+            acks: cfg.acks,
             ..ChannelConfig::default()
         };
         host_cfg.accepted_channel_by_id = cfg
@@ -86,6 +87,7 @@ pub fn run(args: &RunArgs) -> Result<Report> {
                 congestion: cc.clone(),
                 datagram_overhead: overhead,
                 pace_acks: true,
+                acks: cfg.acks,
                 ..ChannelConfig::default()
             })
             .collect();

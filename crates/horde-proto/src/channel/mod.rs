@@ -6,6 +6,7 @@
 //! receive state from which it acknowledges the peer's packets on the same channel
 //! ([`receive`]).
 
+mod ack_frequency;
 mod queue_estimate;
 mod receive;
 mod sent;
@@ -20,6 +21,7 @@ use crate::cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample};
 use crate::estimator::{thesis_burst_correlation, LossEstimator, LossPrior, RttEstimator};
 use crate::wire::{Ack, DATA_HEADER_LEN};
 
+pub use ack_frequency::AckFrequency;
 use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
@@ -61,6 +63,10 @@ pub struct ChannelConfig {
     /// rate-based controller only): they take the same link as the data.
     #[serde(default)]
     pub pace_acks: bool,
+    /// How often this end acks the peer's packets on the channel, and how it reads the
+    /// peer's acks; both ends of a channel should use the same.
+    #[serde(default)]
+    pub acks: AckFrequency,
 }
 
 /// Where a channel's slot-pair loss correlations ([`TxSlot::burst_correlation`]) come from.
@@ -95,6 +101,7 @@ impl Default for ChannelConfig {
             loss_prior: None,
             datagram_overhead: 0,
             pace_acks: false,
+            acks: AckFrequency::default(),
         }
     }
 }
@@ -189,6 +196,8 @@ pub struct Channel {
     /// When this channel last sent something its peer hears (data, ping, probe or ack).
     last_sent: Duration,
     recv: ReceiveState,
+    /// What this end's last ack took on the link: the reverse-path ack budget's unit.
+    last_ack_wire: u32,
     pub(crate) stats: ChannelStats,
     /// When the channel's estimates were last logged (`horde_proto::channel::state`).
     last_state_log: Option<Duration>,
@@ -245,6 +254,7 @@ impl Channel {
         let rtt = RttEstimator::new();
         let rtt_times = RttTimes::of(&rtt, &config);
         let loss = LossEstimator::with_prior(config.loss_prior);
+        let config_overhead = config.datagram_overhead;
         Self {
             id,
             local,
@@ -262,6 +272,7 @@ impl Channel {
             last_progress: now,
             last_sent: now,
             recv: ReceiveState::new(now),
+            last_ack_wire: crate::wire::ACK_HEADER_LEN as u32 + config_overhead,
             stats: ChannelStats::default(),
             last_state_log: None,
         }
@@ -289,6 +300,7 @@ impl Channel {
     pub fn on_ack_sent(&mut self, now: Duration, bytes: usize) {
         self.last_sent = self.last_sent.max(now);
         let wire = self.wire_size(bytes as u32);
+        self.last_ack_wire = wire;
         if self.config.pace_acks {
             self.cc.on_unsequenced_sent(now, wire);
         }
@@ -514,22 +526,31 @@ impl Channel {
         let min_rtt = self.rtt.min_ms().map(ms);
         let (cc, rtt, stats) = (&mut self.cc, &mut self.rtt, &mut self.stats);
         let base_rtt = &mut self.base_rtt;
+        // With delayed acks, only the largest packet's round trip is known without the
+        // time the ack waited (its delay is reported); the others' would inflate srtt.
+        let largest_only = self.config.acks.sample_largest_only();
+        let sampled = |seq: u64| !largest_only || seq == ack.largest;
         let frame = self.sent.on_ack(
             now,
             ack,
             min_rtt,
+            largest_only,
             &mut self.loss,
             |seq, p, adus, resolution| {
                 match resolution {
                     Resolution::Acked { rtt: r } => {
-                        rtt.on_sample(now, r);
-                        if p.found_empty {
-                            base_rtt.on_sample(now, r);
+                        if sampled(seq) {
+                            rtt.on_sample(now, r);
+                            if p.found_empty {
+                                base_rtt.on_sample(now, r);
+                            }
                         }
                         stats.acked += 1;
                     }
                     Resolution::LateAcked { rtt: r, .. } => {
-                        rtt.on_sample(now, r);
+                        if sampled(seq) {
+                            rtt.on_sample(now, r);
+                        }
                         cc.on_spurious_loss(now, p.sent_at);
                         stats.late_acked += 1;
                     }
@@ -715,7 +736,11 @@ impl Channel {
     /// Record a received data packet or ping. Returns `false` for a duplicate.
     pub fn on_receive(&mut self, now: Duration, seq: u64, send_ts: u32) -> bool {
         self.stats.packets_received += 1;
-        let fresh = self.recv.on_receive(now, seq, send_ts);
+        let schedule = self
+            .config
+            .acks
+            .schedule(self.srtt(), self.rate(), self.last_ack_wire);
+        let fresh = self.recv.on_receive(now, seq, send_ts, schedule);
         if !fresh {
             self.stats.duplicates += 1;
         }
@@ -724,7 +749,8 @@ impl Channel {
 
     /// Build the ack to send now, if one is due.
     pub fn take_ack(&mut self, now: Duration, conn: u64) -> Option<Ack> {
-        self.recv.take_ack(now, conn, self.id)
+        let recent_only = self.config.acks == AckFrequency::ReversePath;
+        self.recv.take_ack(now, conn, self.id, recent_only)
     }
 
     /// Hand back an ack built by [`Channel::take_ack`] once it is encoded: its range
@@ -827,7 +853,7 @@ impl RttTimes {
         Self {
             srtt,
             min_rtt: ms(rtt.min_ms().unwrap_or(config.initial_rtt_ms)),
-            pto: srtt + ms((4.0 * var).max(1.0)) + receive::max_ack_delay(),
+            pto: srtt + ms((4.0 * var).max(1.0)) + config.acks.peer_max_delay(),
         }
     }
 }
@@ -844,6 +870,8 @@ pub(crate) fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Durati
     }
 }
 
+#[cfg(test)]
+mod ack_tests;
 #[cfg(test)]
 mod link_tests;
 #[cfg(test)]

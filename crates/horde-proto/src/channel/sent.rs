@@ -241,6 +241,7 @@ impl SentTracker {
         now: Duration,
         ack: &Ack,
         min_rtt: Option<Duration>,
+        guard_ack_delay: bool,
         estimator: &mut LossEstimator,
         mut each: impl FnMut(u64, &SentPacket, &[SentAdu], Resolution),
     ) -> AckedFrame {
@@ -264,7 +265,14 @@ impl SentTracker {
                 self.bytes_in_flight -= u64::from(p.size);
                 let mut rtt = now.saturating_sub(p.sent_at);
                 if seq == largest {
-                    rtt = rtt.saturating_sub(ack_delay).max(GRANULARITY.min(rtt));
+                    // RFC 9002 §5.3: with `guard_ack_delay`, the reported delay is taken
+                    // off only where that leaves at least the least round trip seen, so
+                    // a delay the receiver overstates (or a late timer) cannot make the
+                    // path look faster than it ever was.
+                    let keeps_min = min_rtt.is_none_or(|m| rtt >= m + ack_delay);
+                    if !guard_ack_delay || keeps_min {
+                        rtt = rtt.saturating_sub(ack_delay).max(GRANULARITY.min(rtt));
+                    }
                 }
                 self.delivered += u64::from(p.size);
                 self.delivered_time = now;
@@ -556,10 +564,36 @@ mod tests {
     fn ack(s: &mut SentTracker, now: Duration, lo: u64, hi: u64) -> Vec<(u64, Resolution)> {
         let mut out = Vec::new();
         let mut est = LossEstimator::new();
-        s.on_ack(now, &frame(lo, hi), None, &mut est, |q, _, _, r| {
+        s.on_ack(now, &frame(lo, hi), None, false, &mut est, |q, _, _, r| {
             out.push((q, r))
         });
         out
+    }
+
+    /// The round trip an ack reporting `delay_ms` gives a packet sent at 0 and acked at
+    /// 45 ms, on a path whose least round trip was 40 ms.
+    fn sampled_rtt(guard: bool, delay_ms: u32) -> Duration {
+        let mut s = SentTracker::new(t(0));
+        s.on_send(t(0), 1000, &[]);
+        let mut a = frame(0, 0);
+        a.ack_delay_us = delay_ms * 1000;
+        let mut rtt = None;
+        let mut est = LossEstimator::new();
+        s.on_ack(t(45), &a, Some(t(40)), guard, &mut est, |_, _, _, r| {
+            if let Resolution::Acked { rtt: x } = r {
+                rtt = Some(x);
+            }
+        });
+        rtt.unwrap()
+    }
+
+    #[test]
+    fn an_ack_delay_is_taken_off_only_down_to_the_least_round_trip() {
+        assert_eq!(sampled_rtt(true, 3), t(42));
+        // 45 - 10 would be under the least round trip: the delay is not believed.
+        assert_eq!(sampled_rtt(true, 10), t(45));
+        // Unguarded (the fixed policy, whose delays are 1 ms) it is taken off.
+        assert_eq!(sampled_rtt(false, 10), t(35));
     }
 
     fn detect(s: &mut SentTracker, now: Duration, reo: Duration) -> Vec<u64> {
@@ -651,6 +685,7 @@ mod tests {
                 now,
                 &frame(base + 1, base + 2),
                 None,
+                false,
                 &mut est,
                 |q, _, a, r| {
                     resolved.push((
@@ -682,9 +717,14 @@ mod tests {
         );
         // A late ack for a remembered lost packet still names its ADUs.
         let mut late = Vec::new();
-        s.on_ack(t(2300), &frame(597, 597), None, &mut est, |q, _, a, r| {
-            late.push((q, a.iter().map(|x| x.adu).collect::<Vec<_>>(), r))
-        });
+        s.on_ack(
+            t(2300),
+            &frame(597, 597),
+            None,
+            false,
+            &mut est,
+            |q, _, a, r| late.push((q, a.iter().map(|x| x.adu).collect::<Vec<_>>(), r)),
+        );
         assert_eq!(late.len(), 1);
         assert_eq!(late[0].1, vec![796, 797, 798]);
         assert!(matches!(late[0].2, Resolution::LateAcked { .. }));
@@ -703,6 +743,7 @@ mod tests {
                     t(now),
                     &frame(seq, seq),
                     Some(t(100)),
+                    false,
                     &mut est,
                     |_, _, _, _| {},
                 );
@@ -717,7 +758,14 @@ mod tests {
         s.mark_app_limited();
         s.on_send(t(400), 1000, &[]);
         let mut est = LossEstimator::new();
-        let f = s.on_ack(t(500), &frame(40, 40), None, &mut est, |_, _, _, _| {});
+        let f = s.on_ack(
+            t(500),
+            &frame(40, 40),
+            None,
+            false,
+            &mut est,
+            |_, _, _, _| {},
+        );
         assert!(f.rate.unwrap().app_limited);
     }
 }

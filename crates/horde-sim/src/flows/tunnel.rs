@@ -163,6 +163,30 @@ pub struct TunnelStats {
     pub links: Vec<(String, LinkStats, LinkStats)>,
 }
 
+/// What an IP packet found waiting in the tunnel entry's stream queue (bytes, after the
+/// entry sent what it could): where traffic the links cannot take waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueTrace {
+    /// IP packets that entered.
+    pub arrivals: u64,
+    /// Sum over arrivals of the bytes queued behind which each waits.
+    pub queued_sum: u64,
+    pub queued_peak: u64,
+}
+
+impl QueueTrace {
+    fn on_arrival(&mut self, queued: usize) {
+        self.arrivals += 1;
+        self.queued_sum += queued as u64;
+        self.queued_peak = self.queued_peak.max(queued as u64);
+    }
+
+    /// Mean bytes queued when an IP packet entered.
+    pub fn mean(&self) -> f64 {
+        self.queued_sum as f64 / self.arrivals.max(1) as f64
+    }
+}
+
 /// A datagram inside a link.
 struct InFlight {
     /// Towards the server.
@@ -187,6 +211,8 @@ pub struct TunnelCarrier {
     lost: Vec<u64>,
     /// Received packets not yet handed out.
     held: Vec<(Side, Vec<u8>)>,
+    /// The entries' stream queues: `[up, down]`.
+    queues: [QueueTrace; 2],
 }
 
 /// An address label for one end's interface: never used for real traffic.
@@ -249,6 +275,7 @@ impl TunnelCarrier {
             deliveries: Vec::new(),
             lost: Vec::new(),
             held: Vec::new(),
+            queues: [QueueTrace::default(); 2],
             setup,
         };
         // The handshake leaves at once.
@@ -285,6 +312,11 @@ impl TunnelCarrier {
             s.recovery = Some(r);
         }
         s
+    }
+
+    /// What IP packets found in the entries' stream queues: `[up, down]`.
+    pub fn queue_traces(&self) -> [QueueTrace; 2] {
+        self.queues
     }
 
     /// The client (vehicle) session.
@@ -421,6 +453,16 @@ impl Carrier for TunnelCarrier {
         let mut held = std::mem::take(&mut self.held);
         self.pump(&mut held);
         self.held = held;
+        let (queued, trace) = match from {
+            Side::Client => (self.client.queued_bytes(UP_STREAM), &mut self.queues[0]),
+            Side::Server => (
+                self.server
+                    .as_ref()
+                    .map_or(0, |s| s.queued_bytes(DOWN_STREAM)),
+                &mut self.queues[1],
+            ),
+        };
+        trace.on_arrival(queued);
     }
 
     fn next_delivery(&self) -> Option<Duration> {

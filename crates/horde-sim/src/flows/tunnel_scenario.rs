@@ -12,6 +12,7 @@
 //! scheduler = "rrr"              # any scheduler name the simulator knows
 //! session = { pack_adus = true } # a SessionConfig
 //! capacity_fraction = 0.9        # default channels pace at this share of the link rate
+//! acks = "reverse_path"          # default channels' ack policy ("fixed": the thesis's)
 //! stream = { ordered = true }    # a StreamConfig: every stream option, recovery too
 //! [[link]]
 //! name = "wimax"
@@ -36,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use horde_links::{LinkSpec, LossSpec, RateSpec};
-use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use horde_proto::{AckFrequency, CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -86,6 +87,9 @@ struct RawTunnel {
     stream: Option<Spanned<toml::Table>>,
     #[serde(default)]
     capacity_fraction: Option<Spanned<f64>>,
+    /// How the default channels ack (`AckFrequency`); reverse-path acks by default.
+    #[serde(default)]
+    acks: Option<AckFrequency>,
 }
 
 /// The share of a link's rate its default channel paces at (see [`cbr_channel`]).
@@ -149,6 +153,8 @@ pub struct TunnelScenario {
     pub tcp: TcpSettings,
     pub links: Vec<TunnelLink>,
     pub session: SessionConfig,
+    /// How the default channels ack (`[tunnel] acks`).
+    pub acks: AckFrequency,
     /// The `[tunnel]` configuration (what `flows`-style single runs use).
     pub base: Mode,
     pub flows: Vec<FlowSpec>,
@@ -167,7 +173,7 @@ pub struct TunnelScenario {
 /// that the session's acknowledgements and probes, which its pacing does not count, and
 /// the coded packets that fill every spare slot still leave the link's queue empty: the
 /// estimate of usable capacity is kept conservative, as PluriBus's is (§5.2).
-fn cbr_channel(spec: &LinkSpec, fraction: f64) -> Option<ChannelConfig> {
+fn cbr_channel(spec: &LinkSpec, fraction: f64, acks: AckFrequency) -> Option<ChannelConfig> {
     match spec.rate {
         Some(RateSpec::Constant { kbps }) => Some(ChannelConfig {
             mtu: TUNNEL_MTU,
@@ -179,6 +185,8 @@ fn cbr_channel(spec: &LinkSpec, fraction: f64) -> Option<ChannelConfig> {
             },
             // The acks share the link with the data: the share holds only if they count.
             pace_acks: true,
+            // Acks that fit the links' slow up directions (docs/recovery.md).
+            acks,
             ..ChannelConfig::default()
         }),
         _ => None,
@@ -248,6 +256,7 @@ impl TunnelScenario {
                 "no [[link]] entries: a tunnel needs at least one".into(),
             ));
         }
+        let acks = raw.tunnel.acks.unwrap_or(AckFrequency::ReversePath);
         let mut links: Vec<TunnelLink> = Vec::new();
         for l in &raw.links {
             let r = l.get_ref();
@@ -263,7 +272,7 @@ impl TunnelScenario {
             let channel = |given: &Option<ChannelConfig>, spec: &Spanned<LinkSpec>, dir| {
                 given
                     .clone()
-                    .or_else(|| cbr_channel(spec.get_ref(), fraction))
+                    .or_else(|| cbr_channel(spec.get_ref(), fraction, acks))
                     .ok_or_else(|| {
                         loc.at(
                             spec.span(),
@@ -397,6 +406,7 @@ impl TunnelScenario {
             tcp: raw.tcp,
             direct: direct.unwrap_or_else(|| links.iter().map(|l| l.name.clone()).collect()),
             links,
+            acks,
             session,
             base,
             flows,
@@ -559,5 +569,19 @@ stream = { max_queue_bytes = 5000 }
         );
         let e = parse(&trace).unwrap_err();
         assert!(e.starts_with("t.toml:7:") && e.contains("link a.up"), "{e}");
+        let e = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"often\"")).unwrap_err();
+        assert!(e.starts_with("t.toml:4:8:") && e.contains("often"), "{e}");
+    }
+
+    #[test]
+    fn default_channels_ack_by_the_reverse_path_unless_told_otherwise() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.acks, AckFrequency::ReversePath);
+        assert_eq!(s.links[0].up_channel.acks, AckFrequency::ReversePath);
+        assert_eq!(s.links[0].down_channel.acks, AckFrequency::ReversePath);
+        let s = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"fixed\"")).unwrap();
+        assert_eq!(s.acks, AckFrequency::Fixed);
+        assert_eq!(s.links[0].up_channel.acks, AckFrequency::Fixed);
+        assert_eq!(s.links[0].down_channel.acks, AckFrequency::Fixed);
     }
 }
