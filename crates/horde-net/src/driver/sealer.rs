@@ -1,4 +1,4 @@
-//! The sealing worker: AES-GCM on a second core.
+//! The sealing worker: AES-GCM on a second core, when there is enough to seal.
 //!
 //! The driver thread keeps everything that must happen in order: it polls the sessions,
 //! assigns each datagram its channel counter and key phase (`prepare_append`, which also
@@ -9,10 +9,20 @@
 //! used again, so a steady flow allocates nothing; when every batch is out, the driver
 //! waits for one to come back (back-pressure, not growth).
 //!
+//! The hand-off is adaptive ([`place`]): a batch goes to the worker only when it is
+//! large and the worker keeps up. A small batch at the end of a flush (acks, a
+//! lightly loaded connection) is sealed on the driver, so it never pays two wake-ups;
+//! and while the worker already holds [`WORKER_QUEUE`] batches (it is behind, e.g. it
+//! gets no core of its own), the driver seals its own batches instead of queueing more.
+//! Every batch carries a sequence number taken when it leaves the driver, and batches
+//! are sent in that order whoever sealed them, so datagrams leave in the order they
+//! were numbered.
+//!
 //! A key rotated on the driver reaches the worker inside the batch: each batch holds the
 //! keys its datagrams were prepared under (a reference count, no copy), so a datagram is
 //! always sealed with its own key, even if the session has rotated since.
 
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -23,13 +33,37 @@ use horde_crypto::{SealError, SealKey};
 
 use crate::batch::{Owner, TxQueue};
 
-/// Batches in circulation: the worker seals one while the driver fills the next.
+/// Batches in circulation: the worker seals some while the driver fills and sends others.
 pub(super) const BATCHES: usize = 8;
-/// A batch goes to the worker once it holds this many datagrams (or its queue is full).
+/// A batch leaves the driver once it holds this many datagrams (or its queue is full).
 pub(super) const HANDOFF_DATAGRAMS: usize = 64;
-/// At the end of a flush, a batch this small is sealed on the driver: a round trip to
-/// the worker would cost more than the sealing (acks, a few datagrams).
-pub(super) const INLINE_DATAGRAMS: usize = 4;
+/// At the end of a flush, a batch smaller than this is sealed on the driver: the
+/// driver would otherwise sleep while the worker wakes, seals a few microseconds' worth
+/// and wakes it again (acks, a lightly loaded connection).
+pub(super) const INLINE_DATAGRAMS: usize = 16;
+/// Batches the worker may hold (one being sealed, one waiting) before the driver seals
+/// its own: a worker this far behind has no core to itself, and queueing more would
+/// only add hand-off cost and delay.
+pub(super) const WORKER_QUEUE: usize = 2;
+
+/// Where a batch that is ready to leave the driver is sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// On the driver thread, now.
+    Driver,
+    /// On the worker.
+    Worker,
+}
+
+/// Where to seal a batch of `datagrams` with `out` batches already at the worker;
+/// `end_of_flush`: the driver has nothing more to prepare and is about to send and sleep.
+pub(super) fn place(datagrams: usize, out: usize, end_of_flush: bool) -> Place {
+    if out >= WORKER_QUEUE || (end_of_flush && datagrams < INLINE_DATAGRAMS) {
+        Place::Driver
+    } else {
+        Place::Worker
+    }
+}
 
 /// One socket's datagrams, prepared and not yet (or just) sealed.
 #[derive(Default)]
@@ -40,6 +74,8 @@ pub(super) struct SealBatch {
     /// Per datagram: where it sits in the queue's buffer, and its key in `keys`.
     jobs: Vec<Job>,
     keys: Vec<SealKey>,
+    /// Order in which batches left the driver, and are sent.
+    seq: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -105,20 +141,31 @@ impl SealBatch {
     }
 }
 
-/// The driver's end: batches being filled, free ones, and the worker.
+/// The driver's end: batches being filled, sealed ones waiting for their turn, free
+/// ones, and the worker.
 pub(super) struct Sealer {
     /// Per interface, the batch being filled.
     filling: Vec<Option<SealBatch>>,
     free: Vec<SealBatch>,
+    /// Sealed batches not yet sent, by sequence number.
+    ready: Vec<SealBatch>,
     to_worker: Option<SyncSender<SealBatch>>,
     from_worker: Receiver<SealBatch>,
     /// Batches with the worker now.
     out: usize,
+    /// The next batch to leave the driver, and the next to be sent.
+    next_seq: u64,
+    next_send: u64,
     /// Datagrams the worker has sealed.
     pub sealed_off_thread: u64,
-    /// Told by the worker each time it hands a batch back, so the driver need not wait
-    /// for the last batches of a flush: it sends them when they are ready.
+    /// Datagrams the driver sealed itself (small batches, or the worker behind).
+    pub sealed_on_driver: u64,
+    /// Told by the worker when it hands a batch back while the driver waits for it
+    /// (`wanted`), so the driver need not wait at the end of a flush: it sends the
+    /// batch when it is ready. While the driver is flushing it collects batches as it
+    /// goes, and a wake-up would only cost it an empty turn.
     pub done: Arc<Notify>,
+    wanted: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -127,7 +174,8 @@ impl Sealer {
         let (to_worker, work) = sync_channel::<SealBatch>(BATCHES);
         let (back, from_worker) = sync_channel::<SealBatch>(BATCHES);
         let done = Arc::new(Notify::new());
-        let wake = done.clone();
+        let wanted = Arc::new(AtomicBool::new(false));
+        let (wake, want) = (done.clone(), wanted.clone());
         let thread = std::thread::Builder::new()
             .name("horde-seal".into())
             .spawn(move || {
@@ -136,17 +184,27 @@ impl Sealer {
                     if back.send(b).is_err() {
                         return;
                     }
-                    wake.notify_one();
+                    // Pairs with the fence in `idle`: either the driver's next
+                    // `collect` sees this batch or this sees that it waits.
+                    fence(Ordering::SeqCst);
+                    if want.swap(false, Ordering::SeqCst) {
+                        wake.notify_one();
+                    }
                 }
             })?;
         Ok(Self {
             filling: Vec::new(),
             free: (0..BATCHES).map(|_| SealBatch::default()).collect(),
+            ready: Vec::with_capacity(BATCHES),
             to_worker: Some(to_worker),
             from_worker,
             out: 0,
+            next_seq: 0,
+            next_send: 0,
             sealed_off_thread: 0,
+            sealed_on_driver: 0,
             done,
+            wanted,
             thread: Some(thread),
         })
     }
@@ -172,78 +230,122 @@ impl Sealer {
         self.filling[iface].as_mut()
     }
 
-    /// Hand `iface`'s batch to the worker if it is big enough (or `force`d and not
-    /// empty); a forced small one is sealed here and put in `sealed` at once.
-    pub fn hand_off(&mut self, iface: usize, force: bool, sealed: &mut Vec<SealBatch>) {
+    /// Let `iface`'s batch leave the driver if it is big enough (or `end_of_flush` and
+    /// not empty): to the worker, or sealed here (see [`place`]).
+    pub fn hand_off(&mut self, iface: usize, end_of_flush: bool) {
         let Some(slot) = self.filling.get_mut(iface) else {
             return;
         };
         let ready = slot.as_ref().is_some_and(|b| {
-            b.datagrams() >= HANDOFF_DATAGRAMS || b.queue.is_full() || (force && !b.is_empty())
+            b.datagrams() >= HANDOFF_DATAGRAMS
+                || b.queue.is_full()
+                || (end_of_flush && !b.is_empty())
         });
         if !ready {
             return;
         }
         let mut b = slot.take().expect("checked");
-        // Sealed here only with nothing at the worker: the socket's datagrams stay in
-        // the order they were numbered.
-        if b.datagrams() < INLINE_DATAGRAMS && self.out == 0 {
-            b.seal();
-            sealed.push(b);
+        b.seq = self.next_seq;
+        self.next_seq += 1;
+        let n = b.datagrams() as u64;
+        if place(b.datagrams(), self.out, end_of_flush) == Place::Driver {
+            self.seal_here(b);
             return;
         }
-        self.sealed_off_thread += b.datagrams() as u64;
-        match self.to_worker.as_ref().map(|w| w.send(b)) {
-            Some(Ok(())) => self.out += 1,
-            // The worker is gone (it panicked): seal here from now on.
-            Some(Err(e)) => {
-                let mut b = e.0;
-                self.sealed_off_thread -= b.datagrams() as u64;
-                b.seal();
-                sealed.push(b);
-                self.to_worker = None;
+        let Some(worker) = self.to_worker.as_ref() else {
+            return self.seal_here(b);
+        };
+        match worker.send(b) {
+            Ok(()) => {
+                self.out += 1;
+                self.sealed_off_thread += n;
             }
-            None => unreachable!("a batch is only filled while the worker runs"),
+            // The worker is gone (it panicked): seal here from now on.
+            Err(e) => {
+                self.to_worker = None;
+                self.seal_here(e.0);
+            }
         }
     }
 
-    /// Hand every batch being filled to the worker (or seal it here if small).
-    pub fn hand_off_all(&mut self, sealed: &mut Vec<SealBatch>) {
+    fn seal_here(&mut self, mut b: SealBatch) {
+        self.sealed_on_driver += b.datagrams() as u64;
+        b.seal();
+        self.insert_ready(b);
+    }
+
+    /// Keep `ready` in sequence order (the worker's batches come back in order, but
+    /// after later ones the driver sealed itself).
+    fn insert_ready(&mut self, b: SealBatch) {
+        let at = self.ready.partition_point(|r| r.seq < b.seq);
+        self.ready.insert(at, b);
+    }
+
+    /// Every batch being filled leaves the driver (the end of a flush).
+    pub fn hand_off_all(&mut self) {
         for iface in 0..self.filling.len() {
-            self.hand_off(iface, true, sealed);
+            self.hand_off(iface, true);
         }
     }
 
-    /// Move batches the worker has finished into `sealed`, without waiting.
-    pub fn collect(&mut self, sealed: &mut Vec<SealBatch>) {
+    /// Take the batches the worker has finished, without waiting.
+    pub fn collect(&mut self) {
         while let Ok(b) = self.from_worker.try_recv() {
             self.out -= 1;
-            sealed.push(b);
+            self.insert_ready(b);
         }
     }
 
-    /// Wait for every batch with the worker and move them into `sealed`.
-    pub fn collect_all(&mut self, sealed: &mut Vec<SealBatch>) {
-        while self.out > 0 && self.wait_one(sealed).is_some() {}
+    /// Wait for every batch with the worker.
+    pub fn collect_all(&mut self) {
+        while self.out > 0 && self.wait_one().is_some() {}
     }
 
     /// Wait for one batch from the worker; `None` if none is out.
-    pub fn wait_one(&mut self, sealed: &mut Vec<SealBatch>) -> Option<()> {
+    pub fn wait_one(&mut self) -> Option<()> {
         if self.out == 0 {
             return None;
         }
         match self.from_worker.recv() {
             Ok(b) => {
                 self.out -= 1;
-                sealed.push(b);
+                self.insert_ready(b);
                 Some(())
             }
             Err(_) => {
+                // Its batches are lost; the ones after them go out (see `sendable`).
                 self.out = 0;
                 self.to_worker = None;
                 None
             }
         }
+    }
+
+    /// Move the sealed batches whose turn it is into `to_send`, in order: a batch
+    /// waits while one that left the driver before it is still with the worker.
+    pub fn sendable(&mut self, to_send: &mut Vec<SealBatch>) {
+        let n = self
+            .ready
+            .iter()
+            .enumerate()
+            .take_while(|(i, b)| b.seq == self.next_send + *i as u64 || self.out == 0)
+            .count();
+        if let Some(last) = self.ready[..n].last() {
+            self.next_send = last.seq + 1;
+        }
+        to_send.extend(self.ready.drain(..n));
+    }
+
+    /// The driver is flushing and collects batches itself: no wake-ups.
+    pub fn busy(&self) {
+        self.wanted.store(false, Ordering::Release);
+    }
+
+    /// The driver is done flushing: a batch handed back from now on wakes it. Call
+    /// [`Sealer::collect`] after this, so that none handed back just before is missed.
+    pub fn idle(&self) {
+        self.wanted.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     }
 
     /// A sent batch comes back for reuse.
@@ -257,7 +359,6 @@ impl Sealer {
         self.to_worker.is_some()
     }
 }
-
 impl Drop for Sealer {
     fn drop(&mut self) {
         // Closing the channel ends the worker's loop.
@@ -265,5 +366,65 @@ impl Drop for Sealer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_batches_at_the_end_of_a_flush_and_batches_behind_a_busy_worker_stay_here() {
+        // A full batch mid-flush goes to a worker that keeps up.
+        assert_eq!(place(HANDOFF_DATAGRAMS, 0, false), Place::Worker);
+        assert_eq!(
+            place(HANDOFF_DATAGRAMS, WORKER_QUEUE - 1, false),
+            Place::Worker
+        );
+        // A worker holding WORKER_QUEUE batches is behind: the driver seals its own.
+        assert_eq!(place(HANDOFF_DATAGRAMS, WORKER_QUEUE, false), Place::Driver);
+        assert_eq!(place(HANDOFF_DATAGRAMS, WORKER_QUEUE, true), Place::Driver);
+        // The end of a flush: small batches are not worth two wake-ups, large ones are.
+        assert_eq!(place(1, 0, true), Place::Driver);
+        assert_eq!(place(INLINE_DATAGRAMS - 1, 0, true), Place::Driver);
+        assert_eq!(place(INLINE_DATAGRAMS, 0, true), Place::Worker);
+    }
+
+    fn batch(seq: u64) -> SealBatch {
+        SealBatch {
+            seq,
+            ..SealBatch::default()
+        }
+    }
+
+    fn seqs(v: &[SealBatch]) -> Vec<u64> {
+        v.iter().map(|b| b.seq).collect()
+    }
+
+    #[test]
+    fn batches_sealed_here_wait_for_earlier_ones_at_the_worker() {
+        let mut s = Sealer::spawn().unwrap();
+        let mut out = Vec::new();
+        // Batch 0 is at the worker; 2 and 1 were sealed here after it.
+        s.out = 1;
+        s.insert_ready(batch(2));
+        s.insert_ready(batch(1));
+        s.sendable(&mut out);
+        assert!(out.is_empty(), "nothing passes batch 0");
+        // Batch 0 comes back: all three go, in order.
+        s.out = 0;
+        s.insert_ready(batch(0));
+        s.sendable(&mut out);
+        assert_eq!(seqs(&out), [0, 1, 2]);
+        // Batch 3 at the worker, 4 ready: 4 waits, then both go.
+        out.clear();
+        s.out = 1;
+        s.insert_ready(batch(4));
+        s.sendable(&mut out);
+        assert!(out.is_empty());
+        s.insert_ready(batch(3));
+        s.sendable(&mut out);
+        assert_eq!(seqs(&out), [3, 4], "3 is next whether or not 5 is out");
+        assert_eq!(s.next_send, 5);
     }
 }

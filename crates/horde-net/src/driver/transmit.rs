@@ -12,6 +12,9 @@ impl Driver {
         keys.clear();
         keys.extend(self.conns.keys().copied());
         let mut closed = Vec::new();
+        if let Some(sealer) = &self.sealer {
+            sealer.busy();
+        }
         // Handshake datagrams queued since the last flush go first.
         self.send_queues().await;
         let mut ended = Vec::new();
@@ -41,9 +44,13 @@ impl Driver {
                     channel: t.channel,
                 };
                 if let Some(sealer) = self.sealer.as_mut().filter(|w| w.running()) {
-                    // Prepared here (counter, key phase), sealed on the worker.
+                    // Prepared here (counter, key phase), sealed here or on the worker.
                     if !sealer.can_fill(iface) {
-                        sealer.wait_one(&mut self.sealed);
+                        if sealer.wait_one().is_none() {
+                            // Every batch is being filled for other sockets.
+                            sealer.hand_off_all();
+                        }
+                        sealer.sendable(&mut self.sealed);
                         send_sealed(
                             &self.sockets,
                             sealer,
@@ -63,8 +70,9 @@ impl Driver {
                         self.stats.send_errors += 1;
                         continue;
                     }
-                    sealer.hand_off(iface, false, &mut self.sealed);
-                    sealer.collect(&mut self.sealed);
+                    sealer.hand_off(iface, false);
+                    sealer.collect();
+                    sealer.sendable(&mut self.sealed);
                     if !self.sealed.is_empty() {
                         send_sealed(
                             &self.sockets,
@@ -125,12 +133,14 @@ impl Driver {
         if let Some(sealer) = self.sealer.as_mut() {
             // What the worker has not finished is sent when it has (its `done` wakes
             // the driver), not waited for here.
-            sealer.hand_off_all(&mut self.sealed);
+            sealer.hand_off_all();
             if self.sealing_wait {
-                sealer.collect_all(&mut self.sealed);
+                sealer.collect_all();
             } else {
-                sealer.collect(&mut self.sealed);
+                sealer.idle();
+                sealer.collect();
             }
+            sealer.sendable(&mut self.sealed);
             send_sealed(
                 &self.sockets,
                 sealer,
@@ -140,6 +150,7 @@ impl Driver {
             )
             .await;
             self.stats.sealed_off_thread = sealer.sealed_off_thread;
+            self.stats.sealed_on_driver = sealer.sealed_on_driver;
         }
         self.send_queues().await;
         self.flush_keys = keys;
