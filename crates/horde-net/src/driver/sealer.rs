@@ -46,6 +46,11 @@ pub(super) const INLINE_DATAGRAMS: usize = 16;
 /// only add hand-off cost and delay.
 pub(super) const WORKER_QUEUE: usize = 2;
 
+/// Once the worker is found behind, this many batches in a row are sealed on the driver
+/// before the worker is tried again: with no core of its own the worker only adds
+/// hand-off cost, and a worker that is merely slow catches up meanwhile.
+pub(super) const BACKOFF_BATCHES: u32 = 8;
+
 /// Where a batch that is ready to leave the driver is sealed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Place {
@@ -56,9 +61,10 @@ pub(super) enum Place {
 }
 
 /// Where to seal a batch of `datagrams` with `out` batches already at the worker;
-/// `end_of_flush`: the driver has nothing more to prepare and is about to send and sleep.
-pub(super) fn place(datagrams: usize, out: usize, end_of_flush: bool) -> Place {
-    if out >= WORKER_QUEUE || (end_of_flush && datagrams < INLINE_DATAGRAMS) {
+/// `end_of_flush`: the driver has nothing more to prepare and is about to send and sleep;
+/// `backing_off`: the worker was behind a few batches ago (see [`BACKOFF_BATCHES`]).
+pub(super) fn place(datagrams: usize, out: usize, end_of_flush: bool, backing_off: bool) -> Place {
+    if backing_off || out >= WORKER_QUEUE || (end_of_flush && datagrams < INLINE_DATAGRAMS) {
         Place::Driver
     } else {
         Place::Worker
@@ -156,6 +162,8 @@ pub(super) struct Sealer {
     /// The next batch to leave the driver, and the next to be sent.
     next_seq: u64,
     next_send: u64,
+    /// Batches still to seal here since the worker was last found behind.
+    backoff: u32,
     /// Datagrams the worker has sealed.
     pub sealed_off_thread: u64,
     /// Datagrams the driver sealed itself (small batches, or the worker behind).
@@ -201,6 +209,7 @@ impl Sealer {
             out: 0,
             next_seq: 0,
             next_send: 0,
+            backoff: 0,
             sealed_off_thread: 0,
             sealed_on_driver: 0,
             done,
@@ -248,7 +257,15 @@ impl Sealer {
         b.seq = self.next_seq;
         self.next_seq += 1;
         let n = b.datagrams() as u64;
-        if place(b.datagrams(), self.out, end_of_flush) == Place::Driver {
+        if self.out >= WORKER_QUEUE {
+            self.backoff = BACKOFF_BATCHES;
+        }
+        let backing_off = self.backoff > 0;
+        if place(b.datagrams(), self.out, end_of_flush, backing_off) == Place::Driver {
+            // Only batches the worker would have taken count down the back-off.
+            if backing_off && place(b.datagrams(), self.out, end_of_flush, false) == Place::Worker {
+                self.backoff -= 1;
+            }
             self.seal_here(b);
             return;
         }
@@ -376,18 +393,26 @@ mod tests {
     #[test]
     fn small_batches_at_the_end_of_a_flush_and_batches_behind_a_busy_worker_stay_here() {
         // A full batch mid-flush goes to a worker that keeps up.
-        assert_eq!(place(HANDOFF_DATAGRAMS, 0, false), Place::Worker);
+        assert_eq!(place(HANDOFF_DATAGRAMS, 0, false, false), Place::Worker);
         assert_eq!(
-            place(HANDOFF_DATAGRAMS, WORKER_QUEUE - 1, false),
+            place(HANDOFF_DATAGRAMS, WORKER_QUEUE - 1, false, false),
             Place::Worker
         );
         // A worker holding WORKER_QUEUE batches is behind: the driver seals its own.
-        assert_eq!(place(HANDOFF_DATAGRAMS, WORKER_QUEUE, false), Place::Driver);
-        assert_eq!(place(HANDOFF_DATAGRAMS, WORKER_QUEUE, true), Place::Driver);
+        assert_eq!(
+            place(HANDOFF_DATAGRAMS, WORKER_QUEUE, false, false),
+            Place::Driver
+        );
+        assert_eq!(
+            place(HANDOFF_DATAGRAMS, WORKER_QUEUE, true, false),
+            Place::Driver
+        );
+        // ... and goes on doing so while it backs off.
+        assert_eq!(place(HANDOFF_DATAGRAMS, 0, false, true), Place::Driver);
         // The end of a flush: small batches are not worth two wake-ups, large ones are.
-        assert_eq!(place(1, 0, true), Place::Driver);
-        assert_eq!(place(INLINE_DATAGRAMS - 1, 0, true), Place::Driver);
-        assert_eq!(place(INLINE_DATAGRAMS, 0, true), Place::Worker);
+        assert_eq!(place(1, 0, true, false), Place::Driver);
+        assert_eq!(place(INLINE_DATAGRAMS - 1, 0, true, false), Place::Driver);
+        assert_eq!(place(INLINE_DATAGRAMS, 0, true, false), Place::Worker);
     }
 
     fn batch(seq: u64) -> SealBatch {
