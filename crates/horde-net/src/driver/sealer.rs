@@ -12,8 +12,9 @@
 //! The hand-off is adaptive ([`place`]): a batch goes to the worker only when it is
 //! large and the worker keeps up. A small batch at the end of a flush (acks, a
 //! lightly loaded connection) is sealed on the driver, so it never pays two wake-ups;
-//! and while the worker already holds [`WORKER_QUEUE`] batches (it is behind, e.g. it
-//! gets no core of its own), the driver seals its own batches instead of queueing more.
+//! and once the worker already holds [`WORKER_BACKLOG`] datagrams (it is behind, e.g.
+//! it gets no core of its own), the driver seals its own batches for a while
+//! ([`BACKOFF_BATCHES`]) instead of queueing more.
 //! Every batch carries a sequence number taken when it leaves the driver, and batches
 //! are sent in that order whoever sealed them, so datagrams leave in the order they
 //! were numbered.
@@ -35,16 +36,20 @@ use crate::batch::{Owner, TxQueue};
 
 /// Batches in circulation: the worker seals some while the driver fills and sends others.
 pub(super) const BATCHES: usize = 8;
-/// A batch leaves the driver once it holds this many datagrams (or its queue is full).
-pub(super) const HANDOFF_DATAGRAMS: usize = 64;
-/// At the end of a flush, a batch smaller than this is sealed on the driver: the
-/// driver would otherwise sleep while the worker wakes, seals a few microseconds' worth
-/// and wakes it again (acks, a lightly loaded connection).
+/// The batches being filled leave the driver together once they hold this many
+/// datagrams between them (or one's queue is full). Together, and counted together,
+/// because that bounds how far a datagram can be sent behind later-numbered ones on
+/// other sockets: a delay of a whole key rotation would make the receiver open it with
+/// the wrong key (it tells keys apart by a one-bit phase).
+pub(super) const HANDOFF_DATAGRAMS: usize = 256;
+/// At the end of a flush (or when a group leaves), a batch smaller than this is sealed
+/// on the driver: the driver would otherwise sleep while the worker wakes, seals a few
+/// microseconds' worth and wakes it again (acks, a lightly loaded connection).
 pub(super) const INLINE_DATAGRAMS: usize = 16;
-/// Batches the worker may hold (one being sealed, one waiting) before the driver seals
-/// its own: a worker this far behind has no core to itself, and queueing more would
-/// only add hand-off cost and delay.
-pub(super) const WORKER_QUEUE: usize = 2;
+/// Datagrams the worker may hold (one group being sealed, one waiting) before the
+/// driver seals its own: a worker this far behind has no core to itself, and queueing
+/// more would only add hand-off cost and delay.
+pub(super) const WORKER_BACKLOG: usize = 2 * HANDOFF_DATAGRAMS;
 
 /// Once the worker is found behind, this many batches in a row are sealed on the driver
 /// before the worker is tried again: with no core of its own the worker only adds
@@ -60,11 +65,11 @@ pub(super) enum Place {
     Worker,
 }
 
-/// Where to seal a batch of `datagrams` with `out` batches already at the worker;
+/// Where to seal a batch of `datagrams` with `out` datagrams already at the worker;
 /// `end_of_flush`: the driver has nothing more to prepare and is about to send and sleep;
 /// `backing_off`: the worker was behind a few batches ago (see [`BACKOFF_BATCHES`]).
 pub(super) fn place(datagrams: usize, out: usize, end_of_flush: bool, backing_off: bool) -> Place {
-    if backing_off || out >= WORKER_QUEUE || (end_of_flush && datagrams < INLINE_DATAGRAMS) {
+    if backing_off || out >= WORKER_BACKLOG || (end_of_flush && datagrams < INLINE_DATAGRAMS) {
         Place::Driver
     } else {
         Place::Worker
@@ -82,6 +87,8 @@ pub(super) struct SealBatch {
     keys: Vec<SealKey>,
     /// Order in which batches left the driver, and are sent.
     seq: u64,
+    /// Datagrams it took to the worker.
+    handed: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -157,8 +164,9 @@ pub(super) struct Sealer {
     ready: Vec<SealBatch>,
     to_worker: Option<SyncSender<SealBatch>>,
     from_worker: Receiver<SealBatch>,
-    /// Batches with the worker now.
+    /// Batches with the worker now, and their datagrams.
     out: usize,
+    out_datagrams: usize,
     /// The next batch to leave the driver, and the next to be sent.
     next_seq: u64,
     next_send: u64,
@@ -207,6 +215,7 @@ impl Sealer {
             to_worker: Some(to_worker),
             from_worker,
             out: 0,
+            out_datagrams: 0,
             next_seq: 0,
             next_send: 0,
             backoff: 0,
@@ -239,43 +248,65 @@ impl Sealer {
         self.filling[iface].as_mut()
     }
 
-    /// Let `iface`'s batch leave the driver if it is big enough (or `end_of_flush` and
-    /// not empty): to the worker, or sealed here (see [`place`]).
+    /// Once the batches being filled hold [`HANDOFF_DATAGRAMS`] between them (or
+    /// `iface`'s queue is full, or `end_of_flush` and it is not empty), every socket's
+    /// batch leaves the driver: to the worker, or sealed here (see [`place`]).
     pub fn hand_off(&mut self, iface: usize, end_of_flush: bool) {
-        let Some(slot) = self.filling.get_mut(iface) else {
+        let Some(Some(b)) = self.filling.get(iface) else {
             return;
         };
-        let ready = slot.as_ref().is_some_and(|b| {
-            b.datagrams() >= HANDOFF_DATAGRAMS
-                || b.queue.is_full()
-                || (end_of_flush && !b.is_empty())
-        });
+        let ready = b.queue.is_full()
+            || (end_of_flush && !b.is_empty())
+            || self
+                .filling
+                .iter()
+                .flatten()
+                .map(SealBatch::datagrams)
+                .sum::<usize>()
+                >= HANDOFF_DATAGRAMS;
         if !ready {
             return;
         }
-        let mut b = slot.take().expect("checked");
+        for j in 0..self.filling.len() {
+            self.close(j, end_of_flush);
+        }
+    }
+
+    /// `iface`'s batch, unless empty, leaves the driver (see [`Sealer::hand_off`]).
+    fn close(&mut self, iface: usize, end_of_flush: bool) {
+        let Some(mut b) = self.filling[iface].take() else {
+            return;
+        };
+        if b.is_empty() {
+            self.filling[iface] = Some(b);
+            return;
+        }
         b.seq = self.next_seq;
         self.next_seq += 1;
-        let n = b.datagrams() as u64;
-        if self.out >= WORKER_QUEUE {
+        let n = b.datagrams();
+        if self.out_datagrams >= WORKER_BACKLOG {
             self.backoff = BACKOFF_BATCHES;
         }
         let backing_off = self.backoff > 0;
-        if place(b.datagrams(), self.out, end_of_flush, backing_off) == Place::Driver {
+        // Small batches of a group stay here as they would at the end of a flush.
+        let small_stays = end_of_flush || n < INLINE_DATAGRAMS;
+        let out = self.out_datagrams;
+        if place(n, out, small_stays, backing_off) == Place::Driver {
             // Only batches the worker would have taken count down the back-off.
-            if backing_off && place(b.datagrams(), self.out, end_of_flush, false) == Place::Worker {
+            if backing_off && place(n, out, small_stays, false) == Place::Worker {
                 self.backoff -= 1;
             }
-            self.seal_here(b);
-            return;
+            return self.seal_here(b);
         }
         let Some(worker) = self.to_worker.as_ref() else {
             return self.seal_here(b);
         };
+        b.handed = n;
         match worker.send(b) {
             Ok(()) => {
                 self.out += 1;
-                self.sealed_off_thread += n;
+                self.out_datagrams += n;
+                self.sealed_off_thread += n as u64;
             }
             // The worker is gone (it panicked): seal here from now on.
             Err(e) => {
@@ -301,16 +332,21 @@ impl Sealer {
     /// Every batch being filled leaves the driver (the end of a flush).
     pub fn hand_off_all(&mut self) {
         for iface in 0..self.filling.len() {
-            self.hand_off(iface, true);
+            self.close(iface, true);
         }
     }
 
     /// Take the batches the worker has finished, without waiting.
     pub fn collect(&mut self) {
         while let Ok(b) = self.from_worker.try_recv() {
-            self.out -= 1;
-            self.insert_ready(b);
+            self.back(b);
         }
+    }
+
+    fn back(&mut self, b: SealBatch) {
+        self.out -= 1;
+        self.out_datagrams -= b.handed;
+        self.insert_ready(b);
     }
 
     /// Wait for every batch with the worker.
@@ -325,13 +361,13 @@ impl Sealer {
         }
         match self.from_worker.recv() {
             Ok(b) => {
-                self.out -= 1;
-                self.insert_ready(b);
+                self.back(b);
                 Some(())
             }
             Err(_) => {
                 // Its batches are lost; the ones after them go out (see `sendable`).
                 self.out = 0;
+                self.out_datagrams = 0;
                 self.to_worker = None;
                 None
             }
@@ -395,16 +431,16 @@ mod tests {
         // A full batch mid-flush goes to a worker that keeps up.
         assert_eq!(place(HANDOFF_DATAGRAMS, 0, false, false), Place::Worker);
         assert_eq!(
-            place(HANDOFF_DATAGRAMS, WORKER_QUEUE - 1, false, false),
+            place(HANDOFF_DATAGRAMS, WORKER_BACKLOG - 1, false, false),
             Place::Worker
         );
-        // A worker holding WORKER_QUEUE batches is behind: the driver seals its own.
+        // A worker holding WORKER_BACKLOG batches is behind: the driver seals its own.
         assert_eq!(
-            place(HANDOFF_DATAGRAMS, WORKER_QUEUE, false, false),
+            place(HANDOFF_DATAGRAMS, WORKER_BACKLOG, false, false),
             Place::Driver
         );
         assert_eq!(
-            place(HANDOFF_DATAGRAMS, WORKER_QUEUE, true, false),
+            place(HANDOFF_DATAGRAMS, WORKER_BACKLOG, true, false),
             Place::Driver
         );
         // ... and goes on doing so while it backs off.
