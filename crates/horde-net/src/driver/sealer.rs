@@ -407,6 +407,13 @@ impl Sealer {
         self.free.push(b);
     }
 
+    /// Nothing is being filled, sealed or waiting to be sent.
+    pub fn quiet(&self) -> bool {
+        self.out == 0
+            && self.ready.is_empty()
+            && self.filling.iter().flatten().all(SealBatch::is_empty)
+    }
+
     /// Whether the worker still runs (batches can be filled).
     pub fn running(&self) -> bool {
         self.to_worker.is_some()

@@ -18,6 +18,16 @@ impl Driver {
         // Handshake datagrams queued since the last flush go first.
         self.send_queues().await;
         let mut ended = Vec::new();
+        // A flush starts on the plain path (sealed straight into the socket queues)
+        // while the sealer holds nothing: a flush of a few datagrams (acks, a
+        // lightly loaded connection) then costs exactly what it costs without a
+        // worker. Past `INLINE_DATAGRAMS` the rest goes through the sealer.
+        let mut straight = match &self.sealer {
+            None => usize::MAX,
+            Some(sealer) if sealer.running() && sealer.quiet() => sealer::INLINE_DATAGRAMS,
+            Some(sealer) if sealer.running() => 0,
+            Some(_) => usize::MAX,
+        };
         for &key in &keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
@@ -43,7 +53,10 @@ impl Driver {
                     conn: key,
                     channel: t.channel,
                 };
-                if let Some(sealer) = self.sealer.as_mut().filter(|w| w.running()) {
+                if straight == 0 {
+                    let Some(sealer) = self.sealer.as_mut() else {
+                        continue;
+                    };
                     // Prepared here (counter, key phase), sealed here or on the worker.
                     if !sealer.can_fill(iface) {
                         if sealer.wait_one().is_none() {
@@ -98,6 +111,21 @@ impl Driver {
                 }
                 if q.is_full() {
                     send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+                }
+                if let Some(sealer) = self.sealer.as_mut() {
+                    sealer.sealed_on_driver += 1;
+                }
+                if straight != usize::MAX {
+                    straight -= 1;
+                    if straight == 0 {
+                        // What was sealed straight leaves before anything the sealer
+                        // seals after it.
+                        for (i, q) in self.tx.iter_mut().enumerate() {
+                            if let (Some(Some(s)), false) = (self.sockets.get(i), q.is_empty()) {
+                                send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+                            }
+                        }
+                    }
                 }
             }
             let everywhere = !p.channels().is_empty()
