@@ -250,7 +250,7 @@ fn seal_worker() -> bool {
     match std::env::var("HORDE_BENCH_SEAL_WORKER").as_deref() {
         Ok("0") => false,
         Ok("1") => true,
-        _ => horde_net::DEFAULT_SEAL_WORKER,
+        _ => horde_net::default_seal_worker(),
     }
 }
 
