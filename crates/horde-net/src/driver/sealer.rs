@@ -17,7 +17,9 @@
 //! ([`BACKOFF_BATCHES`]) instead of queueing more.
 //! Every batch carries a sequence number taken when it leaves the driver, and batches
 //! are sent in that order whoever sealed them, so datagrams leave in the order they
-//! were numbered.
+//! were numbered. (Before any of this, a flush that finds the sealer idle seals its
+//! first few datagrams on the plain path, straight into the socket queues: see
+//! `transmit.rs`.)
 //!
 //! A key rotated on the driver reaches the worker inside the batch: each batch holds the
 //! keys its datagrams were prepared under (a reference count, no copy), so a datagram is
