@@ -15,7 +15,8 @@
 //! congestion controller; `HORDE_BENCH_WINDOW=N` keeps N ADUs unresolved instead of 4096;
 //! `HORDE_BENCH_SEAL_WORKER=0` (or `1`) turns both hosts' sealing worker off (on) instead
 //! of the default; `HORDE_BENCH_THREADS=1` prints the CPU time each thread of the process
-//! used while the sender sent (from `/proc/self/task/*/stat`).
+//! used while the sender sent (from `/proc/self/task/*/stat`), and where the sender's
+//! datagrams were sealed.
 //!
 //! Sender and receiver each run on a thread with a single-threaded runtime of its own,
 //! as two processes would. Prints goodput (Gbit/s of payload), packets/s, CPU time per
@@ -214,6 +215,11 @@ fn sender(
         }
         if std::env::var_os("HORDE_BENCH_THREADS").is_some() {
             print_thread_cpu(&threads0, &thread_cpu(), seconds);
+            let st = client.stats().await.unwrap();
+            eprintln!(
+                "sender: {} datagrams sealed on the worker, {} on the driver (worker on), {} sent in {} sendmmsg",
+                st.sealed_off_thread, st.sealed_on_driver, st.datagrams_out, st.send_calls
+            );
         }
         if std::env::var_os("HORDE_BENCH_CHANNELS").is_some() {
             for c in handle.channels().await.unwrap() {
@@ -244,7 +250,7 @@ fn seal_worker() -> bool {
     match std::env::var("HORDE_BENCH_SEAL_WORKER").as_deref() {
         Ok("0") => false,
         Ok("1") => true,
-        _ => horde_net::DEFAULT_SEAL_WORKER,
+        _ => horde_net::default_seal_worker(),
     }
 }
 

@@ -70,20 +70,24 @@ pub struct HostConfig {
     /// one read. `false` keeps one datagram per message (still batched with `sendmmsg`
     /// and `recvmmsg`). Default `true`.
     pub udp_offload: bool,
-    /// Encrypt outgoing datagrams on a worker thread of their own, so that one
-    /// connection's data path uses two cores: the driver thread runs the sessions and
-    /// the syscalls and decides every datagram's counter and key, the worker does the
-    /// AES-GCM. Default [`DEFAULT_SEAL_WORKER`].
+    /// Encrypt outgoing datagrams on a worker thread of their own when there are many
+    /// to seal, so that one connection's data path uses two cores: the driver thread
+    /// runs the sessions and the syscalls and decides every datagram's counter and key,
+    /// the worker does the AES-GCM of large batches (small ones, and all of them while
+    /// the worker falls behind, stay on the driver). Default [`default_seal_worker`]:
+    /// on where the machine has two cores or more; set it to force either way.
     pub seal_worker: bool,
 }
 
-/// The default [`HostConfig::seal_worker`]: off. Measured on a 2-core machine where both
-/// ends of a transfer share the cores, the worker moved about a quarter of the sender's
-/// CPU off its driver thread but cost 10-20% more CPU per packet (the hand-off and the
-/// wake-ups) and did not raise goodput reliably (`docs/results.md`, "Flow control by
-/// credit, and sealing on a second thread"). A host with cores to spare, whose driver
-/// thread is the limit, turns it on.
-pub const DEFAULT_SEAL_WORKER: bool = false;
+/// The default [`HostConfig::seal_worker`]: on when this machine runs two or more
+/// threads at once (`std::thread::available_parallelism`), off on one core, where a
+/// second thread could only take turns with the driver. Measured on a 2-core machine
+/// (`docs/results.md`, "The sealing worker, adaptive, measured on and off"): a
+/// lightly loaded connection seals on the driver as without a worker (no latency
+/// cost), and under bulk load the worker takes the AES-GCM off the driver thread.
+pub fn default_seal_worker() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2)
+}
 
 /// The default [`HostConfig::recv_buffer_bytes`]: 4 MiB, a second of 32 Mbit/s.
 pub const DEFAULT_RECV_BUFFER: usize = 4 << 20;
@@ -110,7 +114,7 @@ impl HostConfig {
             handshakes: Default::default(),
             rekey: RekeyPolicy::default(),
             udp_offload: true,
-            seal_worker: DEFAULT_SEAL_WORKER,
+            seal_worker: default_seal_worker(),
         }
     }
 }
@@ -233,6 +237,13 @@ mod tests {
             }],
             handshake_timeout: Duration::from_secs(1),
         }
+    }
+
+    #[test]
+    fn the_sealing_worker_is_on_by_default_only_with_a_second_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let host = HostConfig::new(Keypair::generate(), vec![]);
+        assert_eq!(host.seal_worker, cores >= 2, "{cores} cores");
     }
 
     #[test]

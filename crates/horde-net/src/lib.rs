@@ -82,8 +82,8 @@ pub use api::{
     ChannelStatus, Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect,
 };
 pub use config::{
-    ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig, SchedulerFactory,
-    DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER, DEFAULT_SEAL_WORKER,
+    default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig,
+    SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
     MTU_RANGE,
 };
 pub use driver::HostStats;

@@ -104,6 +104,9 @@ pub struct HostStats {
     pub handshake_datagrams_in: u64,
     /// Datagrams sealed on the sealing worker thread ([`HostConfig::seal_worker`]).
     pub sealed_off_thread: u64,
+    /// Datagrams the driver sealed itself while a sealing worker runs: batches too small
+    /// to be worth a hand-off, and batches sealed while the worker was behind.
+    pub sealed_on_driver: u64,
     /// Chunks allocated for decrypted payloads.
     pub plaintext_chunks: u64,
     /// Used-up chunks used again because nothing held their payloads any more.

@@ -12,9 +12,22 @@ impl Driver {
         keys.clear();
         keys.extend(self.conns.keys().copied());
         let mut closed = Vec::new();
+        if let Some(sealer) = &self.sealer {
+            sealer.busy();
+        }
         // Handshake datagrams queued since the last flush go first.
         self.send_queues().await;
         let mut ended = Vec::new();
+        // A flush starts on the plain path (sealed straight into the socket queues)
+        // while the sealer holds nothing: a flush of a few datagrams (acks, a
+        // lightly loaded connection) then costs exactly what it costs without a
+        // worker. Past `INLINE_DATAGRAMS` the rest goes through the sealer.
+        let mut straight = match &self.sealer {
+            None => usize::MAX,
+            Some(sealer) if sealer.running() && sealer.quiet() => sealer::INLINE_DATAGRAMS,
+            Some(sealer) if sealer.running() => 0,
+            Some(_) => usize::MAX,
+        };
         for &key in &keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
@@ -40,10 +53,17 @@ impl Driver {
                     conn: key,
                     channel: t.channel,
                 };
-                if let Some(sealer) = self.sealer.as_mut().filter(|w| w.running()) {
-                    // Prepared here (counter, key phase), sealed on the worker.
+                if straight == 0 {
+                    let Some(sealer) = self.sealer.as_mut() else {
+                        continue;
+                    };
+                    // Prepared here (counter, key phase), sealed here or on the worker.
                     if !sealer.can_fill(iface) {
-                        sealer.wait_one(&mut self.sealed);
+                        if sealer.wait_one().is_none() {
+                            // Every batch is being filled for other sockets.
+                            sealer.hand_off_all();
+                        }
+                        sealer.sendable(&mut self.sealed);
                         send_sealed(
                             &self.sockets,
                             sealer,
@@ -63,8 +83,9 @@ impl Driver {
                         self.stats.send_errors += 1;
                         continue;
                     }
-                    sealer.hand_off(iface, false, &mut self.sealed);
-                    sealer.collect(&mut self.sealed);
+                    sealer.hand_off(iface, false);
+                    sealer.collect();
+                    sealer.sendable(&mut self.sealed);
                     if !self.sealed.is_empty() {
                         send_sealed(
                             &self.sockets,
@@ -90,6 +111,21 @@ impl Driver {
                 }
                 if q.is_full() {
                     send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+                }
+                if let Some(sealer) = self.sealer.as_mut() {
+                    sealer.sealed_on_driver += 1;
+                }
+                if straight != usize::MAX {
+                    straight -= 1;
+                    if straight == 0 {
+                        // What was sealed straight leaves before anything the sealer
+                        // seals after it.
+                        for (i, q) in self.tx.iter_mut().enumerate() {
+                            if let (Some(Some(s)), false) = (self.sockets.get(i), q.is_empty()) {
+                                send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+                            }
+                        }
+                    }
                 }
             }
             let everywhere = !p.channels().is_empty()
@@ -125,12 +161,14 @@ impl Driver {
         if let Some(sealer) = self.sealer.as_mut() {
             // What the worker has not finished is sent when it has (its `done` wakes
             // the driver), not waited for here.
-            sealer.hand_off_all(&mut self.sealed);
+            sealer.hand_off_all();
             if self.sealing_wait {
-                sealer.collect_all(&mut self.sealed);
+                sealer.collect_all();
             } else {
-                sealer.collect(&mut self.sealed);
+                sealer.idle();
+                sealer.collect();
             }
+            sealer.sendable(&mut self.sealed);
             send_sealed(
                 &self.sockets,
                 sealer,
@@ -140,6 +178,7 @@ impl Driver {
             )
             .await;
             self.stats.sealed_off_thread = sealer.sealed_off_thread;
+            self.stats.sealed_on_driver = sealer.sealed_on_driver;
         }
         self.send_queues().await;
         self.flush_keys = keys;
