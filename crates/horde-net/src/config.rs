@@ -177,7 +177,23 @@ pub enum ConfigError {
     #[error("the handshake timeout must be above zero")]
     /// A handshake timeout of zero would give up before trying.
     ZeroHandshakeTimeout,
+    #[error(
+        "keys rotate every {messages} datagrams, but the sealing worker needs more than {min}: \
+         raise rekey_after_messages or turn seal_worker off"
+    )]
+    /// With the sealing worker on, a datagram can leave up to [`SEAL_GROUP_DATAGRAMS`]
+    /// behind later ones, and the receiver tells a key from the next by one phase bit.
+    RekeyTooFrequent {
+        /// The rotation interval given.
+        messages: u64,
+        /// The interval must be above this.
+        min: u64,
+    },
 }
+
+/// How many datagrams the sealing worker's batches gather before they leave together;
+/// a datagram is never sent more than this many behind later-numbered ones.
+pub const SEAL_GROUP_DATAGRAMS: usize = 256;
 
 /// Smallest and largest channel MTU a connection accepts.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
@@ -187,6 +203,13 @@ impl HostConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.interfaces.is_empty() {
             return Err(ConfigError::NoInterfaces);
+        }
+        let min = SEAL_GROUP_DATAGRAMS as u64;
+        if self.seal_worker && self.rekey.rekey_after_messages <= min {
+            return Err(ConfigError::RekeyTooFrequent {
+                messages: self.rekey.rekey_after_messages,
+                min,
+            });
         }
         Ok(())
     }
@@ -267,5 +290,17 @@ mod tests {
         assert_eq!(e.to_string(), "channel 0: mtu 10 is outside 64..=65000");
         let host = HostConfig::new(Keypair::generate(), vec![]);
         assert_eq!(host.validate(), Err(ConfigError::NoInterfaces));
+        let mut host = HostConfig::new(
+            Keypair::generate(),
+            vec![InterfaceConfig::new("127.0.0.1:0".parse().unwrap())],
+        );
+        host.seal_worker = true;
+        host.rekey.rekey_after_messages = 200;
+        assert!(matches!(
+            host.validate(),
+            Err(ConfigError::RekeyTooFrequent { messages: 200, .. })
+        ));
+        host.seal_worker = false;
+        assert_eq!(host.validate(), Ok(()));
     }
 }

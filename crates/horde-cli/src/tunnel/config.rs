@@ -680,11 +680,13 @@ mod rekey_tests {
             .to_string();
         assert!(e.starts_with("s.toml:10:11: "), "{e}");
         assert!(e.contains("rekey.after_s must be in 0.1..=86400"), "{e}");
-        let e =
-            parse_checked::<ServerConfig>(&server_with("[rekey]\nafter_messages = 0\n"), "s.toml")
-                .unwrap_err()
-                .to_string();
-        assert!(e.contains("rekey.after_messages must be above 0"), "{e}");
+        let e = parse_checked::<ServerConfig>(
+            &server_with("[rekey]\nafter_messages = 256\n"),
+            "s.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("rekey.after_messages must be above 256"), "{e}");
         assert!(
             parse_checked::<ServerConfig>(&server_with("[rekey]\nafter = 1\n"), "s.toml").is_err()
         );

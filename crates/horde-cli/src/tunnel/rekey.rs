@@ -45,10 +45,13 @@ impl RekeyConfig {
                 );
             }
         }
-        if self.after_messages == Some(0) {
+        let min = horde_net::config::SEAL_GROUP_DATAGRAMS as u64;
+        if self.after_messages.is_some_and(|n| n <= min) {
+            // The sealing worker can send a datagram a group behind later ones, and a
+            // receiver tells a key from the next by one phase bit.
             c.error(
                 "rekey.after_messages",
-                "rekey.after_messages must be above 0",
+                format!("rekey.after_messages must be above {min}"),
             );
         }
     }

@@ -43,7 +43,7 @@ pub(super) const BATCHES: usize = 8;
 /// because that bounds how far a datagram can be sent behind later-numbered ones on
 /// other sockets: a delay of a whole key rotation would make the receiver open it with
 /// the wrong key (it tells keys apart by a one-bit phase).
-pub(super) const HANDOFF_DATAGRAMS: usize = 256;
+pub(super) const HANDOFF_DATAGRAMS: usize = crate::config::SEAL_GROUP_DATAGRAMS;
 /// At the end of a flush (or when a group leaves), a batch smaller than this is sealed
 /// on the driver: the driver would otherwise sleep while the worker wakes, seals a few
 /// microseconds' worth and wakes it again (acks, a lightly loaded connection).
