@@ -1040,7 +1040,7 @@ mod tests {
     fn a_sender_that_stops_sending_with_data_queued_is_caught_idle() {
         // Seed 3 holds every invariant; the same run with the sender stopped 3.5 s
         // before the close (inside the 4 s window, before the idle timeout can end the
-        // session) leaves its slots open with bulk data queued.
+        // session) leaves its slots open with data queued.
         assert!(!violations(3, None).contains(&"sender_idle"));
         assert!(violations(3, Some(Duration::from_millis(3_500))).contains(&"sender_idle"));
     }
