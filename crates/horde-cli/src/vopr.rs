@@ -176,6 +176,11 @@ fn print_report(r: &SeedReport) {
         Some(s) => println!("  delivery resumed {s:.3} s after the last fault"),
         None => println!("  no delivery after the last fault"),
     }
+    let w = r.window;
+    println!(
+        "  stable window: {:.0} B/s sent of {:.0} allocated, over links of {:.0} B/s; sender idle {:.3} s",
+        w.sent, w.allocated, w.links, w.idle_s
+    );
     if r.passed() {
         println!("  all invariants hold");
     } else {

@@ -209,7 +209,11 @@ impl SentTracker {
         if self.fates.is_empty() {
             self.base_seq = seq;
         }
-        if self.bytes_in_flight == 0 {
+        // A new flight starts the rate clocks afresh only when nothing sent is still
+        // unaccounted for: a packet declared lost may yet be acked late (a channel that
+        // died in a burst of lost acks), and its bytes would then count as delivered
+        // within an interval that began after it was sent, inflating the sample.
+        if self.bytes_in_flight == 0 && self.lost.is_empty() {
             self.first_sent_time = now;
             self.delivered_time = now;
         }
@@ -728,6 +732,32 @@ mod tests {
         assert_eq!(late.len(), 1);
         assert_eq!(late[0].1, vec![796, 797, 798]);
         assert!(matches!(late[0].2, Resolution::LateAcked { .. }));
+    }
+
+    #[test]
+    fn late_acks_after_a_death_do_not_inflate_the_next_rate_sample() {
+        let mut s = SentTracker::new(t(0));
+        let mut est = LossEstimator::new();
+        // Ten packets of 1000 B at 100 kB/s; every ack is lost and the channel dies.
+        for i in 0..10 {
+            s.on_send(t(i * 10), 1000, &[]);
+        }
+        s.declare_all_lost(t(1000), &mut est, |_, _, _, _| {});
+        assert_eq!(s.bytes_in_flight(), 0);
+        // A probe goes out; its ack also covers the ten, which had arrived after all.
+        s.on_send(t(1100), 35, &[]);
+        let f = s.on_ack(
+            t(1150),
+            &frame(0, 10),
+            Some(t(40)),
+            &mut est,
+            |_, _, _, _| {},
+        );
+        let r = f.rate.expect("a sample from the probe's ack");
+        assert_eq!(r.delivered, 10_035);
+        // They were sent at 100 kB/s and arrived no faster: a sample over the probe's
+        // 50 ms alone would claim 200 kB/s.
+        assert!(r.delivery_rate <= 100_000.0, "{r:?}");
     }
 
     #[test]

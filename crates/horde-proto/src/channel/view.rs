@@ -51,6 +51,13 @@ impl<'a> ChannelView<'a> {
         self.ch.rate()
     }
 
+    /// Full-size packets the congestion controller and pacer would let the channel send
+    /// at `now` (0 while dead): a driver that sees open slots, data queued and credit
+    /// left after polling the session has a sender leaving the channel idle.
+    pub fn open_slots(&self, now: Duration) -> usize {
+        self.ch.real_slot_count(now)
+    }
+
     /// The estimated link loss probability, in [0, 1] (congestion losses excluded).
     pub fn loss_rate(&self) -> f64 {
         self.ch.loss.loss_rate()

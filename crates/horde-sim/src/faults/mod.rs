@@ -5,6 +5,7 @@
 //! byte (the report's digest covers every datagram and event), so a failing seed is
 //! replayed by one command; see `docs/vopr.md`.
 
+pub mod allocation;
 pub mod ledger;
 pub mod link_death;
 pub mod net;
@@ -16,7 +17,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use thiserror::Error;
 
 pub use plan::{DrawLimits, Fault, FaultKind, RunPlan};
-pub use report::{replay_command, SeedReport, Violation};
+pub use report::{replay_command, SeedReport, Violation, WindowFigures};
 
 /// A run that could not be set up (not an invariant violation).
 #[derive(Debug, Error)]
@@ -60,6 +61,7 @@ pub fn run_plan(plan: RunPlan, keep: Option<&[usize]>) -> SeedReport {
                 digest: w.digest.hex(),
                 simulated_s: w.now.as_secs_f64(),
                 resumed_after_s: w.resumed_after.map(|d| d.as_secs_f64()),
+                window: w.window,
                 violations,
                 replay: replay_command(seed, keep),
             })
@@ -76,6 +78,7 @@ pub fn run_plan(plan: RunPlan, keep: Option<&[usize]>) -> SeedReport {
         digest: String::new(),
         simulated_s: 0.0,
         resumed_after_s: None,
+        window: Default::default(),
         violations: vec![Violation::new(kind, detail)],
         replay: replay_command(seed, keep),
     };

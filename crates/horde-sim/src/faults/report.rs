@@ -32,6 +32,20 @@ pub struct Lifecycle {
     pub flow_blocked: u32,
 }
 
+/// The stable window before the close (the allocation check's), in payload bytes/s
+/// except where noted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct WindowFigures {
+    /// Sent to all streams.
+    pub sent: f64,
+    /// The streams' mean allocations, summed: the channels' estimated rate.
+    pub allocated: f64,
+    /// The links' up-direction rates, summed (wire bytes/s).
+    pub links: f64,
+    /// Seconds the client left open slots unused with data and credit.
+    pub idle_s: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SeedReport {
     pub seed: u64,
@@ -47,6 +61,7 @@ pub struct SeedReport {
     pub simulated_s: f64,
     /// Seconds from the last fault's end to the first delivery after it.
     pub resumed_after_s: Option<f64>,
+    pub window: WindowFigures,
     pub violations: Vec<Violation>,
     /// The command that replays this run.
     pub replay: String,

@@ -16,10 +16,11 @@ use horde_proto::{wire, ChannelConfig, ChannelSpec, CloseReason, Event, InFlight
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::allocation::{shortfalls, StreamWindow};
 use super::ledger::{AduKey, Ledger, TAG_LEN};
 use super::net::{Datagram, Net, DOWN, UP};
 use super::plan::{FaultKind, Feed, RunPlan};
-use super::report::{Digest, Lifecycle, Violation};
+use super::report::{Digest, Lifecycle, Violation, WindowFigures};
 use super::SimFailure;
 
 /// First reconnect delay; it doubles per failed attempt up to [`REDIAL_MAX`].
@@ -35,8 +36,9 @@ pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(6);
 /// The window before the close over which allocations are checked, and in which every
 /// stream must have delivered something.
 pub const STABLE_WINDOW: Duration = Duration::from_secs(4);
-/// Share of its allocation (or of its offered rate, if lower) a stream must be sent in
-/// the stable window. Losses and the channels' own estimation error sit below this.
+/// Share of its expected rate (below) a stream must be sent in the stable window; also
+/// the share of the window a sender may leave open slots unused while it has data and
+/// credit. Losses and slot rounding sit below this.
 pub const ALLOCATION_TOLERANCE: f64 = 0.3;
 /// Steps one instant may take before the run is declared stuck.
 const MAX_STEPS_AT_ONE_INSTANT: u32 = 100_000;
@@ -109,6 +111,8 @@ pub struct World {
     pub lifecycle: Lifecycle,
     pub violations: Vec<Violation>,
     pub resumed_after: Option<Duration>,
+    /// The stable window's figures, once [`World::finish`] has run.
+    pub window: WindowFigures,
     alloc: BTreeMap<u32, AllocMeter>,
     window_from: Duration,
     /// The client's session is held back by the server's receive buffer now, and was at
@@ -117,6 +121,13 @@ pub struct World {
     /// are not checked.
     flow_blocked_now: bool,
     flow_limited_in_window: bool,
+    /// Since when the client's sender has left open slots unused with data and credit
+    /// (as of the last step), and how long it did so within the stable window.
+    idle_from: Option<Duration>,
+    idle_in_window: Duration,
+    /// The client's session is not polled for datagrams: a sender that stops sending,
+    /// for the tests of the idle check.
+    client_muted: bool,
 }
 
 impl World {
@@ -179,10 +190,14 @@ impl World {
             lifecycle: Lifecycle::default(),
             violations: Vec::new(),
             resumed_after: None,
+            window: WindowFigures::default(),
             alloc: BTreeMap::new(),
             window_from,
             flow_blocked_now: false,
             flow_limited_in_window: false,
+            idle_from: None,
+            idle_in_window: Duration::ZERO,
+            client_muted: false,
             plan,
         };
         w.client_start(true);
@@ -244,7 +259,8 @@ impl World {
             consider(Some(self.plan.close_at));
         }
         let c = self.client.clock;
-        for s in self.client.session.iter().chain(self.client.old.iter()) {
+        let polled = self.client.session.iter().chain(self.client.old.iter());
+        for s in polled.filter(|_| !self.client_muted) {
             consider(s.poll_timeout(now + c).map(|x| x.saturating_sub(c)));
         }
         if self.client.alive && !self.client.closing {
@@ -300,6 +316,7 @@ impl World {
         }
         self.flush();
         self.check_bounds();
+        self.meter_idle();
     }
 
     // ----- faults ---------------------------------------------------------------------
@@ -678,7 +695,9 @@ impl World {
                 } else {
                     self.client.old.as_mut()
                 };
-                let Some(s) = s else { break };
+                let Some(s) = s.filter(|_| !self.client_muted) else {
+                    break;
+                };
                 let Some(t) = s.poll_transmit(cnow, &mut self.scratch) else {
                     break;
                 };
@@ -792,6 +811,36 @@ impl World {
 
     // ----- invariants checked as the run goes ------------------------------------------
 
+    /// Whether the client's sender, after this step, leaves a channel's open slot unused
+    /// though it is connected, has ADUs queued and the peer's credit is not holding it
+    /// back. Sessions schedule as soon as a slot and an ADU meet, so this is a sender
+    /// that could send and does not; a channel without open slots is the limit instead.
+    fn sender_idle(&self) -> bool {
+        let Some(s) = self.client.session.as_ref() else {
+            return false;
+        };
+        if !s.is_connected() || s.flow_blocked() || self.client.closing {
+            return false;
+        }
+        let backlog = self.plan.streams.iter().any(|st| s.queued(st.id) > 0);
+        let now = self.now + self.client.clock;
+        backlog && s.channels().iter().any(|c| c.open_slots(now) > 0)
+    }
+
+    /// Add the time since the last step the sender spent idle to the window's total.
+    fn meter_idle(&mut self) {
+        let (w0, w1) = (self.window_from, self.plan.close_at);
+        if let Some(from) = self.idle_from.take() {
+            let (a, b) = (from.max(w0), self.now.min(w1));
+            if b > a {
+                self.idle_in_window += b - a;
+            }
+        }
+        if self.sender_idle() {
+            self.idle_from = Some(self.now);
+        }
+    }
+
     fn check_bounds(&mut self) {
         let mut found = None;
         if let Some(s) = self.client.session.as_ref().or(self.client.old.as_ref()) {
@@ -859,6 +908,8 @@ impl World {
         }
         let (w0, w1) = (self.window_from, self.plan.close_at);
         let secs = (w1 - w0).as_secs_f64();
+        let flow_limited = self.flow_limited_in_window || self.flow_blocked_now;
+        let mut window = Vec::new();
         for st in &self.plan.streams {
             let delivered = self
                 .ledger
@@ -873,35 +924,56 @@ impl World {
                         st.id
                     ),
                 ));
-                continue;
             }
-            let Some(m) = self.alloc.get_mut(&st.id) else {
-                continue;
-            };
-            if !m.seen {
-                continue;
-            }
-            integrate(m, w1, w0);
-            let allocation = m.integral / secs;
-            let offered = match st.feed {
-                Feed::Cbr { size, interval_ms } => {
-                    f64::from(size.max(TAG_LEN as u32)) * 1000.0 / interval_ms.max(1) as f64
-                }
-                Feed::Bulk { .. } => f64::INFINITY,
-            };
-            let expected = allocation.min(offered);
-            let sent = m.sent_bytes as f64 / secs;
-            let flow_limited = self.flow_limited_in_window || self.flow_blocked_now;
-            if sent < (1.0 - ALLOCATION_TOLERANCE) * expected && !flow_limited {
+            let m = self.alloc.entry(st.id).or_default();
+            let allocation = m.seen.then(|| {
+                integrate(m, w1, w0);
+                m.integral / secs
+            });
+            window.push(StreamWindow {
+                id: st.id,
+                sent: m.sent_bytes as f64 / secs,
+                allocation: allocation.filter(|_| delivered),
+                offered: offered_rate(st.feed),
+                demand: st.config.demand(),
+            });
+        }
+        if !flow_limited {
+            for f in shortfalls(&window, ALLOCATION_TOLERANCE) {
                 self.violations.push(Violation::new(
                     "allocation",
                     format!(
-                        "stream {} sent {:.0} B/s in the stable window; allocated {:.0}, offered {:.0}",
-                        st.id, sent, allocation, offered
+                        "stream {} sent {:.0} B/s in the stable window; allocated {:.0}, offered {:.0}, fair share of the {:.0} sent {:.0}",
+                        f.id, f.sent, f.allocation, f.offered, f.carried, f.fair
                     ),
                 ));
             }
         }
+        let idle = self.idle_in_window.as_secs_f64();
+        self.window = WindowFigures {
+            sent: window.iter().map(|s| s.sent).sum(),
+            allocated: window.iter().filter_map(|s| s.allocation).sum(),
+            links: self.plan.links.iter().map(|l| l.up_kbps * 125.0).sum(),
+            idle_s: idle,
+        };
+        if idle > ALLOCATION_TOLERANCE * secs {
+            self.violations.push(Violation::new(
+                "sender_idle",
+                format!(
+                    "the client left open slots unused with data and credit for {idle:.3} s of the {secs} s before the close"
+                ),
+            ));
+        }
+    }
+}
+
+/// Payload bytes/s a stream's feed offers.
+fn offered_rate(feed: Feed) -> f64 {
+    match feed {
+        Feed::Cbr { size, interval_ms } => {
+            f64::from(size.max(TAG_LEN as u32)) * 1000.0 / interval_ms.max(1) as f64
+        }
+        Feed::Bulk { .. } => f64::INFINITY,
     }
 }
 
@@ -941,4 +1013,35 @@ fn digest_event(d: &mut Digest, e: &Event) {
     d.add_u64(code);
     d.add_u64(u64::from(a));
     d.add_u64(b);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::plan::DrawLimits;
+
+    /// Seed `seed`'s violations, the client's sender stopped `mute_before` ahead of the
+    /// close if given.
+    fn violations(seed: u64, mute_before: Option<Duration>) -> Vec<&'static str> {
+        let plan = RunPlan::draw(seed, DrawLimits::default());
+        let close = plan.close_at;
+        let mut w = World::new(plan).expect("the plan sets up");
+        if let Some(before) = mute_before {
+            w.run_until(close - before);
+            w.client_muted = true;
+        }
+        let end = w.end();
+        w.run_until(end);
+        w.finish();
+        w.violations.iter().map(|v| v.kind).collect()
+    }
+
+    #[test]
+    fn a_sender_that_stops_sending_with_data_queued_is_caught_idle() {
+        // Seed 3 holds every invariant; the same run with the sender stopped 3.5 s
+        // before the close (inside the 4 s window, before the idle timeout can end the
+        // session) leaves its slots open with data queued.
+        assert!(!violations(3, None).contains(&"sender_idle"));
+        assert!(violations(3, Some(Duration::from_millis(3_500))).contains(&"sender_idle"));
+    }
 }
