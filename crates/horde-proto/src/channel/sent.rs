@@ -750,6 +750,7 @@ mod tests {
             t(1150),
             &frame(0, 10),
             Some(t(40)),
+            false,
             &mut est,
             |_, _, _, _| {},
         );
