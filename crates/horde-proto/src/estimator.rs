@@ -157,20 +157,25 @@ pub struct LossPrior {
     pub packets: f64,
 }
 
+/// Why a [`LossPrior`] cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum LossPriorError {
+    /// The rate is not a probability.
+    #[error("loss_prior.rate must be in [0, 1], got {0}")]
+    Rate(f64),
+    /// The weight is negative or not a number.
+    #[error("loss_prior.packets must be zero or positive, got {0}")]
+    Packets(f64),
+}
+
 impl LossPrior {
     /// Why the prior cannot be used, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), LossPriorError> {
         if !(self.rate.is_finite() && (0.0..=1.0).contains(&self.rate)) {
-            return Err(format!(
-                "loss_prior.rate must be in [0, 1], got {}",
-                self.rate
-            ));
+            return Err(LossPriorError::Rate(self.rate));
         }
         if !(self.packets.is_finite() && self.packets >= 0.0) {
-            return Err(format!(
-                "loss_prior.packets must be zero or positive, got {}",
-                self.packets
-            ));
+            return Err(LossPriorError::Packets(self.packets));
         }
         Ok(())
     }

@@ -115,7 +115,7 @@ pub use endpoint::{
     AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
     EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
 };
-pub use estimator::LossPrior;
+pub use estimator::{LossPrior, LossPriorError};
 pub use event::{CloseReason, Event, NackReason};
 pub use horde_policy::ChannelId;
 pub use recovery::{RecoveryConfig, RecoveryMode};

@@ -251,7 +251,9 @@ impl Checker<'_> {
             None => 0.0,
         };
         if let Some(p) = &c.loss_prior {
-            p.get_ref().check().map_err(|e| self.loc.at(span(p), e))?;
+            p.get_ref()
+                .check()
+                .map_err(|e| self.loc.at(span(p), e.to_string()))?;
         }
         let link = |which: &str, l: &Spanned<horde_links::LinkSpec>| {
             l.get_ref()
