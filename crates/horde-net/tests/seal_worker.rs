@@ -34,50 +34,7 @@ fn adu(i: u32) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_transfer_sealed_on_the_worker_arrives_whole_and_in_channel_order_across_rekeys() {
     // A new sending key every 1000 datagrams: a dozen rotations in this transfer.
-    let policy = RekeyPolicy {
-        rekey_after_messages: 1000,
-        ..RekeyPolicy::default()
-    };
-    let (ck, sk) = (Keypair::generate(), Keypair::generate());
-    let mut scfg = HostConfig::new(sk.clone(), vec![InterfaceConfig::new(lo())]);
-    scfg.allowed_peers = vec![*ck.public()];
-    scfg.rekey = policy;
-    scfg.seal_worker = true;
-    let server = Host::bind(scfg).await.unwrap();
-    let mut ccfg = HostConfig::new(
-        ck,
-        vec![InterfaceConfig::new(lo()), InterfaceConfig::new(lo())],
-    );
-    ccfg.rekey = policy;
-    ccfg.seal_worker = true;
-    let client = Host::bind(ccfg).await.unwrap();
-    let mut listener = server.listen(5);
-    let to = server.local_addrs()[0];
-    let conn = client
-        .connect(ConnectConfig {
-            peer: *sk.public(),
-            service: 5,
-            channels: (0..2)
-                .map(|interface| ChannelTarget {
-                    interface,
-                    remote: to,
-                    config: ChannelConfig::default(),
-                })
-                .collect(),
-            handshake_timeout: Duration::from_secs(5),
-        })
-        .await
-        .unwrap();
-    let accepted = listener.accept().await.unwrap();
-    // Unordered: the checks below are per ADU and per channel, not the stream's
-    // reordering across channels.
-    let stream = StreamConfig {
-        ordered: false,
-        // Room for a whole burst: none of it is dropped for a full queue.
-        max_queue_bytes: 64 << 20,
-        ..StreamConfig::default()
-    };
-    conn.open_stream(1, stream).await.unwrap();
+    let (client, server, conn, accepted) = worker_pair(1000).await;
     let (handle, _client_events) = conn.split();
     let (_h, mut server_events) = accepted.split();
 
@@ -116,10 +73,12 @@ async fn a_bulk_transfer_sealed_on_the_worker_arrives_whole_and_in_channel_order
 }
 
 /// A connection between two hosts with the sealing worker on and a key that rotates
-/// every 500 datagrams; stream 1 (ordered) is open on the client.
-async fn worker_pair() -> (Host, Host, horde_net::Connection, horde_net::Connection) {
+/// every `rekey_after_messages` datagrams; stream 1 (unordered) is open on the client.
+async fn worker_pair(
+    rekey_after_messages: u64,
+) -> (Host, Host, horde_net::Connection, horde_net::Connection) {
     let policy = RekeyPolicy {
-        rekey_after_messages: 500,
+        rekey_after_messages,
         ..RekeyPolicy::default()
     };
     let (ck, sk) = (Keypair::generate(), Keypair::generate());
@@ -202,7 +161,7 @@ async fn every_channel_in_order(handle: &horde_net::ConnectionHandle) {
 async fn a_trickle_is_sealed_on_the_driver_and_a_burst_on_both_in_channel_order_across_rekeys() {
     const TRICKLE: u32 = 600;
     const BURST: u32 = 6_000;
-    let (client, server, conn, accepted) = worker_pair().await;
+    let (client, server, conn, accepted) = worker_pair(500).await;
     let (handle, _client_events) = conn.split();
     let (_h, mut server_events) = accepted.split();
 

@@ -63,7 +63,6 @@ impl Driver {
                             // Every batch is being filled for other sockets.
                             sealer.hand_off_all();
                         }
-                        sealer.sendable(&mut self.sealed);
                         send_sealed(
                             &self.sockets,
                             sealer,
@@ -85,17 +84,14 @@ impl Driver {
                     }
                     sealer.hand_off(iface, false);
                     sealer.collect();
-                    sealer.sendable(&mut self.sealed);
-                    if !self.sealed.is_empty() {
-                        send_sealed(
-                            &self.sockets,
-                            sealer,
-                            &mut self.sealed,
-                            &mut self.stats,
-                            &mut self.refusals,
-                        )
-                        .await;
-                    }
+                    send_sealed(
+                        &self.sockets,
+                        sealer,
+                        &mut self.sealed,
+                        &mut self.stats,
+                        &mut self.refusals,
+                    )
+                    .await;
                     continue;
                 }
                 // Sealed straight into the socket's batch: no copy of the datagram.
@@ -168,7 +164,6 @@ impl Driver {
                 sealer.idle();
                 sealer.collect();
             }
-            sealer.sendable(&mut self.sealed);
             send_sealed(
                 &self.sockets,
                 sealer,
@@ -216,8 +211,8 @@ impl Driver {
     }
 }
 
-/// Send the batches the sealing worker (or the driver) has sealed, in order, and give
-/// them back for reuse. A closed socket's batch is dropped.
+/// Send the sealed batches whose turn it is ([`Sealer::sendable`]), in order, and give
+/// them back for reuse. A closed socket's batch is dropped. `sealed` is scratch space.
 async fn send_sealed(
     sockets: &[Option<ChannelSocket>],
     sealer: &mut Sealer,
@@ -225,6 +220,7 @@ async fn send_sealed(
     stats: &mut HostStats,
     refusals: &mut Vec<(u64, ChannelId)>,
 ) {
+    sealer.sendable(sealed);
     for mut b in sealed.drain(..) {
         if let Some(Some(s)) = sockets.get(b.iface) {
             send_queue(s, &mut b.queue, stats, refusals).await;
