@@ -25,8 +25,9 @@ use crate::verdict::{self, Check, Figures, Losses, Run};
 #[derive(clap::Args)]
 pub struct Args {
     /// Run time in seconds of each seed, split between the run with objectives and the
-    /// one without.
-    #[arg(long, default_value_t = 30.0)]
+    /// one without. 30 s a run gives each per-seed verdict enough ADUs to stand on
+    /// (docs/results.md, "How long a run must be").
+    #[arg(long, default_value_t = 60.0)]
     duration: f64,
     /// Run only with objectives, skipping the comparison run.
     #[arg(long)]
