@@ -446,6 +446,25 @@ impl PreparedHose {
         // The last ADU variable of a context with no schedule ADU so far must take
         // one: history-only contexts are constant and are not terms.
         let only_schedule = !has_schedule && last_adu == Some(k);
+        if k + 1 == self.nv && dep.is_empty() {
+            // The last variable, with no condition on the others: every
+            // candidate not bound already completes a context.
+            for &r in &cands[k] {
+                if only_schedule && r as usize >= self.n {
+                    break;
+                }
+                if binding[..k].contains(&r) {
+                    continue;
+                }
+                binding[k] = r;
+                self.emit(&binding[..self.nv]);
+                if self.truncated {
+                    return;
+                }
+            }
+            binding[k] = NO_ROW;
+            return;
+        }
         for &r in &cands[k] {
             if only_schedule && r as usize >= self.n {
                 break;
