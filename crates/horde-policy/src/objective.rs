@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::scheduler::{Assignment, ScheduleInput};
+use crate::ChannelId;
 
 /// One objective: the utility it adds to a candidate schedule.
 pub trait Objective: Send + Sync + fmt::Debug {
@@ -108,6 +109,21 @@ pub trait PreparedObjective {
     /// `K` shared by every term of this objective with the same `k`, such as a pair
     /// of a schedule ADU with a history ADU. Schedulers may then tabulate `K` per slot.
     fn solo_kernel(&self, _term: usize) -> Option<u32> {
+        None
+    }
+    /// Whether pair kernel `k` reads its two slots only through the loss
+    /// correlation between them ([`crate::TxSlot::loss_correlation_pct`], either
+    /// way round), which is 0 for slots on different channels: `K` then has one
+    /// value for every such pair, and a scheduler may compute it once.
+    fn pair_kernel_by_correlation(&self, _k: u32) -> bool {
+        false
+    }
+    /// Where solo kernel `k` is constant: `Some(None)` if it has one value in
+    /// every slot, `Some(Some(c))` if it has one value in every slot not on
+    /// channel `c` (it reads its member's slot only through the loss correlation
+    /// with a slot on `c`), `None` if neither is known. A scheduler may then
+    /// compute that value once.
+    fn solo_kernel_off_channel(&self, _k: u32) -> Option<Option<ChannelId>> {
         None
     }
     /// How many solo kernel ids this cycle's terms may have: every

@@ -366,3 +366,123 @@ fn x4_history_pairs_are_solo_kernels_shared_by_every_adu() {
     // The slot next to a pending history slot on its channel is correlated with it.
     assert!(seen.contains(&0) && seen.contains(&125), "{seen:?}");
 }
+
+/// X4 reads slots only through their loss correlation, which is 0 across
+/// channels: its pair kernel has one value for every pair of slots on different
+/// channels, and each history pair's solo kernel one value off the history slot's
+/// channel (everywhere, once that slot's ADU is acked). The scheduler computes
+/// such values once; here every one of them is checked against the objective.
+#[test]
+fn x4_kernels_are_constant_off_their_channel() {
+    let slots = vec![
+        slot(1, 10, 0.05, 300.0, 0.0),
+        slot(1, 11, 0.05, 300.0, 0.0),
+        slot(2, 10, 0.05, 300.0, 0.0),
+        slot(2, 11, 0.05, 300.0, 0.0),
+        slot(3, 10, 0.05, 300.0, 0.0),
+    ];
+    let adus = vec![adu(0, 0, 0, 0), adu(1, 0, 1, 5), adu(2, 0, 2, 9)];
+    let history = vec![
+        sent(
+            adu(8, 0, 8, 0),
+            slot(1, 9, 0.05, 300.0, 0.0),
+            Outcome::Pending,
+        ),
+        sent(adu(9, 0, 9, 0), slot(2, 9, 0.05, 300.0, 0.0), Outcome::Lost),
+        sent(
+            adu(7, 0, 7, 0),
+            slot(3, 9, 0.05, 300.0, 0.0),
+            Outcome::Acked { latency_ms: 300.0 },
+        ),
+    ];
+    let c = Case::new(slots.clone(), adus)
+        .history(history.clone())
+        .objective(load("x4"));
+    let input = c.input();
+    let mut set = c.objectives.prepare(&input);
+    let p = set.get(0);
+    let m = slots.len();
+    let (mut pairs, mut solos) = (0, [0; 3]);
+    for t in 0..p.terms() {
+        let members = p.members(t).to_vec();
+        let mut a = vec![None; 3];
+        if let Some(k) = p.pair_kernel(t) {
+            assert!(p.pair_kernel_by_correlation(k), "term {t}");
+            let mut off = Vec::new();
+            for s in 0..m {
+                for u in (0..m).filter(|&u| slots[u].channel != slots[s].channel) {
+                    a[members[0] as usize] = Some(s);
+                    a[members[1] as usize] = Some(u);
+                    off.push(p.value(t, &a, false));
+                }
+            }
+            assert!(off.windows(2).all(|w| w[0] == w[1]), "term {t}: {off:?}");
+            pairs += 1;
+            continue;
+        }
+        let k = p.solo_kernel(t).expect("X4's other terms are solo kernels");
+        let values: Vec<(usize, i64)> = (0..m)
+            .map(|s| {
+                a[members[0] as usize] = Some(s);
+                (s, p.value(t, &a, false))
+            })
+            .collect();
+        let (constant, kind) = match p.solo_kernel_off_channel(k) {
+            Some(None) => (values.clone(), 0),
+            Some(Some(ch)) => (
+                values
+                    .iter()
+                    .copied()
+                    .filter(|&(s, _)| slots[s].channel != ch)
+                    .collect(),
+                1,
+            ),
+            None => panic!("term {t}: X4's history pairs read only correlation"),
+        };
+        assert!(
+            constant.windows(2).all(|w| w[0].1 == w[1].1),
+            "term {t}: {values:?}"
+        );
+        // Somewhere on the history slot's own channel the value differs.
+        if kind == 1 {
+            assert!(values.iter().any(|v| v.1 != constant[0].1), "term {t}");
+        }
+        solos[kind] += 1;
+    }
+    // 3 * 2 ordered pairs; 3 ADUs with 3 history ADUs as either variable, the
+    // acked one's 6 terms constant everywhere.
+    assert_eq!((pairs, solos), (6, [6, 12, 0]));
+}
+
+/// A pair kernel that reads its members' loss is not read through correlation
+/// alone, nor is a solo kernel that reads its member's loss constant anywhere.
+#[test]
+fn kernels_that_read_loss_are_not_constant_off_channel() {
+    let src = "objective { context { adu:foo { stream_id == 0 } adu:bar { stream_id == 0 } }
+        goal { prob(foo::lost?) + prob(bar::lost?) < 20 } utility { foo { 10 } } }";
+    let c = Case::new(
+        vec![slot(1, 10, 0.05, 300.0, 0.0), slot(2, 10, 0.15, 300.0, 0.0)],
+        vec![adu(0, 0, 0, 0), adu(1, 0, 1, 0)],
+    )
+    .history(vec![sent(
+        adu(9, 0, 9, 0),
+        slot(1, 9, 0.05, 300.0, 0.0),
+        Outcome::Pending,
+    )])
+    .objective(hose::compile(src).unwrap());
+    let input = c.input();
+    let mut set = c.objectives.prepare(&input);
+    let p = set.get(0);
+    let (mut pairs, mut solos) = (0, 0);
+    for t in 0..p.terms() {
+        if let Some(k) = p.pair_kernel(t) {
+            assert!(!p.pair_kernel_by_correlation(k), "term {t}");
+            pairs += 1;
+        }
+        if let Some(k) = p.solo_kernel(t) {
+            assert_eq!(p.solo_kernel_off_channel(k), None, "term {t}");
+            solos += 1;
+        }
+    }
+    assert_eq!((pairs, solos), (2, 4));
+}

@@ -522,3 +522,100 @@ fn solo_kernel_tables_give_the_schedules_of_asking_the_objective() {
     }
     assert!(solo_terms > 0, "the bench cycles have solo-kernel terms");
 }
+
+/// Forwards everything to a hose objective except where its kernels are
+/// constant, so the search computes every kernel value by asking the objective.
+#[derive(Debug)]
+struct WithoutOffChannelValues(Arc<dyn Objective>);
+
+struct PreparedWithoutOffChannel<'a>(Box<dyn PreparedObjective + 'a>);
+
+impl PreparedObjective for PreparedWithoutOffChannel<'_> {
+    fn terms(&self) -> usize {
+        self.0.terms()
+    }
+    fn members(&self, term: usize) -> &[u32] {
+        self.0.members(term)
+    }
+    fn reads(&self, term: usize) -> SlotReads {
+        self.0.reads(term)
+    }
+    fn bounds(&self, term: usize) -> (i64, i64) {
+        self.0.bounds(term)
+    }
+    fn pair_kernel(&self, term: usize) -> Option<u32> {
+        self.0.pair_kernel(term)
+    }
+    fn solo_kernel(&self, term: usize) -> Option<u32> {
+        self.0.solo_kernel(term)
+    }
+    fn solo_kernels(&self) -> usize {
+        self.0.solo_kernels()
+    }
+    fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {
+        self.0.value(term, assignment, cached)
+    }
+    fn evaluations(&self) -> u64 {
+        self.0.evaluations()
+    }
+}
+
+impl Objective for WithoutOffChannelValues {
+    fn utility(&self, input: &ScheduleInput<'_>, assignment: &Assignment) -> i64 {
+        self.0.utility(input, assignment)
+    }
+    fn prepare<'a>(&'a self, input: &ScheduleInput<'a>) -> Box<dyn PreparedObjective + 'a> {
+        Box::new(PreparedWithoutOffChannel(self.0.prepare(input)))
+    }
+}
+
+/// X4's kernels are computed once for all slots off their channel (pairs on
+/// different channels, history pairs off the history slot's channel): the
+/// schedules must be exactly those of the same search computing each value.
+#[test]
+fn off_channel_kernel_values_give_the_schedules_of_asking_the_objective() {
+    let (mut a, mut b) = (Assignment::new(), Assignment::new());
+    let mut off_channel = (0, 0);
+    for seed in 0..6 {
+        let inst = synth::bench(&mut ChaCha8Rng::seed_from_u64(seed));
+        let input = inst.input();
+        let mut plain = ObjectiveSet::new();
+        for o in inst.objectives.iter() {
+            plain.inject(Arc::new(WithoutOffChannelValues(Arc::clone(o))));
+        }
+        let plain_input = ScheduleInput {
+            objectives: &plain,
+            ..input
+        };
+        let mut set = inst.objectives.prepare(&input);
+        for p in set.iter_mut() {
+            for t in 0..p.terms() {
+                if p.pair_kernel(t)
+                    .is_some_and(|k| p.pair_kernel_by_correlation(k))
+                {
+                    off_channel.0 += 1;
+                }
+                if p.solo_kernel(t)
+                    .is_some_and(|k| p.solo_kernel_off_channel(k).is_some())
+                {
+                    off_channel.1 += 1;
+                }
+            }
+        }
+        let mut rng_a = ChaCha8Rng::seed_from_u64(seed);
+        let mut rng_b = ChaCha8Rng::seed_from_u64(seed);
+        let mut with = Directed::default();
+        let mut without = Directed::default();
+        // Several cycles of one scheduler each, so the kept buffers are exercised.
+        for _ in 0..3 {
+            let sa = with.schedule(&input, &mut rng_a, &mut a);
+            let sb = without.schedule(&plain_input, &mut rng_b, &mut b);
+            assert_eq!(a, b, "seed {seed}");
+            assert!(sa.evaluations <= sb.evaluations, "seed {seed}");
+        }
+    }
+    assert!(
+        off_channel.0 > 0 && off_channel.1 > 0,
+        "the bench cycles have such kernels: {off_channel:?}"
+    );
+}

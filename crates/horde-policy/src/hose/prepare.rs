@@ -446,6 +446,25 @@ impl PreparedHose {
         // The last ADU variable of a context with no schedule ADU so far must take
         // one: history-only contexts are constant and are not terms.
         let only_schedule = !has_schedule && last_adu == Some(k);
+        if k + 1 == self.nv && dep.is_empty() {
+            // The last variable, with no condition on the others: every
+            // candidate not bound already completes a context.
+            for &r in &cands[k] {
+                if only_schedule && r as usize >= self.n {
+                    break;
+                }
+                if binding[..k].contains(&r) {
+                    continue;
+                }
+                binding[k] = r;
+                self.emit(&binding[..self.nv]);
+                if self.truncated {
+                    return;
+                }
+            }
+            binding[k] = NO_ROW;
+            return;
+        }
         for &r in &cands[k] {
             if only_schedule && r as usize >= self.n {
                 break;
@@ -555,6 +574,14 @@ impl PreparedHose {
             .and_then(|k| k.checked_add(history))
             .filter(|&k| k != NO_KERNEL)
             .unwrap_or(NO_KERNEL)
+    }
+
+    /// What the atoms make of a context with the schedule variables in `mask`.
+    fn mask_info(&self, mask: u32) -> MaskInfo {
+        match self.by_mask.get(mask as usize) {
+            Some(info) => *info,
+            None => MaskInfo::of(&self.ir, mask),
+        }
     }
 
     fn slot_of(&self, row: u32, assignment: &[Option<usize>]) -> Option<usize> {
@@ -718,6 +745,30 @@ impl PreparedObjective for PreparedHose {
 
     fn solo_kernels(&self) -> usize {
         self.nv.saturating_mul(self.solo_stride as usize)
+    }
+
+    fn pair_kernel_by_correlation(&self, k: u32) -> bool {
+        // A pair kernel's atoms read only its two members (`kernel_atoms`): if
+        // none is a loss, every one is a correlation between them.
+        self.mask_info(k).reads == SlotReads::OTHER
+    }
+
+    fn solo_kernel_off_channel(&self, k: u32) -> Option<Option<ChannelId>> {
+        let member_var = k / self.solo_stride;
+        let history = k % self.solo_stride;
+        let info = self.mask_info(1u32.checked_shl(member_var)?);
+        // A solo kernel reads no latency of its member; a loss atom would read its slot.
+        if info.reads.contains(SlotReads::LOSS) || info.solo_other.is_none() {
+            return None;
+        }
+        if !info.reads.contains(SlotReads::OTHER) || history == self.solo_stride - 1 {
+            // No correlation, or only of the member with itself (always 100).
+            return Some(None);
+        }
+        // Correlations of the member with one history slot: 0 off its channel,
+        // and everywhere once that slot's ADU is acked.
+        let c = self.corr.get(self.m + history as usize)?;
+        Some((!c.acked).then_some(c.channel))
     }
 
     fn value(&mut self, term: usize, assignment: &[Option<usize>], cached: bool) -> i64 {

@@ -21,6 +21,7 @@ use super::local_search::LocalSearch;
 use super::matching::{all_fit, max_placeable, RandomMatcher};
 use super::{Assignment, CycleStats, ScheduleInput, Scheduler};
 use crate::objective::{PreparedCache, PreparedSet, SlotReads};
+use crate::ChannelId;
 
 /// Unary utilities enter the assignment solver clamped to this magnitude, which
 /// keeps its arithmetic exact; the local search uses exact values.
@@ -148,11 +149,17 @@ pub(crate) struct Model {
     pub kernel_ids: Vec<(u32, u32)>,
     /// Per distinct pair kernel: the members of the term in `kernels`.
     pub kernel_pair: Vec<[u32; 2]>,
+    /// Per distinct pair kernel: it reads its slots only through their loss
+    /// correlation, so every pair of slots on different channels has one value.
+    pub kernel_by_correlation: Vec<bool>,
     /// Per higher term: its row in the solo-kernel table if its value is a
     /// function of its one member's slot shared with other terms, else `NO_KERNEL`.
     pub solo: Vec<u32>,
     /// Rows of the solo-kernel table (one per objective's solo kernel id).
     pub solo_kernels: usize,
+    /// Per row of the solo-kernel table: where it is constant
+    /// ([`crate::objective::PreparedObjective::solo_kernel_off_channel`]).
+    pub solo_off_channel: Vec<Option<Option<ChannelId>>>,
     /// For each ADU, the higher terms it is a member of (CSR).
     pub adj_start: Vec<u32>,
     pub adj: Vec<u32>,
@@ -177,7 +184,9 @@ impl Model {
         self.kernels.clear();
         self.kernel_ids.clear();
         self.kernel_pair.clear();
+        self.kernel_by_correlation.clear();
         self.solo.clear();
+        self.solo_off_channel.clear();
         self.solo_kernels = 0;
         self.adj_start.clear();
         self.adj.clear();
@@ -192,6 +201,7 @@ impl Model {
         self.solo.clear();
         self.solo.resize(self.terms.len(), NO_KERNEL);
         self.solo_kernels = 0;
+        self.solo_off_channel.clear();
         let mut h = 0;
         for oi in 0..set.len() {
             let o = set.get(oi);
@@ -200,6 +210,8 @@ impl Model {
             let fits = base.saturating_add(rows).saturating_mul(self.m) <= MAX_SOLO_CELLS;
             if fits {
                 self.solo_kernels += rows;
+                self.solo_off_channel
+                    .extend((0..rows as u32).map(|k| o.solo_kernel_off_channel(k)));
             }
             while h < self.terms.len() && self.terms[h].0 as usize == oi {
                 if fits && self.members(h).len() == 1 {
@@ -219,6 +231,7 @@ impl Model {
         self.solo.clear();
         self.solo.resize(self.terms.len(), NO_KERNEL);
         self.solo_kernels = 0;
+        self.solo_off_channel.clear();
     }
 
     pub fn u(&self, a: usize, s: usize) -> i64 {
@@ -292,6 +305,9 @@ impl Directed {
                                 model.kernels.push((oi as u32, t as u32));
                                 model.kernel_ids.push(id);
                                 model.kernel_pair.push(pair);
+                                model
+                                    .kernel_by_correlation
+                                    .push(o.pair_kernel_by_correlation(k));
                                 model.kernels.len() - 1
                             });
                             (index as u32, pair)

@@ -15,6 +15,7 @@ use super::directed::{Model, NO_KERNEL};
 use super::lazy_table::{LazyTable, UNKNOWN};
 use super::{Assignment, ScheduleInput};
 use crate::objective::PreparedSet;
+use crate::ChannelId;
 
 #[derive(Debug, Default)]
 pub(crate) struct LocalSearch {
@@ -38,6 +39,14 @@ pub(crate) struct LocalSearch {
     ktab: LazyTable,
     /// Solo-kernel values, filled as needed: per (solo kernel, member's slot).
     stab: LazyTable,
+    /// Each slot's channel.
+    channel: Vec<ChannelId>,
+    /// Per pair kernel read only through correlation: its value for slots on
+    /// different channels, once computed.
+    off_channel_pair: Vec<i64>,
+    /// Per solo kernel with `solo_off_channel`: its value where it is constant,
+    /// once computed.
+    off_channel_solo: Vec<i64>,
     /// All-unplaced assignment used to evaluate a kernel at a slot pair.
     scratch: Assignment,
     /// Per ADU, its pair-kernel terms with the other member (CSR over `kedges`).
@@ -154,6 +163,12 @@ impl LocalSearch {
         self.pot.resize(n, 0);
         self.ktab.reset(2 * model.kernels.len() * m * m);
         self.stab.reset(model.solo_kernels * m);
+        self.channel.clear();
+        self.channel.extend(input.slots.iter().map(|s| s.channel));
+        self.off_channel_pair.clear();
+        self.off_channel_pair.resize(model.kernels.len(), UNKNOWN);
+        self.off_channel_solo.clear();
+        self.off_channel_solo.resize(model.solo_kernels, UNKNOWN);
         self.scratch.clear();
         self.scratch.resize(n, None);
         self.split_adjacency(model);
@@ -580,7 +595,8 @@ impl LocalSearch {
                 }
                 continue;
             };
-            for e in &self.kedges[lo..hi] {
+            for k in lo..hi {
+                let e = self.kedges[k];
                 if !earlier.is_empty() && earlier.contains(&(e.other as usize)) {
                     // Scored with the earlier ADU, whose sum also held its old value.
                     gain += i128::from(self.cur[e.term as usize]);
@@ -593,11 +609,7 @@ impl LocalSearch {
                 let v = match self.ktab.get(e.index(m, kernels, own, t)) {
                     UNKNOWN => {
                         let (s, t) = if e.first { (own, t) } else { (t, own) };
-                        let v = kernel_value(ctx.model, ctx.set, &mut self.scratch, e.kernel, s, t);
-                        let (i, j) = kernel_cells(m, kernels, e.kernel, s, t);
-                        self.ktab.set(i, v);
-                        self.ktab.set(j, v);
-                        v
+                        self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t)
                     }
                     v => v,
                 };
@@ -636,7 +648,9 @@ impl LocalSearch {
         }
     }
 
-    /// Compute and store kernel `k` at slots `(s, t)`.
+    /// Compute and store kernel `k` at slots `(s, t)`. A kernel read only
+    /// through correlation has one value for all slot pairs on different
+    /// channels: it is computed for the first such pair and copied after.
     fn fill_kernel(
         &mut self,
         model: &Model,
@@ -645,7 +659,18 @@ impl LocalSearch {
         s: usize,
         t: usize,
     ) -> i64 {
-        let v = kernel_value(model, set, &mut self.scratch, k, s, t);
+        let ku = k as usize;
+        let off_channel = model.kernel_by_correlation[ku] && self.channel[s] != self.channel[t];
+        let v = match off_channel.then(|| self.off_channel_pair[ku]) {
+            Some(v) if v != UNKNOWN => v,
+            _ => {
+                let v = kernel_value(model, set, &mut self.scratch, k, s, t);
+                if off_channel {
+                    self.off_channel_pair[ku] = v;
+                }
+                v
+            }
+        };
         let (i, j) = kernel_cells(model.m, model.kernels.len(), k, s, t);
         self.ktab.set(i, v);
         self.ktab.set(j, v);
@@ -705,7 +730,22 @@ impl LocalSearch {
         let cell = k as usize * model.m + s;
         match self.stab.get(cell) {
             UNKNOWN => {
-                let v = set.get(o as usize).value(t as usize, work, true);
+                let ku = k as usize;
+                let constant = match model.solo_off_channel.get(ku) {
+                    Some(Some(None)) => true,
+                    Some(Some(Some(c))) => self.channel[s] != *c,
+                    _ => false,
+                };
+                let v = match constant.then(|| self.off_channel_solo[ku]) {
+                    Some(v) if v != UNKNOWN => v,
+                    _ => {
+                        let v = set.get(o as usize).value(t as usize, work, true);
+                        if constant {
+                            self.off_channel_solo[ku] = v;
+                        }
+                        v
+                    }
+                };
                 self.stab.set(cell, v);
                 v
             }
