@@ -65,6 +65,12 @@ pub struct Sender {
     fec_since: Vec<u64>,
     retransmitted: HashMap<u64, ()>,
     blocks: Blocks,
+    /// Data ADUs first named by a coded ADU, and their summed waits (instrumentation,
+    /// taken by the layer into its statistics).
+    pub(crate) first_covered: (u64, Duration),
+    /// OEC: data ADUs the peer reported lost, with their payloads and when they were
+    /// queued, oldest first: the next spare opportunities carry them first.
+    repairs: VecDeque<(u64, Bytes, Duration)>,
 }
 
 impl Sender {
@@ -77,6 +83,8 @@ impl Sender {
             fec_since: Vec::new(),
             retransmitted: HashMap::new(),
             blocks: Blocks::default(),
+            first_covered: (0, Duration::ZERO),
+            repairs: VecDeque::new(),
         }
     }
 
@@ -171,6 +179,15 @@ impl Sender {
                 return; // stays in W until the copy is resolved
             }
         }
+        if self.mode == RecoveryMode::Oec && !acked && matches!(kind, Kind::Data(_)) {
+            // A reported loss is an ADU whose presence probability is 0. The greedy
+            // encoding's best coded packet is then that ADU alone (degree 1, expected
+            // yield 1 - p, no XOR with ADUs the receiver may already hold), and it still
+            // goes only into spare capacity (`docs/recovery.md`, "Known losses").
+            if let (Some(p), Some(at)) = (self.window.payload(seq), self.window.queued_at(seq)) {
+                self.repairs.push_back((seq, p.clone(), at));
+            }
+        }
         self.retransmitted.remove(&seq);
         self.window.on_resolved(seq);
         if let Some(b) = self
@@ -200,11 +217,16 @@ impl Sender {
         });
     }
 
+    /// Whether this mode's coded ADUs go into spare capacity (and so defer to data).
+    pub(crate) fn codes_into_spare(&self) -> bool {
+        matches!(self.mode, RecoveryMode::Oec | RecoveryMode::Block { .. })
+    }
+
     /// Whether a spare transmission opportunity would be used: for OEC, while W holds
     /// data and a coded packet is still expected to rebuild something.
     pub(crate) fn wants_spare(&self) -> bool {
         match self.mode {
-            RecoveryMode::Oec => self.window.worth_coding(),
+            RecoveryMode::Oec => !self.repairs.is_empty() || self.window.worth_coding(),
             RecoveryMode::Block { .. } => {
                 !self.blocks.open.is_empty()
                     || self
@@ -237,13 +259,29 @@ impl Sender {
         let mut left = budget;
         match self.mode {
             RecoveryMode::Oec => {
+                // Repairs of reported losses first, while the receiver can still use them.
+                self.repairs
+                    .retain(|(_, _, at)| now.saturating_sub(*at) <= MAX_AGE);
+                while left > 0 {
+                    let Some((seq, p, _)) = self.repairs.pop_front() else {
+                        break;
+                    };
+                    let payload = header::encode_xor(&[seq], p.len() as u16, &p);
+                    left = left.saturating_sub(payload.len() + per_adu);
+                    out.push(Outgoing {
+                        kind: Kind::Coded(1),
+                        payload,
+                    });
+                }
                 while left > 0 && self.window.worth_coding() {
                     let p = self.window.mean_p();
                     let Some(c) = self.window.code(rng) else {
                         break;
                     };
                     self.window.on_coded_sent(c.seqs.len(), p);
-                    self.window.note_coded(&c.seqs);
+                    let (n, wait) = self.window.note_coded(now, &c.seqs);
+                    self.first_covered.0 += n;
+                    self.first_covered.1 += wait;
                     let payload = header::encode_xor(&c.seqs, c.len_xor, &c.payload);
                     left = left.saturating_sub(payload.len() + per_adu);
                     out.push(Outgoing {
@@ -410,7 +448,7 @@ mod tests {
         for _ in 0..coded {
             let c = s.window().code(&mut rng).unwrap();
             s.window.on_coded_sent(c.seqs.len(), 0.001);
-            s.window.note_coded(&c.seqs);
+            s.window.note_coded(T, &c.seqs);
             let f = header::encode_xor(&c.seqs, c.len_xor, &c.payload);
             rebuilt += d.on_frame(T, header::decode(&f).unwrap()).new.len();
         }

@@ -40,6 +40,16 @@ pub struct RecoveryStats {
     /// Coded ADUs that arrived and expired undecoded with two or more constituents
     /// missing (XOR cannot rebuild two from one).
     pub coded_undecodable: u64,
+    /// Data ADUs rebuilt after the reorder cache had given up on them (delivered late).
+    pub recovered_late: u64,
+    /// Coded ADUs transmitted on each channel, by channel id (where the redundancy went:
+    /// a coded ADU on a slow path can arrive after the cache gave its gap up).
+    pub coded_by_channel: [u64; 4],
+    /// OEC: data ADUs that some coded ADU named while they were in W, and the sum of
+    /// the times from their queueing to the first coded ADU made over them, in µs.
+    pub first_covered: u64,
+    /// See `first_covered`.
+    pub first_cover_wait_us: u64,
 }
 
 impl RecoveryStats {
@@ -64,6 +74,10 @@ impl RecoveryStats {
             lost_uncoded,
             lost_coded,
             coded_undecodable,
+            recovered_late,
+            coded_by_channel,
+            first_covered,
+            first_cover_wait_us,
         } = other;
         self.data_sent += data_sent;
         self.data_bytes += data_bytes;
@@ -83,6 +97,12 @@ impl RecoveryStats {
         self.lost_uncoded += lost_uncoded;
         self.lost_coded += lost_coded;
         self.coded_undecodable += coded_undecodable;
+        self.recovered_late += recovered_late;
+        for (a, b) in self.coded_by_channel.iter_mut().zip(coded_by_channel) {
+            *a += b;
+        }
+        self.first_covered += first_covered;
+        self.first_cover_wait_us += first_cover_wait_us;
     }
 
     /// Coded bytes sent per data byte sent.

@@ -9,6 +9,7 @@ use horde_policy::Fields;
 
 use super::{Session, State, IDLE_CYCLE_RETRY};
 use crate::recovery::estimators::PathEstimate;
+use crate::recovery::sender::Kind;
 use crate::recovery::{RecoveryStats, Released};
 use crate::stream::{Delivered, QueuedAdu};
 use crate::wire;
@@ -108,6 +109,39 @@ impl Session {
             });
             self.recovery.bind(stream, id, o.kind);
             self.wake_cycle(now);
+        }
+    }
+
+    /// A data ADU was just queued last on `stream`: put it ahead of the coded ADUs that
+    /// OEC (or the block code) queued there for a spare opportunity and that have not
+    /// left yet. Data takes the opportunity first (PluriBus §4.1: coded packets defer to
+    /// data); the coded ones go in what is left.
+    pub(super) fn data_before_spare_coded(&mut self, stream: u32) {
+        if !self.recovery.codes_into_spare(stream) {
+            return;
+        }
+        let Some(s) = self.send.get_mut(&stream) else {
+            return;
+        };
+        let q = &mut s.queue;
+        let Some(last) = q.back() else {
+            return;
+        };
+        if !matches!(self.recovery.kind(stream, last.id), Some(Kind::Data(_))) {
+            return;
+        }
+        let mut pos = q.len() - 1;
+        while pos > 0
+            && matches!(
+                self.recovery.kind(stream, q[pos - 1].id),
+                Some(Kind::Coded(_) | Kind::Parity)
+            )
+        {
+            pos -= 1;
+        }
+        if pos + 1 < q.len() {
+            let adu = q.pop_back().expect("non-empty");
+            q.insert(pos, adu);
         }
     }
 
