@@ -373,6 +373,60 @@ mod tests {
     }
 
     #[test]
+    fn oec_repairs_a_reported_loss_alone_at_the_next_spare_opportunity() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let payloads: Vec<Bytes> = (0..4u8)
+            .map(|i| Bytes::from(vec![i + 1; 50 + usize::from(i)]))
+            .collect();
+        let mut framed = Vec::new();
+        for p in &payloads {
+            let (seq, f) = s.frame_data(T, p.clone());
+            s.on_transmit(Kind::Data(seq), 0.05, &mut out);
+            framed.push(f);
+        }
+        // Code W until a further coded ADU is not worth it.
+        s.spare(T, 1 << 30, 40, &mut rng, &mut out);
+        assert!(!s.wants_spare());
+        out.clear();
+        for seq in [0, 1, 3] {
+            s.on_resolved(Kind::Data(seq), true, &mut out);
+        }
+        assert!(!s.wants_spare(), "acks ask for nothing");
+        s.on_resolved(Kind::Data(2), false, &mut out);
+        assert!(out.is_empty(), "a repair waits for spare capacity");
+        assert!(s.wants_spare(), "a reported loss asks for spare capacity");
+        // A budget of one byte lets the repair go, alone.
+        s.spare(Duration::from_millis(100), 1, 40, &mut rng, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, Kind::Coded(1));
+        // The receiver holds 0, 1 and 3 and rebuilds 2 from the repair.
+        let mut d = Decoder::default();
+        for i in [0, 1, 3] {
+            d.on_frame(T, header::decode(&framed[i]).unwrap());
+        }
+        let got = d.on_frame(T, header::decode(&out[0].payload).unwrap()).new;
+        assert_eq!(got, vec![(2, payloads[2].clone(), true)]);
+        assert!(!s.wants_spare(), "one repair per reported loss");
+    }
+
+    #[test]
+    fn a_repair_the_receiver_could_no_longer_use_is_not_sent() {
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let (seq, _) = s.frame_data(T, Bytes::from_static(b"late"));
+        s.on_transmit(Kind::Data(seq), 0.05, &mut out);
+        s.on_resolved(Kind::Data(seq), false, &mut out);
+        assert!(s.wants_spare());
+        let later = MAX_AGE + Duration::from_millis(1);
+        s.spare(later, 1 << 20, 40, &mut rng, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(!s.wants_spare());
+    }
+
+    #[test]
     fn oec_uses_spare_bytes_only_while_w_holds_data() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut s = Sender::new(RecoveryMode::Oec);

@@ -433,6 +433,43 @@ mod tests {
     }
 
     #[test]
+    fn coded_adus_cover_the_least_covered_packets_first() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let mut w = Window::default();
+        for s in 0..10 {
+            w.queue(Duration::ZERO, s, Bytes::from(vec![s as u8; 8]));
+            w.on_data_sent(s, 0.1);
+        }
+        // degree(0.9) = 9, capped at half of 10 packets: 5 ADUs per coded ADU.
+        let first = w.code(&mut rng).unwrap();
+        assert_eq!(first.seqs.len(), 5);
+        w.note_coded(Duration::ZERO, &first.seqs);
+        let second = w.code(&mut rng).unwrap();
+        w.note_coded(Duration::ZERO, &second.seqs);
+        // The second names the five the first left out: every ADU is named once before
+        // any is named twice.
+        let mut both: Vec<u64> = first.seqs.iter().chain(&second.seqs).copied().collect();
+        both.sort_unstable();
+        assert_eq!(both, (0..10).collect::<Vec<u64>>());
+        // A new ADU is named by the very next coded ADU.
+        w.queue(Duration::ZERO, 10, Bytes::from_static(b"new"));
+        w.on_data_sent(10, 0.1);
+        let third = w.code(&mut rng).unwrap();
+        assert!(third.seqs.contains(&10), "{:?}", third.seqs);
+    }
+
+    #[test]
+    fn the_first_cover_wait_counts_each_adu_once() {
+        let mut w = Window::default();
+        w.queue(Duration::from_millis(10), 0, Bytes::from_static(b"a"));
+        w.queue(Duration::from_millis(20), 1, Bytes::from_static(b"b"));
+        let ms = Duration::from_millis;
+        assert_eq!(w.note_coded(ms(30), &[0, 1]), (2, ms(20) + ms(10)));
+        assert_eq!(w.note_coded(ms(40), &[0, 1]), (0, Duration::ZERO));
+        assert_eq!(w.coverage(0), Some(2));
+    }
+
+    #[test]
     fn old_adus_expire_from_w() {
         let mut w = Window::default();
         w.queue(Duration::ZERO, 0, Bytes::from_static(b"a"));
