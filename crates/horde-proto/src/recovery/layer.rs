@@ -368,11 +368,20 @@ impl RecoveryLayer {
             s.stats.duplicates += 1;
         }
         for (seq, payload, recovered) in d.new {
+            // How long the ADUs held behind a gap have waited, the oldest of them.
+            let stalled = rx
+                .cache
+                .next_timeout()
+                .map(|t| (now + hold).saturating_sub(t));
             let placed = rx.cache.push(now, seq, payload, &mut self.released);
             if recovered {
                 s.stats.recovered += 1;
-                if placed == Placement::Late {
-                    s.stats.recovered_late += 1;
+                match (placed, stalled) {
+                    (Placement::Late, _) => s.stats.recovered_late += 1,
+                    (Placement::InOrder, Some(w)) => {
+                        s.stats.recovered_stall_us += w.as_micros() as u64;
+                    }
+                    _ => {}
                 }
             }
         }

@@ -42,6 +42,9 @@ pub struct RecoveryStats {
     pub coded_undecodable: u64,
     /// Data ADUs rebuilt after the reorder cache had given up on them (delivered late).
     pub recovered_late: u64,
+    /// Summed over the ADUs rebuilt in time that released held ones: how long the oldest
+    /// held ADU had waited for them, in µs (the stall a late rebuild costs the stream).
+    pub recovered_stall_us: u64,
     /// Coded ADUs transmitted on each channel, by channel id (where the redundancy went:
     /// a coded ADU on a slow path can arrive after the cache gave its gap up).
     pub coded_by_channel: [u64; 4],
@@ -75,6 +78,7 @@ impl RecoveryStats {
             lost_coded,
             coded_undecodable,
             recovered_late,
+            recovered_stall_us,
             coded_by_channel,
             first_covered,
             first_cover_wait_us,
@@ -98,6 +102,7 @@ impl RecoveryStats {
         self.lost_coded += lost_coded;
         self.coded_undecodable += coded_undecodable;
         self.recovered_late += recovered_late;
+        self.recovered_stall_us += recovered_stall_us;
         for (a, b) in self.coded_by_channel.iter_mut().zip(coded_by_channel) {
             *a += b;
         }
