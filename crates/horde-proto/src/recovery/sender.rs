@@ -12,6 +12,9 @@ use super::config::RecoveryMode;
 use super::header;
 use super::window::{Window, MAX_AGE};
 
+/// Most reported losses OEC keeps waiting for a spare opportunity; the oldest go first.
+const MAX_REPAIRS: usize = 1024;
+
 /// What an ADU of a recovery stream is, by its session ADU id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -185,6 +188,13 @@ impl Sender {
             // yield 1 - p, no XOR with ADUs the receiver may already hold), and it still
             // goes only into spare capacity (`docs/recovery.md`, "Known losses").
             if let (Some(p), Some(at)) = (self.window.payload(seq), self.window.queued_at(seq)) {
+                // Without spare capacity nothing takes them: keep only what the receiver
+                // could still use (queued within MAX_AGE of this one), and a bounded number.
+                let horizon = at.saturating_sub(MAX_AGE);
+                self.repairs.retain(|(_, _, t)| *t >= horizon);
+                if self.repairs.len() >= MAX_REPAIRS {
+                    self.repairs.pop_front();
+                }
                 self.repairs.push_back((seq, p.clone(), at));
             }
         }
@@ -424,6 +434,25 @@ mod tests {
         s.spare(later, 1 << 20, 40, &mut rng, &mut out);
         assert!(out.is_empty(), "{out:?}");
         assert!(!s.wants_spare());
+    }
+
+    #[test]
+    fn repairs_waiting_without_spare_capacity_stay_bounded() {
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let lose = |s: &mut Sender, at: Duration, out: &mut Vec<Outgoing>| {
+            let (seq, _) = s.frame_data(at, Bytes::from_static(b"x"));
+            s.on_transmit(Kind::Data(seq), 0.05, out);
+            s.on_resolved(Kind::Data(seq), false, out);
+        };
+        for _ in 0..(MAX_REPAIRS + 100) {
+            lose(&mut s, T, &mut out);
+        }
+        assert_eq!(s.repairs.len(), MAX_REPAIRS);
+        assert_eq!(s.repairs.front().unwrap().0, 100, "the oldest went first");
+        // A loss more than MAX_AGE after them leaves only itself.
+        lose(&mut s, MAX_AGE + Duration::from_millis(1), &mut out);
+        assert_eq!(s.repairs.len(), 1);
     }
 
     #[test]
