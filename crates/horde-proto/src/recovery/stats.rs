@@ -45,8 +45,9 @@ pub struct RecoveryStats {
     /// Summed over the ADUs rebuilt in time that released held ones: how long the oldest
     /// held ADU had waited for them, in µs (the stall a late rebuild costs the stream).
     pub recovered_stall_us: u64,
-    /// Coded ADUs transmitted on each channel, by channel id (where the redundancy went:
-    /// a coded ADU on a slow path can arrive after the cache gave its gap up).
+    /// Coded ADUs transmitted on each of channels 0-3, by channel id (where the
+    /// redundancy went: a coded ADU on a slow path can arrive after the cache gave its
+    /// gap up). Channels above 3 are not counted here.
     pub coded_by_channel: [u64; 4],
     /// OEC: data ADUs that some coded ADU named while they were in W, and the sum of
     /// the times from their queueing to the first coded ADU made over them, in µs.
