@@ -550,6 +550,7 @@ impl Session {
         if s.update_writable() {
             self.events.push_back(Event::Writable { stream });
         }
+        self.data_before_spare_coded(stream);
         for d in dropped {
             self.stats.adus_dropped += 1;
             self.recovery.forget(stream, d.id);

@@ -34,13 +34,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let carrier = TunnelCarrier::new(s.setup(&mode, s.links_at(None)))?;
         let mut sim = FlowSim::new(carrier, s.tcp, s.scaled_flows(load), s.plan(load)?, s.seed);
         let (records, _) = sim.run_in_place(s.end())?;
-        let fct: Vec<f64> = records.iter().filter_map(|r| r.completion_ms).collect();
+        let mut fct: Vec<f64> = records.iter().filter_map(|r| r.completion_ms).collect();
+        fct.sort_by(f64::total_cmp);
         let t = sim.carrier().tunnel_stats();
         println!(
-            "== {name} at {load}x: {}/{} flows, mean {:.0} ms, TCP retransmissions {}",
+            "== {name} at {load}x: {}/{} flows, mean {:.0} ms, median {:.0} ms, TCP retransmissions {}",
             fct.len(),
             records.len(),
             fct.iter().sum::<f64>() / fct.len().max(1) as f64,
+            fct.get(fct.len() / 2).copied().unwrap_or(f64::NAN),
             records.iter().map(|r| r.retransmits).sum::<u64>()
         );
         println!("  hosts up:   {:?}", t.up);

@@ -12,7 +12,7 @@ use super::config::{RecoveryConfig, RecoveryConfigError};
 use super::decoder::Decoder;
 use super::estimators::{PathEstimate, PathEstimators, REPORT_INTERVAL};
 use super::header::{self, Frame, FrameError};
-use super::reorder::ReorderCache;
+use super::reorder::{Placement, ReorderCache};
 use super::sender::{Kind, Outgoing, Sender};
 use super::stats::RecoveryStats;
 
@@ -87,6 +87,15 @@ impl RecoveryLayer {
         s.sender = Some(Sender::new(config.mode));
         s.hold = Some(Duration::from_secs_f64(config.reorder_ms / 1e3));
         Ok(())
+    }
+
+    /// Whether `stream` queues coded ADUs into spare capacity (OEC, block code), which
+    /// must defer to its data.
+    pub fn codes_into_spare(&self, stream: u32) -> bool {
+        self.streams
+            .get(&stream)
+            .and_then(|s| s.sender.as_ref())
+            .is_some_and(Sender::codes_into_spare)
     }
 
     pub fn is_sending(&self, stream: u32) -> bool {
@@ -192,6 +201,9 @@ impl RecoveryLayer {
             Kind::Coded(_) | Kind::Parity => {
                 s.stats.coded_sent += 1;
                 s.stats.coded_bytes += len as u64;
+                if let Some(c) = s.stats.coded_by_channel.get_mut(usize::from(channel)) {
+                    *c += 1;
+                }
             }
             Kind::Retransmit(_) => s.stats.retransmitted += 1,
             Kind::Report => s.stats.reports_sent += 1,
@@ -275,6 +287,9 @@ impl RecoveryLayer {
             }
             let mut out = Vec::new();
             tx.spare(now, left, per_adu, rng, &mut out);
+            let (n, wait) = std::mem::take(&mut tx.first_covered);
+            s.stats.first_covered += n;
+            s.stats.first_cover_wait_us += wait.as_micros() as u64;
             let used: usize = out.iter().map(|o| o.payload.len() + per_adu).sum();
             left = left.saturating_sub(used);
             self.outgoing.extend(out.into_iter().map(|o| (id, o)));
@@ -353,10 +368,22 @@ impl RecoveryLayer {
             s.stats.duplicates += 1;
         }
         for (seq, payload, recovered) in d.new {
+            // How long the ADUs held behind a gap have waited, the oldest of them.
+            let stalled = rx
+                .cache
+                .next_timeout()
+                .map(|t| (now + hold).saturating_sub(t));
+            let placed = rx.cache.push(now, seq, payload, &mut self.released);
             if recovered {
                 s.stats.recovered += 1;
+                match (placed, stalled) {
+                    (Placement::Late, _) => s.stats.recovered_late += 1,
+                    (Placement::InOrder, Some(w)) => {
+                        s.stats.recovered_stall_us += w.as_micros() as u64;
+                    }
+                    _ => {}
+                }
             }
-            rx.cache.push(now, seq, payload, &mut self.released);
         }
         Self::drain(stream, s, &mut self.released, out);
     }

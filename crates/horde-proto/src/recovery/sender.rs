@@ -12,6 +12,9 @@ use super::config::RecoveryMode;
 use super::header;
 use super::window::{Window, MAX_AGE};
 
+/// Most reported losses OEC keeps waiting for a spare opportunity; the oldest go first.
+const MAX_REPAIRS: usize = 1024;
+
 /// What an ADU of a recovery stream is, by its session ADU id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -65,6 +68,12 @@ pub struct Sender {
     fec_since: Vec<u64>,
     retransmitted: HashMap<u64, ()>,
     blocks: Blocks,
+    /// Data ADUs first named by a coded ADU, and their summed waits (instrumentation,
+    /// taken by the layer into its statistics).
+    pub(crate) first_covered: (u64, Duration),
+    /// OEC: data ADUs the peer reported lost, with their payloads and when they were
+    /// queued, oldest first: the next spare opportunities carry them first.
+    repairs: VecDeque<(u64, Bytes, Duration)>,
 }
 
 impl Sender {
@@ -77,6 +86,8 @@ impl Sender {
             fec_since: Vec::new(),
             retransmitted: HashMap::new(),
             blocks: Blocks::default(),
+            first_covered: (0, Duration::ZERO),
+            repairs: VecDeque::new(),
         }
     }
 
@@ -171,6 +182,22 @@ impl Sender {
                 return; // stays in W until the copy is resolved
             }
         }
+        if self.mode == RecoveryMode::Oec && !acked && matches!(kind, Kind::Data(_)) {
+            // A reported loss is an ADU whose presence probability is 0. The greedy
+            // encoding's best coded packet is then that ADU alone (degree 1, expected
+            // yield 1 - p, no XOR with ADUs the receiver may already hold), and it still
+            // goes only into spare capacity (`docs/recovery.md`, "Known losses").
+            if let (Some(p), Some(at)) = (self.window.payload(seq), self.window.queued_at(seq)) {
+                // Without spare capacity nothing takes them: keep only what the receiver
+                // could still use (queued within MAX_AGE of this one), and a bounded number.
+                let horizon = at.saturating_sub(MAX_AGE);
+                self.repairs.retain(|(_, _, t)| *t >= horizon);
+                if self.repairs.len() >= MAX_REPAIRS {
+                    self.repairs.pop_front();
+                }
+                self.repairs.push_back((seq, p.clone(), at));
+            }
+        }
         self.retransmitted.remove(&seq);
         self.window.on_resolved(seq);
         if let Some(b) = self
@@ -200,11 +227,16 @@ impl Sender {
         });
     }
 
+    /// Whether this mode's coded ADUs go into spare capacity (and so defer to data).
+    pub(crate) fn codes_into_spare(&self) -> bool {
+        matches!(self.mode, RecoveryMode::Oec | RecoveryMode::Block { .. })
+    }
+
     /// Whether a spare transmission opportunity would be used: for OEC, while W holds
     /// data and a coded packet is still expected to rebuild something.
     pub(crate) fn wants_spare(&self) -> bool {
         match self.mode {
-            RecoveryMode::Oec => self.window.worth_coding(),
+            RecoveryMode::Oec => !self.repairs.is_empty() || self.window.worth_coding(),
             RecoveryMode::Block { .. } => {
                 !self.blocks.open.is_empty()
                     || self
@@ -237,13 +269,29 @@ impl Sender {
         let mut left = budget;
         match self.mode {
             RecoveryMode::Oec => {
+                // Repairs of reported losses first, while the receiver can still use them.
+                self.repairs
+                    .retain(|(_, _, at)| now.saturating_sub(*at) <= MAX_AGE);
+                while left > 0 {
+                    let Some((seq, p, _)) = self.repairs.pop_front() else {
+                        break;
+                    };
+                    let payload = header::encode_xor(&[seq], p.len() as u16, &p);
+                    left = left.saturating_sub(payload.len() + per_adu);
+                    out.push(Outgoing {
+                        kind: Kind::Coded(1),
+                        payload,
+                    });
+                }
                 while left > 0 && self.window.worth_coding() {
                     let p = self.window.mean_p();
                     let Some(c) = self.window.code(rng) else {
                         break;
                     };
                     self.window.on_coded_sent(c.seqs.len(), p);
-                    self.window.note_coded(&c.seqs);
+                    let (n, wait) = self.window.note_coded(now, &c.seqs);
+                    self.first_covered.0 += n;
+                    self.first_covered.1 += wait;
                     let payload = header::encode_xor(&c.seqs, c.len_xor, &c.payload);
                     left = left.saturating_sub(payload.len() + per_adu);
                     out.push(Outgoing {
@@ -335,6 +383,79 @@ mod tests {
     }
 
     #[test]
+    fn oec_repairs_a_reported_loss_alone_at_the_next_spare_opportunity() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let payloads: Vec<Bytes> = (0..4u8)
+            .map(|i| Bytes::from(vec![i + 1; 50 + usize::from(i)]))
+            .collect();
+        let mut framed = Vec::new();
+        for p in &payloads {
+            let (seq, f) = s.frame_data(T, p.clone());
+            s.on_transmit(Kind::Data(seq), 0.05, &mut out);
+            framed.push(f);
+        }
+        // Code W until a further coded ADU is not worth it.
+        s.spare(T, 1 << 30, 40, &mut rng, &mut out);
+        assert!(!s.wants_spare());
+        out.clear();
+        for seq in [0, 1, 3] {
+            s.on_resolved(Kind::Data(seq), true, &mut out);
+        }
+        assert!(!s.wants_spare(), "acks ask for nothing");
+        s.on_resolved(Kind::Data(2), false, &mut out);
+        assert!(out.is_empty(), "a repair waits for spare capacity");
+        assert!(s.wants_spare(), "a reported loss asks for spare capacity");
+        // A budget of one byte lets the repair go, alone.
+        s.spare(Duration::from_millis(100), 1, 40, &mut rng, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, Kind::Coded(1));
+        // The receiver holds 0, 1 and 3 and rebuilds 2 from the repair.
+        let mut d = Decoder::default();
+        for i in [0, 1, 3] {
+            d.on_frame(T, header::decode(&framed[i]).unwrap());
+        }
+        let got = d.on_frame(T, header::decode(&out[0].payload).unwrap()).new;
+        assert_eq!(got, vec![(2, payloads[2].clone(), true)]);
+        assert!(!s.wants_spare(), "one repair per reported loss");
+    }
+
+    #[test]
+    fn a_repair_the_receiver_could_no_longer_use_is_not_sent() {
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let (seq, _) = s.frame_data(T, Bytes::from_static(b"late"));
+        s.on_transmit(Kind::Data(seq), 0.05, &mut out);
+        s.on_resolved(Kind::Data(seq), false, &mut out);
+        assert!(s.wants_spare());
+        let later = MAX_AGE + Duration::from_millis(1);
+        s.spare(later, 1 << 20, 40, &mut rng, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert!(!s.wants_spare());
+    }
+
+    #[test]
+    fn repairs_waiting_without_spare_capacity_stay_bounded() {
+        let mut s = Sender::new(RecoveryMode::Oec);
+        let mut out = Vec::new();
+        let lose = |s: &mut Sender, at: Duration, out: &mut Vec<Outgoing>| {
+            let (seq, _) = s.frame_data(at, Bytes::from_static(b"x"));
+            s.on_transmit(Kind::Data(seq), 0.05, out);
+            s.on_resolved(Kind::Data(seq), false, out);
+        };
+        for _ in 0..(MAX_REPAIRS + 100) {
+            lose(&mut s, T, &mut out);
+        }
+        assert_eq!(s.repairs.len(), MAX_REPAIRS);
+        assert_eq!(s.repairs.front().unwrap().0, 100, "the oldest went first");
+        // A loss more than MAX_AGE after them leaves only itself.
+        lose(&mut s, MAX_AGE + Duration::from_millis(1), &mut out);
+        assert_eq!(s.repairs.len(), 1);
+    }
+
+    #[test]
     fn oec_uses_spare_bytes_only_while_w_holds_data() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut s = Sender::new(RecoveryMode::Oec);
@@ -410,7 +531,7 @@ mod tests {
         for _ in 0..coded {
             let c = s.window().code(&mut rng).unwrap();
             s.window.on_coded_sent(c.seqs.len(), 0.001);
-            s.window.note_coded(&c.seqs);
+            s.window.note_coded(T, &c.seqs);
             let f = header::encode_xor(&c.seqs, c.len_xor, &c.payload);
             rebuilt += d.on_frame(T, header::decode(&f).unwrap()).new.len();
         }

@@ -40,6 +40,20 @@ pub struct RecoveryStats {
     /// Coded ADUs that arrived and expired undecoded with two or more constituents
     /// missing (XOR cannot rebuild two from one).
     pub coded_undecodable: u64,
+    /// Data ADUs rebuilt after the reorder cache had given up on them (delivered late).
+    pub recovered_late: u64,
+    /// Summed over the ADUs rebuilt in time that released held ones: how long the oldest
+    /// held ADU had waited for them, in µs (the stall a late rebuild costs the stream).
+    pub recovered_stall_us: u64,
+    /// Coded ADUs transmitted on each of channels 0-3, by channel id (where the
+    /// redundancy went: a coded ADU on a slow path can arrive after the cache gave its
+    /// gap up). Channels above 3 are not counted here.
+    pub coded_by_channel: [u64; 4],
+    /// OEC: data ADUs that some coded ADU named while they were in W, and the sum of
+    /// the times from their queueing to the first coded ADU made over them, in µs.
+    pub first_covered: u64,
+    /// See `first_covered`.
+    pub first_cover_wait_us: u64,
 }
 
 impl RecoveryStats {
@@ -64,6 +78,11 @@ impl RecoveryStats {
             lost_uncoded,
             lost_coded,
             coded_undecodable,
+            recovered_late,
+            recovered_stall_us,
+            coded_by_channel,
+            first_covered,
+            first_cover_wait_us,
         } = other;
         self.data_sent += data_sent;
         self.data_bytes += data_bytes;
@@ -83,6 +102,13 @@ impl RecoveryStats {
         self.lost_uncoded += lost_uncoded;
         self.lost_coded += lost_coded;
         self.coded_undecodable += coded_undecodable;
+        self.recovered_late += recovered_late;
+        self.recovered_stall_us += recovered_stall_us;
+        for (a, b) in self.coded_by_channel.iter_mut().zip(coded_by_channel) {
+            *a += b;
+        }
+        self.first_covered += first_covered;
+        self.first_cover_wait_us += first_cover_wait_us;
     }
 
     /// Coded bytes sent per data byte sent.

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rand::seq::index::sample;
 use rand::RngCore;
 
 use super::header::{MAX_DEGREE, MAX_SPAN};
@@ -179,13 +178,21 @@ impl Window {
         groups.into_values().collect()
     }
 
-    /// Count one coded ADU sent over `seqs` against each of them.
-    pub(crate) fn note_coded(&mut self, seqs: &[u64]) {
+    /// Count one coded ADU made at `now` over `seqs` against each of them. Returns how
+    /// many it named for the first time and their summed wait since queueing
+    /// (instrumentation: how soon protection follows the data).
+    pub(crate) fn note_coded(&mut self, now: Duration, seqs: &[u64]) -> (u64, Duration) {
+        let (mut first, mut wait) = (0, Duration::ZERO);
         for s in seqs {
             if let Some(e) = self.entries.get_mut(s) {
+                if e.coded == 0 {
+                    first += 1;
+                    wait += now.saturating_sub(e.queued);
+                }
                 e.coded = e.coded.saturating_add(1);
             }
         }
+        (first, wait)
     }
 
     /// How many coded ADUs sent so far named data ADU `seq`, while it is in W.
@@ -280,28 +287,46 @@ impl Window {
         }
     }
 
+    /// When data ADU `seq` of W was queued.
+    pub(crate) fn queued_at(&self, seq: u64) -> Option<Duration> {
+        self.entries.get(&seq).map(|e| e.queued)
+    }
+
     /// The payload of a data ADU still in W (queued or sent).
     pub(crate) fn payload(&self, seq: u64) -> Option<&Bytes> {
         self.entries.get(&seq).map(|e| &e.payload)
     }
 
-    /// An OEC coded packet: `degree(r)` ADUs drawn at random, without replacement, from
-    /// the transmitted part of W, each from a different packet (at most one ADU of any
-    /// datagram, so the loss of one datagram leaves at most one constituent missing).
-    /// `None` when W is empty.
+    /// An OEC coded packet over `degree(r)` ADUs of the transmitted part of W, each from
+    /// a different packet (at most one ADU of any datagram, so the loss of one datagram
+    /// leaves at most one constituent missing). `None` when W is empty.
+    ///
+    /// The paper draws the constituents uniformly, as every ADU of W is equally likely
+    /// present under its model. Here an ADU that fewer coded ADUs have named is less
+    /// likely to be at the receiver or recoverable there, so the least-covered packets go
+    /// first, at random among equals: a data ADU's first coded ADU is the next one made,
+    /// not a draw that may pass it over for several rounds (`docs/recovery.md`,
+    /// "Which ADUs a coded ADU covers").
     pub fn code(&self, rng: &mut dyn RngCore) -> Option<Coded> {
         let groups = self.loss_groups();
         if groups.is_empty() {
             return None;
         }
         let c = self.degree_over(groups.len());
-        let mut seqs: Vec<u64> = sample(rng, groups.len(), c)
-            .into_iter()
-            .map(|g| {
-                let members = &groups[g];
-                members[rng.next_u32() as usize % members.len()]
+        // Each packet offers its least-covered ADU, ranked by that coverage, then by a
+        // random draw.
+        let mut ranked: Vec<(u32, u32, u64)> = groups
+            .iter()
+            .map(|members| {
+                let seq = *members
+                    .iter()
+                    .min_by_key(|s| (self.entries[s].coded, rng.next_u32()))
+                    .expect("groups are non-empty");
+                (self.entries[&seq].coded, rng.next_u32(), seq)
             })
             .collect();
+        ranked.sort_unstable();
+        let mut seqs: Vec<u64> = ranked[..c].iter().map(|&(_, _, s)| s).collect();
         seqs.sort_unstable();
         Some(self.xor_of(seqs))
     }
@@ -405,6 +430,43 @@ mod tests {
             assert!(c.seqs.windows(2).all(|p| p[0] < p[1]));
             assert!(c.seqs.iter().all(|&s| s < 20));
         }
+    }
+
+    #[test]
+    fn coded_adus_cover_the_least_covered_packets_first() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let mut w = Window::default();
+        for s in 0..10 {
+            w.queue(Duration::ZERO, s, Bytes::from(vec![s as u8; 8]));
+            w.on_data_sent(s, 0.1);
+        }
+        // degree(0.9) = 9, capped at half of 10 packets: 5 ADUs per coded ADU.
+        let first = w.code(&mut rng).unwrap();
+        assert_eq!(first.seqs.len(), 5);
+        w.note_coded(Duration::ZERO, &first.seqs);
+        let second = w.code(&mut rng).unwrap();
+        w.note_coded(Duration::ZERO, &second.seqs);
+        // The second names the five the first left out: every ADU is named once before
+        // any is named twice.
+        let mut both: Vec<u64> = first.seqs.iter().chain(&second.seqs).copied().collect();
+        both.sort_unstable();
+        assert_eq!(both, (0..10).collect::<Vec<u64>>());
+        // A new ADU is named by the very next coded ADU.
+        w.queue(Duration::ZERO, 10, Bytes::from_static(b"new"));
+        w.on_data_sent(10, 0.1);
+        let third = w.code(&mut rng).unwrap();
+        assert!(third.seqs.contains(&10), "{:?}", third.seqs);
+    }
+
+    #[test]
+    fn the_first_cover_wait_counts_each_adu_once() {
+        let mut w = Window::default();
+        w.queue(Duration::from_millis(10), 0, Bytes::from_static(b"a"));
+        w.queue(Duration::from_millis(20), 1, Bytes::from_static(b"b"));
+        let ms = Duration::from_millis;
+        assert_eq!(w.note_coded(ms(30), &[0, 1]), (2, ms(20) + ms(10)));
+        assert_eq!(w.note_coded(ms(40), &[0, 1]), (0, Duration::ZERO));
+        assert_eq!(w.coverage(0), Some(2));
     }
 
     #[test]

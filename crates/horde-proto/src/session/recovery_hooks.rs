@@ -9,6 +9,7 @@ use horde_policy::Fields;
 
 use super::{Session, State, IDLE_CYCLE_RETRY};
 use crate::recovery::estimators::PathEstimate;
+use crate::recovery::sender::Kind;
 use crate::recovery::{RecoveryStats, Released};
 use crate::stream::{Delivered, QueuedAdu};
 use crate::wire;
@@ -111,6 +112,39 @@ impl Session {
         }
     }
 
+    /// A data ADU was just queued last on `stream`: put it ahead of the coded ADUs that
+    /// OEC (or the block code) queued there for a spare opportunity and that have not
+    /// left yet. Data takes the opportunity first (PluriBus §4.1: coded packets defer to
+    /// data); the coded ones go in what is left.
+    pub(super) fn data_before_spare_coded(&mut self, stream: u32) {
+        if !self.recovery.codes_into_spare(stream) {
+            return;
+        }
+        let Some(s) = self.send.get_mut(&stream) else {
+            return;
+        };
+        let q = &mut s.queue;
+        let Some(last) = q.back() else {
+            return;
+        };
+        if !matches!(self.recovery.kind(stream, last.id), Some(Kind::Data(_))) {
+            return;
+        }
+        let mut pos = q.len() - 1;
+        while pos > 0
+            && matches!(
+                self.recovery.kind(stream, q[pos - 1].id),
+                Some(Kind::Coded(_) | Kind::Parity)
+            )
+        {
+            pos -= 1;
+        }
+        if pos + 1 < q.len() {
+            let adu = q.pop_back().expect("non-empty");
+            q.insert(pos, adu);
+        }
+    }
+
     /// Every queue is empty and channels have real slots: let OEC and the block code
     /// fill them (PluriBus §4.1: coded packets only where the path's queue is empty).
     pub(super) fn offer_spare_slots(&mut self, now: Duration) -> bool {
@@ -141,5 +175,99 @@ impl Session {
         }
         self.queue_recovery(now);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use horde_policy::Fields;
+
+    use super::*;
+    use crate::recovery::{RecoveryConfig, RecoveryMode};
+    use crate::{ChannelConfig, ChannelSpec, SessionConfig, StreamConfig};
+
+    const STREAM: u32 = 1;
+
+    fn session_with(mode: RecoveryMode) -> Session {
+        let remote: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let channels = vec![ChannelSpec {
+            local: 0,
+            remote,
+            config: ChannelConfig::default(),
+        }];
+        let mut s = Session::connect(
+            SessionConfig::default(),
+            1,
+            1,
+            channels,
+            vec![],
+            Duration::ZERO,
+        )
+        .unwrap();
+        let config = StreamConfig {
+            recovery: RecoveryConfig::new(mode),
+            ..StreamConfig::default()
+        };
+        s.open_stream(STREAM, config).unwrap();
+        s
+    }
+
+    /// Queue a layer-made coded ADU on the stream, as `queue_recovery` does.
+    fn queue_coded(s: &mut Session, id: u64) {
+        let q = s.send.get_mut(&STREAM).unwrap();
+        q.queue.push_back(QueuedAdu {
+            id,
+            seq: 100 + id,
+            payload: Bytes::from_static(b"coded"),
+            fields: Fields::new(),
+            inserted: Duration::ZERO,
+            deferred_since: None,
+        });
+        s.recovery.bind(STREAM, id, Kind::Coded(2));
+    }
+
+    fn kinds(s: &Session) -> Vec<char> {
+        s.send[&STREAM]
+            .queue
+            .iter()
+            .map(|a| match s.recovery.kind(STREAM, a.id) {
+                Some(Kind::Data(_)) => 'd',
+                Some(Kind::Coded(_)) => 'c',
+                _ => '?',
+            })
+            .collect()
+    }
+
+    #[test]
+    fn data_queued_after_spare_coded_adus_goes_ahead_of_them() {
+        let now = Duration::from_millis(5);
+        let mut s = session_with(RecoveryMode::Oec);
+        s.send_adu(now, STREAM, Bytes::from_static(b"a"), Fields::new())
+            .unwrap();
+        queue_coded(&mut s, 1000);
+        queue_coded(&mut s, 1001);
+        for p in [b"b", b"c"] {
+            s.send_adu(now, STREAM, Bytes::from_static(p), Fields::new())
+                .unwrap();
+        }
+        assert_eq!(kinds(&s), vec!['d', 'd', 'd', 'c', 'c']);
+        // Data keeps its own order among itself, and the coded ADUs theirs.
+        let ids: Vec<u64> = s.send[&STREAM].queue.iter().map(|a| a.id).collect();
+        assert!(ids[..3].windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        assert_eq!(&ids[3..], &[1000, 1001]);
+    }
+
+    #[test]
+    fn capacity_oblivious_fec_keeps_its_copies_where_they_were_queued() {
+        let now = Duration::from_millis(5);
+        let mut s = session_with(RecoveryMode::Fec { percent: 100.0 });
+        s.send_adu(now, STREAM, Bytes::from_static(b"a"), Fields::new())
+            .unwrap();
+        queue_coded(&mut s, 1000);
+        s.send_adu(now, STREAM, Bytes::from_static(b"b"), Fields::new())
+            .unwrap();
+        assert_eq!(kinds(&s), vec!['d', 'c', 'd']);
     }
 }
