@@ -129,6 +129,21 @@ fn bad_scenarios_and_arguments_get_clear_errors() {
         "{}",
         text(&out.stderr)
     );
+    // A time too long for the clock is refused at once: it used to panic.
+    let out = horde(&["sim", "--duration", "1e30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--duration must be at most 31536000 seconds"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = horde(&["demo", "--duration", "1e30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("expected at most 31536000 seconds (a year)"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = horde(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2), "clap usage error");
     std::fs::remove_dir_all(dir).unwrap();
