@@ -17,6 +17,7 @@ mod inorder;
 mod keygen;
 mod live;
 mod peer;
+mod pipe;
 mod pluribus;
 mod report;
 mod screen;
@@ -121,6 +122,21 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Demo(_)
+            | Command::Sim(_)
+            | Command::Hose { .. }
+            | Command::Trace { .. }
+            | Command::Analyze { .. }
+            | Command::Vopr(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Keygen(_)
+            | Command::Status(_)
+    ) {
+        pipe::end_quietly_when_stdout_closes();
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),

@@ -889,3 +889,32 @@ fn send_with_a_wrong_peer_key_says_what_to_check() {
     assert!(err.contains("allowed_keys"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `horde demo | head` (a reader that stops early) ends the command quietly, as it ends
+/// `cat`; it used to panic ("failed printing to stdout: Broken pipe").
+#[test]
+fn a_reader_that_stops_early_ends_printing_commands_without_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for args in [
+        &["demo", "--sim", "--duration", "2"][..],
+        &["trace", "gen", "--duration-s", "60"][..],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_horde"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The read end is closed here, with the command still printing.
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+    }
+}
