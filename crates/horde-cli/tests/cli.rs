@@ -918,3 +918,33 @@ fn a_reader_that_stops_early_ends_printing_commands_without_a_panic() {
         assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
     }
 }
+
+/// An error whose message already quotes its cause prints the cause once: `horde emu`
+/// with a missing file said "No such file or directory (os error 2)" twice.
+#[test]
+fn an_error_names_its_cause_once() {
+    let out = horde(&["emu", "no-such-emu-config.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("no-such-emu-config.toml"), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    // A socket that cannot be bound is named, not only the OS's reason.
+    let dir = peer_configs(
+        "bind-error",
+        1,
+        "[[streams]]\nid = 1\nworkload = { kind = \"cbr\", kbps = 100, adu_bytes = 500 }\n",
+    );
+    let file = dir.join("send.toml");
+    let config = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        config.replacen("bind = \"127.0.0.1:0\"", "bind = \"192.0.2.1:0\"", 1),
+    )
+    .unwrap();
+    let out = horde(&["send", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot bind 192.0.2.1:0"), "{err}");
+    assert_eq!(err.matches("os error 99").count(), 1, "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
