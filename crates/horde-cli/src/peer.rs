@@ -660,6 +660,21 @@ impl Serve {
     }
 }
 
+/// Bind the host's sockets; a failure names the addresses (the OS error alone does not).
+async fn bind(cfg: HostConfig) -> Result<Host> {
+    let addresses: Vec<String> = cfg
+        .interfaces
+        .iter()
+        .map(|i| match &i.device {
+            Some(d) => format!("{} on {d}", i.bind),
+            None => i.bind.to_string(),
+        })
+        .collect();
+    Host::bind(cfg)
+        .await
+        .with_context(|| format!("cannot bind {}", addresses.join(", ")))
+}
+
 #[cfg(test)]
 mod sender_rx_tests {
     use super::*;
@@ -692,19 +707,4 @@ mod sender_rx_tests {
         assert_eq!(v["first_arrival_unix_us"], 1_000_000);
         assert_eq!(v["summary"]["streams"][0]["received"], 50, "{v}");
     }
-}
-
-/// Bind the host's sockets; a failure names the addresses (the OS error alone does not).
-async fn bind(cfg: HostConfig) -> Result<Host> {
-    let addresses: Vec<String> = cfg
-        .interfaces
-        .iter()
-        .map(|i| match &i.device {
-            Some(d) => format!("{} on {d}", i.bind),
-            None => i.bind.to_string(),
-        })
-        .collect();
-    Host::bind(cfg)
-        .await
-        .with_context(|| format!("cannot bind {}", addresses.join(", ")))
 }
