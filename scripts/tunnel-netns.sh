@@ -2,7 +2,7 @@
 # A Horde tunnel between two network namespaces joined by two veth pairs (two "links"),
 # with IPv4 and IPv6 through it. Run as root from the repository root:
 #
-#   sh scripts/tunnel-netns.sh            # set up, ping both ways, tear down
+#   sh scripts/tunnel-netns.sh            # set up, TCP both ways (IPv4, IPv6), tear down
 #   KEEP=1 sh scripts/tunnel-netns.sh     # leave it running (tear down: sh scripts/tunnel-netns.sh down)
 #
 # Namespaces htun-bus (client) and htun-srv (server); links 192.168.71.0/24 and
@@ -20,6 +20,8 @@ down() {
 }
 if [ "${1:-}" = down ]; then down; exit 0; fi
 down
+# Whatever fails, nothing is left behind (unless asked to keep it running).
+[ "${KEEP:-}" = 1 ] || trap down EXIT
 
 # Two namespaces, two links between them.
 ip netns add htun-bus
@@ -72,24 +74,36 @@ remote = "192.168.72.1:7700"
 mtu = 1380
 TOML
 
+# Wait until LOG has a line starting with TEXT (10 s at most).
+wait_for() {
+    for _ in $(seq 100); do
+        grep -q "^$2" "$1" && return 0
+        sleep 0.1
+    done
+    echo "no \"$2\" in $1 after 10 s:" >&2
+    cat "$1" >&2
+    exit 1
+}
 ip netns exec htun-srv "$HORDE" tunnel server "$DIR/server.toml" > "$DIR/server.log" 2>&1 &
-sleep 0.5
+# Each end prints that its device is up once the device has its addresses (the device
+# itself appears before them, and a listener bound to a missing address fails), and the
+# client "connected" once the handshake is done.
+wait_for "$DIR/server.log" "tunnel server: device horde0 up"
 ip netns exec htun-bus "$HORDE" tunnel client "$DIR/client.toml" > "$DIR/client.log" 2>&1 &
-# Wait for the client's device.
-for _ in $(seq 50); do
-    ip -n htun-bus link show horde0 >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_for "$DIR/client.log" "connected"
 cat "$DIR/client.log"
 
 # TCP both ways (IPv4 and IPv6) with `horde flow`: each transfer checks every byte.
-ip netns exec htun-srv "$HORDE" flow server --tcp-only --listen 10.77.0.1:5201 --count 1 &
-ip netns exec htun-bus "$HORDE" flow server --tcp-only --listen '[fd77::2]:5201' --count 1 &
-sleep 0.3
+ip netns exec htun-srv "$HORDE" flow server --tcp-only --listen 10.77.0.1:5201 --count 1 > "$DIR/flow4.log" 2>&1 &
+SERVER4=$!
+ip netns exec htun-bus "$HORDE" flow server --tcp-only --listen '[fd77::2]:5201' --count 1 > "$DIR/flow6.log" 2>&1 &
+SERVER6=$!
+wait_for "$DIR/flow4.log" "flow server listening"
+wait_for "$DIR/flow6.log" "flow server listening"
 ip netns exec htun-bus "$HORDE" flow client --connect 10.77.0.1:5201 --bytes 2000000
 ip netns exec htun-srv "$HORDE" flow client --connect '[fd77::2]:5201' --bytes 2000000
-wait_servers() { sleep 0.2; }
-wait_servers
+wait $SERVER4 $SERVER6
+cat "$DIR/flow4.log" "$DIR/flow6.log"
 
 if [ "${KEEP:-}" = 1 ]; then
     echo "running; files in $DIR; stop with: sh scripts/tunnel-netns.sh down"

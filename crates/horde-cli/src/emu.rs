@@ -32,5 +32,10 @@ pub fn seconds(s: f64) -> Result<Duration> {
         s.is_finite() && s > 0.0,
         "expected a positive number of seconds, got {s}"
     );
+    anyhow::ensure!(
+        s <= horde_config::MAX_SECONDS,
+        "expected at most {} seconds (a year), got {s}",
+        horde_config::MAX_SECONDS
+    );
     Ok(Duration::from_secs_f64(s))
 }

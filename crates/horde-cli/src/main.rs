@@ -17,6 +17,7 @@ mod inorder;
 mod keygen;
 mod live;
 mod peer;
+mod pipe;
 mod pluribus;
 mod report;
 mod screen;
@@ -119,8 +120,25 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, not in a log file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Demo(_)
+            | Command::Sim(_)
+            | Command::Hose { .. }
+            | Command::Trace { .. }
+            | Command::Analyze { .. }
+            | Command::Vopr(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Keygen(_)
+            | Command::Status(_)
+    ) {
+        pipe::end_quietly_when_stdout_closes();
+    }
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Sim(a) => sim::run(a),
@@ -145,8 +163,25 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, `: `-separated as `{:#}` prints them, but without a cause
+/// whose text its parent's message already ends with (many errors quote their source).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -226,7 +226,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         let mut host_cfg = HostConfig::new(keypair, SendChannel::interfaces(&cfg.channels));
         host_cfg.session = cfg.session.clone();
         host_cfg.scheduler = Some(scheduler);
-        let host = Host::bind(host_cfg).await?;
+        let host = bind(host_cfg).await?;
         let target = SendChannel::connect_config(
             &cfg.channels,
             peer,
@@ -356,7 +356,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 .collect(),
         );
         host_cfg.allowed_peers = allowed;
-        let host = Host::bind(host_cfg).await?;
+        let host = bind(host_cfg).await?;
         if !json {
             println!(
                 "listening on {:?} for service {}",
@@ -658,6 +658,21 @@ impl Serve {
             }
         }
     }
+}
+
+/// Bind the host's sockets; a failure names the addresses (the OS error alone does not).
+async fn bind(cfg: HostConfig) -> Result<Host> {
+    let addresses: Vec<String> = cfg
+        .interfaces
+        .iter()
+        .map(|i| match &i.device {
+            Some(d) => format!("{} on {d}", i.bind),
+            None => i.bind.to_string(),
+        })
+        .collect();
+    Host::bind(cfg)
+        .await
+        .with_context(|| format!("cannot bind {}", addresses.join(", ")))
 }
 
 #[cfg(test)]

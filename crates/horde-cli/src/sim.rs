@@ -47,6 +47,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             d > 0.0 && d.is_finite(),
             "--duration must be a positive number of seconds, got {d}"
         );
+        anyhow::ensure!(
+            d <= horde_config::MAX_SECONDS,
+            "--duration must be at most {} seconds (a year), got {d}",
+            horde_config::MAX_SECONDS
+        );
         scenario.duration_s = d;
     }
     if let Some(k) = &args.scheduler {

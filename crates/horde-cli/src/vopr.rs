@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["seeds", "from"])]
     seed: Option<u64>,
     /// Run this many seeds, from `--from`.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     seeds: u64,
     /// The first seed of `--seeds`.
     #[arg(long, default_value_t = 0)]

@@ -129,6 +129,21 @@ fn bad_scenarios_and_arguments_get_clear_errors() {
         "{}",
         text(&out.stderr)
     );
+    // A time too long for the clock is refused at once: it used to panic.
+    let out = horde(&["sim", "--duration", "1e30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--duration must be at most 31536000 seconds"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = horde(&["demo", "--duration", "1e30"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("expected at most 31536000 seconds (a year)"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = horde(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2), "clap usage error");
     std::fs::remove_dir_all(dir).unwrap();
@@ -872,5 +887,64 @@ fn send_with_a_wrong_peer_key_says_what_to_check() {
     assert!(err.contains("did not answer the handshake"), "{err}");
     assert!(err.contains(&format!("peer_key ({stranger})")), "{err}");
     assert!(err.contains("allowed_keys"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `horde demo | head` (a reader that stops early) ends the command quietly, as it ends
+/// `cat`; it used to panic ("failed printing to stdout: Broken pipe").
+#[test]
+fn a_reader_that_stops_early_ends_printing_commands_without_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for args in [
+        &["demo", "--sim", "--duration", "2"][..],
+        &["trace", "gen", "--duration-s", "60"][..],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_horde"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The read end is closed here, with the command still printing.
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+    }
+}
+
+/// An error whose message already quotes its cause prints the cause once: `horde emu`
+/// with a missing file said "No such file or directory (os error 2)" twice.
+#[test]
+fn an_error_names_its_cause_once() {
+    let out = horde(&["emu", "no-such-emu-config.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("no-such-emu-config.toml"), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    // A socket that cannot be bound is named, not only the OS's reason.
+    let dir = peer_configs(
+        "bind-error",
+        1,
+        "[[streams]]\nid = 1\nworkload = { kind = \"cbr\", kbps = 100, adu_bytes = 500 }\n",
+    );
+    let file = dir.join("send.toml");
+    let config = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        config.replacen("bind = \"127.0.0.1:0\"", "bind = \"192.0.2.1:0\"", 1),
+    )
+    .unwrap();
+    let out = horde(&["send", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot bind 192.0.2.1:0"), "{err}");
+    assert_eq!(err.matches("os error 99").count(), 1, "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

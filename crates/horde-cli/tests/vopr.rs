@@ -58,3 +58,15 @@ fn a_fault_index_the_seed_does_not_have_is_a_clear_error() {
         "{e}"
     );
 }
+
+/// `--seeds 0` ran nothing and reported "0 failing" with success, as if it had checked.
+#[test]
+fn zero_seeds_is_a_usage_error() {
+    let out = horde(&["vopr", "--seeds", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("--seeds"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -53,6 +53,11 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     parse(&text, &file)
 }
 
+/// The longest time a file or an option may give, in seconds: a year, far beyond any run
+/// and far inside what time arithmetic holds, so that a slip such as `1e30` is an error
+/// at its value rather than an overflow later.
+pub const MAX_SECONDS: f64 = 365.0 * 86_400.0;
+
 /// Problems found in parsed values, each at a key path such as `streams[1].workload.kbps`
 /// (see [`locate`]): errors reject the file, warnings are reported and let it load.
 #[derive(Debug, Default)]
@@ -84,6 +89,17 @@ impl Checks {
     pub fn non_negative(&mut self, path: impl Into<String>, what: &str, value: f64) {
         if !(value.is_finite() && value >= 0.0) {
             self.error(path, format!("{what} must be zero or more, got {value}"));
+        }
+    }
+
+    /// `value` (a time in `unit_s` seconds each) must be at most [`MAX_SECONDS`].
+    pub fn not_too_long(&mut self, path: impl Into<String>, what: &str, value: f64, unit_s: f64) {
+        if value * unit_s > MAX_SECONDS {
+            let max = MAX_SECONDS / unit_s;
+            self.error(
+                path,
+                format!("{what} must be at most {max} (a year), got {value}"),
+            );
         }
     }
 

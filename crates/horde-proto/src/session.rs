@@ -888,6 +888,7 @@ impl Session {
         for (id, old_stream) in std::mem::take(&mut old.send) {
             let mut s = SendStream::new(id, old_stream.config.clone());
             s.next_seq = old_stream.next_seq;
+            s.carry_back_pressure(&old_stream);
             for (_, q) in carried.iter().filter(|(st, _)| *st == id) {
                 s.queued_bytes += q.payload.len();
                 s.queue.push_front(q.clone());
@@ -908,6 +909,11 @@ impl Session {
                     channel: None,
                     reason: NackReason::QueueOverflow,
                 });
+            }
+            // A stream that was blocked and whose carried queue is already down to its
+            // low-water mark says so now; otherwise the drain will (`note_drained`).
+            if s.update_writable() {
+                self.events.push_back(Event::Writable { stream: id });
             }
             self.send.insert(id, s);
         }

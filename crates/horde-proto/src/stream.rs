@@ -204,6 +204,12 @@ impl SendStream {
         !self.blocked
     }
 
+    /// Take over an ended session's back-pressure with its queue: an application that
+    /// waits for the old queue to drain now waits for this one, which must announce it.
+    pub fn carry_back_pressure(&mut self, old: &SendStream) {
+        self.blocked = old.blocked;
+    }
+
     /// Re-evaluate back-pressure after the queue grew or shrank. Returns `true` when the
     /// stream has just become writable again (time for an `Event::Writable`).
     pub fn update_writable(&mut self) -> bool {

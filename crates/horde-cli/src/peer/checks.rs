@@ -32,6 +32,7 @@ impl Validate for SendConfig {
             c.error("peer_key", format!("peer_key: {e}"));
         }
         c.positive("duration_s", "duration_s", self.duration_s);
+        c.not_too_long("duration_s", "duration_s", self.duration_s, 1.0);
         session(c, &self.session);
         if let Some(s) = &self.scheduler {
             if let Err(e) = crate::hose::scheduler(s) {
@@ -89,6 +90,13 @@ impl Validate for RecvConfig {
             "in_order_hold_ms",
             self.in_order_hold_ms,
         );
+        c.not_too_long("idle_timeout_s", "idle_timeout_s", self.idle_timeout_s, 1.0);
+        c.not_too_long(
+            "in_order_hold_ms",
+            "in_order_hold_ms",
+            self.in_order_hold_ms,
+            1e-3,
+        );
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
         }
@@ -113,6 +121,41 @@ pub(crate) fn session(c: &mut Checks, s: &SessionConfig) {
         "hello_interval_ms",
         s.hello_interval_ms,
     );
+    c.non_negative(
+        "session.phantom_wait_ms",
+        "phantom_wait_ms",
+        s.phantom_wait_ms,
+    );
+    c.non_negative(
+        "session.idle_timeout_ms",
+        "idle_timeout_ms (0 = never)",
+        s.idle_timeout_ms,
+    );
+    c.non_negative(
+        "session.keepalive_ms",
+        "keepalive_ms (0 = never)",
+        s.keepalive_ms,
+    );
+    c.non_negative(
+        "session.close_timeout_ms",
+        "close_timeout_ms",
+        s.close_timeout_ms,
+    );
+    c.positive("session.close_retry_ms", "close_retry_ms", s.close_retry_ms);
+    // Every time is added to the clock somewhere: bounded, a slip cannot overflow it.
+    for (key, value) in [
+        ("cycle_ms", s.cycle_ms),
+        ("lookahead_ms", s.lookahead_ms),
+        ("phantom_wait_ms", s.phantom_wait_ms),
+        ("reorder_hold_ms", s.reorder_hold_ms),
+        ("hello_interval_ms", s.hello_interval_ms),
+        ("idle_timeout_ms", s.idle_timeout_ms),
+        ("keepalive_ms", s.keepalive_ms),
+        ("close_timeout_ms", s.close_timeout_ms),
+        ("close_retry_ms", s.close_retry_ms),
+    ] {
+        c.not_too_long(format!("session.{key}"), key, value, 1e-3);
+    }
     if s.history_len == 0 {
         c.error("session.history_len", "history_len must be at least 1");
     }
@@ -443,6 +486,16 @@ bind = "127.0.0.1:7000"
             ("kind = \"cbr\", kbps = 50, adu_bytes = 200", "kind = \"cbr\", kbps = 50, adu_bytes = 0", "send.toml:26:12: ", "adu_bytes"),
             ("max_kbps = 100", "max_kbps = \"fast\"", "send.toml:25:12: ", "invalid type"),
             ("mtu = 1200", "mtu = 1200\nspeed = 3", "send.toml:15:1: ", "unknown field `speed`"),
+            // Times too long for the clock, and the lifecycle's times, were accepted and
+            // panicked (or silently did something else) once the run started.
+            ("duration_s = 30", "duration_s = 1e30", "send.toml:3:14: ", "duration_s must be at most 31536000 (a year)"),
+            ("lookahead_ms = 0", "lookahead_ms = 1e20", "send.toml:8:16: ", "lookahead_ms must be at most"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nidle_timeout_ms = 1e30", "send.toml:9:19: ", "idle_timeout_ms must be at most"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nidle_timeout_ms = -5", "send.toml:9:19: ", "idle_timeout_ms (0 = never) must be zero or more"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nkeepalive_ms = -1", "send.toml:9:16: ", "keepalive_ms (0 = never) must be zero or more"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nclose_timeout_ms = 1e30", "send.toml:9:20: ", "close_timeout_ms must be at most"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nclose_retry_ms = 0", "send.toml:9:18: ", "close_retry_ms must be a positive"),
+            ("lookahead_ms = 0", "lookahead_ms = 0\nphantom_wait_ms = -1", "send.toml:9:19: ", "phantom_wait_ms must be zero or more"),
         ];
         for (from, to, at, message) in send {
             let text = send_toml();
@@ -468,6 +521,18 @@ bind = "127.0.0.1:7000"
                 "in_order_hold_ms = -1",
                 "recv.toml:4:20: ",
                 "in_order_hold_ms",
+            ),
+            (
+                "idle_timeout_s = 10",
+                "idle_timeout_s = 1e30",
+                "recv.toml:3:18: ",
+                "idle_timeout_s must be at most",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = 1e30",
+                "recv.toml:4:20: ",
+                "in_order_hold_ms must be at most",
             ),
             (
                 "allowed_keys = [\"",

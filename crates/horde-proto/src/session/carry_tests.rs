@@ -1,5 +1,6 @@
-//! What `Session::inherit` does with a recovery stream's queue: every ADU the application
-//! handed over is carried (framed again) or nacked, never silently gone.
+//! What `Session::inherit` does with a stream's queue: every ADU the application handed
+//! over is carried (framed again) or nacked, never silently gone; and the back-pressure
+//! an application waits on is carried with it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -95,4 +96,65 @@ fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() 
             "carried ADUs are framed in the new layer"
         );
     }
+}
+
+fn writable_events(s: &mut Session) -> usize {
+    std::iter::from_fn(|| s.poll_event())
+        .filter(|e| matches!(e, Event::Writable { stream: STREAM }))
+        .count()
+}
+
+/// An ended session whose stream is blocked at its high-water mark, with `adus` ADUs of
+/// 1000 bytes (the marks are at their 8 and 16 KiB floors before any allocation).
+fn blocked_session(now: Duration, adus: usize) -> Session {
+    let mut old = session(1);
+    old.open_stream(STREAM, StreamConfig::default()).unwrap();
+    for _ in 0..20 {
+        old.send_adu(now, STREAM, Bytes::from(vec![0; 1000]), Fields::new())
+            .unwrap();
+    }
+    assert_eq!(old.writable(STREAM), Ok(false), "20 000 bytes block it");
+    let s = old.send.get_mut(&STREAM).unwrap();
+    while s.queue.len() > adus {
+        let id = s.queue[0].id;
+        s.take(id);
+    }
+    writable_events(&mut old);
+    old
+}
+
+#[test]
+fn a_blocked_stream_stays_blocked_in_the_successor_and_announces_its_drain() {
+    let now = Duration::from_millis(10);
+    let mut old = blocked_session(now, 12);
+    let mut new = session(2);
+    new.inherit(&mut old, now);
+    assert_eq!(
+        new.writable(STREAM),
+        Ok(false),
+        "12 000 bytes are above the low-water mark: still blocked"
+    );
+    assert_eq!(writable_events(&mut new), 0);
+    let s = new.send.get_mut(&STREAM).unwrap();
+    while s.queued_bytes > 8 * 1024 {
+        let id = s.queue[0].id;
+        s.take(id);
+    }
+    new.note_drained();
+    assert_eq!(
+        writable_events(&mut new),
+        1,
+        "the application waiting since the old session hears the drain"
+    );
+    assert_eq!(new.writable(STREAM), Ok(true));
+}
+
+#[test]
+fn a_blocked_stream_whose_carried_queue_is_short_is_writable_at_once() {
+    let now = Duration::from_millis(10);
+    let mut old = blocked_session(now, 2);
+    let mut new = session(2);
+    new.inherit(&mut old, now);
+    assert_eq!(writable_events(&mut new), 1);
+    assert_eq!(new.writable(STREAM), Ok(true));
 }

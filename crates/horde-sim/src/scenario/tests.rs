@@ -212,6 +212,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
 fn validation_errors_point_at_the_offending_value() {
     let cases = [
         (edit("duration_s = 10", "duration_s = 0"), "bad.toml:3:14: duration_s must be a positive number, got 0"),
+        (edit("duration_s = 10", "duration_s = 1e9"), "bad.toml:3:14: duration_s must be at most 31536000 (a year), got 1000000000"),
         (edit("name = \"t\"", "name = \"my run\""), "bad.toml:1:8: scenario name \"my run\" must be non-empty and use only letters, digits, '_', '-' and '.'"),
         (edit("name = \"c2\"", "name = \"c1\""), "bad.toml:12:8: duplicate channel name \"c1\""),
         (edit("id = 1", "id = 0"), "bad.toml:25:6: duplicate stream id 0"),

@@ -79,6 +79,15 @@ impl Checker<'_> {
     fn scenario(&self, raw: RawScenario) -> Result<Scenario> {
         let name = self.name("scenario name", &raw.name)?;
         let duration_s = self.positive("duration_s", &raw.duration_s)?;
+        if duration_s > horde_config::MAX_SECONDS {
+            return Err(self.loc.at(
+                span(&raw.duration_s),
+                format!(
+                    "duration_s must be at most {} (a year), got {duration_s}",
+                    horde_config::MAX_SECONDS
+                ),
+            ));
+        }
         let scheduler = self.scheduler(&raw)?;
         let hosts = self.hosts(&raw)?;
         if raw.channels.is_empty() {

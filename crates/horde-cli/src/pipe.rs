@@ -1,0 +1,12 @@
+//! Commands that only print: a reader that stops early (`horde demo | head`) ends them
+//! quietly, as it ends `cat`, instead of making the next `println!` panic.
+
+/// Restore SIGPIPE's default action (the Rust runtime ignores it, so a write to a closed
+/// pipe fails and `println!` panics on the failure). Only for commands that use no
+/// stream sockets: on TCP the signal would kill the process where an error is wanted.
+pub fn end_quietly_when_stdout_closes() {
+    // SAFETY: installs the default disposition of one signal; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
