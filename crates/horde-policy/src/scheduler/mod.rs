@@ -62,6 +62,13 @@ pub trait Scheduler: Send {
         rng: &mut dyn RngCore,
         out: &mut Assignment,
     ) -> CycleStats;
+    /// Whether the scheduler has its own reason to leave an ADU on a phantom slot when
+    /// no objective is active (a path-delay estimate, say). The session keeps such ADUs
+    /// queued for the better slot, within the stream's deferral budget; for the others
+    /// no objective means no reason to wait.
+    fn waits_without_objectives(&self) -> bool {
+        false
+    }
 }
 
 /// Check the rules every assignment must obey. Used by tests and debug assertions.

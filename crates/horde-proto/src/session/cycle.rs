@@ -341,8 +341,9 @@ impl Session {
     /// a scheduler defers some ADUs to phantoms. The order is the priority: the first
     /// ADUs, one per real slot, are what a cycle without look-ahead would send, and the
     /// fairness pass (`fair_share`) keeps them on real slots unless `may_wait` says their
-    /// stream may wait for a better slot to come: only while objectives are active (no
-    /// objective, no reason to wait) and the stream's `debt` is less than
+    /// stream may wait for a better slot to come: only while objectives are active or the
+    /// scheduler has a reason of its own (`waits_without_objectives`: earliest arrival's
+    /// path delays; otherwise no objective, no reason to wait) and the stream's `debt` is less than
     /// [`DEFERRAL_BUDGET_SECS`] of its allocation, and (with
     /// [`SessionConfig::phantom_wait_ms`](super::SessionConfig::phantom_wait_ms)) for each
     /// ADU no longer than that after a scheduler first left it on a phantom. The stream's
@@ -353,7 +354,7 @@ impl Session {
         cy.may_wait.clear();
         let cursors = &mut cy.cursors;
         cursors.clear();
-        let objectives = !self.objectives.is_empty();
+        let objectives = !self.objectives.is_empty() || self.scheduler.waits_without_objectives();
         for (index, s) in self
             .send
             .values()
