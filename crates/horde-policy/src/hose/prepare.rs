@@ -446,25 +446,9 @@ impl PreparedHose {
         // The last ADU variable of a context with no schedule ADU so far must take
         // one: history-only contexts are constant and are not terms.
         let only_schedule = !has_schedule && last_adu == Some(k);
-        if k + 1 == self.nv && dep.is_empty() {
-            // The last variable, with no condition on the others: every
-            // candidate not bound already completes a context.
-            for &r in &cands[k] {
-                if only_schedule && r as usize >= self.n {
-                    break;
-                }
-                if binding[..k].contains(&r) {
-                    continue;
-                }
-                binding[k] = r;
-                self.emit(&binding[..self.nv]);
-                if self.truncated {
-                    return;
-                }
-            }
-            binding[k] = NO_ROW;
-            return;
-        }
+        // The last variable, with no condition on the others: every candidate not
+        // bound already completes a context, with no environment to build.
+        let completes = k + 1 == self.nv && dep.is_empty();
         for &r in &cands[k] {
             if only_schedule && r as usize >= self.n {
                 break;
@@ -473,16 +457,20 @@ impl PreparedHose {
                 continue;
             }
             binding[k] = r;
-            let env = self.env(&binding[..self.nv]);
-            if dep.iter().all(|b| boolean(b, &env)) {
-                self.dfs(
-                    ir,
-                    k + 1,
-                    binding,
-                    has_schedule || (r as usize) < self.n,
-                    last_adu,
-                    cands,
-                );
+            if completes {
+                self.emit(&binding[..self.nv]);
+            } else {
+                let env = self.env(&binding[..self.nv]);
+                if dep.iter().all(|b| boolean(b, &env)) {
+                    self.dfs(
+                        ir,
+                        k + 1,
+                        binding,
+                        has_schedule || (r as usize) < self.n,
+                        last_adu,
+                        cands,
+                    );
+                }
             }
             if self.truncated {
                 return;

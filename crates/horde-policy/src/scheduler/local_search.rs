@@ -574,14 +574,9 @@ impl LocalSearch {
         let m = ctx.model.m;
         let kernels = ctx.model.kernels.len();
         let mut gain = 0i128;
-        let mut done = [usize::MAX; 4];
-        for (i, &x) in moved.iter().flatten().enumerate().take(done.len()) {
-            let before = done;
-            let earlier = &before[..i];
-            done[i] = x;
-            if earlier.contains(&x) {
-                continue;
-            }
+        let (distinct, n) = distinct_moved(moved);
+        for (i, &x) in distinct[..n].iter().enumerate() {
+            let earlier = &distinct[..i];
             gain -= self.kcur[x];
             let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
             let Some(own) = work[x] else {
@@ -624,14 +619,9 @@ impl LocalSearch {
     fn kernel_changes(&mut self, model: &Model, work: &Assignment, moved: &[Option<usize>]) {
         let m = model.m;
         let kernels = model.kernels.len();
-        let mut done = [usize::MAX; 4];
-        for (i, &x) in moved.iter().flatten().enumerate().take(done.len()) {
-            let before = done;
-            let earlier = &before[..i];
-            done[i] = x;
-            if earlier.contains(&x) {
-                continue;
-            }
+        let (distinct, n) = distinct_moved(moved);
+        for (i, &x) in distinct[..n].iter().enumerate() {
+            let earlier = &distinct[..i];
             let (lo, hi) = (self.kstart[x] as usize, self.kstart[x + 1] as usize);
             for e in &self.kedges[lo..hi] {
                 if earlier.contains(&(e.other as usize)) {
@@ -816,6 +806,20 @@ fn kernel_value(
     scratch[ra] = None;
     scratch[rb] = None;
     v
+}
+
+/// The distinct ADUs of `moved` (a move touches at most four), in order: a kernel
+/// term of two moved ADUs is scored from the first of them.
+fn distinct_moved(moved: &[Option<usize>]) -> ([usize; 4], usize) {
+    let mut distinct = [usize::MAX; 4];
+    let mut n = 0;
+    for &x in moved.iter().flatten().take(distinct.len()) {
+        if !distinct[..n].contains(&x) {
+            distinct[n] = x;
+            n += 1;
+        }
+    }
+    (distinct, n)
 }
 
 #[cfg(test)]
