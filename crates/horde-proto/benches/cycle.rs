@@ -10,7 +10,8 @@
 //! the thread's CPU time, which a busy machine does not stretch) and the heap
 //! allocations of one cycle, for the default scheduler (`rrr`) and the objective-driven
 //! ones (`directed`, `directed-fast` with a budget of 1500 spent open first,
-//! `directed-open` with the budget that follows the open terms,
+//! `directed-open` with the budget that follows the open terms, `directed-no-search`
+//! with no search budget (what every directed cycle pays before it searches),
 //! `random-walk` with k = 25), and the allocations of everything else
 //! a sender does per cycle (encoding the cycle's datagrams, processing the acks); then
 //! criterion times the N = 32 cycle. Only the `poll_transmit` call that runs the cycle is timed; the pair's
@@ -25,18 +26,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 #[path = "../tests/cycle_pair/mod.rs"]
 mod cycle_pair;
 
-use cycle_pair::{
-    directed, directed_fast, directed_open, random_walk, rrr, MakeScheduler, Pair, CHANNELS,
-    STREAMS,
-};
-
-const SCHEDULERS: [(&str, MakeScheduler); 5] = [
-    ("rrr", rrr),
-    ("directed", directed),
-    ("directed-fast", directed_fast),
-    ("directed-open", directed_open),
-    ("random-walk", random_walk),
-];
+use cycle_pair::{Pair, CHANNELS, SCHEDULERS, STREAMS};
 
 fn table() {
     const CYCLES: u32 = 100;

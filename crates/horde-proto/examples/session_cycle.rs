@@ -7,34 +7,24 @@
 //! ```
 //!
 //! Arguments: SCHEDULER (`rrr`, `directed`, `directed-fast`, `directed-open`,
-//! `random-walk`), N real (= phantom) slots
+//! `directed-no-search`, `random-walk`), N real (= phantom) slots
 //! per cycle (a multiple of 4), CYCLES timed after the warm-up. Prints the median
 //! wall-clock and CPU time of one cycle and the allocations per cycle.
 
 #[path = "../tests/cycle_pair/mod.rs"]
 mod cycle_pair;
 
-use cycle_pair::{
-    directed, directed_fast, directed_open, random_walk, rrr, MakeScheduler, Pair, CHANNELS,
-};
+use cycle_pair::{Pair, CHANNELS, SCHEDULERS};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "directed".into());
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(32);
     let cycles: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let make: MakeScheduler = match name.as_str() {
-        "rrr" => rrr,
-        "directed" => directed,
-        "directed-fast" => directed_fast,
-        "directed-open" => directed_open,
-        "random-walk" => random_walk,
-        _ => {
-            eprintln!(
-                "unknown scheduler {name} (rrr, directed, directed-fast, directed-open, random-walk)"
-            );
-            std::process::exit(2);
-        }
+    let Some(&(_, make)) = SCHEDULERS.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = SCHEDULERS.iter().map(|(n, _)| *n).collect();
+        eprintln!("unknown scheduler {name} ({})", names.join(", "));
+        std::process::exit(2);
     };
     if n == 0 || !n.is_multiple_of(CHANNELS) || cycles == 0 {
         eprintln!("N must be a positive multiple of {CHANNELS} and CYCLES positive");

@@ -18,7 +18,7 @@ use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
 use crate::{ChannelId, Value};
 
 use super::eval::{boolean, contribution, Env, FieldVal, PreVals, StreamVals};
-use super::ir::{Atom, ProgramIr, Scalar, VarIr, MAX_VARS};
+use super::ir::{Atom, Bool, CmpOp, Num, PreField, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
 use super::memo::{Key, Memo};
 use super::window::Window;
 
@@ -175,6 +175,9 @@ pub(crate) struct PreparedHose {
     nv: usize,
     /// Per variable: candidate rows (scratch of `enumerate`).
     cands: Vec<Vec<u32>>,
+    /// Per variable: the stream ids its filter allows, when the filter tests
+    /// nothing else (see [`stream_id_set`]).
+    stream_filters: Vec<Option<Vec<i64>>>,
     binds: Vec<u32>,
     member_start: Vec<u32>,
     members: Vec<u32>,
@@ -219,6 +222,15 @@ impl PreparedHose {
             streams: Vec::new(),
             nv,
             cands: Vec::new(),
+            stream_filters: ir
+                .vars
+                .iter()
+                .enumerate()
+                .map(|(v, var)| match var {
+                    VarIr::Adu { indep, .. } if !indep.is_empty() => stream_id_set(indep, v as Var),
+                    _ => None,
+                })
+                .collect(),
             binds: Vec::new(),
             member_start: Vec::new(),
             members: Vec::new(),
@@ -379,7 +391,12 @@ impl PreparedHose {
         for (k, var) in self.ir.vars.iter().enumerate() {
             let c = &mut cands[k];
             c.clear();
-            if let VarIr::Adu { indep, .. } = var {
+            if let Some(ids) = &self.stream_filters[k] {
+                let pre = &self.pre;
+                c.extend(
+                    (0..rows).filter(|&r| ids.contains(&i64::from(pre[r as usize].stream_id))),
+                );
+            } else if let VarIr::Adu { indep, .. } = var {
                 for r in 0..rows {
                     probe[k] = r;
                     let env = self.env(&probe[..self.nv]);
@@ -681,6 +698,45 @@ impl PreparedHose {
     }
 }
 
+/// The stream ids that pass every conjunct of `indep` (variable `v`'s own filter),
+/// when each conjunct is built only of `stream_id == literal` tests joined by `||`
+/// and `&&` (`stream_id == 0 || stream_id == 3`, the usual filter); `None` when a
+/// conjunct reads anything else. A row then passes exactly when its stream id is in
+/// the set, which `enumerate` tests without building an environment per row.
+fn stream_id_set(indep: &[Bool], v: Var) -> Option<Vec<i64>> {
+    fn set(b: &Bool, v: Var) -> Option<Vec<i64>> {
+        match b {
+            Bool::Cmp(CmpOp::Eq, x, y) => match (&**x, &**y) {
+                (Num::Pre(w, PreField::StreamId), Num::Lit(k))
+                | (Num::Lit(k), Num::Pre(w, PreField::StreamId))
+                    if *w == v =>
+                {
+                    Some(vec![*k])
+                }
+                _ => None,
+            },
+            Bool::Or(x, y) => {
+                let mut ids = set(x, v)?;
+                ids.extend(set(y, v)?);
+                Some(ids)
+            }
+            Bool::And(x, y) => {
+                let (a, b) = (set(x, v)?, set(y, v)?);
+                Some(a.into_iter().filter(|k| b.contains(k)).collect())
+            }
+            _ => None,
+        }
+    }
+    let mut ids = set(indep.first()?, v)?;
+    for b in &indep[1..] {
+        let more = set(b, v)?;
+        ids.retain(|k| more.contains(k));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Some(ids)
+}
+
 /// `prob(h::lost?)` for a history entry: known outcomes are certain.
 fn history_loss(h: &HistoryEntry) -> i64 {
     match h.outcome {
@@ -867,6 +923,61 @@ mod tests {
             length: 100,
             queue_delay_ms: 0,
             fields: Fields::new(),
+        }
+    }
+
+    /// Each filter's candidates by the stream-id set (when it has one) and by the
+    /// evaluator are the same rows; `fast` says which filters take the set.
+    #[test]
+    fn stream_id_filters_pick_the_rows_the_evaluator_picks() {
+        let filters = [
+            ("stream_id == 3", true),
+            ("(stream_id == 0) || (stream_id == 3)", true),
+            ("7 == stream_id || stream_id == 2 || stream_id == 2", true),
+            (
+                "(stream_id == 1 || stream_id == 2) && (stream_id == 2 || stream_id == 5)",
+                true,
+            ),
+            ("stream_id == 1 && stream_id == 2", true),
+            (
+                "stream_id == 4 || ((stream_id == 1 || stream_id == 2) && stream_id == 2)",
+                true,
+            ),
+            ("stream_id != 3", false),
+            ("stream_id == 3 || stream_seq == 4", false),
+            ("stream_id <= 2", false),
+        ];
+        let adus: Vec<AduView> = (0..40)
+            .map(|i| AduView {
+                stream_id: (i * 7 % 9) as u32,
+                ..adu(i)
+            })
+            .collect();
+        let set = ObjectiveSet::new();
+        let input = ScheduleInput {
+            slots: &[],
+            adus: &adus,
+            history: &[],
+            streams: &[],
+            objectives: &set,
+        };
+        for (filter, fast) in filters {
+            let src = format!(
+                "objective {{ context {{ adu:x {{ {filter} }} }} goal {{ true }} utility {{ x {{ 1 }} }} }}"
+            );
+            let o = crate::hose::compile(&src).unwrap();
+            let p = PreparedHose::new(Arc::clone(&o.ir), &input);
+            assert_eq!(p.stream_filters[0].is_some(), fast, "{filter}");
+            let VarIr::Adu { indep, .. } = &o.ir.vars[0] else {
+                panic!("an ADU variable")
+            };
+            let by_evaluator: Vec<u32> = (0..adus.len() as u32)
+                .filter(|&r| {
+                    let rows = [r];
+                    indep.iter().all(|b| boolean(b, &p.env(&rows)))
+                })
+                .collect();
+            assert_eq!(p.cands[0], by_evaluator, "{filter}");
         }
     }
 

@@ -325,8 +325,27 @@ pub fn directed_open() -> Box<dyn Scheduler> {
     Box::new(d)
 }
 
+/// `directed` with no search: the objectives' preparation, the unary matrix and the
+/// assignment solver alone, the part of a cycle that no search budget changes.
+pub fn directed_no_search() -> Box<dyn Scheduler> {
+    let mut d = Directed::default();
+    d.search_budget = 0;
+    Box::new(d)
+}
+
 pub fn random_walk() -> Box<dyn Scheduler> {
     Box::new(RandomWalk::default())
 }
 
 pub type MakeScheduler = fn() -> Box<dyn Scheduler>;
+
+/// Every scheduler the cycle bench and `session_cycle` time, by the name each takes
+/// on the command line.
+pub const SCHEDULERS: [(&str, MakeScheduler); 6] = [
+    ("rrr", rrr),
+    ("directed", directed),
+    ("directed-fast", directed_fast),
+    ("directed-open", directed_open),
+    ("directed-no-search", directed_no_search),
+    ("random-walk", random_walk),
+];
