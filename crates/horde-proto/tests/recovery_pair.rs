@@ -10,8 +10,8 @@ use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::recovery::estimators::PathEstimate;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
-    RecoveryConfig, RecoveryMode, ServerConfig, Session, StreamConfig,
+    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle,
+    EndpointConfig, Event, RecoveryConfig, RecoveryMode, ServerConfig, Session, StreamConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -329,7 +329,7 @@ fn the_receiver_reports_its_path_estimates_back() {
     assert!((20..=40).contains(&r.server.reports_sent), "{:?}", r.server);
     assert_eq!(r.client.reports_received, r.server.reports_sent);
     let p = r.reported[0];
-    assert_eq!(p.channel, 0);
+    assert_eq!(p.channel, ChannelId::new(0));
     // The report is the server's own estimate of the channel at its last report (the
     // loss average is short and noisy, so only its range is checked).
     let own = r.paths[0];
