@@ -1,7 +1,8 @@
 //! `horde send` and `horde recv` as real processes through the connection lifecycle:
-//! two senders at once, a sender killed with SIGKILL and restarted with the same key,
-//! a receiver killed and restarted, and a sender stopped with Ctrl-C. Each checks that
-//! the sender's books balance: sent = acked + lost + dropped + abandoned.
+//! two senders at once (with and without `--server`), a sender killed with SIGKILL and
+//! restarted with the same key, a receiver killed and restarted, and a sender stopped
+//! with Ctrl-C. Each checks that the sender's books balance: sent = acked + lost +
+//! dropped + abandoned.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -52,7 +53,8 @@ fn unix_us() -> u64 {
 
 /// A directory with a receiver key and config on a free port, and `senders` sender
 /// keys and configs (`send0.toml`, ...) streaming a 400 kbit/s CBR stream for
-/// `duration_s`, plus `extra` TOML in each sender's file.
+/// `duration_s`, plus `extra` TOML in each sender's file. Sender `i`'s public key is in
+/// `s{i}.pub`, as the receiver names it.
 fn setup(tag: &str, senders: usize, duration_s: u32, extra: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-life-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -71,6 +73,7 @@ fn setup(tag: &str, senders: usize, duration_s: u32, extra: &str) -> PathBuf {
     let mut allowed = Vec::new();
     for i in 0..senders {
         let public = key(&format!("s{i}.key"));
+        std::fs::write(dir.join(format!("s{i}.pub")), &public).unwrap();
         allowed.push(format!("\"{public}\""));
         std::fs::write(
             dir.join(format!("send{i}.toml")),
@@ -121,6 +124,48 @@ fn sender(recv: &serde_json::Value, id: u64) -> &serde_json::Value {
 
 fn received(s: &serde_json::Value) -> u64 {
     s["summary"]["streams"][0]["received"].as_u64().unwrap_or(0)
+}
+
+/// Start `recv --server` (plus `recv_args`) in a directory made by [`setup`], then its
+/// `senders` senders all at once, and wait for every sender to exit. Returns the
+/// receiver, still to be stopped, and each sender's report, in `send{i}` order.
+fn serve_senders(
+    dir: &Path,
+    senders: usize,
+    recv_args: &[&str],
+) -> (Child, Vec<serde_json::Value>) {
+    let config = path(dir, "recv.toml");
+    let mut args = vec!["recv", &config, "--server", "--json"];
+    args.extend_from_slice(recv_args);
+    let recv = spawn(&args);
+    std::thread::sleep(Duration::from_millis(300));
+    let running: Vec<Child> = (0..senders)
+        .map(|i| spawn(&["send", &path(dir, &format!("send{i}.toml")), "--json"]))
+        .collect();
+    let reports = running.into_iter().map(|c| json_of(&finish(c))).collect();
+    (recv, reports)
+}
+
+/// Each sender's books balance, the receiver heard it close, and everything it had
+/// acked reached the receiving application: the receiver's entry for sender `i` is
+/// found by the key in `s{i}.pub`.
+fn delivered_in_full(dir: &Path, rx: &serde_json::Value, txs: &[serde_json::Value]) {
+    for (i, tx) in txs.iter().enumerate() {
+        let key = std::fs::read_to_string(dir.join(format!("s{i}.pub"))).unwrap();
+        let rx_sender = rx["senders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["peer"] == key.as_str())
+            .unwrap_or_else(|| panic!("sender {i} ({key}) not in {rx}"));
+        assert_eq!(rx_sender["end"], "peer closed", "{rx_sender}");
+        let s = balanced(tx);
+        assert_eq!(
+            received(rx_sender),
+            s["acked"].as_u64().unwrap(),
+            "sender {i}: {rx_sender} vs {s}"
+        );
+    }
 }
 
 #[test]
@@ -241,28 +286,43 @@ fn ctrl_c_stops_the_sender_with_a_close_and_balanced_books() {
 #[test]
 fn recv_in_server_mode_outlives_its_senders() {
     let dir = setup("server", 1, 1, "");
-    let recv = spawn(&[
-        "recv",
-        &path(&dir, "recv.toml"),
-        "--server",
-        "--duration",
-        "3",
-        "--json",
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let tx = json_of(&finish(spawn(&[
-        "send",
-        &path(&dir, "send0.toml"),
-        "--json",
-    ])));
+    let (recv, txs) = serve_senders(&dir, 1, &["--duration", "3"]);
     let started = Instant::now();
     let rx = json_of(&finish(recv));
     // The sender closed after about 1 s; the server ran on to its 3 s.
     assert!(started.elapsed() > Duration::from_millis(500));
     assert_eq!(rx["end"], "duration reached", "{rx}");
-    assert_eq!(sender(&rx, 0)["end"], "peer closed");
-    let s = balanced(&tx);
-    assert_eq!(received(sender(&rx, 0)), s["acked"].as_u64().unwrap());
+    delivered_in_full(&dir, &rx, &txs);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn recv_in_server_mode_serves_two_senders_at_once() {
+    let dir = setup("server-two", 2, 2, "");
+    let (mut recv, txs) = serve_senders(&dir, 2, &[]);
+    // Both senders have closed; without `--server` the receiver would end now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        recv.try_wait().unwrap().is_none(),
+        "the server exited with its senders"
+    );
+    signal(&recv, "-INT");
+    let rx = json_of(&finish(recv));
+    assert_eq!(rx["end"], "interrupted", "{rx}");
+    assert_eq!(rx["senders"].as_array().unwrap().len(), 2, "{rx}");
+    delivered_in_full(&dir, &rx, &txs);
+    // 400 kbit/s of 500-byte ADUs for 2 s is 200 ADUs from each, and the two 2 s
+    // streams overlapped: each began to arrive before the other was half done.
+    for tx in &txs {
+        assert!(balanced(tx)["acked"].as_u64().unwrap() >= 180, "{tx}");
+    }
+    let first: Vec<u64> = (0..2)
+        .map(|id| sender(&rx, id)["first_arrival_unix_us"].as_u64().unwrap())
+        .collect();
+    assert!(
+        first[0].abs_diff(first[1]) < 1_000_000,
+        "first arrivals {first:?}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -1,18 +1,17 @@
-//! Loss recovery end to end: two sessions over an in-memory network in virtual time, one
-//! recovery stream from client to server, random loss on the data direction.
+//! Loss recovery end to end: a client and a server on the in-memory harness in virtual
+//! time, one recovery stream from client to server, random loss on the data direction.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::recovery::estimators::PathEstimate;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelSpec, Event, RecoveryConfig, RecoveryMode, Session,
-    SessionConfig, StreamConfig,
+    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle,
+    EndpointConfig, Event, RecoveryConfig, RecoveryMode, ServerConfig, Session, StreamConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,10 +19,7 @@ use rand_chacha::ChaCha8Rng;
 const MTU: u32 = 600;
 const ADU: usize = 400;
 const DELAY: Duration = Duration::from_millis(30);
-
-fn addr(host: u8) -> SocketAddr {
-    SocketAddr::from(([127, 0, host + 1, 1], 4000))
-}
+const SERVICE: u32 = 7;
 
 fn channel(kbps: f64) -> ChannelConfig {
     ChannelConfig {
@@ -36,147 +32,116 @@ fn channel(kbps: f64) -> ChannelConfig {
     }
 }
 
-/// One channel of `kbps` both ways, `loss` on client-to-server datagrams; optionally a
-/// bottleneck with an unbounded FIFO on the client-to-server direction.
+/// A client and a server joined by one channel (`config` at both ends, `DELAY` each
+/// way). `loss` drops client-to-server datagrams that carry ADUs (never hellos, acks or
+/// pings), drawn from `seed`; an optional bottleneck (kbit/s, unbounded FIFO) sits on
+/// the client-to-server direction.
 struct Net {
-    now: Duration,
-    in_flight: BTreeMap<(Duration, u64), (bool, Bytes)>,
-    order: u64,
-    client: Session,
-    server: Option<Session>,
-    kbps: f64,
-    loss: f64,
-    rng: ChaCha8Rng,
-    received: Vec<(u64, Bytes)>,
-    /// When each `received` ADU reached the application.
-    received_at: Vec<Duration>,
-    lost_datagrams: u64,
-    /// A client-to-server bottleneck (kbit/s) and when its queue next empties.
-    bottleneck: Option<(f64, Duration)>,
-    /// The server's channel config, when not a `cbr` one of `kbps`.
-    server_channel: Option<ChannelConfig>,
+    h: Harness,
+    client: NodeId,
+    server: NodeId,
+    c: ConnectionHandle,
+    /// The server's session, once the handshake is done ([`Net::connect`]).
+    s: Option<ConnectionHandle>,
 }
 
 impl Net {
-    fn new(kbps: f64, loss: f64, seed: u64) -> Self {
-        let client = Session::connect(
-            SessionConfig::default(),
-            42,
-            7,
-            vec![ChannelSpec {
-                local: 0,
-                remote: addr(1),
-                config: channel(kbps),
-            }],
-            vec![addr(0)],
-            Duration::ZERO,
-        )
-        .unwrap();
+    fn new(config: ChannelConfig, loss: f64, seed: u64, bottleneck_kbps: Option<f64>) -> Self {
+        let mut h = Harness::new(seed);
+        let client = h.add_node(EndpointConfig::default(), 1);
+        let server = h.add_node(EndpointConfig::default(), 1);
+        h.listen(server, SERVICE, ServerConfig::uniform(config.clone()));
+        h.set_default_path(PathConfig::delay(DELAY));
+        let up = PathConfig {
+            rate_kbps: bottleneck_kbps,
+            ..PathConfig::delay(DELAY)
+        };
+        h.set_path(Harness::addr(client, 0), Harness::addr(server, 0), up);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        h.set_drop_filter(move |sent| {
+            sent.from == client && !sent.transmit.adus.is_empty() && rng.gen_bool(loss)
+        });
+        let channels = vec![ChannelSpec {
+            local: 0,
+            remote: Harness::addr(server, 0),
+            config,
+        }];
+        let options = ConnectOptions {
+            service: SERVICE,
+            channels,
+            ..ConnectOptions::default()
+        };
+        let c = h.connect(client, options).unwrap();
         Net {
-            now: Duration::ZERO,
-            in_flight: BTreeMap::new(),
-            order: 0,
+            h,
             client,
-            server: None,
-            kbps,
-            loss,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            received: Vec::new(),
-            received_at: Vec::new(),
-            lost_datagrams: 0,
-            bottleneck: None,
-            server_channel: None,
+            server,
+            c,
+            s: None,
         }
     }
 
-    fn flush(&mut self) {
-        let mut buf = Vec::new();
-        while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
-            if !t.adus.is_empty() && self.rng.gen_bool(self.loss) {
-                self.lost_datagrams += 1;
-                continue;
-            }
-            self.order += 1;
-            let data = Bytes::copy_from_slice(&buf);
-            let mut leaves = self.now;
-            if let Some((kbps, free_at)) = self.bottleneck.as_mut() {
-                let serialize = Duration::from_secs_f64(buf.len() as f64 * 8.0 / (*kbps * 1e3));
-                *free_at = (*free_at).max(self.now) + serialize;
-                leaves = *free_at;
-            }
-            self.in_flight
-                .insert((leaves + DELAY, self.order), (true, data));
-        }
-        if let Some(s) = self.server.as_mut() {
-            while s.poll_transmit(self.now, &mut buf).is_some() {
-                self.order += 1;
-                let data = Bytes::copy_from_slice(&buf);
-                self.in_flight
-                    .insert((self.now + DELAY, self.order), (false, data));
-            }
-            while let Some(e) = s.poll_event() {
-                if let Event::Received {
+    /// A cbr channel of `kbps` both ways.
+    fn cbr(kbps: f64, loss: f64, seed: u64) -> Self {
+        Self::new(channel(kbps), loss, seed, None)
+    }
+
+    /// Open stream 1 at the client with `config`, run to `start` and take the server's
+    /// session.
+    fn connect(&mut self, config: StreamConfig, start: Duration) {
+        self.client_mut().open_stream(1, config).unwrap();
+        self.h.run_until(start);
+        assert!(self.client().is_connected());
+        self.s = Some(self.h.accept(self.server).expect("the server accepted"));
+    }
+
+    fn client(&self) -> &Session {
+        self.h.session(self.client, self.c)
+    }
+
+    fn client_mut(&mut self) -> &mut Session {
+        self.h.session_mut(self.client, self.c)
+    }
+
+    fn server(&self) -> &Session {
+        self.h.session(self.server, self.s.unwrap())
+    }
+
+    fn server_mut(&mut self) -> &mut Session {
+        self.h.session_mut(self.server, self.s.unwrap())
+    }
+
+    /// Queue ADU `i` of stream 1 at the client, now.
+    fn send(&mut self, i: u64) {
+        let now = self.h.now();
+        self.client_mut()
+            .send_adu(now, 1, payload(i), Fields::new())
+            .unwrap();
+    }
+
+    /// Client-to-server data datagrams the loss dropped.
+    fn lost_datagrams(&self) -> u64 {
+        self.h.stats().filtered
+    }
+
+    /// The ADUs of stream 1 the server's application received, with when each did.
+    fn received(&self) -> Vec<(u64, Bytes, Duration)> {
+        let s = self.s.unwrap();
+        let times = self.h.event_times(self.server, s);
+        self.h
+            .events(self.server, s)
+            .iter()
+            .zip(times)
+            .filter_map(|(e, &at)| match e {
+                Event::Received {
                     stream: 1,
                     stream_seq,
                     payload,
                     ..
-                } = e
-                {
-                    self.received.push((stream_seq, payload));
-                    self.received_at.push(self.now);
-                }
-            }
-        }
-        while self.client.poll_event().is_some() {}
-    }
-
-    fn run_until(&mut self, end: Duration) {
-        self.flush();
-        loop {
-            let mut t = self.in_flight.keys().next().map(|k| k.0);
-            for s in std::iter::once(&self.client).chain(self.server.as_ref()) {
-                if let Some(x) = s.poll_timeout(self.now) {
-                    t = Some(t.map_or(x, |t: Duration| t.min(x)));
-                }
-            }
-            let Some(t) = t.filter(|&t| t <= end) else {
-                break;
-            };
-            self.now = self.now.max(t);
-            while let Some(entry) = self.in_flight.first_entry() {
-                if entry.key().0 > self.now {
-                    break;
-                }
-                let (to_server, data) = entry.remove();
-                if !to_server {
-                    self.client.handle_datagram(self.now, 0, addr(1), data);
-                } else if let Some(s) = self.server.as_mut() {
-                    s.handle_datagram(self.now, 0, addr(0), data);
-                } else {
-                    let kbps = self.kbps;
-                    let config = self.server_channel.clone();
-                    self.server = Some(
-                        Session::accept(
-                            SessionConfig::default(),
-                            self.now,
-                            0,
-                            addr(0),
-                            data,
-                            vec![addr(1)],
-                            Arc::new(move |_| config.clone().unwrap_or_else(|| channel(kbps))),
-                        )
-                        .unwrap(),
-                    );
-                }
-            }
-            let now = self.now;
-            self.client.handle_timeout(now);
-            if let Some(s) = self.server.as_mut() {
-                s.handle_timeout(now);
-            }
-            self.flush();
-        }
-        self.now = end;
+                } => Some((*stream_seq, payload.clone(), at)),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -215,52 +180,49 @@ fn run_with(
     gap: Duration,
     both_ways: bool,
 ) -> Run {
-    let mut net = Net::new(kbps, loss, 11);
+    let mut net = Net::cbr(kbps, loss, 11);
     let config = StreamConfig {
         recovery: RecoveryConfig::new(mode),
         max_queue_bytes: 4 << 20,
         ..StreamConfig::default()
     };
-    net.client.open_stream(1, config.clone()).unwrap();
     let start = Duration::from_millis(300);
-    net.run_until(start);
-    assert!(net.client.is_connected());
+    net.connect(config.clone(), start);
     if both_ways {
-        let server = net.server.as_mut().unwrap();
-        server.open_stream(1, config.clone()).unwrap();
+        net.server_mut().open_stream(1, config).unwrap();
     }
+    let coded_sent = |net: &Net| {
+        net.client()
+            .recovery_stats(1)
+            .unwrap_or_default()
+            .coded_sent
+    };
     let mut coded_at_half = None;
     for i in 0..n {
         let t = start + gap * i as u32;
-        net.run_until(t);
+        net.h.run_until(t);
         if i == n / 2 {
-            coded_at_half = Some(net.client.recovery_stats(1).unwrap_or_default().coded_sent);
+            coded_at_half = Some(coded_sent(&net));
         }
-        net.client
-            .send_adu(t, 1, payload(i), Fields::new())
-            .unwrap();
+        net.send(i);
     }
-    let end_of_sending = net.client.recovery_stats(1).unwrap_or_default().coded_sent;
-    net.run_until(start + gap * n as u32 + Duration::from_secs(3));
+    let end_of_sending = coded_sent(&net);
+    net.h
+        .run_until(start + gap * n as u32 + Duration::from_secs(3));
     let mut seen = std::collections::BTreeSet::new();
-    for (seq, p) in &net.received {
+    for (seq, p, _) in &net.received() {
         assert_eq!(p, &payload(*seq), "ADU {seq} intact");
         assert!(seen.insert(*seq), "ADU {seq} delivered once");
     }
     Run {
         sent: n,
-        client: net.client.recovery_stats(1).unwrap_or_default(),
-        server: net
-            .server
-            .as_ref()
-            .unwrap()
-            .recovery_stats(1)
-            .unwrap_or_default(),
+        client: net.client().recovery_stats(1).unwrap_or_default(),
+        server: net.server().recovery_stats(1).unwrap_or_default(),
         delivered: seen.len() as u64,
-        lost_datagrams: net.lost_datagrams,
+        lost_datagrams: net.lost_datagrams(),
         coded_while_saturated: end_of_sending - coded_at_half.unwrap(),
-        paths: net.server.as_ref().unwrap().path_estimates(),
-        reported: net.client.reported_path_estimates(),
+        paths: net.server().path_estimates(),
+        reported: net.client().reported_path_estimates(),
     }
 }
 
@@ -367,7 +329,7 @@ fn the_receiver_reports_its_path_estimates_back() {
     assert!((20..=40).contains(&r.server.reports_sent), "{:?}", r.server);
     assert_eq!(r.client.reports_received, r.server.reports_sent);
     let p = r.reported[0];
-    assert_eq!(p.channel, 0);
+    assert_eq!(p.channel, ChannelId::new(0));
     // The report is the server's own estimate of the channel at its last report (the
     // loss average is short and noisy, so only its range is checked).
     let own = r.paths[0];
@@ -396,28 +358,26 @@ fn the_receiver_reports_its_path_estimates_back() {
 fn coded_adus_never_delay_data_and_nothing_is_held_past_the_wait() {
     let gap = Duration::from_millis(40);
     let n = 200;
-    let mut net = Net::new(2000.0, 0.05, 5);
+    let mut net = Net::cbr(2000.0, 0.05, 5);
     let config = StreamConfig {
         recovery: RecoveryConfig::new(RecoveryMode::Oec),
         ..StreamConfig::default()
     };
-    net.client.open_stream(1, config).unwrap();
     let start = Duration::from_millis(300);
-    net.run_until(start);
+    net.connect(config, start);
     let mut sent_at = BTreeMap::new();
     for i in 0..n {
         // Sent 1 ms after a cycle, when the spare slots have just been filled.
         let t = start + gap * i as u32 + Duration::from_millis(1);
-        net.run_until(t);
-        net.client
-            .send_adu(t, 1, payload(i), Fields::new())
-            .unwrap();
+        net.h.run_until(t);
+        net.send(i);
         // The receiver numbers a recovery stream's data ADUs 0, 1, 2...
         sent_at.insert(i, t);
-        net.flush();
+        net.h.flush();
     }
-    net.run_until(start + gap * n as u32 + Duration::from_secs(2));
-    let stats = net.client.recovery_stats(1).unwrap();
+    net.h
+        .run_until(start + gap * n as u32 + Duration::from_secs(2));
+    let stats = net.client().recovery_stats(1).unwrap();
     eprintln!("sparse OEC: {stats:?}");
     // Each idle spell gets coded ADUs until another would yield under MIN_YIELD: about
     // one per lone ADU at 5% loss.
@@ -430,8 +390,8 @@ fn coded_adus_never_delay_data_and_nothing_is_held_past_the_wait() {
     let wait = Duration::from_millis(50);
     let mut worst = Duration::ZERO;
     let mut seen = std::collections::BTreeSet::new();
-    for (&(seq, ref p), &at) in net.received.iter().zip(&net.received_at) {
-        assert_eq!(p, &payload(seq), "ADU {seq} intact");
+    for (seq, p, at) in net.received() {
+        assert_eq!(p, payload(seq), "ADU {seq} intact");
         assert!(seen.insert(seq), "ADU {seq} delivered once");
         let took = at - sent_at[&seq];
         worst = worst.max(took);
@@ -448,53 +408,34 @@ fn coded_adus_never_delay_data_and_nothing_is_held_past_the_wait() {
 /// bottleneck with an unbounded buffer, 640 kbit/s of data for 10 s; returns the median
 /// and 95th percentile of the data's one-way delivery time, and the sender's counts.
 fn behind_a_bottleneck(mode: RecoveryMode) -> (Duration, Duration, RecoveryStats) {
-    let mut net = Net::new(2000.0, 0.0, 9);
-    net.bottleneck = Some((2000.0, Duration::ZERO));
     let cubic = ChannelConfig {
         mtu: MTU,
         ..ChannelConfig::default()
     };
-    let spec = ChannelSpec {
-        local: 0,
-        remote: addr(1),
-        config: cubic.clone(),
-    };
-    net.client = Session::connect(
-        SessionConfig::default(),
-        42,
-        7,
-        vec![spec],
-        vec![addr(0)],
-        Duration::ZERO,
-    )
-    .unwrap();
-    net.server_channel = Some(cubic);
+    let mut net = Net::new(cubic, 0.0, 9, Some(2000.0));
     let config = StreamConfig {
         recovery: RecoveryConfig::new(mode),
         ..StreamConfig::default()
     };
-    net.client.open_stream(1, config).unwrap();
     let start = Duration::from_millis(300);
-    net.run_until(start);
+    net.connect(config, start);
     let n = 2000u64;
     let mut sent_at = BTreeMap::new();
     for i in 0..n {
         let t = start + GAP * i as u32;
-        net.run_until(t);
-        net.client
-            .send_adu(t, 1, payload(i), Fields::new())
-            .unwrap();
+        net.h.run_until(t);
+        net.send(i);
         sent_at.insert(i, t);
     }
-    net.run_until(start + GAP * n as u32 + Duration::from_secs(3));
+    net.h
+        .run_until(start + GAP * n as u32 + Duration::from_secs(3));
     let mut delays: Vec<Duration> = net
-        .received
+        .received()
         .iter()
-        .zip(&net.received_at)
-        .map(|((seq, _), at)| *at - sent_at[seq])
+        .map(|(seq, _, at)| *at - sent_at[seq])
         .collect();
     delays.sort_unstable();
-    let stats = net.client.recovery_stats(1).unwrap_or_default();
+    let stats = net.client().recovery_stats(1).unwrap_or_default();
     (
         delays[delays.len() / 2],
         delays[delays.len() * 95 / 100],

@@ -33,6 +33,7 @@ use std::thread::JoinHandle;
 use tokio::sync::Notify;
 
 use horde_crypto::{SealError, SealKey};
+use horde_policy::ChannelId;
 
 use crate::batch::{Owner, TxQueue};
 
@@ -119,7 +120,7 @@ impl SealBatch {
     pub fn push(
         &mut self,
         crypto: &mut horde_crypto::Session,
-        channel: u8,
+        channel: ChannelId,
         plaintext: &[u8],
         dst: std::net::SocketAddr,
         owner: Owner,
@@ -129,7 +130,9 @@ impl SealBatch {
         let mut start = 0;
         self.queue.push_with(dst, owner, max_segments, |buf| {
             start = buf.len();
-            crypto.prepare_append(channel, plaintext, buf).map(drop)
+            crypto
+                .prepare_append(u8::from(channel), plaintext, buf)
+                .map(drop)
         })?;
         let len = self.queue.buffer_len() - start;
         if !self.keys.last().is_some_and(|k| crypto.is_send_key(k)) {

@@ -75,9 +75,15 @@ impl Driver {
                     let Some(b) = sealer.filling(iface) else {
                         continue;
                     };
-                    let ch = u8::from(t.channel);
-                    if b.push(crypto, ch, &self.tx_buf, t.dst, owner, s.gso_segments())
-                        .is_err()
+                    if b.push(
+                        crypto,
+                        t.channel,
+                        &self.tx_buf,
+                        t.dst,
+                        owner,
+                        s.gso_segments(),
+                    )
+                    .is_err()
                     {
                         self.stats.send_errors += 1;
                         continue;

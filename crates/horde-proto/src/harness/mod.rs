@@ -1,7 +1,8 @@
 //! An in-memory network for tests and fuzzing (feature `harness`): [`Endpoint`]s on
-//! virtual hosts ("nodes"), joined by paths with delay, jitter and loss and an optional
-//! drop filter, driven in virtual time exactly as a real driver drives them: arriving
-//! datagrams through the endpoint, due timers, then every transmit and event drained.
+//! virtual hosts ("nodes"), joined by paths with delay, jitter, loss and an optional
+//! bottleneck rate, and an optional drop filter, driven in virtual time exactly as a real
+//! driver drives them: arriving datagrams through the endpoint, due timers, then every
+//! transmit and event drained.
 //!
 //! ```
 //! # use std::time::Duration;
@@ -115,6 +116,8 @@ pub struct Harness {
     nodes: Vec<Node>,
     default_path: PathConfig,
     paths: HashMap<(SocketAddr, SocketAddr), PathConfig>,
+    /// When the bottleneck queue of each path with a rate next empties.
+    queues: HashMap<(SocketAddr, SocketAddr), Duration>,
     filter: Option<DropFilter>,
     /// (arrival, order of sending) -> datagram.
     wire: BTreeMap<(Duration, u64), Datagram>,
@@ -133,6 +136,7 @@ impl Harness {
             nodes: Vec::new(),
             default_path: PathConfig::default(),
             paths: HashMap::new(),
+            queues: HashMap::new(),
             filter: None,
             wire: BTreeMap::new(),
             order: 0,
@@ -502,12 +506,14 @@ impl Harness {
             self.stats.unroutable += 1;
             return;
         };
-        let path = self
-            .paths
-            .get(&(src, t.dst))
-            .copied()
-            .unwrap_or(self.default_path);
-        let Some(at) = path.arrival(self.now, &mut self.rng) else {
+        let key = (src, t.dst);
+        let path = self.paths.get(&key).copied().unwrap_or(self.default_path);
+        let mut no_queue = Duration::ZERO;
+        let queue_free = match path.rate_kbps {
+            Some(_) => self.queues.entry(key).or_default(),
+            None => &mut no_queue,
+        };
+        let Some(at) = path.arrival(self.now, bytes.len(), queue_free, &mut self.rng) else {
             self.stats.lost += 1;
             return;
         };

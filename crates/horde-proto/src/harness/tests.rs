@@ -107,6 +107,7 @@ fn lossy_jittered_paths_lose_and_reorder() {
             delay: ms(10),
             jitter: ms(20),
             loss: 0.2,
+            rate_kbps: None,
         },
     );
     net.session_mut(cli, c)

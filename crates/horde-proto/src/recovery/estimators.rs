@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use horde_policy::ChannelId;
+
 use super::header::{ReportEntry, NO_DELAY};
 
 /// Length of one capacity measurement interval (§5.2).
@@ -191,7 +193,7 @@ pub(crate) struct PathEstimators {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathEstimate {
     /// The sender's channel.
-    pub channel: u8,
+    pub channel: ChannelId,
     /// Bytes/s, once three intervals agreed.
     pub capacity: Option<f64>,
     /// `d + δ`, ms.
@@ -240,7 +242,7 @@ impl PathEstimators {
         self.capacity.on_packet(now, send_us, bytes);
     }
 
-    pub fn snapshot(&self, channel: u8) -> PathEstimate {
+    pub fn snapshot(&self, channel: ChannelId) -> PathEstimate {
         PathEstimate {
             channel,
             capacity: self.capacity.estimate(),

@@ -9,6 +9,7 @@
 //! ```
 
 use bytes::{BufMut, Bytes};
+use horde_policy::ChannelId;
 use thiserror::Error;
 
 use super::config::MAX_BLOCK_DATA;
@@ -82,7 +83,7 @@ pub enum Frame {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReportEntry {
     /// The sender's channel the estimates are for.
-    pub channel: u8,
+    pub channel: ChannelId,
     /// Loss rate, in units of 1/65535.
     pub loss: u16,
     /// One-way delay estimate `d + δ`, µs; [`NO_DELAY`] when unknown.
@@ -240,7 +241,7 @@ pub fn decode(adu: &Bytes) -> Result<Frame, FrameError> {
                 b[2..]
                     .chunks_exact(REPORT_ENTRY_LEN)
                     .map(|e| ReportEntry {
-                        channel: e[0],
+                        channel: ChannelId::new(e[0]),
                         loss: u16_at(e, 1),
                         delay_us: i32::from_be_bytes([e[3], e[4], e[5], e[6]]),
                         capacity: u32::from_be_bytes([e[7], e[8], e[9], e[10]]),
@@ -259,7 +260,7 @@ pub fn encode_report(entries: &[ReportEntry]) -> Bytes {
     out.put_u8(KIND_REPORT);
     out.put_u8(entries.len() as u8);
     for e in entries {
-        out.put_u8(e.channel);
+        out.put_u8(u8::from(e.channel));
         out.put_u16(e.loss);
         out.put_i32(e.delay_us);
         out.put_u32(e.capacity);
@@ -352,7 +353,7 @@ mod tests {
             proptest::collection::vec(
                 (any::<u8>(), any::<u16>(), any::<i32>(), any::<u32>()).prop_map(
                     |(channel, loss, delay_us, capacity)| ReportEntry {
-                        channel,
+                        channel: ChannelId::new(channel),
                         loss,
                         delay_us,
                         capacity

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use rand::RngCore;
 use thiserror::Error;
 
@@ -64,10 +65,10 @@ pub type Released = (u32, u64, Bytes);
 pub struct RecoveryLayer {
     streams: BTreeMap<u32, StreamRecovery>,
     /// Receiver-side estimators per channel, fed by recovery streams' packets.
-    paths: BTreeMap<u8, PathEstimators>,
+    paths: BTreeMap<ChannelId, PathEstimators>,
     last_report: Option<Duration>,
     /// What the peer measured of this end's channels, from its reports.
-    reported: BTreeMap<u8, PathEstimate>,
+    reported: BTreeMap<ChannelId, PathEstimate>,
     outgoing: Vec<(u32, Outgoing)>,
     released: Vec<(u64, Bytes)>,
 }
@@ -181,7 +182,7 @@ impl RecoveryLayer {
         &mut self,
         stream: u32,
         id: u64,
-        (channel, packet): (u8, u64),
+        (channel, packet): (ChannelId, u64),
         p: f64,
         len: usize,
     ) {
@@ -422,7 +423,7 @@ impl RecoveryLayer {
     pub fn on_path_packet(
         &mut self,
         now: Duration,
-        channel: u8,
+        channel: ChannelId,
         recv_us: u32,
         seq: u64,
         send_us: u32,
@@ -473,7 +474,7 @@ mod tests {
         let mut out = Vec::new();
         for seq in 0..5u64 {
             let now = ms(10 * seq);
-            b.on_path_packet(now, 0, 1000 * seq as u32, seq, 0, 100);
+            b.on_path_packet(now, ChannelId::new(0), 1000 * seq as u32, seq, 0, 100);
             let adu = header::encode_data(seq, b"ip packet");
             b.on_receive(now, 1, ms(50), &adu, &mut out);
         }
@@ -489,10 +490,10 @@ mod tests {
         a.on_receive(ms(60), 2, ms(50), &reports[0].1.payload, &mut out);
         let got = a.reported_estimates();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].channel, 0);
+        assert_eq!(got[0].channel, ChannelId::new(0));
         // An end that sends nothing with recovery reports nothing.
         let mut c = RecoveryLayer::default();
-        c.on_path_packet(ms(0), 0, 0, 0, 0, 100);
+        c.on_path_packet(ms(0), ChannelId::new(0), 0, 0, 0, 100);
         c.on_receive(ms(0), 1, ms(50), &header::encode_data(0, b"x"), &mut out);
         assert!(c.take_outgoing().is_empty());
     }
@@ -504,7 +505,7 @@ mod tests {
         let mut old = RecoveryLayer::default();
         old.open(1, &config).unwrap();
         old.frame(t, 1, 7, Bytes::from_static(b"payload")).unwrap();
-        old.on_transmit(1, 7, (0, 0), 0.1, 16);
+        old.on_transmit(1, 7, (ChannelId::new(0), 0), 0.1, 16);
         assert!(
             !old.on_resolved(1, 7, false),
             "the application hears of the loss"
@@ -524,7 +525,7 @@ mod tests {
             }
             f => panic!("{f:?}"),
         }
-        new.on_transmit(1, 8, (0, 0), 0.1, framed.len());
+        new.on_transmit(1, 8, (ChannelId::new(0), 0), 0.1, framed.len());
         assert!(new.on_resolved(1, 8, false), "not the application's ADU");
         assert!(new.take_outgoing().is_empty(), "and no third copy");
         assert_eq!(new.stats(1).unwrap().retransmitted, 1);
@@ -567,7 +568,7 @@ mod tests {
             );
         }
         old.frame(ms(3), 1, 9, Bytes::from_static(b"b")).unwrap();
-        old.on_transmit(1, 9, (0, 1), 0.1, 10);
+        old.on_transmit(1, 9, (ChannelId::new(0), 1), 0.1, 10);
         let before = old.stats(1).unwrap();
         assert_eq!((before.data_received, before.delivered), (3, 3));
 

@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use rand::RngCore;
 
 use super::block;
@@ -119,7 +120,7 @@ impl Sender {
     }
 
     /// Data ADU `seq` left in packet `packet` (`(channel, packet sequence)`).
-    pub(crate) fn note_packet(&mut self, seq: u64, packet: (u8, u64)) {
+    pub(crate) fn note_packet(&mut self, seq: u64, packet: (ChannelId, u64)) {
         self.window.set_packet(seq, packet);
     }
 
@@ -521,7 +522,7 @@ mod tests {
         for i in 0..n {
             let (seq, framed) = s.frame_data(T, Bytes::from(vec![i as u8 + 1; 20 + i as usize]));
             let packet = seq / per_packet;
-            s.note_packet(seq, (0, packet));
+            s.note_packet(seq, (ChannelId::new(0), packet));
             s.on_transmit(Kind::Data(seq), 0.001, &mut out);
             if !lost.contains(&packet) {
                 d.on_frame(T, header::decode(&framed).unwrap());
@@ -559,7 +560,7 @@ mod tests {
         let mut out = Vec::new();
         for i in 0..30u64 {
             let (seq, _) = s.frame_data(T, Bytes::from(vec![i as u8; 10]));
-            s.note_packet(seq, ((i % 2) as u8, i / 6));
+            s.note_packet(seq, (ChannelId::new((i % 2) as u8), i / 6));
             s.on_transmit(Kind::Data(seq), 0.001, &mut out);
         }
         for _ in 0..50 {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_policy::ChannelId;
 use rand::RngCore;
 
 use super::header::{MAX_DEGREE, MAX_SPAN};
@@ -34,7 +35,7 @@ struct Entry {
     coded: u32,
     /// The packet that carried it, `(channel, packet sequence)`, once known: ADUs packed
     /// into one datagram are lost together.
-    packet: Option<(u8, u64)>,
+    packet: Option<(ChannelId, u64)>,
 }
 
 /// A coded packet: the XOR of the data ADUs `seqs`.
@@ -158,7 +159,7 @@ impl Window {
     }
 
     /// Data ADU `seq` left in packet `packet` (`(channel, packet sequence)`).
-    pub(crate) fn set_packet(&mut self, seq: u64, packet: (u8, u64)) {
+    pub(crate) fn set_packet(&mut self, seq: u64, packet: (ChannelId, u64)) {
         if let Some(e) = self.entries.get_mut(&seq) {
             e.packet.get_or_insert(packet);
         }
@@ -167,12 +168,11 @@ impl Window {
     /// The transmitted ADUs of W grouped by the packet that carried them (an ADU whose
     /// packet is unknown is a group of its own), in sequence order within a group.
     fn loss_groups(&self) -> Vec<Vec<u64>> {
-        let mut groups: BTreeMap<(u8, u64, u64), Vec<u64>> = BTreeMap::new();
+        // Packets in (channel, sequence) order, then the ADUs of unknown packet by
+        // sequence number (`Ok` sorts before `Err`).
+        let mut groups: BTreeMap<Result<(ChannelId, u64), u64>, Vec<u64>> = BTreeMap::new();
         for (&seq, e) in self.entries.iter().filter(|(_, e)| e.p.is_some()) {
-            let key = match e.packet {
-                Some((ch, pkt)) => (0, u64::from(ch), pkt),
-                None => (1, seq, 0),
-            };
+            let key = e.packet.ok_or(seq);
             groups.entry(key).or_default().push(seq);
         }
         groups.into_values().collect()

@@ -60,7 +60,7 @@ impl Session {
         let recv_ts = self.send_ts(now);
         let bytes = wire::DATA_HEADER_LEN + adu.len();
         self.recovery
-            .on_path_packet(now, u8::from(channel), recv_ts, seq, send_ts, bytes);
+            .on_path_packet(now, channel, recv_ts, seq, send_ts, bytes);
         let hold = super::ms(self.config.reorder_hold_ms);
         let mut out = Vec::new();
         self.recovery.on_receive(now, stream, hold, adu, &mut out);

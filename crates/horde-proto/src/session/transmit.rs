@@ -211,8 +211,7 @@ impl Session {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            // The recovery layer keys its per-path estimates by the channel byte.
-            let (ch, p) = (u8::from(slot.channel), slot.loss_probability);
+            let (ch, p) = (slot.channel, slot.loss_probability);
             self.recovery
                 .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
             stream.credit -= q.payload.len() as f64;
