@@ -72,16 +72,17 @@ struct KernelEdge {
     other: u32,
     /// Whether the member is the term's first (the table's row).
     first: bool,
+    /// Where this member's table starts: the kernel's table if it is the first
+    /// member, the transposed one if not.
+    table: u32,
 }
 
 impl KernelEdge {
     /// Index into the kernel tables of this term with the member in slot `own`
-    /// and the other member in slot `other`: the member's row of the table if it
-    /// is the first member, of the transposed table if not.
+    /// and the other member in slot `other`.
     #[inline]
-    fn index(&self, m: usize, kernels: usize, own: usize, other: usize) -> usize {
-        let half = if self.first { 0 } else { kernels };
-        ((half + self.kernel as usize) * m + own) * m + other
+    fn index(&self, m: usize, own: usize, other: usize) -> usize {
+        self.table as usize + own * m + other
     }
 }
 
@@ -499,11 +500,13 @@ impl LocalSearch {
                 } else {
                     let [p, q] = model.pair[h as usize];
                     let first = p as usize == a;
+                    let half = if first { 0 } else { model.kernels.len() };
                     self.kedges.push(KernelEdge {
                         term: h,
                         kernel: k,
                         other: if first { q } else { p },
                         first,
+                        table: ((half + k as usize) * model.m * model.m) as u32,
                     });
                 }
             }
@@ -571,8 +574,6 @@ impl LocalSearch {
         work: &Assignment,
         moved: &[Option<usize>],
     ) -> i128 {
-        let m = ctx.model.m;
-        let kernels = ctx.model.kernels.len();
         let mut gain = 0i128;
         let (distinct, n) = distinct_moved(moved);
         for (i, &x) in distinct[..n].iter().enumerate() {
@@ -601,7 +602,7 @@ impl LocalSearch {
                 let Some(t) = work[e.other as usize] else {
                     continue;
                 };
-                let v = match self.ktab.get(e.index(m, kernels, own, t)) {
+                let v = match self.known_kernel(ctx.model, &e, own, t) {
                     UNKNOWN => {
                         let (s, t) = if e.first { (own, t) } else { (t, own) };
                         self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t)
@@ -615,10 +616,8 @@ impl LocalSearch {
     }
 
     /// Record the pair-kernel terms of `moved` whose value the applied moves
-    /// change (every table entry they need was filled by `kernel_gain`).
+    /// change (every value they need was made known by `kernel_gain`).
     fn kernel_changes(&mut self, model: &Model, work: &Assignment, moved: &[Option<usize>]) {
-        let m = model.m;
-        let kernels = model.kernels.len();
         let (distinct, n) = distinct_moved(moved);
         for (i, &x) in distinct[..n].iter().enumerate() {
             let earlier = &distinct[..i];
@@ -628,7 +627,7 @@ impl LocalSearch {
                     continue;
                 }
                 let v = match (work[x], work[e.other as usize]) {
-                    (Some(s), Some(t)) => self.ktab.get(e.index(m, kernels, s, t)),
+                    (Some(s), Some(t)) => self.known_kernel(model, e, s, t),
                     _ => 0,
                 };
                 if v != self.cur[e.term as usize] {
@@ -636,6 +635,22 @@ impl LocalSearch {
                 }
             }
         }
+    }
+
+    /// The value of edge `e`'s kernel with its member in slot `own` and the other
+    /// in slot `other`, if known: the kernel's one value off the channel once
+    /// computed (those pairs are never tabulated cell by cell), else its table
+    /// cell, which may be [`UNKNOWN`].
+    #[inline]
+    fn known_kernel(&self, model: &Model, e: &KernelEdge, own: usize, other: usize) -> i64 {
+        let k = e.kernel as usize;
+        if self.channel[own] != self.channel[other] && model.kernel_by_correlation[k] {
+            let v = self.off_channel_pair[k];
+            if v != UNKNOWN {
+                return v;
+            }
+        }
+        self.ktab.get(e.index(model.m, own, other))
     }
 
     /// Compute and store kernel `k` at slots `(s, t)`. A kernel read only
