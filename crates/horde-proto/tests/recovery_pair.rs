@@ -158,8 +158,17 @@ struct Run {
     /// Distinct ADUs the application received, each checked byte for byte.
     delivered: u64,
     lost_datagrams: u64,
-    /// Coded ADUs sent while the sender's queue was never empty.
+    /// Coded ADUs sent over the second half of the sending, while the sender's queue
+    /// was never empty.
     coded_while_saturated: u64,
+    /// The most ADUs of the layer's own (coded, repairs) that waited in the client's
+    /// send queue at once, over the same half: coded ADUs made, even if not yet sent.
+    coded_queued_while_saturated: u64,
+    /// The fewest data ADUs that waited in the client's send queue at once, over the
+    /// same half: above 0 when the queue never emptied.
+    least_data_queued: u64,
+    /// Coded ADUs sent after the last data ADU was queued.
+    coded_after_sending: u64,
     paths: Vec<PathEstimate>,
     /// What the server reported back to the client about the client's channel.
     reported: Vec<PathEstimate>,
@@ -198,9 +207,21 @@ fn run_with(
             .coded_sent
     };
     let mut coded_at_half = None;
+    let mut coded_queued_while_saturated = 0;
+    let mut least_data_queued = u64::MAX;
     for i in 0..n {
         let t = start + gap * i as u32;
         net.h.run_until(t);
+        if i >= n / 2 {
+            // ADUs 0..i are queued; what the queue holds beyond the data not yet sent
+            // is the layer's own.
+            let data_sent = net.client().recovery_stats(1).unwrap_or_default().data_sent;
+            let data_queued = i - data_sent;
+            let queued = net.client().queued(1) as u64;
+            least_data_queued = least_data_queued.min(data_queued);
+            coded_queued_while_saturated =
+                coded_queued_while_saturated.max(queued.saturating_sub(data_queued));
+        }
         if i == n / 2 {
             coded_at_half = Some(coded_sent(&net));
         }
@@ -221,6 +242,9 @@ fn run_with(
         delivered: seen.len() as u64,
         lost_datagrams: net.lost_datagrams(),
         coded_while_saturated: end_of_sending - coded_at_half.unwrap(),
+        coded_queued_while_saturated,
+        least_data_queued,
+        coded_after_sending: coded_sent(&net) - end_of_sending,
         paths: net.server().path_estimates(),
         reported: net.client().reported_path_estimates(),
     }
@@ -267,18 +291,29 @@ fn oec_recovers_most_losses_on_a_five_percent_path_using_spare_capacity() {
 
 #[test]
 fn a_saturated_path_gets_no_coded_packets() {
-    // 1.28 Mbit/s of ADUs into 800 kbit/s: the queue never empties while sending.
+    // 1.28 Mbit/s of ADUs (1.42 with their headers) into 1.2 Mbit/s: the queue never
+    // empties while sending, and the backlog left at the end (about 0.45 s) drains
+    // before its ADUs are a second old, so W still holds a tail for OEC to code once the
+    // queue has emptied. (Into 800 kbit/s the backlog took 4.4 s to drain, W forgot every
+    // ADU first, and the only coded ADU was one from before the queue built up.)
     let oec = run(
         RecoveryMode::Oec,
-        800.0,
+        1200.0,
         0.05,
         1000,
         Duration::from_micros(2500),
     );
-    eprintln!("saturated: {:?}", oec.client);
+    eprintln!(
+        "saturated: {:?}; fewest data ADUs queued {}, coded after sending {}",
+        oec.client, oec.least_data_queued, oec.coded_after_sending
+    );
+    assert!(oec.least_data_queued > 0, "the path was saturated");
+    // None sent, and none made to wait behind the data for the queue to drain (a coded
+    // ADU that defers to data is only sent once the data has gone).
     assert_eq!(oec.coded_while_saturated, 0, "{:?}", oec.client);
-    // Once the backlog drains, the tail is protected.
-    assert!(oec.client.coded_sent > 0);
+    assert_eq!(oec.coded_queued_while_saturated, 0, "{:?}", oec.client);
+    // Once the backlog drains, OEC codes again: the tail is protected.
+    assert!(oec.coded_after_sending > 0, "{:?}", oec.client);
 }
 
 #[test]
