@@ -926,6 +926,17 @@ mod tests {
         }
     }
 
+    /// A cycle's input with these ADUs and nothing else.
+    fn adus_only<'a>(adus: &'a [AduView], set: &'a ObjectiveSet) -> ScheduleInput<'a> {
+        ScheduleInput {
+            slots: &[],
+            adus,
+            history: &[],
+            streams: &[],
+            objectives: set,
+        }
+    }
+
     /// Each filter's candidates by the stream-id set (when it has one) and by the
     /// evaluator are the same rows; `fast` says which filters take the set.
     #[test]
@@ -954,13 +965,7 @@ mod tests {
             })
             .collect();
         let set = ObjectiveSet::new();
-        let input = ScheduleInput {
-            slots: &[],
-            adus: &adus,
-            history: &[],
-            streams: &[],
-            objectives: &set,
-        };
+        let input = adus_only(&adus, &set);
         for (filter, fast) in filters {
             let src = format!(
                 "objective {{ context {{ adu:x {{ {filter} }} }} goal {{ true }} utility {{ x {{ 1 }} }} }}"
@@ -991,13 +996,7 @@ mod tests {
         let set = ObjectiveSet::new();
         let run = |n: u64| {
             let adus: Vec<AduView> = (0..n).map(adu).collect();
-            let input = ScheduleInput {
-                slots: &[],
-                adus: &adus,
-                history: &[],
-                streams: &[],
-                objectives: &set,
-            };
+            let input = adus_only(&adus, &set);
             let p = PreparedHose::new(Arc::clone(&o.ir), &input);
             (p.terms(), p.truncated())
         };

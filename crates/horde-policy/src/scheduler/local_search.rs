@@ -638,9 +638,9 @@ impl LocalSearch {
     }
 
     /// The value of edge `e`'s kernel with its member in slot `own` and the other
-    /// in slot `other`, if known: the kernel's one value off the channel once
-    /// computed (those pairs are never tabulated cell by cell), else its table
-    /// cell, which may be [`UNKNOWN`].
+    /// in slot `other`, if known: for slots on different channels, the kernel's one
+    /// value there once computed (read instead of a table cell, so those cells are
+    /// never filled one by one); else its table cell, which may be [`UNKNOWN`].
     #[inline]
     fn known_kernel(&self, model: &Model, e: &KernelEdge, own: usize, other: usize) -> i64 {
         let k = e.kernel as usize;
@@ -655,7 +655,8 @@ impl LocalSearch {
 
     /// Compute and store kernel `k` at slots `(s, t)`. A kernel read only
     /// through correlation has one value for all slot pairs on different
-    /// channels: it is computed for the first such pair and copied after.
+    /// channels: it is computed for the first such pair, and `known_kernel`
+    /// reads it for the others.
     fn fill_kernel(
         &mut self,
         model: &Model,
