@@ -264,11 +264,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the status file {}", args.file.display()))?;
     let snap: Snapshot = serde_json::from_str(&text).map_err(|e| {
+        let (line, col) = position(&e);
         anyhow::anyhow!(
-            "{}:{}:{}: not a horde status file: {e}",
+            "{}:{line}:{col}: not a horde status file: {}",
             args.file.display(),
-            e.line(),
-            e.column()
+            message(&e)
         )
     })?;
     if args.json {
@@ -277,6 +277,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
         print!("{}", render(&snap, unix_ms()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a parse error is, as 1-based line and column like every file error. serde_json
+/// gives the column of the last character it read, 0 when that was a newline or nothing;
+/// a file that ends too early is wrong just past its last character.
+fn position(e: &serde_json::Error) -> (usize, usize) {
+    let col = match e.classify() {
+        serde_json::error::Category::Eof => e.column() + 1,
+        _ => e.column().max(1),
+    };
+    (e.line(), col)
+}
+
+/// A parse error's message without serde_json's own ` at line L column C`.
+fn message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&at).unwrap_or(&text).to_string()
 }
 
 /// The text view, in the manner of `wg show`.

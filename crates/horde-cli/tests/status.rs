@@ -160,19 +160,49 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         "{view}"
     );
 
-    // A file that is not a status file is an error naming the place.
-    std::fs::write(dir.join("bad.status"), "{\n  \"role\": 3\n}\n").unwrap();
-    let out = horde(&["status", dir.join("bad.status").to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("bad.status:2:"),
-        "{}",
-        text(&out.stderr)
-    );
-
     for child in [&mut send, &mut recv] {
         let _ = child.kill();
         let _ = child.wait();
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A file that is not a status file is an error at its line and column, both counted
+/// from 1 as in every other file error: an empty or cut-off file at its end, a wrong
+/// value at the value.
+#[test]
+fn a_file_that_is_not_a_status_file_is_named_at_its_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-badstatus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("", "1:1", "EOF while parsing a value"),
+        ("\n\n", "3:1", "EOF while parsing a value"),
+        (
+            "{\n  \"role\": \"send\",\n",
+            "3:1",
+            "EOF while parsing a value",
+        ),
+        ("{\"role\": \"send\"", "1:16", "EOF while parsing an object"),
+        (
+            "{\n  \"role\": 3\n}\n",
+            "2:11",
+            "invalid type: integer `3`, expected a string",
+        ),
+        ("key_file = \"s.key\"\n", "1:1", "expected value"),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (content, at, message)) in cases.iter().enumerate() {
+        let file = dir.join(format!("{i}.status"));
+        std::fs::write(&file, content).unwrap();
+        let out = horde(&["status", file.to_str().unwrap()]);
+        let want = format!(
+            "error: {}:{at}: not a horde status file: {message}\n",
+            file.display()
+        );
+        if out.status.success() || text(&out.stderr) != want {
+            wrong.push(format!("{content:?}: got {:?}", text(&out.stderr)));
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
