@@ -30,7 +30,7 @@ fn spawn(dir: &Path, args: &[&str]) -> Child {
 }
 
 /// `horde status FILE --json` once the file shows a peer whose channels have all counted
-/// some `counter` (`packets_sent`, `packets_received`), or a failure after the deadline.
+/// some `counter` (`packets_acked`, `packets_received`), or a failure after the deadline.
 fn wait_for_traffic(
     file: &Path,
     channels: usize,
@@ -114,8 +114,9 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         ],
     );
 
+    // The sender's channels count what the receiver acknowledged (it receives only acks).
     let deadline = Instant::now() + Duration::from_secs(8);
-    let s = wait_for_traffic(&send_status, 2, "packets_sent", deadline);
+    let s = wait_for_traffic(&send_status, 2, "packets_acked", deadline);
     assert_eq!(s["role"], "send");
     assert_eq!(s["public_key"], send_pub.as_str());
     let peer = &s["peers"][0];
@@ -153,6 +154,9 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         )),
         "{view}"
     );
+    // Both channels had packets acked in the snapshot above, and counters only grow.
+    assert_eq!(view.matches(" acked, received ").count(), 2, "{view}");
+    assert!(!view.contains(" 0 acked,"), "{view}");
     assert!(
         view.contains(&format!(
             "channel 1: endpoint 127.0.0.1:{p1} via interface 1, up"
