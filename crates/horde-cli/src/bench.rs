@@ -33,9 +33,8 @@ pub enum Command {
 #[derive(clap::Args)]
 pub struct LinksArgs {
     /// Scenario whose channels (links, mtu) are used; its streams are replaced by one
-    /// elastic bulk stream.
-    #[arg(default_value = "scenarios/cellular3.toml")]
-    scenario: PathBuf,
+    /// elastic bulk stream [default: scenarios/cellular3.toml, built in with its traces]
+    scenario: Option<PathBuf>,
     /// Controllers to compare, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "aimd,cubic,bbr,copa")]
     cc: Vec<String>,
@@ -85,12 +84,19 @@ pub fn run(command: Command) -> Result<ExitCode> {
 
 fn links(args: LinksArgs) -> Result<ExitCode> {
     let duration = crate::emu::seconds(args.duration)?;
-    let base = Scenario::load(&args.scenario)?;
     let ccs = args
         .cc
         .iter()
         .map(|k| parse_cc(k).map(|c| (k.clone(), c)))
         .collect::<Result<Vec<_>>>()?;
+    // The built-in scenario's traces stay on disk until the runs are over.
+    let (base, _traces) = match &args.scenario {
+        Some(path) => (Scenario::load(path)?, None),
+        None => {
+            let (s, dir) = builtin_scenario()?;
+            (s, Some(dir))
+        }
+    };
     let mut rows = Vec::new();
     for (name, cc) in &ccs {
         eprintln!("simulating {name} for {} s", duration.as_secs_f64());
@@ -118,6 +124,46 @@ fn links(args: LinksArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The default scenario, with the traces it names, compiled in so that `horde bench
+/// links` runs from any directory.
+const BUILTIN_NAME: &str = "scenarios/cellular3.toml";
+const BUILTIN: &str = include_str!("../../../scenarios/cellular3.toml");
+const BUILTIN_TRACES: [(&str, &str); 3] = [
+    ("cell-a.up", include_str!("../../../traces/cell-a.up")),
+    ("cell-b.up", include_str!("../../../traces/cell-b.up")),
+    ("cell-c.up", include_str!("../../../traces/cell-c.up")),
+];
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The built-in scenario. The links read their traces from files relative to the
+/// scenario's directory, so the traces are written to a temporary directory laid out as
+/// in the repository (`scenarios/` beside `traces/`), which lives as long as the
+/// returned guard.
+fn builtin_scenario() -> Result<(Scenario, TempDir)> {
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("horde-bench-links-{}", std::process::id())));
+    let traces = dir.0.join("traces");
+    let scenarios = dir.0.join("scenarios");
+    for d in [&traces, &scenarios] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    for (name, text) in BUILTIN_TRACES {
+        let path = traces.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut s = Scenario::from_str(BUILTIN, BUILTIN_NAME)?;
+    s.base_dir = scenarios;
+    Ok((s, dir))
 }
 
 fn parse_cc(kind: &str) -> Result<CcConfig> {

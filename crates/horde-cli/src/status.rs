@@ -128,6 +128,12 @@ pub struct ChannelRow {
     pub congestion: String,
     pub packets_sent: u64,
     pub bytes_sent: u64,
+    /// Packets of ours the peer acknowledged (acks that came after the packet was
+    /// declared lost included): what a sender's channel carried.
+    #[serde(default)]
+    pub packets_acked: u64,
+    /// Data packets and pings from the peer: what a receiver's channel carried (a
+    /// sender gets only acks, which are not counted).
     pub packets_received: u64,
     pub lost: u64,
 }
@@ -145,6 +151,7 @@ impl From<&ChannelStatus> for ChannelRow {
             congestion: c.congestion.into(),
             packets_sent: c.stats.packets_sent,
             bytes_sent: c.stats.bytes_sent,
+            packets_acked: c.stats.acked + c.stats.late_acked,
             packets_received: c.stats.packets_received,
             lost: c.stats.lost,
         }
@@ -264,11 +271,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read the status file {}", args.file.display()))?;
     let snap: Snapshot = serde_json::from_str(&text).map_err(|e| {
+        let (line, col) = position(&e);
         anyhow::anyhow!(
-            "{}:{}:{}: not a horde status file: {e}",
+            "{}:{line}:{col}: not a horde status file: {}",
             args.file.display(),
-            e.line(),
-            e.column()
+            message(&e)
         )
     })?;
     if args.json {
@@ -277,6 +284,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
         print!("{}", render(&snap, unix_ms()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a parse error is, as 1-based line and column like every file error. serde_json
+/// gives the column of the last character it read, 0 when that was a newline or nothing;
+/// a file that ends too early is wrong just past its last character.
+fn position(e: &serde_json::Error) -> (usize, usize) {
+    let col = match e.classify() {
+        serde_json::error::Category::Eof => e.column() + 1,
+        _ => e.column().max(1),
+    };
+    (e.line(), col)
+}
+
+/// A parse error's message without serde_json's own ` at line L column C`.
+fn message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&at).unwrap_or(&text).to_string()
 }
 
 /// The text view, in the manner of `wg show`.
@@ -322,7 +347,7 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
             let _ = writeln!(
                 out,
                 "  channel {}: endpoint {} via interface {}, {}, rtt {rtt}, rate {:.0} kbit/s ({}), \
-                 sent {} packets ({}), received {}, lost {} ({:.1}% loss)",
+                 sent {} packets ({}), {} acked, received {}, lost {} ({:.1}% loss)",
                 c.id,
                 c.endpoint,
                 c.interface,
@@ -331,6 +356,7 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
                 c.congestion,
                 c.packets_sent,
                 bytes(c.bytes_sent),
+                c.packets_acked,
                 c.packets_received,
                 c.lost,
                 c.loss * 100.0
@@ -413,6 +439,7 @@ mod tests {
                     congestion: "cubic".into(),
                     packets_sent: 10,
                     bytes_sent: 2048,
+                    packets_acked: 8,
                     packets_received: 3,
                     lost: 1,
                 }],
@@ -435,7 +462,10 @@ mod tests {
             fresh.contains("channel 1: endpoint 127.0.0.1:9 via interface 0, up, rtt 12.3 ms"),
             "{fresh}"
         );
-        assert!(fresh.contains("sent 10 packets (2.0 KiB)"), "{fresh}");
+        assert!(
+            fresh.contains("sent 10 packets (2.0 KiB), 8 acked, received 3, lost 1 (2.0% loss)"),
+            "{fresh}"
+        );
         assert!(!fresh.contains("stale"), "{fresh}");
         assert!(render(&snap, 20_000).contains("stale: last updated 10 s ago"));
     }

@@ -1,7 +1,7 @@
 //! The `horde` binary end to end: exit codes, error messages, output formats.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -821,6 +821,42 @@ fn bench_links_compares_controllers_over_the_cellular_links() {
     assert!(!bad.status.success());
     assert!(text(&bad.stderr).contains("unknown congestion controller \"vegas\""));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Without a scenario, `horde bench links` runs its built-in one (the cellular scenario
+/// with its traces) from any directory, and removes the traces it wrote for the links.
+#[test]
+fn bench_links_runs_its_default_scenario_from_any_directory() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-bench-default-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args([
+            "bench",
+            "links",
+            "--cc",
+            "cubic",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_of(&out);
+    let [row] = rows.as_array().expect("an array of rows").as_slice() else {
+        panic!("one row expected: {rows}");
+    };
+    assert_eq!(row["mode"], "sim", "{row}");
+    assert!(row["capacity_mbps"].as_f64().unwrap() > 5.0, "{row}");
+    assert!(row["goodput_mbps"].as_f64().unwrap() > 0.0, "{row}");
+    let traces = std::env::temp_dir().join(format!("horde-bench-links-{pid}"));
+    assert!(!traces.exists(), "{} left behind", traces.display());
 }
 
 #[test]

@@ -30,7 +30,7 @@ fn spawn(dir: &Path, args: &[&str]) -> Child {
 }
 
 /// `horde status FILE --json` once the file shows a peer whose channels have all counted
-/// some `counter` (`packets_sent`, `packets_received`), or a failure after the deadline.
+/// some `counter` (`packets_acked`, `packets_received`), or a failure after the deadline.
 fn wait_for_traffic(
     file: &Path,
     channels: usize,
@@ -114,8 +114,9 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         ],
     );
 
+    // The sender's channels count what the receiver acknowledged (it receives only acks).
     let deadline = Instant::now() + Duration::from_secs(8);
-    let s = wait_for_traffic(&send_status, 2, "packets_sent", deadline);
+    let s = wait_for_traffic(&send_status, 2, "packets_acked", deadline);
     assert_eq!(s["role"], "send");
     assert_eq!(s["public_key"], send_pub.as_str());
     let peer = &s["peers"][0];
@@ -153,6 +154,9 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         )),
         "{view}"
     );
+    // Both channels had packets acked in the snapshot above, and counters only grow.
+    assert_eq!(view.matches(" acked, received ").count(), 2, "{view}");
+    assert!(!view.contains(" 0 acked,"), "{view}");
     assert!(
         view.contains(&format!(
             "channel 1: endpoint 127.0.0.1:{p1} via interface 1, up"
@@ -160,19 +164,49 @@ fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
         "{view}"
     );
 
-    // A file that is not a status file is an error naming the place.
-    std::fs::write(dir.join("bad.status"), "{\n  \"role\": 3\n}\n").unwrap();
-    let out = horde(&["status", dir.join("bad.status").to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("bad.status:2:"),
-        "{}",
-        text(&out.stderr)
-    );
-
     for child in [&mut send, &mut recv] {
         let _ = child.kill();
         let _ = child.wait();
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A file that is not a status file is an error at its line and column, both counted
+/// from 1 as in every other file error: an empty or cut-off file at its end, a wrong
+/// value at the value.
+#[test]
+fn a_file_that_is_not_a_status_file_is_named_at_its_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-badstatus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("", "1:1", "EOF while parsing a value"),
+        ("\n\n", "3:1", "EOF while parsing a value"),
+        (
+            "{\n  \"role\": \"send\",\n",
+            "3:1",
+            "EOF while parsing a value",
+        ),
+        ("{\"role\": \"send\"", "1:16", "EOF while parsing an object"),
+        (
+            "{\n  \"role\": 3\n}\n",
+            "2:11",
+            "invalid type: integer `3`, expected a string",
+        ),
+        ("key_file = \"s.key\"\n", "1:1", "expected value"),
+    ];
+    let mut wrong = Vec::new();
+    for (i, (content, at, message)) in cases.iter().enumerate() {
+        let file = dir.join(format!("{i}.status"));
+        std::fs::write(&file, content).unwrap();
+        let out = horde(&["status", file.to_str().unwrap()]);
+        let want = format!(
+            "error: {}:{at}: not a horde status file: {message}\n",
+            file.display()
+        );
+        if out.status.success() || text(&out.stderr) != want {
+            wrong.push(format!("{content:?}: got {:?}", text(&out.stderr)));
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -58,6 +58,11 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
 /// at its value rather than an overflow later.
 pub const MAX_SECONDS: f64 = 365.0 * 86_400.0;
 
+/// The highest rate a file may give, in kbit/s: 100 Gbit/s, beyond any path Horde drives,
+/// so that a slip such as `1e30` is an error at its value rather than an infinite rate
+/// in the arithmetic later.
+pub const MAX_KBPS: f64 = 1e8;
+
 /// Problems found in parsed values, each at a key path such as `streams[1].workload.kbps`
 /// (see [`locate`]): errors reject the file, warnings are reported and let it load.
 #[derive(Debug, Default)]
@@ -99,6 +104,16 @@ impl Checks {
             self.error(
                 path,
                 format!("{what} must be at most {max} (a year), got {value}"),
+            );
+        }
+    }
+
+    /// `value` (a rate in kbit/s) must be at most [`MAX_KBPS`].
+    pub fn not_too_fast(&mut self, path: impl Into<String>, what: &str, value: f64) {
+        if value > MAX_KBPS {
+            self.error(
+                path,
+                format!("{what} must be at most {MAX_KBPS} kbit/s (100 Gbit/s), got {value}"),
             );
         }
     }

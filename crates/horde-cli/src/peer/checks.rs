@@ -2,12 +2,14 @@
 //! error at its `file:line:col`, and a warning for an objective that can match no
 //! stream of the file.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::Arc;
 
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
-use horde_proto::{CcConfig, ChannelId, SessionConfig};
+use horde_proto::cc::limits;
+use horde_proto::{CcConfig, ChannelId, SessionConfig, StreamConfig};
 use horde_sim::workload::{stream_seed, WorkloadSpec};
 
 use super::{RecvConfig, SendConfig};
@@ -50,9 +52,11 @@ impl Validate for SendConfig {
             }
             if let Some(k) = s.max_kbps {
                 c.positive(at("max_kbps"), "max_kbps", k);
+                c.not_too_fast(at("max_kbps"), "max_kbps", k);
             }
-            if let Err(e) = s.workload.validate() {
-                c.error(at("workload"), e.to_string());
+            match s.workload.validate() {
+                Err(e) => c.error(at("workload"), e.to_string()),
+                Ok(()) => burst_fits_the_queue(c, &at("workload"), &s.workload),
             }
         }
     }
@@ -105,6 +109,51 @@ impl Validate for RecvConfig {
                 device(c, &format!("interfaces[{i}].device"), dev);
             }
         }
+    }
+}
+
+/// The most a stream's workload hands over at once must fit in the stream's send queue
+/// (`StreamConfig::max_queue_bytes`, which a sender file leaves at its default): the
+/// queue drops its oldest ADUs past its limit, so a larger frame would lose its first
+/// ADUs to make room for its last, every time.
+fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
+    let limit = StreamConfig::default().max_queue_bytes;
+    let Some(b) = workload.largest_burst() else {
+        return;
+    };
+    if b.bytes > limit as f64 {
+        c.error(
+            format!("{at}.{}", b.key),
+            format!(
+                "{} makes {} of {} bytes, more than a stream's send queue holds ({limit} \
+                 bytes): each would lose its first ADUs to make room for its last",
+                b.key, b.what, b.bytes
+            ),
+        );
+    }
+}
+
+/// `value` must be a finite number in `range`.
+fn in_range(c: &mut Checks, path: String, what: &str, value: f64, range: RangeInclusive<f64>) {
+    if !(value.is_finite() && range.contains(&value)) {
+        c.error(
+            path,
+            format!(
+                "{what} must be in {}..={}, got {value}",
+                range.start(),
+                range.end()
+            ),
+        );
+    }
+}
+
+/// `value`, a time in `unit_s` seconds each, must be positive and no longer than the
+/// controllers take ([`limits::SECONDS`]).
+fn controller_time(c: &mut Checks, path: String, what: &str, value: f64, unit_s: f64) {
+    let max = limits::SECONDS.end() / unit_s;
+    c.positive(path.clone(), what, value);
+    if value > max {
+        c.error(path, format!("{what} must be at most {max}, got {value}"));
     }
 }
 
@@ -183,7 +232,9 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
         } => window(c, *initial_window_packets),
         CcConfig::Cbr { kbps, burst_ms } => {
             c.positive(key("kbps"), "cbr kbps", *kbps);
+            c.not_too_fast(key("kbps"), "cbr kbps", *kbps);
             c.non_negative(key("burst_ms"), "burst_ms", *burst_ms);
+            c.not_too_long(key("burst_ms"), "burst_ms", *burst_ms, 1e-3);
         }
         CcConfig::Cubic {
             initial_window_packets,
@@ -192,13 +243,8 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             ..
         } => {
             window(c, *initial_window_packets);
-            c.positive(key("c"), "cubic c", *scale);
-            if !(*beta > 0.0 && *beta < 1.0) {
-                c.error(
-                    key("beta"),
-                    format!("cubic beta must be between 0 and 1, got {beta}"),
-                );
-            }
+            in_range(c, key("c"), "cubic c", *scale, limits::CUBIC_C);
+            in_range(c, key("beta"), "cubic beta", *beta, limits::CUBIC_BETA);
         }
         CcConfig::Bbr {
             initial_window_packets,
@@ -208,19 +254,27 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             probe_rtt_ms,
         } => {
             window(c, *initial_window_packets);
-            c.positive(key("cwnd_gain"), "cwnd_gain", *cwnd_gain);
+            in_range(
+                c,
+                key("cwnd_gain"),
+                "cwnd_gain",
+                *cwnd_gain,
+                limits::BBR_CWND_GAIN,
+            );
             if *bw_window_rounds == 0 {
                 c.error(
                     key("bw_window_rounds"),
                     "bw_window_rounds must be at least 1",
                 );
             }
-            c.positive(
+            controller_time(
+                c,
                 key("min_rtt_window_s"),
                 "min_rtt_window_s",
                 *min_rtt_window_s,
+                1.0,
             );
-            c.positive(key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms);
+            controller_time(c, key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms, 1e-3);
         }
         CcConfig::Copa {
             initial_window_packets,
@@ -229,11 +283,13 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             ..
         } => {
             window(c, *initial_window_packets);
-            c.positive(key("delta"), "copa delta", *delta);
-            c.positive(
+            in_range(c, key("delta"), "copa delta", *delta, limits::COPA_DELTA);
+            controller_time(
+                c,
                 key("min_rtt_window_s"),
                 "min_rtt_window_s",
                 *min_rtt_window_s,
+                1.0,
             );
         }
         CcConfig::Verb {
@@ -241,14 +297,21 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             rtt_rise,
             initial_kbps,
         } => {
-            c.positive(key("period_s"), "verb period_s", *period_s);
-            if rtt_rise.is_nan() || *rtt_rise <= 1.0 {
-                c.error(
-                    key("rtt_rise"),
-                    format!("verb rtt_rise must be above 1, got {rtt_rise}"),
-                );
-            }
-            c.positive(key("initial_kbps"), "verb initial_kbps", *initial_kbps);
+            controller_time(c, key("period_s"), "verb period_s", *period_s, 1.0);
+            in_range(
+                c,
+                key("rtt_rise"),
+                "verb rtt_rise",
+                *rtt_rise,
+                limits::VERB_RTT_RISE,
+            );
+            in_range(
+                c,
+                key("initial_kbps"),
+                "verb initial_kbps",
+                *initial_kbps,
+                limits::VERB_INITIAL_KBPS,
+            );
         }
     }
 }
@@ -496,6 +559,29 @@ bind = "127.0.0.1:7000"
             ("lookahead_ms = 0", "lookahead_ms = 0\nclose_timeout_ms = 1e30", "send.toml:9:20: ", "close_timeout_ms must be at most"),
             ("lookahead_ms = 0", "lookahead_ms = 0\nclose_retry_ms = 0", "send.toml:9:18: ", "close_retry_ms must be a positive"),
             ("lookahead_ms = 0", "lookahead_ms = 0\nphantom_wait_ms = -1", "send.toml:9:19: ", "phantom_wait_ms must be zero or more"),
+            // A frame (or batch, or top-up) larger than the stream's send queue lost its
+            // first ADUs to make room for its last; rates and the controllers' parameters
+            // had no ceiling, and a controller silently used its default for a value
+            // outside what it takes.
+            ("adu_bytes = 200", "adu_bytes = 100000000", "send.toml:26:51: ", "adu_bytes makes frames of 100000000 bytes, more than a stream's send queue holds (262144 bytes)"),
+            ("kind = \"audio\" }", "kind = \"audio\", frame_bytes = 300000 }", "send.toml:30:44: ", "frame_bytes makes frames of 300000 bytes"),
+            ("kind = \"audio\" }", "kind = \"video\", fps = 25, gop = \"IPPP\", kbps = 100000 }", "send.toml:30:61: ", "kbps makes I-frames of 1000000 bytes"),
+            ("kind = \"audio\" }", "kind = \"video\", fps = 25, gop = \"IP\", frame_bytes = { I = 300000, P = 1000 } }", "send.toml:30:66: ", "frame_bytes makes I-frames of 300000 bytes"),
+            ("kind = \"audio\" }", "kind = \"ekg\", sample_hz = 1000000, bytes_per_sample = 4, batch_ms = 1000 }", "send.toml:30:82: ", "batch_ms makes batches of 4000000 bytes"),
+            ("kind = \"audio\" }", "kind = \"bulk\", adu_bytes = 1000, batch = 1000 }", "send.toml:30:55: ", "batch makes top-ups (`batch` frames of `adu_bytes`) of 1000000 bytes"),
+            ("kind = \"audio\" }", "kind = \"bulk\", adu_bytes = 300000 }", "send.toml:30:41: ", "adu_bytes makes frames of 300000 bytes"),
+            ("max_kbps = 100", "max_kbps = 1e30", "send.toml:25:12: ", "max_kbps must be at most 100000000 kbit/s"),
+            ("kbps = 500 }", "kbps = 1e30 }", "send.toml:21:37: ", "cbr kbps must be at most 100000000 kbit/s"),
+            ("kbps = 500 }", "kbps = 500, burst_ms = 1e30 }", "send.toml:21:53: ", "burst_ms must be at most"),
+            ("kind = \"cubic\" }", "kind = \"cubic\", beta = 0.05 }", "send.toml:15:39: ", "cubic beta must be in 0.1..=0.95, got 0.05"),
+            ("kind = \"cubic\" }", "kind = \"cubic\", c = 1e6 }", "send.toml:15:36: ", "cubic c must be in 0.001..=1000"),
+            ("kind = \"cubic\" }", "kind = \"bbr\", cwnd_gain = 20 }", "send.toml:15:42: ", "cwnd_gain must be in 1..=10"),
+            ("kind = \"cubic\" }", "kind = \"bbr\", min_rtt_window_s = 1e7 }", "send.toml:15:49: ", "min_rtt_window_s must be at most 1000000"),
+            ("kind = \"cubic\" }", "kind = \"bbr\", probe_rtt_ms = 1e10 }", "send.toml:15:45: ", "probe_rtt_ms must be at most 1000000000"),
+            ("kind = \"cubic\" }", "kind = \"copa\", delta = 1000 }", "send.toml:15:39: ", "copa delta must be in 0.001..=100"),
+            ("kind = \"cubic\" }", "kind = \"verb\", period_s = 1e7 }", "send.toml:15:42: ", "verb period_s must be at most 1000000"),
+            ("kind = \"cubic\" }", "kind = \"verb\", rtt_rise = 20 }", "send.toml:15:42: ", "verb rtt_rise must be in 1.01..=10"),
+            ("kind = \"cubic\" }", "kind = \"verb\", initial_kbps = 1e7 }", "send.toml:15:46: ", "verb initial_kbps must be in 1..=1000000"),
         ];
         for (from, to, at, message) in send {
             let text = send_toml();

@@ -261,10 +261,32 @@ fn default_copa_delta() -> f64 {
     CopaParams::default().delta
 }
 
-/// `x` if it is a finite number in `lo..=hi`, else `default` (configuration layers
+/// The values of each controller parameter [`CcConfig::build`] takes as given; outside
+/// them it uses the parameter's default instead, so configuration layers refuse what
+/// lies outside.
+pub mod limits {
+    use std::ops::RangeInclusive;
+
+    /// CUBIC's `c`.
+    pub const CUBIC_C: RangeInclusive<f64> = 1e-3..=1e3;
+    /// CUBIC's `beta`.
+    pub const CUBIC_BETA: RangeInclusive<f64> = 0.1..=0.95;
+    /// BBR's `cwnd_gain`.
+    pub const BBR_CWND_GAIN: RangeInclusive<f64> = 1.0..=10.0;
+    /// Copa's `delta`.
+    pub const COPA_DELTA: RangeInclusive<f64> = 1e-3..=100.0;
+    /// Verb's `rtt_rise`.
+    pub const VERB_RTT_RISE: RangeInclusive<f64> = 1.01..=10.0;
+    /// Verb's `initial_kbps`.
+    pub const VERB_INITIAL_KBPS: RangeInclusive<f64> = 1.0..=1e6;
+    /// Times in seconds: `min_rtt_window_s`, `probe_rtt_ms` / 1000, Verb's `period_s`.
+    pub const SECONDS: RangeInclusive<f64> = 0.0..=1e6;
+}
+
+/// `x` if it is a finite number in `range`, else `default` (configuration layers
 /// validate; a controller must never be built from nonsense).
-fn within(x: f64, lo: f64, hi: f64, default: f64) -> f64 {
-    if x.is_finite() && (lo..=hi).contains(&x) {
+fn within(x: f64, range: std::ops::RangeInclusive<f64>, default: f64) -> f64 {
+    if x.is_finite() && range.contains(&x) {
         x
     } else {
         default
@@ -272,7 +294,7 @@ fn within(x: f64, lo: f64, hi: f64, default: f64) -> f64 {
 }
 
 fn secs(x: f64, default: f64) -> Duration {
-    Duration::from_secs_f64(within(x, 0.0, 1e6, default))
+    Duration::from_secs_f64(within(x, limits::SECONDS, default))
 }
 
 /// CUBIC, chosen by measurement over three generated cellular links (docs/congestion.md,
@@ -360,8 +382,8 @@ impl CcConfig {
                     mss,
                     CubicParams {
                         initial_window_packets: initial_window_packets.max(2),
-                        c: within(c, 1e-3, 1e3, d.c),
-                        beta: within(beta, 0.1, 0.95, d.beta),
+                        c: within(c, limits::CUBIC_C, d.c),
+                        beta: within(beta, limits::CUBIC_BETA, d.beta),
                         fast_convergence,
                         hystart,
                         link_loss_reduces,
@@ -380,7 +402,7 @@ impl CcConfig {
                     mss,
                     BbrParams {
                         initial_window_packets: initial_window_packets.max(4),
-                        cwnd_gain: within(cwnd_gain, 1.0, 10.0, d.cwnd_gain),
+                        cwnd_gain: within(cwnd_gain, limits::BBR_CWND_GAIN, d.cwnd_gain),
                         bw_window_rounds: u64::from(bw_window_rounds.max(1)),
                         min_rtt_window: secs(min_rtt_window_s, 10.0),
                         probe_rtt_duration: secs(probe_rtt_ms / 1e3, 0.2),
@@ -398,7 +420,7 @@ impl CcConfig {
                     mss,
                     CopaParams {
                         initial_window_packets: initial_window_packets.max(2),
-                        delta: within(delta, 1e-3, 100.0, d.delta),
+                        delta: within(delta, limits::COPA_DELTA, d.delta),
                         min_rtt_window: secs(min_rtt_window_s, 10.0),
                         drain_cap,
                     },
@@ -414,8 +436,12 @@ impl CcConfig {
                     mss,
                     VerbParams {
                         period: secs(period_s, d.period.as_secs_f64()),
-                        rtt_rise: within(rtt_rise, 1.01, 10.0, d.rtt_rise),
-                        initial_kbps: within(initial_kbps, 1.0, 1e6, d.initial_kbps),
+                        rtt_rise: within(rtt_rise, limits::VERB_RTT_RISE, d.rtt_rise),
+                        initial_kbps: within(
+                            initial_kbps,
+                            limits::VERB_INITIAL_KBPS,
+                            d.initial_kbps,
+                        ),
                         ..d
                     },
                 ))

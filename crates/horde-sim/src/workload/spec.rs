@@ -96,6 +96,16 @@ fn default_batch() -> u32 {
     1
 }
 
+/// The most a source hands over at once ([`WorkloadSpec::largest_burst`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Burst {
+    /// The spec's key that sets it, e.g. `adu_bytes`.
+    pub key: &'static str,
+    /// What it is, plural: `frames`, `I-frames`, `batches`...
+    pub what: &'static str,
+    pub bytes: f64,
+}
+
 /// Why a workload spec cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -247,6 +257,56 @@ impl WorkloadSpec {
                 let gop_bytes = kbps * 1000.0 / 8.0 * gop.len() as f64 / fps;
                 let units: f64 = gop.bytes().map(|t| sizes.get(t)).sum();
                 mean.map(|r| r * gop_bytes / units)
+            }
+        })
+    }
+
+    /// The most bytes the source hands over at once, before they are split into ADUs:
+    /// its frame (a video's largest mean frame, around which `jitter` varies the sizes),
+    /// an EKG batch, or a bulk top-up of `batch` frames. `None` for an invalid spec.
+    pub fn largest_burst(&self) -> Option<Burst> {
+        self.validate().ok()?;
+        let burst = |key, what, bytes| Burst { key, what, bytes };
+        Some(match self {
+            WorkloadSpec::Cbr { adu_bytes, .. } => {
+                burst("adu_bytes", "frames", f64::from(*adu_bytes))
+            }
+            WorkloadSpec::Audio { frame_bytes, .. } => {
+                burst("frame_bytes", "frames", f64::from(*frame_bytes))
+            }
+            WorkloadSpec::Video { gop, kbps, .. } => {
+                let mean = self.video_means().ok()?;
+                let t = gop
+                    .bytes()
+                    .max_by(|a, b| mean[type_index(*a)].total_cmp(&mean[type_index(*b)]))?;
+                let key = if kbps.is_some() {
+                    "kbps"
+                } else {
+                    "frame_bytes"
+                };
+                let what = ["I-frames", "P-frames", "B-frames"][type_index(t)];
+                burst(key, what, mean[type_index(t)].ceil())
+            }
+            WorkloadSpec::Ekg {
+                sample_hz,
+                bytes_per_sample,
+                batch_ms,
+            } => {
+                let samples = (sample_hz * batch_ms / 1000.0).ceil();
+                burst(
+                    "batch_ms",
+                    "batches",
+                    samples * f64::from(*bytes_per_sample),
+                )
+            }
+            WorkloadSpec::Bulk { adu_bytes, batch } => {
+                let frame = f64::from(*adu_bytes);
+                if *batch == 1 {
+                    burst("adu_bytes", "frames", frame)
+                } else {
+                    let bytes = frame * f64::from(*batch);
+                    burst("batch", "top-ups (`batch` frames of `adu_bytes`)", bytes)
+                }
             }
         })
     }
