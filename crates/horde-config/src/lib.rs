@@ -108,6 +108,26 @@ impl Checks {
         }
     }
 
+    /// `value` must be a finite number in `range`.
+    pub fn in_range(
+        &mut self,
+        path: impl Into<String>,
+        what: &str,
+        value: f64,
+        range: std::ops::RangeInclusive<f64>,
+    ) {
+        if !(value.is_finite() && range.contains(&value)) {
+            self.error(
+                path,
+                format!(
+                    "{what} must be in {}..={}, got {value}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    }
+
     /// `value` (a rate in kbit/s) must be at most [`MAX_KBPS`].
     pub fn not_too_fast(&mut self, path: impl Into<String>, what: &str, value: f64) {
         if value > MAX_KBPS {

@@ -2,7 +2,6 @@
 //! error at its `file:line:col`, and a warning for an objective that can match no
 //! stream of the file.
 
-use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -133,20 +132,6 @@ fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
     }
 }
 
-/// `value` must be a finite number in `range`.
-fn in_range(c: &mut Checks, path: String, what: &str, value: f64, range: RangeInclusive<f64>) {
-    if !(value.is_finite() && range.contains(&value)) {
-        c.error(
-            path,
-            format!(
-                "{what} must be in {}..={}, got {value}",
-                range.start(),
-                range.end()
-            ),
-        );
-    }
-}
-
 /// `value`, a time in `unit_s` seconds each, must be positive and no longer than the
 /// controllers take ([`limits::SECONDS`]).
 fn controller_time(c: &mut Checks, path: String, what: &str, value: f64, unit_s: f64) {
@@ -243,8 +228,8 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             ..
         } => {
             window(c, *initial_window_packets);
-            in_range(c, key("c"), "cubic c", *scale, limits::CUBIC_C);
-            in_range(c, key("beta"), "cubic beta", *beta, limits::CUBIC_BETA);
+            c.in_range(key("c"), "cubic c", *scale, limits::CUBIC_C);
+            c.in_range(key("beta"), "cubic beta", *beta, limits::CUBIC_BETA);
         }
         CcConfig::Bbr {
             initial_window_packets,
@@ -254,8 +239,7 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             probe_rtt_ms,
         } => {
             window(c, *initial_window_packets);
-            in_range(
-                c,
+            c.in_range(
                 key("cwnd_gain"),
                 "cwnd_gain",
                 *cwnd_gain,
@@ -283,7 +267,7 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             ..
         } => {
             window(c, *initial_window_packets);
-            in_range(c, key("delta"), "copa delta", *delta, limits::COPA_DELTA);
+            c.in_range(key("delta"), "copa delta", *delta, limits::COPA_DELTA);
             controller_time(
                 c,
                 key("min_rtt_window_s"),
@@ -298,15 +282,13 @@ pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
             initial_kbps,
         } => {
             controller_time(c, key("period_s"), "verb period_s", *period_s, 1.0);
-            in_range(
-                c,
+            c.in_range(
                 key("rtt_rise"),
                 "verb rtt_rise",
                 *rtt_rise,
                 limits::VERB_RTT_RISE,
             );
-            in_range(
-                c,
+            c.in_range(
                 key("initial_kbps"),
                 "verb initial_kbps",
                 *initial_kbps,
