@@ -423,6 +423,36 @@ fn lateness_ms(path: &Path, rate_bps: f64, delay_ms: f64) -> Vec<f64> {
         .collect()
 }
 
+/// How late a real-time thread of this process wakes from 1 ms sleeps, in ms, sorted,
+/// measured while `during` runs: the floor under any emulator's release precision. On a
+/// virtual machine the hypervisor can hold a vCPU for milliseconds, and no release
+/// thread can beat that.
+fn wakeup_lateness_during<T>(during: impl FnOnce() -> T) -> (T, Vec<f64>) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // SCHED_FIFO at the lowest priority: below the emulator's threads, so the
+            // probe takes nothing from them, yet above every normal thread.
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: sets this thread's own policy; `param` outlives the call.
+            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+            let mut late = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let due = Instant::now() + Duration::from_millis(1);
+                std::thread::sleep(Duration::from_millis(1));
+                late.push(Instant::now().saturating_duration_since(due).as_secs_f64() * 1e3);
+            }
+            late
+        })
+    };
+    let result = during();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut late = probe.join().unwrap();
+    late.sort_by(f64::total_cmp);
+    (result, late)
+}
+
 #[test]
 fn the_packet_log_shows_the_models_delay() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -432,16 +462,23 @@ fn the_packet_log_shows_the_models_delay() {
     let dir = std::env::temp_dir().join(format!("horde-shell-log-{}", std::process::id()));
     let pcap = dir.join("pcap");
     let (mut server, port) = flow_server(1);
-    let out = shell(
-        &[
-            "--link",
-            "rate=10mbit,delay=10ms",
-            "--log",
-            dir.to_str().unwrap(),
-            "--pcap",
-            pcap.to_str().unwrap(),
-        ],
-        &format!("$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 2000000"),
+    let (out, machine) = wakeup_lateness_during(|| {
+        shell(
+            &[
+                "--link",
+                "rate=10mbit,delay=10ms",
+                "--log",
+                dir.to_str().unwrap(),
+                "--pcap",
+                pcap.to_str().unwrap(),
+            ],
+            &format!("$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 2000000"),
+        )
+    });
+    let machine_p99 = machine[machine.len() * 99 / 100];
+    eprintln!(
+        "this machine: {} 1 ms sleeps of a real-time thread, p99 wake-up lateness {machine_p99:.3} ms",
+        machine.len()
     );
     server.kill().ok();
     server.wait().ok();
@@ -455,13 +492,19 @@ fn the_packet_log_shows_the_models_delay() {
             "{d}: {} packets, p99 release lateness {p99:.3} ms",
             extra.len()
         );
-        // The log has µs resolution. Packets follow the model: never early, and at p99
-        // within 1 ms of it (the release thread runs SCHED_FIFO, so a busy machine
-        // delays it little; a release that ignored the model would be off by ms).
+        // The log has µs resolution. Packets follow the model: never early, at the
+        // median within 0.5 ms, and at p99 within 1 ms beyond what this machine makes a
+        // real-time thread wait. That wait counts twice: the probe takes one sample per
+        // stall, while every packet due during a stall is released late. (The release
+        // thread runs SCHED_FIFO, so a busy machine delays it little; a release that
+        // ignored the model would be off by ms at the median.)
         let p50 = extra[extra.len() / 2];
         assert!(extra[0] >= -0.002, "{d}: released early: {}", extra[0]);
         assert!(p50 < 0.5, "{d}: median {p50} ms beyond the model's 10 ms");
-        assert!(p99 < 1.0, "{d}: p99 {p99} ms beyond the model's 10 ms");
+        assert!(
+            p99 < 1.0 + 2.0 * machine_p99,
+            "{d}: p99 {p99} ms beyond the model's 10 ms (the machine's own p99: {machine_p99} ms)"
+        );
         // The capture holds a header plus one IPv4 packet per delivered record.
         let cap = std::fs::read(pcap.join(format!("link0-{d}.pcap"))).unwrap();
         assert_eq!(&cap[..4], &0xa1b2_c3d4u32.to_le_bytes());

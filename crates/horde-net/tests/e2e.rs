@@ -56,11 +56,16 @@ async fn pair(channels: usize) -> (Host, Host, horde_net::Connection, horde_net:
 async fn adus_cross_real_sockets_and_every_one_is_accounted_for() {
     let (client, server, mut conn, mut accepted) = pair(3).await;
     conn.open_stream(1, StreamConfig::default()).await.unwrap();
+    // 400-byte ADUs: 500 of them need far more than one channel's initial window, so
+    // every channel that works carries some. (Tiny ADUs pack by the dozen into a packet,
+    // and one channel's first window could take them all; 200 kB stays within the
+    // stream's send queue.)
     for i in 0..500u32 {
         let mut f = Fields::new();
         f.set("n", i64::from(i).into());
-        conn.send_adu_nowait(1, Bytes::from(i.to_be_bytes().to_vec()), f)
-            .unwrap();
+        let mut payload = vec![0u8; 400];
+        payload[..4].copy_from_slice(&i.to_be_bytes());
+        conn.send_adu_nowait(1, Bytes::from(payload), f).unwrap();
     }
     let mut got = BTreeSet::new();
     let recv = async {
