@@ -63,6 +63,16 @@ pub const MAX_SECONDS: f64 = 365.0 * 86_400.0;
 /// in the arithmetic later.
 pub const MAX_KBPS: f64 = 1e8;
 
+/// `value` as a message quotes it: as written for everyday sizes, in exponent form past
+/// them, so that a slip such as `1e300` is not echoed as 301 digits.
+pub fn shown(value: f64) -> String {
+    if value.is_finite() && value != 0.0 && !(1e-6..1e15).contains(&value.abs()) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
 /// Problems found in parsed values, each at a key path such as `streams[1].workload.kbps`
 /// (see [`locate`]): errors reject the file, warnings are reported and let it load.
 #[derive(Debug, Default)]
@@ -85,7 +95,7 @@ impl Checks {
         if !(value.is_finite() && value > 0.0) {
             self.error(
                 path,
-                format!("{what} must be a positive number, got {value}"),
+                format!("{what} must be a positive number, got {}", shown(value)),
             );
         }
     }
@@ -93,7 +103,10 @@ impl Checks {
     /// `value` must be a finite number, zero or more.
     pub fn non_negative(&mut self, path: impl Into<String>, what: &str, value: f64) {
         if !(value.is_finite() && value >= 0.0) {
-            self.error(path, format!("{what} must be zero or more, got {value}"));
+            self.error(
+                path,
+                format!("{what} must be zero or more, got {}", shown(value)),
+            );
         }
     }
 
@@ -103,7 +116,10 @@ impl Checks {
             let max = MAX_SECONDS / unit_s;
             self.error(
                 path,
-                format!("{what} must be at most {max} (a year), got {value}"),
+                format!(
+                    "{what} must be at most {max} (a year), got {}",
+                    shown(value)
+                ),
             );
         }
     }
@@ -120,9 +136,10 @@ impl Checks {
             self.error(
                 path,
                 format!(
-                    "{what} must be in {}..={}, got {value}",
+                    "{what} must be in {}..={}, got {}",
                     range.start(),
-                    range.end()
+                    range.end(),
+                    shown(value)
                 ),
             );
         }
@@ -133,13 +150,21 @@ impl Checks {
         if value > MAX_KBPS {
             self.error(
                 path,
-                format!("{what} must be at most {MAX_KBPS} kbit/s (100 Gbit/s), got {value}"),
+                format!(
+                    "{what} must be at most {MAX_KBPS} kbit/s (100 Gbit/s), got {}",
+                    shown(value)
+                ),
             );
         }
     }
 
     pub fn is_ok(&self) -> bool {
         self.errors.is_empty()
+    }
+
+    /// The errors found so far, as (key path, message), in the order found.
+    pub fn errors(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.errors.iter().map(|(p, m)| (p.as_str(), m.as_str()))
     }
 }
 
@@ -238,6 +263,25 @@ fn segments(path: &str) -> impl Iterator<Item = Segment<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_past_everyday_sizes_are_shown_with_an_exponent() {
+        let cases = [
+            (1e30, "1e30"),
+            (-1e300, "-1e300"),
+            (4.0e15, "4e15"),
+            (1e14, "100000000000000"),
+            (2.5, "2.5"),
+            (0.0, "0"),
+            (-3.0, "-3"),
+            (1e-9, "1e-9"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+        ];
+        for (value, want) in cases {
+            assert_eq!(shown(value), want, "{value}");
+        }
+    }
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]

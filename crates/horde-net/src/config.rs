@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
-use horde_proto::{ChannelConfig, SessionConfig};
+use horde_proto::{ChannelConfig, SessionConfig, MTU_RANGE};
 
 /// Makes the scheduler each new session runs (the endpoint's).
 pub use horde_proto::SchedulerFactory;
@@ -194,9 +194,6 @@ pub enum ConfigError {
 /// How many datagrams the sealing worker's batches gather before they leave together;
 /// a datagram is never sent more than this many behind later-numbered ones.
 pub const SEAL_GROUP_DATAGRAMS: usize = 256;
-
-/// Smallest and largest channel MTU a connection accepts.
-pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
 
 impl HostConfig {
     /// Check what can be checked without sockets.

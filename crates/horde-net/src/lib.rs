@@ -84,7 +84,7 @@ pub use api::{
 pub use config::{
     default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig,
     SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
-    MTU_RANGE,
 };
 pub use driver::HostStats;
 pub use handshake::HandshakeSettings;
+pub use horde_proto::MTU_RANGE;

@@ -110,6 +110,7 @@ pub mod wire;
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{
     AckFrequency, ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation,
+    MTU_RANGE,
 };
 pub use endpoint::{
     AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,

@@ -1,6 +1,7 @@
 //! placeholder
 
 pub mod build;
+pub mod checks;
 pub mod engine;
 pub mod fairness;
 pub mod faults;

@@ -7,14 +7,12 @@ use std::sync::Arc;
 
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
-use horde_proto::cc::limits;
-use horde_proto::{CcConfig, ChannelId, SessionConfig, StreamConfig};
+use horde_proto::{ChannelId, SessionConfig, MTU_RANGE};
+use horde_sim::checks::burst_fits_the_queue;
 use horde_sim::workload::{stream_seed, WorkloadSpec};
 
 use super::{RecvConfig, SendConfig};
 
-/// Smallest and largest channel MTU: room for a useful ADU, and a UDP datagram.
-const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
 /// How long of each workload the objective probe looks at, in s: a video's first
 /// group of pictures and then some.
 const PROBE_SECS: f64 = 2.0;
@@ -111,37 +109,6 @@ impl Validate for RecvConfig {
     }
 }
 
-/// The most a stream's workload hands over at once must fit in the stream's send queue
-/// (`StreamConfig::max_queue_bytes`, which a sender file leaves at its default): the
-/// queue drops its oldest ADUs past its limit, so a larger frame would lose its first
-/// ADUs to make room for its last, every time.
-fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
-    let limit = StreamConfig::default().max_queue_bytes;
-    let Some(b) = workload.largest_burst() else {
-        return;
-    };
-    if b.bytes > limit as f64 {
-        c.error(
-            format!("{at}.{}", b.key),
-            format!(
-                "{} makes {} of {} bytes, more than a stream's send queue holds ({limit} \
-                 bytes): each would lose its first ADUs to make room for its last",
-                b.key, b.what, b.bytes
-            ),
-        );
-    }
-}
-
-/// `value`, a time in `unit_s` seconds each, must be positive and no longer than the
-/// controllers take ([`limits::SECONDS`]).
-fn controller_time(c: &mut Checks, path: String, what: &str, value: f64, unit_s: f64) {
-    let max = limits::SECONDS.end() / unit_s;
-    c.positive(path.clone(), what, value);
-    if value > max {
-        c.error(path, format!("{what} must be at most {max}, got {value}"));
-    }
-}
-
 pub(crate) fn session(c: &mut Checks, s: &SessionConfig) {
     c.non_negative("session.cycle_ms", "cycle_ms (0 = every slot)", s.cycle_ms);
     c.non_negative("session.lookahead_ms", "lookahead_ms", s.lookahead_ms);
@@ -198,103 +165,6 @@ pub(crate) fn session(c: &mut Checks, s: &SessionConfig) {
             "session.early_cycle_slots",
             "early_cycle_slots must be at least 1",
         );
-    }
-}
-
-pub(crate) fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
-    let key = |k: &str| format!("{at}.{k}");
-    let window = |c: &mut Checks, w: u32| {
-        if w == 0 {
-            c.error(
-                key("initial_window_packets"),
-                "initial_window_packets must be at least 1",
-            );
-        }
-    };
-    match cc {
-        CcConfig::Aimd {
-            initial_window_packets,
-        } => window(c, *initial_window_packets),
-        CcConfig::Cbr { kbps, burst_ms } => {
-            c.positive(key("kbps"), "cbr kbps", *kbps);
-            c.not_too_fast(key("kbps"), "cbr kbps", *kbps);
-            c.non_negative(key("burst_ms"), "burst_ms", *burst_ms);
-            c.not_too_long(key("burst_ms"), "burst_ms", *burst_ms, 1e-3);
-        }
-        CcConfig::Cubic {
-            initial_window_packets,
-            c: scale,
-            beta,
-            ..
-        } => {
-            window(c, *initial_window_packets);
-            c.in_range(key("c"), "cubic c", *scale, limits::CUBIC_C);
-            c.in_range(key("beta"), "cubic beta", *beta, limits::CUBIC_BETA);
-        }
-        CcConfig::Bbr {
-            initial_window_packets,
-            cwnd_gain,
-            bw_window_rounds,
-            min_rtt_window_s,
-            probe_rtt_ms,
-        } => {
-            window(c, *initial_window_packets);
-            c.in_range(
-                key("cwnd_gain"),
-                "cwnd_gain",
-                *cwnd_gain,
-                limits::BBR_CWND_GAIN,
-            );
-            if *bw_window_rounds == 0 {
-                c.error(
-                    key("bw_window_rounds"),
-                    "bw_window_rounds must be at least 1",
-                );
-            }
-            controller_time(
-                c,
-                key("min_rtt_window_s"),
-                "min_rtt_window_s",
-                *min_rtt_window_s,
-                1.0,
-            );
-            controller_time(c, key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms, 1e-3);
-        }
-        CcConfig::Copa {
-            initial_window_packets,
-            delta,
-            min_rtt_window_s,
-            ..
-        } => {
-            window(c, *initial_window_packets);
-            c.in_range(key("delta"), "copa delta", *delta, limits::COPA_DELTA);
-            controller_time(
-                c,
-                key("min_rtt_window_s"),
-                "min_rtt_window_s",
-                *min_rtt_window_s,
-                1.0,
-            );
-        }
-        CcConfig::Verb {
-            period_s,
-            rtt_rise,
-            initial_kbps,
-        } => {
-            controller_time(c, key("period_s"), "verb period_s", *period_s, 1.0);
-            c.in_range(
-                key("rtt_rise"),
-                "verb rtt_rise",
-                *rtt_rise,
-                limits::VERB_RTT_RISE,
-            );
-            c.in_range(
-                key("initial_kbps"),
-                "verb initial_kbps",
-                *initial_kbps,
-                limits::VERB_INITIAL_KBPS,
-            );
-        }
     }
 }
 

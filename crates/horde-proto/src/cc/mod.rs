@@ -281,6 +281,12 @@ pub mod limits {
     pub const VERB_INITIAL_KBPS: RangeInclusive<f64> = 1.0..=1e6;
     /// Times in seconds: `min_rtt_window_s`, `probe_rtt_ms` / 1000, Verb's `period_s`.
     pub const SECONDS: RangeInclusive<f64> = 0.0..=1e6;
+    /// `initial_window_packets`: at least one packet; at most far beyond any path's
+    /// bandwidth-delay product, so that a slip is refused rather than taken as "no
+    /// congestion control until the first loss".
+    pub const INITIAL_WINDOW_PACKETS: RangeInclusive<u32> = 1..=100_000;
+    /// BBR's `bw_window_rounds`.
+    pub const BW_WINDOW_ROUNDS: RangeInclusive<u32> = 1..=10_000;
 }
 
 /// `x` if it is a finite number in `range`, else `default` (configuration layers

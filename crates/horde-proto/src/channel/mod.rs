@@ -28,6 +28,10 @@ pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
 pub use view::{ChannelView, ChannelViews};
 
+/// Smallest and largest [`ChannelConfig::mtu`]: room for a useful ADU, and what one UDP
+/// datagram can carry.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65_000;
+
 /// Channel settings.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use horde_config::{shown, Checks};
+use horde_proto::MTU_RANGE;
 use toml::Spanned;
 
 use super::error::Locator;
 use super::raw::{RawChannel, RawScenario, RawStream};
+use crate::checks;
+
 use super::{
-    ChannelSpec, Congestion, HostSpec, Scenario, ScenarioError, SchedulerSpec, StreamRate,
-    StreamSpec,
+    ChannelSpec, HostSpec, Scenario, ScenarioError, SchedulerSpec, StreamRate, StreamSpec,
 };
 
 type Result<T> = std::result::Result<T, ScenarioError>;
@@ -60,7 +63,7 @@ impl Checker<'_> {
         } else {
             Err(self.loc.at(
                 span(v),
-                format!("{what} must be a positive number, got {x}"),
+                format!("{what} must be a positive number, got {}", shown(x)),
             ))
         }
     }
@@ -70,10 +73,36 @@ impl Checker<'_> {
         if x.is_finite() && x >= 0.0 {
             Ok(x)
         } else {
-            Err(self
-                .loc
-                .at(span(v), format!("{what} must be zero or positive, got {x}")))
+            Err(self.loc.at(
+                span(v),
+                format!("{what} must be zero or positive, got {}", shown(x)),
+            ))
         }
+    }
+
+    /// A time in ms, zero or more and at most [`horde_config::MAX_SECONDS`]: every time
+    /// is added to the clock somewhere, so a slip such as `1e300` must not overflow it.
+    fn time_ms(&self, what: &str, v: &Spanned<f64>) -> Result<f64> {
+        let ms = self.non_negative(what, v)?;
+        let max = horde_config::MAX_SECONDS * 1e3;
+        if ms > max {
+            return Err(self.loc.at(
+                span(v),
+                format!("{what} must be at most {max} (a year), got {}", shown(ms)),
+            ));
+        }
+        Ok(ms)
+    }
+
+    /// Run checks shared with `horde send` files; the first error is reported at `at`.
+    fn shared_checks(&self, at: Range<usize>, run: impl FnOnce(&mut Checks)) -> Result<()> {
+        let mut checks = Checks::default();
+        run(&mut checks);
+        let first = checks
+            .errors()
+            .next()
+            .map(|(_, message)| message.to_owned());
+        first.map_or(Ok(()), |message| Err(self.loc.at(at, message)))
     }
 
     fn scenario(&self, raw: RawScenario) -> Result<Scenario> {
@@ -83,8 +112,9 @@ impl Checker<'_> {
             return Err(self.loc.at(
                 span(&raw.duration_s),
                 format!(
-                    "duration_s must be at most {} (a year), got {duration_s}",
-                    horde_config::MAX_SECONDS
+                    "duration_s must be at most {} (a year), got {}",
+                    horde_config::MAX_SECONDS,
+                    shown(duration_s)
                 ),
             ));
         }
@@ -145,10 +175,10 @@ impl Checker<'_> {
             out.kind = self.name("scheduler kind", kind)?;
         }
         if let Some(v) = &s.cycle_ms {
-            out.cycle_ms = self.non_negative("scheduler.cycle_ms", v)?;
+            out.cycle_ms = self.time_ms("scheduler.cycle_ms", v)?;
         }
         if let Some(v) = &s.lookahead_ms {
-            out.lookahead_ms = self.non_negative("scheduler.lookahead_ms", v)?;
+            out.lookahead_ms = self.time_ms("scheduler.lookahead_ms", v)?;
         }
         if let Some(k) = &s.k {
             if *k.get_ref() == 0 {
@@ -160,7 +190,7 @@ impl Checker<'_> {
             out.pack_adus = *p.get_ref();
         }
         if let Some(v) = &s.phantom_wait_ms {
-            out.phantom_wait_ms = self.non_negative("scheduler.phantom_wait_ms", v)?;
+            out.phantom_wait_ms = self.time_ms("scheduler.phantom_wait_ms", v)?;
         }
         Ok(out)
     }
@@ -242,18 +272,21 @@ impl Checker<'_> {
                 [a, b_name]
             }
         };
-        if *c.mtu.get_ref() == 0 {
-            return Err(self.loc.at(span(&c.mtu), "mtu must be at least 1 byte"));
+        let mtu = *c.mtu.get_ref();
+        if !MTU_RANGE.contains(&mtu) {
+            return Err(self.loc.at(
+                span(&c.mtu),
+                format!(
+                    "mtu must be in {}..={}, got {mtu}",
+                    MTU_RANGE.start(),
+                    MTU_RANGE.end()
+                ),
+            ));
         }
         if let Some(cc) = &c.congestion {
-            if let Congestion::Cbr { kbps, .. } = cc.get_ref() {
-                if !(kbps.is_finite() && *kbps > 0.0) {
-                    return Err(self.loc.at(
-                        span(cc),
-                        format!("congestion.kbps must be a positive number, got {kbps}"),
-                    ));
-                }
-            }
+            self.shared_checks(span(cc), |checks| {
+                checks::congestion(checks, "congestion", cc.get_ref());
+            })?;
         }
         let cost_per_kb = match &c.cost_per_kb {
             Some(v) => self.non_negative("cost_per_kb", v)?,
@@ -347,7 +380,11 @@ impl Checker<'_> {
                     format!("stream {id}: give `max_kbps` or `elastic = true`, not both"),
                 ))
             }
-            (Some(m), false) => StreamRate::MaxKbps(self.positive("max_kbps", m)?),
+            (Some(m), false) => {
+                let kbps = self.positive("max_kbps", m)?;
+                self.shared_checks(span(m), |c| c.not_too_fast("", "max_kbps", kbps))?;
+                StreamRate::MaxKbps(kbps)
+            }
             (None, true) => StreamRate::Elastic,
             (None, false) => {
                 return Err(self.loc.at(
@@ -360,6 +397,9 @@ impl Checker<'_> {
             .get_ref()
             .validate()
             .map_err(|e| self.loc.at(span(&s.workload), format!("workload: {e}")))?;
+        self.shared_checks(span(&s.workload), |c| {
+            checks::burst_fits_the_queue(c, "workload", s.workload.get_ref());
+        })?;
         let mut objectives = Vec::with_capacity(s.objectives.len());
         for o in &s.objectives {
             if o.get_ref().is_empty() {

@@ -1,0 +1,156 @@
+//! Checks of values that both `horde send` files and simulator scenarios carry: a
+//! channel's congestion controller and what a stream's workload hands over at once.
+//! Each error goes to a [`Checks`] at its key path under `at`.
+
+use std::ops::RangeInclusive;
+
+use horde_config::{shown, Checks};
+use horde_proto::cc::limits;
+use horde_proto::{CcConfig, StreamConfig};
+
+use crate::workload::WorkloadSpec;
+
+/// Every parameter of `cc` in the range its controller takes (the controllers replace a
+/// value outside it by their default, so it must be refused where it is written).
+pub fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
+    let key = |k: &str| format!("{at}.{k}");
+    let count = |c: &mut Checks, k: &str, value: u32, range: RangeInclusive<u32>| {
+        if !range.contains(&value) {
+            c.error(
+                key(k),
+                format!(
+                    "{k} must be in {}..={}, got {value}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    };
+    let window = |c: &mut Checks, w: u32| {
+        count(
+            c,
+            "initial_window_packets",
+            w,
+            limits::INITIAL_WINDOW_PACKETS,
+        );
+    };
+    match cc {
+        CcConfig::Aimd {
+            initial_window_packets,
+        } => window(c, *initial_window_packets),
+        CcConfig::Cbr { kbps, burst_ms } => {
+            c.positive(key("kbps"), "cbr kbps", *kbps);
+            c.not_too_fast(key("kbps"), "cbr kbps", *kbps);
+            c.non_negative(key("burst_ms"), "burst_ms", *burst_ms);
+            c.not_too_long(key("burst_ms"), "burst_ms", *burst_ms, 1e-3);
+        }
+        CcConfig::Cubic {
+            initial_window_packets,
+            c: scale,
+            beta,
+            ..
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(key("c"), "cubic c", *scale, limits::CUBIC_C);
+            c.in_range(key("beta"), "cubic beta", *beta, limits::CUBIC_BETA);
+        }
+        CcConfig::Bbr {
+            initial_window_packets,
+            cwnd_gain,
+            bw_window_rounds,
+            min_rtt_window_s,
+            probe_rtt_ms,
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(
+                key("cwnd_gain"),
+                "cwnd_gain",
+                *cwnd_gain,
+                limits::BBR_CWND_GAIN,
+            );
+            count(
+                c,
+                "bw_window_rounds",
+                *bw_window_rounds,
+                limits::BW_WINDOW_ROUNDS,
+            );
+            controller_time(
+                c,
+                key("min_rtt_window_s"),
+                "min_rtt_window_s",
+                *min_rtt_window_s,
+                1.0,
+            );
+            controller_time(c, key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms, 1e-3);
+        }
+        CcConfig::Copa {
+            initial_window_packets,
+            delta,
+            min_rtt_window_s,
+            ..
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(key("delta"), "copa delta", *delta, limits::COPA_DELTA);
+            controller_time(
+                c,
+                key("min_rtt_window_s"),
+                "min_rtt_window_s",
+                *min_rtt_window_s,
+                1.0,
+            );
+        }
+        CcConfig::Verb {
+            period_s,
+            rtt_rise,
+            initial_kbps,
+        } => {
+            controller_time(c, key("period_s"), "verb period_s", *period_s, 1.0);
+            c.in_range(
+                key("rtt_rise"),
+                "verb rtt_rise",
+                *rtt_rise,
+                limits::VERB_RTT_RISE,
+            );
+            c.in_range(
+                key("initial_kbps"),
+                "verb initial_kbps",
+                *initial_kbps,
+                limits::VERB_INITIAL_KBPS,
+            );
+        }
+    }
+}
+
+/// `value`, a time in `unit_s` seconds each, must be positive and no longer than the
+/// controllers take ([`limits::SECONDS`]).
+fn controller_time(c: &mut Checks, path: String, what: &str, value: f64, unit_s: f64) {
+    let max = limits::SECONDS.end() / unit_s;
+    c.positive(path.clone(), what, value);
+    if value > max {
+        c.error(
+            path,
+            format!("{what} must be at most {max}, got {}", shown(value)),
+        );
+    }
+}
+
+/// The most a stream's workload hands over at once must fit in the stream's send queue
+/// (`StreamConfig::max_queue_bytes`, which send and scenario files leave at its default): the
+/// queue drops its oldest ADUs past its limit, so a larger frame would lose its first
+/// ADUs to make room for its last, every time.
+pub fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
+    let limit = StreamConfig::default().max_queue_bytes;
+    let Some(b) = workload.largest_burst() else {
+        return;
+    };
+    if b.bytes > limit as f64 {
+        c.error(
+            format!("{at}.{}", b.key),
+            format!(
+                "{} makes {} of {} bytes, more than a stream's send queue holds ({limit} \
+                 bytes): each would lose its first ADUs to make room for its last",
+                b.key, b.what, b.bytes
+            ),
+        );
+    }
+}
