@@ -8,10 +8,10 @@ use horde_config::{shown, Checks};
 use horde_proto::MTU_RANGE;
 use toml::Spanned;
 
-use super::error::Locator;
-use super::raw::{RawChannel, RawScenario, RawStream};
 use crate::checks;
 
+use super::error::Locator;
+use super::raw::{RawChannel, RawScenario, RawStream};
 use super::{
     ChannelSpec, HostSpec, Scenario, ScenarioError, SchedulerSpec, StreamRate, StreamSpec,
 };
