@@ -25,8 +25,8 @@ use crate::stamp;
 mod channels;
 mod checks;
 pub(crate) use channels::{datagram_overhead, ChannelEntry};
-pub(crate) use checks::{device, session};
-pub(crate) use horde_sim::checks::congestion;
+pub(crate) use checks::device;
+pub(crate) use horde_sim::checks::{congestion, session};
 
 #[derive(clap::Args)]
 pub struct SendArgs {

@@ -1,12 +1,13 @@
-//! Checks of values that both `horde send` files and simulator scenarios carry: a
-//! channel's congestion controller and what a stream's workload hands over at once.
-//! Each error goes to a [`Checks`] at its key path under `at`.
+//! Checks of values that several input files carry (`horde send` and tunnel files,
+//! simulator and tunnel scenarios): session, channel and stream settings, a channel's
+//! congestion controller, and what a stream's workload hands over at once. Each error
+//! goes to a [`Checks`] at its key path (under `at` where one is taken).
 
 use std::ops::RangeInclusive;
 
 use horde_config::{shown, Checks};
 use horde_proto::cc::limits;
-use horde_proto::{CcConfig, StreamConfig};
+use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig, MTU_RANGE};
 
 use crate::workload::WorkloadSpec;
 
@@ -152,5 +153,106 @@ pub fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
                 b.key, b.what, b.bytes
             ),
         );
+    }
+}
+
+/// Every time of a session's settings finite, not negative (some above zero) and at
+/// most a year; counts at least 1.
+pub fn session(c: &mut Checks, s: &SessionConfig) {
+    c.non_negative("session.cycle_ms", "cycle_ms (0 = every slot)", s.cycle_ms);
+    c.non_negative("session.lookahead_ms", "lookahead_ms", s.lookahead_ms);
+    c.non_negative(
+        "session.reorder_hold_ms",
+        "reorder_hold_ms",
+        s.reorder_hold_ms,
+    );
+    c.positive(
+        "session.hello_interval_ms",
+        "hello_interval_ms",
+        s.hello_interval_ms,
+    );
+    c.non_negative(
+        "session.phantom_wait_ms",
+        "phantom_wait_ms",
+        s.phantom_wait_ms,
+    );
+    c.non_negative(
+        "session.idle_timeout_ms",
+        "idle_timeout_ms (0 = never)",
+        s.idle_timeout_ms,
+    );
+    c.non_negative(
+        "session.keepalive_ms",
+        "keepalive_ms (0 = never)",
+        s.keepalive_ms,
+    );
+    c.non_negative(
+        "session.close_timeout_ms",
+        "close_timeout_ms",
+        s.close_timeout_ms,
+    );
+    c.positive("session.close_retry_ms", "close_retry_ms", s.close_retry_ms);
+    // Every time is added to the clock somewhere: bounded, a slip cannot overflow it.
+    for (key, value) in [
+        ("cycle_ms", s.cycle_ms),
+        ("lookahead_ms", s.lookahead_ms),
+        ("phantom_wait_ms", s.phantom_wait_ms),
+        ("reorder_hold_ms", s.reorder_hold_ms),
+        ("hello_interval_ms", s.hello_interval_ms),
+        ("idle_timeout_ms", s.idle_timeout_ms),
+        ("keepalive_ms", s.keepalive_ms),
+        ("close_timeout_ms", s.close_timeout_ms),
+        ("close_retry_ms", s.close_retry_ms),
+    ] {
+        c.not_too_long(format!("session.{key}"), key, value, 1e-3);
+    }
+    if s.history_len == 0 {
+        c.error("session.history_len", "history_len must be at least 1");
+    }
+    if s.early_cycle_slots == Some(0) {
+        c.error(
+            "session.early_cycle_slots",
+            "early_cycle_slots must be at least 1",
+        );
+    }
+}
+
+/// A channel's settings: `mtu` in [`MTU_RANGE`], its controller, cost and first RTT.
+pub fn channel(c: &mut Checks, at: &str, ch: &ChannelConfig) {
+    let key = |k: &str| format!("{at}.{k}");
+    if !MTU_RANGE.contains(&ch.mtu) {
+        c.error(
+            key("mtu"),
+            format!(
+                "mtu must be in {}..={}, got {}",
+                MTU_RANGE.start(),
+                MTU_RANGE.end(),
+                ch.mtu
+            ),
+        );
+    }
+    congestion(c, &key("congestion"), &ch.congestion);
+    c.non_negative(key("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
+    c.positive(key("initial_rtt_ms"), "initial_rtt_ms", ch.initial_rtt_ms);
+    c.not_too_long(
+        key("initial_rtt_ms"),
+        "initial_rtt_ms",
+        ch.initial_rtt_ms,
+        1e-3,
+    );
+}
+
+/// A stream's settings: a send queue that holds something, a rate cap within reason.
+pub fn stream(c: &mut Checks, at: &str, s: &StreamConfig) {
+    let key = |k: &str| format!("{at}.{k}");
+    if s.max_queue_bytes == 0 {
+        c.error(
+            key("max_queue_bytes"),
+            format!("{} must be above 0", key("max_queue_bytes")),
+        );
+    }
+    if let Some(k) = s.max_kbps {
+        c.positive(key("max_kbps"), &key("max_kbps"), k);
+        c.not_too_fast(key("max_kbps"), &key("max_kbps"), k);
     }
 }

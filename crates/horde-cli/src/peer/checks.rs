@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
-use horde_proto::{ChannelId, SessionConfig, MTU_RANGE};
-use horde_sim::checks::burst_fits_the_queue;
+use horde_proto::{ChannelId, MTU_RANGE};
+use horde_sim::checks::{burst_fits_the_queue, session};
 use horde_sim::workload::{stream_seed, WorkloadSpec};
 
 use super::{RecvConfig, SendConfig};
@@ -106,65 +106,6 @@ impl Validate for RecvConfig {
                 device(c, &format!("interfaces[{i}].device"), dev);
             }
         }
-    }
-}
-
-pub(crate) fn session(c: &mut Checks, s: &SessionConfig) {
-    c.non_negative("session.cycle_ms", "cycle_ms (0 = every slot)", s.cycle_ms);
-    c.non_negative("session.lookahead_ms", "lookahead_ms", s.lookahead_ms);
-    c.non_negative(
-        "session.reorder_hold_ms",
-        "reorder_hold_ms",
-        s.reorder_hold_ms,
-    );
-    c.positive(
-        "session.hello_interval_ms",
-        "hello_interval_ms",
-        s.hello_interval_ms,
-    );
-    c.non_negative(
-        "session.phantom_wait_ms",
-        "phantom_wait_ms",
-        s.phantom_wait_ms,
-    );
-    c.non_negative(
-        "session.idle_timeout_ms",
-        "idle_timeout_ms (0 = never)",
-        s.idle_timeout_ms,
-    );
-    c.non_negative(
-        "session.keepalive_ms",
-        "keepalive_ms (0 = never)",
-        s.keepalive_ms,
-    );
-    c.non_negative(
-        "session.close_timeout_ms",
-        "close_timeout_ms",
-        s.close_timeout_ms,
-    );
-    c.positive("session.close_retry_ms", "close_retry_ms", s.close_retry_ms);
-    // Every time is added to the clock somewhere: bounded, a slip cannot overflow it.
-    for (key, value) in [
-        ("cycle_ms", s.cycle_ms),
-        ("lookahead_ms", s.lookahead_ms),
-        ("phantom_wait_ms", s.phantom_wait_ms),
-        ("reorder_hold_ms", s.reorder_hold_ms),
-        ("hello_interval_ms", s.hello_interval_ms),
-        ("idle_timeout_ms", s.idle_timeout_ms),
-        ("keepalive_ms", s.keepalive_ms),
-        ("close_timeout_ms", s.close_timeout_ms),
-        ("close_retry_ms", s.close_retry_ms),
-    ] {
-        c.not_too_long(format!("session.{key}"), key, value, 1e-3);
-    }
-    if s.history_len == 0 {
-        c.error("session.history_len", "history_len must be at least 1");
-    }
-    if s.early_cycle_slots == Some(0) {
-        c.error(
-            "session.early_cycle_slots",
-            "early_cycle_slots must be at least 1",
-        );
     }
 }
 

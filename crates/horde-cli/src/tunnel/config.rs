@@ -261,15 +261,7 @@ fn common(
         }
     }
     session(c, s);
-    if stream.max_queue_bytes == 0 {
-        c.error(
-            "stream.max_queue_bytes",
-            "stream.max_queue_bytes must be above 0",
-        );
-    }
-    if let Some(k) = stream.max_kbps {
-        c.positive("stream.max_kbps", "stream.max_kbps", k);
-    }
+    horde_sim::checks::stream(c, "stream", stream);
 }
 
 impl Validate for ClientConfig {

@@ -18,18 +18,16 @@
 //! capacity_kbps = 10000
 //! ```
 
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use horde_config::line_col;
 use horde_links::{Link, LinkSpec};
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::sim::TcpSettings;
 use super::workload::{plan, FlowSpec, PlannedFlow};
-use crate::scenario::{ScenarioError, ScenarioFile};
+use crate::scenario::{Locator, ScenarioError, ScenarioFile};
 
 /// Link seeds derive from the scenario's seed through these stream numbers.
 const UP_LINK: u64 = 0x11_0001;
@@ -86,39 +84,7 @@ pub struct FlowScenario {
     pub base_dir: PathBuf,
 }
 
-/// Turns byte spans of a scenario's text into `FILE:line:col` errors.
-pub(crate) struct Locator<'a> {
-    pub file: &'a str,
-    pub text: &'a str,
-}
-
 impl Locator<'_> {
-    pub fn at(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            file: self.file.to_string(),
-            at: Some(line_col(self.text, span.start)),
-            message: message.into(),
-        }
-    }
-
-    pub fn toml(&self, e: &toml::de::Error) -> ScenarioError {
-        let message = e
-            .message()
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
-        match e.span() {
-            Some(span) => self.at(span, message),
-            None => ScenarioError {
-                file: self.file.to_string(),
-                at: None,
-                message,
-            },
-        }
-    }
-
     /// The `[[flow]]` entries, each checked against the scenario's `duration_s`.
     pub fn flows(
         &self,
@@ -149,26 +115,7 @@ impl FlowScenario {
     pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<FlowScenario, ScenarioError> {
         let loc = Locator { file, text };
         let raw: RawScenario = toml::from_str(text).map_err(|e| loc.toml(&e))?;
-        let duration_s = *raw.duration_s.get_ref();
-        if !(duration_s.is_finite() && duration_s > 0.0) {
-            return Err(loc.at(
-                raw.duration_s.span(),
-                format!("duration_s must be a positive number of seconds, got {duration_s}"),
-            ));
-        }
-        let drain_s = match &raw.drain_s {
-            Some(d) if !(d.get_ref().is_finite() && *d.get_ref() >= 0.0) => {
-                return Err(loc.at(
-                    d.span(),
-                    format!(
-                        "drain_s must be a non-negative number of seconds, got {}",
-                        d.get_ref()
-                    ),
-                ))
-            }
-            Some(d) => *d.get_ref(),
-            None => 60.0,
-        };
+        let (duration_s, drain_s) = loc.run_length(&raw.duration_s, raw.drain_s.as_ref(), 60.0)?;
         if raw.tcp.buffer_bytes < 4096 {
             return Err(ScenarioError {
                 file: file.to_string(),
@@ -298,5 +245,10 @@ bytes = 1000
         assert!(e.starts_with("s.toml:5:6:") && e.contains("link.up"), "{e}");
         let none = GOOD.split("[[flow]]").next().unwrap().to_string();
         assert!(parse(&none).unwrap_err().contains("no [[flow]]"));
+        let drain = GOOD.replace("duration_s = 10", "duration_s = 10\ndrain_s = 1e300");
+        assert_eq!(
+            parse(&drain).unwrap_err(),
+            "s.toml:4:11: drain_s must be at most 31536000 (a year), got 1e300"
+        );
     }
 }

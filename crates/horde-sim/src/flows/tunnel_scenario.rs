@@ -33,6 +33,7 @@
 //! stream = { recovery = { mode = "oec" } }   # merged over [tunnel] stream
 //! ```
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -41,12 +42,12 @@ use horde_proto::{AckFrequency, CcConfig, ChannelConfig, SessionConfig, StreamCo
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::scenario::Locator;
 use super::sim::TcpSettings;
 use super::tunnel::{TunnelLink, TunnelSetup};
 use super::workload::{plan, FlowSpec, PlannedFlow};
 use crate::build::{scheduler, SCHEDULERS};
-use crate::scenario::{ScenarioError, ScenarioFile};
+use crate::checks;
+use crate::scenario::{Locator, ScenarioError, ScenarioFile};
 
 /// The largest IP packet the hosts send.
 pub const IP_MTU: u32 = 1500;
@@ -218,23 +219,7 @@ impl TunnelScenario {
             at: None,
             message,
         };
-        let duration_s = *raw.duration_s.get_ref();
-        if !(duration_s.is_finite() && duration_s > 0.0) {
-            return Err(loc.at(
-                raw.duration_s.span(),
-                format!("duration_s must be a positive number of seconds, got {duration_s}"),
-            ));
-        }
-        let drain_s = match &raw.drain_s {
-            Some(d) if !(d.get_ref().is_finite() && *d.get_ref() >= 0.0) => {
-                return Err(loc.at(
-                    d.span(),
-                    format!("drain_s must be a non-negative number, got {}", d.get_ref()),
-                ))
-            }
-            Some(d) => *d.get_ref(),
-            None => 60.0,
-        };
+        let (duration_s, drain_s) = loc.run_length(&raw.duration_s, raw.drain_s.as_ref(), 60.0)?;
         if raw.tcp.buffer_bytes < 4096 {
             return Err(plain(format!(
                 "tcp.buffer_bytes must be at least 4096, got {}",
@@ -270,6 +255,13 @@ impl TunnelScenario {
                 }
             }
             let channel = |given: &Option<ChannelConfig>, spec: &Spanned<LinkSpec>, dir| {
+                if let Some(config) = given {
+                    loc.checked(l.span(), |c| checks::channel(c, "", config))
+                        .map_err(|mut e| {
+                            e.message = format!("link {}.{dir}_channel: {}", r.name, e.message);
+                            e
+                        })?;
+                }
                 given
                     .clone()
                     .or_else(|| cbr_channel(spec.get_ref(), fraction, acks))
@@ -293,8 +285,14 @@ impl TunnelScenario {
             });
         }
         let session = match &raw.tunnel.session {
-            Some(t) => SessionConfig::deserialize(toml::Value::Table(t.get_ref().clone()))
-                .map_err(|e| loc.at(t.span(), format!("tunnel.session: {}", e.message())))?,
+            Some(t) => {
+                let session = SessionConfig::deserialize(toml::Value::Table(t.get_ref().clone()))
+                    .map_err(|e| {
+                    loc.at(t.span(), format!("tunnel.session: {}", e.message()))
+                })?;
+                loc.checked(t.span(), |c| checks::session(c, &session))?;
+                session
+            }
             None => SessionConfig::default(),
         };
         let base_stream = raw
@@ -304,9 +302,11 @@ impl TunnelScenario {
             .map(|t| t.get_ref().clone())
             .unwrap_or_default();
         let stream_span = raw.tunnel.stream.as_ref().map_or(0..0, |t| t.span());
-        let stream = |table: &toml::Table, span, what: &str| {
-            StreamConfig::deserialize(toml::Value::Table(table.clone()))
-                .map_err(|e| loc.at(span, format!("{what}: {}", e.message())))
+        let stream = |table: &toml::Table, span: Range<usize>, what: &str| {
+            let config = StreamConfig::deserialize(toml::Value::Table(table.clone()))
+                .map_err(|e| loc.at(span.clone(), format!("{what}: {}", e.message())))?;
+            loc.checked(span, |c| checks::stream(c, what, &config))?;
+            Ok::<_, ScenarioError>(config)
         };
         let sched = raw
             .tunnel
@@ -571,6 +571,23 @@ stream = { max_queue_bytes = 5000 }
         assert!(e.starts_with("t.toml:7:") && e.contains("link a.up"), "{e}");
         let e = parse(&GOOD.replace("[tunnel]", "[tunnel]\nacks = \"often\"")).unwrap_err();
         assert!(e.starts_with("t.toml:4:8:") && e.contains("often"), "{e}");
+    }
+
+    #[test]
+    fn session_stream_and_channel_values_are_checked_where_written() {
+        let cases = [
+            ("stream = { ordered = true }", "stream = { ordered = true }\nsession = { lookahead_ms = 1e300 }", "t.toml:5:11: lookahead_ms must be at most 31536000000 (a year), got 1e300"),
+            ("stream = { ordered = true }", "stream = { max_queue_bytes = 0 }", "t.toml:4:10: tunnel.stream.max_queue_bytes must be above 0"),
+            ("stream = { max_queue_bytes = 5000 }", "stream = { max_kbps = 1e30 }", "t.toml:18:1: mode fast: stream.max_kbps must be at most 100000000 kbit/s (100 Gbit/s), got 1e30"),
+            ("duration_s = 10", "duration_s = 10\ndrain_s = 1e20", "t.toml:3:11: drain_s must be at most 31536000 (a year), got 1e20"),
+            ("name = \"a\"", "name = \"a\"\nup_channel = { mtu = 10 }", "t.toml:5:1: link a.up_channel: mtu must be in 64..=65000, got 10"),
+            ("name = \"a\"", "name = \"a\"\ndown_channel = { congestion = { kind = \"cubic\", beta = 3 } }", "t.toml:5:1: link a.down_channel: cubic beta must be in 0.1..=0.95, got 3"),
+        ];
+        for (from, to, want) in cases {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            assert_eq!(parse(&text).unwrap_err(), want);
+        }
     }
 
     #[test]

@@ -183,7 +183,8 @@ impl FlowSpec {
                 Ok(())
             } else {
                 Err(format!(
-                    "{what} must be a non-negative number of seconds, got {v}"
+                    "{what} must be a non-negative number of seconds, got {}",
+                    horde_config::shown(v)
                 ))
             }
         };
@@ -215,11 +216,15 @@ impl FlowSpec {
                 ..
             } => {
                 if !(load > 0.0 && load <= 1.0) {
-                    return Err(format!("load must be in (0, 1], got {load}"));
+                    return Err(format!(
+                        "load must be in (0, 1], got {}",
+                        horde_config::shown(load)
+                    ));
                 }
                 if !(capacity_kbps.is_finite() && capacity_kbps > 0.0) {
                     return Err(format!(
-                        "capacity_kbps must be a positive number, got {capacity_kbps}"
+                        "capacity_kbps must be a positive number, got {}",
+                        horde_config::shown(capacity_kbps)
                     ));
                 }
                 self.sizes().expect("web").validate()?;
@@ -245,7 +250,10 @@ impl FlowSpec {
             } => {
                 request(request_bytes)?;
                 if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
-                    return Err(format!("rate_per_s must be positive, got {rate_per_s}"));
+                    return Err(format!(
+                        "rate_per_s must be positive, got {}",
+                        horde_config::shown(rate_per_s)
+                    ));
                 }
                 window(start_s, stop_s)
             }
@@ -258,7 +266,10 @@ impl FlowSpec {
             } => {
                 request(request_bytes)?;
                 if !(interval_ms.is_finite() && interval_ms > 0.0) {
-                    return Err(format!("interval_ms must be positive, got {interval_ms}"));
+                    return Err(format!(
+                        "interval_ms must be positive, got {}",
+                        horde_config::shown(interval_ms)
+                    ));
                 }
                 if count == 0 {
                     return Err("count must be positive".into());

@@ -3,6 +3,9 @@
 use std::fmt;
 use std::ops::Range;
 
+use horde_config::Checks;
+use toml::Spanned;
+
 /// What is wrong with a scenario and where. Displays as `FILE:line:col: message`, or
 /// `FILE: message` when the problem has no single place (e.g. a missing section).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,50 @@ impl Locator<'_> {
             Some(span) => self.at(span, message),
             None => self.nowhere(message),
         }
+    }
+
+    /// Run checks shared with the other input files ([`crate::checks`]); the first
+    /// error is reported at `span`.
+    pub(crate) fn checked(
+        &self,
+        span: Range<usize>,
+        run: impl FnOnce(&mut Checks),
+    ) -> Result<(), ScenarioError> {
+        let mut checks = Checks::default();
+        run(&mut checks);
+        let first = checks
+            .errors()
+            .next()
+            .map(|(_, message)| message.to_owned());
+        first.map_or(Ok(()), |message| Err(self.at(span, message)))
+    }
+
+    /// `duration_s` (positive) and `drain_s` (zero or more; `default_drain_s` when
+    /// absent), each at most a year so that their sum is a valid clock time.
+    pub(crate) fn run_length(
+        &self,
+        duration_s: &Spanned<f64>,
+        drain_s: Option<&Spanned<f64>>,
+        default_drain_s: f64,
+    ) -> Result<(f64, f64), ScenarioError> {
+        let year = |c: &mut Checks, key: &str, value: f64| c.not_too_long(key, key, value, 1.0);
+        let d = *duration_s.get_ref();
+        self.checked(duration_s.span(), |c| {
+            c.positive("duration_s", "duration_s", d);
+            year(c, "duration_s", d);
+        })?;
+        let drain = match drain_s {
+            Some(s) => {
+                let v = *s.get_ref();
+                self.checked(s.span(), |c| {
+                    c.non_negative("drain_s", "drain_s", v);
+                    year(c, "drain_s", v);
+                })?;
+                v
+            }
+            None => default_drain_s,
+        };
+        Ok((d, drain))
     }
 }
 

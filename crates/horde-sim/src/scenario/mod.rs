@@ -51,6 +51,7 @@ pub use horde_proto::{LossCorrelation, LossPrior};
 
 use crate::workload::WorkloadSpec;
 
+pub(crate) use error::Locator;
 pub use error::ScenarioError;
 
 /// The scenario `Scenario::builtin` returns: the telemedicine setup.

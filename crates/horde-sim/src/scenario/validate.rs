@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use horde_config::{shown, Checks};
+use horde_config::shown;
 use horde_proto::MTU_RANGE;
 use toml::Spanned;
 
@@ -94,30 +94,9 @@ impl Checker<'_> {
         Ok(ms)
     }
 
-    /// Run checks shared with `horde send` files; the first error is reported at `at`.
-    fn shared_checks(&self, at: Range<usize>, run: impl FnOnce(&mut Checks)) -> Result<()> {
-        let mut checks = Checks::default();
-        run(&mut checks);
-        let first = checks
-            .errors()
-            .next()
-            .map(|(_, message)| message.to_owned());
-        first.map_or(Ok(()), |message| Err(self.loc.at(at, message)))
-    }
-
     fn scenario(&self, raw: RawScenario) -> Result<Scenario> {
         let name = self.name("scenario name", &raw.name)?;
-        let duration_s = self.positive("duration_s", &raw.duration_s)?;
-        if duration_s > horde_config::MAX_SECONDS {
-            return Err(self.loc.at(
-                span(&raw.duration_s),
-                format!(
-                    "duration_s must be at most {} (a year), got {}",
-                    horde_config::MAX_SECONDS,
-                    shown(duration_s)
-                ),
-            ));
-        }
+        let (duration_s, _) = self.loc.run_length(&raw.duration_s, None, 0.0)?;
         let scheduler = self.scheduler(&raw)?;
         let hosts = self.hosts(&raw)?;
         if raw.channels.is_empty() {
@@ -284,7 +263,7 @@ impl Checker<'_> {
             ));
         }
         if let Some(cc) = &c.congestion {
-            self.shared_checks(span(cc), |checks| {
+            self.loc.checked(span(cc), |checks| {
                 checks::congestion(checks, "congestion", cc.get_ref());
             })?;
         }
@@ -382,7 +361,8 @@ impl Checker<'_> {
             }
             (Some(m), false) => {
                 let kbps = self.positive("max_kbps", m)?;
-                self.shared_checks(span(m), |c| c.not_too_fast("", "max_kbps", kbps))?;
+                self.loc
+                    .checked(span(m), |c| c.not_too_fast("", "max_kbps", kbps))?;
                 StreamRate::MaxKbps(kbps)
             }
             (None, true) => StreamRate::Elastic,
@@ -397,7 +377,7 @@ impl Checker<'_> {
             .get_ref()
             .validate()
             .map_err(|e| self.loc.at(span(&s.workload), format!("workload: {e}")))?;
-        self.shared_checks(span(&s.workload), |c| {
+        self.loc.checked(span(&s.workload), |c| {
             checks::burst_fits_the_queue(c, "workload", s.workload.get_ref());
         })?;
         let mut objectives = Vec::with_capacity(s.objectives.len());

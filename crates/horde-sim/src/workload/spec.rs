@@ -120,7 +120,8 @@ fn positive(kind: &str, name: &str, v: f64) -> Result<(), WorkloadError> {
         Ok(())
     } else {
         bad(format!(
-            "{kind}: `{name}` must be a positive number, got {v}"
+            "{kind}: `{name}` must be a positive number, got {}",
+            horde_config::shown(v)
         ))
     }
 }
@@ -217,7 +218,10 @@ impl WorkloadSpec {
             ));
         }
         if !(jitter.is_finite() && (0.0..=4.0).contains(jitter)) {
-            return bad(format!("video: `jitter` must be in [0, 4], got {jitter}"));
+            return bad(format!(
+                "video: `jitter` must be in [0, 4], got {}",
+                horde_config::shown(*jitter)
+            ));
         }
         let sizes = match (kbps, frame_bytes) {
             (Some(_), Some(_)) => {
@@ -244,8 +248,10 @@ impl WorkloadSpec {
                     "frame_bytes"
                 };
                 return bad(format!(
-                    "video: `{what}.{}` must be positive because the GoP uses {} frames, got {v}",
-                    t as char, t as char
+                    "video: `{what}.{}` must be positive because the GoP uses {} frames, got {}",
+                    t as char,
+                    t as char,
+                    horde_config::shown(v)
                 ));
             }
         }
