@@ -30,12 +30,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
 pub fn seconds(s: f64) -> Result<Duration> {
     anyhow::ensure!(
         s.is_finite() && s > 0.0,
-        "expected a positive number of seconds, got {s}"
+        "expected a positive number of seconds, got {}",
+        horde_config::shown(s)
     );
     anyhow::ensure!(
         s <= horde_config::MAX_SECONDS,
-        "expected at most {} seconds (a year), got {s}",
-        horde_config::MAX_SECONDS
+        "expected at most {} seconds (a year), got {}",
+        horde_config::MAX_SECONDS,
+        horde_config::shown(s)
     );
     Ok(Duration::from_secs_f64(s))
 }

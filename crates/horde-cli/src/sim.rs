@@ -45,12 +45,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(d) = args.duration {
         anyhow::ensure!(
             d > 0.0 && d.is_finite(),
-            "--duration must be a positive number of seconds, got {d}"
+            "--duration must be a positive number of seconds, got {}",
+            horde_config::shown(d)
         );
         anyhow::ensure!(
             d <= horde_config::MAX_SECONDS,
-            "--duration must be at most {} seconds (a year), got {d}",
-            horde_config::MAX_SECONDS
+            "--duration must be at most {} seconds (a year), got {}",
+            horde_config::MAX_SECONDS,
+            horde_config::shown(d)
         );
         scenario.duration_s = d;
     }

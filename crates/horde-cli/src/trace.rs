@@ -82,7 +82,7 @@ fn generate(args: GenArgs) -> Result<ExitCode> {
         (1.0..=cellular::MAX_DURATION_MS as f64).contains(&duration_ms),
         "--duration-s must be between 0.001 and {} seconds, got {}",
         cellular::MAX_DURATION_MS / 1000,
-        args.duration_s
+        horde_config::shown(args.duration_s)
     );
     let trace = cellular::generate(&params, duration_ms as u64, args.seed)?;
     match &args.out {
