@@ -133,7 +133,8 @@ fn bad_scenarios_and_arguments_get_clear_errors() {
     let out = horde(&["sim", "--duration", "1e30"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("--duration must be at most 31536000 seconds (a year), got 1e30"),
+        text(&out.stderr)
+            .contains("--duration must be at most 31536000 seconds (a year), got 1e30"),
         "{}",
         text(&out.stderr)
     );

@@ -145,6 +145,26 @@ impl Checks {
         }
     }
 
+    /// `value`, a count or a size, must be in `range`.
+    pub fn count_in(
+        &mut self,
+        path: impl Into<String>,
+        what: &str,
+        value: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) {
+        if !range.contains(&value) {
+            self.error(
+                path,
+                format!(
+                    "{what} must be in {}..={}, got {value}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+        }
+    }
+
     /// `value` (a rate in kbit/s) must be at most [`MAX_KBPS`].
     pub fn not_too_fast(&mut self, path: impl Into<String>, what: &str, value: f64) {
         if value > MAX_KBPS {

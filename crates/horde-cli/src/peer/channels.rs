@@ -9,6 +9,7 @@ use horde_config::Checks;
 use horde_crypto::PublicKey;
 use horde_net::{ChannelTarget, ConnectConfig, InterfaceConfig};
 use horde_proto::{CcConfig, ChannelConfig};
+use horde_sim::checks::widened;
 use serde::Deserialize;
 
 /// One channel: a local socket (or device) and the peer's address it sends to. The
@@ -53,17 +54,7 @@ impl<const M: u32> ChannelEntry<M> {
                     c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
                 }
             }
-            if !mtus.contains(&ch.mtu) {
-                c.error(
-                    at("mtu"),
-                    format!(
-                        "mtu must be in {}..={}, got {}",
-                        mtus.start(),
-                        mtus.end(),
-                        ch.mtu
-                    ),
-                );
-            }
+            c.count_in(at("mtu"), "mtu", ch.mtu.into(), widened(mtus.clone()));
             if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
                 c.error(
                     at("remote"),

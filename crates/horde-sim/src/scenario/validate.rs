@@ -252,16 +252,9 @@ impl Checker<'_> {
             }
         };
         let mtu = *c.mtu.get_ref();
-        if !MTU_RANGE.contains(&mtu) {
-            return Err(self.loc.at(
-                span(&c.mtu),
-                format!(
-                    "mtu must be in {}..={}, got {mtu}",
-                    MTU_RANGE.start(),
-                    MTU_RANGE.end()
-                ),
-            ));
-        }
+        self.loc.checked(span(&c.mtu), |c| {
+            c.count_in("mtu", "mtu", mtu.into(), checks::widened(MTU_RANGE));
+        })?;
         if let Some(cc) = &c.congestion {
             self.loc.checked(span(cc), |checks| {
                 checks::congestion(checks, "congestion", cc.get_ref());
