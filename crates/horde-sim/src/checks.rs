@@ -16,7 +16,7 @@ use crate::workload::WorkloadSpec;
 pub fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
     let key = |k: &str| format!("{at}.{k}");
     let count = |c: &mut Checks, k: &str, value: u32, range: RangeInclusive<u32>| {
-        c.count_in(key(k), k, value.into(), widened(range));
+        c.count_in(key(k), k, value.into(), widened(&range));
     };
     let window = |c: &mut Checks, w: u32| {
         count(
@@ -211,7 +211,7 @@ pub fn session(c: &mut Checks, s: &SessionConfig) {
 /// A channel's settings: `mtu` in [`MTU_RANGE`], its controller, cost and first RTT.
 pub fn channel(c: &mut Checks, at: &str, ch: &ChannelConfig) {
     let key = |k: &str| format!("{at}.{k}");
-    c.count_in(key("mtu"), "mtu", ch.mtu.into(), widened(MTU_RANGE));
+    c.count_in(key("mtu"), "mtu", ch.mtu.into(), widened(&MTU_RANGE));
     congestion(c, &key("congestion"), &ch.congestion);
     c.non_negative(key("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
     c.positive(key("initial_rtt_ms"), "initial_rtt_ms", ch.initial_rtt_ms);
@@ -239,6 +239,6 @@ pub fn stream(c: &mut Checks, at: &str, s: &StreamConfig) {
 }
 
 /// A range of `u32`s as the `u64`s [`Checks::count_in`] takes.
-pub fn widened(range: RangeInclusive<u32>) -> RangeInclusive<u64> {
+pub fn widened(range: &RangeInclusive<u32>) -> RangeInclusive<u64> {
     u64::from(*range.start())..=u64::from(*range.end())
 }

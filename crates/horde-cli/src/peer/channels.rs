@@ -54,7 +54,7 @@ impl<const M: u32> ChannelEntry<M> {
                     c.error(at("name"), format!("two [[channels]] are named \"{n}\""));
                 }
             }
-            c.count_in(at("mtu"), "mtu", ch.mtu.into(), widened(mtus.clone()));
+            c.count_in(at("mtu"), "mtu", ch.mtu.into(), widened(&mtus));
             if ch.remote.port() == 0 || ch.remote.ip().is_unspecified() {
                 c.error(
                     at("remote"),

@@ -231,7 +231,7 @@ impl TunConfig {
 }
 
 fn mtu(c: &mut Checks, at: &str, mtu: u32) {
-    c.count_in(at, "mtu", mtu.into(), widened(TUNNEL_MTU));
+    c.count_in(at, "mtu", mtu.into(), widened(&TUNNEL_MTU));
 }
 
 fn common(

@@ -253,7 +253,7 @@ impl Checker<'_> {
         };
         let mtu = *c.mtu.get_ref();
         self.loc.checked(span(&c.mtu), |c| {
-            c.count_in("mtu", "mtu", mtu.into(), checks::widened(MTU_RANGE));
+            c.count_in("mtu", "mtu", mtu.into(), checks::widened(&MTU_RANGE));
         })?;
         if let Some(cc) = &c.congestion {
             self.loc.checked(span(cc), |checks| {
