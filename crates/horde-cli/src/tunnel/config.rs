@@ -533,6 +533,13 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
             (
                 true,
                 "max_queue_bytes = 262144",
+                "max_queue_bytes = 262144\nmax_kbps = 1e30",
+                "c.toml:11:12: ",
+                "stream.max_kbps must be at most 100000000 kbit/s (100 Gbit/s), got 1e30",
+            ),
+            (
+                true,
+                "max_queue_bytes = 262144",
                 "max_queue = 1",
                 "c.toml:10:1: ",
                 "unknown field",
