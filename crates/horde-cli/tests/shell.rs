@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -423,34 +424,27 @@ fn lateness_ms(path: &Path, rate_bps: f64, delay_ms: f64) -> Vec<f64> {
         .collect()
 }
 
-/// How late a real-time thread of this process wakes from 1 ms sleeps, in ms, sorted,
-/// measured while `during` runs: the floor under any emulator's release precision. On a
-/// virtual machine the hypervisor can hold a vCPU for milliseconds, and no release
-/// thread can beat that.
-fn wakeup_lateness_during<T>(during: impl FnOnce() -> T) -> (T, Vec<f64>) {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let probe = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            // SCHED_FIFO at the lowest priority: below the emulator's threads, so the
-            // probe takes nothing from them, yet above every normal thread.
-            let param = libc::sched_param { sched_priority: 1 };
-            // SAFETY: sets this thread's own policy; `param` outlives the call.
-            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
-            let mut late = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let due = Instant::now() + Duration::from_millis(1);
-                std::thread::sleep(Duration::from_millis(1));
-                late.push(Instant::now().saturating_duration_since(due).as_secs_f64() * 1e3);
-            }
-            late
-        })
-    };
+/// Runs `during` beside a real-time stall probe (`SCHED_FIFO` at the lowest priority:
+/// below the emulator's threads, so it takes nothing from them, yet above every normal
+/// thread); returns its result and the probe's p99 wake-up lateness in ms. On a virtual
+/// machine the hypervisor can hold a vCPU for milliseconds, and no release thread can
+/// beat that.
+fn with_stall_probe<T>(during: impl FnOnce() -> T) -> (T, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = horde_emu::spawn_stall_probe(stop.clone(), || {
+        let param = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sets this thread's own policy; `param` outlives the call.
+        unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    });
     let result = during();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut late = probe.join().unwrap();
-    late.sort_by(f64::total_cmp);
-    (result, late)
+    stop.store(true, Ordering::Relaxed);
+    let stalls = probe.join().unwrap();
+    let p99 = stalls.quantile(0.99).as_secs_f64() * 1e3;
+    eprintln!(
+        "this machine: {} 1 ms sleeps of a real-time thread, p99 wake-up lateness {p99:.3} ms",
+        stalls.count()
+    );
+    (result, p99)
 }
 
 #[test]
@@ -462,7 +456,7 @@ fn the_packet_log_shows_the_models_delay() {
     let dir = std::env::temp_dir().join(format!("horde-shell-log-{}", std::process::id()));
     let pcap = dir.join("pcap");
     let (mut server, port) = flow_server(1);
-    let (out, machine) = wakeup_lateness_during(|| {
+    let (out, machine_p99) = with_stall_probe(|| {
         shell(
             &[
                 "--link",
@@ -475,11 +469,6 @@ fn the_packet_log_shows_the_models_delay() {
             &format!("$HORDE flow client --connect $HORDE_SHELL_HOST:{port} --bytes 2000000"),
         )
     });
-    let machine_p99 = machine[machine.len() * 99 / 100];
-    eprintln!(
-        "this machine: {} 1 ms sleeps of a real-time thread, p99 wake-up lateness {machine_p99:.3} ms",
-        machine.len()
-    );
     server.kill().ok();
     server.wait().ok();
     assert_eq!(client_json(&out)["checksum_ok"], true);
@@ -494,8 +483,8 @@ fn the_packet_log_shows_the_models_delay() {
         );
         // The log has µs resolution. Packets follow the model: never early, at the
         // median within 0.5 ms, and at p99 within 1 ms beyond what this machine makes a
-        // real-time thread wait. That wait counts twice: the probe takes one sample per
-        // stall, while every packet due during a stall is released late. (The release
+        // real-time thread wait, counted twice as a margin: after a stall the release
+        // thread sends every packet due during it one after another. (The release
         // thread runs SCHED_FIFO, so a busy machine delays it little; a release that
         // ignored the model would be off by ms at the median.)
         let p50 = extra[extra.len() / 2];

@@ -1,37 +1,12 @@
 //! What the benches share: the link they load, a probe for stalls of the whole machine, and
 //! a unit for printing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use std::path::Path;
+use std::time::Duration;
 
-use horde_emu::Histogram;
 use horde_links::{DelaySpec, Link, LinkSpec, RateSpec};
 
-/// A thread waking every millisecond without spinning until `stop`, recording how late it
-/// wakes: stalls of the whole machine during a run, for reading its figures. `setup` runs
-/// first on the probe's own thread (scheduling class, timer slack).
-pub fn spawn_stall_probe(
-    stop: Arc<AtomicBool>,
-    setup: impl FnOnce() + Send + 'static,
-) -> std::thread::JoinHandle<Histogram> {
-    std::thread::spawn(move || {
-        setup();
-        let mut h = Histogram::new();
-        let mut deadline = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            deadline += Duration::from_millis(1);
-            let now = Instant::now();
-            if deadline > now {
-                std::thread::sleep(deadline - now);
-            }
-            h.record(Instant::now().saturating_duration_since(deadline));
-        }
-        h
-    })
-}
+pub use horde_emu::spawn_stall_probe;
 
 /// A duration in microseconds.
 pub fn us(d: Duration) -> f64 {
