@@ -22,11 +22,8 @@ use crate::live::Live;
 use crate::report::{render_recv, render_send, RecvReport, SendReport};
 use crate::stamp;
 
-mod channels;
 mod checks;
-pub(crate) use channels::{datagram_overhead, ChannelEntry};
-pub(crate) use checks::device;
-pub(crate) use horde_sim::checks::{congestion, session};
+pub(crate) use horde_tunnel::channels::{device, ChannelEntry};
 
 #[derive(clap::Args)]
 pub struct SendArgs {
