@@ -219,7 +219,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, c)| c.name.clone().unwrap_or_else(|| format!("ch{i}")))
         .collect();
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(keypair, SendChannel::interfaces(&cfg.channels));
         host_cfg.session = cfg.session.clone();
@@ -341,7 +341,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     let idle = (idle_s > 0.0).then(|| Duration::from_secs_f64(idle_s));
     let hold = Duration::from_secs_f64(cfg.in_order_hold_ms.max(0.0) / 1e3);
     let json = args.json;
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
             keypair,

@@ -40,8 +40,7 @@ pub struct RunArgs {
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = horde_emu::sys::is_root();
     let (args, which) = match &command {
         Command::Client(a) => (a, "client"),
         Command::Server(a) => (a, "server"),
@@ -136,7 +135,7 @@ fn server(args: &RunArgs) -> Result<Report> {
 /// The run ends on Ctrl-C or after `--duration`.
 fn until(args: &RunArgs) -> Result<Until> {
     let duration = args.duration.map(crate::emu::seconds).transpose()?;
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     Ok(Until {
         deadline: duration.map(|d| Instant::now() + d),
         interrupted: Box::new(move || sigint.interrupted()),

@@ -15,12 +15,11 @@ mod packet_log;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use horde_emu::{
-    link_seed, Emulator, EmulatorHandle, PacketLogging, PacketPort, PortChannel, TimerOptions,
+    link_seed, sys, Emulator, EmulatorHandle, PacketLogging, PacketPort, PortChannel, TimerOptions,
 };
 use horde_links::LinkError;
 
@@ -66,25 +65,6 @@ pub struct Args {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
-}
-
-/// The signal that asked the shell to stop (0: none yet).
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_stop_signal(sig: libc::c_int) {
-    STOP_SIGNAL.store(sig, Ordering::SeqCst);
-}
-
-fn catch_stop_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
 }
 
 /// The built `up` and `down` models of one link.
@@ -138,14 +118,13 @@ fn build_channels(links: &[LinkArg], seed: u64) -> Result<Vec<LinkModels>> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let links = parse_links(&args.links)?;
     let models = build_channels(&links, args.seed)?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !sys::is_root() {
         bail!(
             "horde shell needs root (it creates a network namespace and TUN devices); \
              run it with sudo"
         );
     }
-    catch_stop_signals();
+    sys::catch_stop_signals();
     let ns = Namespace::create()?;
     ns.prepare()?;
     let devices = (0..links.len())
@@ -253,14 +232,12 @@ fn supervise(
         if let Some(logs) = logs.as_deref_mut() {
             logs.write(emu.take_packet_records())?;
         }
-        let sig = STOP_SIGNAL.load(Ordering::SeqCst);
-        match forwarded {
-            None if sig != 0 => {
-                // SAFETY: signals our own child.
-                unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        match (forwarded, sys::stop_signal()) {
+            (None, Some(sig)) => {
+                let _ = sys::kill(child.id() as libc::pid_t, sig);
                 forwarded = Some(Instant::now());
             }
-            Some(at) if at.elapsed() > GRACE => {
+            (Some(at), _) if at.elapsed() > GRACE => {
                 let _ = child.kill();
             }
             _ => {}
