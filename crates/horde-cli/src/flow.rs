@@ -15,14 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use horde_emu::sys;
 use serde::Serialize;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::SockAddr;
 
-/// `IPPROTO_MPTCP` (not in every libc).
-const IPPROTO_MPTCP: i32 = 262;
-/// `SOL_MPTCP` and `MPTCP_TCPINFO`: per-subflow `tcp_info` of an MPTCP socket.
-const SOL_MPTCP: i32 = 284;
-const MPTCP_TCPINFO: i32 = 2;
 const CHUNK: usize = 64 * 1024;
 const RTT_SAMPLE_EVERY: Duration = Duration::from_millis(10);
 
@@ -142,15 +138,6 @@ impl Payload {
     }
 }
 
-pub(crate) fn stream_socket(addr: SocketAddr, mptcp: bool) -> std::io::Result<Socket> {
-    let protocol = if mptcp {
-        Protocol::from(IPPROTO_MPTCP)
-    } else {
-        Protocol::TCP
-    };
-    Socket::new(Domain::for_address(addr), Type::STREAM, Some(protocol))
-}
-
 #[derive(Serialize)]
 struct ServerReport {
     peer: String,
@@ -165,9 +152,9 @@ fn server(args: ServerArgs) -> Result<ExitCode> {
     if args.workload {
         return crate::flows::server(args.listen, args.count);
     }
-    let (socket, protocol) = match (args.tcp_only, stream_socket(args.listen, true)) {
+    let (socket, protocol) = match (args.tcp_only, sys::stream_socket(args.listen, true)) {
         (false, Ok(s)) => (s, "mptcp"),
-        _ => (stream_socket(args.listen, false)?, "tcp"),
+        _ => (sys::stream_socket(args.listen, false)?, "tcp"),
     };
     socket.set_reuse_address(true)?;
     socket
@@ -280,11 +267,11 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
         .expect("clap requires --bytes without --workload");
     let seed = args.seed.unwrap_or(1);
     let protocol = if args.mptcp { "mptcp" } else { "tcp" };
-    let socket = stream_socket(args.connect, args.mptcp).with_context(|| {
+    let socket = sys::stream_socket(args.connect, args.mptcp).with_context(|| {
         format!("create a {protocol} socket (is MPTCP enabled: sysctl net.mptcp.enabled?)")
     })?;
     if let Some(cc) = args.cc {
-        set_congestion(&socket, cc.name())?;
+        sys::set_tcp_congestion(&socket, cc.name())?;
     }
     if let Some(ip) = args.bind {
         socket
@@ -300,7 +287,7 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
     .with_context(|| format!("connect to {}", args.connect))?;
     socket.set_write_timeout(stall)?;
     socket.set_read_timeout(stall)?;
-    let cc = congestion(&socket).unwrap_or_else(|_| "?".into());
+    let cc = sys::tcp_congestion(&socket).unwrap_or_else(|_| "?".into());
     let local = socket
         .local_addr()?
         .as_socket()
@@ -388,47 +375,6 @@ fn mbps(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
-pub(crate) fn set_congestion(socket: &Socket, name: &str) -> Result<()> {
-    // SAFETY: passes a byte string and its length for the duration of the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        bail!(
-            "TCP_CONGESTION {name}: {} (see /proc/sys/net/ipv4/tcp_available_congestion_control)",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
-}
-
-fn congestion(socket: &Socket) -> std::io::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf and len describe a writable buffer for the duration of the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let name = &buf[..len as usize];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
-}
-
 /// Sample the smoothed RTT of every (sub)flow until `sampling` is cleared. Returns the
 /// samples in µs and the largest number of subflows seen.
 fn sample_rtts(fd: RawFd, mptcp: bool, sampling: &AtomicBool) -> (Vec<u32>, usize) {
@@ -449,64 +395,14 @@ fn sample_rtts(fd: RawFd, mptcp: bool, sampling: &AtomicBool) -> (Vec<u32>, usiz
     (samples, subflows)
 }
 
-/// The kernel's `tcp_info` of a TCP socket.
-pub fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
-    // SAFETY: tcp_info is plain old data; all-zero is valid.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: info and len describe a writable buffer for the duration of the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(info)
-}
-
 fn tcp_rtt(fd: RawFd) -> Option<u32> {
-    tcp_info(fd).map(|i| i.tcpi_rtt)
-}
-
-/// `struct mptcp_subflow_data` followed by one `tcp_info` per subflow.
-#[repr(C)]
-struct SubflowInfos {
-    size_subflow_data: u32,
-    num_subflows: u32,
-    size_kernel: u32,
-    size_user: u32,
-    infos: [libc::tcp_info; 8],
+    sys::tcp_info(fd).ok().map(|i| i.tcpi_rtt)
 }
 
 fn subflow_rtts(fd: RawFd) -> Option<Vec<u32>> {
-    subflow_infos(fd).map(|infos| infos.iter().map(|i| i.tcpi_rtt).collect())
-}
-
-/// Every subflow's `tcp_info` of an MPTCP socket (`None` for a TCP socket).
-pub(crate) fn subflow_infos(fd: RawFd) -> Option<Vec<libc::tcp_info>> {
-    // SAFETY: plain old data; all-zero is valid.
-    let mut data: SubflowInfos = unsafe { std::mem::zeroed() };
-    data.size_subflow_data = 16;
-    data.size_user = std::mem::size_of::<libc::tcp_info>() as u32;
-    let mut len = std::mem::size_of::<SubflowInfos>() as libc::socklen_t;
-    // SAFETY: data and len describe a writable buffer for the duration of the call.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            SOL_MPTCP,
-            MPTCP_TCPINFO,
-            (&mut data as *mut SubflowInfos).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    let n = (data.num_subflows as usize).min(data.infos.len());
-    Some(data.infos[..n].to_vec())
+    sys::mptcp_subflow_infos(fd)
+        .ok()
+        .map(|infos| infos.iter().map(|i| i.tcpi_rtt).collect())
 }
 
 #[cfg(test)]

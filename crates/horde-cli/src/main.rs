@@ -79,12 +79,12 @@ enum Command {
         #[command(subcommand)]
         command: trace::Command,
     },
-    /// Run a command in a network namespace whose interfaces are emulated links (root).
     /// Whole IP traffic through TUN devices over every channel: `tunnel client|server CONFIG` (root).
     Tunnel {
         #[command(subcommand)]
         command: tunnel::Command,
     },
+    /// Run a command in a network namespace whose interfaces are emulated links (root).
     Shell(shell::Args),
     /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
     Flow {

@@ -22,11 +22,8 @@ use crate::live::Live;
 use crate::report::{render_recv, render_send, RecvReport, SendReport};
 use crate::stamp;
 
-mod channels;
 mod checks;
-pub(crate) use channels::{datagram_overhead, ChannelEntry};
-pub(crate) use checks::device;
-pub(crate) use horde_sim::checks::{congestion, session};
+pub(crate) use horde_tunnel::channels::{device, ChannelEntry};
 
 #[derive(clap::Args)]
 pub struct SendArgs {
@@ -222,7 +219,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, c)| c.name.clone().unwrap_or_else(|| format!("ch{i}")))
         .collect();
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(keypair, SendChannel::interfaces(&cfg.channels));
         host_cfg.session = cfg.session.clone();
@@ -344,7 +341,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     let idle = (idle_s > 0.0).then(|| Duration::from_secs_f64(idle_s));
     let hold = Duration::from_secs_f64(cfg.in_order_hold_ms.max(0.0) / 1e3);
     let json = args.json;
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     runtime()?.block_on(async move {
         let mut host_cfg = HostConfig::new(
             keypair,

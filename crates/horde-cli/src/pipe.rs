@@ -5,8 +5,5 @@
 /// pipe fails and `println!` panics on the failure). Only for commands that use no
 /// stream sockets: on TCP the signal would kill the process where an error is wanted.
 pub fn end_quietly_when_stdout_closes() {
-    // SAFETY: installs the default disposition of one signal; no handler runs.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    horde_emu::sys::default_sigpipe();
 }

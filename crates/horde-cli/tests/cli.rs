@@ -332,6 +332,32 @@ fn completions_and_man_pages_cover_the_subcommands() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn tunnel_and_shell_each_have_their_own_description() {
+    let tunnel = "Whole IP traffic through TUN devices over every channel";
+    let shell = "Run a command in a network namespace whose interfaces are emulated links";
+    let out = horde(&["tunnel", "--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    assert!(help.starts_with(tunnel), "{help}");
+    assert!(!help.contains(shell), "{help}");
+    let out = horde(&["shell", "--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    assert!(help.starts_with(shell), "{help}");
+    assert!(!help.contains(tunnel), "{help}");
+    // The overview lists each with its own line.
+    let top = text(&horde(&["--help"]).stdout);
+    let line = |name: &str| {
+        top.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {top}"))
+            .to_string()
+    };
+    assert!(line("tunnel").contains(tunnel), "{top}");
+    assert!(line("shell").contains(shell), "{top}");
+}
+
 /// Keys and configs for a `horde send` / `horde recv` pair on loopback, in a fresh
 /// directory; `streams` is the sender's `[[streams]]` TOML.
 fn peer_configs(tag: &str, duration_s: u32, streams: &str) -> PathBuf {

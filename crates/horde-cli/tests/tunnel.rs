@@ -172,22 +172,24 @@ addresses = ["10.77.0.2/32", "fd77::2/128"]
 
 /// Start `horde tunnel server` in `ns`; returns once its device is up.
 fn start_server(ns: &Netns, dir: &Path) -> Child {
+    // The server's log is kept beside the run's files, for when a run fails.
+    let log = std::fs::File::create(dir.join("server.err")).ok();
+    let (child, line) = start_json(ns, "server", &dir.join("server.toml"), log);
+    assert!(line.contains("mtu 1380"), "{line}");
+    child
+}
+
+/// Start `horde tunnel ROLE FILE --json` in `ns`; returns once its device is up, with
+/// the line that said so (its progress goes to stderr, into `log` if given).
+fn start_json(ns: &Netns, role: &str, file: &Path, log: Option<std::fs::File>) -> (Child, String) {
     let mut child = ns
-        .horde(&[
-            "tunnel",
-            "server",
-            dir.join("server.toml").to_str().unwrap(),
-            "--json",
-        ])
+        .horde(&["tunnel", role, file.to_str().unwrap(), "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The server's log is kept beside the run's files, for when a run fails.
-    let log = std::fs::File::create(dir.join("server.err")).ok();
     let line = first_line_with(child.stderr.take().unwrap(), "device hdt0 up", log);
-    assert!(line.contains("mtu 1380"), "{line}");
-    child
+    (child, line)
 }
 
 /// Read `from` on a thread until a line contains `want` (panics after 20 s); the rest
@@ -215,10 +217,15 @@ fn first_line_with(
         .expect("the expected line did not come")
 }
 
-/// Stop a tunnel with Ctrl-C and parse its JSON report.
-fn stop(child: Child) -> serde_json::Value {
+/// Ctrl-C to a child.
+fn interrupt(child: &Child) {
     // SAFETY: signals our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+}
+
+/// Stop a tunnel with Ctrl-C and parse its JSON report.
+fn stop(child: Child) -> serde_json::Value {
+    interrupt(&child);
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "tunnel failed: {}", text(&out.stderr));
     report(&text(&out.stdout))
@@ -265,6 +272,39 @@ fn count(json: &serde_json::Value, path: &[&str]) -> u64 {
     }
     v.as_u64()
         .unwrap_or_else(|| panic!("no {path:?} in {json}"))
+}
+
+/// A work directory with the server's and the client's keys and the server's file
+/// (with `extra` appended); returns the two public keys.
+fn server_and_client_keys(tag: &str, extra: &str) -> (Workdir, String, String) {
+    let dir = workdir(tag);
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    std::fs::write(
+        dir.join("server.toml"),
+        format!("{}{extra}", server_toml(&bus_pub)),
+    )
+    .unwrap();
+    (dir, srv_pub, bus_pub)
+}
+
+/// A client's file for the two veth links of [`veth_pair_of_links`], with its tunnel
+/// `addresses` (a TOML array) and `extra` appended.
+fn veth_client_toml(srv_pub: &str, addresses: &str, extra: &str) -> String {
+    format!(
+        r#"key_file = "client.key"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = {addresses}
+[[channels]]
+bind = "192.168.71.2:0"
+remote = "192.168.71.1:7700"
+[[channels]]
+bind = "192.168.72.2:0"
+remote = "192.168.72.1:7700"
+{extra}"#
+    )
 }
 
 fn root_or_refusal_checked() -> bool {
@@ -358,10 +398,7 @@ fn a_download_survives_loss_an_outage_and_an_address_change() {
     if !root_or_refusal_checked() {
         return;
     }
-    let dir = workdir("links");
-    let srv_pub = keygen(&dir, "server.key");
-    let bus_pub = keygen(&dir, "client.key");
-    std::fs::write(dir.join("server.toml"), server_toml(&bus_pub)).unwrap();
+    let (dir, srv_pub, _) = server_and_client_keys("links", "");
     let srv = Netns::new("srv");
     let server = start_server(&srv, &dir);
     // SYNs from this side carry MSS 1460, which the server must clamp to 1340.
@@ -442,16 +479,22 @@ fn a_download_survives_loss_an_outage_and_an_address_change() {
 /// Two namespaces joined by two veth pairs (192.168.71.0/24 and 192.168.72.0/24).
 fn veth_pair_of_links(bus: &Netns, srv: &Netns) {
     for i in 1..=2 {
-        let (b, s) = (format!("hdtb{i}"), format!("hdts{i}"));
-        run(&[
-            "ip", "link", "add", &b, "netns", &bus.0, "type", "veth", "peer", "name", &s, "netns",
-            &srv.0,
-        ]);
-        bus.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", &b]);
-        srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
-        bus.ip(&["link", "set", &b, "up"]);
-        srv.ip(&["link", "set", &s, "up"]);
+        veth(bus, &format!("hdtb{i}"), srv, i);
     }
+}
+
+/// A veth pair from `bus` (device `dev`, 192.168.7`i`.2/24) to `srv` (device `hdts`i,
+/// 192.168.7`i`.1/24).
+fn veth(bus: &Netns, dev: &str, srv: &Netns, i: u32) {
+    let s = format!("hdts{i}");
+    run(&[
+        "ip", "link", "add", dev, "netns", &bus.0, "type", "veth", "peer", "name", &s, "netns",
+        &srv.0,
+    ]);
+    bus.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", dev]);
+    srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
+    bus.ip(&["link", "set", dev, "up"]);
+    srv.ip(&["link", "set", &s, "up"]);
 }
 
 /// Run `f` on a thread of its own inside namespace `ns`.
@@ -613,43 +656,16 @@ fn malformed_and_foreign_packets_are_dropped_counted_and_harmless() {
     if !root_or_refusal_checked() {
         return;
     }
-    let dir = workdir("flood");
-    let srv_pub = keygen(&dir, "server.key");
-    let bus_pub = keygen(&dir, "client.key");
-    std::fs::write(dir.join("server.toml"), server_toml(&bus_pub)).unwrap();
+    let (dir, srv_pub, _) = server_and_client_keys("flood", "");
     std::fs::write(
         dir.join("client.toml"),
-        format!(
-            r#"key_file = "client.key"
-peer_key = "{srv_pub}"
-[tun]
-name = "hdt0"
-addresses = ["10.77.0.2/24"]
-[[channels]]
-bind = "192.168.71.2:0"
-remote = "192.168.71.1:7700"
-[[channels]]
-bind = "192.168.72.2:0"
-remote = "192.168.72.1:7700"
-"#
-        ),
+        veth_client_toml(&srv_pub, r#"["10.77.0.2/24"]"#, ""),
     )
     .unwrap();
     let (bus, srv) = (Netns::new("bus"), Netns::new("srv"));
     veth_pair_of_links(&bus, &srv);
     let server = start_server(&srv, &dir);
-    let mut client = bus
-        .horde(&[
-            "tunnel",
-            "client",
-            dir.join("client.toml").to_str().unwrap(),
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let up = first_line_with(client.stderr.take().unwrap(), "device hdt0 up", None);
+    let (client, up) = start_json(&bus, "client", &dir.join("client.toml"), None);
     // "... channels on 192.168.71.2:PORT, 192.168.72.2:PORT"
     let client_socks: Vec<std::net::SocketAddr> = up
         .rsplit("channels on ")
@@ -765,15 +781,7 @@ addresses = ["10.77.0.3/32", "fd77::3/128"]
     // (veth subnet, name, key file, last byte of the tunnel address)
     for (i, name, key, last) in [(1, "one", "one.key", 2), (3, "two", "two.key", 3)] {
         let ns = Netns::new(name);
-        let (b, s) = (format!("hdtc{i}"), format!("hdts{i}"));
-        run(&[
-            "ip", "link", "add", &b, "netns", &ns.0, "type", "veth", "peer", "name", &s, "netns",
-            &srv.0,
-        ]);
-        ns.ip(&["addr", "add", &format!("192.168.7{i}.2/24"), "dev", &b]);
-        srv.ip(&["addr", "add", &format!("192.168.7{i}.1/24"), "dev", &s]);
-        ns.ip(&["link", "set", &b, "up"]);
-        srv.ip(&["link", "set", &s, "up"]);
+        veth(&ns, &format!("hdtc{i}"), &srv, i);
         let file = dir.join(format!("{name}.toml"));
         std::fs::write(
             &file,
@@ -795,14 +803,7 @@ remote = "192.168.7{i}.1:7700"
     let server = start_server(&srv, &dir);
     let mut running = Vec::new();
     for (ns, file) in &clients {
-        let mut child = ns
-            .horde(&["tunnel", "client", file.to_str().unwrap(), "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        first_line_with(child.stderr.take().unwrap(), "device hdt0 up", None);
-        running.push(child);
+        running.push(start_json(ns, "client", file, None).0);
     }
     // Each client's own address, over IPv4 and IPv6, reaches that client.
     let mut servers = Vec::new();
@@ -902,33 +903,13 @@ fn tunnel_status_shows_clients_channels_and_key_rotations() {
     if !root_or_refusal_checked() {
         return;
     }
-    let dir = workdir("status");
-    let srv_pub = keygen(&dir, "server.key");
-    let bus_pub = keygen(&dir, "client.key");
     // Keys rotate every 0.3 s and keepalives go out every 0.1 s, so an idle tunnel
     // rotates several times within a second or two.
     let fast = "[session]\nkeepalive_ms = 100\n[rekey]\nafter_s = 0.3\n";
-    std::fs::write(
-        dir.join("server.toml"),
-        format!("{}{fast}", server_toml(&bus_pub)),
-    )
-    .unwrap();
+    let (dir, srv_pub, bus_pub) = server_and_client_keys("status", fast);
     std::fs::write(
         dir.join("client.toml"),
-        format!(
-            r#"key_file = "client.key"
-peer_key = "{srv_pub}"
-[tun]
-name = "hdt0"
-addresses = ["10.77.0.2/24", "fd77::2/64"]
-[[channels]]
-bind = "192.168.71.2:0"
-remote = "192.168.71.1:7700"
-[[channels]]
-bind = "192.168.72.2:0"
-remote = "192.168.72.1:7700"
-{fast}"#
-        ),
+        veth_client_toml(&srv_pub, r#"["10.77.0.2/24", "fd77::2/64"]"#, fast),
     )
     .unwrap();
     let (bus, srv) = (Netns::new("sbus"), Netns::new("ssrv"));
@@ -991,8 +972,7 @@ remote = "192.168.72.1:7700"
     assert!(view.contains("next rotation in "), "{view}");
 
     for child in [&mut client, &mut server] {
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        interrupt(child);
         assert!(child.wait().unwrap().success());
     }
 }

@@ -25,6 +25,7 @@ mod shared;
 mod slab;
 mod stall_probe;
 mod stats;
+pub mod sys;
 mod timer;
 mod tun;
 

@@ -2,51 +2,13 @@
 //! Ctrl-C (SIGINT) arrives. This is what `horde emu CONFIG` calls.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::EmulatorConfig;
 use crate::emulator::Emulator;
 use crate::error::EmuError;
 use crate::stats::Stats;
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Catches SIGINT while alive; restores the previous disposition when dropped.
-struct SigintGuard {
-    previous: libc::sigaction,
-}
-
-impl SigintGuard {
-    fn install() -> Result<Self, EmuError> {
-        INTERRUPTED.store(false, Ordering::SeqCst);
-        // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic,
-        // which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGINT, &action, &mut previous) != 0 {
-                return Err(EmuError::os("sigaction", std::io::Error::last_os_error()));
-            }
-            Ok(Self { previous })
-        }
-    }
-}
-
-impl Drop for SigintGuard {
-    fn drop(&mut self) {
-        // SAFETY: restores the disposition saved by `install`.
-        unsafe {
-            libc::sigaction(libc::SIGINT, &self.previous, std::ptr::null_mut());
-        }
-    }
-}
+use crate::sys::SigintGuard;
 
 /// Run `config`, printing a stats table to stdout every `report_every`, until `duration`
 /// has passed (forever when `None`) or Ctrl-C. Returns the final stats.
@@ -65,7 +27,7 @@ pub fn run_until_with(
     report_every: Duration,
     out: &mut dyn Write,
 ) -> Result<Stats, EmuError> {
-    let _sigint = SigintGuard::install()?;
+    let sigint = SigintGuard::install().map_err(|e| EmuError::os("sigaction", e))?;
     let emu = Emulator::start(config)?;
     for name in emu.channels() {
         let (client, server) = (
@@ -83,7 +45,7 @@ pub fn run_until_with(
     loop {
         let now = Instant::now();
         let end = duration.map(|d| started + d);
-        if INTERRUPTED.load(Ordering::SeqCst) || end.is_some_and(|e| now >= e) {
+        if sigint.interrupted() || end.is_some_and(|e| now >= e) {
             break;
         }
         if now >= next_report {

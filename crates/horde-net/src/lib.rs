@@ -76,7 +76,6 @@ pub mod handshake;
 mod pool;
 mod read_progress;
 mod socket;
-pub mod tunnel;
 
 pub use api::{
     ChannelStatus, Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect,

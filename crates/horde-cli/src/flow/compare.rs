@@ -14,7 +14,8 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Args as ClapArgs;
 use serde::{Deserialize, Serialize};
 
-use super::{receive, stream_socket, Cc};
+use super::{receive, Cc};
+use horde_emu::sys::stream_socket;
 
 /// The two-link setup: a fast short link and a slow long one.
 const DEFAULT_LINKS: [&str; 2] = ["rate=10mbit,delay=20ms", "rate=5mbit,delay=80ms"];
@@ -84,9 +85,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         args.links.len() >= 2,
         "flow compare needs at least two --link (MPTCP over one link is single-path TCP)"
     );
-    // SAFETY: geteuid has no preconditions.
     ensure!(
-        unsafe { libc::geteuid() } == 0,
+        horde_emu::sys::is_root(),
         "horde flow compare needs root (horde shell creates a network namespace and TUN devices)"
     );
     ensure!(

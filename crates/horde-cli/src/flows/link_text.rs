@@ -77,7 +77,7 @@ fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shell::parse_link_arg;
+    use horde_shell::parse_link_arg;
 
     #[test]
     fn the_shell_reads_back_the_same_models() {

@@ -183,9 +183,8 @@ pub fn server(listen: SocketAddr, count: Option<u64>) -> Result<ExitCode> {
 fn emu(args: RunArgs) -> Result<ExitCode> {
     let s = load(&args.file, args.seed)?;
     let cc = kernel_cc(s.tcp.congestion)?;
-    // SAFETY: geteuid has no preconditions.
     ensure!(
-        unsafe { libc::geteuid() } == 0,
+        horde_emu::sys::is_root(),
         "horde flows emu needs root (horde shell creates a network namespace and TUN devices)"
     );
     let link = link_text::link_arg(&s.up, &s.down, &s.base_dir)?;

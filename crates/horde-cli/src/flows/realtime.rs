@@ -51,7 +51,7 @@ impl TcpCounters {
     /// `tcpi_total_retrans` and `tcpi_data_segs_out` of a socket: of its `tcp_info` for
     /// TCP, summed over the subflows (`MPTCP_TCPINFO`) for MPTCP.
     pub fn read(fd: RawFd) -> Option<Self> {
-        if let Some(subflows) = crate::flow::subflow_infos(fd) {
+        if let Ok(subflows) = horde_emu::sys::mptcp_subflow_infos(fd) {
             return Some(
                 subflows
                     .iter()
@@ -62,7 +62,7 @@ impl TcpCounters {
                     }),
             );
         }
-        crate::flow::tcp_info(fd).map(|i| Self::of(&i))
+        horde_emu::sys::tcp_info(fd).ok().map(|i| Self::of(&i))
     }
 }
 
@@ -124,8 +124,8 @@ pub fn run_client(
 
 /// Connect, giving up at `end` (a SYN lost again and again must not outlive the run).
 fn connect(server: SocketAddr, options: &ConnectOptions, end: Instant) -> Result<TcpStream> {
-    let socket = crate::flow::stream_socket(server, options.mptcp)?;
-    crate::flow::set_congestion(&socket, &options.cc)?;
+    let socket = horde_emu::sys::stream_socket(server, options.mptcp)?;
+    horde_emu::sys::set_tcp_congestion(&socket, &options.cc)?;
     socket.set_nodelay(true)?;
     if let Some(ip) = options.bind {
         socket
@@ -262,7 +262,7 @@ pub fn serve(
         std::thread::spawn(move || {
             if let Some(cc) = &cc {
                 let socket = socket2::SockRef::from(&stream);
-                let _ = crate::flow::set_congestion(&socket, cc);
+                let _ = horde_emu::sys::set_tcp_congestion(&socket, cc);
             }
             let _ = stream.set_nodelay(true);
             if let Ok(Some(flow)) = answer(&stream) {

@@ -133,8 +133,7 @@ impl Stopped {
         if let Some(status) = self.0.try_wait()? {
             return Ok(status);
         }
-        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = horde_emu::sys::interrupt(&self.0);
         let deadline = Instant::now() + GRACE;
         while Instant::now() < deadline {
             if let Some(status) = self.0.try_wait()? {
@@ -480,9 +479,8 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
     }
     let arms = arms(&s, args.modes.as_deref())?;
     let cc = crate::flows::kernel_cc(s.tcp.congestion)?;
-    // SAFETY: geteuid has no preconditions.
     ensure!(
-        unsafe { libc::geteuid() } == 0,
+        horde_emu::sys::is_root(),
         "horde pluribus live needs root (network namespaces, TUN devices); run it with sudo"
     );
     let file = args.file.canonicalize().unwrap_or(args.file.clone());
@@ -499,7 +497,7 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&work.path)
         .with_context(|| format!("create {}", work.path.display()))?;
     let work_path = work.path.canonicalize()?;
-    let sigint = crate::sigint::Guard::install()?;
+    let sigint = crate::sigint::install()?;
     let ns = ServerNamespace::create()?;
     let server_counters = ServerRetransmits::default();
     let mptcp = arms.iter().any(|a| matches!(a, Arm::Mptcp));

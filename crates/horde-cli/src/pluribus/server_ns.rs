@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -72,13 +71,8 @@ impl ServerNamespace {
         // setns changes only the calling thread's namespace; sockets stay in the one they
         // were made in, so the listeners are made on a thread of their own.
         std::thread::spawn(move || {
-            // SAFETY: setns on a valid namespace descriptor affects this thread only.
-            let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
-            let made = if rc != 0 {
-                Err(anyhow::anyhow!(
-                    "setns: {}",
-                    std::io::Error::last_os_error()
-                ))
+            let made = if let Err(e) = horde_emu::sys::enter_netns(&netns) {
+                Err(anyhow::anyhow!("setns: {e}"))
             } else {
                 listeners(port, mptcp_port)
             };
@@ -105,7 +99,7 @@ fn listeners(port: u16, mptcp_port: Option<u16>) -> Result<Vec<TcpListener>> {
         vec![TcpListener::bind(("0.0.0.0", port)).with_context(|| format!("bind port {port}"))?];
     if let Some(p) = mptcp_port {
         let addr = SocketAddr::from(([0, 0, 0, 0], p));
-        let socket = crate::flow::stream_socket(addr, true).map_err(|e| {
+        let socket = horde_emu::sys::stream_socket(addr, true).map_err(|e| {
             anyhow::anyhow!(
                 "MPTCP is not available: socket(IPPROTO_MPTCP) failed: {e} \
                  (needs a kernel with MPTCP and sysctl net.mptcp.enabled=1; \
@@ -143,8 +137,7 @@ impl Drop for ServerNamespace {
                 break;
             }
             for pid in left {
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(pid, sig) };
+                let _ = horde_emu::sys::kill(pid, sig);
             }
             std::thread::sleep(Duration::from_millis(wait));
         }

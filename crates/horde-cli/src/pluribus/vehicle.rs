@@ -127,8 +127,7 @@ impl TunnelClient {
 
     /// Stop it and read its report.
     fn stop(mut self) -> Result<serde_json::Value> {
-        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = horde_emu::sys::interrupt(&self.child);
         let status = self.child.wait()?;
         ensure!(status.success(), "horde tunnel client exited with {status}");
         let text = std::fs::read_to_string(&self.report)?;
@@ -139,8 +138,7 @@ impl TunnelClient {
 impl Drop for TunnelClient {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: as in `stop`.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+            let _ = horde_emu::sys::interrupt(&self.child);
             let _ = self.child.wait();
         }
     }

@@ -6,9 +6,9 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::process::Command;
 
+use crate::Prefix;
 use anyhow::{bail, Context, Result};
 use horde_emu::{PacketPort, TunDevice};
-use horde_net::tunnel::Prefix;
 use tokio::io::unix::AsyncFd;
 
 struct Fd(TunDevice);

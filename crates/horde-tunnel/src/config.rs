@@ -6,14 +6,14 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use crate::Prefix;
 use horde_config::{Checks, Validate};
-use horde_net::tunnel::Prefix;
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
-use horde_sim::checks::widened;
+use horde_sim::checks::{congestion, session, widened};
 use serde::Deserialize;
 
-use super::rekey::RekeyConfig;
-use crate::peer::{congestion, device, session, ChannelEntry};
+use crate::channels::{device, ChannelEntry};
+use crate::rekey::RekeyConfig;
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
 /// needs 576 bytes end to end; more than 65,000 does not fit a UDP datagram.
@@ -248,7 +248,7 @@ fn common(
         );
     }
     if let Some(name) = scheduler {
-        if let Err(e) = crate::hose::scheduler(name) {
+        if let Err(e) = horde_sim::build::scheduler(name, None) {
             c.error("scheduler", format!("{e:#}"));
         }
     }
@@ -342,13 +342,11 @@ impl Validate for ServerConfig {
     }
 }
 
-/// Read, parse and check a file; warnings go to stderr.
-pub fn load<T: serde::de::DeserializeOwned + Validate>(path: &Path) -> anyhow::Result<T> {
-    let checked: horde_config::Checked<T> = horde_config::load_checked(path)?;
-    for w in &checked.warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(checked.value)
+/// Read, parse and check a file; the caller shows its warnings.
+pub fn load<T: serde::de::DeserializeOwned + Validate>(
+    path: &Path,
+) -> Result<horde_config::Checked<T>, horde_config::ConfigError> {
+    horde_config::load_checked(path)
 }
 
 #[cfg(test)]

@@ -81,8 +81,8 @@ fn patch_checksum(sum: u16, old: u16, new: u16) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tunnel::ip::tests::{v4, v6};
-    use crate::tunnel::ip::{checksum, parse};
+    use crate::ip::tests::{v4, v6};
+    use crate::ip::{checksum, parse};
     use std::net::Ipv6Addr;
 
     /// A TCP header with `flags` and options `opts`, checksummed over the pseudo-header

@@ -1,6 +1,7 @@
-//! `horde shell --link SPEC [--link SPEC ...] -- COMMAND`: run a command in a network
-//! namespace whose interfaces reach the host only through emulated links (one
-//! `horde-links` model per direction), in the spirit of Mahimahi's mm-link.
+//! A link shell: run a command in a network namespace whose interfaces reach the host
+//! only through emulated links (one `horde-links` model per direction), in the spirit
+//! of Mahimahi's mm-link. `horde shell --link SPEC [--link SPEC ...] -- COMMAND` is its
+//! command line; [`run`] is the shell.
 //!
 //! Design (docs/shell.md): link `i` is two TUN devices, `link{i}` inside the namespace
 //! and `hs{k}h{i}` on the host, joined by one point-to-point channel of the `horde-emu`
@@ -14,18 +15,19 @@ mod packet_log;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use horde_emu::{
-    link_seed, Emulator, EmulatorHandle, PacketLogging, PacketPort, PortChannel, TimerOptions,
+    link_seed, sys, Emulator, EmulatorHandle, PacketLogging, PacketPort, PortChannel, Stats,
+    TimerOptions,
 };
 use horde_links::LinkError;
 
-use link_arg::LinkArg;
-use netns::{LinkDevices, Namespace, MAX_LINKS};
+pub use link_arg::{LinkArg, LinkArgError};
+pub use netns::MAX_LINKS;
+use netns::{LinkDevices, Namespace};
 use packet_log::PacketLogs;
 
 /// How often the shell checks on the command and writes packet logs.
@@ -33,58 +35,31 @@ const POLL: Duration = Duration::from_millis(20);
 /// After forwarding a termination signal, how long the command gets before SIGKILL.
 const GRACE: Duration = Duration::from_secs(2);
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// One emulated link, e.g. `rate=10mbit,delay=20ms` or
-    /// `delay=30ms,buffer=150kb,up=trace:traces/cell-a.up`; repeat for more links.
-    /// Keys: rate, delay, jitter, buffer, loss, down_at, rate_at, up=..., down=... (docs/shell.md).
-    #[arg(long = "link", required = true, value_name = "SPEC")]
-    links: Vec<String>,
+/// How to set up the shell's links.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One `--link` value per link (see [`LinkArg`]).
+    pub links: Vec<String>,
     /// Configure MPTCP in the namespace: one subflow endpoint per extra link.
-    #[arg(long)]
-    mptcp: bool,
+    pub mptcp: bool,
     /// Write one CSV per link and direction (arrival, departure, size, dropped) here.
-    #[arg(long, value_name = "DIR")]
-    log: Option<PathBuf>,
+    pub log: Option<PathBuf>,
     /// Write one pcap (raw IP) per link and direction of the delivered packets here.
-    #[arg(long, value_name = "DIR")]
-    pcap: Option<PathBuf>,
+    pub pcap: Option<PathBuf>,
     /// Seed of the links' random processes.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Initial congestion window, in segments, of TCP over the links (route `initcwnd`,
-    /// both ways); the kernel default (10) when absent.
-    #[arg(long, value_name = "SEGMENTS", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    initcwnd: Option<u32>,
-    /// Minimum retransmission timeout of TCP over the links, in ms (route `rto_min`,
-    /// both ways); the kernel default (200 ms) when absent.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=60_000))]
-    rto_min: Option<u32>,
-    /// Print the emulator's per-link counters to stderr when the command ends.
-    #[arg(long)]
-    stats: bool,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    command: Vec<OsString>,
+    pub seed: u64,
+    /// Initial congestion window of TCP over the links (route `initcwnd`).
+    pub initcwnd: Option<u32>,
+    /// Minimum retransmission timeout of TCP over the links, in ms (route `rto_min`).
+    pub rto_min: Option<u32>,
 }
 
-/// The signal that asked the shell to stop (0: none yet).
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_stop_signal(sig: libc::c_int) {
-    STOP_SIGNAL.store(sig, Ordering::SeqCst);
-}
-
-fn catch_stop_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
+/// How the command ended, with the links' counters. The namespace is deleted (with
+/// whatever the command left running in it) when this is dropped.
+pub struct Ended {
+    pub status: ExitStatus,
+    pub stats: Stats,
+    _namespace: Namespace,
 }
 
 /// The built `up` and `down` models of one link.
@@ -103,8 +78,7 @@ fn parse_links(specs: &[String]) -> Result<Vec<LinkArg>> {
 }
 
 /// The `up` and `down` models of one `--link` value (for checking what others write).
-#[cfg(test)]
-pub(crate) fn parse_link_arg(
+pub fn parse_link_arg(
     text: &str,
 ) -> Result<(horde_links::LinkSpec, horde_links::LinkSpec), String> {
     LinkArg::parse(text)
@@ -135,17 +109,18 @@ fn build_channels(links: &[LinkArg], seed: u64) -> Result<Vec<LinkModels>> {
         .collect()
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
-    let links = parse_links(&args.links)?;
-    let models = build_channels(&links, args.seed)?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+/// Run `command` in a new namespace behind the links of `options` until it ends (a
+/// SIGINT, SIGTERM or SIGHUP to this process is passed on to it). Needs root.
+pub fn run(options: &Options, command: &[OsString]) -> Result<Ended> {
+    let links = parse_links(&options.links)?;
+    let models = build_channels(&links, options.seed)?;
+    if !sys::is_root() {
         bail!(
             "horde shell needs root (it creates a network namespace and TUN devices); \
              run it with sudo"
         );
     }
-    catch_stop_signals();
+    sys::catch_stop_signals();
     let ns = Namespace::create()?;
     ns.prepare()?;
     let devices = (0..links.len())
@@ -153,34 +128,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     ns.default_route(&devices)?;
     let mut route_options = Vec::new();
-    if let Some(n) = args.initcwnd {
+    if let Some(n) = options.initcwnd {
         route_options.extend(["initcwnd".to_string(), n.to_string()]);
     }
-    if let Some(ms) = args.rto_min {
+    if let Some(ms) = options.rto_min {
         route_options.extend(["rto_min".to_string(), format!("{ms}ms")]);
     }
     if !route_options.is_empty() {
         ns.set_tcp_route_options(&devices, &route_options)
             .context("set TCP route options")?;
     }
-    if args.mptcp {
+    if options.mptcp {
         ns.configure_mptcp(&devices)
             .context("configure MPTCP endpoints")?;
     }
     let env = environment(&ns, &devices);
-    let logging = match (args.log.is_some(), args.pcap.is_some()) {
+    let logging = match (options.log.is_some(), options.pcap.is_some()) {
         (_, true) => PacketLogging::RecordsWithPayload,
         (true, false) => PacketLogging::Records,
         _ => PacketLogging::Off,
     };
-    let mut logs = PacketLogs::wanted(args.log.as_deref(), args.pcap.as_deref())
-        .then(|| PacketLogs::create(args.log.as_deref(), args.pcap.as_deref(), links.len()))
+    let mut logs = PacketLogs::wanted(options.log.as_deref(), options.pcap.as_deref())
+        .then(|| PacketLogs::create(options.log.as_deref(), options.pcap.as_deref(), links.len()))
         .transpose()?;
     let emu = start_emulator(devices, links, models, logging)?;
 
     let mut child = Command::new("ip")
         .args(["netns", "exec", &ns.name])
-        .args(&args.command)
+        .args(command)
         .envs(env)
         .spawn()
         .context("start the command")?;
@@ -192,11 +167,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(logs) = logs.as_mut() {
         logs.flush()?;
     }
-    if args.stats {
-        eprintln!("{stats}");
-    }
-    drop(ns);
-    Ok(exit_code(status))
+    Ok(Ended {
+        status,
+        stats,
+        _namespace: ns,
+    })
 }
 
 /// `HORDE_SHELL_HOST`, `HORDE_SHELL_LINKS` and `HORDE_SHELL_LINK0..N-1`.
@@ -253,14 +228,12 @@ fn supervise(
         if let Some(logs) = logs.as_deref_mut() {
             logs.write(emu.take_packet_records())?;
         }
-        let sig = STOP_SIGNAL.load(Ordering::SeqCst);
-        match forwarded {
-            None if sig != 0 => {
-                // SAFETY: signals our own child.
-                unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+        match (forwarded, sys::stop_signal()) {
+            (None, Some(sig)) => {
+                let _ = sys::kill(child.id() as libc::pid_t, sig);
                 forwarded = Some(Instant::now());
             }
-            Some(at) if at.elapsed() > GRACE => {
+            (Some(at), _) if at.elapsed() > GRACE => {
                 let _ = child.kill();
             }
             _ => {}
@@ -271,15 +244,5 @@ fn supervise(
             bail!("the link emulator stopped; the command was killed");
         }
         std::thread::sleep(POLL);
-    }
-}
-
-/// The command's exit code, or 128 + signal like a POSIX shell.
-fn exit_code(status: ExitStatus) -> ExitCode {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => ExitCode::from(code as u8),
-        (None, Some(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
-        _ => ExitCode::FAILURE,
     }
 }

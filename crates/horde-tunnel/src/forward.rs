@@ -6,10 +6,10 @@
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use horde_net::tunnel::{clamp_mss, max_mss, parse, IpHeader, Prefix};
+use crate::{clamp_mss, max_mss, parse, IpHeader, Prefix};
 
-use super::counters::Counters;
-use super::device::Tun;
+use crate::counters::Counters;
+use crate::device::Tun;
 
 /// Check a packet read from the TUN device and clamp its MSS; `None` if it is not
 /// to be sent (counted).
@@ -89,7 +89,7 @@ fn is_link_scoped(dst: IpAddr) -> bool {
 
 /// A TCP segment with SYN set (only these carry an MSS option).
 fn is_syn(packet: &[u8], header: &IpHeader) -> bool {
-    header.protocol == horde_net::tunnel::ip::PROTO_TCP
+    header.protocol == crate::ip::PROTO_TCP
         && header
             .transport_offset
             .and_then(|o| packet.get(o + 13))

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use horde_net::tunnel::PacketError;
+use crate::PacketError;
 use serde::Serialize;
 
 #[derive(Default)]

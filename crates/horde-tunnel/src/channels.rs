@@ -1,15 +1,17 @@
 //! The `[[channels]]` table of an end that connects (`horde send`, `horde tunnel
-//! client`): its fields, its checks, and what the host is given from it.
+//! client`): its fields, its checks, and what the host is given from it; and the check
+//! of a network device named in a file.
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
+use std::path::Path;
 use std::time::Duration;
 
 use horde_config::Checks;
 use horde_crypto::PublicKey;
 use horde_net::{ChannelTarget, ConnectConfig, InterfaceConfig};
 use horde_proto::{CcConfig, ChannelConfig};
-use horde_sim::checks::widened;
+use horde_sim::checks::{congestion, widened};
 use serde::Deserialize;
 
 /// One channel: a local socket (or device) and the peer's address it sends to. The
@@ -62,10 +64,10 @@ impl<const M: u32> ChannelEntry<M> {
                 );
             }
             if let Some(dev) = &ch.device {
-                super::device(c, &at("device"), dev);
+                device(c, &at("device"), dev);
             }
             c.non_negative(at("cost_per_kb"), "cost_per_kb", ch.cost_per_kb);
-            super::congestion(c, &at("congestion"), &ch.congestion);
+            congestion(c, &at("congestion"), &ch.congestion);
         }
     }
 
@@ -117,4 +119,16 @@ impl<const M: u32> ChannelEntry<M> {
 pub fn datagram_overhead(remote: &SocketAddr) -> u32 {
     let ip_udp = if remote.is_ipv4() { 20 + 8 } else { 40 + 8 };
     (horde_crypto::TRANSPORT_OVERHEAD + ip_udp) as u32
+}
+
+/// A network device named in a file must exist on this host.
+pub fn device(c: &mut Checks, at: &str, dev: &str) {
+    let known =
+        !dev.is_empty() && !dev.contains('/') && Path::new("/sys/class/net").join(dev).exists();
+    if !known {
+        c.error(
+            at,
+            format!("no network interface named \"{dev}\" on this host"),
+        );
+    }
 }

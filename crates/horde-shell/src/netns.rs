@@ -255,8 +255,7 @@ impl Namespace {
         {
             for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
                 if let Ok(pid) = pid.parse::<libc::pid_t>() {
-                    // SAFETY: signals a process that lives in our namespace.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    let _ = horde_emu::sys::kill(pid, libc::SIGKILL);
                 }
             }
         }

@@ -1,0 +1,281 @@
+//! `horde tunnel client|server CONFIG`: whole IP traffic between a vehicle and a server
+//! through TUN devices, each packet an ADU on one unordered Horde stream per direction,
+//! over every channel, encrypted, packed several to a datagram when small
+//! (docs/tunnel.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use horde_crypto::PublicKey;
+use horde_net::{ConnectionHandle, Host, HostStats, NetError};
+use horde_tunnel::config::{self, ClientConfig, ServerConfig};
+use horde_tunnel::{server, Observer, Outcome, Run, Snapshot, Until, Up};
+use serde::Serialize;
+use tokio::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// The vehicle's end: connects to the server over every channel.
+    Client(RunArgs),
+    /// The wired end: serves the clients listed in its file.
+    Server(RunArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Configuration (TOML); see docs/tunnel.md and configs/tunnel-*.toml.
+    config: PathBuf,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print one JSON object (counters, drops by reason) at the end instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Rewrite FILE every second with the peers (the server's clients), their keys and
+    /// channels, for `horde status FILE`.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
+}
+
+pub fn run(command: Command) -> Result<ExitCode> {
+    let root = horde_emu::sys::is_root();
+    let (args, which) = match &command {
+        Command::Client(a) => (a, "client"),
+        Command::Server(a) => (a, "server"),
+    };
+    // Check the file first, so that its errors are not hidden behind the root check.
+    match &command {
+        Command::Client(a) => drop(load::<ClientConfig>(a)?),
+        Command::Server(a) => drop(load::<ServerConfig>(a)?),
+    }
+    anyhow::ensure!(
+        root,
+        "horde tunnel {which} needs root (CAP_NET_ADMIN) to create its TUN device; run it with sudo"
+    );
+    let report = match &command {
+        Command::Client(a) => client(a)?,
+        Command::Server(a) => server(a)?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read, parse and check the file; warnings go to stderr.
+fn load<T: serde::de::DeserializeOwned + horde_config::Validate>(args: &RunArgs) -> Result<T> {
+    let checked = config::load::<T>(&args.config)?;
+    for w in &checked.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(checked.value)
+}
+
+fn client(args: &RunArgs) -> Result<Report> {
+    let cfg: ClientConfig = load(args)?;
+    let base = crate::peer::base_dir(&args.config);
+    let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
+    let our_key = *keypair.public();
+    let peer = crate::peer::public_key(&cfg.peer_key, "peer_key")?;
+    let scheduler = cfg
+        .scheduler
+        .as_deref()
+        .map(crate::hose::scheduler)
+        .transpose()?;
+    let until = until(args)?;
+    let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key);
+    let run = Run {
+        keypair,
+        scheduler,
+        until,
+        observer,
+    };
+    let outcome = crate::peer::runtime()?.block_on(horde_tunnel::client::run(cfg, peer, run))?;
+    Ok(Report::new("client", outcome))
+}
+
+fn server(args: &RunArgs) -> Result<Report> {
+    let cfg: ServerConfig = load(args)?;
+    let base = crate::peer::base_dir(&args.config);
+    let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
+    let our_key = *keypair.public();
+    let clients = cfg
+        .clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(server::Client {
+                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
+                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
+                prefixes: c.prefixes(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let scheduler = cfg
+        .scheduler
+        .as_deref()
+        .map(crate::hose::scheduler)
+        .transpose()?;
+    let until = until(args)?;
+    let observer = Front::new(args, "tunnel server", our_key, "");
+    let run = Run {
+        keypair,
+        scheduler,
+        until,
+        observer,
+    };
+    let outcome = crate::peer::runtime()?.block_on(server::run(cfg, clients, run))?;
+    Ok(Report::new("server", outcome))
+}
+
+/// The run ends on Ctrl-C or after `--duration`.
+fn until(args: &RunArgs) -> Result<Until> {
+    let duration = args.duration.map(crate::emu::seconds).transpose()?;
+    let sigint = crate::sigint::install()?;
+    Ok(Until {
+        deadline: duration.map(|d| Instant::now() + d),
+        interrupted: Box::new(move || sigint.interrupted()),
+    })
+}
+
+/// What the user sees of a run as it goes: the progress lines, the status file.
+struct Front {
+    json: bool,
+    role: &'static str,
+    status: Option<PathBuf>,
+    registry: crate::status::Registry,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    our_key: PublicKey,
+    peer_key: String,
+}
+
+impl Front {
+    fn new(args: &RunArgs, role: &'static str, our_key: PublicKey, peer_key: &str) -> Arc<Self> {
+        Arc::new(Self {
+            json: args.json,
+            role,
+            status: args.status.clone(),
+            registry: crate::status::Registry::default(),
+            writer: Mutex::new(None),
+            our_key,
+            peer_key: peer_key.to_string(),
+        })
+    }
+}
+
+impl Observer for Front {
+    fn up(&self, up: &Up) {
+        // Progress goes to stderr when stdout is kept for the JSON report.
+        if self.json {
+            eprintln!("{up}");
+        } else {
+            println!("{up}");
+        }
+    }
+
+    fn started(&self, host: &Host) {
+        // The status writer, if `--status` asked for one.
+        let task = self.status.clone().map(|path| {
+            crate::status::spawn_writer(
+                path,
+                self.role,
+                host.public_key().to_string(),
+                self.registry.clone(),
+            )
+        });
+        *self.writer.lock().expect("status writer lock") = task;
+    }
+
+    fn track(&self, name: Option<&str>, key: &PublicKey, handle: &ConnectionHandle) {
+        match name {
+            // A tunnel client that reconnected is one peer.
+            Some(name) => {
+                self.registry
+                    .track_named(name.to_string(), key.to_string(), handle.clone())
+            }
+            None => self.registry.track(key.to_string(), handle.clone()),
+        }
+    }
+
+    fn notice(&self, line: &str) {
+        eprintln!("{line}");
+    }
+
+    fn connect_failed(&self, e: NetError) -> anyhow::Error {
+        crate::hint::handshake(e, &self.our_key, &self.peer_key)
+    }
+
+    fn ending(&self) {
+        if let Some(task) = self.writer.lock().expect("status writer lock").take() {
+            task.abort();
+        }
+    }
+}
+
+/// What a run reports at its end.
+#[derive(Serialize)]
+struct Report {
+    role: &'static str,
+    end: &'static str,
+    mtu: u32,
+    counters: Snapshot,
+    datagrams_in: u64,
+    datagrams_out: u64,
+    /// Datagrams the secure layer refused (garbage, unknown index, replay...).
+    dropped_by_secure_layer: u64,
+    dropped_by_reason: serde_json::Value,
+    /// Authenticated datagrams for no live session or service.
+    unroutable: u64,
+    reconnects: u64,
+    sessions_replaced: u64,
+    /// Server: each client and whether it had a session at the end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    clients: Vec<(String, bool)>,
+}
+
+impl Report {
+    fn new(role: &'static str, outcome: Outcome) -> Self {
+        let host: &HostStats = &outcome.host;
+        Self {
+            role,
+            end: outcome.end,
+            mtu: outcome.mtu,
+            counters: outcome.counters,
+            datagrams_in: host.datagrams_in,
+            datagrams_out: host.datagrams_out,
+            dropped_by_secure_layer: host.dropped.total(),
+            dropped_by_reason: crate::drops::to_json(&host.dropped),
+            unroutable: host.unroutable,
+            reconnects: host.reconnects,
+            sessions_replaced: host.sessions_replaced,
+            clients: outcome.clients,
+        }
+    }
+
+    fn render(&self) -> String {
+        let c = &self.counters;
+        let mut s = format!(
+            "ended: {}\ninto the tunnel: {} packets, {} bytes; out of it: {} packets, {} bytes; MSS clamped on {} SYNs\n",
+            self.end, c.tun_in, c.tun_in_bytes, c.tun_out, c.tun_out_bytes, c.mss_clamped
+        );
+        s += &format!(
+            "dropped: from the TUN device {} malformed, {} without a route, {} link-scoped, {} too big; from the peer {} malformed, {} with a foreign source, {} on another stream; {} TUN write errors\n",
+            c.tun_malformed, c.tun_no_route, c.tun_link_scoped, c.tun_too_big, c.peer_malformed, c.peer_spoofed, c.peer_foreign_stream, c.tun_write_errors
+        );
+        s += &format!(
+            "datagrams in {}, out {}; unroutable {}; reconnects {}\n",
+            self.datagrams_in, self.datagrams_out, self.unroutable, self.reconnects
+        );
+        for (name, up) in &self.clients {
+            s += &format!(
+                "client {name}: {}\n",
+                if *up { "connected" } else { "not connected" }
+            );
+        }
+        s
+    }
+}

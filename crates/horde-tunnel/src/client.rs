@@ -1,0 +1,132 @@
+//! The client: the vehicle's end. One persistent connection to the server over every
+//! channel; packets from the TUN device go out as ADUs on the tunnel stream, ADUs from
+//! the server go into the TUN device.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use bytes::Bytes;
+use horde_crypto::PublicKey;
+use horde_net::{Host, HostConfig, Reconnect};
+use horde_policy::Fields;
+use horde_proto::Event;
+
+use crate::config::{ClientChannel, ClientConfig};
+use crate::counters::Counters;
+use crate::device::Tun;
+use crate::{forward, Outcome, Run, Up, STREAM};
+
+/// A vehicle keeps trying to reach its server: a year is "forever" without the
+/// overflow of an unbounded deadline.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(365 * 24 * 3600);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Run the client of `cfg` with the server `peer` until `run.until`.
+pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome> {
+    let Run {
+        keypair,
+        scheduler,
+        until,
+        observer,
+    } = run;
+    let mtu = cfg.tunnel_mtu();
+    let mut host_cfg = HostConfig::new(keypair, ClientChannel::interfaces(&cfg.channels));
+    host_cfg.session = cfg.session.clone();
+    host_cfg.rekey = cfg.rekey.policy();
+    host_cfg.scheduler = scheduler;
+    let host = Host::bind(host_cfg).await?;
+    let mut target =
+        ClientChannel::connect_config(&cfg.channels, peer, cfg.service, HANDSHAKE_TIMEOUT);
+    for c in &mut target.channels {
+        c.config.acks = cfg.acks;
+    }
+    let reconnect = Reconnect {
+        give_up_after: GIVE_UP_AFTER,
+        ..Reconnect::default()
+    };
+    let conn = host
+        .connect_persistent(target, reconnect)
+        .await
+        .map_err(|e| observer.connect_failed(e))?;
+    conn.open_stream(STREAM, cfg.stream.clone()).await?;
+    observer.started(&host);
+    // The persistent connection's handle outlives its sessions: one peer throughout.
+    observer.track(None, &peer, &conn);
+    let tun = Arc::new(Tun::open(
+        &cfg.tun.name,
+        mtu,
+        &cfg.tun.addresses(),
+        &cfg.tun.routes(),
+    )?);
+    observer.up(&Up {
+        role: "client",
+        device: tun.name(),
+        mtu,
+        local_addrs: host.local_addrs(),
+    });
+    let counters = Arc::new(Counters::default());
+    let (handle, mut events) = conn.split();
+
+    let (t, c) = (tun.clone(), counters.clone());
+    let reader = tokio::spawn(async move {
+        let fields = Fields::default();
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let n = match t.recv(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "TUN read failed");
+                    continue;
+                }
+            };
+            if forward::outbound(&mut buf[..n], mtu, &c).is_none() {
+                continue;
+            }
+            c.entered_tunnel(n);
+            let payload = Bytes::copy_from_slice(&buf[..n]);
+            if handle
+                .send_adu_nowait(STREAM, payload, fields.clone())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let (t, c, o) = (tun.clone(), counters.clone(), observer.clone());
+    let writer = tokio::spawn(async move {
+        while let Some(e) = events.recv().await {
+            match e {
+                Event::Received {
+                    stream: STREAM,
+                    payload,
+                    ..
+                } => forward::inbound(&t, &payload, mtu, None, &c),
+                Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                Event::Reconnecting { reason, .. } => o.notice(&format!(
+                    "session ended ({}); reconnecting",
+                    reason.as_str()
+                )),
+                Event::Connected => o.notice("connected"),
+                Event::Closed { reason } => {
+                    o.notice(&format!("session closed: {}", reason.as_str()));
+                    return;
+                }
+                _ => {}
+            }
+        }
+    });
+    let end = until.wait(|| writer.is_finished()).await;
+    reader.abort();
+    writer.abort();
+    observer.ending();
+    let host_stats = host.stats().await?;
+    host.shutdown().await;
+    Ok(Outcome {
+        end,
+        mtu,
+        counters: counters.snapshot(),
+        host: host_stats,
+        clients: Vec::new(),
+    })
+}
