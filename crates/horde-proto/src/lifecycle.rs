@@ -6,12 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::session::SessionConfig;
+use crate::session::config::{ms, SessionConfig};
 use crate::stream::QueuedAdu;
-
-fn ms(x: f64) -> Duration {
-    Duration::from_secs_f64(x.max(0.0) / 1e3)
-}
 
 /// How long a sender held back by the peer's limit waits before it probes: a ping on
 /// every channel, which the receiver answers with its current limit. It covers a lost

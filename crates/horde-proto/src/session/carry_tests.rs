@@ -9,9 +9,12 @@ use bytes::Bytes;
 use horde_policy::Fields;
 
 use super::*;
+use crate::channel::ChannelConfig;
+use crate::event::NackReason;
 use crate::recovery::header;
 use crate::recovery::sender::Kind;
 use crate::recovery::{RecoveryConfig, RecoveryMode};
+use crate::stream::{QueuedAdu, StreamConfig};
 use crate::ChannelSpec;
 
 const STREAM: u32 = 1;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::ChannelId;
 
-use super::{ms, PendingTx, Session, SessionError, State};
+use super::{ms, ChannelSpec, PendingTx, Session, SessionError, State};
 use crate::channel::Channel;
 use crate::event::Event;
 use crate::wire::{self, Packet};
@@ -143,6 +143,73 @@ impl Session {
         } else if self.hello_due.is_none() {
             self.hello_due = Some(now + ms(self.config.hello_interval_ms));
         }
+    }
+
+    /// Add a channel at run time (a new interface came up, or came back). Returns its id,
+    /// the lowest free one: it may be the id of a channel removed earlier. The
+    /// application hears [`Event::ChannelUp`]. On the client side the channel's hello is
+    /// repeated until the peer acknowledges it, and the peer restarts its state for that
+    /// id when the hello arrives (see [`Session::handle_datagram`]).
+    pub fn add_channel(
+        &mut self,
+        now: Duration,
+        spec: ChannelSpec,
+    ) -> Result<ChannelId, SessionError> {
+        self.timers.invalidate();
+        let id = ChannelId::all()
+            .find(|id| self.channel_index(*id).is_none())
+            .ok_or(SessionError::TooManyChannels)?;
+        self.channels
+            .push(Channel::new(id, spec.local, spec.remote, spec.config, now));
+        self.removed.retain(|&c| c != id);
+        self.events.push_back(Event::ChannelUp { channel: id });
+        if self.is_client {
+            let idx = self.channels.len() - 1;
+            self.tx.push_back(PendingTx::Hello(idx));
+            self.unconfirmed.push(id);
+            if self.hello_due.is_none() {
+                self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+            }
+        }
+        Ok(id)
+    }
+
+    /// Remove a channel (its interface went away). A live channel is announced with
+    /// [`Event::ChannelDown`] first; then its outstanding ADUs are nacked. On the
+    /// accepting side, the peer's traffic may bring the channel back (it still sends on
+    /// it, perhaps from a new address), and the session then announces
+    /// [`Event::ChannelUp`].
+    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> Result<(), SessionError> {
+        let alive = self
+            .channel_index(id)
+            .is_some_and(|i| self.channels[i].is_alive());
+        if alive {
+            self.events.push_back(Event::ChannelDown { channel: id });
+        }
+        if !self.drop_channel(now, id) {
+            return Err(SessionError::UnknownChannel(id));
+        }
+        if !self.is_client && !self.removed.contains(&id) {
+            self.removed.push(id);
+        }
+        Ok(())
+    }
+
+    /// Forget channel `id`, nacking what was in flight on it, without telling the
+    /// application of the channel itself.
+    fn drop_channel(&mut self, now: Duration, id: ChannelId) -> bool {
+        self.timers.invalidate();
+        let Some(idx) = self.channel_index(id) else {
+            return false;
+        };
+        let mut ch = self.channels.remove(idx);
+        self.unconfirmed.retain(|&c| c != id);
+        // Everything outstanding on it is lost.
+        let mut out = Vec::new();
+        ch.abandon(now, &mut out);
+        self.drop_pending_on(idx);
+        self.on_resolved(now, id, &out);
+        true
     }
 
     /// Repeat the hellos the peer has not answered: every channel's while handshaking,
