@@ -225,14 +225,26 @@ impl SendStream {
 
     /// Take the ADU with `id` out of the queue.
     pub fn take(&mut self, id: u64) -> Option<QueuedAdu> {
-        let pos = self.queue.iter().position(|a| a.id == id)?;
+        let pos = self.position(id)?;
         let adu = self.queue.remove(pos)?;
         self.queued_bytes -= adu.payload.len();
         Some(adu)
     }
 
     pub fn find_mut(&mut self, id: u64) -> Option<&mut QueuedAdu> {
-        self.queue.iter_mut().find(|a| a.id == id)
+        let pos = self.position(id)?;
+        self.queue.get_mut(pos)
+    }
+
+    /// Where the ADU with `id` stands in the queue. Ids are handed out in increasing
+    /// order and the queue mostly keeps it, so a binary search finds the ADU; data put
+    /// ahead of spare coded ADUs (and in-flight ADUs carried to a successor) break that
+    /// order, and a scan covers them.
+    fn position(&self, id: u64) -> Option<usize> {
+        match self.queue.binary_search_by_key(&id, |a| a.id) {
+            Ok(pos) => Some(pos),
+            Err(_) => self.queue.iter().position(|a| a.id == id),
+        }
     }
 
     /// How long, at its allocated rate, the stream has been owed service.
@@ -392,6 +404,34 @@ mod tests {
             channel: ChannelId::new(0),
             payload: Bytes::new(),
         }
+    }
+
+    fn queued(id: u64) -> QueuedAdu {
+        QueuedAdu {
+            id,
+            seq: id,
+            payload: Bytes::from_static(b"adu"),
+            fields: Fields::default(),
+            inserted: Duration::ZERO,
+            deferred_since: None,
+        }
+    }
+
+    #[test]
+    fn take_finds_an_adu_in_id_order_and_out_of_it() {
+        let mut s = SendStream::new(1, StreamConfig::default());
+        // Data moved ahead of coded ADUs leaves ids out of order (5 before 3 and 4).
+        for id in [1, 2, 5, 3, 4, 6] {
+            let _ = s.push(queued(id));
+        }
+        assert_eq!(s.take(5).map(|a| a.id), Some(5));
+        assert_eq!(s.take(3).map(|a| a.id), Some(3));
+        assert_eq!(s.take(6).map(|a| a.id), Some(6));
+        assert!(s.take(5).is_none() && s.take(7).is_none());
+        assert!(s.find_mut(4).is_some());
+        let left: Vec<u64> = s.queue.iter().map(|a| a.id).collect();
+        assert_eq!(left, vec![1, 2, 4]);
+        assert_eq!(s.queued_bytes, 9);
     }
 
     #[test]
