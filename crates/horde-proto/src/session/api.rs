@@ -93,17 +93,20 @@ impl Session {
 
     /// Whether the handshake has finished and the session has not started closing.
     pub fn is_connected(&self) -> bool {
-        self.state == State::Connected
+        self.life.state == State::Connected
     }
 
     /// Whether the session has ended or is ending: it takes no more ADUs.
     pub fn is_closed(&self) -> bool {
-        matches!(self.state, State::Closing | State::Draining | State::Closed)
+        matches!(
+            self.life.state,
+            State::Closing | State::Draining | State::Closed
+        )
     }
 
     /// Why the session ended, once it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        self.close_reason
+        self.life.close_reason
     }
 
     /// The session's counters so far.
@@ -118,12 +121,12 @@ impl Session {
 
     /// Replace the scheduler that assigns ADUs to slots; it takes over at the next cycle.
     pub fn set_scheduler(&mut self, scheduler: Box<dyn Scheduler>) {
-        self.scheduler = scheduler;
+        self.sender.scheduler = scheduler;
     }
 
     /// The scheduler's name, as it reports it (for logs and reports).
     pub fn scheduler_name(&self) -> &'static str {
-        self.scheduler.name()
+        self.sender.scheduler.name()
     }
 
     // ----- application API -------------------------------------------------------
@@ -131,18 +134,19 @@ impl Session {
     /// Open stream `id` for sending with `config` (queue limit, ordering, recovery).
     /// Receiving needs no call: the peer's streams open when their first ADU arrives.
     pub fn open_stream(&mut self, id: u32, config: StreamConfig) -> Result<(), SessionError> {
-        if self.send.contains_key(&id) {
+        if self.sender.streams.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
         }
         self.recovery.open(id, &config.recovery)?;
-        self.send.insert(id, SendStream::new(id, config));
+        self.sender.streams.insert(id, SendStream::new(id, config));
         Ok(())
     }
 
     /// Change a stream's rate limit (`None` = elastic).
     pub fn set_max_rate(&mut self, stream: u32, max_kbps: Option<f64>) -> Result<(), SessionError> {
         let s = self
-            .send
+            .sender
+            .streams
             .get_mut(&stream)
             .ok_or(SessionError::UnknownStream(stream))?;
         s.config.max_kbps = max_kbps;
@@ -151,7 +155,7 @@ impl Session {
 
     /// Largest ADU any live channel can carry.
     pub fn max_adu(&self) -> u32 {
-        self.channels.iter().map(|c| c.max_adu()).max().unwrap_or(0)
+        self.channels.max_adu()
     }
 
     /// Queue an ADU. Header `fields` are for policy only and never sent.
@@ -174,11 +178,12 @@ impl Session {
             });
         }
         let s = self
-            .send
+            .sender
+            .streams
             .get_mut(&stream)
             .ok_or(SessionError::UnknownStream(stream))?;
-        let id = self.next_adu_id;
-        self.next_adu_id += 1;
+        let id = self.sender.next_adu_id;
+        self.sender.next_adu_id += 1;
         let seq = s.next_seq;
         s.next_seq += 1;
         let (Ok(payload) | Err(payload)) = self.recovery.frame(now, stream, id, payload);
@@ -218,7 +223,8 @@ impl Session {
         value: Value,
     ) -> Result<(), SessionError> {
         let q = self
-            .send
+            .sender
+            .streams
             .get_mut(&adu.stream)
             .and_then(|s| s.find_mut(adu.id))
             .ok_or(SessionError::AduNotQueued(adu))?;
@@ -231,7 +237,8 @@ impl Session {
     /// left the queue (sent or dropped).
     pub fn remove_adu(&mut self, adu: AduHandle) -> Result<(), SessionError> {
         let removed = self
-            .send
+            .sender
+            .streams
             .get_mut(&adu.stream)
             .and_then(|s| s.take(adu.id))
             .ok_or(SessionError::AduNotQueued(adu))?;
@@ -249,12 +256,18 @@ impl Session {
 
     /// ADUs waiting in a stream's send queue.
     pub fn queued(&self, stream: u32) -> usize {
-        self.send.get(&stream).map_or(0, |s| s.queue.len())
+        self.sender
+            .streams
+            .get(&stream)
+            .map_or(0, |s| s.queue.len())
     }
 
     /// Payload bytes waiting in a stream's send queue.
     pub fn queued_bytes(&self, stream: u32) -> usize {
-        self.send.get(&stream).map_or(0, |s| s.queued_bytes)
+        self.sender
+            .streams
+            .get(&stream)
+            .map_or(0, |s| s.queued_bytes)
     }
 
     /// Whether the application may queue more on `stream` now: `false` from the moment
@@ -262,7 +275,8 @@ impl Session {
     /// [`Event::Writable`] announces (marks: [`StreamConfig::water_marks`]). Advisory:
     /// [`Session::send_adu`] still accepts ADUs up to the queue limit.
     pub fn writable(&self, stream: u32) -> Result<bool, SessionError> {
-        self.send
+        self.sender
+            .streams
             .get(&stream)
             .map(SendStream::writable)
             .ok_or(SessionError::UnknownStream(stream))
@@ -270,7 +284,7 @@ impl Session {
 
     /// Announce streams whose queue fell to the low-water mark.
     pub(super) fn note_drained(&mut self) {
-        for s in self.send.values_mut() {
+        for s in self.sender.streams.values_mut() {
             if s.update_writable() {
                 self.events.push_back(Event::Writable { stream: s.id });
             }
@@ -280,14 +294,14 @@ impl Session {
     /// Give the scheduler an objective (a compiled hose program) to rank schedules by,
     /// from the next cycle on; the id withdraws it.
     pub fn inject_objective(&mut self, objective: Arc<dyn Objective>) -> ObjectiveId {
-        self.objectives.inject(objective)
+        self.sender.objectives.inject(objective)
     }
 
     /// Withdraw an objective given to [`Session::inject_objective`].
     pub fn remove_objective(&mut self, id: ObjectiveId) -> Result<(), SessionError> {
-        let removed = self.objectives.remove(id);
-        if self.objectives.is_empty() {
-            self.history.clear();
+        let removed = self.sender.objectives.remove(id);
+        if self.sender.objectives.is_empty() {
+            self.sender.history.clear();
         }
         if removed {
             Ok(())
@@ -327,19 +341,19 @@ impl Session {
     /// read, as told by [`Session::consumed`]); `None` leaves it unbounded, for drivers
     /// that hand ADUs straight to their consumer.
     pub fn set_receive_buffer(&mut self, limit: Option<usize>) {
-        self.life.flow.limit = limit;
+        self.receiver.flow.limit = limit;
         // The peer learns the limit once the session is up (here, or on the handshake's
         // completion for the initiating end). The last arrival's time stands in for now:
         // it only spaces forced updates.
-        if self.state == State::Connected {
+        if self.life.state == State::Connected {
             self.advertise_window(self.life.last_rx);
         }
     }
 
     /// The application has read `bytes` of payload delivered earlier.
     pub fn consumed(&mut self, now: Duration, bytes: usize) {
-        self.timers.invalidate();
-        let flow = &mut self.life.flow;
+        self.life.timers.invalidate();
+        let flow = &mut self.receiver.flow;
         flow.unread = flow.unread.saturating_sub(bytes);
         self.advertise_window(now);
     }
@@ -349,16 +363,16 @@ impl Session {
     /// (a peer that used up the last one waits for it); `None` without a receive buffer.
     /// A driver that is not woken by reading should wake when this much has been read.
     pub fn reopens_after_reading(&self) -> Option<usize> {
-        self.life.flow.reopens_after_reading(self.held_bytes())
+        self.receiver.flow.reopens_after_reading(self.held_bytes())
     }
 
     /// Payload bytes delivered to the application and not yet read.
     pub fn unread_bytes(&self) -> usize {
-        self.life.flow.unread
+        self.receiver.flow.unread
     }
 
     /// Whether the peer's advertised limit holds back this end's data now.
     pub fn flow_blocked(&self) -> bool {
-        self.life.flow.blocked.is_some()
+        self.receiver.flow.blocked.is_some()
     }
 }

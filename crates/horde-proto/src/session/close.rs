@@ -13,17 +13,15 @@ impl Session {
     /// is nacked as [`NackReason::Abandoned`], then [`Event::Closed`] reports
     /// [`CloseReason::LocalClose`].
     pub fn close(&mut self, now: Duration) {
-        self.timers.invalidate();
+        self.life.timers.invalidate();
         if self.is_closed() {
             return;
         }
         // Closed on purpose: no new session will take anything over.
         self.life.successor_expected = false;
         self.nack_queued();
-        for i in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Close(i));
-        }
-        self.state = State::Closing;
+        self.channels.queue_on_all(PendingTx::Close);
+        self.life.state = State::Closing;
         self.life.start_close(now, &self.config);
         if self.channels.is_empty() {
             self.finish(now, CloseReason::LocalClose);
@@ -32,8 +30,8 @@ impl Session {
 
     /// End the session because a new one with the same peer replaced it.
     pub fn replaced(&mut self, now: Duration) {
-        self.timers.invalidate();
-        if !matches!(self.state, State::Closed | State::Draining) {
+        self.life.timers.invalidate();
+        if !matches!(self.life.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Replaced);
         }
     }
@@ -41,15 +39,15 @@ impl Session {
     /// End the session because the peer cannot be reached (the driver saw every channel
     /// die, or ICMP errors on every channel).
     pub fn unreachable(&mut self, now: Duration) {
-        self.timers.invalidate();
-        if !matches!(self.state, State::Closed | State::Draining) {
+        self.life.timers.invalidate();
+        if !matches!(self.life.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Unreachable);
         }
     }
 
     /// Nack every queued ADU as [`NackReason::Closed`].
     pub(super) fn nack_queued(&mut self) {
-        for s in self.send.values_mut() {
+        for s in self.sender.streams.values_mut() {
             for q in s.queue.drain(..) {
                 self.events.push_back(Event::Nack {
                     stream: s.id,
@@ -68,7 +66,7 @@ impl Session {
     /// successor will take them, and the application hears [`Event::Closed`].
     pub(super) fn finish(&mut self, now: Duration, reason: CloseReason) {
         let mut out = Vec::new();
-        for c in &mut self.channels {
+        for c in self.channels.iter_mut() {
             c.abandon(now, &mut out);
         }
         for r in &out {
@@ -91,21 +89,19 @@ impl Session {
         if !self.life.successor_expected {
             self.nack_queued();
         }
-        self.tx
-            .retain(|p| matches!(p, PendingTx::CloseAck(_) | PendingTx::Ack(..)));
+        self.channels
+            .retain_pending(|p| matches!(p, PendingTx::CloseAck(_) | PendingTx::Ack(..)));
         self.life.closing = None;
-        self.state = if reason == CloseReason::PeerClosed {
+        self.life.state = if reason == CloseReason::PeerClosed {
             self.life.drain_until = Some(now + ms(self.config.close_timeout_ms));
             State::Draining
         } else {
             State::Closed
         };
-        self.close_reason = Some(reason);
+        self.life.close_reason = Some(reason);
         // ADUs held for ordering were acknowledged on arrival: the application gets them
         // before it hears of the end.
-        for r in self.recv.values_mut() {
-            r.release_all(&mut self.delivered);
-        }
+        self.receiver.release_all();
         self.flush_delivered();
         self.events.push_back(Event::Closed { reason });
     }

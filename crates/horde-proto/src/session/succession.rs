@@ -42,10 +42,10 @@ impl Session {
     /// queued ADUs (in-flight ones of resending streams first), objectives, scheduler
     /// and ADU ids, so that the application's handles and counts carry on.
     pub fn inherit(&mut self, old: &mut Session, now: Duration) {
-        self.next_adu_id = self.next_adu_id.max(old.next_adu_id);
+        self.sender.next_adu_id = self.sender.next_adu_id.max(old.sender.next_adu_id);
         let mut carried = std::mem::take(&mut old.life.carried);
         carried.sort_by_key(|(_, q)| std::cmp::Reverse(q.seq));
-        for (id, old_stream) in std::mem::take(&mut old.send) {
+        for (id, old_stream) in std::mem::take(&mut old.sender.streams) {
             let mut s = SendStream::new(id, old_stream.config.clone());
             s.next_seq = old_stream.next_seq;
             s.carry_back_pressure(&old_stream);
@@ -75,11 +75,11 @@ impl Session {
             if s.update_writable() {
                 self.events.push_back(Event::Writable { stream: id });
             }
-            self.send.insert(id, s);
+            self.sender.streams.insert(id, s);
         }
         self.recovery.carry_stats(&old.recovery);
-        self.objectives = std::mem::take(&mut old.objectives);
-        std::mem::swap(&mut self.scheduler, &mut old.scheduler);
+        self.sender.objectives = std::mem::take(&mut old.sender.objectives);
+        std::mem::swap(&mut self.sender.scheduler, &mut old.sender.scheduler);
         self.wake_cycle(now);
     }
 
