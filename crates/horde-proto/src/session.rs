@@ -17,7 +17,6 @@ use horde_policy::ChannelId;
 use crate::channel::{min_opt, Channel, ChannelConfig, Resolved};
 use crate::event::{CloseReason, Event};
 use crate::recovery::RecoveryLayer;
-use crate::timers::Deadlines;
 use crate::wire::{self, Packet};
 
 mod api;
@@ -100,7 +99,7 @@ impl Session {
             channels: ChannelSet::new(),
             sender: Sender::new(config.seed, now),
             receiver: Receiver::default(),
-            life: Lifecycle::new(now),
+            life: Lifecycle::new(now, &config),
             recovery: RecoveryLayer::default(),
             events: VecDeque::new(),
             stats: SessionStats::default(),
@@ -147,7 +146,7 @@ impl Session {
         let mut s = Self::new(conn, service, false, config, now);
         s.local_aliases = local_aliases;
         s.channels.peer_config = channel_config;
-        s.life.state = State::Connected;
+        s.life.set_state(State::Connected, &s.config);
         s.events.push_back(Event::Connected);
         s.handle_datagram(now, local, src, datagram);
         Ok(s)
@@ -162,7 +161,7 @@ impl Session {
 
     /// Feed one received datagram. Malformed or foreign datagrams are counted and dropped.
     pub fn handle_datagram(&mut self, now: Duration, local: u16, src: SocketAddr, datagram: Bytes) {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         let packet = match wire::decode_reusing(&datagram, &mut self.ack_ranges) {
             Ok(p) => p,
             Err(_) => {
@@ -174,7 +173,7 @@ impl Session {
             self.stats.foreign += 1;
             return;
         }
-        self.life.last_rx = now;
+        self.life.heard(now, &self.config);
         self.life.sent_at_rx = self.channels.packets_sent();
         match self.life.state {
             State::Closed => return,
@@ -263,12 +262,12 @@ impl Session {
 
     /// Process timers that are due (and only those).
     pub fn handle_timeout(&mut self, now: Duration) {
-        if self.life.timers.is_stale() {
-            self.refill_timers();
+        if self.life.timers.derived_stale() {
+            self.refresh_derived_timers();
         }
         let ran = self.run_due_timers(now);
         if ran {
-            self.refill_timers();
+            self.refresh_derived_timers();
         }
     }
 
@@ -279,13 +278,11 @@ impl Session {
         if self.channels.has_pending() {
             return Some(now);
         }
-        let mut t = if self.life.timers.is_stale() {
-            let mut d = Deadlines::default();
-            self.fill_timers(&mut d);
-            d.next()
-        } else {
-            self.life.timers.deadlines().next()
-        };
+        let mut deadlines = *self.life.timers.deadlines();
+        if self.life.timers.derived_stale() {
+            self.fill_derived_timers(&mut deadlines);
+        }
+        let mut t = deadlines.next();
         if self.life.state == State::Connected
             && self.receiver.flow.may_send()
             && (self.sender.has_queued() || self.recovery.wants_spare())
@@ -302,7 +299,7 @@ impl Session {
 
     /// Write the next datagram to send into `buf` (cleared first).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         if !self.channels.has_pending() {
             self.channels.queue_acks(now, self.conn);
         }
@@ -334,7 +331,7 @@ impl Session {
             }
         }
         // The driver's flush ends here: its next question is when to come back.
-        self.refill_timers();
+        self.refresh_derived_timers();
         None
     }
 }

@@ -352,7 +352,7 @@ impl Session {
 
     /// The application has read `bytes` of payload delivered earlier.
     pub fn consumed(&mut self, now: Duration, bytes: usize) {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         let flow = &mut self.receiver.flow;
         flow.unread = flow.unread.saturating_sub(bytes);
         self.advertise_window(now);

@@ -13,7 +13,7 @@ impl Session {
     /// is nacked as [`NackReason::Abandoned`], then [`Event::Closed`] reports
     /// [`CloseReason::LocalClose`].
     pub fn close(&mut self, now: Duration) {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         if self.is_closed() {
             return;
         }
@@ -21,7 +21,7 @@ impl Session {
         self.life.successor_expected = false;
         self.nack_queued();
         self.channels.queue_on_all(PendingTx::Close);
-        self.life.state = State::Closing;
+        self.life.set_state(State::Closing, &self.config);
         self.life.start_close(now, &self.config);
         if self.channels.is_empty() {
             self.finish(now, CloseReason::LocalClose);
@@ -30,7 +30,7 @@ impl Session {
 
     /// End the session because a new one with the same peer replaced it.
     pub fn replaced(&mut self, now: Duration) {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         if !matches!(self.life.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Replaced);
         }
@@ -39,7 +39,7 @@ impl Session {
     /// End the session because the peer cannot be reached (the driver saw every channel
     /// die, or ICMP errors on every channel).
     pub fn unreachable(&mut self, now: Duration) {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         if !matches!(self.life.state, State::Closed | State::Draining) {
             self.finish(now, CloseReason::Unreachable);
         }
@@ -92,12 +92,13 @@ impl Session {
         self.channels
             .retain_pending(|p| matches!(p, PendingTx::CloseAck(_) | PendingTx::Ack(..)));
         self.life.closing = None;
-        self.life.state = if reason == CloseReason::PeerClosed {
+        let state = if reason == CloseReason::PeerClosed {
             self.life.drain_until = Some(now + ms(self.config.close_timeout_ms));
             State::Draining
         } else {
             State::Closed
         };
+        self.life.set_state(state, &self.config);
         self.life.close_reason = Some(reason);
         // ADUs held for ordering were acknowledged on arrival: the application gets them
         // before it hears of the end.

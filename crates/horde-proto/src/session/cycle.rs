@@ -11,7 +11,7 @@ use horde_policy::{
 };
 
 use super::channels::ChannelSet;
-use super::flow::{Blocked, Flow};
+use super::flow::{Blocked, Flow, ZERO_WINDOW_PROBE};
 use super::sender::Sender;
 use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
@@ -150,6 +150,13 @@ impl Session {
             stats: &mut self.stats,
         };
         self.sender.run_cycle(now, &mut cx);
+        // The peer's credit may have run out in the cycle: probe for a lost update.
+        let probe = self
+            .receiver
+            .flow
+            .blocked
+            .map(|b| b.since + ZERO_WINDOW_PROBE);
+        self.life.zero_window_probe_at(probe);
     }
 }
 

@@ -15,7 +15,8 @@ use crate::wire::{self, Packet};
 impl Session {
     pub(super) fn send_hellos(&mut self, now: Duration) {
         self.channels.queue_on_all(PendingTx::Hello);
-        self.life.hello_due = Some(now + ms(self.config.hello_interval_ms));
+        self.life
+            .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
     }
 
     /// Acknowledge a `Close` on the channel it came over (the first channel if the
@@ -127,17 +128,18 @@ impl Session {
             return;
         }
         self.remote_aliases = aliases;
-        self.life.unconfirmed.retain(|&c| c != channel);
+        self.life.confirmed(channel);
         if self.life.state == State::Handshaking {
-            self.life.state = State::Connected;
-            self.life.hello_due = None;
+            self.life.set_state(State::Connected, &self.config);
+            self.life.schedule_hellos(None);
             self.events.push_back(Event::Connected);
             self.advertise_window(now);
         }
         if self.life.unconfirmed.is_empty() {
-            self.life.hello_due = None;
+            self.life.schedule_hellos(None);
         } else if self.life.hello_due.is_none() {
-            self.life.hello_due = Some(now + ms(self.config.hello_interval_ms));
+            self.life
+                .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
         }
     }
 
@@ -151,7 +153,7 @@ impl Session {
         now: Duration,
         spec: ChannelSpec,
     ) -> Result<ChannelId, SessionError> {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         let id = ChannelId::all()
             .find(|id| self.channels.index(*id).is_none())
             .ok_or(SessionError::TooManyChannels)?;
@@ -161,9 +163,10 @@ impl Session {
         self.events.push_back(Event::ChannelUp { channel: id });
         if self.is_client {
             self.channels.queue(PendingTx::Hello(id));
-            self.life.unconfirmed.push(id);
+            self.life.unconfirmed(id);
             if self.life.hello_due.is_none() {
-                self.life.hello_due = Some(now + ms(self.config.hello_interval_ms));
+                self.life
+                    .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
             }
         }
         Ok(id)
@@ -194,12 +197,12 @@ impl Session {
     /// Forget channel `id`, nacking what was in flight on it, without telling the
     /// application of the channel itself.
     fn drop_channel(&mut self, now: Duration, id: ChannelId) -> bool {
-        self.life.timers.invalidate();
+        self.life.timers.invalidate_derived();
         let Some(idx) = self.channels.index(id) else {
             return false;
         };
         let mut ch = self.channels.remove(idx);
-        self.life.unconfirmed.retain(|&c| c != id);
+        self.life.confirmed(id);
         // Everything outstanding on it is lost.
         let mut out = Vec::new();
         ch.abandon(now, &mut out);
@@ -219,9 +222,10 @@ impl Session {
                         self.channels.queue(PendingTx::Hello(id));
                     }
                 }
-                self.life.hello_due = Some(now + ms(self.config.hello_interval_ms));
+                self.life
+                    .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
             }
-            _ => self.life.hello_due = None,
+            _ => self.life.schedule_hellos(None),
         }
     }
 }

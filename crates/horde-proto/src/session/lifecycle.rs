@@ -11,7 +11,7 @@ use horde_policy::ChannelId;
 use super::config::{ms, SessionConfig};
 use crate::event::CloseReason;
 use crate::stream::QueuedAdu;
-use crate::timers::TimerTable;
+use crate::timers::{Timer, TimerTable};
 
 /// The peer is given up as unreachable only once every channel is dead (no ack for its
 /// dead-man time), nothing at all has arrived from the peer for `UNREACHABLE_SILENCE`,
@@ -82,16 +82,57 @@ pub(super) struct Lifecycle {
 }
 
 impl Lifecycle {
-    pub fn new(now: Duration) -> Self {
-        Self {
+    pub fn new(now: Duration, config: &SessionConfig) -> Self {
+        let mut life = Self {
             last_rx: now,
             last_tx: now,
             ..Self::default()
-        }
+        };
+        life.update_idle(config);
+        life
     }
 
     pub fn idle_deadline(&self, config: &SessionConfig) -> Option<Duration> {
         (config.idle_timeout_ms > 0.0).then(|| self.last_rx + ms(config.idle_timeout_ms))
+    }
+
+    /// Move to `state`; the timers it runs start or stop.
+    pub fn set_state(&mut self, state: State, config: &SessionConfig) {
+        self.state = state;
+        self.update_hello();
+        self.update_idle(config);
+        self.update_close();
+        self.set(
+            Timer::Drain,
+            self.drain_until.filter(|_| state == State::Draining),
+        );
+        if matches!(state, State::Draining | State::Closed) {
+            self.set(Timer::ZeroWindow, None);
+        }
+    }
+
+    /// Something arrived from the peer at `now`: the idle timer starts over.
+    pub fn heard(&mut self, now: Duration, config: &SessionConfig) {
+        self.last_rx = now;
+        self.update_idle(config);
+    }
+
+    /// Repeat the unanswered hellos at `at` (`None`: nothing to repeat).
+    pub fn schedule_hellos(&mut self, at: Option<Duration>) {
+        self.hello_due = at;
+        self.update_hello();
+    }
+
+    /// A channel added after the handshake waits for the peer's answer to its hello.
+    pub fn unconfirmed(&mut self, id: ChannelId) {
+        self.unconfirmed.push(id);
+        self.update_hello();
+    }
+
+    /// Channel `id` needs no more hellos: answered, or gone.
+    pub fn confirmed(&mut self, id: ChannelId) {
+        self.unconfirmed.retain(|&c| c != id);
+        self.update_hello();
     }
 
     pub fn start_close(&mut self, now: Duration, config: &SessionConfig) {
@@ -99,5 +140,56 @@ impl Lifecycle {
             deadline: now + ms(config.close_timeout_ms),
             next_retry: now + ms(config.close_retry_ms),
         });
+        self.update_close();
+        self.update_idle(config);
+    }
+
+    /// The next repetition of an unacknowledged `Close` is at `at`.
+    pub fn retry_close_at(&mut self, at: Duration) {
+        if let Some(c) = self.closing.as_mut() {
+            c.next_retry = at;
+        }
+        self.update_close();
+    }
+
+    /// The peer's limit holds data back: probe for a lost update at `at` (`None`: no
+    /// longer held back). Only a session that still runs its data path probes.
+    pub fn zero_window_probe_at(&mut self, at: Option<Duration>) {
+        let runs = !matches!(self.state, State::Draining | State::Closed);
+        self.set(Timer::ZeroWindow, at.filter(|_| runs));
+    }
+
+    fn set(&mut self, timer: Timer, at: Option<Duration>) {
+        self.timers.set(timer, at);
+    }
+
+    /// Hellos repeat while handshaking, and after it while a channel added later is
+    /// unconfirmed.
+    fn update_hello(&mut self) {
+        let runs = match self.state {
+            State::Handshaking => true,
+            State::Connected => !self.unconfirmed.is_empty(),
+            State::Closing | State::Draining | State::Closed => false,
+        };
+        self.set(Timer::Hello, self.hello_due.filter(|_| runs));
+    }
+
+    /// The idle timeout runs until the session starts closing.
+    fn update_idle(&mut self, config: &SessionConfig) {
+        let runs = !matches!(self.state, State::Draining | State::Closed) && self.closing.is_none();
+        let at = if runs {
+            self.idle_deadline(config)
+        } else {
+            None
+        };
+        self.set(Timer::Idle, at);
+    }
+
+    fn update_close(&mut self) {
+        let closing = self
+            .closing
+            .filter(|_| !matches!(self.state, State::Draining | State::Closed));
+        self.set(Timer::CloseRetry, closing.map(|c| c.next_retry));
+        self.set(Timer::CloseDeadline, closing.map(|c| c.deadline));
     }
 }

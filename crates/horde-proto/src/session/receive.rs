@@ -342,6 +342,7 @@ impl Session {
     /// packet fits again resumes.
     pub(super) fn flow_credit_changed(&mut self, now: Duration) {
         if self.receiver.flow.unblock_if_fits() {
+            self.life.zero_window_probe_at(None);
             self.events.push_back(Event::FlowResumed);
             self.wake_cycle(now);
         }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::flow::ZERO_WINDOW_PROBE;
-use super::lifecycle::{Closing, UNREACHABLE_SILENCE, UNREACHABLE_UNANSWERED};
+use super::lifecycle::{UNREACHABLE_SILENCE, UNREACHABLE_UNANSWERED};
 use super::{ms, PendingTx, Session, State};
 use crate::event::{CloseReason, Event};
 use crate::timers::{Deadlines, Timer};
@@ -12,7 +12,10 @@ use crate::timers::{Deadlines, Timer};
 impl Session {
     /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
     pub(super) fn run_due_timers(&mut self, now: Duration) -> bool {
-        let due = |t| self.life.timers.is_due(t, now);
+        // Which timers are due is decided once, from the table as it stands: running one
+        // may move the others' deadlines, and those wait for the next call.
+        let table = *self.life.timers.deadlines();
+        let due = |t| table.is_due(t, now);
         let (channels_due, reorder_due) = (due(Timer::Channel), due(Timer::Reorder));
         let recovery_due = due(Timer::Recovery);
         let hello_due = self.life.hello_due.is_some_and(|t| t <= now);
@@ -26,7 +29,7 @@ impl Session {
         ]
         .into_iter()
         .any(due);
-        if !self.lifecycle_timers(now) {
+        if !self.lifecycle_timers(now, &table) {
             return lifecycle_due;
         }
         if !(hello_due || channels_due || reorder_due || recovery_due) {
@@ -67,40 +70,35 @@ impl Session {
 
     /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
     /// still runs its other timers.
-    pub(super) fn lifecycle_timers(&mut self, now: Duration) -> bool {
+    pub(super) fn lifecycle_timers(&mut self, now: Duration, table: &Deadlines) -> bool {
         match self.life.state {
             State::Closed => return false,
             State::Draining => {
-                if self.life.timers.is_due(Timer::Drain, now) {
+                if table.is_due(Timer::Drain, now) {
                     self.life.drain_until = None;
-                    self.life.state = State::Closed;
+                    self.life.set_state(State::Closed, &self.config);
                 }
                 return false;
             }
             State::Closing => {
-                if let Some(c) = self.life.closing {
-                    if self.life.timers.is_due(Timer::CloseDeadline, now) {
+                if self.life.closing.is_some() {
+                    if table.is_due(Timer::CloseDeadline, now) {
                         self.finish(now, CloseReason::LocalClose);
                         return false;
                     }
-                    if self.life.timers.is_due(Timer::CloseRetry, now) {
+                    if table.is_due(Timer::CloseRetry, now) {
                         self.channels.queue_on_all(PendingTx::Close);
                         let retry = ms(self.config.close_retry_ms).max(Duration::from_millis(1));
-                        self.life.closing = Some(Closing {
-                            next_retry: now + retry,
-                            ..c
-                        });
+                        self.life.retry_close_at(now + retry);
                     }
                 }
             }
             State::Handshaking | State::Connected => {
-                if self.life.timers.is_due(Timer::Idle, now) {
+                if table.is_due(Timer::Idle, now) {
                     self.finish(now, CloseReason::IdleTimeout);
                     return false;
                 }
-                if self.life.state == State::Connected
-                    && self.life.timers.is_due(Timer::Keepalive, now)
-                {
+                if self.life.state == State::Connected && table.is_due(Timer::Keepalive, now) {
                     let interval = ms(self.config.keepalive_ms);
                     for idx in 0..self.channels.len() {
                         if self.channels[idx].last_sent() + interval > now {
@@ -126,6 +124,8 @@ impl Session {
             }
             if let Some(b) = self.receiver.flow.blocked.as_mut() {
                 b.since = now;
+                self.life
+                    .zero_window_probe_at(Some(now + ZERO_WINDOW_PROBE));
             }
         }
         true
@@ -164,40 +164,34 @@ impl Session {
             .keepalive_deadline(ms(self.config.keepalive_ms))
     }
 
-    pub(super) fn refill_timers(&mut self) {
-        let mut d = Deadlines::default();
-        self.fill_timers(&mut d);
-        self.life.timers.refill(|table| *table = d);
+    /// Read the derived timers again from the channels, streams and recovery layer.
+    pub(super) fn refresh_derived_timers(&mut self) {
+        let mut d = *self.life.timers.deadlines();
+        self.fill_derived_timers(&mut d);
+        self.life.timers.refresh_derived(|table| *table = d);
     }
 
-    /// Every named timer's deadline, from the session's state.
-    pub(super) fn fill_timers(&self, d: &mut Deadlines) {
-        let hellos = match self.life.state {
-            State::Handshaking => true,
-            State::Connected => !self.life.unconfirmed.is_empty(),
-            State::Closing => false,
-            State::Draining => {
-                d.set(Timer::Drain, self.life.drain_until);
-                return;
-            }
-            State::Closed => return,
-        };
-        d.set(Timer::Hello, self.life.hello_due.filter(|_| hellos));
-        if let Some(c) = self.life.closing {
-            d.set(Timer::CloseRetry, Some(c.next_retry));
-            d.set(Timer::CloseDeadline, Some(c.deadline));
-        } else {
-            d.set(Timer::Idle, self.life.idle_deadline(&self.config));
-            if self.life.state == State::Connected {
-                d.set(Timer::Keepalive, self.keepalive_deadline());
-            }
-        }
-        if let Some(b) = self.receiver.flow.blocked {
-            d.set(Timer::ZeroWindow, Some(b.since + ZERO_WINDOW_PROBE));
-        }
-        d.set(Timer::Channel, self.channels.next_timeout());
+    /// The derived timers' deadlines ([`Timer::DERIVED`]), from the parts: none once the
+    /// session is draining or closed, no keepalive unless connected and not closing.
+    pub(super) fn fill_derived_timers(&self, d: &mut Deadlines) {
+        let runs = !matches!(self.life.state, State::Draining | State::Closed);
+        let keepalive = runs && self.life.state == State::Connected && self.life.closing.is_none();
+        d.set(
+            Timer::Keepalive,
+            self.keepalive_deadline().filter(|_| keepalive),
+        );
         let hold = ms(self.config.reorder_hold_ms);
-        d.set(Timer::Reorder, self.receiver.next_timeout(hold));
-        d.set(Timer::Recovery, self.recovery.next_timeout());
+        let (channels, held, recovery) = if runs {
+            (
+                self.channels.next_timeout(),
+                self.receiver.next_timeout(hold),
+                self.recovery.next_timeout(),
+            )
+        } else {
+            (None, None, None)
+        };
+        d.set(Timer::Channel, channels);
+        d.set(Timer::Reorder, held);
+        d.set(Timer::Recovery, recovery);
     }
 }
