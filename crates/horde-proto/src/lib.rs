@@ -99,7 +99,6 @@ mod event;
 mod fair_share;
 #[cfg(feature = "harness")]
 pub mod harness;
-mod lifecycle;
 mod packing;
 pub mod recovery;
 mod session;

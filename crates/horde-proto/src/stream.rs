@@ -225,14 +225,46 @@ impl SendStream {
 
     /// Take the ADU with `id` out of the queue.
     pub fn take(&mut self, id: u64) -> Option<QueuedAdu> {
-        let pos = self.queue.iter().position(|a| a.id == id)?;
+        let pos = self.position(id)?;
         let adu = self.queue.remove(pos)?;
         self.queued_bytes -= adu.payload.len();
         Some(adu)
     }
 
     pub fn find_mut(&mut self, id: u64) -> Option<&mut QueuedAdu> {
-        self.queue.iter_mut().find(|a| a.id == id)
+        let pos = self.position(id)?;
+        self.queue.get_mut(pos)
+    }
+
+    /// Where the ADU with `id` stands in the queue. Ids are handed out in increasing
+    /// order and the queue mostly keeps it, and ADUs mostly leave from near the front:
+    /// an exponential search from the front brackets the id, and a binary search within
+    /// the bracket finds it, in a time that grows with the log of its position. Data put
+    /// ahead of spare coded ADUs (and in-flight ADUs carried to a successor) break the
+    /// order; a scan covers them.
+    fn position(&self, id: u64) -> Option<usize> {
+        let q = &self.queue;
+        if q.front()?.id == id {
+            return Some(0);
+        }
+        let mut bound = 1;
+        while bound < q.len() && q[bound].id < id {
+            bound *= 2;
+        }
+        // Ordered, the ADU lies in `bound / 2 ..= bound` (`q[bound / 2]` is below it).
+        let (mut lo, mut hi) = (bound / 2, bound.min(q.len() - 1) + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if q[mid].id < id {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if q.get(lo).is_some_and(|a| a.id == id) {
+            return Some(lo);
+        }
+        q.iter().position(|a| a.id == id)
     }
 
     /// How long, at its allocated rate, the stream has been owed service.
@@ -392,6 +424,49 @@ mod tests {
             channel: ChannelId::new(0),
             payload: Bytes::new(),
         }
+    }
+
+    fn queued(id: u64) -> QueuedAdu {
+        QueuedAdu {
+            id,
+            seq: id,
+            payload: Bytes::from_static(b"adu"),
+            fields: Fields::default(),
+            inserted: Duration::ZERO,
+            deferred_since: None,
+        }
+    }
+
+    #[test]
+    fn take_finds_an_adu_in_id_order_and_out_of_it() {
+        let mut s = SendStream::new(1, StreamConfig::default());
+        // Data moved ahead of coded ADUs leaves ids out of order (5 before 3 and 4).
+        for id in [1, 2, 5, 3, 4, 6] {
+            let _ = s.push(queued(id));
+        }
+        assert_eq!(s.take(5).map(|a| a.id), Some(5));
+        assert_eq!(s.take(3).map(|a| a.id), Some(3));
+        assert_eq!(s.take(6).map(|a| a.id), Some(6));
+        assert!(s.take(5).is_none() && s.take(7).is_none());
+        assert!(s.find_mut(4).is_some());
+        let left: Vec<u64> = s.queue.iter().map(|a| a.id).collect();
+        assert_eq!(left, vec![1, 2, 4]);
+        assert_eq!(s.queued_bytes, 9);
+
+        // In order, every position is found, and ids that are not queued are not.
+        let mut s = SendStream::new(1, StreamConfig::default());
+        let ids: Vec<u64> = (0..40).map(|i| 3 * i + 1).collect();
+        for &id in &ids {
+            let _ = s.push(queued(id));
+        }
+        for &id in ids.iter().rev() {
+            assert!(s.find_mut(id - 1).is_none() && s.find_mut(id + 1).is_none());
+            assert_eq!(s.find_mut(id).map(|a| a.id), Some(id));
+        }
+        for (taken, &id) in ids.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+            assert_eq!(s.take(id).map(|a| a.id), Some(id), "after {taken}");
+        }
+        assert_eq!(s.queue.len(), 20);
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! `Session::poll_timeout` is a minimum over it and `Session::handle_timeout` runs only
 //! the timers that are due.
 //!
-//! The table is filled from the session's state, lazily: anything that may move a
-//! deadline marks it stale, and the session refills it when a driver is done with it
-//! for the moment (the last `poll_transmit` of a flush, or `handle_timeout`). A stale
-//! table read through `&self` is computed on the spot and not kept.
+//! The lifecycle's timers (hellos, idle, close, drain, zero window) are set and stopped
+//! where their deadline changes. The derived timers ([`Timer::DERIVED`]: the channels'
+//! own timers, keepalive, reorder and recovery holds) are minima over state the
+//! channels, streams and recovery layer keep to themselves; anything that may move one
+//! marks them stale, and the session reads them again when a driver is done with it for
+//! the moment (the last `poll_transmit` of a flush, or `handle_timeout`). Stale derived
+//! deadlines read through `&self` are computed on the spot and not kept.
 
 use std::time::Duration;
 
@@ -48,50 +51,61 @@ impl Timer {
         Timer::Reorder,
         Timer::Recovery,
     ];
+
+    /// The timers whose deadline is a minimum over the channels, streams or recovery
+    /// layer, read from them rather than set.
+    pub(crate) const DERIVED: [Timer; 4] = [
+        Timer::Keepalive,
+        Timer::Channel,
+        Timer::Reorder,
+        Timer::Recovery,
+    ];
 }
 
-/// One deadline per timer, and whether they still reflect the session's state.
+/// One deadline per timer, and whether the derived ones still reflect the session.
 #[derive(Debug)]
 pub(crate) struct TimerTable {
     deadlines: Deadlines,
-    stale: bool,
+    derived_stale: bool,
 }
 
 impl Default for TimerTable {
     fn default() -> Self {
         Self {
             deadlines: Deadlines::default(),
-            stale: true,
+            derived_stale: true,
         }
     }
 }
 
 impl TimerTable {
-    /// Something may have moved a deadline: refill before the next read.
-    pub fn invalidate(&mut self) {
-        self.stale = true;
+    /// Run `timer` at `at`, or stop it (`None`).
+    pub fn set(&mut self, timer: Timer, at: Option<Duration>) {
+        self.deadlines.set(timer, at);
     }
 
-    pub fn is_stale(&self) -> bool {
-        self.stale
+    /// Something may have moved a derived deadline: read them again before they count.
+    pub fn invalidate_derived(&mut self) {
+        self.derived_stale = true;
     }
 
-    /// Replace every deadline (`fill` sets those that run) and mark the table current.
-    pub fn refill(&mut self, fill: impl FnOnce(&mut Deadlines)) {
+    pub fn derived_stale(&self) -> bool {
+        self.derived_stale
+    }
+
+    /// Replace the derived deadlines (`fill` sets those that run) and mark them current.
+    pub fn refresh_derived(&mut self, fill: impl FnOnce(&mut Deadlines)) {
         let mut d = Deadlines::default();
         fill(&mut d);
-        self.deadlines = d;
-        self.stale = false;
+        for t in Timer::DERIVED {
+            self.deadlines.set(t, d.get(t));
+        }
+        self.derived_stale = false;
     }
 
-    /// The deadlines as last filled (stale or not).
+    /// The deadlines as they stand (the derived ones as last read, stale or not).
     pub fn deadlines(&self) -> &Deadlines {
         &self.deadlines
-    }
-
-    /// Whether `timer` runs and its deadline has come.
-    pub fn is_due(&self, timer: Timer, now: Duration) -> bool {
-        self.deadlines.get(timer).is_some_and(|t| t <= now)
     }
 }
 
@@ -112,6 +126,11 @@ impl Deadlines {
     pub fn next(&self) -> Option<Duration> {
         self.0.iter().flatten().min().copied()
     }
+
+    /// Whether `timer` runs and its deadline has come.
+    pub fn is_due(&self, timer: Timer, now: Duration) -> bool {
+        self.get(timer).is_some_and(|t| t <= now)
+    }
 }
 
 #[cfg(test)]
@@ -125,31 +144,35 @@ mod tests {
     #[test]
     fn each_timer_is_due_at_its_deadline_and_not_before() {
         let mut table = TimerTable::default();
-        assert!(table.is_stale());
-        table.refill(|d| {
-            for (i, t) in Timer::ALL.iter().enumerate() {
-                d.set(*t, Some(ms(100 + 10 * i as u64)));
-            }
-        });
-        assert!(!table.is_stale());
-        assert_eq!(table.deadlines().next(), Some(ms(100)));
+        for (i, t) in Timer::ALL.iter().enumerate() {
+            table.set(*t, Some(ms(100 + 10 * i as u64)));
+        }
+        let d = table.deadlines();
+        assert_eq!(d.next(), Some(ms(100)));
         for (i, t) in Timer::ALL.iter().enumerate() {
             let at = ms(100 + 10 * i as u64);
-            assert!(!table.is_due(*t, at - Duration::from_nanos(1)), "{t:?}");
-            assert!(table.is_due(*t, at), "{t:?}");
+            assert!(!d.is_due(*t, at - Duration::from_nanos(1)), "{t:?}");
+            assert!(d.is_due(*t, at), "{t:?}");
         }
-        table.invalidate();
-        assert!(table.is_stale());
+        table.set(Timer::Idle, None);
+        assert!(!table.deadlines().is_due(Timer::Idle, ms(1000)));
     }
 
     #[test]
-    fn a_refill_clears_the_timers_it_does_not_set() {
+    fn a_refresh_replaces_the_derived_timers_only() {
         let mut table = TimerTable::default();
-        table.refill(|d| d.set(Timer::Idle, Some(ms(5))));
-        table.refill(|d| d.set(Timer::Drain, Some(ms(9))));
-        assert_eq!(table.deadlines().get(Timer::Idle), None);
-        assert_eq!(table.deadlines().next(), Some(ms(9)));
-        table.refill(|_| {});
-        assert_eq!(table.deadlines().next(), None);
+        assert!(table.derived_stale());
+        table.set(Timer::Idle, Some(ms(50)));
+        table.refresh_derived(|d| {
+            d.set(Timer::Channel, Some(ms(5)));
+            d.set(Timer::Idle, Some(ms(1)));
+        });
+        assert!(!table.derived_stale());
+        assert_eq!(table.deadlines().get(Timer::Idle), Some(ms(50)));
+        assert_eq!(table.deadlines().next(), Some(ms(5)));
+        table.invalidate_derived();
+        assert!(table.derived_stale());
+        table.refresh_derived(|_| {});
+        assert_eq!(table.deadlines().next(), Some(ms(50)));
     }
 }

@@ -9,9 +9,12 @@ use bytes::Bytes;
 use horde_policy::Fields;
 
 use super::*;
+use crate::channel::ChannelConfig;
+use crate::event::NackReason;
 use crate::recovery::header;
 use crate::recovery::sender::Kind;
 use crate::recovery::{RecoveryConfig, RecoveryMode};
+use crate::stream::{QueuedAdu, StreamConfig};
 use crate::ChannelSpec;
 
 const STREAM: u32 = 1;
@@ -60,7 +63,7 @@ fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() 
         })
         .collect();
     // The middle ADU's frame is unreadable; a report the old layer made is queued too.
-    let queue = &mut old.send.get_mut(&STREAM).unwrap().queue;
+    let queue = &mut old.sender.streams.get_mut(&STREAM).unwrap().queue;
     queue[1].payload = Bytes::new();
     let report_id = 1000;
     queue.push_back(QueuedAdu {
@@ -88,9 +91,13 @@ fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() 
         "the unreadable one is reported to the application, the report is not"
     );
     assert_eq!(new.stats().adus_abandoned, 1);
-    let carried: Vec<u64> = new.send[&STREAM].queue.iter().map(|q| q.id).collect();
+    let carried: Vec<u64> = new.sender.streams[&STREAM]
+        .queue
+        .iter()
+        .map(|q| q.id)
+        .collect();
     assert_eq!(carried, vec![ids[0], ids[2]]);
-    for q in &new.send[&STREAM].queue {
+    for q in &new.sender.streams[&STREAM].queue {
         assert!(
             matches!(header::decode(&q.payload), Ok(header::Frame::Data { .. })),
             "carried ADUs are framed in the new layer"
@@ -114,7 +121,7 @@ fn blocked_session(now: Duration, adus: usize) -> Session {
             .unwrap();
     }
     assert_eq!(old.writable(STREAM), Ok(false), "20 000 bytes block it");
-    let s = old.send.get_mut(&STREAM).unwrap();
+    let s = old.sender.streams.get_mut(&STREAM).unwrap();
     while s.queue.len() > adus {
         let id = s.queue[0].id;
         s.take(id);
@@ -135,7 +142,7 @@ fn a_blocked_stream_stays_blocked_in_the_successor_and_announces_its_drain() {
         "12 000 bytes are above the low-water mark: still blocked"
     );
     assert_eq!(writable_events(&mut new), 0);
-    let s = new.send.get_mut(&STREAM).unwrap();
+    let s = new.sender.streams.get_mut(&STREAM).unwrap();
     while s.queued_bytes > 8 * 1024 {
         let id = s.queue[0].id;
         s.take(id);

@@ -2,17 +2,25 @@
 //! among streams, collecting ADUs for the slots, asking the scheduler, and handing the
 //! chosen packets to transmit.
 
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use horde_policy::{AduView, Allocator, Assignment, Demand, ScheduleInput, StreamStats, TxSlot};
+use horde_policy::{
+    AduView, Allocator, Assignment, Demand, HistoryEntry, Outcome, ScheduleInput, StreamStats,
+    TxSlot,
+};
 
-use super::{ms, PendingAdu, Session, State};
+use super::channels::ChannelSet;
+use super::flow::{Blocked, Flow, ZERO_WINDOW_PROBE};
+use super::sender::Sender;
+use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
 use crate::packing::{packed_capacity, Packer, PlanInput};
-use crate::stream::SendStream;
-use crate::wire::{MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
+use crate::recovery::RecoveryLayer;
+use crate::stream::{InFlightPolicy, QueuedAdu, SendStream};
+use crate::wire::{FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
 
 /// How far behind its allocation, in seconds of it, a stream may fall while a scheduler
 /// keeps its ADUs for phantom slots, before the fairness pass puts them on real slots
@@ -47,7 +55,7 @@ pub(super) struct CycleScratch {
     pub(super) packet_adus: Vec<PendingAdu>,
 }
 
-/// A stream's place in [`Session::collect_adus`].
+/// A stream's place in [`Sender::collect_adus`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct StreamCursor {
     pub(super) id: u32,
@@ -71,27 +79,44 @@ pub(super) fn at_fair_level(s: &SendStream) -> bool {
         }
 }
 
-impl Session {
-    /// Channels that could send but have nothing to: their rate samples understate them.
-    pub(super) fn mark_idle_channels_app_limited(&mut self, now: Duration) {
-        for c in &mut self.channels {
-            if c.next_send_at(now).is_some_and(|t| t <= now) {
-                c.mark_app_limited();
-            }
-        }
-    }
+/// What a cycle reaches beyond the sender: the settings, the channels it hands packets
+/// to, the peer's credit, the recovery layer that tracks what goes out, the in-flight
+/// ADUs kept for a successor, and where events and counters go.
+pub(super) struct CycleContext<'a> {
+    pub(super) config: &'a SessionConfig,
+    pub(super) channels: &'a mut ChannelSet,
+    pub(super) flow: &'a mut Flow,
+    pub(super) recovery: &'a mut RecoveryLayer,
+    pub(super) resend: &'a mut HashMap<u64, (u32, QueuedAdu)>,
+    pub(super) events: &'a mut VecDeque<Event>,
+    pub(super) stats: &'a mut SessionStats,
+    /// The time stamp of packets sent now.
+    pub(super) send_ts: u32,
+}
 
+/// The peer's credit cannot take a packet of `need` payload bytes: stop scheduling data
+/// until it can.
+fn flow_block(cx: &mut CycleContext<'_>, now: Duration, need: u64) {
+    let flow = &mut *cx.flow;
+    if flow.blocked.is_none() {
+        cx.events.push_back(Event::FlowBlocked);
+    }
+    let since = flow.blocked.map_or(now, |b| b.since);
+    flow.blocked = Some(Blocked { since, need });
+}
+
+impl Session {
     /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
     pub(super) fn wake_cycle(&mut self, now: Duration) {
         if self.config.cycle_ms <= 0.0 {
-            self.next_cycle = self.next_cycle.min(now);
+            self.sender.next_cycle = self.sender.next_cycle.min(now);
         }
     }
 
     pub(super) fn cycle_due(&self, now: Duration) -> bool {
-        if self.state != State::Connected
-            || self.send.values().all(|s| s.queue.is_empty())
-            || !self.life.flow.may_send()
+        if self.life.state != State::Connected
+            || !self.sender.has_queued()
+            || !self.receiver.flow.may_send()
         {
             return false;
         }
@@ -103,7 +128,7 @@ impl Session {
         if ready == 0 {
             return false;
         }
-        if now >= self.next_cycle {
+        if now >= self.sender.next_cycle {
             return true;
         }
         self.config.early_cycle_slots.is_some_and(|m| {
@@ -112,21 +137,45 @@ impl Session {
         })
     }
 
+    /// Run one scheduling cycle over the session's parts.
+    pub(super) fn run_cycle(&mut self, now: Duration) {
+        let mut cx = CycleContext {
+            send_ts: self.send_ts(now),
+            config: &self.config,
+            channels: &mut self.channels,
+            flow: &mut self.receiver.flow,
+            recovery: &mut self.recovery,
+            resend: &mut self.life.resend,
+            events: &mut self.events,
+            stats: &mut self.stats,
+        };
+        self.sender.run_cycle(now, &mut cx);
+        // The peer's credit may have run out in the cycle: probe for a lost update.
+        let probe = self
+            .receiver
+            .flow
+            .blocked
+            .map(|b| b.since + ZERO_WINDOW_PROBE);
+        self.life.zero_window_probe_at(probe);
+    }
+}
+
+impl Sender {
     /// One scheduling cycle (thesis §6.3): collect slots and ADUs, schedule, pack the
     /// ADUs mapped to real slots into packets and transmit them, forget the phantom
     /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
-    pub(super) fn run_cycle(&mut self, now: Duration) {
-        self.stats.cycles += 1;
-        if self.config.cycle_ms > 0.0 {
-            let period = ms(self.config.cycle_ms);
+    pub(super) fn run_cycle(&mut self, now: Duration, cx: &mut CycleContext<'_>) {
+        cx.stats.cycles += 1;
+        if cx.config.cycle_ms > 0.0 {
+            let period = ms(cx.config.cycle_ms);
             self.next_cycle = (self.next_cycle + period).max(now);
         }
         let mut cy = std::mem::take(&mut self.cycle);
-        self.update_allocations(now, &mut cy);
+        self.update_allocations(now, cx, &mut cy);
 
         cy.slots.clear();
         cy.real_counts.clear();
-        for c in &self.channels {
+        for c in cx.channels.iter() {
             cy.real_counts.push(c.real_slots(now, &mut cy.slots));
         }
         let n_real = cy.slots.len();
@@ -134,16 +183,16 @@ impl Session {
             self.cycle = cy;
             return;
         }
-        let lookahead = ms(self.config.lookahead_ms);
-        for (c, &real) in self.channels.iter().zip(&cy.real_counts) {
+        let lookahead = ms(cx.config.lookahead_ms);
+        for (c, &real) in cx.channels.iter().zip(&cy.real_counts) {
             c.phantom_slots(now, lookahead, real, &mut cy.slots);
         }
 
         // One ADU per slot for the scheduler; with packing, more after them, as many as
         // the real slots' byte capacity could carry besides the first n_real.
         let n_sched = cy.slots.len();
-        self.collect_adus(now, n_sched, &mut cy);
-        if self.config.pack_adus && cy.adus.len() == n_sched {
+        self.collect_adus(now, n_sched, cx, &mut cy);
+        if cx.config.pack_adus && cy.adus.len() == n_sched {
             let capacity: usize = cy.slots[..n_real]
                 .iter()
                 .map(|s| packed_capacity(s.max_size))
@@ -155,6 +204,7 @@ impl Session {
             if capacity > leads {
                 self.take_adus(
                     now,
+                    cx.config,
                     n_sched,
                     n_real * MAX_PACKED_ADUS,
                     capacity - leads,
@@ -164,7 +214,7 @@ impl Session {
         }
         let n_sched = n_sched.min(cy.adus.len());
         cy.streams.clear();
-        cy.streams.extend(self.send.values().map(|s| s.stats()));
+        cy.streams.extend(self.streams.values().map(|s| s.stats()));
         let history = self.history.make_contiguous();
         let input = ScheduleInput {
             slots: &cy.slots,
@@ -176,13 +226,13 @@ impl Session {
         let cs = self
             .scheduler
             .schedule(&input, &mut self.rng, &mut cy.assignment);
-        self.stats.objective_evaluations += cs.evaluations;
+        cx.stats.objective_evaluations += cs.evaluations;
         cy.assignment.resize(n_sched, None);
         let choice = SlotChoice {
             keep_channel: !self.objectives.is_empty(),
             // A hash of the cycle number: a plain counter would fall into step with
             // periodic sources and slot clocks and favour one channel for them.
-            offset: (self.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
+            offset: (cx.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         };
         self.fair_share.enforce(
             &cy.slots,
@@ -192,7 +242,7 @@ impl Session {
             &mut cy.assignment,
             choice,
         );
-        if self.config.phantom_wait_ms > 0.0 {
+        if cx.config.phantom_wait_ms > 0.0 {
             self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
         }
 
@@ -204,7 +254,7 @@ impl Session {
             adus: &cy.adus,
             assignment: &cy.assignment,
             may_wait: &cy.may_wait,
-            pack: self.config.pack_adus,
+            pack: cx.config.pack_adus,
             keep_channel: choice.keep_channel,
             offset: choice.offset,
         });
@@ -213,40 +263,29 @@ impl Session {
             // The peer's credit bounds what may be out toward it; the first packet
             // that does not fit stops the cycle, so a stream is never reordered.
             let bytes: u64 = members.iter().map(|&a| u64::from(cy.adus[a].length)).sum();
-            if !self.life.flow.allows(bytes) {
-                self.flow_block(now, bytes);
+            if !cx.flow.allows(bytes) {
+                flow_block(cx, now, bytes);
                 break;
             }
             let slot = cy.slots[slot].clone();
-            self.transmit_packet(now, &slot, members, &mut cy);
+            self.transmit_packet(now, &slot, members, cx, &mut cy);
         }
         // A channel left with real slots it had no ADU for is application-limited.
-        let app_limited = if self.config.pack_adus {
+        let app_limited = if cx.config.pack_adus {
             packer.len() < n_real && packer.all_placed()
         } else {
             cy.adus.len() < n_real
         };
         if app_limited {
-            self.mark_idle_channels_app_limited(now);
+            cx.channels.mark_idle_app_limited(now);
         }
         // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
         // say) would otherwise run again at once, forever; wait for news or a moment.
-        if self.config.cycle_ms <= 0.0 && packer.len() == 0 {
+        if cx.config.cycle_ms <= 0.0 && packer.len() == 0 {
             self.next_cycle = now + IDLE_CYCLE_RETRY;
         }
         cy.packer = packer;
         self.cycle = cy;
-    }
-
-    /// The peer's credit cannot take a packet of `need` payload bytes: stop scheduling
-    /// data until it can.
-    fn flow_block(&mut self, now: Duration, need: u64) {
-        let flow = &mut self.life.flow;
-        if flow.blocked.is_none() {
-            self.events.push_back(Event::FlowBlocked);
-        }
-        let since = flow.blocked.map_or(now, |b| b.since);
-        flow.blocked = Some(crate::lifecycle::Blocked { since, need });
     }
 
     /// Start the patience clock of each ADU left on a phantom slot for the first time
@@ -263,7 +302,7 @@ impl Session {
                 continue;
             }
             let queued = self
-                .send
+                .streams
                 .get_mut(&a.stream_id)
                 .and_then(|s| s.find_mut(a.id));
             if let Some(q) = queued {
@@ -274,25 +313,30 @@ impl Session {
 
     /// Re-divide the channels' aggregate rate among streams (min-max fair), refill each
     /// stream's credit, and tell streams whose allocation moved by more than 10%.
-    pub(super) fn update_allocations(&mut self, now: Duration, cy: &mut CycleScratch) {
+    pub(super) fn update_allocations(
+        &mut self,
+        now: Duration,
+        cx: &mut CycleContext<'_>,
+        cy: &mut CycleScratch,
+    ) {
         // Allocations and credit are in ADU payload bytes, like streams' `max_kbps`, so
         // divide the payload the channels carry: a channel's rate counts headers too.
-        let total: f64 = self.channels.iter().map(|c| c.payload_rate()).sum();
+        let total: f64 = cx.channels.iter().map(|c| c.payload_rate()).sum();
         cy.demands.clear();
         cy.demands
-            .extend(self.send.values().map(|s| s.config.demand()));
+            .extend(self.streams.values().map(|s| s.config.demand()));
         cy.allocator
             .allocate_into(total, &cy.demands, &mut cy.allocations);
         let dt = now.saturating_sub(self.last_refill);
         self.last_refill = now;
-        let mtu = f64::from(self.max_adu());
-        for (s, &a) in self.send.values_mut().zip(&cy.allocations) {
+        let mtu = f64::from(cx.channels.max_adu());
+        for (s, &a) in self.streams.values_mut().zip(&cy.allocations) {
             s.allocation = a;
             s.refill(dt, mtu);
             let moved = s.announced.is_nan() || (a - s.announced).abs() > 0.1 * s.announced;
             if moved {
                 s.announced = a;
-                self.events.push_back(Event::Throttle {
+                cx.events.push_back(Event::Throttle {
                     stream: s.id,
                     rate: a,
                 });
@@ -309,7 +353,7 @@ impl Session {
     /// of the former are behind, the common part of their debt is forgiven.
     pub(super) fn track_debt(&mut self, dt: Duration) {
         let mut floor = f64::INFINITY;
-        for s in self.send.values() {
+        for s in self.streams.values() {
             let d = self.debt.entry(s.id).or_insert(0.0);
             if s.queue.is_empty() {
                 *d = 0.0;
@@ -321,7 +365,7 @@ impl Session {
             }
         }
         if floor.is_finite() && floor > 0.0 {
-            for s in self.send.values().filter(|s| at_fair_level(s)) {
+            for s in self.streams.values().filter(|s| at_fair_level(s)) {
                 if let Some(d) = self.debt.get_mut(&s.id) {
                     *d -= floor * s.allocation.max(1.0);
                 }
@@ -349,14 +393,20 @@ impl Session {
     /// ADU no longer than that after a scheduler first left it on a phantom. The stream's
     /// budget alone does not bound one ADU's wait: a stream whose other ADUs flow is never
     /// behind.
-    pub(super) fn collect_adus(&mut self, now: Duration, want: usize, cy: &mut CycleScratch) {
+    pub(super) fn collect_adus(
+        &mut self,
+        now: Duration,
+        want: usize,
+        cx: &CycleContext<'_>,
+        cy: &mut CycleScratch,
+    ) {
         cy.adus.clear();
         cy.may_wait.clear();
         let cursors = &mut cy.cursors;
         cursors.clear();
         let objectives = !self.objectives.is_empty() || self.scheduler.waits_without_objectives();
         for (index, s) in self
-            .send
+            .streams
             .values()
             .filter(|s| !s.queue.is_empty())
             .enumerate()
@@ -379,13 +429,13 @@ impl Session {
         // not always to the lowest id. Every key differs, so an unstable sort (which
         // needs no buffer) gives the one order.
         let n = cursors.len().max(1);
-        let turn = (self.stats.cycles % n as u64) as usize;
+        let turn = (cx.stats.cycles % n as u64) as usize;
         cursors.sort_unstable_by(|a, b| {
             b.owed_secs
                 .total_cmp(&a.owed_secs)
                 .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
         });
-        self.take_adus(now, want, 0, 0, cy);
+        self.take_adus(now, cx.config, want, 0, 0, cy);
     }
 
     /// Take ADUs from the streams in `cy.cursors`' order, where the cursors stand, until
@@ -394,6 +444,7 @@ impl Session {
     pub(super) fn take_adus(
         &self,
         now: Duration,
+        config: &SessionConfig,
         want: usize,
         extra_count: usize,
         extra_bytes: usize,
@@ -403,7 +454,7 @@ impl Session {
         let may_wait = &mut cy.may_wait;
         let cursors = &mut cy.cursors;
         let limit = want + extra_count;
-        let patience = (self.config.phantom_wait_ms > 0.0).then(|| ms(self.config.phantom_wait_ms));
+        let patience = (config.phantom_wait_ms > 0.0).then(|| ms(config.phantom_wait_ms));
         let mut extra_used = 0usize;
         let full = |len: usize, extra_used: usize| {
             len >= limit || (len >= want && extra_used >= extra_bytes)
@@ -415,7 +466,7 @@ impl Session {
                     if full(out.len(), extra_used) {
                         break;
                     }
-                    let Some(s) = self.send.get(&c.id) else {
+                    let Some(s) = self.streams.get(&c.id) else {
                         continue;
                     };
                     let Some(q) = s.queue.get(c.taken) else {
@@ -447,5 +498,91 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Send one packet in `slot` carrying the collected ADUs `members` (indices into
+    /// `cy.adus`): one ADU as a `Data` packet, several as a `Packed` one.
+    pub(super) fn transmit_packet(
+        &mut self,
+        now: Duration,
+        slot: &TxSlot,
+        members: &[usize],
+        cx: &mut CycleContext<'_>,
+        cy: &mut CycleScratch,
+    ) {
+        let Some(idx) = cx.channels.index(slot.channel) else {
+            return;
+        };
+        cy.sent_adus.clear();
+        cy.packet_adus.clear();
+        let seq_peek = cx.channels[idx].next_seq_peek();
+        for &a in members {
+            let view = &cy.adus[a];
+            let Some(stream) = self.streams.get_mut(&view.stream_id) else {
+                continue;
+            };
+            let Some(q) = stream.take(view.id) else {
+                continue;
+            };
+            let (ch, p) = (slot.channel, slot.loss_probability);
+            cx.recovery
+                .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
+            stream.credit -= q.payload.len() as f64;
+            if let Some(d) = self.debt.get_mut(&view.stream_id) {
+                *d -= q.payload.len() as f64;
+            }
+            if stream.config.on_reconnect == InFlightPolicy::Resend {
+                cx.resend.insert(q.id, (view.stream_id, q.clone()));
+            }
+            let mut flags = if stream.config.ordered {
+                FLAG_ORDERED
+            } else {
+                0
+            };
+            if stream.config.recovery.is_on() {
+                flags |= FLAG_RECOVERY;
+            }
+            let history = if self.objectives.is_empty() {
+                None
+            } else {
+                let h = self.history_base + self.history.len() as u64;
+                let mut s = slot.clone();
+                s.sequence = seq_peek;
+                self.history.push_back(HistoryEntry {
+                    adu: view.clone(),
+                    slot: s,
+                    outcome: Outcome::Pending,
+                });
+                while self.history.len() > cx.config.history_len {
+                    self.history.pop_front();
+                    self.history_base += 1;
+                }
+                Some(h)
+            };
+            cy.sent_adus.push(SentAdu {
+                adu: q.id,
+                stream: view.stream_id,
+                stream_seq: q.seq,
+                inserted: q.inserted,
+                history,
+                payload: q.payload.len() as u32,
+            });
+            cy.packet_adus.push(PendingAdu {
+                id: q.id,
+                flags,
+                stream: view.stream_id,
+                stream_seq: q.seq,
+                payload: q.payload,
+            });
+        }
+        if cy.packet_adus.is_empty() {
+            return;
+        }
+        let payload: usize = cy.packet_adus.iter().map(|a| a.payload.len()).sum();
+        cx.flow.sent += payload as u64;
+        cx.stats.adus_sent += cy.packet_adus.len() as u64;
+        let send_ts = cx.send_ts;
+        cx.channels
+            .send_packet(idx, now, send_ts, &cy.sent_adus, &mut cy.packet_adus);
     }
 }

@@ -7,21 +7,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::ChannelId;
 
-use super::{ms, PendingTx, Session, SessionError, State};
+use super::{ms, ChannelSpec, PendingTx, Session, SessionError, State};
 use crate::channel::Channel;
 use crate::event::Event;
 use crate::wire::{self, Packet};
 
 impl Session {
-    pub(super) fn channel_index(&self, id: ChannelId) -> Option<usize> {
-        self.channels.iter().position(|c| c.id == id)
-    }
-
     pub(super) fn send_hellos(&mut self, now: Duration) {
-        for i in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Hello(i));
-        }
-        self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+        self.channels.queue_on_all(PendingTx::Hello);
+        self.life
+            .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
     }
 
     /// Acknowledge a `Close` on the channel it came over (the first channel if the
@@ -35,7 +30,8 @@ impl Session {
             .iter()
             .position(|c| c.remote == src && c.local == local)
             .unwrap_or(0);
-        self.tx.push_back(PendingTx::CloseAck(idx));
+        let id = self.channels[idx].id;
+        self.channels.queue(PendingTx::CloseAck(id));
     }
 
     /// The channel a hello or data packet arrived on, creating it on the accepting side.
@@ -46,19 +42,19 @@ impl Session {
         local: u16,
         src: SocketAddr,
     ) -> usize {
-        if let Some(idx) = self.channel_index(id) {
+        if let Some(idx) = self.channels.index(id) {
             let ch = &mut self.channels[idx];
             ch.remote = src; // follow the peer across address changes
             ch.local = local;
             return idx;
         }
-        let cfg = (self.peer_channel_config)(id);
-        self.channels.push(Channel::new(id, local, src, cfg, now));
-        if let Some(i) = self.removed.iter().position(|&c| c == id) {
-            self.removed.swap_remove(i);
+        let cfg = (self.channels.peer_config)(id);
+        let idx = self.channels.push(Channel::new(id, local, src, cfg, now));
+        if let Some(i) = self.channels.removed.iter().position(|&c| c == id) {
+            self.channels.removed.swap_remove(i);
             self.events.push_back(Event::ChannelUp { channel: id });
         }
-        self.channels.len() - 1
+        idx
     }
 
     pub(super) fn data_channel(
@@ -76,7 +72,7 @@ impl Session {
     }
 
     pub(super) fn known_channel(&mut self, id: ChannelId, src: SocketAddr) -> Option<usize> {
-        match self.channel_index(id) {
+        match self.channels.index(id) {
             Some(idx) => {
                 self.channels[idx].remote = src;
                 Some(idx)
@@ -105,14 +101,15 @@ impl Session {
         // sequence numbers start over, so this end starts over too (otherwise
         // they would look like duplicates of the old channel's packets).
         if self
-            .channel_index(channel)
+            .channels
+            .index(channel)
             .is_some_and(|i| self.channels[i].has_received())
         {
             self.drop_channel(now, channel);
         }
-        let idx = self.peer_channel(now, channel, local, src);
+        self.peer_channel(now, channel, local, src);
         self.remote_aliases = aliases;
-        self.tx.push_back(PendingTx::HelloAck(idx));
+        self.channels.queue(PendingTx::HelloAck(channel));
     }
 
     /// A hello's acknowledgement (client side): the channel is confirmed, and the first
@@ -131,34 +128,104 @@ impl Session {
             return;
         }
         self.remote_aliases = aliases;
-        self.unconfirmed.retain(|&c| c != channel);
-        if self.state == State::Handshaking {
-            self.state = State::Connected;
-            self.hello_due = None;
+        self.life.confirmed(channel);
+        if self.life.state == State::Handshaking {
+            self.life.set_state(State::Connected, &self.config);
+            self.life.schedule_hellos(None);
             self.events.push_back(Event::Connected);
             self.advertise_window(now);
         }
-        if self.unconfirmed.is_empty() {
-            self.hello_due = None;
-        } else if self.hello_due.is_none() {
-            self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+        if self.life.unconfirmed.is_empty() {
+            self.life.schedule_hellos(None);
+        } else if self.life.hello_due.is_none() {
+            self.life
+                .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
         }
+    }
+
+    /// Add a channel at run time (a new interface came up, or came back). Returns its id,
+    /// the lowest free one: it may be the id of a channel removed earlier. The
+    /// application hears [`Event::ChannelUp`]. On the client side the channel's hello is
+    /// repeated until the peer acknowledges it, and the peer restarts its state for that
+    /// id when the hello arrives (see [`Session::handle_datagram`]).
+    pub fn add_channel(
+        &mut self,
+        now: Duration,
+        spec: ChannelSpec,
+    ) -> Result<ChannelId, SessionError> {
+        self.life.timers.invalidate_derived();
+        let id = ChannelId::all()
+            .find(|id| self.channels.index(*id).is_none())
+            .ok_or(SessionError::TooManyChannels)?;
+        self.channels
+            .push(Channel::new(id, spec.local, spec.remote, spec.config, now));
+        self.channels.removed.retain(|&c| c != id);
+        self.events.push_back(Event::ChannelUp { channel: id });
+        if self.is_client {
+            self.channels.queue(PendingTx::Hello(id));
+            self.life.unconfirmed(id);
+            if self.life.hello_due.is_none() {
+                self.life
+                    .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
+            }
+        }
+        Ok(id)
+    }
+
+    /// Remove a channel (its interface went away). A live channel is announced with
+    /// [`Event::ChannelDown`] first; then its outstanding ADUs are nacked. On the
+    /// accepting side, the peer's traffic may bring the channel back (it still sends on
+    /// it, perhaps from a new address), and the session then announces
+    /// [`Event::ChannelUp`].
+    pub fn remove_channel(&mut self, now: Duration, id: ChannelId) -> Result<(), SessionError> {
+        let alive = self
+            .channels
+            .index(id)
+            .is_some_and(|i| self.channels[i].is_alive());
+        if alive {
+            self.events.push_back(Event::ChannelDown { channel: id });
+        }
+        if !self.drop_channel(now, id) {
+            return Err(SessionError::UnknownChannel(id));
+        }
+        if !self.is_client && !self.channels.removed.contains(&id) {
+            self.channels.removed.push(id);
+        }
+        Ok(())
+    }
+
+    /// Forget channel `id`, nacking what was in flight on it, without telling the
+    /// application of the channel itself.
+    fn drop_channel(&mut self, now: Duration, id: ChannelId) -> bool {
+        self.life.timers.invalidate_derived();
+        let Some(idx) = self.channels.index(id) else {
+            return false;
+        };
+        let mut ch = self.channels.remove(idx);
+        self.life.confirmed(id);
+        // Everything outstanding on it is lost.
+        let mut out = Vec::new();
+        ch.abandon(now, &mut out);
+        self.on_resolved(now, id, &out);
+        true
     }
 
     /// Repeat the hellos the peer has not answered: every channel's while handshaking,
     /// then those of channels added later and not yet confirmed.
     pub(super) fn repeat_hellos(&mut self, now: Duration) {
-        match self.state {
+        match self.life.state {
             State::Handshaking => self.send_hellos(now),
-            State::Connected if !self.unconfirmed.is_empty() => {
+            State::Connected if !self.life.unconfirmed.is_empty() => {
                 for i in 0..self.channels.len() {
-                    if self.unconfirmed.contains(&self.channels[i].id) {
-                        self.tx.push_back(PendingTx::Hello(i));
+                    let id = self.channels[i].id;
+                    if self.life.unconfirmed.contains(&id) {
+                        self.channels.queue(PendingTx::Hello(id));
                     }
                 }
-                self.hello_due = Some(now + ms(self.config.hello_interval_ms));
+                self.life
+                    .schedule_hellos(Some(now + ms(self.config.hello_interval_ms)));
             }
-            _ => self.hello_due = None,
+            _ => self.life.schedule_hellos(None),
         }
     }
 }

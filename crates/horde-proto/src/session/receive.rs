@@ -1,25 +1,52 @@
 //! Arrivals: data and packed packets into the receive streams (or the recovery layer),
 //! acks resolving what was in flight, and receive-window flow control.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::{ChannelId, Outcome};
 
+use super::flow::Flow;
 use super::{PendingTx, Session, State};
 use crate::channel::{Resolution, Resolved};
 use crate::event::{Event, NackReason};
 use crate::stream::{Delivered, RecvStream};
 use crate::wire::{Ack, PackedAdus, FLAG_ORDERED, FLAG_RECOVERY};
 
-impl Session {
-    pub(super) fn flush_delivered(&mut self) {
+/// The receiving side of a session: the receive streams, the ADUs they released for
+/// the application, and the receive buffer's flow control.
+#[derive(Debug, Default)]
+pub(super) struct Receiver {
+    pub(super) streams: BTreeMap<u32, RecvStream>,
+    /// Released by the streams or the recovery layer, not yet turned into events.
+    pub(super) delivered: Vec<Delivered>,
+    pub(super) flow: Flow,
+}
+
+impl Receiver {
+    /// Payload bytes held for in-order delivery.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.streams.values().map(RecvStream::held_bytes).sum()
+    }
+
+    /// The earliest held ADU's deadline, with `hold` the longest an ADU waits for a gap.
+    pub(super) fn next_timeout(&self, hold: Duration) -> Option<Duration> {
+        self.streams
+            .values()
+            .filter_map(|r| r.next_timeout(hold))
+            .min()
+    }
+
+    /// Hand what the streams released to the application as events; with a receive
+    /// buffer, it is unread until the application says it read it.
+    pub(super) fn flush(&mut self, events: &mut VecDeque<Event>) {
         for d in self.delivered.drain(..) {
-            if self.life.flow.limit.is_some() {
-                self.life.flow.unread += d.payload.len();
+            if self.flow.limit.is_some() {
+                self.flow.unread += d.payload.len();
             }
-            self.events.push_back(Event::Received {
+            events.push_back(Event::Received {
                 stream: d.stream,
                 stream_seq: d.stream_seq,
                 channel: d.channel,
@@ -28,15 +55,53 @@ impl Session {
         }
     }
 
+    /// One arrived ADU of a stream that does not code, into its stream (opened by its
+    /// first ADU).
+    pub(super) fn accept(&mut self, now: Duration, ordered: bool, adu: Delivered) {
+        let rs = self
+            .streams
+            .entry(adu.stream)
+            .or_insert_with(|| RecvStream::new(ordered));
+        rs.on_arrival(now, adu, &mut self.delivered);
+    }
+
+    /// Release the ADUs whose gap waited `hold` or longer.
+    pub(super) fn on_reorder_timeout(&mut self, now: Duration, hold: Duration) {
+        for r in self.streams.values_mut() {
+            r.on_timeout(now, hold, &mut self.delivered);
+        }
+    }
+
+    /// The session ends: release everything held for ordering (it was acknowledged on
+    /// arrival).
+    pub(super) fn release_all(&mut self) {
+        for r in self.streams.values_mut() {
+            r.release_all(&mut self.delivered);
+        }
+    }
+
+    /// The limit to advertise now, if one is due: grown enough since the last, none
+    /// sent yet, or (`force`, after a drop) the current one again.
+    pub(super) fn window_update(&mut self, now: Duration, force: bool) -> Option<u64> {
+        let held = self.held_bytes();
+        self.flow.update(now, held, force)
+    }
+}
+
+impl Session {
+    pub(super) fn flush_delivered(&mut self) {
+        self.receiver.flush(&mut self.events);
+    }
+
     pub(super) fn on_resolved(&mut self, now: Duration, channel: ChannelId, resolved: &[Resolved]) {
         for r in resolved {
             let Some(a) = r.adu else { continue };
             // What was declared lost took no room at the peer: its credit comes back
             // (and goes again if the packet is acked late after all).
             match r.resolution {
-                Resolution::Lost(_) => self.life.flow.lost += u64::from(a.payload),
+                Resolution::Lost(_) => self.receiver.flow.lost += u64::from(a.payload),
                 Resolution::LateAcked { .. } => {
-                    let f = &mut self.life.flow;
+                    let f = &mut self.receiver.flow;
                     f.lost = f.lost.saturating_sub(u64::from(a.payload));
                 }
                 Resolution::Acked { .. } => {}
@@ -46,7 +111,7 @@ impl Session {
             if self.recovery.on_resolved(a.stream, a.adu, acked) {
                 continue; // the recovery layer's own ADU
             }
-            let stream_state = self.send.get_mut(&a.stream);
+            let stream_state = self.sender.streams.get_mut(&a.stream);
             let outcome = match r.resolution {
                 Resolution::Acked { rtt } | Resolution::LateAcked { rtt, .. } => {
                     let late = matches!(r.resolution, Resolution::LateAcked { .. });
@@ -97,14 +162,14 @@ impl Session {
             };
             if let Some(h) = a.history {
                 if let Some(e) = h
-                    .checked_sub(self.history_base)
-                    .and_then(|i| self.history.get_mut(i as usize))
+                    .checked_sub(self.sender.history_base)
+                    .and_then(|i| self.sender.history.get_mut(i as usize))
                 {
                     e.outcome = outcome;
                 }
             }
         }
-        if self.life.flow.blocked.is_some() {
+        if self.receiver.flow.blocked.is_some() {
             self.flow_credit_changed(now);
         }
     }
@@ -115,11 +180,11 @@ impl Session {
     pub(super) fn admit(&mut self, now: Duration, bytes: usize) -> bool {
         // ADUs held for ordering take buffer space too: they become unread data soon.
         let held = self.held_bytes();
-        if self.life.flow.fits(held, bytes) {
+        if self.receiver.flow.fits(held, bytes) {
             return true;
         }
         self.stats.flow_dropped += 1;
-        if let Some(limit) = self.life.flow.update(now, held, true) {
+        if let Some(limit) = self.receiver.window_update(now, true) {
             self.queue_window(limit);
         }
         false
@@ -127,23 +192,22 @@ impl Session {
 
     /// Payload bytes held for in-order delivery.
     pub(super) fn held_bytes(&self) -> usize {
-        self.recv.values().map(RecvStream::held_bytes).sum()
+        self.receiver.held_bytes()
     }
 
     /// `bytes` of payload were taken in: count them, and advertise a new limit if one
     /// is due.
     fn admitted(&mut self, now: Duration, bytes: usize) {
-        if self.life.flow.limit.is_none() {
+        if self.receiver.flow.limit.is_none() {
             return;
         }
-        self.life.flow.admitted += bytes as u64;
+        self.receiver.flow.admitted += bytes as u64;
         self.advertise_window(now);
     }
 
     /// Send a new limit if it has grown enough since the last (or none went yet).
     pub(super) fn advertise_window(&mut self, now: Duration) {
-        let held = self.held_bytes();
-        if let Some(limit) = self.life.flow.update(now, held, false) {
+        if let Some(limit) = self.receiver.window_update(now, false) {
             self.queue_window(limit);
         }
     }
@@ -153,19 +217,19 @@ impl Session {
         // the sender may be broken without this end knowing (a NAT rebinding the sender
         // has not yet announced on it, a dead downlink); a lost update would leave the
         // sender waiting for its probe.
-        for idx in 0..self.channels.len() {
-            self.tx.push_back(PendingTx::Window(idx, limit));
-        }
+        self.channels
+            .queue_on_all(|id| PendingTx::Window(id, limit));
     }
 
     /// A ping: the sender may be probing for a lost update (or just keeping the channel
     /// alive); answer with the current limit on its channel.
     pub(super) fn answer_ping_with_window(&mut self, idx: usize) {
-        if self.life.flow.limit.is_none() {
+        if self.receiver.flow.limit.is_none() {
             return;
         }
-        if let Some(limit) = self.life.flow.advertised {
-            self.tx.push_back(PendingTx::Window(idx, limit));
+        if let Some(limit) = self.receiver.flow.advertised {
+            let id = self.channels[idx].id;
+            self.channels.queue(PendingTx::Window(id, limit));
         }
     }
 
@@ -179,7 +243,7 @@ impl Session {
         stream_seq: u64,
         payload: Bytes,
     ) {
-        if self.state == State::Closing {
+        if self.life.state == State::Closing {
             return;
         }
         let Some(idx) = self.data_channel(now, at.channel, at.local, at.src) else {
@@ -200,7 +264,7 @@ impl Session {
 
     /// A `Packed` packet: several ADUs under one channel sequence number.
     pub(super) fn on_packed(&mut self, now: Duration, at: Arrival, adus: PackedAdus) {
-        if self.state == State::Closing {
+        if self.life.state == State::Closing {
             return;
         }
         let Some(idx) = self.data_channel(now, at.channel, at.local, at.src) else {
@@ -237,20 +301,13 @@ impl Session {
             return;
         }
         let ordered = flags & FLAG_ORDERED != 0;
-        let rs = self
-            .recv
-            .entry(stream)
-            .or_insert_with(|| RecvStream::new(ordered));
-        rs.on_arrival(
-            now,
-            Delivered {
-                stream,
-                stream_seq,
-                channel: at.channel,
-                payload,
-            },
-            &mut self.delivered,
-        );
+        let adu = Delivered {
+            stream,
+            stream_seq,
+            channel: at.channel,
+            payload,
+        };
+        self.receiver.accept(now, ordered, adu);
     }
 
     /// An ack from the peer: resolves ADUs in flight, and may bring a dead channel back.
@@ -276,7 +333,7 @@ impl Session {
     /// The peer advertised a new cumulative limit (they only grow; a reordered older
     /// one changes nothing).
     pub(super) fn on_window(&mut self, now: Duration, limit: u64) {
-        let flow = &mut self.life.flow;
+        let flow = &mut self.receiver.flow;
         flow.peer_limit = Some(flow.peer_limit.map_or(limit, |l| l.max(limit)));
         self.flow_credit_changed(now);
     }
@@ -284,7 +341,8 @@ impl Session {
     /// The peer's credit grew (a new limit, a loss given back): a blocked sender whose
     /// packet fits again resumes.
     pub(super) fn flow_credit_changed(&mut self, now: Duration) {
-        if self.life.flow.unblock_if_fits() {
+        if self.receiver.flow.unblock_if_fits() {
+            self.life.zero_window_probe_at(None);
             self.events.push_back(Event::FlowResumed);
             self.wake_cycle(now);
         }

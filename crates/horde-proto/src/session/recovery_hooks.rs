@@ -75,7 +75,8 @@ impl Session {
     }
 
     fn push_released(&mut self, channel: ChannelId, out: Vec<Released>) {
-        self.delivered
+        self.receiver
+            .delivered
             .extend(out.into_iter().map(|(stream, seq, payload)| Delivered {
                 stream,
                 stream_seq: seq,
@@ -88,14 +89,14 @@ impl Session {
     /// would overflow their stream's queue.
     pub(super) fn queue_recovery(&mut self, now: Duration) {
         for (stream, o) in self.recovery.take_outgoing() {
-            let Some(s) = self.send.get_mut(&stream) else {
+            let Some(s) = self.sender.streams.get_mut(&stream) else {
                 continue;
             };
             if s.queued_bytes + o.payload.len() > s.config.max_queue_bytes {
                 continue;
             }
-            let id = self.next_adu_id;
-            self.next_adu_id += 1;
+            let id = self.sender.next_adu_id;
+            self.sender.next_adu_id += 1;
             let seq = s.next_seq;
             s.next_seq += 1;
             // Fits (checked above), so nothing is dropped.
@@ -120,7 +121,7 @@ impl Session {
         if !self.recovery.codes_into_spare(stream) {
             return;
         }
-        let Some(s) = self.send.get_mut(&stream) else {
+        let Some(s) = self.sender.streams.get_mut(&stream) else {
             return;
         };
         let q = &mut s.queue;
@@ -148,8 +149,8 @@ impl Session {
     /// Every queue is empty and channels have real slots: let OEC and the block code
     /// fill them (PluriBus §4.1: coded packets only where the path's queue is empty).
     pub(super) fn offer_spare_slots(&mut self, now: Duration) -> bool {
-        if self.state != State::Connected
-            || !self.life.flow.may_send()
+        if self.life.state != State::Connected
+            || !self.receiver.flow.may_send()
             || !self.recovery.wants_spare()
         {
             return false;
@@ -164,12 +165,16 @@ impl Session {
                 .map(|c| c.config.datagram_overhead as usize)
                 .max()
                 .unwrap_or(0);
-        if budget == 0 || !self.recovery.spare(now, budget, per_packet, &mut self.rng) {
+        if budget == 0
+            || !self
+                .recovery
+                .spare(now, budget, per_packet, &mut self.sender.rng)
+        {
             // Nothing to code after all (W expired, nothing worth coding, no spare bytes):
             // `poll_timeout` would
             // otherwise name this instant again and again.
             if self.config.cycle_ms <= 0.0 {
-                self.next_cycle = self.next_cycle.max(now + IDLE_CYCLE_RETRY);
+                self.sender.next_cycle = self.sender.next_cycle.max(now + IDLE_CYCLE_RETRY);
             }
             return false;
         }
@@ -216,7 +221,7 @@ mod tests {
 
     /// Queue a layer-made coded ADU on the stream, as `queue_recovery` does.
     fn queue_coded(s: &mut Session, id: u64) {
-        let q = s.send.get_mut(&STREAM).unwrap();
+        let q = s.sender.streams.get_mut(&STREAM).unwrap();
         q.queue.push_back(QueuedAdu {
             id,
             seq: 100 + id,
@@ -229,7 +234,7 @@ mod tests {
     }
 
     fn kinds(s: &Session) -> Vec<char> {
-        s.send[&STREAM]
+        s.sender.streams[&STREAM]
             .queue
             .iter()
             .map(|a| match s.recovery.kind(STREAM, a.id) {
@@ -254,7 +259,11 @@ mod tests {
         }
         assert_eq!(kinds(&s), vec!['d', 'd', 'd', 'c', 'c']);
         // Data keeps its own order among itself, and the coded ADUs theirs.
-        let ids: Vec<u64> = s.send[&STREAM].queue.iter().map(|a| a.id).collect();
+        let ids: Vec<u64> = s.sender.streams[&STREAM]
+            .queue
+            .iter()
+            .map(|a| a.id)
+            .collect();
         assert!(ids[..3].windows(2).all(|w| w[0] < w[1]), "{ids:?}");
         assert_eq!(&ids[3..], &[1000, 1001]);
     }

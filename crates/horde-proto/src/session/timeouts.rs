@@ -3,20 +3,22 @@
 
 use std::time::Duration;
 
+use super::flow::ZERO_WINDOW_PROBE;
+use super::lifecycle::{UNREACHABLE_SILENCE, UNREACHABLE_UNANSWERED};
 use super::{ms, PendingTx, Session, State};
-use crate::channel::Channel;
 use crate::event::{CloseReason, Event};
-use crate::lifecycle::{UNREACHABLE_SILENCE, UNREACHABLE_UNANSWERED, ZERO_WINDOW_PROBE};
 use crate::timers::{Deadlines, Timer};
-use crate::wire::{self};
 
 impl Session {
     /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
     pub(super) fn run_due_timers(&mut self, now: Duration) -> bool {
-        let due = |t| self.timers.is_due(t, now);
+        // Which timers are due is decided once, from the table as it stands: running one
+        // may move the others' deadlines, and those wait for the next call.
+        let table = *self.life.timers.deadlines();
+        let due = |t| table.is_due(t, now);
         let (channels_due, reorder_due) = (due(Timer::Channel), due(Timer::Reorder));
         let recovery_due = due(Timer::Recovery);
-        let hello_due = self.hello_due.is_some_and(|t| t <= now);
+        let hello_due = self.life.hello_due.is_some_and(|t| t <= now);
         let lifecycle_due = [
             Timer::Idle,
             Timer::Keepalive,
@@ -27,13 +29,13 @@ impl Session {
         ]
         .into_iter()
         .any(due);
-        if !self.lifecycle_timers(now) {
+        if !self.lifecycle_timers(now, &table) {
             return lifecycle_due;
         }
         if !(hello_due || channels_due || reorder_due || recovery_due) {
             return lifecycle_due;
         }
-        if self.hello_due.is_some_and(|t| t <= now) {
+        if self.life.hello_due.is_some_and(|t| t <= now) {
             self.repeat_hellos(now);
         }
         let mut out = std::mem::take(&mut self.resolved);
@@ -48,18 +50,15 @@ impl Session {
             if actions.died {
                 self.events.push_back(Event::ChannelDown { channel: id });
             }
-            if actions.probe && matches!(self.state, State::Connected | State::Closing) {
-                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
+            if actions.probe && matches!(self.life.state, State::Connected | State::Closing) {
                 let ts = self.send_ts(now);
-                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+                self.channels.ping(idx, now, ts);
             }
         }
         self.resolved = out;
         if reorder_due {
             let hold = ms(self.config.reorder_hold_ms);
-            for r in self.recv.values_mut() {
-                r.on_timeout(now, hold, &mut self.delivered);
-            }
+            self.receiver.on_reorder_timeout(now, hold);
             self.flush_delivered();
         }
         if recovery_due {
@@ -71,55 +70,48 @@ impl Session {
 
     /// Idle timeout, keepalive, close repetition and drain. Returns whether the session
     /// still runs its other timers.
-    pub(super) fn lifecycle_timers(&mut self, now: Duration) -> bool {
-        match self.state {
+    pub(super) fn lifecycle_timers(&mut self, now: Duration, table: &Deadlines) -> bool {
+        match self.life.state {
             State::Closed => return false,
             State::Draining => {
-                if self.timers.is_due(Timer::Drain, now) {
+                if table.is_due(Timer::Drain, now) {
                     self.life.drain_until = None;
-                    self.state = State::Closed;
+                    self.life.set_state(State::Closed, &self.config);
                 }
                 return false;
             }
             State::Closing => {
-                if let Some(c) = self.life.closing {
-                    if self.timers.is_due(Timer::CloseDeadline, now) {
+                if self.life.closing.is_some() {
+                    if table.is_due(Timer::CloseDeadline, now) {
                         self.finish(now, CloseReason::LocalClose);
                         return false;
                     }
-                    if self.timers.is_due(Timer::CloseRetry, now) {
-                        for i in 0..self.channels.len() {
-                            self.tx.push_back(PendingTx::Close(i));
-                        }
+                    if table.is_due(Timer::CloseRetry, now) {
+                        self.channels.queue_on_all(PendingTx::Close);
                         let retry = ms(self.config.close_retry_ms).max(Duration::from_millis(1));
-                        self.life.closing = Some(crate::lifecycle::Closing {
-                            next_retry: now + retry,
-                            ..c
-                        });
+                        self.life.retry_close_at(now + retry);
                     }
                 }
             }
             State::Handshaking | State::Connected => {
-                if self.timers.is_due(Timer::Idle, now) {
+                if table.is_due(Timer::Idle, now) {
                     self.finish(now, CloseReason::IdleTimeout);
                     return false;
                 }
-                if self.state == State::Connected && self.timers.is_due(Timer::Keepalive, now) {
+                if self.life.state == State::Connected && table.is_due(Timer::Keepalive, now) {
                     let interval = ms(self.config.keepalive_ms);
                     for idx in 0..self.channels.len() {
                         if self.channels[idx].last_sent() + interval > now {
                             continue;
                         }
-                        let seq =
-                            self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
                         let ts = self.send_ts(now);
-                        self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+                        self.channels.ping(idx, now, ts);
                     }
                     self.life.last_tx = now;
                 }
             }
         }
-        if self.state == State::Connected && self.life.flow.probe_due(now) {
+        if self.life.state == State::Connected && self.receiver.flow.probe_due(now) {
             // Held back by the peer's limit for a while: its update may have been lost.
             // A ping on every live channel asks for the limit again; being no data, it
             // cannot overrun a full receiver.
@@ -127,12 +119,13 @@ impl Session {
                 if !self.channels[idx].is_alive() {
                     continue;
                 }
-                let seq = self.channels[idx].on_send(now, wire::DATA_HEADER_LEN as u32, &[]);
                 let ts = self.send_ts(now);
-                self.tx.push_back(PendingTx::Ping(idx, seq, ts));
+                self.channels.ping(idx, now, ts);
             }
-            if let Some(b) = self.life.flow.blocked.as_mut() {
+            if let Some(b) = self.receiver.flow.blocked.as_mut() {
                 b.since = now;
+                self.life
+                    .zero_window_probe_at(Some(now + ZERO_WINDOW_PROBE));
             }
         }
         true
@@ -146,16 +139,15 @@ impl Session {
     /// the probes that follow. The runtime asks this after every flush and, for a
     /// connection that reconnects, handshakes again when it holds.
     pub fn peer_unreachable(&self, now: Duration) -> bool {
-        self.state == State::Connected
+        self.life.state == State::Connected
             && !self.channels.is_empty()
             && self.channels.iter().all(|c| !c.is_alive())
             && now.saturating_sub(self.life.last_rx) >= UNREACHABLE_SILENCE
-            && self.packets_sent().saturating_sub(self.life.sent_at_rx) >= UNREACHABLE_UNANSWERED
-    }
-
-    /// Packets (data, pings, probes) the session's channels have sent so far.
-    pub(super) fn packets_sent(&self) -> u64 {
-        self.channels.iter().map(|c| c.stats.packets_sent).sum()
+            && self
+                .channels
+                .packets_sent()
+                .saturating_sub(self.life.sent_at_rx)
+                >= UNREACHABLE_UNANSWERED
     }
 
     /// Each channel is pinged once it has sent nothing for the keepalive interval, not
@@ -168,50 +160,38 @@ impl Session {
         if self.config.keepalive_ms <= 0.0 {
             return None;
         }
-        let interval = ms(self.config.keepalive_ms);
-        self.channels.iter().map(|c| c.last_sent() + interval).min()
+        self.channels
+            .keepalive_deadline(ms(self.config.keepalive_ms))
     }
 
-    pub(super) fn refill_timers(&mut self) {
-        let mut d = Deadlines::default();
-        self.fill_timers(&mut d);
-        self.timers.refill(|table| *table = d);
+    /// Read the derived timers again from the channels, streams and recovery layer.
+    pub(super) fn refresh_derived_timers(&mut self) {
+        let mut d = *self.life.timers.deadlines();
+        self.fill_derived_timers(&mut d);
+        self.life.timers.refresh_derived(|table| *table = d);
     }
 
-    /// Every named timer's deadline, from the session's state.
-    pub(super) fn fill_timers(&self, d: &mut Deadlines) {
-        let hellos = match self.state {
-            State::Handshaking => true,
-            State::Connected => !self.unconfirmed.is_empty(),
-            State::Closing => false,
-            State::Draining => {
-                d.set(Timer::Drain, self.life.drain_until);
-                return;
-            }
-            State::Closed => return,
-        };
-        d.set(Timer::Hello, self.hello_due.filter(|_| hellos));
-        if let Some(c) = self.life.closing {
-            d.set(Timer::CloseRetry, Some(c.next_retry));
-            d.set(Timer::CloseDeadline, Some(c.deadline));
-        } else {
-            d.set(Timer::Idle, self.life.idle_deadline(&self.config));
-            if self.state == State::Connected {
-                d.set(Timer::Keepalive, self.keepalive_deadline());
-            }
-        }
-        if let Some(b) = self.life.flow.blocked {
-            d.set(Timer::ZeroWindow, Some(b.since + ZERO_WINDOW_PROBE));
-        }
-        let channels = self.channels.iter().filter_map(Channel::next_timeout).min();
-        d.set(Timer::Channel, channels);
+    /// The derived timers' deadlines ([`Timer::DERIVED`]), from the parts: none once the
+    /// session is draining or closed, no keepalive unless connected and not closing.
+    pub(super) fn fill_derived_timers(&self, d: &mut Deadlines) {
+        let runs = !matches!(self.life.state, State::Draining | State::Closed);
+        let keepalive = runs && self.life.state == State::Connected && self.life.closing.is_none();
+        d.set(
+            Timer::Keepalive,
+            self.keepalive_deadline().filter(|_| keepalive),
+        );
         let hold = ms(self.config.reorder_hold_ms);
-        let held = self
-            .recv
-            .values()
-            .filter_map(|r| r.next_timeout(hold))
-            .min();
+        let (channels, held, recovery) = if runs {
+            (
+                self.channels.next_timeout(),
+                self.receiver.next_timeout(hold),
+                self.recovery.next_timeout(),
+            )
+        } else {
+            (None, None, None)
+        };
+        d.set(Timer::Channel, channels);
         d.set(Timer::Reorder, held);
-        d.set(Timer::Recovery, self.recovery.next_timeout());
+        d.set(Timer::Recovery, recovery);
     }
 }

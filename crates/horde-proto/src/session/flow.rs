@@ -1,90 +1,13 @@
-//! The session's lifecycle state beside its data path: liveness timers (idle timeout,
-//! keepalive), the reliable close, what a dead session hands to its successor, and
-//! receive-side flow control. The decisions are made in `session.rs`; this module keeps
-//! the state and the arithmetic of its deadlines.
+//! Receive-side flow control: the credit a receiver advertises and the sender keeps to.
 
-use std::collections::HashMap;
 use std::time::Duration;
-
-use crate::session::SessionConfig;
-use crate::stream::QueuedAdu;
-
-fn ms(x: f64) -> Duration {
-    Duration::from_secs_f64(x.max(0.0) / 1e3)
-}
 
 /// How long a sender held back by the peer's limit waits before it probes: a ping on
 /// every channel, which the receiver answers with its current limit. It covers a lost
 /// update; the probe is no data, so a full receiver has nothing to drop.
 pub(crate) const ZERO_WINDOW_PROBE: Duration = Duration::from_millis(250);
-/// The peer is given up as unreachable only once every channel is dead (no ack for its
-/// dead-man time), nothing at all has arrived from the peer for `UNREACHABLE_SILENCE`,
-/// and at least `UNREACHABLE_UNANSWERED` packets that elicit an answer (data, pings,
-/// probes) went out since it was last heard. A channel dies after a second or three
-/// probe timeouts without an ack, which bursty loss of a quarter of the packets each way
-/// reaches often when little is in flight (a keepalive and its two backed-off probes all
-/// unanswered); a peer that still answers a fraction of the dead channels' probes (sent
-/// every 50 ms for a second after a death) is not gone. With 44% of round trips failing,
-/// sixteen unanswered in a row happen with odds of 2e-6; in a real outage with data in
-/// flight the count is passed before the channels die, so detection waits for nothing
-/// more than before, and on an idle session about 0.6 s more (`docs/architecture.md`,
-/// "Unreachability").
-pub(crate) const UNREACHABLE_SILENCE: Duration = Duration::from_millis(1000);
-pub(crate) const UNREACHABLE_UNANSWERED: u64 = 16;
 /// Least time between two forced window updates (after a drop).
 pub(crate) const WINDOW_UPDATE_GAP: Duration = Duration::from_millis(20);
-
-/// Local close in progress: `Close` is repeated until acknowledged or `deadline`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Closing {
-    pub deadline: Duration,
-    pub next_retry: Duration,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Lifecycle {
-    /// Last authenticated packet from the peer (the idle timer's start).
-    pub last_rx: Duration,
-    /// Packets the channels had sent when the peer was last heard (`last_rx`).
-    pub sent_at_rx: u64,
-    /// Last packet sent (the keepalive timer's start).
-    pub last_tx: Duration,
-    pub closing: Option<Closing>,
-    /// After the peer's `Close`: until when retransmitted `Close`s are still answered.
-    pub drain_until: Option<Duration>,
-    /// The runtime will hand this session's unfinished ADUs to a new session when it
-    /// ends, so ending it must not nack them.
-    pub successor_expected: bool,
-    /// Payloads of in-flight ADUs of streams with [`InFlightPolicy::Resend`], by ADU id,
-    /// kept until the ADU is acked or declared lost.
-    ///
-    /// [`InFlightPolicy::Resend`]: crate::InFlightPolicy::Resend
-    pub resend: HashMap<u64, (u32, QueuedAdu)>,
-    /// In-flight ADUs kept for the successor when the session ended, by stream.
-    pub carried: Vec<(u32, QueuedAdu)>,
-    pub flow: Flow,
-}
-
-impl Lifecycle {
-    pub fn new(now: Duration) -> Self {
-        Self {
-            last_rx: now,
-            last_tx: now,
-            ..Self::default()
-        }
-    }
-
-    pub fn idle_deadline(&self, config: &SessionConfig) -> Option<Duration> {
-        (config.idle_timeout_ms > 0.0).then(|| self.last_rx + ms(config.idle_timeout_ms))
-    }
-
-    pub fn start_close(&mut self, now: Duration, config: &SessionConfig) {
-        self.closing = Some(Closing {
-            deadline: now + ms(config.close_timeout_ms),
-            next_retry: now + ms(config.close_retry_ms),
-        });
-    }
-}
 
 /// Receive-side flow control, by credit (as QUIC's `MAX_DATA`). The receiver counts the
 /// payload bytes of data packets it has taken in since the session began (`admitted`)

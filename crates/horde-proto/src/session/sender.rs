@@ -1,0 +1,61 @@
+//! The sending side of a session: the send streams, the scheduler and its objectives,
+//! and what the scheduling cycle keeps from one cycle to the next.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use horde_policy::{HistoryEntry, ObjectiveSet, RandomizedRoundRobin, Scheduler};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::cycle::CycleScratch;
+use crate::fair_share::FairShare;
+use crate::stream::SendStream;
+
+/// The send streams and everything that decides what they send when.
+pub(super) struct Sender {
+    pub(super) streams: BTreeMap<u32, SendStream>,
+    pub(super) scheduler: Box<dyn Scheduler>,
+    pub(super) objectives: ObjectiveSet,
+    /// Transmissions kept for objective contexts; `history_base` is the absolute index
+    /// of the first.
+    pub(super) history: VecDeque<HistoryEntry>,
+    pub(super) history_base: u64,
+    /// The scheduler's randomness, seeded from the configuration.
+    pub(super) rng: ChaCha8Rng,
+    pub(super) next_adu_id: u64,
+    pub(super) next_cycle: Duration,
+    pub(super) last_refill: Duration,
+    pub(super) cycle: CycleScratch,
+    pub(super) fair_share: FairShare,
+    /// Per stream: payload bytes of its allocation it has not been sent while it had
+    /// ADUs waiting, less the common shortfall of the streams at the fair-share level
+    /// (see [`Sender::track_debt`]). Unlike credit, never
+    /// capped: it is what the fairness pass checks before letting a stream wait for
+    /// phantom slots.
+    pub(super) debt: BTreeMap<u32, f64>,
+}
+
+impl Sender {
+    pub(super) fn new(seed: u64, now: Duration) -> Self {
+        Self {
+            streams: BTreeMap::new(),
+            scheduler: Box::new(RandomizedRoundRobin::default()),
+            objectives: ObjectiveSet::new(),
+            history: VecDeque::new(),
+            history_base: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            next_adu_id: 0,
+            next_cycle: now,
+            last_refill: now,
+            cycle: CycleScratch::default(),
+            fair_share: FairShare::default(),
+            debt: BTreeMap::new(),
+        }
+    }
+
+    /// Whether any stream has ADUs waiting.
+    pub(super) fn has_queued(&self) -> bool {
+        self.streams.values().any(|s| !s.queue.is_empty())
+    }
+}
