@@ -5,7 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
-use horde_proto::{ChannelConfig, SessionConfig, MTU_RANGE};
+use horde_proto::{ChannelConfig, SessionConfig};
+
+/// The connection side of the configuration lives with the host's connection logic.
+pub use horde_host::{ChannelTarget, ConfigError, ConnectConfig};
 
 /// Makes the scheduler each new session runs (the endpoint's).
 pub use horde_proto::SchedulerFactory;
@@ -119,78 +122,6 @@ impl HostConfig {
     }
 }
 
-/// One channel of an outgoing connection: which local interface, to which peer address.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChannelTarget {
-    /// Index into [`HostConfig::interfaces`].
-    pub interface: usize,
-    /// The peer's address for this channel.
-    pub remote: SocketAddr,
-    /// The channel's settings (MTU, congestion control, cost).
-    pub config: ChannelConfig,
-}
-
-/// How to reach a peer.
-#[derive(Debug, Clone)]
-pub struct ConnectConfig {
-    /// The peer's static public key; the handshake fails unless the peer proves it holds
-    /// the private half.
-    pub peer: PublicKey,
-    /// The service (listener) to connect to on the peer.
-    pub service: u32,
-    /// The channels to open, at least one.
-    pub channels: Vec<ChannelTarget>,
-    /// Give up if the handshake has not finished after this long.
-    pub handshake_timeout: std::time::Duration,
-}
-
-/// A host or connection configuration that cannot work, found before any socket is
-/// touched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("a host needs at least one interface")]
-    /// No interface was configured.
-    NoInterfaces,
-    #[error("a connection needs at least one channel")]
-    /// No channel was configured.
-    NoChannels,
-    #[error("channel {channel}: remote {remote} is not an address packets can be sent to")]
-    /// A channel's remote address cannot be sent to (unspecified address or port 0).
-    Unreachable {
-        /// Index of the channel in the connection's list.
-        channel: usize,
-        /// The address given.
-        remote: SocketAddr,
-    },
-    #[error("channel {channel}: mtu {mtu} is outside {min}..={max}")]
-    /// A channel's MTU is out of range.
-    Mtu {
-        /// Index of the channel in the connection's list.
-        channel: usize,
-        /// The MTU given.
-        mtu: u32,
-        /// The smallest MTU allowed.
-        min: u32,
-        /// The largest MTU allowed.
-        max: u32,
-    },
-    #[error("the handshake timeout must be above zero")]
-    /// A handshake timeout of zero would give up before trying.
-    ZeroHandshakeTimeout,
-    #[error(
-        "keys rotate every {messages} datagrams, but the sealing worker needs more than {min}: \
-         raise rekey_after_messages or turn seal_worker off"
-    )]
-    /// With the sealing worker on, a datagram can leave up to [`SEAL_GROUP_DATAGRAMS`]
-    /// behind later ones, and the receiver tells a key from the next by one phase bit.
-    RekeyTooFrequent {
-        /// The rotation interval given.
-        messages: u64,
-        /// The interval must be above this.
-        min: u64,
-    },
-}
-
 /// How many datagrams the sealing worker's batches gather before they leave together;
 /// a datagram is never sent more than this many behind later-numbered ones.
 pub const SEAL_GROUP_DATAGRAMS: usize = 256;
@@ -207,36 +138,6 @@ impl HostConfig {
                 messages: self.rekey.rekey_after_messages,
                 min,
             });
-        }
-        Ok(())
-    }
-}
-
-impl ConnectConfig {
-    /// Check what can be checked without sockets. Interface indices are checked when
-    /// the connection is opened, since interfaces can be added at run time.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.channels.is_empty() {
-            return Err(ConfigError::NoChannels);
-        }
-        if self.handshake_timeout.is_zero() {
-            return Err(ConfigError::ZeroHandshakeTimeout);
-        }
-        for (channel, c) in self.channels.iter().enumerate() {
-            if c.remote.port() == 0 || c.remote.ip().is_unspecified() {
-                return Err(ConfigError::Unreachable {
-                    channel,
-                    remote: c.remote,
-                });
-            }
-            if !MTU_RANGE.contains(&c.config.mtu) {
-                return Err(ConfigError::Mtu {
-                    channel,
-                    mtu: c.config.mtu,
-                    min: *MTU_RANGE.start(),
-                    max: *MTU_RANGE.end(),
-                });
-            }
         }
         Ok(())
     }

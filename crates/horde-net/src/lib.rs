@@ -70,20 +70,25 @@
 
 mod api;
 mod batch;
+mod command;
 pub mod config;
+mod connection;
 mod driver;
+mod error;
 pub mod handshake;
 mod pool;
 mod read_progress;
 mod socket;
+mod stats;
 
-pub use api::{
-    ChannelStatus, Connection, ConnectionHandle, EventReceiver, Host, Listener, NetError, Reconnect,
-};
+pub use api::{Host, Listener};
 pub use config::{
     default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig,
     SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
 };
-pub use driver::HostStats;
+pub use connection::{Connection, ConnectionHandle, EventReceiver};
+pub use error::NetError;
 pub use handshake::HandshakeSettings;
+pub use horde_host::{ChannelStatus, Reconnect};
 pub use horde_proto::MTU_RANGE;
+pub use stats::HostStats;

@@ -5,7 +5,7 @@
 //! configuration, scheduler and receive buffer.
 //!
 //! The driver owns the [`Session`]s it is handed (as quinn's driver owns its
-//! `Connection`s) and keeps them by [`ConnectionHandle`]. Crypto stays outside: the
+//! `Connection`s) and keeps them by [`SessionHandle`]. Crypto stays outside: the
 //! endpoint takes and gives plaintext, exactly what a session takes.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -31,9 +31,9 @@ pub type ChannelConfigFn = Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>
 
 /// Names one session of an endpoint. Never reused by the endpoint that issued it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConnectionHandle(u64);
+pub struct SessionHandle(u64);
 
-impl ConnectionHandle {
+impl SessionHandle {
     /// A number unique among the handles of one endpoint (for logs and maps).
     pub fn index(self) -> u64 {
         self.0
@@ -160,7 +160,7 @@ pub enum AcceptError {
 pub enum DatagramEvent {
     /// For this existing session: the driver feeds it there
     /// ([`Session::handle_datagram`]).
-    Connection(ConnectionHandle),
+    Connection(SessionHandle),
     /// A hello opened a new session, which has taken the hello already.
     NewConnection(NewConnection),
     /// Neither: counted in [`EndpointStats`] and dropped.
@@ -171,7 +171,7 @@ pub enum DatagramEvent {
 #[derive(Debug)]
 pub struct NewConnection {
     /// Its handle.
-    pub handle: ConnectionHandle,
+    pub handle: SessionHandle,
     /// The session; the driver owns it from now on.
     pub session: Box<Session>,
     /// The accept backlog was full: the session is closed already and only sends its
@@ -202,11 +202,11 @@ pub struct Endpoint {
     config: EndpointConfig,
     rng: ChaCha8Rng,
     services: BTreeMap<u32, ServerConfig>,
-    by_conn: HashMap<u64, ConnectionHandle>,
-    conn_of: HashMap<ConnectionHandle, u64>,
+    by_conn: HashMap<u64, SessionHandle>,
+    conn_of: HashMap<SessionHandle, u64>,
     next_handle: u64,
     /// Accepted sessions not yet taken by the application, oldest first.
-    backlog: VecDeque<ConnectionHandle>,
+    backlog: VecDeque<SessionHandle>,
     stats: EndpointStats,
 }
 
@@ -266,7 +266,7 @@ impl Endpoint {
     }
 
     /// The connection id of a session.
-    pub fn conn_id(&self, handle: ConnectionHandle) -> Option<u64> {
+    pub fn conn_id(&self, handle: SessionHandle) -> Option<u64> {
         self.conn_of.get(&handle).copied()
     }
 
@@ -275,7 +275,7 @@ impl Endpoint {
         &mut self,
         now: Duration,
         options: ConnectOptions,
-    ) -> Result<(ConnectionHandle, Session), SessionError> {
+    ) -> Result<(SessionHandle, Session), SessionError> {
         let conn = match options.conn_id {
             Some(c) => c,
             None => self.issue_conn_id(),
@@ -375,12 +375,12 @@ impl Endpoint {
     }
 
     /// The oldest accepted session the application has not taken yet.
-    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+    pub fn accept(&mut self) -> Option<SessionHandle> {
         self.backlog.pop_front()
     }
 
     /// The session is gone: its connection id no longer routes, and may be issued again.
-    pub fn forget(&mut self, handle: ConnectionHandle) {
+    pub fn forget(&mut self, handle: SessionHandle) {
         if let Some(conn) = self.conn_of.remove(&handle) {
             if self.by_conn.get(&conn) == Some(&handle) {
                 self.by_conn.remove(&conn);
@@ -438,8 +438,8 @@ impl Endpoint {
         session.set_receive_buffer(self.config.receive_buffer);
     }
 
-    fn register(&mut self, conn: u64) -> ConnectionHandle {
-        let handle = ConnectionHandle(self.next_handle);
+    fn register(&mut self, conn: u64) -> SessionHandle {
+        let handle = SessionHandle(self.next_handle);
         self.next_handle += 1;
         self.by_conn.entry(conn).or_insert(handle);
         self.conn_of.insert(handle, conn);

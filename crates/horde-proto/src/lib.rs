@@ -112,8 +112,8 @@ pub use channel::{
     MTU_RANGE,
 };
 pub use endpoint::{
-    AcceptError, ChannelConfigFn, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
-    EndpointConfig, EndpointStats, NewConnection, SchedulerFactory, ServerConfig,
+    AcceptError, ChannelConfigFn, ConnectOptions, DatagramEvent, Endpoint, EndpointConfig,
+    EndpointStats, NewConnection, SchedulerFactory, ServerConfig, SessionHandle,
 };
 pub use estimator::{LossPrior, LossPriorError};
 pub use event::{CloseReason, Event, NackReason};

@@ -21,8 +21,8 @@ use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::wire::{self, Ack, Packet, FLAG_ORDERED, MAX_ACK_RANGES};
 use horde_proto::{
-    ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
-    ServerConfig, Session, StreamConfig,
+    ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, EndpointConfig, Event, ServerConfig,
+    Session, SessionHandle, StreamConfig,
 };
 use proptest::prelude::*;
 
@@ -43,7 +43,7 @@ struct Pair {
     h: Harness,
     client_node: NodeId,
     server_node: NodeId,
-    conn: ConnectionHandle,
+    conn: SessionHandle,
     /// Datagrams seen on the wire, as seeds for mutation.
     captured: Rc<RefCell<Vec<Bytes>>>,
 }

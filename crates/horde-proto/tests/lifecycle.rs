@@ -8,8 +8,8 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, ConnectionHandle, EndpointConfig,
-    Event, InFlightPolicy, NackReason, ServerConfig, Session, SessionConfig, StreamConfig,
+    ChannelConfig, ChannelSpec, CloseReason, ConnectOptions, EndpointConfig, Event, InFlightPolicy,
+    NackReason, ServerConfig, Session, SessionConfig, SessionHandle, StreamConfig,
 };
 
 const CLIENT: usize = 0;
@@ -29,8 +29,8 @@ type Drop = Box<dyn FnMut(usize, &[u8]) -> bool>;
 struct Net {
     h: Harness,
     nodes: [NodeId; 2],
-    client: ConnectionHandle,
-    server: Option<ConnectionHandle>,
+    client: SessionHandle,
+    server: Option<SessionHandle>,
 }
 
 impl Net {
@@ -78,7 +78,7 @@ impl Net {
     }
 
     /// A client session with connection id `conn` (not yet sent anything).
-    fn open_client(&mut self, conn: u64) -> ConnectionHandle {
+    fn open_client(&mut self, conn: u64) -> SessionHandle {
         connect_client(&mut self.h, self.nodes, conn)
     }
 
@@ -169,7 +169,7 @@ impl Net {
     }
 }
 
-fn connect_client(h: &mut Harness, nodes: [NodeId; 2], conn: u64) -> ConnectionHandle {
+fn connect_client(h: &mut Harness, nodes: [NodeId; 2], conn: u64) -> SessionHandle {
     h.connect(
         nodes[CLIENT],
         ConnectOptions {

@@ -11,9 +11,8 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle,
-    EndpointConfig, Event, NackReason, ServerConfig, Session, SessionConfig, SessionError,
-    StreamConfig,
+    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, EndpointConfig, Event,
+    NackReason, ServerConfig, Session, SessionConfig, SessionError, SessionHandle, StreamConfig,
 };
 
 const CLIENT: usize = 0;
@@ -24,7 +23,7 @@ const SERVER: usize = 1;
 struct Net {
     h: Harness,
     nodes: [NodeId; 2],
-    conn: ConnectionHandle,
+    conn: SessionHandle,
     /// Datagrams the client sent that carried ADUs, and the ADUs in them.
     data_datagrams: Rc<Cell<u64>>,
     adus_in_datagrams: Rc<Cell<u64>>,

@@ -10,8 +10,8 @@ use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::recovery::estimators::PathEstimate;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
-    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, ConnectionHandle,
-    EndpointConfig, Event, RecoveryConfig, RecoveryMode, ServerConfig, Session, StreamConfig,
+    CcConfig, ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, EndpointConfig, Event,
+    RecoveryConfig, RecoveryMode, ServerConfig, Session, SessionHandle, StreamConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -40,9 +40,9 @@ struct Net {
     h: Harness,
     client: NodeId,
     server: NodeId,
-    c: ConnectionHandle,
+    c: SessionHandle,
     /// The server's session, once the handshake is done ([`Net::connect`]).
-    s: Option<ConnectionHandle>,
+    s: Option<SessionHandle>,
 }
 
 impl Net {

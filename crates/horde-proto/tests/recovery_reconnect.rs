@@ -9,8 +9,8 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
-    RecoveryConfig, RecoveryMode, ServerConfig, StreamConfig,
+    ChannelConfig, ChannelSpec, ConnectOptions, EndpointConfig, Event, RecoveryConfig,
+    RecoveryMode, ServerConfig, SessionHandle, StreamConfig,
 };
 
 const STREAM: u32 = 1;
@@ -27,7 +27,7 @@ fn stream_config(mode: RecoveryMode) -> StreamConfig {
     }
 }
 
-fn connect(h: &mut Harness, client: NodeId, server: NodeId, conn: u64) -> ConnectionHandle {
+fn connect(h: &mut Harness, client: NodeId, server: NodeId, conn: u64) -> SessionHandle {
     h.connect(
         client,
         ConnectOptions {
@@ -52,7 +52,7 @@ fn payload(tag: u8, i: usize) -> Bytes {
     Bytes::from(v)
 }
 
-fn send(h: &mut Harness, node: NodeId, conn: ConnectionHandle, tag: u8, n: usize) {
+fn send(h: &mut Harness, node: NodeId, conn: SessionHandle, tag: u8, n: usize) {
     let now = h.now();
     let s = h.session_mut(node, conn);
     for i in 0..n {
@@ -62,7 +62,7 @@ fn send(h: &mut Harness, node: NodeId, conn: ConnectionHandle, tag: u8, n: usize
 }
 
 /// The payloads `conn` on `node` has received on the stream so far.
-fn received(h: &Harness, node: NodeId, conn: ConnectionHandle) -> Vec<Bytes> {
+fn received(h: &Harness, node: NodeId, conn: SessionHandle) -> Vec<Bytes> {
     h.events(node, conn)
         .iter()
         .filter_map(|e| match e {
@@ -83,7 +83,7 @@ fn count(got: &[Bytes], tag: u8, n: usize) -> usize {
 
 /// The server opens its side of the stream on every session it accepts, as the tunnel
 /// server does; returns the last one.
-fn accept_all(h: &mut Harness, server: NodeId, mode: RecoveryMode) -> Option<ConnectionHandle> {
+fn accept_all(h: &mut Harness, server: NodeId, mode: RecoveryMode) -> Option<SessionHandle> {
     let mut last = None;
     while let Some(c) = h.accept(server) {
         h.session_mut(server, c)
@@ -100,7 +100,7 @@ fn run(
     server: NodeId,
     mode: RecoveryMode,
     until: Duration,
-) -> Option<ConnectionHandle> {
+) -> Option<SessionHandle> {
     let mut accepted = None;
     // Small steps, so the server's stream is open before the client's data arrives.
     while h.now() < until {

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId, PathConfig};
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, Event,
-    ServerConfig, StreamConfig,
+    ChannelConfig, ChannelSpec, ConnectOptions, EndpointConfig, Event, ServerConfig, SessionHandle,
+    StreamConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -45,8 +45,8 @@ struct Pair {
     h: Harness,
     client: NodeId,
     server: NodeId,
-    conn: ConnectionHandle,
-    accepted: ConnectionHandle,
+    conn: SessionHandle,
+    accepted: SessionHandle,
 }
 
 /// A client and a server joined by one channel of [`DELAY`], connected, with stream 1

@@ -18,9 +18,8 @@ use horde_links::{Delivery, Link, LinkSpec};
 use horde_policy::{Objective, Value};
 use horde_proto::wire;
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint,
-    EndpointConfig, Event, NackReason, ServerConfig, Session, SessionConfig, StreamConfig,
-    Transmit,
+    ChannelConfig, ChannelSpec, ConnectOptions, DatagramEvent, Endpoint, EndpointConfig, Event,
+    NackReason, ServerConfig, Session, SessionConfig, SessionHandle, StreamConfig, Transmit,
 };
 use thiserror::Error;
 
@@ -103,11 +102,11 @@ struct Pair {
     /// Global channel indices, in the session's channel-id order.
     channels: Vec<usize>,
     client_session: Session,
-    client_handle: ConnectionHandle,
+    client_handle: SessionHandle,
     /// The server's session once the client's hello has opened it, and its handle in
     /// the server host's endpoint.
     server_session: Option<Session>,
-    server_handle: Option<ConnectionHandle>,
+    server_handle: Option<SessionHandle>,
 }
 
 struct StreamRun {

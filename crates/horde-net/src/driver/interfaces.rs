@@ -1,5 +1,5 @@
-//! The channel pool manager: interfaces that go away or come back close or bind
-//! their sockets, and remove or re-add the channels over them in every connection.
+//! The interface monitor: interfaces that go away or come back close or bind their
+//! sockets, and the host removes or re-adds the channels over them.
 
 use super::*;
 
@@ -25,36 +25,8 @@ impl Driver {
             reason = reason.as_str(),
             "interface down: socket closed, its channels removed"
         );
-        self.drop_channels_on(i, now, true);
-    }
-
-    /// Remove every channel over interface `i` from every connection. With `park`, the
-    /// channels this end opened are remembered to be added again when `i` comes back;
-    /// without, they are forgotten.
-    pub(super) fn drop_channels_on(&mut self, i: usize, now: Duration, park: bool) {
-        for c in self.conns.values_mut() {
-            if !park {
-                c.parked.retain(|t| t.interface != i);
-            }
-            let Some(p) = c.proto.as_ref() else { continue };
-            let gone: Vec<ChannelId> = p
-                .channels()
-                .iter()
-                .filter(|ch| usize::from(ch.local()) == i)
-                .map(|ch| ch.id())
-                .collect();
-            for id in gone {
-                // The session announces `ChannelDown` itself, before the nacks of what
-                // was in flight on the channel.
-                let p = c.proto.as_mut().expect("checked above");
-                let _ = p.remove_channel(now, id);
-                self.stats.channels_removed += 1;
-                match c.targets.remove(&id) {
-                    Some(t) if park => c.parked.push(t),
-                    _ => {}
-                }
-            }
-        }
+        self.refresh_aliases();
+        self.host.interface_down(now, i);
     }
 
     fn interface_up(&mut self, i: usize, now: Duration) {
@@ -107,27 +79,7 @@ impl Driver {
             device = device.as_deref().unwrap_or(""),
             "interface up: socket bound again, its channels re-added"
         );
-        for c in self.conns.values_mut() {
-            if c.proto.is_none() || !c.parked.iter().any(|t| t.interface == i) {
-                continue;
-            }
-            let (back, rest): (Vec<_>, Vec<_>) = c.parked.drain(..).partition(|t| t.interface == i);
-            c.parked = rest;
-            let p = c.proto.as_mut().expect("checked above");
-            for t in back {
-                let spec = ChannelSpec {
-                    local: t.interface as u16,
-                    remote: t.remote,
-                    config: t.config.clone(),
-                };
-                match p.add_channel(now, spec) {
-                    Ok(id) => {
-                        c.targets.insert(id, t);
-                        self.stats.channels_restored += 1;
-                    }
-                    Err(e) => tracing::warn!(interface = i, error = %e, "cannot re-add channel"),
-                }
-            }
-        }
+        self.refresh_aliases();
+        self.host.interface_up(now, i);
     }
 }

@@ -1,23 +1,27 @@
-//! Transmit: every session's datagrams through the AEAD layer onto the sockets.
+//! Transmit: the host's datagrams through the AEAD layer onto the sockets.
 
 use super::sealer::{SealBatch, Sealer};
 use super::*;
 
 impl Driver {
-    /// Seal every session's pending datagrams into the per-socket queues, sending each
-    /// queue as it fills and all of them at the end; then settle the sessions' fates.
+    /// Seal the host's pending datagrams into the per-socket queues, sending each queue
+    /// as it fills and all of them at the end. The host settles each connection's fate
+    /// as it walks them.
     pub(super) async fn flush(&mut self, now: Duration) {
-        // Reused between flushes: a flush allocates nothing in steady state.
-        let mut keys = std::mem::take(&mut self.flush_keys);
-        keys.clear();
-        keys.extend(self.conns.keys().copied());
-        let mut closed = Vec::new();
         if let Some(sealer) = &self.sealer {
             sealer.busy();
         }
-        // Handshake datagrams queued since the last flush go first.
+        // Handshake datagrams go first.
+        while let Some(h) = self.host.poll_handshake_transmit() {
+            if let Some(q) = self.tx.get_mut(h.iface) {
+                q.push(h.dst, Owner::Handshake, &h.datagram, 1);
+            }
+        }
         self.send_queues().await;
-        let mut ended = Vec::new();
+        for (&key, app) in &self.apps {
+            let reopen = self.host.bytes_read(now, key, app.read.read());
+            app.read.wake_when_read(reopen);
+        }
         // A flush starts on the plain path (sealed straight into the socket queues)
         // while the sealer holds nothing: a flush of a few datagrams (acks, a
         // lightly loaded connection) then costs exactly what it costs without a
@@ -28,68 +32,25 @@ impl Driver {
             Some(sealer) if sealer.running() => 0,
             Some(_) => usize::MAX,
         };
-        for &key in &keys {
-            let conn = self.conns.get_mut(&key).expect("key just listed");
-            let (Some(p), Some(crypto)) = (conn.proto.as_mut(), conn.crypto.as_mut()) else {
+        while let Some(t) = self.host.poll_transmit(now, &mut self.tx_buf) {
+            let iface = t.iface;
+            let (Some(Some(s)), Some(q)) = (self.sockets.get(iface), self.tx.get_mut(iface)) else {
                 continue;
             };
-            let read = conn.read.read();
-            if read > conn.read_told {
-                p.consumed(now, (read - conn.read_told) as usize);
-                conn.read_told = read;
-            }
-            // A shut window reopens when the application has read this much more: the
-            // driver must hear of it then, not at its next unrelated wake-up.
-            let reopen = p.reopens_after_reading().map(|b| read + b as u64);
-            conn.read.wake_when_read(reopen);
-            crypto.tick(now);
-            while let Some(t) = p.poll_transmit(now, &mut self.tx_buf) {
-                let iface = t.local as usize;
-                let (Some(Some(s)), Some(q)) = (self.sockets.get(iface), self.tx.get_mut(iface))
-                else {
+            let owner = Owner::Channel {
+                conn: t.conn,
+                channel: t.channel,
+            };
+            if straight == 0 {
+                let Some(sealer) = self.sealer.as_mut() else {
                     continue;
                 };
-                let owner = Owner::Channel {
-                    conn: key,
-                    channel: t.channel,
-                };
-                if straight == 0 {
-                    let Some(sealer) = self.sealer.as_mut() else {
-                        continue;
-                    };
-                    // Prepared here (counter, key phase), sealed here or on the worker.
-                    if !sealer.can_fill(iface) {
-                        if sealer.wait_one().is_none() {
-                            // Every batch is being filled for other sockets.
-                            sealer.hand_off_all();
-                        }
-                        send_sealed(
-                            &self.sockets,
-                            sealer,
-                            &mut self.sealed,
-                            &mut self.stats,
-                            &mut self.refusals,
-                        )
-                        .await;
+                // Prepared here (counter, key phase), sealed here or on the worker.
+                if !sealer.can_fill(iface) {
+                    if sealer.wait_one().is_none() {
+                        // Every batch is being filled for other sockets.
+                        sealer.hand_off_all();
                     }
-                    let Some(b) = sealer.filling(iface) else {
-                        continue;
-                    };
-                    if b.push(
-                        crypto,
-                        t.channel,
-                        &self.tx_buf,
-                        t.dst,
-                        owner,
-                        s.gso_segments(),
-                    )
-                    .is_err()
-                    {
-                        self.stats.send_errors += 1;
-                        continue;
-                    }
-                    sealer.hand_off(iface, false);
-                    sealer.collect();
                     send_sealed(
                         &self.sockets,
                         sealer,
@@ -98,66 +59,69 @@ impl Driver {
                         &mut self.refusals,
                     )
                     .await;
-                    continue;
                 }
-                // Sealed straight into the socket's batch: no copy of the datagram.
-                let tx_buf = &self.tx_buf;
-                let sealed = q.push_with(t.dst, owner, s.gso_segments(), |buf| {
-                    crypto
-                        .seal_append(u8::from(t.channel), tx_buf, buf)
-                        .map(drop)
-                });
-                if sealed.is_err() {
+                let Some(b) = sealer.filling(iface) else {
+                    continue;
+                };
+                let Some(crypto) = self.host.crypto_mut(t.conn) else {
+                    continue;
+                };
+                if b.push(
+                    crypto,
+                    t.channel,
+                    &self.tx_buf,
+                    t.dst,
+                    owner,
+                    s.gso_segments(),
+                )
+                .is_err()
+                {
                     self.stats.send_errors += 1;
                     continue;
                 }
-                if q.is_full() {
-                    send_queue(s, q, &mut self.stats, &mut self.refusals).await;
-                }
-                if let Some(sealer) = self.sealer.as_mut() {
-                    sealer.sealed_on_driver += 1;
-                }
-                if straight != usize::MAX {
-                    straight -= 1;
-                    if straight == 0 {
-                        // What was sealed straight leaves before anything the sealer
-                        // seals after it.
-                        for (i, q) in self.tx.iter_mut().enumerate() {
-                            if let (Some(Some(s)), false) = (self.sockets.get(i), q.is_empty()) {
-                                send_queue(s, q, &mut self.stats, &mut self.refusals).await;
-                            }
+                sealer.hand_off(iface, false);
+                sealer.collect();
+                send_sealed(
+                    &self.sockets,
+                    sealer,
+                    &mut self.sealed,
+                    &mut self.stats,
+                    &mut self.refusals,
+                )
+                .await;
+                continue;
+            }
+            // Sealed straight into the socket's batch: no copy of the datagram.
+            let Some(crypto) = self.host.crypto_mut(t.conn) else {
+                continue;
+            };
+            let tx_buf = &self.tx_buf;
+            let sealed = q.push_with(t.dst, owner, s.gso_segments(), |buf| {
+                crypto
+                    .seal_append(u8::from(t.channel), tx_buf, buf)
+                    .map(drop)
+            });
+            if sealed.is_err() {
+                self.stats.send_errors += 1;
+                continue;
+            }
+            if q.is_full() {
+                send_queue(s, q, &mut self.stats, &mut self.refusals).await;
+            }
+            if let Some(sealer) = self.sealer.as_mut() {
+                sealer.sealed_on_driver += 1;
+            }
+            if straight != usize::MAX {
+                straight -= 1;
+                if straight == 0 {
+                    // What was sealed straight leaves before anything the sealer
+                    // seals after it.
+                    for (i, q) in self.tx.iter_mut().enumerate() {
+                        if let (Some(Some(s)), false) = (self.sockets.get(i), q.is_empty()) {
+                            send_queue(s, q, &mut self.stats, &mut self.refusals).await;
                         }
                     }
                 }
-            }
-            let everywhere = !p.channels().is_empty()
-                && p.channels().iter().all(|c| {
-                    conn.refused
-                        .get(&c.id())
-                        .is_some_and(|&n| n >= REFUSED_SENDS)
-                });
-            // A persistent connection whose peer is unreachable (every channel dead and
-            // the peer silent through sixteen packets, `Session::peer_unreachable`)
-            // handshakes again rather than wait out the idle timeout: a restarted peer
-            // answers the handshake at once, and one behind an outage as soon as it is back.
-            let all_dead = conn.reconnect.is_some() && p.peer_unreachable(now);
-            if (everywhere || all_dead) && !p.is_closed() {
-                p.unreachable(now);
-            }
-            let reason = p.close_reason();
-            conn.forward_events();
-            if conn.reconnect.is_some() {
-                if let Some(reason) = reason.filter(|r| *r != CloseReason::LocalClose) {
-                    ended.push((key, reason));
-                    continue;
-                }
-            }
-            if conn.proto.as_deref().is_some_and(Session::is_closed) {
-                conn.fail_waiters();
-            }
-            let p = conn.proto.as_ref().expect("checked above");
-            if p.is_closed() && p.poll_timeout(now).is_none() {
-                closed.push(key);
             }
         }
         if let Some(sealer) = self.sealer.as_mut() {
@@ -182,21 +146,6 @@ impl Driver {
             self.stats.sealed_on_driver = sealer.sealed_on_driver;
         }
         self.send_queues().await;
-        self.flush_keys = keys;
-        for key in closed {
-            self.remove_conn(key);
-            self.stats.sessions_removed += 1;
-        }
-        for (key, reason) in ended {
-            self.start_redial(key, reason, now);
-        }
-    }
-
-    pub(super) fn remove_conn(&mut self, key: u64) {
-        if let Some(c) = self.conns.remove(&key) {
-            self.forget(&c);
-        }
-        self.by_index.retain(|_, k| *k != key);
     }
 
     /// Send what every socket has queued; a closed socket's queue is dropped.
@@ -210,9 +159,7 @@ impl Driver {
             }
         }
         for (conn, channel) in self.refusals.drain(..) {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                *c.refused.entry(channel).or_default() += 1;
-            }
+            self.host.handle_refused(conn, channel);
         }
     }
 }

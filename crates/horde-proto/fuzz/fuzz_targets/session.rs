@@ -32,7 +32,7 @@ use horde_policy::Fields;
 use horde_proto::harness::{Harness, NodeId};
 use horde_proto::wire;
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, ConnectionHandle, EndpointConfig, ServerConfig,
+    ChannelConfig, ChannelSpec, ConnectOptions, SessionHandle, EndpointConfig, ServerConfig,
     StreamConfig,
 };
 use libfuzzer_sys::fuzz_target;
@@ -46,7 +46,7 @@ const MAX_STEPS: usize = 10_000;
 struct Pair {
     h: Harness,
     nodes: [NodeId; 2],
-    sessions: [ConnectionHandle; 2],
+    sessions: [SessionHandle; 2],
 }
 
 fn open_streams(p: &mut Pair, side: usize) {

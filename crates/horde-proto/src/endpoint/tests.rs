@@ -26,7 +26,7 @@ fn options(service: u32) -> ConnectOptions {
 }
 
 /// The first datagram a fresh client session sends: its hello.
-fn hello_from(endpoint: &mut Endpoint, service: u32) -> (ConnectionHandle, Session, Bytes) {
+fn hello_from(endpoint: &mut Endpoint, service: u32) -> (SessionHandle, Session, Bytes) {
     let (h, mut s) = endpoint.connect(Duration::ZERO, options(service)).unwrap();
     let mut buf = Vec::new();
     s.poll_transmit(Duration::ZERO, &mut buf).unwrap();

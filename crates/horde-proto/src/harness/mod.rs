@@ -35,7 +35,7 @@ use rand_chacha::ChaCha8Rng;
 pub use path::PathConfig;
 
 use crate::endpoint::{
-    ConnectOptions, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, ServerConfig,
+    ConnectOptions, DatagramEvent, Endpoint, EndpointConfig, ServerConfig, SessionHandle,
 };
 use crate::event::Event;
 use crate::session::{Session, SessionError, Transmit};
@@ -92,8 +92,8 @@ pub struct HarnessStats {
 
 struct Node {
     endpoint: Endpoint,
-    sessions: BTreeMap<ConnectionHandle, Session>,
-    events: BTreeMap<ConnectionHandle, EventLog>,
+    sessions: BTreeMap<SessionHandle, Session>,
+    events: BTreeMap<SessionHandle, EventLog>,
 }
 
 /// A session's events and, in parallel, the times they came out.
@@ -228,7 +228,7 @@ impl Harness {
         &mut self,
         node: NodeId,
         options: ConnectOptions,
-    ) -> Result<ConnectionHandle, SessionError> {
+    ) -> Result<SessionHandle, SessionError> {
         let now = self.now;
         let n = &mut self.nodes[node.0];
         let (h, s) = n.endpoint.connect(now, options)?;
@@ -237,17 +237,17 @@ impl Harness {
     }
 
     /// The oldest session `node` accepted that the test has not taken yet.
-    pub fn accept(&mut self, node: NodeId) -> Option<ConnectionHandle> {
+    pub fn accept(&mut self, node: NodeId) -> Option<SessionHandle> {
         self.nodes[node.0].endpoint.accept()
     }
 
     /// Every session of `node`, accepted or opened, in handle order.
-    pub fn handles(&self, node: NodeId) -> Vec<ConnectionHandle> {
+    pub fn handles(&self, node: NodeId) -> Vec<SessionHandle> {
         self.nodes[node.0].sessions.keys().copied().collect()
     }
 
     /// A session, if `node` has it.
-    pub fn get_session(&self, node: NodeId, handle: ConnectionHandle) -> Option<&Session> {
+    pub fn get_session(&self, node: NodeId, handle: SessionHandle) -> Option<&Session> {
         self.nodes[node.0].sessions.get(&handle)
     }
 
@@ -255,7 +255,7 @@ impl Harness {
     ///
     /// # Panics
     /// If `node` has no such session (a mistake in the test).
-    pub fn session(&self, node: NodeId, handle: ConnectionHandle) -> &Session {
+    pub fn session(&self, node: NodeId, handle: SessionHandle) -> &Session {
         self.get_session(node, handle)
             .expect("the node has this session")
     }
@@ -264,7 +264,7 @@ impl Harness {
     ///
     /// # Panics
     /// If `node` has no such session (a mistake in the test).
-    pub fn session_mut(&mut self, node: NodeId, handle: ConnectionHandle) -> &mut Session {
+    pub fn session_mut(&mut self, node: NodeId, handle: SessionHandle) -> &mut Session {
         self.nodes[node.0]
             .sessions
             .get_mut(&handle)
@@ -272,7 +272,7 @@ impl Harness {
     }
 
     /// The events a session has reported so far, oldest first.
-    pub fn events(&self, node: NodeId, handle: ConnectionHandle) -> &[Event] {
+    pub fn events(&self, node: NodeId, handle: SessionHandle) -> &[Event] {
         self.nodes[node.0]
             .events
             .get(&handle)
@@ -280,7 +280,7 @@ impl Harness {
     }
 
     /// When each of [`Harness::events`] came out (the same length).
-    pub fn event_times(&self, node: NodeId, handle: ConnectionHandle) -> &[Duration] {
+    pub fn event_times(&self, node: NodeId, handle: SessionHandle) -> &[Duration] {
         self.nodes[node.0]
             .events
             .get(&handle)
@@ -288,7 +288,7 @@ impl Harness {
     }
 
     /// Take the events a session has reported so far.
-    pub fn take_events(&mut self, node: NodeId, handle: ConnectionHandle) -> Vec<Event> {
+    pub fn take_events(&mut self, node: NodeId, handle: SessionHandle) -> Vec<Event> {
         self.nodes[node.0]
             .events
             .get_mut(&handle)
@@ -301,7 +301,7 @@ impl Harness {
 
     /// Take a session out of the harness (its endpoint forgets it): to hand its
     /// streams to a successor ([`Session::inherit`]), or to let it vanish silently.
-    pub fn remove_session(&mut self, node: NodeId, handle: ConnectionHandle) -> Option<Session> {
+    pub fn remove_session(&mut self, node: NodeId, handle: SessionHandle) -> Option<Session> {
         let n = &mut self.nodes[node.0];
         n.endpoint.forget(handle);
         n.events.remove(&handle);

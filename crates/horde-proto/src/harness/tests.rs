@@ -12,7 +12,7 @@ fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
 }
 
-fn connect_to(net: &mut Harness, from: NodeId, to: NodeId, channels: u16) -> ConnectionHandle {
+fn connect_to(net: &mut Harness, from: NodeId, to: NodeId, channels: u16) -> SessionHandle {
     let channels = (0..channels)
         .map(|i| ChannelSpec {
             local: i,
@@ -37,7 +37,7 @@ fn server(net: &mut Harness, interfaces: u16) -> NodeId {
     s
 }
 
-fn received(net: &Harness, node: NodeId, h: ConnectionHandle) -> Vec<u64> {
+fn received(net: &Harness, node: NodeId, h: SessionHandle) -> Vec<u64> {
     net.events(node, h)
         .iter()
         .filter_map(|e| match e {

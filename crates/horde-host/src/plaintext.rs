@@ -16,7 +16,7 @@ const PARKED: usize = 3;
 
 /// Where decrypted payloads are cut from.
 #[derive(Debug)]
-pub(crate) struct PlaintextChunks {
+pub struct PlaintextChunks {
     chunk_size: usize,
     current: BytesMut,
     parked: VecDeque<BytesMut>,
@@ -26,7 +26,7 @@ pub(crate) struct PlaintextChunks {
 }
 
 impl PlaintextChunks {
-    pub(crate) fn new(chunk_size: usize) -> Self {
+    pub fn new(chunk_size: usize) -> Self {
         Self {
             chunk_size,
             current: BytesMut::new(),
@@ -38,7 +38,7 @@ impl PlaintextChunks {
 
     /// `payload` as `Bytes` sharing the current chunk.
     #[cfg(test)]
-    pub(crate) fn share(&mut self, payload: &[u8]) -> Bytes {
+    pub fn share(&mut self, payload: &[u8]) -> Bytes {
         self.open_in_place::<()>(payload, |b| Ok(0..b.len()))
             .unwrap()
     }
@@ -47,7 +47,7 @@ impl PlaintextChunks {
     /// out the plaintext range `open` reports as `Bytes` sharing the chunk: one copy of the
     /// datagram (out of the receive buffer, which is reused at once). The header and tag
     /// stay behind in the chunk, never handed out; a failed open takes its bytes back.
-    pub(crate) fn open_in_place<E>(
+    pub fn open_in_place<E>(
         &mut self,
         datagram: &[u8],
         open: impl FnOnce(&mut [u8]) -> Result<Range<usize>, E>,
@@ -100,11 +100,11 @@ impl PlaintextChunks {
         }
     }
 
-    pub(crate) fn allocated(&self) -> u64 {
+    pub fn allocated(&self) -> u64 {
         self.allocated
     }
 
-    pub(crate) fn reused(&self) -> u64 {
+    pub fn reused(&self) -> u64 {
         self.reused
     }
 }

@@ -1,0 +1,187 @@
+//! One connection's state: which phase of its life it is in, and what it keeps across
+//! sessions (its channels' targets, its application's waiters, how to reconnect).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use horde_crypto::{Initiator, PublicKey, Session as SecureSession};
+use horde_proto::{ChannelId, CloseReason, Event, Session, SessionError, SessionHandle};
+
+use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
+use crate::ops::Answer;
+use crate::HostEvent;
+
+/// This end's handshake towards the peer, while it waits for the response.
+pub(crate) struct PendingHandshake {
+    pub initiator: Initiator,
+    /// Interval until the next initiation (doubling while reconnecting).
+    pub retry: std::time::Duration,
+}
+
+/// Where a connection is in its life.
+pub(crate) enum ConnState {
+    /// This end opened the connection and waits for the handshake response.
+    Dialing(PendingHandshake),
+    /// The peer's handshake is done; its first datagram must be a hello.
+    AwaitingHello { crypto: Box<SecureSession> },
+    /// A session is up (or closing, until its last timer has run).
+    Established {
+        crypto: Box<SecureSession>,
+        session: Box<Session>,
+        /// The session's handle in the host's endpoint.
+        handle: SessionHandle,
+    },
+    /// A persistent connection's session ended; this end handshakes again. The ended
+    /// session holds the streams until the new one takes them over.
+    Redialing {
+        handshake: PendingHandshake,
+        old: Box<Session>,
+        handle: SessionHandle,
+        reason: CloseReason,
+    },
+}
+
+pub(crate) struct Conn {
+    pub state: ConnState,
+    /// The local crypto index the peer's datagrams for this connection carry.
+    pub index: u32,
+    /// Channels this end opened, by id, with the target that made them.
+    pub targets: BTreeMap<ChannelId, ChannelTarget>,
+    /// Targets whose interface is down, added again when it comes back.
+    pub parked: Vec<ChannelTarget>,
+    /// Callers waiting for their stream to drain.
+    pub waiters: Vec<(u32, Answer<()>)>,
+    /// Payload bytes the application has read that the session has been told of.
+    pub read_told: u64,
+    /// Persistent connections: how to reconnect.
+    pub reconnect: Option<Reconnect>,
+    /// The connection config a connection this end opened was opened with.
+    pub connect: Option<ConnectConfig>,
+    /// Per channel: sends refused by ICMP port unreachable since the last datagram
+    /// from the peer.
+    pub refused: BTreeMap<ChannelId, u32>,
+}
+
+impl Conn {
+    pub fn new(state: ConnState, index: u32) -> Self {
+        Conn {
+            state,
+            index,
+            targets: BTreeMap::new(),
+            parked: Vec::new(),
+            waiters: Vec::new(),
+            read_told: 0,
+            reconnect: None,
+            connect: None,
+            refused: BTreeMap::new(),
+        }
+    }
+
+    pub fn crypto(&self) -> Option<&SecureSession> {
+        match &self.state {
+            ConnState::AwaitingHello { crypto } | ConnState::Established { crypto, .. } => {
+                Some(crypto)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn peer(&self) -> Option<PublicKey> {
+        self.crypto().map(|c| *c.remote_static())
+    }
+
+    /// The live session, if one is up.
+    pub fn session(&self) -> Option<&Session> {
+        match &self.state {
+            ConnState::Established { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
+    pub fn session_mut(&mut self) -> Option<&mut Session> {
+        match &mut self.state {
+            ConnState::Established { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
+    /// The session whose events the application hears: the live one, or while
+    /// reconnecting the ended one that keeps the streams.
+    pub fn event_source(&mut self) -> Option<&mut Session> {
+        match &mut self.state {
+            ConnState::Established { session, .. } => Some(session),
+            ConnState::Redialing { old, .. } => Some(old),
+            _ => None,
+        }
+    }
+
+    pub fn handshake(&mut self) -> Option<&mut PendingHandshake> {
+        match &mut self.state {
+            ConnState::Dialing(h) | ConnState::Redialing { handshake: h, .. } => Some(h),
+            _ => None,
+        }
+    }
+
+    pub fn endpoint_handle(&self) -> Option<SessionHandle> {
+        match &self.state {
+            ConnState::Established { handle, .. } | ConnState::Redialing { handle, .. } => {
+                Some(*handle)
+            }
+            _ => None,
+        }
+    }
+
+    /// Pass one session event on to the application, answering `writable` waiters first.
+    pub fn deliver(&mut self, key: u64, e: Event, out: &mut VecDeque<HostEvent>) {
+        deliver(key, self.reconnect.is_some(), &mut self.waiters, e, out);
+    }
+
+    /// Every event the ended or live session still holds, passed on.
+    pub fn drain_events(&mut self, key: u64, out: &mut VecDeque<HostEvent>) {
+        let reconnecting = self.reconnect.is_some();
+        let (state, waiters) = (&mut self.state, &mut self.waiters);
+        let source = match state {
+            ConnState::Established { session, .. } => session,
+            ConnState::Redialing { old, .. } => old,
+            _ => return,
+        };
+        while let Some(e) = source.poll_event() {
+            deliver(key, reconnecting, waiters, e, out);
+        }
+    }
+
+    /// A closed session will never drain: its waiters get an error.
+    pub fn fail_waiters(&mut self) {
+        for (_, reply) in self.waiters.drain(..) {
+            reply(Err(SessionError::Closed.into()));
+        }
+    }
+}
+
+pub(crate) fn deliver(
+    key: u64,
+    reconnecting: bool,
+    waiters: &mut Vec<(u32, Answer<()>)>,
+    e: Event,
+    out: &mut VecDeque<HostEvent>,
+) {
+    // A persistent connection's session that died is followed by a new one: the
+    // application hears that instead of the end.
+    let e = match e {
+        Event::Closed { reason } if reason != CloseReason::LocalClose && reconnecting => {
+            Event::Reconnecting { reason, attempt: 1 }
+        }
+        e => e,
+    };
+    if let Event::Writable { stream } = e {
+        let mut i = 0;
+        while i < waiters.len() {
+            if waiters[i].0 == stream {
+                let (_, reply) = waiters.remove(i);
+                reply(Ok(()));
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out.push_back(HostEvent::Conn { key, event: e });
+}

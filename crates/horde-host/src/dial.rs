@@ -1,0 +1,292 @@
+//! This end's handshakes: opening a connection, its retries and deadline, the
+//! responder's answer, and a persistent connection's reconnection after its session died.
+
+use std::time::Duration;
+
+use horde_crypto::{random_index, DropReason, Initiator};
+use horde_proto::{ChannelId, CloseReason, ConnectOptions};
+
+use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
+use crate::conn::{Conn, ConnState, PendingHandshake};
+use crate::timers::Timer;
+use crate::{HandshakeTransmit, Host, HostError, HostEvent, InterfaceState, INITIATION_RETRY};
+
+impl Host {
+    /// Open a connection to a peer: its first initiation leaves at the next
+    /// [`Host::handle_timeout`]. `reserved` says which local indices a responder has
+    /// promised meanwhile. The answer comes as [`HostEvent::Connected`] or
+    /// [`HostEvent::ConnectFailed`]; with `reconnect`, the connection later comes back
+    /// by itself after its session dies.
+    pub fn connect(
+        &mut self,
+        now: Duration,
+        config: ConnectConfig,
+        reconnect: Option<Reconnect>,
+        reserved: impl Fn(u32) -> bool,
+    ) -> Result<u64, HostError> {
+        // An interface that is only down for now is fine: its channels wait for it.
+        if let Some(bad) = config.channels.iter().find(|c| {
+            self.interfaces
+                .get(c.interface)
+                .is_none_or(|i| *i == InterfaceState::Removed)
+        }) {
+            return Err(HostError::NoInterface(bad.interface));
+        }
+        let by_index = &self.by_index;
+        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i) || reserved(i));
+        let initiator = Initiator::new(
+            &self.keypair,
+            &config.peer,
+            index,
+            self.unix_micros(now),
+            &mut self.rng,
+        );
+        let key = self.issue_key();
+        self.by_index.insert(index, key);
+        self.timers.set(key, Timer::Resend, now);
+        self.timers
+            .set(key, Timer::GiveUp, now + config.handshake_timeout);
+        let mut conn = Conn::new(
+            ConnState::Dialing(PendingHandshake {
+                initiator,
+                retry: INITIATION_RETRY,
+            }),
+            index,
+        );
+        conn.reconnect = reconnect;
+        conn.connect = Some(config);
+        self.conns.insert(key, conn);
+        Ok(key)
+    }
+
+    /// A persistent connection's session has ended for `reason`: keep it for its
+    /// streams and start handshaking again, with backoff.
+    pub(crate) fn start_redial(&mut self, key: u64, reason: CloseReason, now: Duration) {
+        let Some(mut conn) = self.conns.remove(&key) else {
+            return;
+        };
+        let (Some(policy), Some(config)) = (conn.reconnect, conn.connect.as_ref()) else {
+            self.conns.insert(key, conn);
+            return;
+        };
+        let peer = config.peer;
+        conn.refused.clear();
+        self.by_index.remove(&conn.index);
+        let by_index = &self.by_index;
+        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let initiator = Initiator::new(
+            &self.keypair,
+            &peer,
+            index,
+            self.unix_micros(now),
+            &mut self.rng,
+        );
+        self.by_index.insert(index, key);
+        conn.index = index;
+        tracing::info!(reason = reason.as_str(), "session ended; reconnecting");
+        let handshake = PendingHandshake {
+            initiator,
+            retry: policy.initial,
+        };
+        conn.state = match conn.state {
+            ConnState::Established {
+                session, handle, ..
+            } => ConnState::Redialing {
+                handshake,
+                old: session,
+                handle,
+                reason,
+            },
+            other => other,
+        };
+        self.conns.insert(key, conn);
+        self.timers.set(key, Timer::Resend, now);
+        self.timers
+            .set(key, Timer::GiveUp, now + policy.give_up_after);
+    }
+
+    /// Give up reconnecting: what the ended session kept for a successor is nacked, the
+    /// application hears the end, and the connection is forgotten.
+    pub(crate) fn end_redial(&mut self, key: u64, reason: CloseReason) {
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return;
+        };
+        conn.reconnect = None;
+        if let ConnState::Redialing { old, .. } = &mut conn.state {
+            old.release();
+        }
+        let Some(mut c) = self.detach(key) else {
+            return;
+        };
+        c.deliver(key, horde_proto::Event::Closed { reason }, &mut self.events);
+        c.fail_waiters();
+        self.events.push_back(HostEvent::Removed { key });
+        self.counters.sessions_removed += 1;
+    }
+
+    /// Handshakes whose resend or give-up is due.
+    pub(crate) fn handshake_timers(&mut self, now: Duration) {
+        let mut due = Vec::new();
+        self.timers.expired(now, &mut due);
+        for (key, timer) in due {
+            match timer {
+                Timer::GiveUp => self.give_up(key),
+                Timer::Resend => self.resend_initiation(key, now),
+            }
+        }
+    }
+
+    fn give_up(&mut self, key: u64) {
+        let Some(conn) = self.conns.get(&key) else {
+            return;
+        };
+        match &conn.state {
+            ConnState::Redialing { reason, .. } => {
+                let reason = *reason;
+                tracing::warn!("gave up reconnecting to the peer");
+                self.end_redial(key, reason);
+            }
+            ConnState::Dialing(_) => {
+                self.detach(key);
+                self.events.push_back(HostEvent::ConnectFailed {
+                    key,
+                    error: HostError::HandshakeTimeout,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn resend_initiation(&mut self, key: u64, now: Duration) {
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return;
+        };
+        let backoff = match &conn.state {
+            ConnState::Redialing { .. } => conn.reconnect.map(|r| r.max),
+            _ => None,
+        };
+        let channels: Vec<(usize, std::net::SocketAddr)> = conn
+            .connect
+            .as_ref()
+            .map(|c| c.channels.iter().map(|t| (t.interface, t.remote)).collect())
+            .unwrap_or_default();
+        let Some(h) = conn.handshake() else {
+            return;
+        };
+        let next = now + h.retry;
+        if let Some(max) = backoff {
+            h.retry = (h.retry * 2).min(max);
+        }
+        for (iface, dst) in channels {
+            self.handshake_tx.push_back(HandshakeTransmit {
+                iface,
+                dst,
+                datagram: h.initiator.initiation().to_vec(),
+            });
+        }
+        self.timers.set(key, Timer::Resend, next);
+    }
+
+    /// A cookie reply: our initiation is wanted again with `mac2`; it is resent now.
+    pub(crate) fn on_cookie_reply(&mut self, receiver: u32, data: &[u8], now: Duration) {
+        let Some(&key) = self.by_index.get(&receiver) else {
+            self.counters.dropped.record(DropReason::WrongIndex);
+            return;
+        };
+        let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+        let Some(hs) = conn.handshake() else {
+            self.counters.dropped.record(DropReason::UnexpectedType);
+            return;
+        };
+        match hs.initiator.read_cookie_reply(data) {
+            Ok(()) => self.timers.set(key, Timer::Resend, now),
+            Err(reason) => self.counters.dropped.record(reason),
+        }
+    }
+
+    /// The responder's answer to our initiation: the secure session is up, and the
+    /// protocol session starts (or, reconnecting, takes over the ended one's streams).
+    pub(crate) fn on_response(&mut self, receiver: u32, data: &[u8], now: Duration) {
+        let Some(&key) = self.by_index.get(&receiver) else {
+            self.counters.dropped.record(DropReason::WrongIndex);
+            return;
+        };
+        let conn = self.conns.get_mut(&key).expect("indexed connection exists");
+        let Some(hs) = conn.handshake() else {
+            self.counters.dropped.record(DropReason::UnexpectedType);
+            return;
+        };
+        let mut crypto = match hs.initiator.read_response(data) {
+            Ok(s) => s,
+            Err(reason) => {
+                self.counters.dropped.record(reason);
+                return;
+            }
+        };
+        crypto.set_rekey_policy(self.rekey);
+        crypto.tick(now);
+        // Channels over an interface that is down now wait for it to come back.
+        let interfaces = &self.interfaces;
+        let config = conn.connect.as_ref().expect("this end dialed");
+        let (live, parked): (Vec<ChannelTarget>, Vec<ChannelTarget>) = config
+            .channels
+            .iter()
+            .cloned()
+            .partition(|c| interfaces.get(c.interface) == Some(&InterfaceState::Open));
+        let options = ConnectOptions {
+            service: config.service,
+            channels: live.iter().map(ChannelTarget::spec).collect(),
+            ..ConnectOptions::default()
+        };
+        let mut p = match self.endpoint.connect(now, options) {
+            Ok((handle, p)) => (handle, p),
+            Err(e) => {
+                let redial = matches!(conn.state, ConnState::Redialing { .. });
+                self.detach(key);
+                self.events.push_back(if redial {
+                    HostEvent::Removed { key }
+                } else {
+                    HostEvent::ConnectFailed {
+                        key,
+                        error: e.into(),
+                    }
+                });
+                return;
+            }
+        };
+        self.timers.stop_all(key);
+        let conn = self.conns.get_mut(&key).expect("checked above");
+        p.1.set_successor_expected(conn.reconnect.is_some());
+        // `Session::connect` numbers the channels 0.. in order.
+        conn.targets = ChannelId::all().zip(live).collect();
+        conn.parked = parked;
+        let peer = *crypto.remote_static();
+        let (handle, session) = p;
+        let established = ConnState::Established {
+            crypto: Box::new(crypto),
+            session: Box::new(session),
+            handle,
+        };
+        match std::mem::replace(&mut conn.state, established) {
+            ConnState::Redialing {
+                mut old,
+                handle: old_handle,
+                ..
+            } => {
+                // A reconnection: the new session carries on the old one's streams, and
+                // the application keeps its handle and event channel.
+                self.endpoint.forget(old_handle);
+                let ConnState::Established { session, .. } = &mut conn.state else {
+                    unreachable!("just set");
+                };
+                session.inherit(&mut old, now);
+                while let Some(e) = old.poll_event() {
+                    conn.deliver(key, e, &mut self.events);
+                }
+                self.counters.reconnects += 1;
+                tracing::info!("reconnected to the peer");
+            }
+            _ => self.events.push_back(HostEvent::Connected { key, peer }),
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! Horde's host without I/O: the connection lifecycle of one host, driven by datagrams,
+//! commands, handshake results and time, and polled for datagrams, events and deadlines.
+//!
+//! A [`Host`] owns every connection's secure session and protocol session and makes each
+//! decision about them: routing datagrams by crypto index, the initiator's handshake and
+//! its retries, accepting a peer's hello for a served service, replacing a peer's old
+//! session when it restarts, reconnecting a persistent connection with the old
+//! session's unacknowledged ADUs, closing, and taking channels out and back with their
+//! interfaces. It opens sessions through a [`horde_proto::Endpoint`].
+//!
+//! It has no sockets, threads or clock. A driver feeds it:
+//! - [`Host::handle_datagram`] for each received datagram;
+//! - [`Host::handle_handshake_done`] with a responder's answer to an initiation (the
+//!   Diffie-Hellman work runs wherever the driver likes; [`Inbound::Initiation`] tells it
+//!   one arrived);
+//! - [`Host::connect`], [`Host::listen`] and [`Host::handle_command`] for the application;
+//! - [`Host::handle_timeout`] once [`Host::poll_timeout`] has passed;
+//!
+//! and drains [`Host::poll_handshake_transmit`] (handshake datagrams, sent as they are),
+//! [`Host::poll_transmit`] (protocol datagrams, sealed with [`Host::crypto_mut`] of their
+//! connection) and [`Host::poll_event`].
+
+mod config;
+mod conn;
+mod dial;
+mod error;
+mod interfaces;
+mod ops;
+mod plaintext;
+mod receive;
+mod run_op;
+mod timers;
+mod transmit;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use horde_crypto::{DropCounters, Keypair, PublicKey, RekeyPolicy};
+use horde_proto::{
+    ChannelConfig, ChannelConfigFn, ChannelId, Endpoint, EndpointConfig, Event, ServerConfig,
+};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
+pub use error::HostError;
+pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
+pub use plaintext::PlaintextChunks;
+pub use transmit::HostTransmit;
+
+use conn::{Conn, ConnState};
+use timers::TimerTable;
+
+/// Interval between a new connection's handshake initiations.
+const INITIATION_RETRY: Duration = Duration::from_millis(500);
+/// Consecutive sends refused by ICMP port unreachable on every channel after which a
+/// session's peer counts as gone (its process is not there; a link that is down is the
+/// interface monitor's business).
+const REFUSED_SENDS: u32 = 3;
+/// Decrypted payloads are cut from chunks of this size: one allocation per chunk, not
+/// per datagram.
+const PLAINTEXT_CHUNK: usize = 256 << 10;
+
+/// What a host starts from.
+pub struct HostSettings {
+    /// This host's static key pair.
+    pub keypair: Keypair,
+    /// When session keys rotate.
+    pub rekey: RekeyPolicy,
+    /// What every session starts from (session config, scheduler, receive buffer).
+    pub endpoint: EndpointConfig,
+    /// The settings of each channel a peer opens to this host, by channel id.
+    pub accepted_channel: ChannelConfigFn,
+    /// The interfaces open at the start (0..n).
+    pub interfaces: usize,
+    /// Seeds the host's choices (crypto indices, ephemeral handshake keys).
+    pub seed: u64,
+    /// Wall-clock time at `now == 0`, in microseconds since the UNIX epoch: initiations
+    /// carry `unix_micros_at_start + now`, which must grow across restarts.
+    pub unix_micros_at_start: u64,
+}
+
+/// Whether an interface can carry channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterfaceState {
+    /// Its socket is open.
+    Open,
+    /// Down for now: channels over it wait for it.
+    Down,
+    /// Removed for good.
+    Removed,
+}
+
+/// What the host tells its driver, in order.
+#[derive(Debug)]
+pub enum HostEvent {
+    /// A connection this end opened is up.
+    Connected {
+        /// The connection.
+        key: u64,
+        /// The peer's static key.
+        peer: PublicKey,
+    },
+    /// A connection this end opened failed; it is gone.
+    ConnectFailed {
+        /// The connection.
+        key: u64,
+        /// Why.
+        error: HostError,
+    },
+    /// A peer opened a connection to a served service. The driver hands it to the
+    /// application, or [`Host::refuse`]s it.
+    Accepted {
+        /// The connection.
+        key: u64,
+        /// The service.
+        service: u32,
+        /// The peer's static key.
+        peer: PublicKey,
+    },
+    /// An event of a connection's session, for its application.
+    Conn {
+        /// The connection.
+        key: u64,
+        /// The event.
+        event: Event,
+    },
+    /// The connection is gone (closed, replaced, given up); nothing more comes from it.
+    Removed {
+        /// The connection.
+        key: u64,
+    },
+}
+
+/// What [`Host::handle_datagram`] left to the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inbound {
+    /// Handled (or dropped and counted).
+    Handled,
+    /// A handshake initiation: the driver's responder checks it and answers through
+    /// [`Host::handle_handshake_done`].
+    Initiation,
+    /// An initiation in an older handshake format.
+    LegacyHandshake,
+}
+
+/// The host's counters.
+#[derive(Debug, Clone, Default)]
+pub struct HostCounters {
+    /// Datagrams dropped by the secure layer, by reason.
+    pub dropped: DropCounters,
+    /// Authenticated datagrams for a session that no longer exists or a service nobody
+    /// listens on.
+    pub unroutable: u64,
+    /// Channels removed because their interface went down or was removed.
+    pub channels_removed: u64,
+    /// Channels added again when their interface came back.
+    pub channels_restored: u64,
+    /// Sessions a new session from the same peer key to the same service replaced.
+    pub sessions_replaced: u64,
+    /// Accepted connections closed at once because the application's backlog was full.
+    pub backlog_refused: u64,
+    /// Sessions a persistent connection opened again after its old one died.
+    pub reconnects: u64,
+    /// Sessions removed after they ended (closed, replaced, timed out).
+    pub sessions_removed: u64,
+}
+
+/// A handshake datagram to send as it is (no sealing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandshakeTransmit {
+    /// The interface to send from.
+    pub iface: usize,
+    /// Where to.
+    pub dst: SocketAddr,
+    /// The datagram.
+    pub datagram: Vec<u8>,
+}
+
+/// One host's connections: see the crate documentation.
+pub struct Host {
+    keypair: Keypair,
+    rekey: RekeyPolicy,
+    unix_micros_at_start: u64,
+    accepted_channel: ChannelConfigFn,
+    /// Opens and accepts sessions: connection ids, seeds, services, scheduler.
+    endpoint: Endpoint,
+    conns: BTreeMap<u64, Conn>,
+    /// Local crypto index -> connection key.
+    by_index: HashMap<u32, u64>,
+    interfaces: Vec<InterfaceState>,
+    next_key: u64,
+    rng: StdRng,
+    timers: TimerTable,
+    handshake_tx: VecDeque<HandshakeTransmit>,
+    events: VecDeque<HostEvent>,
+    /// The connection `poll_event` drains sessions from next.
+    event_cursor: u64,
+    walk: transmit::Walk,
+    plaintext: PlaintextChunks,
+    counters: HostCounters,
+}
+
+impl Host {
+    /// A host with no connection yet.
+    pub fn new(settings: HostSettings) -> Self {
+        Host {
+            keypair: settings.keypair,
+            rekey: settings.rekey,
+            unix_micros_at_start: settings.unix_micros_at_start,
+            accepted_channel: settings.accepted_channel,
+            endpoint: Endpoint::new(settings.endpoint),
+            conns: BTreeMap::new(),
+            by_index: HashMap::new(),
+            interfaces: vec![InterfaceState::Open; settings.interfaces],
+            next_key: 1,
+            rng: StdRng::seed_from_u64(settings.seed),
+            timers: TimerTable::default(),
+            handshake_tx: VecDeque::new(),
+            events: VecDeque::new(),
+            event_cursor: 0,
+            walk: transmit::Walk::default(),
+            plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
+            counters: HostCounters::default(),
+        }
+    }
+
+    /// Accept connections for `service`: the peer's hellos for it open sessions.
+    pub fn listen(&mut self, service: u32) {
+        let server = ServerConfig {
+            channel_config: self.accepted_channel.clone(),
+            ..ServerConfig::uniform(ChannelConfig::default())
+        };
+        self.endpoint.listen(service, server);
+    }
+
+    /// New sessions advertise these addresses (the sockets open now).
+    pub fn set_local_aliases(&mut self, aliases: Vec<SocketAddr>) {
+        self.endpoint.set_local_aliases(aliases);
+    }
+
+    /// The host's counters.
+    pub fn counters(&self) -> &HostCounters {
+        &self.counters
+    }
+
+    /// Plaintext chunks allocated, and used again, since the start.
+    pub fn plaintext_chunks(&self) -> (u64, u64) {
+        (self.plaintext.allocated(), self.plaintext.reused())
+    }
+
+    /// Whether a local crypto index is taken by a connection.
+    pub fn index_in_use(&self, index: u32) -> bool {
+        self.by_index.contains_key(&index)
+    }
+
+    /// The connections there are now.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether there is no connection.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// The secure session a connection's datagrams are sealed with.
+    pub fn crypto_mut(&mut self, key: u64) -> Option<&mut horde_crypto::Session> {
+        match &mut self.conns.get_mut(&key)?.state {
+            ConnState::Established { crypto, .. } | ConnState::AwaitingHello { crypto } => {
+                Some(crypto)
+            }
+            _ => None,
+        }
+    }
+
+    /// The next deadline: a session's timer or a handshake's resend or give-up.
+    pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
+        let sessions = self
+            .conns
+            .values()
+            .filter_map(|c| c.session()?.poll_timeout(now));
+        sessions.chain(self.timers.next()).min()
+    }
+
+    /// Run the sessions' due timers and the handshakes' resends and give-ups.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        for c in self.conns.values_mut() {
+            if let Some(p) = c.session_mut() {
+                if p.poll_timeout(now).is_some_and(|t| t <= now) {
+                    p.handle_timeout(now);
+                }
+            }
+        }
+        self.handshake_timers(now);
+    }
+
+    /// The next handshake datagram to send.
+    pub fn poll_handshake_transmit(&mut self) -> Option<HandshakeTransmit> {
+        self.handshake_tx.pop_front()
+    }
+
+    /// The next thing the driver must pass on: the host's own events first, then each
+    /// connection's session events in connection order.
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
+        loop {
+            if let Some(e) = self.events.pop_front() {
+                return Some(e);
+            }
+            let Some((&key, conn)) = self.conns.range_mut(self.event_cursor..).next() else {
+                self.event_cursor = 0;
+                return None;
+            };
+            match conn
+                .event_source()
+                .and_then(horde_proto::Session::poll_event)
+            {
+                Some(e) => conn.deliver(key, e, &mut self.events),
+                None => self.event_cursor = key + 1,
+            }
+        }
+    }
+
+    /// Tell a connection how many payload bytes its application has read in all. Returns
+    /// the total at which a shut receive window reopens, when the driver should say again.
+    pub fn bytes_read(&mut self, now: Duration, key: u64, total: u64) -> Option<u64> {
+        let conn = self.conns.get_mut(&key)?;
+        let told = conn.read_told;
+        let p = conn.session_mut()?;
+        if total > told {
+            p.consumed(now, (total - told) as usize);
+            conn.read_told = total;
+        }
+        p_reopen(conn, total)
+    }
+
+    /// A send on `channel` of connection `key` was refused by an ICMP port unreachable.
+    pub fn handle_refused(&mut self, key: u64, channel: ChannelId) {
+        if let Some(c) = self.conns.get_mut(&key) {
+            *c.refused.entry(channel).or_default() += 1;
+        }
+    }
+
+    /// The application did not take an accepted connection: it is closed at once.
+    pub fn refuse(&mut self, now: Duration, key: u64) {
+        if let Some(p) = self.conns.get_mut(&key).and_then(Conn::session_mut) {
+            self.counters.backlog_refused += 1;
+            tracing::warn!(
+                service = p.service(),
+                "accept backlog full: connection closed"
+            );
+            p.close(now);
+        }
+    }
+
+    /// The host shuts down: persistent connections stop reconnecting (what an ended
+    /// session kept for its successor is nacked), and every session closes.
+    pub fn close_all(&mut self, now: Duration) {
+        let keys: Vec<u64> = self.conns.keys().copied().collect();
+        for key in keys {
+            let conn = self.conns.get_mut(&key).expect("key just listed");
+            conn.reconnect = None;
+            match &mut conn.state {
+                ConnState::Redialing { .. } => {
+                    self.end_redial(key, horde_proto::CloseReason::LocalClose);
+                }
+                ConnState::Established { session, .. } => session.close(now),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether a session is still closing (its peer has not acknowledged yet).
+    pub fn is_closing(&self) -> bool {
+        self.conns
+            .values()
+            .any(|c| c.session().is_some_and(|p| p.close_reason().is_none()))
+    }
+
+    /// A new connection key.
+    fn issue_key(&mut self) -> u64 {
+        let key = self.next_key;
+        self.next_key += 1;
+        key
+    }
+
+    /// Forget a connection: its session's last events are passed on, then
+    /// [`HostEvent::Removed`].
+    fn remove(&mut self, key: u64) -> Option<Conn> {
+        let c = self.detach(key)?;
+        self.events.push_back(HostEvent::Removed { key });
+        Some(c)
+    }
+
+    /// [`Host::remove`] without the final [`HostEvent::Removed`], for a caller with a
+    /// last word of its own: its crypto index and session handle stop routing and its
+    /// timers stop.
+    fn detach(&mut self, key: u64) -> Option<Conn> {
+        let mut c = self.conns.remove(&key)?;
+        if let Some(h) = c.endpoint_handle() {
+            self.endpoint.forget(h);
+        }
+        if self.by_index.get(&c.index) == Some(&key) {
+            self.by_index.remove(&c.index);
+        }
+        self.timers.stop_all(key);
+        c.drain_events(key, &mut self.events);
+        Some(c)
+    }
+
+    fn unix_micros(&self, now: Duration) -> u64 {
+        self.unix_micros_at_start + now.as_micros() as u64
+    }
+}
+
+/// A shut window reopens when the application has read this much more: the driver must
+/// hear of it then, not at its next unrelated wake-up.
+fn p_reopen(conn: &mut Conn, read: u64) -> Option<u64> {
+    conn.session()?
+        .reopens_after_reading()
+        .map(|b| read + b as u64)
+}

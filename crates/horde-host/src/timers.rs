@@ -1,0 +1,83 @@
+//! The host's own deadlines, per connection: when to send the next handshake initiation
+//! and when to give the handshake up. Each is set or stopped where it changes, so the
+//! next one is always at hand.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+/// Which of a connection's deadlines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Timer {
+    /// The handshake is given up (checked before a resend due at the same time).
+    GiveUp,
+    /// The initiation is sent (again).
+    Resend,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct TimerTable {
+    at: HashMap<(u64, Timer), Duration>,
+    queue: BTreeSet<(Duration, Timer, u64)>,
+}
+
+impl TimerTable {
+    pub fn set(&mut self, conn: u64, timer: Timer, at: Duration) {
+        if let Some(old) = self.at.insert((conn, timer), at) {
+            self.queue.remove(&(old, timer, conn));
+        }
+        self.queue.insert((at, timer, conn));
+    }
+
+    pub fn stop(&mut self, conn: u64, timer: Timer) {
+        if let Some(old) = self.at.remove(&(conn, timer)) {
+            self.queue.remove(&(old, timer, conn));
+        }
+    }
+
+    pub fn stop_all(&mut self, conn: u64) {
+        self.stop(conn, Timer::GiveUp);
+        self.stop(conn, Timer::Resend);
+    }
+
+    pub fn next(&self) -> Option<Duration> {
+        self.queue.first().map(|e| e.0)
+    }
+
+    /// Every deadline due at `now`, removed from the table; a connection's give-up
+    /// before its resend.
+    pub fn expired(&mut self, now: Duration, out: &mut Vec<(u64, Timer)>) {
+        while let Some(&(at, timer, conn)) = self.queue.first() {
+            if at > now {
+                break;
+            }
+            self.queue.pop_first();
+            self.at.remove(&(conn, timer));
+            out.push((conn, timer));
+        }
+        out.sort_by_key(|&(conn, timer)| (conn, timer));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_moved_or_stopped_fires_once_at_its_last_time() {
+        let ms = Duration::from_millis;
+        let mut t = TimerTable::default();
+        t.set(1, Timer::Resend, ms(10));
+        t.set(1, Timer::Resend, ms(30));
+        t.set(2, Timer::GiveUp, ms(20));
+        t.set(3, Timer::Resend, ms(5));
+        t.stop(3, Timer::Resend);
+        assert_eq!(t.next(), Some(ms(20)));
+        let mut due = Vec::new();
+        t.expired(ms(25), &mut due);
+        assert_eq!(due, vec![(2, Timer::GiveUp)]);
+        due.clear();
+        t.expired(ms(30), &mut due);
+        assert_eq!(due, vec![(1, Timer::Resend)]);
+        assert_eq!(t.next(), None);
+    }
+}

@@ -1,0 +1,125 @@
+//! Transmit: each connection's protocol datagrams in turn, and after each connection's
+//! last one, what becomes of it (unreachable, reconnecting, closed and removed).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use horde_proto::{ChannelId, CloseReason};
+
+use crate::conn::ConnState;
+use crate::{Host, REFUSED_SENDS};
+
+/// One protocol datagram, in the caller's buffer, to seal with the connection's
+/// [`Host::crypto_mut`] and send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostTransmit {
+    /// The connection.
+    pub conn: u64,
+    /// The interface (socket) to send from.
+    pub iface: usize,
+    /// Where to.
+    pub dst: SocketAddr,
+    /// The channel it belongs to (its AEAD channel byte).
+    pub channel: ChannelId,
+}
+
+/// A walk over the connections by [`Host::poll_transmit`], from its first call to the
+/// `None` that ends it.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    /// The connections to walk, listed when it starts (kept between walks).
+    keys: Vec<u64>,
+    at: usize,
+    started: bool,
+    /// Whether the current connection's clock has been ticked.
+    entered: bool,
+    /// Connections whose session has closed and has nothing left to do.
+    closed: Vec<u64>,
+    /// Persistent connections whose session ended, to reconnect.
+    ended: Vec<(u64, CloseReason)>,
+}
+
+impl Host {
+    /// The next datagram to send, written into `buf`. Repeated until `None`, it walks
+    /// every connection once; after a connection's last datagram the host settles its
+    /// fate, and at the end of the walk removes closed connections and starts
+    /// reconnections.
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<HostTransmit> {
+        if !self.walk.started {
+            self.walk.started = true;
+            self.walk.at = 0;
+            self.walk.entered = false;
+            self.walk.keys.clear();
+            self.walk.keys.extend(self.conns.keys().copied());
+        }
+        while let Some(&key) = self.walk.keys.get(self.walk.at) {
+            if let Some(ConnState::Established {
+                crypto, session, ..
+            }) = self.conns.get_mut(&key).map(|c| &mut c.state)
+            {
+                if !self.walk.entered {
+                    crypto.tick(now);
+                    self.walk.entered = true;
+                }
+                if let Some(t) = session.poll_transmit(now, buf) {
+                    return Some(HostTransmit {
+                        conn: key,
+                        iface: usize::from(t.local),
+                        dst: t.dst,
+                        channel: t.channel,
+                    });
+                }
+                self.settle(key, now);
+            }
+            self.walk.at += 1;
+            self.walk.entered = false;
+        }
+        self.walk.started = false;
+        for key in std::mem::take(&mut self.walk.closed) {
+            self.remove(key);
+            self.counters.sessions_removed += 1;
+        }
+        for (key, reason) in std::mem::take(&mut self.walk.ended) {
+            self.start_redial(key, reason, now);
+        }
+        None
+    }
+
+    /// A connection has sent what it had: is its peer unreachable, and has its session
+    /// ended?
+    fn settle(&mut self, key: u64, now: Duration) {
+        let conn = self.conns.get_mut(&key).expect("walked connection exists");
+        let (refused, reconnect) = (&conn.refused, conn.reconnect.is_some());
+        let Some(p) = (match &mut conn.state {
+            ConnState::Established { session, .. } => Some(session),
+            _ => None,
+        }) else {
+            return;
+        };
+        let everywhere = !p.channels().is_empty()
+            && p.channels()
+                .iter()
+                .all(|c| refused.get(&c.id()).is_some_and(|&n| n >= REFUSED_SENDS));
+        // A persistent connection whose peer is unreachable (every channel dead and the
+        // peer silent through sixteen packets, `Session::peer_unreachable`) handshakes
+        // again rather than wait out the idle timeout: a restarted peer answers the
+        // handshake at once, and one behind an outage as soon as it is back.
+        let all_dead = reconnect && p.peer_unreachable(now);
+        if (everywhere || all_dead) && !p.is_closed() {
+            p.unreachable(now);
+        }
+        if reconnect {
+            if let Some(reason) = p.close_reason().filter(|r| *r != CloseReason::LocalClose) {
+                self.walk.ended.push((key, reason));
+                return;
+            }
+        }
+        if p.is_closed() {
+            let done = p.poll_timeout(now).is_none();
+            conn.fail_waiters();
+            if done {
+                self.walk.closed.push(key);
+            }
+        }
+    }
+}

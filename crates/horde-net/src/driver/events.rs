@@ -1,0 +1,62 @@
+//! The host's events, passed on: a connection that is up goes to its caller or its
+//! listener, a session event to its application's channel.
+
+use horde_host::HostEvent;
+
+use super::*;
+use crate::connection::EventReceiver;
+
+impl Driver {
+    /// Pass on everything the host has to say. Called after each step that can give
+    /// sessions something to say (datagrams in, commands, timers, a flush).
+    pub(super) fn forward_events(&mut self) {
+        while let Some(e) = self.host.poll_event() {
+            match e {
+                HostEvent::Conn { key, event } => {
+                    if let Some(app) = self.apps.get(&key) {
+                        let _ = app.events.send(event);
+                    }
+                }
+                HostEvent::Connected { key, peer } => {
+                    let Some(reply) = self.dialing.remove(&key) else {
+                        continue;
+                    };
+                    let c = self.open_app(key, Some(peer));
+                    let _ = reply.send(Ok(c));
+                }
+                HostEvent::ConnectFailed { key, error } => {
+                    if let Some(reply) = self.dialing.remove(&key) {
+                        let _ = reply.send(Err(error.into()));
+                    }
+                    self.apps.remove(&key);
+                }
+                HostEvent::Accepted { key, service, peer } => {
+                    let c = self.open_app(key, Some(peer));
+                    let taken = self
+                        .listeners
+                        .get(&service)
+                        .is_some_and(|l| l.try_send(c).is_ok());
+                    if !taken {
+                        // The application is not accepting: refuse rather than queue.
+                        let now = self.now();
+                        self.host.refuse(now, key);
+                    }
+                }
+                HostEvent::Removed { key } => {
+                    // Dropping its sender ends the application's event stream.
+                    self.apps.remove(&key);
+                    self.dialing.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// The application's end of connection `key`.
+    fn open_app(&mut self, key: u64, peer: Option<horde_crypto::PublicKey>) -> Connection {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let read = Arc::new(ReadProgress::new(self.reader_woke.clone()));
+        let events = EventReceiver::new(rx, read.clone());
+        self.apps.insert(key, App { events: tx, read });
+        Connection::new(key, self.cmd_tx.clone(), events, peer)
+    }
+}
