@@ -1,6 +1,7 @@
 //! Horde's policy layer: what the scheduler sees (transmission slots, ADU views,
-//! history), how applications say what they want (objectives, the hose language), how
-//! schedules are chosen (schedulers) and how bandwidth is shared (the allocator).
+//! history), what an objective is (the trait; the hose language that compiles to it is
+//! `horde-hose`), how schedules are chosen (schedulers) and how bandwidth is shared
+//! (the allocator).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -8,10 +9,11 @@
 pub mod adu;
 pub mod bandwidth;
 mod channel_id;
-pub mod hose;
 pub mod objective;
+pub mod registry;
 pub mod scheduler;
 pub mod slot;
+#[cfg(any(test, feature = "testing"))]
 pub mod synth;
 
 pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
@@ -23,6 +25,6 @@ pub use objective::{
 };
 pub use scheduler::{
     assignment_is_valid, Assignment, CycleStats, Directed, EarliestArrival, RandomWalk,
-    RandomizedRoundRobin, ScheduleInput, Scheduler,
+    RandomizedRoundRobin, ScheduleInput, Scheduler, SchedulerFactory,
 };
 pub use slot::{TxSlot, CORRELATION_SPAN};

@@ -7,6 +7,5 @@ pub mod fairness;
 pub mod faults;
 pub mod flows;
 pub mod metrics;
-pub mod objectives;
 pub mod scenario;
 pub mod workload;

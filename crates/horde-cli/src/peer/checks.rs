@@ -509,7 +509,7 @@ bind = "127.0.0.1:7000"
                 },
             ),
         ];
-        let compile = |src: &str| horde_sim::objectives::compile("t.hose", src).unwrap();
+        let compile = |src: &str| horde_hose::compile_named("t.hose", src).unwrap();
         let iframes = compile(
             r#"objective { context { adu:f { (stream_id == 1) && (frame_type == "I") } } goal { prob(f::lost?) < 5 } utility { f { 1 } } }"#,
         );

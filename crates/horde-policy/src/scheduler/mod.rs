@@ -1,6 +1,8 @@
 //! The scheduler interface (thesis §6.3): slots + ADUs + objectives + history in,
 //! an ADU-to-slot assignment out.
 
+use std::sync::Arc;
+
 use rand::RngCore;
 
 use crate::adu::{AduView, HistoryEntry, StreamStats};
@@ -70,6 +72,9 @@ pub trait Scheduler: Send {
         false
     }
 }
+
+/// Builds a scheduler for each new session.
+pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// Check the rules every assignment must obey. Used by tests and debug assertions.
 pub fn assignment_is_valid(input: &ScheduleInput<'_>, assignment: &Assignment) -> bool {

@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use horde_policy::hose;
 use proptest::prelude::*;
 
 const TOKENS: &[&str] = &[
@@ -74,7 +73,7 @@ fn framed() -> impl Strategy<Value = String> {
     })
 }
 
-fn evaluate(o: hose::CompiledObjective) {
+fn evaluate(o: horde_hose::CompiledObjective) {
     let h = sent(
         adu(7, 1, 3, 5),
         slot(1, 3, 0.2, 300.0, 0.0),
@@ -175,19 +174,19 @@ proptest! {
 
     #[test]
     fn arbitrary_text_never_panics(src in any::<String>()) {
-        let _ = hose::compile(&src);
+        let _ = horde_hose::compile(&src);
     }
 
     #[test]
     fn token_soup_never_panics(src in framed()) {
-        if let Ok(o) = hose::compile(&src) {
+        if let Ok(o) = horde_hose::compile(&src) {
             evaluate(o);
         }
     }
 
     #[test]
     fn well_typed_programs_compile_and_evaluate(src in typed_program()) {
-        match hose::compile(&src) {
+        match horde_hose::compile(&src) {
             Ok(o) => evaluate(o),
             Err(e) => {
                 // Only a goal that no input satisfies may be rejected.
@@ -199,7 +198,7 @@ proptest! {
 
     #[test]
     fn errors_are_inside_the_source(src in framed()) {
-        if let Err(errors) = hose::compile(&src) {
+        if let Err(errors) = horde_hose::compile(&src) {
             prop_assert!(!errors.is_empty());
             let lines = src.lines().count().max(1) as u32;
             for e in errors {
