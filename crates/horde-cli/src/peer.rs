@@ -26,7 +26,7 @@ mod channels;
 mod checks;
 pub(crate) use channels::{datagram_overhead, ChannelEntry};
 pub(crate) use checks::device;
-pub(crate) use horde_sim::checks::{congestion, session};
+pub(crate) use horde_config::checks::{congestion, session};
 
 #[derive(clap::Args)]
 pub struct SendArgs {

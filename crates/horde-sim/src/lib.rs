@@ -1,7 +1,6 @@
 //! placeholder
 
 pub mod build;
-pub mod checks;
 pub mod engine;
 pub mod fairness;
 pub mod faults;

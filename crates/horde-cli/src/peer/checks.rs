@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use horde_config::checks::session;
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
-use horde_sim::checks::{burst_fits_the_queue, session};
-use horde_sim::workload::{stream_seed, WorkloadSpec};
+use horde_sim::workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
 
 use super::{RecvConfig, SendConfig};
 

@@ -6,10 +6,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use horde_config::checks::widened;
 use horde_config::{Checks, Validate};
 use horde_net::tunnel::Prefix;
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
-use horde_sim::checks::widened;
 use serde::Deserialize;
 
 use super::rekey::RekeyConfig;
@@ -253,7 +253,7 @@ fn common(
         }
     }
     session(c, s);
-    horde_sim::checks::stream(c, "stream", stream);
+    horde_config::checks::stream(c, "stream", stream);
 }
 
 impl Validate for ClientConfig {

@@ -37,6 +37,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use horde_config::checks;
 use horde_links::{LinkSpec, LossSpec, RateSpec};
 use horde_policy::registry::scheduler;
 use horde_proto::{AckFrequency, CcConfig, ChannelConfig, SessionConfig, StreamConfig};
@@ -46,7 +47,6 @@ use toml::Spanned;
 use super::sim::TcpSettings;
 use super::tunnel::{TunnelLink, TunnelSetup};
 use super::workload::{plan, FlowSpec, PlannedFlow};
-use crate::checks;
 use crate::scenario::{Locator, ScenarioError, ScenarioFile};
 
 /// The largest IP packet the hosts send.
