@@ -27,6 +27,7 @@ mod window;
 
 use std::sync::Arc;
 
+pub use check::RESERVED;
 pub use error::HoseError;
 pub use file::{check_file, check_source, compile_named, load, FileError};
 pub use prepare::MAX_CONTEXTS;

@@ -12,8 +12,7 @@
 use std::sync::Arc;
 
 use horde_policy::adu::{HistoryEntry, Outcome, StreamStats};
-use horde_policy::objective::{PreparedObjective, Reprepare, SlotReads};
-use horde_policy::scheduler::ScheduleInput;
+use horde_policy::objective::{PreparedObjective, Reprepare, ScheduleInput, SlotReads};
 use horde_policy::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
 use horde_policy::{ChannelId, Value};
 

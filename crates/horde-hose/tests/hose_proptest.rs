@@ -5,13 +5,9 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 
-const TOKENS: &[&str] = &[
-    "objective",
-    "context",
-    "goal",
-    "utility",
-    "adu",
-    "stream",
+/// Everything else a program is made of: punctuation, operators, variable and field
+/// names of the frame below, literals and an edge of the integer range.
+const OTHER_TOKENS: &[&str] = &[
     ":",
     "::",
     "{",
@@ -22,22 +18,6 @@ const TOKENS: &[&str] = &[
     "a",
     "b",
     "s",
-    "true",
-    "false",
-    "prob",
-    "expected",
-    "correlated_loss",
-    "min",
-    "max",
-    "abs",
-    "lost?",
-    "latency",
-    "stream_id",
-    "stream_seq",
-    "length",
-    "queue_delay",
-    "latency_ave",
-    "loss_rate",
     "kind",
     "prio",
     "\"I\"",
@@ -60,9 +40,18 @@ const TOKENS: &[&str] = &[
     "9223372036854775807",
 ];
 
+/// The language's reserved words and the tokens around them.
+fn tokens() -> Vec<&'static str> {
+    horde_hose::RESERVED
+        .iter()
+        .chain(OTHER_TOKENS)
+        .copied()
+        .collect()
+}
+
 /// Token soup inside a well-formed frame, so the checker sees plenty of it.
 fn framed() -> impl Strategy<Value = String> {
-    let part = || prop::collection::vec(prop::sample::select(TOKENS), 0..12);
+    let part = || prop::collection::vec(prop::sample::select(tokens()), 0..12);
     (part(), part(), part()).prop_map(|(f, g, u)| {
         format!(
             "objective {{ context {{ adu:a {{ {} }} adu:b {{ stream_id == 1 }} stream:s {{ stream_id == 2 }} }} goal {{ {} }} utility {{ a {{ {} }} }} }}",

@@ -20,11 +20,11 @@ pub use adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats, Value};
 pub use bandwidth::{allocate, Allocator, Demand};
 pub use channel_id::{ChannelId, ChannelIdOutOfRange};
 pub use objective::{
-    Objective, ObjectiveId, ObjectiveSet, PreparedCache, PreparedObjective, PreparedSet, Reprepare,
-    SlotReads,
+    Assignment, Objective, ObjectiveId, ObjectiveSet, PreparedCache, PreparedObjective,
+    PreparedSet, Reprepare, ScheduleInput, SlotReads,
 };
 pub use scheduler::{
-    assignment_is_valid, Assignment, CycleStats, Directed, EarliestArrival, RandomWalk,
-    RandomizedRoundRobin, ScheduleInput, Scheduler, SchedulerFactory,
+    assignment_is_valid, CycleStats, Directed, EarliestArrival, RandomWalk, RandomizedRoundRobin,
+    Scheduler, SchedulerFactory,
 };
 pub use slot::{TxSlot, CORRELATION_SPAN};

@@ -10,8 +10,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 
 use crate::adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats};
-use crate::objective::{Objective, ObjectiveSet};
-use crate::scheduler::ScheduleInput;
+use crate::objective::{Objective, ObjectiveSet, ScheduleInput};
 use crate::slot::{TxSlot, CORRELATION_SPAN};
 use crate::ChannelId;
 

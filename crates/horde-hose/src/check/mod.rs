@@ -10,14 +10,17 @@ mod resolve;
 
 use std::collections::HashMap;
 
+use horde_config::line_col;
+
 use crate::ast::{BinOp, Binding, Expr, ExprKind, Program, Section, VarKind};
 use crate::bounds;
-use crate::error::{line_col, Diag};
+use crate::error::Diag;
 use crate::ir::{AppField, Atom, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
 use crate::typing::FieldTypes;
 
-/// Every reserved token of thesis §B.4 (none may name a variable).
-pub(crate) const RESERVED: &[&str] = &[
+/// Every reserved word of thesis §B.4: keywords, functions and field names, none of
+/// which may name a variable.
+pub const RESERVED: &[&str] = &[
     "objective",
     "context",
     "goal",
