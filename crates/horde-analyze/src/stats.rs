@@ -34,6 +34,20 @@ pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
     Some(v[i])
 }
 
+/// The nearest-rank `p`-th percentile (`p` in 1..=100) of ascending `sorted` samples:
+/// the smallest sample such that at least p% of the samples are at or below it, i.e.
+/// `sorted[ceil(p * n / 100) - 1]`. It is always an observed value, needs no
+/// interpolation rule, and is exact. `None` if there are no samples.
+pub fn percentile(sorted: &[f64], p: u32) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let n = sorted.len() as u64;
+    // ceil(p * n / 100) in integers, so p = 50 of 10 samples is rank 5, not 5.000001.
+    let rank = (u64::from(p.clamp(1, 100)) * n).div_ceil(100);
+    Some(sorted[(rank.max(1) - 1) as usize])
+}
+
 /// A mean and the half-width of its 90% confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeanCi {
@@ -91,6 +105,17 @@ mod tests {
             [(1.0, 0.25), (2.0, 0.5), (3.0, 0.75), (4.0, 1.0)]
         );
         assert_eq!(quantile(&[5.0, 1.0, 3.0], 0.5), Some(3.0));
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(percentile(&v, 25), Some(3.0));
+        assert_eq!(percentile(&v, 50), Some(5.0));
+        assert_eq!(percentile(&v, 75), Some(8.0));
+        assert_eq!(percentile(&v, 95), Some(10.0));
+        assert_eq!(percentile(&v, 100), Some(10.0));
+        assert_eq!(percentile(&[4.0], 1), Some(4.0));
+        assert_eq!(percentile(&[], 50), None);
+        // 95 % of 20 is rank 19 exactly, where float arithmetic would round up to 20.
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&v, 95), Some(19.0));
         // 1..=5: mean 3, s = 1.5811, t(4) = 2.132: half = 2.132 * 1.5811 / sqrt 5 = 1.5075.
         let ci = mean_ci90(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
         assert_eq!(ci.mean, 3.0);

@@ -320,7 +320,7 @@ fn live_figures(
         lost: s.lost.saturating_sub(s.late_acked) + s.dropped + s.abandoned,
         loss_rate: s.loss_rate(),
         mean_ms: s.mean(),
-        p95_ms: s.percentile(95.0),
+        p95_ms: s.percentile(95),
         goodput_kbps: goodput.then(|| s.bytes_received as f64 * 8.0 / secs / 1e3),
         channels: by_name(&s.by_channel),
         losses: Some(Losses {

@@ -110,7 +110,7 @@ fn objective(path: &Path) -> Result<Arc<dyn Objective>> {
     let Some((file, src)) = OBJECTIVES.iter().find(|(p, _)| *p == key) else {
         bail!("the demo scenario names {key}, which is not built in");
     };
-    Ok(horde_sim::objectives::compile(file, src)?)
+    Ok(horde_hose::compile_named(file, src)?)
 }
 
 /// A stream's display name.

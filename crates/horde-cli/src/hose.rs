@@ -23,7 +23,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
         Command::Check { files } => {
             let mut bad = 0;
             for f in &files {
-                let problems = horde_policy::hose::check_file(f);
+                let problems = horde_hose::check_file(f);
                 if problems.is_empty() {
                     println!("{}: ok", f.display());
                 } else {
@@ -44,10 +44,10 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
 
 /// Compile a hose file into an objective.
 pub fn load(path: &Path) -> Result<Arc<dyn Objective>> {
-    Ok(horde_sim::objectives::load(path)?)
+    Ok(horde_hose::load(path)?)
 }
 
 /// A scheduler by name, as scenarios name them.
 pub fn scheduler(name: &str) -> Result<SchedulerFactory> {
-    Ok(horde_sim::build::scheduler(name, None)?)
+    Ok(horde_policy::registry::scheduler(name, None)?)
 }

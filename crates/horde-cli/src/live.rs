@@ -33,14 +33,12 @@ pub struct StreamLive {
 }
 
 impl StreamLive {
-    pub fn percentile(&self, p: f64) -> Option<f64> {
-        if self.latencies.is_empty() {
-            return None;
-        }
+    /// The nearest-rank `p`-th percentile (`p` in 1..=100) of the latencies, as the
+    /// simulator reports it.
+    pub fn percentile(&self, p: u32) -> Option<f64> {
         let mut v = self.latencies.clone();
         v.sort_by(f64::total_cmp);
-        let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
-        Some(v[rank.min(v.len()) - 1])
+        horde_analyze::stats::percentile(&v, p)
     }
 
     pub fn mean(&self) -> Option<f64> {
@@ -238,7 +236,7 @@ impl Live {
                 (s.lost + s.dropped).to_string(),
                 format!("{:.1}", 100.0 * s.loss_rate()),
                 f(s.mean()),
-                f(s.percentile(95.0)),
+                f(s.percentile(95)),
                 format!("{:.0}", s.acked_bytes as f64 * 8.0 / secs / 1e3),
             ]);
         }
@@ -251,7 +249,7 @@ impl Live {
                 (s.lost + s.dropped).to_string(),
                 format!("{:.1}", 100.0 * s.loss_rate()),
                 f(s.mean()),
-                f(s.percentile(95.0)),
+                f(s.percentile(95)),
                 "".into(),
             ]);
         }
@@ -300,7 +298,7 @@ mod tests {
         });
         let s = &l.streams[&1];
         assert_eq!((s.acked, s.lost), (4, 1));
-        assert_eq!(s.percentile(50.0), Some(20.0));
+        assert_eq!(s.percentile(50), Some(20.0));
         assert_eq!(s.mean(), Some(25.0));
         assert!((s.loss_rate() - 0.2).abs() < 1e-12);
         assert_eq!(l.channels[&1], 3);

@@ -6,6 +6,9 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
+#[cfg(feature = "checks")]
+pub mod checks;
+
 /// A configuration error located in a file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_crypto::Keypair;
 use horde_net::{ChannelTarget, ConnectConfig, Host, HostConfig, InterfaceConfig};
-use horde_policy::{hose, Fields};
+use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event, StreamConfig};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .await?;
-    let objective = hose::compile(
+    let objective = horde_hose::compile(
         r#"objective {
              context { adu:a { (stream_id == 1) && (kind == "alarm") } }
              goal { expected(a::latency) < 100 }

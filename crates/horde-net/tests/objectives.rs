@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{link, setup_with};
-use horde_policy::{hose, Directed, Fields, Scheduler};
+use horde_policy::{Directed, Fields, Scheduler};
 use horde_proto::{ChannelConfig, Event, StreamConfig};
 
 const LOW_LATENCY: &str = r#"objective {
@@ -37,7 +37,7 @@ async fn run(with_objective: bool) -> (f64, f64) {
     }
     if with_objective {
         handle
-            .inject_objective(Arc::new(hose::compile(LOW_LATENCY).unwrap()))
+            .inject_objective(Arc::new(horde_hose::compile(LOW_LATENCY).unwrap()))
             .await
             .unwrap();
     }

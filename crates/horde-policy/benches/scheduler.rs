@@ -13,7 +13,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use horde_policy::{synth, Assignment, Directed, RandomWalk, Scheduler};
+use horde_hose::synth;
+use horde_policy::{Assignment, Directed, RandomWalk, Scheduler};
 
 const INSTANCES: u64 = 20;
 

@@ -14,7 +14,8 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use horde_policy::{synth, Assignment, Directed, RandomWalk, Scheduler};
+use horde_hose::synth;
+use horde_policy::{Assignment, Directed, RandomWalk, Scheduler};
 
 fn scheduler(name: &str) -> Option<Box<dyn Scheduler>> {
     Some(match name {

@@ -13,8 +13,9 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use horde_hose::synth;
 use horde_policy::scheduler::oracle;
-use horde_policy::{synth, Assignment, Directed, RandomWalk, Scheduler};
+use horde_policy::{Assignment, Directed, RandomWalk, Scheduler};
 
 struct Tally {
     name: &'static str,

@@ -2,7 +2,10 @@
 //!
 //! The scheduler only needs functions from a candidate schedule to a number (§6.4), so an
 //! objective is anything that implements [`Objective`]. Compiled hose programs are one
-//! implementation; tests and benchmarks may use hand-written ones.
+//! implementation; tests and benchmarks may use hand-written ones. What an objective
+//! judges is an [`Assignment`] over a [`ScheduleInput`], which lists the active
+//! objectives in turn; both live here so that schedulers depend on objectives and
+//! not the other way round.
 //!
 //! Schedulers that search cleverly also want the objective's *structure*: which ADUs
 //! each part of the utility depends on and what it reads from their slots. That is
@@ -14,8 +17,28 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::scheduler::{Assignment, ScheduleInput};
+use crate::adu::{AduView, HistoryEntry, StreamStats};
+use crate::slot::TxSlot;
 use crate::ChannelId;
+
+/// Everything one scheduling cycle sees.
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleInput<'a> {
+    /// Real slots first, then phantoms; schedulers must not depend on that order.
+    pub slots: &'a [TxSlot],
+    /// Candidate ADUs, already chosen by the bandwidth allocator's constraints.
+    pub adus: &'a [AduView],
+    /// Recent transmissions, oldest first.
+    pub history: &'a [HistoryEntry],
+    /// Per-stream statistics the objectives' stream variables read.
+    pub streams: &'a [StreamStats],
+    /// The objectives the schedule is judged by.
+    pub objectives: &'a ObjectiveSet,
+}
+
+/// `assignment[i]` is the index into `slots` that ADU `i` goes in, or `None` to keep it
+/// queued. No slot may be used twice, and an ADU may only go in a slot large enough.
+pub type Assignment = Vec<Option<usize>>;
 
 /// One objective: the utility it adds to a candidate schedule.
 pub trait Objective: Send + Sync + fmt::Debug {

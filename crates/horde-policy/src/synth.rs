@@ -1,6 +1,8 @@
 //! Synthetic scheduling instances for tests, benchmarks and reports: channels with
 //! thesis-like latency, loss and burst correlation, real slots now and phantom
 //! slots to come, ADUs of several streams, and a recent transmission history.
+//! Built with the `testing` feature; instances with the thesis objectives are
+//! `horde_hose::synth`.
 
 use std::sync::Arc;
 
@@ -8,9 +10,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 
 use crate::adu::{AduView, Fields, HistoryEntry, Outcome, StreamStats};
-use crate::hose;
-use crate::objective::{Objective, ObjectiveSet};
-use crate::scheduler::ScheduleInput;
+use crate::objective::{Objective, ObjectiveSet, ScheduleInput};
 use crate::slot::{TxSlot, CORRELATION_SPAN};
 use crate::ChannelId;
 
@@ -234,46 +234,4 @@ pub fn instance<R: Rng + ?Sized>(
         streams: stats,
         objectives: set,
     }
-}
-
-fn thesis(names: &[&str]) -> Vec<Arc<dyn Objective>> {
-    names
-        .iter()
-        .filter_map(|n| hose::thesis(n))
-        .map(|o| Arc::new(o) as Arc<dyn Objective>)
-        .collect()
-}
-
-/// The benchmark cycle ([`Shape::bench`]) with thesis objectives X1, X2, X3, X4.
-pub fn bench<R: Rng + ?Sized>(rng: &mut R) -> Instance {
-    instance(rng, &Shape::bench(), thesis(&["x1", "x2", "x3", "x4"]))
-}
-
-/// A random instance small enough for exhaustive search: 2 to 8 slots (some
-/// phantom), 1 to 8 ADUs, up to 4 history entries, and one to three thesis
-/// objectives, with ADUs drawn from the streams those objectives select plus one
-/// stream none selects.
-pub fn small<R: Rng + ?Sized>(rng: &mut R) -> Instance {
-    let m = rng.gen_range(2..=8);
-    let real = rng.gen_range(1..=m);
-    let count = rng.gen_range(1..=3);
-    let mut pool: Vec<_> = hose::THESIS.iter().collect();
-    pool.shuffle(rng);
-    let chosen = &pool[..count];
-    let mut streams: Vec<u32> = vec![1];
-    for (_, _, s) in chosen {
-        streams.extend_from_slice(s);
-    }
-    streams.sort_unstable();
-    streams.dedup();
-    let shape = Shape {
-        channels: rng.gen_range(1..=3),
-        real,
-        phantom: m - real,
-        adus: rng.gen_range(1..=8),
-        history: rng.gen_range(0..=4),
-        streams,
-    };
-    let names: Vec<&str> = chosen.iter().map(|(n, _, _)| *n).collect();
-    instance(rng, &shape, thesis(&names))
 }

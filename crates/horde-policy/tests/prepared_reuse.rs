@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use horde_policy::synth::{self, Instance, Shape};
+use horde_hose::synth::{self, Instance, Shape};
 use horde_policy::{
-    hose, Assignment, Directed, Objective, ObjectiveSet, PreparedCache, PreparedObjective,
-    RandomWalk, ScheduleInput, Scheduler,
+    Assignment, Directed, Objective, ObjectiveSet, PreparedCache, PreparedObjective, RandomWalk,
+    ScheduleInput, Scheduler,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,8 +15,8 @@ use rand_chacha::ChaCha8Rng;
 /// consecutive ADUs (b-1).
 fn all_thesis() -> ObjectiveSet {
     let mut set = ObjectiveSet::new();
-    for (name, _, _) in hose::THESIS {
-        set.inject(Arc::new(hose::thesis(name).unwrap()));
+    for (name, _, _) in horde_hose::THESIS {
+        set.inject(Arc::new(horde_hose::thesis(name).unwrap()));
     }
     set
 }
@@ -112,12 +112,12 @@ fn the_cache_follows_the_objective_set() {
     let mut set = ObjectiveSet::new();
     let mut cache = PreparedCache::default();
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let x1 = set.inject(Arc::new(hose::thesis("x1").unwrap()));
+    let x1 = set.inject(Arc::new(horde_hose::thesis("x1").unwrap()));
     let mut ids = vec![x1];
     for round in 0..24 {
         match round % 4 {
             // Objectives come and go, including one without an owned preparation.
-            0 => ids.push(set.inject(Arc::new(hose::thesis("x4").unwrap()))),
+            0 => ids.push(set.inject(Arc::new(horde_hose::thesis("x4").unwrap()))),
             1 => ids.push(set.inject(Arc::new(PlacedCount))),
             2 => assert!(set.remove(ids.remove(0))),
             _ => {}

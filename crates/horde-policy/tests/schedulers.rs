@@ -1,14 +1,12 @@
 //! Schedulers: valid assignments, how many ADUs they place, and how good their
 //! schedules are against random-walk and against the exhaustive optimum.
 
-mod common;
-
 use std::sync::Arc;
 
+use horde_hose::synth::{self, Instance, Shape};
 use horde_policy::scheduler::oracle;
-use horde_policy::synth::{self, Instance, Shape};
 use horde_policy::{
-    assignment_is_valid, hose, Assignment, Directed, Objective, ObjectiveSet, PreparedObjective,
+    assignment_is_valid, Assignment, Directed, Objective, ObjectiveSet, PreparedObjective,
     RandomWalk, RandomizedRoundRobin, ScheduleInput, Scheduler, SlotReads,
 };
 use rand::{Rng, SeedableRng};
@@ -25,7 +23,7 @@ fn schedulers() -> Vec<Box<dyn Scheduler>> {
 fn thesis(names: &[&str]) -> Vec<Arc<dyn Objective>> {
     names
         .iter()
-        .map(|n| Arc::new(hose::thesis(n).unwrap()) as Arc<dyn Objective>)
+        .map(|n| Arc::new(horde_hose::thesis(n).unwrap()) as Arc<dyn Objective>)
         .collect()
 }
 

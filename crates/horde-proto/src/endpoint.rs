@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_policy::{ChannelId, Scheduler};
+use horde_policy::ChannelId;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
@@ -23,8 +23,7 @@ use crate::channel::ChannelConfig;
 use crate::session::{ChannelSpec, Session, SessionConfig, SessionError};
 use crate::wire::{self, Packet, WireError};
 
-/// Builds a scheduler for each new session.
-pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
+pub use horde_policy::SchedulerFactory;
 
 /// The settings of each channel the peer of an accepted session opens, by channel id.
 pub type ChannelConfigFn = Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>;

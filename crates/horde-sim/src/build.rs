@@ -2,44 +2,21 @@
 //! indices, channel and stream settings become protocol configurations, scheduler names
 //! become schedulers, and objective files are compiled.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use horde_policy::{Directed, RandomWalk, RandomizedRoundRobin, Scheduler};
+use horde_policy::registry::{scheduler, UnknownScheduler};
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use thiserror::Error;
 
-use crate::engine::{ChannelSetup, SchedulerFactory, StreamSetup, Topology};
+use crate::engine::{ChannelSetup, StreamSetup, Topology};
 use crate::scenario::{Congestion, Scenario, StreamRate};
 
 #[derive(Debug, Error)]
 pub enum BuildError {
-    #[error("unknown scheduler \"{0}\" (known: {known})", known = SCHEDULERS.join(", "))]
-    UnknownScheduler(String),
-    /// `message` starts with `line:col:` when the problem has a position.
-    #[error("{file}:{message}")]
-    Objective { file: String, message: String },
-}
-
-/// Scheduler names a scenario may use.
-pub const SCHEDULERS: &[&str] = &["rrr", "random-walk", "directed", "earliest_arrival"];
-
-/// Build a scheduler factory from its scenario name; `k` is random-walk's walk length
-/// (25 by default, as in the thesis).
-pub fn scheduler(kind: &str, k: Option<u32>) -> Result<SchedulerFactory, BuildError> {
-    let f: SchedulerFactory = match kind {
-        "rrr" => Arc::new(|| Box::new(RandomizedRoundRobin::default()) as Box<dyn Scheduler>),
-        "random-walk" => Arc::new(move || {
-            Box::new(k.map_or(RandomWalk::default(), |k| RandomWalk::new(k as usize)))
-                as Box<dyn Scheduler>
-        }),
-        "directed" => Arc::new(|| Box::new(Directed::default()) as Box<dyn Scheduler>),
-        "earliest_arrival" => {
-            Arc::new(|| Box::new(horde_policy::EarliestArrival::default()) as Box<dyn Scheduler>)
-        }
-        other => return Err(BuildError::UnknownScheduler(other.to_string())),
-    };
-    Ok(f)
+    #[error(transparent)]
+    UnknownScheduler(#[from] UnknownScheduler),
+    #[error(transparent)]
+    Objective(#[from] horde_hose::FileError),
 }
 
 /// Resolve a scenario into a runnable topology.
@@ -82,7 +59,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
         let objectives = st
             .objectives
             .iter()
-            .map(|p| crate::objectives::load(p))
+            .map(|p| horde_hose::load(p))
             .collect::<Result<Vec<_>, _>>()?;
         streams.push(StreamSetup {
             id: st.id,

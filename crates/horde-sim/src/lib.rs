@@ -1,12 +1,26 @@
-//! placeholder
+//! The Horde simulator: the protocol core (`horde-proto` sessions, `horde-policy`
+//! schedulers) run unchanged over modelled links in virtual time, so that a run is
+//! deterministic for its seed.
+//!
+//! - [`scenario`] reads a scenario file (hosts, channels, streams, scheduler) and
+//!   [`build`] turns it into the [`engine`]'s topology; the engine steps sessions,
+//!   links and [`workload`]s on a nanosecond clock and feeds [`metrics`], whose report
+//!   `horde sim` prints. [`fairness`] checks streams against their bandwidth allocation.
+//! - [`faults`] is the fault-injection simulator behind `horde vopr`: seeded runs with
+//!   faults, invariants and replay.
+//! - [`flows`] runs real TCP (smoltcp) between simulated hosts, over a direct link or
+//!   over Horde as a tunnel carrier, for the flow-completion experiments.
+//!
+//! [`workload`] is also what the real-time `horde send` runs: the same sources, on the
+//! wall clock.
+
+#![forbid(unsafe_code)]
 
 pub mod build;
-pub mod checks;
 pub mod engine;
 pub mod fairness;
 pub mod faults;
 pub mod flows;
 pub mod metrics;
-pub mod objectives;
 pub mod scenario;
 pub mod workload;

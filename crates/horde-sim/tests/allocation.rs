@@ -18,9 +18,8 @@ fn shares(scheduler: &str, with_objective: bool) -> Vec<f64> {
     s.scheduler.lookahead_ms = 300.0;
     let mut topo = topology(&s).unwrap();
     if with_objective {
-        let avoid = horde_sim::objectives::compile("avoid-stream-0", AVOID_STREAM_0).unwrap();
-        let x1 =
-            horde_sim::objectives::load(format!("{root}/objectives/x1.hose").as_ref()).unwrap();
+        let avoid = horde_hose::compile_named("avoid-stream-0", AVOID_STREAM_0).unwrap();
+        let x1 = horde_hose::load(format!("{root}/objectives/x1.hose").as_ref()).unwrap();
         for st in topo.streams.iter_mut() {
             match st.id {
                 0 => st.objectives.push(avoid.clone()),

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+use horde_policy::registry::scheduler;
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
-use horde_sim::build::scheduler;
 use horde_sim::flows::host::{SimHost, CLIENT_ADDR, SERVER_ADDR};
 use horde_sim::flows::tunnel::{TunnelCarrier, TunnelLink, TunnelSetup};
 use horde_sim::flows::{Carrier, Side};

@@ -7,11 +7,11 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
+use horde_config::checks::{congestion, widened};
 use horde_config::Checks;
 use horde_crypto::PublicKey;
 use horde_net::{ChannelTarget, ConnectConfig, InterfaceConfig};
 use horde_proto::{CcConfig, ChannelConfig};
-use horde_sim::checks::{congestion, widened};
 use serde::Deserialize;
 
 /// One channel: a local socket (or device) and the peer's address it sends to. The

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::Prefix;
+use horde_config::checks::{congestion, session, widened};
 use horde_config::{Checks, Validate};
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
-use horde_sim::checks::{congestion, session, widened};
 use serde::Deserialize;
 
 use crate::channels::{device, ChannelEntry};
@@ -248,12 +248,12 @@ fn common(
         );
     }
     if let Some(name) = scheduler {
-        if let Err(e) = horde_sim::build::scheduler(name, None) {
+        if let Err(e) = horde_policy::registry::scheduler(name, None) {
             c.error("scheduler", format!("{e:#}"));
         }
     }
     session(c, s);
-    horde_sim::checks::stream(c, "stream", stream);
+    horde_config::checks::stream(c, "stream", stream);
 }
 
 impl Validate for ClientConfig {

@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use horde_config::checks::session;
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
-use horde_sim::checks::{burst_fits_the_queue, session};
-use horde_sim::workload::{stream_seed, WorkloadSpec};
+use horde_sim::workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
 
 use super::{device, RecvConfig, SendConfig};
 
@@ -497,7 +497,7 @@ bind = "127.0.0.1:7000"
                 },
             ),
         ];
-        let compile = |src: &str| horde_sim::objectives::compile("t.hose", src).unwrap();
+        let compile = |src: &str| horde_hose::compile_named("t.hose", src).unwrap();
         let iframes = compile(
             r#"objective { context { adu:f { (stream_id == 1) && (frame_type == "I") } } goal { prob(f::lost?) < 5 } utility { f { 1 } } }"#,
         );

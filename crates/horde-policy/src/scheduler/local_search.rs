@@ -11,8 +11,8 @@
 use rand::seq::SliceRandom;
 use rand::RngCore;
 
-use super::directed::{Model, NO_KERNEL};
 use super::lazy_table::{LazyTable, UNKNOWN};
+use super::model::{Model, NO_KERNEL};
 use super::{Assignment, ScheduleInput};
 use crate::objective::PreparedSet;
 use crate::ChannelId;

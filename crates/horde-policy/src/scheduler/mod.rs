@@ -1,11 +1,11 @@
 //! The scheduler interface (thesis §6.3): slots + ADUs + objectives + history in,
 //! an ADU-to-slot assignment out.
 
+use std::sync::Arc;
+
 use rand::RngCore;
 
-use crate::adu::{AduView, HistoryEntry, StreamStats};
-use crate::objective::ObjectiveSet;
-use crate::slot::TxSlot;
+use crate::objective::{Assignment, ScheduleInput};
 
 mod directed;
 mod earliest_arrival;
@@ -13,6 +13,7 @@ mod hungarian;
 mod lazy_table;
 mod local_search;
 mod matching;
+mod model;
 pub mod oracle;
 mod random_walk;
 mod rrr;
@@ -21,25 +22,6 @@ pub use directed::Directed;
 pub use earliest_arrival::EarliestArrival;
 pub use random_walk::RandomWalk;
 pub use rrr::RandomizedRoundRobin;
-
-/// Everything one scheduling cycle sees.
-#[derive(Debug, Clone, Copy)]
-pub struct ScheduleInput<'a> {
-    /// Real slots first, then phantoms; schedulers must not depend on that order.
-    pub slots: &'a [TxSlot],
-    /// Candidate ADUs, already chosen by the bandwidth allocator's constraints.
-    pub adus: &'a [AduView],
-    /// Recent transmissions, oldest first.
-    pub history: &'a [HistoryEntry],
-    /// Per-stream statistics the objectives' stream variables read.
-    pub streams: &'a [StreamStats],
-    /// The objectives the schedule is judged by.
-    pub objectives: &'a ObjectiveSet,
-}
-
-/// `assignment[i]` is the index into `slots` that ADU `i` goes in, or `None` to keep it
-/// queued. No slot may be used twice, and an ADU may only go in a slot large enough.
-pub type Assignment = Vec<Option<usize>>;
 
 /// What one cycle cost, for benchmarks and reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,6 +52,9 @@ pub trait Scheduler: Send {
         false
     }
 }
+
+/// Builds a scheduler for each new session.
+pub type SchedulerFactory = Arc<dyn Fn() -> Box<dyn Scheduler> + Send + Sync>;
 
 /// Check the rules every assignment must obey. Used by tests and debug assertions.
 pub fn assignment_is_valid(input: &ScheduleInput<'_>, assignment: &Assignment) -> bool {

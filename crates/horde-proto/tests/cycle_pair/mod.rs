@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use horde_policy::{
-    hose, Directed, Fields, Objective, RandomWalk, RandomizedRoundRobin, Scheduler,
-};
+use horde_policy::{Directed, Fields, Objective, RandomWalk, RandomizedRoundRobin, Scheduler};
 use horde_proto::{CcConfig, ChannelConfig, ChannelSpec, Session, SessionConfig, StreamConfig};
 
 struct Counting;
@@ -143,7 +141,7 @@ impl Pair {
             Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
         client.set_scheduler(scheduler());
         for name in ["x1", "x2", "x3", "x4"] {
-            let o = hose::thesis(name).expect("thesis objective compiles");
+            let o = horde_hose::thesis(name).expect("thesis objective compiles");
             client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
         }
         for s in 0..STREAMS {

@@ -2,20 +2,20 @@
 //! two simulated hosts, in virtual time, over a [`Carrier`]; flow workloads that the
 //! real-time client runs unchanged; and completion-time metrics. See `docs/flows.md`.
 
-pub mod app;
+mod app;
 pub mod carrier;
 pub mod host;
-pub mod metrics;
-pub mod plot;
+mod metrics;
+mod plot;
 pub mod protocol;
-pub mod retrans;
-pub mod scenario;
-pub mod sim;
+mod retrans;
+mod scenario;
+mod sim;
 pub mod sizes;
 pub mod sweep;
 pub mod tunnel;
 pub mod tunnel_scenario;
-pub mod workload;
+mod workload;
 
 pub use carrier::{AssignedRates, Carrier, CarrierStats, DirectLink, Side};
 pub use metrics::{ClassSummary, FlowRecord, FlowReport, Stats};

@@ -37,7 +37,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use horde_config::checks;
 use horde_links::{LinkSpec, LossSpec, RateSpec};
+use horde_policy::registry::scheduler;
 use horde_proto::{AckFrequency, CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use serde::Deserialize;
 use toml::Spanned;
@@ -45,8 +47,6 @@ use toml::Spanned;
 use super::sim::TcpSettings;
 use super::tunnel::{TunnelLink, TunnelSetup};
 use super::workload::{plan, FlowSpec, PlannedFlow};
-use crate::build::{scheduler, SCHEDULERS};
-use crate::checks;
 use crate::scenario::{Locator, ScenarioError, ScenarioFile};
 
 /// The largest IP packet the hosts send.
@@ -314,15 +314,9 @@ impl TunnelScenario {
             .as_ref()
             .map_or("rrr".to_string(), |s| s.get_ref().clone());
         let known = |name: &str, span| {
-            scheduler(name, None).map(|_| ()).map_err(|_| {
-                loc.at(
-                    span,
-                    format!(
-                        "unknown scheduler \"{name}\" (known: {})",
-                        SCHEDULERS.join(", ")
-                    ),
-                )
-            })
+            scheduler(name, None)
+                .map(|_| ())
+                .map_err(|e| loc.at(span, e.to_string()))
         };
         known(
             &sched,

@@ -52,7 +52,7 @@ use histogram::DelayHistogram;
 use in_order::{InOrder, Resolution};
 
 pub use report::{ChannelReport, FrameTypeReport, LinkCounters, Report, StreamReport};
-pub use stats::{percentile, Summary};
+pub use stats::Summary;
 pub use windows::WindowBytes;
 
 /// A channel registered with [`Metrics::add_channel`]: its place in the report's channel

@@ -1,13 +1,15 @@
 //! Summary statistics: the shape every delay distribution is reported in.
 
+use horde_analyze::stats::percentile;
 use serde::Serialize;
 
 /// Count, mean and nearest-rank percentiles of a sample set, in the samples' unit.
 /// Every statistic is `None` (JSON `null`) when there are no samples.
 ///
 /// The p-th percentile is the nearest-rank one: the smallest sample such that at least
-/// p% of the samples are at or below it, i.e. `sorted[ceil(p * n / 100) - 1]`. It is
-/// always an observed value, needs no interpolation rule, and is exact.
+/// p% of the samples are at or below it, i.e. `sorted[ceil(p * n / 100) - 1]`
+/// ([`horde_analyze::stats::percentile`]). It is always an observed value, needs no
+/// interpolation rule, and is exact.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
     pub count: u64,
@@ -19,17 +21,6 @@ pub struct Summary {
     pub p95: Option<f64>,
     pub p99: Option<f64>,
     pub max: Option<f64>,
-}
-
-/// The nearest-rank `p`-th percentile (`p` in 1..=100) of ascending `sorted` samples.
-pub fn percentile(sorted: &[f64], p: u32) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let n = sorted.len() as u64;
-    // ceil(p * n / 100) in integers, so p = 50 of 10 samples is rank 5, not 5.000001.
-    let rank = (u64::from(p.clamp(1, 100)) * n).div_ceil(100);
-    Some(sorted[(rank.max(1) - 1) as usize])
 }
 
 impl Summary {

@@ -4,17 +4,16 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use horde_config::shown;
+use horde_config::{checks, shown};
 use horde_proto::MTU_RANGE;
 use toml::Spanned;
-
-use crate::checks;
 
 use super::error::Locator;
 use super::raw::{RawChannel, RawScenario, RawStream};
 use super::{
     ChannelSpec, HostSpec, Scenario, ScenarioError, SchedulerSpec, StreamRate, StreamSpec,
 };
+use crate::workload::burst_fits_the_queue;
 
 type Result<T> = std::result::Result<T, ScenarioError>;
 
@@ -371,7 +370,7 @@ impl Checker<'_> {
             .validate()
             .map_err(|e| self.loc.at(span(&s.workload), format!("workload: {e}")))?;
         self.loc.checked(span(&s.workload), |c| {
-            checks::burst_fits_the_queue(c, "workload", s.workload.get_ref());
+            burst_fits_the_queue(c, "workload", s.workload.get_ref());
         })?;
         let mut objectives = Vec::with_capacity(s.objectives.len());
         for o in &s.objectives {

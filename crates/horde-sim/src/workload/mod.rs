@@ -45,7 +45,9 @@ use std::time::Duration;
 
 use horde_policy::Fields;
 
-pub use spec::{Burst, FrameSizes, WorkloadError, WorkloadSpec, DEFAULT_RATIOS};
+pub use spec::{
+    burst_fits_the_queue, Burst, FrameSizes, WorkloadError, WorkloadSpec, DEFAULT_RATIOS,
+};
 
 /// One ADU to insert into a stream: payload size and the header fields policy sees.
 #[derive(Debug, Clone, PartialEq)]

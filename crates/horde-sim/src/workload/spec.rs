@@ -1,5 +1,7 @@
 //! The serde description of a source, as written in scenario files, and its validation.
 
+use horde_config::Checks;
+use horde_proto::StreamConfig;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -386,5 +388,26 @@ impl WorkloadSpec {
                 Box::new(Bulk::new(*adu_bytes, *batch, max_adu))
             }
         })
+    }
+}
+
+/// The most a stream's workload hands over at once must fit in the stream's send queue
+/// (`StreamConfig::max_queue_bytes`, which send and scenario files leave at its default): the
+/// queue drops its oldest ADUs past its limit, so a larger frame would lose its first
+/// ADUs to make room for its last, every time.
+pub fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
+    let limit = StreamConfig::default().max_queue_bytes;
+    let Some(b) = workload.largest_burst() else {
+        return;
+    };
+    if b.bytes > limit as f64 {
+        c.error(
+            format!("{at}.{}", b.key),
+            format!(
+                "{} makes {} of {} bytes, more than a stream's send queue holds ({limit} \
+                 bytes): each would lose its first ADUs to make room for its last",
+                b.key, b.what, b.bytes
+            ),
+        );
     }
 }

@@ -10,14 +10,17 @@ mod resolve;
 
 use std::collections::HashMap;
 
-use crate::hose::ast::{BinOp, Binding, Expr, ExprKind, Program, Section, VarKind};
-use crate::hose::bounds;
-use crate::hose::error::{line_col, Diag};
-use crate::hose::ir::{AppField, Atom, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
-use crate::hose::typing::FieldTypes;
+use horde_config::line_col;
 
-/// Every reserved token of thesis §B.4 (none may name a variable).
-pub(crate) const RESERVED: &[&str] = &[
+use crate::ast::{BinOp, Binding, Expr, ExprKind, Program, Section, VarKind};
+use crate::bounds;
+use crate::error::Diag;
+use crate::ir::{AppField, Atom, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
+use crate::typing::FieldTypes;
+
+/// Every reserved word of thesis §B.4: keywords, functions and field names, none of
+/// which may name a variable.
+pub const RESERVED: &[&str] = &[
     "objective",
     "context",
     "goal",
@@ -125,7 +128,7 @@ pub(crate) fn check(src: &str, program: &Program) -> Result<ProgramIr, Vec<Diag>
         for part in parts {
             if let Some(b) = c.boolean(part, Mode::Filter(*k)) {
                 let mut read = 0u32;
-                super::ir::bool_vars(&b, &mut read);
+                crate::ir::bool_vars(&b, &mut read);
                 if let VarIr::Adu { indep, dep } = &mut vars[*k as usize] {
                     if read & !(1u32 << k) == 0 {
                         indep.push(b);
@@ -213,7 +216,7 @@ impl<'s> Checker<'s> {
     ) -> (
         Vec<&'p Binding>,
         Option<&'p Expr>,
-        Vec<&'p super::ast::UtilityEntry>,
+        Vec<&'p crate::ast::UtilityEntry>,
     ) {
         let (mut ctx, mut goal, mut util) = (None::<u32>, None::<u32>, None::<u32>);
         let mut bindings = Vec::new();
@@ -330,7 +333,7 @@ impl<'s> Checker<'s> {
 
     fn utility_entries<'p>(
         &mut self,
-        entries: &[&'p super::ast::UtilityEntry],
+        entries: &[&'p crate::ast::UtilityEntry],
     ) -> Vec<(Var, &'p Expr)> {
         let mut seen: HashMap<Var, u32> = HashMap::new();
         let mut out = Vec::new();

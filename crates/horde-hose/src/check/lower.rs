@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::infer::Ty;
 use super::resolve::Ref;
 use super::{Checker, Mode, STREAM_FIELDS};
-use crate::hose::ast::{BinOp, Expr, ExprKind, Func, UnOp, VarKind};
-use crate::hose::ir::{AppField, ArOp, Atom, Bool, CmpOp, Num, Scalar, Str, Var};
+use crate::ast::{BinOp, Expr, ExprKind, Func, UnOp, VarKind};
+use crate::ir::{AppField, ArOp, Atom, Bool, CmpOp, Num, Scalar, Str, Var};
 
 impl Checker<'_> {
     pub(super) fn describe(&self, e: &Expr, ty: Ty) -> String {

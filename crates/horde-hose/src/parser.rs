@@ -6,13 +6,13 @@ use pest::error::{ErrorVariant, InputLocation};
 use pest::iterators::{Pair, Pairs};
 use pest::Parser as _;
 
-use super::ast::{
+use crate::ast::{
     BinOp, Binding, Expr, ExprKind, Func, Ident, Program, Section, UnOp, UtilityEntry, VarKind,
 };
-use super::error::Diag;
+use crate::error::Diag;
 
 #[derive(pest_derive::Parser)]
-#[grammar = "hose/hose.pest"]
+#[grammar = "hose.pest"]
 struct HoseParser;
 
 /// Longest program accepted (objectives are a few hundred bytes).

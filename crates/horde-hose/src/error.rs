@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use horde_config::line_col;
+
 /// One problem in a hose program, at a 1-based line and column (columns count
 /// characters, not bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,25 +50,12 @@ pub(crate) fn resolve(source: &str, mut diags: Vec<Diag>) -> Vec<HoseError> {
         .map(|d| {
             let (line, col) = line_col(source, d.offset as usize);
             HoseError {
-                line,
-                col,
+                line: to_u32(line),
+                col: to_u32(col),
                 message: d.message,
             }
         })
         .collect()
-}
-
-/// 1-based line and character column of a byte offset (clamped to the source).
-pub(crate) fn line_col(source: &str, offset: usize) -> (u32, u32) {
-    let mut offset = offset.min(source.len());
-    while !source.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &source[..offset];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
-    let col = before[line_start..].chars().count() + 1;
-    (to_u32(line), to_u32(col))
 }
 
 fn to_u32(v: usize) -> u32 {
@@ -80,11 +69,15 @@ mod tests {
     #[test]
     fn positions_are_one_based_and_count_characters() {
         let src = "ab\ncé d";
-        assert_eq!(line_col(src, 0), (1, 1));
-        assert_eq!(line_col(src, 3), (2, 1));
+        let at = |offset: usize| {
+            let e = &resolve(src, vec![Diag::new(offset as u32, "m")])[0];
+            (e.line, e.col)
+        };
+        assert_eq!(at(0), (1, 1));
+        assert_eq!(at(3), (2, 1));
         // 'é' is two bytes; the 'd' after it is column 4.
-        assert_eq!(line_col(src, src.find('d').unwrap()), (2, 4));
-        assert_eq!(line_col(src, 999), (2, 5));
+        assert_eq!(at(src.find('d').unwrap()), (2, 4));
+        assert_eq!(at(999), (2, 5));
     }
 
     #[test]

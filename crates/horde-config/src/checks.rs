@@ -1,15 +1,14 @@
-//! Checks of values that several input files carry (`horde send` and tunnel files,
-//! simulator and tunnel scenarios): session, channel and stream settings, a channel's
-//! congestion controller, and what a stream's workload hands over at once. Each error
-//! goes to a [`Checks`] at its key path (under `at` where one is taken).
+//! Checks of the protocol settings that several input files carry (`horde send` and
+//! tunnel files, simulator and tunnel scenarios): session, channel and stream settings
+//! and a channel's congestion controller. Each error goes to a [`Checks`] at its key
+//! path (under `at` where one is taken).
 
 use std::ops::RangeInclusive;
 
-use horde_config::{shown, Checks};
 use horde_proto::cc::limits;
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig, MTU_RANGE};
 
-use crate::workload::WorkloadSpec;
+use crate::{shown, Checks};
 
 /// Every parameter of `cc` in the range its controller takes (the controllers replace a
 /// value outside it by their default, so it must be refused where it is written).
@@ -122,27 +121,6 @@ fn controller_time(c: &mut Checks, path: String, what: &str, value: f64, unit_s:
         c.error(
             path,
             format!("{what} must be at most {max}, got {}", shown(value)),
-        );
-    }
-}
-
-/// The most a stream's workload hands over at once must fit in the stream's send queue
-/// (`StreamConfig::max_queue_bytes`, which send and scenario files leave at its default): the
-/// queue drops its oldest ADUs past its limit, so a larger frame would lose its first
-/// ADUs to make room for its last, every time.
-pub fn burst_fits_the_queue(c: &mut Checks, at: &str, workload: &WorkloadSpec) {
-    let limit = StreamConfig::default().max_queue_bytes;
-    let Some(b) = workload.largest_burst() else {
-        return;
-    };
-    if b.bytes > limit as f64 {
-        c.error(
-            format!("{at}.{}", b.key),
-            format!(
-                "{} makes {} of {} bytes, more than a stream's send queue holds ({limit} \
-                 bytes): each would lose its first ADUs to make room for its last",
-                b.key, b.what, b.bytes
-            ),
         );
     }
 }

@@ -3,8 +3,8 @@
 
 use super::resolve::Ref;
 use super::{Checker, Mode};
-use crate::hose::ast::{BinOp, Expr, ExprKind, Func, UnOp, VarKind};
-use crate::hose::ir::Scalar;
+use crate::ast::{BinOp, Expr, ExprKind, Func, UnOp, VarKind};
+use crate::ir::Scalar;
 
 /// The type an expression has, as far as inference can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use horde_policy::hose::{self, CompiledObjective};
+use horde_hose::CompiledObjective;
 use horde_policy::Outcome;
 
 fn load(name: &str) -> CompiledObjective {
@@ -13,8 +13,11 @@ fn load(name: &str) -> CompiledObjective {
         env!("CARGO_MANIFEST_DIR")
     );
     let src = std::fs::read_to_string(&path).expect("objective file");
-    assert!(hose::check_file(&path).is_empty(), "{name} has errors");
-    hose::compile(&src).unwrap_or_else(|e| panic!("{name}: {e:?}"))
+    assert!(
+        horde_hose::check_file(&path).is_empty(),
+        "{name} has errors"
+    );
+    horde_hose::compile(&src).unwrap_or_else(|e| panic!("{name}: {e:?}"))
 }
 
 #[test]
@@ -40,7 +43,10 @@ fn every_shipped_objective_checks() {
         ]
     );
     for n in names {
-        assert_eq!(hose::check_file(format!("{dir}/{n}")), Vec::<String>::new());
+        assert_eq!(
+            horde_hose::check_file(format!("{dir}/{n}")),
+            Vec::<String>::new()
+        );
     }
 }
 
@@ -469,7 +475,7 @@ fn kernels_that_read_loss_are_not_constant_off_channel() {
         slot(1, 9, 0.05, 300.0, 0.0),
         Outcome::Pending,
     )])
-    .objective(hose::compile(src).unwrap());
+    .objective(horde_hose::compile(src).unwrap());
     let input = c.input();
     let mut set = c.objectives.prepare(&input);
     let p = set.get(0);

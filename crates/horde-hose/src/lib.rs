@@ -1,32 +1,39 @@
-//! hose, the Horde Objective Specification Environment (thesis ch. 6, App. B).
+//! hose, the Horde Objective Specification Environment (thesis ch. 6, App. B): the
+//! compiler from objective source to an objective the schedulers of `horde-policy` use.
 //!
 //! [`compile`] parses, type-checks and compiles one objective into a
-//! [`CompiledObjective`], which implements [`crate::Objective`]. The language
+//! [`CompiledObjective`], which implements [`horde_policy::Objective`]. The language
 //! reference, including every place this implementation decides something the
 //! thesis leaves open, is `docs/hose.md`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod ast;
 mod bounds;
 mod check;
 mod error;
 mod eval;
+mod file;
 mod ir;
 mod memo;
 mod parser;
 mod prepare;
+#[cfg(feature = "testing")]
+pub mod synth;
 mod thesis;
 mod typing;
 mod window;
 
-use std::path::Path;
 use std::sync::Arc;
 
+pub use check::RESERVED;
 pub use error::HoseError;
+pub use file::{check_file, check_source, compile_named, load, FileError};
 pub use prepare::MAX_CONTEXTS;
 pub use thesis::{thesis, THESIS};
 
-use crate::objective::{Objective, PreparedObjective, Reprepare};
-use crate::scheduler::{Assignment, ScheduleInput};
+use horde_policy::{Assignment, Objective, PreparedObjective, Reprepare, ScheduleInput};
 
 /// A checked, compiled objective. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -69,23 +76,4 @@ pub fn compile(source: &str) -> Result<CompiledObjective, Vec<HoseError>> {
     let program = parser::parse(source).map_err(|d| error::resolve(source, d))?;
     let ir = check::check(source, &program).map_err(|d| error::resolve(source, d))?;
     Ok(CompiledObjective { ir: Arc::new(ir) })
-}
-
-/// Check `source`, naming it `name` in messages: one `NAME:line:col: message` line
-/// per problem, none if it compiles.
-pub fn check_source(name: &str, source: &str) -> Vec<String> {
-    match compile(source) {
-        Ok(_) => Vec::new(),
-        Err(errors) => errors.iter().map(|e| format!("{name}:{e}")).collect(),
-    }
-}
-
-/// Check a `.hose` file: one `FILE:line:col: message` line per problem.
-pub fn check_file(path: impl AsRef<Path>) -> Vec<String> {
-    let path = path.as_ref();
-    let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(source) => check_source(&name, &source),
-        Err(e) => vec![format!("{name}:1:1: cannot read file: {e}")],
-    }
 }

@@ -4,10 +4,10 @@
 //! no loss, lost ones with loss 1 and no latency, and pending or placed ones with
 //! their slot's expectations. With no samples the core's [`StreamStats`] are used.
 
-use crate::adu::{HistoryEntry, Outcome, StreamStats};
-use crate::slot::{round_ms, TxSlot};
+use horde_policy::adu::{HistoryEntry, Outcome, StreamStats};
+use horde_policy::slot::{round_ms, TxSlot};
 
-use super::eval::StreamVals;
+use crate::eval::StreamVals;
 
 /// Running sums over a window.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -2,9 +2,9 @@
 //! Everything it reads is already resolved to indices (variables, field slots,
 //! atoms), so an evaluation does no lookups by name and no allocation.
 
-use crate::adu::AduView;
+use horde_policy::adu::AduView;
 
-use super::ir::{arith, compare, Bool, Num, PreField, ProgramIr, Str, StreamField, Var};
+use crate::ir::{arith, compare, Bool, Num, PreField, ProgramIr, Str, StreamField, Var};
 
 /// One application field of one ADU, already checked against the field's type.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use horde_policy::hose;
 use horde_policy::Outcome;
 
 /// Value of `expr` as the utility of a one-ADU objective whose ADU sits in a slot
@@ -13,7 +12,7 @@ fn value(expr: &str) -> i64 {
     let src = format!(
         "objective {{ context {{ adu:a {{ true }} }} goal {{ true }} utility {{ a {{ {expr} }} }} }}"
     );
-    let o = hose::compile(&src).unwrap_or_else(|e| panic!("{expr}: {e:?}"));
+    let o = horde_hose::compile(&src).unwrap_or_else(|e| panic!("{expr}: {e:?}"));
     let c = Case::new(
         vec![slot(1, 0, 0.04, 300.0, 0.0)],
         vec![with(with(adu(0, 5, 9, 20), "prio", 3i64), "urgent", true)],
@@ -27,7 +26,7 @@ fn holds(goal: &str) -> bool {
     let src = format!(
         "objective {{ context {{ adu:a {{ true }} }} goal {{ {goal} }} utility {{ a {{ 1 }} }} }}"
     );
-    let o = hose::compile(&src).unwrap_or_else(|e| panic!("{goal}: {e:?}"));
+    let o = horde_hose::compile(&src).unwrap_or_else(|e| panic!("{goal}: {e:?}"));
     let c = Case::new(
         vec![slot(1, 0, 0.04, 300.0, 0.0)],
         vec![with(
@@ -131,7 +130,7 @@ fn filters_use_missing_fields_as_false_and_may_read_earlier_variables() {
         goal { true }
         utility { y { 10 } }
     }";
-    let o = hose::compile(src).unwrap();
+    let o = horde_hose::compile(src).unwrap();
     let c = Case::new(
         vec![
             slot(1, 0, 0.0, 100.0, 0.0),
@@ -153,7 +152,7 @@ fn filters_use_missing_fields_as_false_and_may_read_earlier_variables() {
 
 #[test]
 fn history_only_contexts_do_not_count() {
-    let o = hose::compile(
+    let o = horde_hose::compile(
         "objective { context { adu:a { stream_id == 1 } } goal { true } utility { a { 7 } } }",
     )
     .unwrap();
@@ -177,7 +176,7 @@ fn history_distributions_are_definite_once_known() {
         goal { true }
         utility { a { prob(h::lost?) * 10000 + expected(h::latency) } }
     }";
-    let o = hose::compile(src).unwrap();
+    let o = horde_hose::compile(src).unwrap();
     let run = |outcome| {
         let h = sent(adu(5, 9, 0, 30), slot(2, 0, 0.2, 400.0, 0.0), outcome);
         Case::new(vec![slot(1, 0, 0.0, 100.0, 0.0)], vec![adu(0, 1, 0, 0)])
@@ -192,7 +191,7 @@ fn history_distributions_are_definite_once_known() {
 
 #[test]
 fn stream_fields_fall_back_to_the_cores_statistics() {
-    let o = hose::compile(
+    let o = horde_hose::compile(
         "objective { context { stream:s { stream_id == 4 } } goal { true }
            utility { s { s::latency_ave * 1000 + s::loss_rate } } }",
     )
@@ -212,7 +211,7 @@ fn stream_fields_fall_back_to_the_cores_statistics() {
 
 #[test]
 fn stream_sdev_is_over_the_window() {
-    let o = hose::compile(
+    let o = horde_hose::compile(
         "objective { context { stream:s { stream_id == 4 } } goal { true }
            utility { s { s::latency_sdev } } }",
     )
@@ -239,5 +238,5 @@ fn comments_and_any_section_order_are_accepted() {
           goal { true }
           context { adu:a { true } }
         }";
-    assert!(hose::compile(src).is_ok());
+    assert!(horde_hose::compile(src).is_ok());
 }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::ir::Scalar;
+use crate::ir::Scalar;
 
 #[derive(Debug, Default)]
 pub(crate) struct FieldTypes {

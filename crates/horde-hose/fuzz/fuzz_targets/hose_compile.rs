@@ -3,14 +3,14 @@
 //!
 //! Seed it with `objectives/*.hose` so that it starts from programs that compile, and
 //! run it without AddressSanitizer (`cargo fuzz run -O -s none hose_compile`):
-//! horde-policy forbids unsafe code, and under ASan the pest parser dominates the cost
+//! horde-hose forbids unsafe code, and under ASan the pest parser dominates the cost
 //! of every input (`docs/fuzzing.md`).
 #![no_main]
 
 use std::sync::Arc;
 
 use horde_policy::{
-    hose, AduView, ChannelId, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, TxSlot,
+    AduView, ChannelId, Fields, HistoryEntry, Objective, ObjectiveSet, Outcome, ScheduleInput, TxSlot,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(src) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(objective) = hose::compile(src) else {
+    let Ok(objective) = horde_hose::compile(src) else {
         return;
     };
     let slots = [slot(1, 5, 0.05, 300.0), slot(2, 0, 0.2, 800.0)];

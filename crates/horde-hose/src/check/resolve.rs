@@ -2,9 +2,9 @@
 //! the goal and utility.
 
 use super::{is_reserved, Checker, Mode, STREAM_FIELDS};
-use crate::hose::ast::{Expr, ExprKind, Ident, VarKind};
-use crate::hose::error::Diag;
-use crate::hose::ir::{PreField, StreamField, Var};
+use crate::ast::{Expr, ExprKind, Ident, VarKind};
+use crate::error::Diag;
+use crate::ir::{PreField, StreamField, Var};
 
 /// What a name or `var::field` refers to.
 #[derive(Debug, Clone, Copy)]

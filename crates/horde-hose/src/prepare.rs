@@ -11,16 +11,15 @@
 
 use std::sync::Arc;
 
-use crate::adu::{HistoryEntry, Outcome, StreamStats};
-use crate::objective::{PreparedObjective, Reprepare, SlotReads};
-use crate::scheduler::ScheduleInput;
-use crate::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
-use crate::{ChannelId, Value};
+use horde_policy::adu::{HistoryEntry, Outcome, StreamStats};
+use horde_policy::objective::{PreparedObjective, Reprepare, ScheduleInput, SlotReads};
+use horde_policy::slot::{percent, round_ms, TxSlot, CORRELATION_SPAN};
+use horde_policy::{ChannelId, Value};
 
-use super::eval::{boolean, contribution, Env, FieldVal, PreVals, StreamVals};
-use super::ir::{Atom, Bool, CmpOp, Num, PreField, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
-use super::memo::{Key, Memo};
-use super::window::Window;
+use crate::eval::{boolean, contribution, Env, FieldVal, PreVals, StreamVals};
+use crate::ir::{Atom, Bool, CmpOp, Num, PreField, ProgramIr, Scalar, Var, VarIr, MAX_VARS};
+use crate::memo::{Key, Memo};
+use crate::window::Window;
 
 /// Most contexts enumerated per objective per cycle; the rest are ignored.
 pub const MAX_CONTEXTS: usize = 1 << 16;
@@ -912,8 +911,8 @@ impl PreparedObjective for PreparedHose {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adu::{AduView, Fields};
-    use crate::objective::ObjectiveSet;
+    use horde_policy::adu::{AduView, Fields};
+    use horde_policy::objective::ObjectiveSet;
 
     fn adu(i: u64) -> AduView {
         AduView {
@@ -970,7 +969,7 @@ mod tests {
             let src = format!(
                 "objective {{ context {{ adu:x {{ {filter} }} }} goal {{ true }} utility {{ x {{ 1 }} }} }}"
             );
-            let o = crate::hose::compile(&src).unwrap();
+            let o = crate::compile(&src).unwrap();
             let p = PreparedHose::new(Arc::clone(&o.ir), &input);
             assert_eq!(p.stream_filters[0].is_some(), fast, "{filter}");
             let VarIr::Adu { indep, .. } = &o.ir.vars[0] else {
@@ -988,7 +987,7 @@ mod tests {
 
     #[test]
     fn context_enumeration_is_capped() {
-        let o = crate::hose::compile(
+        let o = crate::compile(
             "objective { context { adu:x { true } adu:y { true } adu:z { true } }
                goal { true } utility { x { 1 } } }",
         )

@@ -1,9 +1,7 @@
 //! Bad programs and the exact `line:col: message` each produces.
 
-use horde_policy::hose;
-
 fn errors(src: &str) -> Vec<String> {
-    match hose::compile(src) {
+    match horde_hose::compile(src) {
         Ok(_) => Vec::new(),
         Err(e) => e.iter().map(|e| e.to_string()).collect(),
     }
@@ -198,11 +196,11 @@ fn check_file_prefixes_the_file_name() {
     let bad = dir.join("bad.hose");
     std::fs::write(&bad, with_goal("baz::length > 3")).unwrap();
     assert_eq!(
-        hose::check_file(&bad),
+        horde_hose::check_file(&bad),
         [format!("{}:3:10: unknown variable `baz`", bad.display())]
     );
     let missing = dir.join("missing.hose");
-    let out = hose::check_file(&missing);
+    let out = horde_hose::check_file(&missing);
     assert_eq!(out.len(), 1);
     assert!(out[0].starts_with(&format!("{}:1:1: cannot read file", missing.display())));
     std::fs::remove_dir_all(&dir).unwrap();

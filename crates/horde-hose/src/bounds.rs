@@ -3,7 +3,7 @@
 //! to skip moves that cannot pay off, and the checker rejects goals that can never
 //! be true.
 
-use super::ir::{
+use crate::ir::{
     arith, ArOp, Atom, Bool, CmpOp, Num, PreField, ProgramIr, Str, StreamField, VarIr,
 };
 
