@@ -18,7 +18,6 @@ mod keygen;
 mod live;
 mod peer;
 mod pipe;
-mod pluribus;
 mod report;
 mod screen;
 mod shell;
@@ -96,11 +95,6 @@ enum Command {
         #[command(subcommand)]
         command: flows::Command,
     },
-    /// The PluriBus comparison: `pluribus sim FILE` runs a tunnel scenario's sweep.
-    Pluribus {
-        #[command(subcommand)]
-        command: pluribus::Command,
-    },
     /// Print shell completions: `horde completions bash > /etc/bash_completion.d/horde`.
     Completions(docgen::CompletionsArgs),
     /// Print the man page (roff), or write one per subcommand with --out DIR.
@@ -154,7 +148,6 @@ fn main() -> ExitCode {
         Command::Tunnel { command } => tunnel::run(command),
         Command::Flow { command } => flow::run(command),
         Command::Flows { command } => flows::run(command),
-        Command::Pluribus { command } => pluribus::run(command),
         Command::Completions(a) => docgen::completions(a),
         Command::Man(a) => docgen::man(a),
         Command::Analyze { command } => analyze::run(command),

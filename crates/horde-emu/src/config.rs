@@ -12,7 +12,7 @@ use std::time::Duration;
 use horde_links::LinkSpec;
 use serde::Deserialize;
 
-use crate::emulator::ChannelSetup;
+use crate::channel_setup::ChannelSetup;
 use crate::error::EmuError;
 use crate::ideal::IdealLink;
 use crate::schedule::ScheduleStep;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use horde_links::Link;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::channel_setup::ChannelSetup;
 use crate::config::EmulatorConfig;
 use crate::error::EmuError;
 use crate::packet_log::{PacketLogging, PacketRecord};
@@ -21,21 +22,6 @@ use crate::timer::{self, ChannelSockets, TimerOptions};
 
 /// Socket buffer size asked for on every relay socket (the kernel may cap it).
 const SOCKET_BUFFER: usize = 4 << 20;
-
-/// One channel with its links already built.
-pub struct ChannelSetup {
-    pub name: String,
-    /// Client-facing address to bind (port 0 picks a free one).
-    pub listen: SocketAddr,
-    /// Where client packets go after the `up` link: the real receiver's socket.
-    pub forward_to: SocketAddr,
-    /// Client → server.
-    pub up: Box<dyn Link>,
-    /// Server → client.
-    pub down: Box<dyn Link>,
-    /// Scripted down/up steps.
-    pub schedule: Vec<ScheduleStep>,
-}
 
 /// One point-to-point channel between two packet ports (for example the two TUN
 /// devices of an emulated IP link): what the client-facing port reads crosses `up` and

@@ -10,6 +10,7 @@
 //! See `docs/emulator.md` for the architecture, the configuration format and measured
 //! release-time error.
 
+mod channel_setup;
 mod config;
 mod emulator;
 mod error;
@@ -29,10 +30,11 @@ pub mod sys;
 mod timer;
 mod tun;
 
+pub use channel_setup::ChannelSetup;
 pub use config::{
     link_seed, ChannelConfig, ChannelState, EmulatorConfig, ScheduleEntry, TimerConfig,
 };
-pub use emulator::{ChannelSetup, Emulator, EmulatorHandle, PortChannel};
+pub use emulator::{Emulator, EmulatorHandle, PortChannel};
 pub use error::EmuError;
 pub use histogram::Histogram;
 pub use ideal::IdealLink;

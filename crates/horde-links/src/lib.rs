@@ -38,7 +38,8 @@ mod trace;
 mod trace_stats;
 
 pub use error::{CellularError, LinkError, TraceError};
-pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec, RateStep};
+pub use rate_steps::RateStep;
+pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 pub use trace::{Trace, OPPORTUNITY_BYTES};
 pub use trace_stats::{TraceStats, BIN_MS, GAP_MS};
 

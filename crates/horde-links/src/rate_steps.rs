@@ -2,8 +2,19 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::LinkError;
-use crate::spec::RateStep;
+
+/// One scripted rate of [`RateSpec::Steps`](crate::RateSpec::Steps).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    /// When this rate starts, in seconds since the start of the run.
+    pub at_s: f64,
+    /// Rate in kbit/s; positive.
+    pub kbps: f64,
+}
 
 /// Validated steps: (start, ns per byte), strictly increasing starts, the first at 0.
 #[derive(Debug, Clone)]

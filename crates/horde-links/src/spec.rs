@@ -11,7 +11,7 @@ use crate::delay::DelayProcess;
 use crate::error::LinkError;
 use crate::link::ModelLink;
 use crate::loss::{self, BurstMarkov, GilbertElliott, LossProcess};
-use crate::rate_steps::RateSteps;
+use crate::rate_steps::{RateStep, RateSteps};
 use crate::trace::Trace;
 use crate::Link;
 
@@ -73,16 +73,6 @@ pub enum RateSpec {
     /// overflow, so `loss` must be absent and `delay` constant.
     #[serde(rename = "cdma1x_rtt")]
     Cdma1xRtt(Box<CdmaParams>),
-}
-
-/// One scripted rate of [`RateSpec::Steps`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateStep {
-    /// When this rate starts, in seconds since the start of the run.
-    pub at_s: f64,
-    /// Rate in kbit/s; positive.
-    pub kbps: f64,
 }
 
 /// The delay added to each packet after the bottleneck.

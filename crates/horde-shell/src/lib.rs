@@ -10,6 +10,7 @@
 //! replies leave the host-side device, cross `down` and are written into `link{i}`.
 
 mod link_arg;
+mod link_text;
 mod netns;
 mod packet_log;
 
@@ -26,6 +27,7 @@ use horde_emu::{
 use horde_links::LinkError;
 
 pub use link_arg::{LinkArg, LinkArgError};
+pub use link_text::link_text;
 pub use netns::MAX_LINKS;
 use netns::{LinkDevices, Namespace};
 use packet_log::PacketLogs;

@@ -2,22 +2,17 @@
 //! simulator over smoltcp TCP, or in real time over kernel TCP through `horde shell`
 //! links built from the same models; both print and write the same report.
 
-pub mod link_text;
-pub mod realtime;
-
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
-use horde_sim::flows::{
-    run_scenario, Congestion, FlowRecord, FlowReport, FlowScenario, PlannedFlow,
-};
+use horde_sim::flows::{run_scenario, FlowRecord, FlowReport, FlowScenario, PlannedFlow};
 use serde::{Deserialize, Serialize};
 
-use realtime::{ClientResult, ConnectOptions, ServerRetransmits};
+use horde_flows::{kernel_cc, ClientResult, ConnectOptions, ServerRetransmits};
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -96,17 +91,6 @@ fn sim(args: RunArgs) -> Result<ExitCode> {
     publish(&report, &args)
 }
 
-/// The kernel's name for the scenario's controller.
-pub(crate) fn kernel_cc(c: Congestion) -> Result<&'static str> {
-    match c {
-        Congestion::Cubic => Ok("cubic"),
-        Congestion::Reno => Ok("reno"),
-        Congestion::None => {
-            bail!("kernel TCP always runs a congestion controller; use cubic or reno")
-        }
-    }
-}
-
 /// What `horde flow client --workload` hands back to `horde flows emu`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ClientRun {
@@ -119,7 +103,7 @@ pub(crate) fn records(
     s: &FlowScenario,
     plan: &[PlannedFlow],
     results: &[ClientResult],
-    server: &std::collections::BTreeMap<u32, realtime::TcpCounters>,
+    server: &std::collections::BTreeMap<u32, horde_flows::TcpCounters>,
 ) -> Vec<FlowRecord> {
     plan.iter()
         .map(|f| {
@@ -150,7 +134,7 @@ pub fn client(
     let cc = kernel_cc(s.tcp.congestion)?;
     let plan = s.plan().map_err(anyhow::Error::msg)?;
     let wall = Instant::now();
-    let flows = realtime::run_client(&plan, server, s.end(), &ConnectOptions::tcp(cc));
+    let flows = horde_flows::run_client(&plan, server, s.end(), &ConnectOptions::tcp(cc));
     let run = ClientRun {
         elapsed_s: wall.elapsed().as_secs_f64(),
         flows,
@@ -176,7 +160,7 @@ pub fn server(listen: SocketAddr, count: Option<u64>) -> Result<ExitCode> {
         "flow workload server listening on {}",
         listener.local_addr()?
     );
-    realtime::serve(listener, None, count, ServerRetransmits::default(), true)?;
+    horde_flows::serve(listener, None, count, ServerRetransmits::default(), true)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -187,7 +171,7 @@ fn emu(args: RunArgs) -> Result<ExitCode> {
         horde_emu::sys::is_root(),
         "horde flows emu needs root (horde shell creates a network namespace and TUN devices)"
     );
-    let link = link_text::link_arg(&s.up, &s.down, &s.base_dir)?;
+    let link = horde_shell::link_text(&s.up, &s.down, &s.base_dir)?;
     let plan = s.plan().map_err(anyhow::Error::msg)?;
     // The server runs here, on the host side of the emulated link; the client inside.
     let listener = TcpListener::bind("0.0.0.0:0").context("bind the flow server")?;
@@ -196,7 +180,7 @@ fn emu(args: RunArgs) -> Result<ExitCode> {
     {
         let retrans = retrans.clone();
         let cc = cc.to_string();
-        std::thread::spawn(move || realtime::serve(listener, Some(cc), None, retrans, false));
+        std::thread::spawn(move || horde_flows::serve(listener, Some(cc), None, retrans, false));
     }
     let results_path =
         std::env::temp_dir().join(format!("horde-flows-{}.json", std::process::id()));

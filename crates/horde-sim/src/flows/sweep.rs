@@ -208,31 +208,57 @@ pub fn run_sweep(
     })
 }
 
+/// The CSV columns every PluriBus table starts with, simulated or live, so that their
+/// files line up; [`csv_leading`] writes a row's cells.
+pub const CSV_LEADING: &str =
+    "load,loss_in_bad,mode,flows,completed,fct_mean_ms,fct_ci95_low_ms,fct_ci95_high_ms,fct_median_ms";
+
+/// A row's cells under [`CSV_LEADING`], without a trailing comma.
+pub fn csv_leading(
+    load: f64,
+    loss_in_bad: Option<f64>,
+    mode: &str,
+    flows: usize,
+    completed: usize,
+    fct_ms: Option<&Stats>,
+) -> String {
+    format!(
+        "{load},{},{mode},{flows},{completed},{},{},{},{}",
+        csv_opt(loss_in_bad),
+        csv_opt(fct_ms.map(|s| s.mean)),
+        csv_opt(fct_ms.map(|s| s.ci95_low)),
+        csv_opt(fct_ms.map(|s| s.ci95_high)),
+        csv_opt(fct_ms.map(|s| s.median)),
+    )
+}
+
+/// An optional CSV cell: empty when absent.
+pub fn csv_opt(x: Option<f64>) -> String {
+    x.map_or(String::new(), |v| format!("{v:.4}"))
+}
+
 impl SweepReport {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("plain data serialises")
     }
 
     pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "load,loss_in_bad,mode,flows,completed,fct_mean_ms,fct_ci95_low_ms,fct_ci95_high_ms,\
-             fct_median_ms,end_host_loss,link_loss,overhead,coded_fraction,coding_overhead,recovered,\
-             retransmitted,retransmits_per_flow\n",
+        let mut out = format!(
+            "{CSV_LEADING},end_host_loss,link_loss,overhead,coded_fraction,coding_overhead,\
+             recovered,retransmitted,retransmits_per_flow\n"
         );
-        let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
+        let opt = csv_opt;
         for r in &self.rows {
-            let f = r.fct_ms.as_ref();
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{:.5},{:.5},{},{},{},{},{},{:.3}\n",
-                r.load,
-                opt(r.loss_in_bad),
-                r.mode,
-                r.flows,
-                r.completed,
-                opt(f.map(|s| s.mean)),
-                opt(f.map(|s| s.ci95_low)),
-                opt(f.map(|s| s.ci95_high)),
-                opt(f.map(|s| s.median)),
+                "{},{:.5},{:.5},{},{},{},{},{},{:.3}\n",
+                csv_leading(
+                    r.load,
+                    r.loss_in_bad,
+                    &r.mode,
+                    r.flows,
+                    r.completed,
+                    r.fct_ms.as_ref()
+                ),
                 r.end_host_loss,
                 r.link_loss,
                 opt(r.overhead),

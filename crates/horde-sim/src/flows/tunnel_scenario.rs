@@ -1,6 +1,6 @@
 //! Tunnel scenario files: the flow workload of a flow scenario carried through a Horde
 //! tunnel over several links, and the sweep that compares recovery modes on it
-//! (`horde pluribus sim FILE`). Errors name `FILE:line:col`. See `docs/pluribus.md`.
+//! (`horde-lab pluribus sim FILE`). Errors name `FILE:line:col`. See `docs/pluribus.md`.
 //!
 //! ```toml
 //! name = "pluribus-a"

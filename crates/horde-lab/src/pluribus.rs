@@ -1,7 +1,7 @@
-//! `horde pluribus sim FILE`: the PluriBus comparison in the simulator. Every load factor
+//! `horde-lab pluribus sim FILE`: the PluriBus comparison in the simulator. Every load factor
 //! (and bad-state loss rate) of a tunnel scenario's sweep, for each tunnel mode and each
 //! direct single-path baseline, with smoltcp TCP in virtual time; a table on stdout, and
-//! JSON and CSV with `--out`. `horde pluribus live FILE` runs the same sweep in real
+//! JSON and CSV with `--out`. `horde-lab pluribus live FILE` runs the same sweep in real
 //! time with kernel TCP, plus Linux MPTCP (see `live`).
 
 mod live;

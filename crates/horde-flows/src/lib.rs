@@ -1,6 +1,7 @@
 //! The flow protocol over kernel TCP, in real time: the same plan the simulator runs,
 //! one thread per flow (plus a writer thread, so requests go out on time even while
 //! answers are arriving), and a server that answers any number of connections.
+//! `horde flow`, `horde flows emu` and the PluriBus live runner (`horde-lab`) use it.
 
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
@@ -9,13 +10,24 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use horde_sim::flows::protocol::{RequestHeader, HEADER_LEN};
-use horde_sim::flows::PlannedFlow;
+use horde_sim::flows::{Congestion, PlannedFlow};
 use serde::{Deserialize, Serialize};
 use socket2::SockAddr;
 
 const CHUNK: usize = 64 * 1024;
+
+/// The kernel's name for the scenario's controller.
+pub fn kernel_cc(c: Congestion) -> Result<&'static str> {
+    match c {
+        Congestion::Cubic => Ok("cubic"),
+        Congestion::Reno => Ok("reno"),
+        Congestion::None => {
+            bail!("kernel TCP always runs a congestion controller; use cubic or reno")
+        }
+    }
+}
 
 /// What the client learned about one flow (times relative to the run's start).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

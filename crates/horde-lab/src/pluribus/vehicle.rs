@@ -1,5 +1,5 @@
-//! `horde pluribus vehicle` (internal): the vehicle's side of one live run, started by
-//! `horde pluribus live` inside `horde shell`. It runs the scenario's flow plan with
+//! `horde-lab pluribus vehicle` (internal): the vehicle's side of one live run, started by
+//! `horde-lab pluribus live` inside `horde shell`. It runs the scenario's flow plan with
 //! kernel TCP, through the tunnel (a `horde tunnel client` child), over MPTCP on every
 //! link, or over one link, and writes the flows' results and the tunnel's counters.
 
@@ -12,13 +12,16 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::tunnel_files::{fill_client, SERVER_TUN_ADDR, TUN_NAME};
-use crate::flows::realtime::{run_client, ClientResult, ConnectOptions};
+use horde_flows::{kernel_cc, run_client, ClientResult, ConnectOptions};
 
 /// How long the tunnel may take to come up and carry a first connection.
 const TUNNEL_READY: Duration = Duration::from_secs(20);
 
 #[derive(clap::Args)]
 pub struct VehicleArgs {
+    /// The `horde` binary, for `horde tunnel client`.
+    #[arg(long)]
+    horde: PathBuf,
     /// The tunnel scenario.
     #[arg(long)]
     scenario: PathBuf,
@@ -83,15 +86,14 @@ struct TunnelClient {
 }
 
 impl TunnelClient {
-    fn start(template: &Path, dir: &Path) -> Result<Self> {
+    fn start(horde: &Path, template: &Path, dir: &Path) -> Result<Self> {
         let hosts = (0..links()?)
             .map(|i| link_addrs(i).map(|a| a.1))
             .collect::<Result<Vec<_>>>()?;
         let file = dir.join("client.toml");
         fill_client(template, &hosts, &file)?;
         let report = dir.join("client.json");
-        let exe = std::env::current_exe().context("find the horde binary")?;
-        let child = Command::new(exe)
+        let child = Command::new(horde)
             .args(["tunnel", "client"])
             .arg(&file)
             .arg("--json")
@@ -150,7 +152,7 @@ pub fn run(args: VehicleArgs) -> Result<ExitCode> {
     s.duration_s = args.duration;
     s.drain_s = args.drain;
     let plan = s.plan(args.load).map_err(anyhow::Error::msg)?;
-    let cc = crate::flows::kernel_cc(s.tcp.congestion)?;
+    let cc = kernel_cc(s.tcp.congestion)?;
     let dir = args
         .results
         .parent()
@@ -160,7 +162,7 @@ pub fn run(args: VehicleArgs) -> Result<ExitCode> {
     let mut tunnel = None;
     let server = if let Some(template) = &args.tunnel {
         let server = SocketAddr::from((SERVER_TUN_ADDR, args.port));
-        let mut client = TunnelClient::start(template, &dir)?;
+        let mut client = TunnelClient::start(&args.horde, template, &dir)?;
         client.wait_ready(server)?;
         tunnel = Some(client);
         server

@@ -1,9 +1,13 @@
-//! `horde pluribus live` end to end: a short real-time comparison over `horde shell`
+//! `horde-lab pluribus live` end to end: a short real-time comparison over `horde shell`
 //! links (kernel TCP through `horde tunnel`, MPTCP, single-path TCP), its JSON, and its
 //! teardown after Ctrl-C.
 //!
 //! It needs root (namespaces, TUN devices). Without it, the tests check the refusal;
 //! CI runs them as root.
+//!
+//! The runner starts the `horde` binary, which belongs to another package: it is found
+//! next to `horde-lab` (both in `target/release/` after `cargo build --release
+//! --workspace`, or `cargo test --release --workspace`), or named by `HORDE_BIN`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -16,8 +20,22 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn horde(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_horde"))
+/// `horde-lab`, checking first that the `horde` binary it starts is there.
+fn lab_command() -> Command {
+    let lab = PathBuf::from(env!("CARGO_BIN_EXE_horde-lab"));
+    let horde = std::env::var_os("HORDE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| lab.with_file_name("horde"));
+    assert!(
+        horde.is_file(),
+        "no horde binary at {}: run cargo build --release -p horde-cli first, or set HORDE_BIN",
+        horde.display()
+    );
+    Command::new(lab)
+}
+
+fn horde_lab(args: &[&str]) -> Output {
+    lab_command()
         .args(args)
         .current_dir(repo())
         .output()
@@ -56,7 +74,7 @@ fn logged_packets(csv: &std::path::Path) -> usize {
 
 #[test]
 fn bad_arms_are_refused_before_anything_starts() {
-    let out = horde(&[
+    let out = horde_lab(&[
         "pluribus",
         "live",
         "scenarios/pluribus/a.toml",
@@ -95,7 +113,7 @@ fn a_short_comparison_completes_every_flow_in_every_arm() {
         &out_text,
     ];
     if !is_root() {
-        let out = horde(&args);
+        let out = horde_lab(&args);
         assert!(!out.status.success());
         assert!(
             text(&out.stderr).contains("needs root"),
@@ -106,7 +124,7 @@ fn a_short_comparison_completes_every_flow_in_every_arm() {
         return;
     }
     let started = Instant::now();
-    let out = horde(&args);
+    let out = horde_lab(&args);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     eprintln!("{err}took {:.1} s", started.elapsed().as_secs_f64());
@@ -153,7 +171,7 @@ fn ctrl_c_tears_everything_down() {
     if !is_root() {
         return; // the refusal is checked above
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_horde"))
+    let child = lab_command()
         .args([
             "pluribus",
             "live",

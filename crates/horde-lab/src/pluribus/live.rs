@@ -1,4 +1,4 @@
-//! `horde pluribus live FILE`: the PluriBus comparison in real time. The tunnel
+//! `horde-lab pluribus live FILE`: the PluriBus comparison in real time. The tunnel
 //! scenario's links are emulated by `horde shell` (one `--link` per link, the same
 //! models as the simulator's), the wired side lives in a namespace of its own, and for
 //! every load (and bad-state loss) each arm runs the same flow plan with kernel TCP:
@@ -19,8 +19,9 @@ use super::live_report::{LinkTotals, LiveReport, LiveRow};
 use super::server_ns::ServerNamespace;
 use super::tunnel_files::{client_template, server_file, write_keys, Keys, TUN_NAME};
 use super::vehicle::VehicleRun;
-use crate::flows::link_text::link_arg;
-use crate::flows::realtime::ServerRetransmits;
+use horde_emu::sys::SigintGuard;
+use horde_flows::{kernel_cc, ServerRetransmits};
+use horde_shell::link_text;
 
 /// The flow servers' ports in the server namespace (TCP, and MPTCP).
 const FLOW_PORT: u16 = 5301;
@@ -168,19 +169,21 @@ struct Live<'a> {
     s: &'a TunnelScenario,
     /// The scenario file, absolute (the vehicle reads it again).
     file: PathBuf,
-    exe: PathBuf,
+    /// The `horde` binary (tunnel and shell) and this one (the vehicle).
+    horde: PathBuf,
+    lab: PathBuf,
     ns: &'a ServerNamespace,
     keys: &'a Keys,
     work: &'a Path,
     server_counters: ServerRetransmits,
-    sigint: &'a crate::sigint::Guard,
+    sigint: &'a SigintGuard,
 }
 
 impl Live<'_> {
     fn start_tunnel_server(&self, file: &Path, dir: &Path) -> Result<Stopped> {
         let child = self
             .ns
-            .command(&self.exe)
+            .command(&self.horde)
             .args(["tunnel", "server"])
             .arg(file)
             .arg("--json")
@@ -238,7 +241,7 @@ impl Live<'_> {
             }
         }
         let results = dir.join("vehicle.json");
-        let mut shell = self.ns.command(&self.exe);
+        let mut shell = self.ns.command(&self.horde);
         shell
             .arg("shell")
             .args(["--seed", &s.seed.to_string()])
@@ -250,12 +253,14 @@ impl Live<'_> {
         for l in &links {
             shell
                 .arg("--link")
-                .arg(link_arg(&l.up, &l.down, &s.base_dir)?);
+                .arg(link_text(&l.up, &l.down, &s.base_dir)?);
         }
         shell
             .arg("--")
-            .arg(&self.exe)
-            .args(["pluribus", "vehicle", "--scenario"])
+            .arg(&self.lab)
+            .args(["pluribus", "vehicle", "--horde"])
+            .arg(&self.horde)
+            .arg("--scenario")
             .arg(&self.file)
             .args(["--load", &load.to_string()])
             .args(["--seed", &s.seed.to_string()])
@@ -474,14 +479,14 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
             .map_err(|m| anyhow::anyhow!("at load {f}x: {m}"))?;
     }
     for l in &s.links {
-        link_arg(&l.up, &l.down, &s.base_dir)
+        link_text(&l.up, &l.down, &s.base_dir)
             .with_context(|| format!("link {} cannot be emulated by horde shell", l.name))?;
     }
     let arms = arms(&s, args.modes.as_deref())?;
-    let cc = crate::flows::kernel_cc(s.tcp.congestion)?;
+    let cc = kernel_cc(s.tcp.congestion)?;
     ensure!(
         horde_emu::sys::is_root(),
-        "horde pluribus live needs root (network namespaces, TUN devices); run it with sudo"
+        "horde-lab pluribus live needs root (network namespaces, TUN devices); run it with sudo"
     );
     let file = args.file.canonicalize().unwrap_or(args.file.clone());
     let work = match &args.out {
@@ -497,7 +502,7 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&work.path)
         .with_context(|| format!("create {}", work.path.display()))?;
     let work_path = work.path.canonicalize()?;
-    let sigint = crate::sigint::install()?;
+    let sigint = SigintGuard::install().map_err(|e| anyhow::anyhow!("sigaction: {e}"))?;
     let ns = ServerNamespace::create()?;
     let server_counters = ServerRetransmits::default();
     let mptcp = arms.iter().any(|a| matches!(a, Arm::Mptcp));
@@ -511,7 +516,8 @@ pub fn run(args: LiveArgs) -> Result<ExitCode> {
     let live = Live {
         s: &s,
         file,
-        exe: std::env::current_exe().context("find the horde binary")?,
+        horde: crate::horde_binary()?,
+        lab: std::env::current_exe().context("find the horde-lab binary")?,
         ns: &ns,
         keys: &keys,
         work: &work_path,

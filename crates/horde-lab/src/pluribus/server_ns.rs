@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::flows::realtime::{self, ServerRetransmits};
+use horde_flows::ServerRetransmits;
 
 pub struct ServerNamespace {
     name: String,
@@ -81,7 +81,7 @@ impl ServerNamespace {
                     let _ = tx.send(Ok(()));
                     for l in list {
                         let (c, cc) = (counters.clone(), cc.clone());
-                        std::thread::spawn(move || realtime::serve(l, Some(cc), None, c, false));
+                        std::thread::spawn(move || horde_flows::serve(l, Some(cc), None, c, false));
                     }
                 }
                 Err(e) => {

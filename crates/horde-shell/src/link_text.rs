@@ -8,7 +8,7 @@ use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 
 /// `up=...,down=...` for `horde shell --link`; trace paths become absolute (the shell
 /// resolves them against its working directory, the scenario against its own folder).
-pub fn link_arg(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<String> {
+pub fn link_text(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<String> {
     Ok(format!(
         "up={},down={}",
         section(up, base_dir)?,
@@ -77,7 +77,7 @@ fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use horde_shell::parse_link_arg;
+    use crate::parse_link_arg;
 
     #[test]
     fn the_shell_reads_back_the_same_models() {
@@ -104,7 +104,7 @@ mod tests {
             delay: Some(DelaySpec::Constant { ms: 20.0 }),
         };
         let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces");
-        let text = link_arg(&up, &down, &traces).unwrap();
+        let text = link_text(&up, &down, &traces).unwrap();
         let (up2, down2) = parse_link_arg(&text).unwrap();
         assert_eq!(up2, up);
         assert_eq!(
@@ -130,10 +130,10 @@ mod tests {
             }),
             ..LinkSpec::default()
         };
-        let text = link_arg(&steps, &LinkSpec::default(), &traces).unwrap();
+        let text = link_text(&steps, &LinkSpec::default(), &traces).unwrap();
         assert_eq!(parse_link_arg(&text).unwrap().0.rate, steps.rate);
         // A direction with nothing set still forms a section.
-        let ideal = link_arg(&LinkSpec::default(), &LinkSpec::default(), &traces).unwrap();
+        let ideal = link_text(&LinkSpec::default(), &LinkSpec::default(), &traces).unwrap();
         assert_eq!(
             parse_link_arg(&ideal).unwrap().0.delay,
             Some(DelaySpec::Constant { ms: 0.0 })
@@ -145,6 +145,6 @@ mod tests {
             }),
             ..LinkSpec::default()
         };
-        assert!(link_arg(&burst, &burst, &traces).is_err());
+        assert!(link_text(&burst, &burst, &traces).is_err());
     }
 }

@@ -1,9 +1,10 @@
 //! The live comparison's rows and how they are printed: a Markdown table, JSON and CSV.
-//! The columns follow the simulator's table (`horde pluribus sim`) so the two can be
+//! The columns follow the simulator's table (`horde-lab pluribus sim`) so the two can be
 //! read side by side, plus what only kernel TCP can tell (its retransmission rate).
 
 use std::path::Path;
 
+use horde_sim::flows::sweep::{csv_leading, csv_opt, CSV_LEADING};
 use horde_sim::flows::Stats;
 use serde::Serialize;
 
@@ -177,29 +178,25 @@ impl LiveReport {
     }
 
     pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "load,loss_in_bad,mode,flows,completed,fct_mean_ms,fct_ci95_low_ms,fct_ci95_high_ms,\
-             fct_median_ms,end_host_loss,link_loss,tcp_retransmit_rate,retransmits_per_flow,overhead\n",
+        let mut out = format!(
+            "{CSV_LEADING},end_host_loss,link_loss,tcp_retransmit_rate,retransmits_per_flow,overhead\n"
         );
-        let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
         for r in &self.rows {
-            let f = r.fct_ms.as_ref();
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{:.5},{:.5},{:.5},{:.3},{}\n",
-                r.load,
-                opt(r.loss_in_bad),
-                r.mode,
-                r.flows,
-                r.completed,
-                opt(f.map(|s| s.mean)),
-                opt(f.map(|s| s.ci95_low)),
-                opt(f.map(|s| s.ci95_high)),
-                opt(f.map(|s| s.median)),
+                "{},{:.5},{:.5},{:.5},{:.3},{}\n",
+                csv_leading(
+                    r.load,
+                    r.loss_in_bad,
+                    &r.mode,
+                    r.flows,
+                    r.completed,
+                    r.fct_ms.as_ref()
+                ),
                 r.end_host_loss,
                 r.link_loss,
                 r.tcp_retransmit_rate,
                 r.retransmits_per_flow,
-                opt(r.overhead),
+                csv_opt(r.overhead),
             ));
         }
         out
