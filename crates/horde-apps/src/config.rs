@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
 use horde_proto::{InFlightPolicy, SessionConfig};
-use horde_sim::workload::WorkloadSpec;
+use horde_workload::WorkloadSpec;
 use serde::Deserialize;
 
 mod checks;

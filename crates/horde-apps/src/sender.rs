@@ -9,7 +9,7 @@ use anyhow::Result;
 use horde_net::{Connection, ConnectionHandle};
 use horde_policy::{Fields, Objective, Value};
 use horde_proto::{Event, StreamConfig};
-use horde_sim::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
+use horde_workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
 
 use crate::live::Live;

@@ -9,4 +9,4 @@ pub mod flows;
 pub mod metrics;
 pub mod objectives;
 pub mod scenario;
-pub mod workload;
+pub use horde_workload as workload;

@@ -9,7 +9,7 @@ use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
 use horde_sim::checks::{burst_fits_the_queue, session};
-use horde_sim::workload::{stream_seed, WorkloadSpec};
+use horde_workload::{stream_seed, WorkloadSpec};
 
 use super::{device, RecvConfig, SendConfig};
 
