@@ -16,11 +16,11 @@ use horde_sim::engine::Simulation;
 use horde_sim::metrics::{Report, StreamReport};
 use horde_sim::scenario::Scenario;
 
-use crate::app;
 use crate::demo_setup::{self, OBJECTIVE_NOTES};
-use crate::live::{Live, StreamLive};
 use crate::screen::Screen;
 use crate::verdict::{self, Check, Figures, Losses, Run};
+use horde_apps::live::{Live, StreamLive};
+use horde_apps::sender as app;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -275,10 +275,12 @@ async fn run_real(
             if json {
                 return;
             }
-            let table = l2
-                .lock()
-                .expect("live lock")
-                .table(t, &stream_names, &channel_names);
+            let table = crate::live::table(
+                &l2.lock().expect("live lock"),
+                t,
+                &stream_names,
+                &channel_names,
+            );
             let heading = format!(
                 "{:.0} of {:.0} s, cumulative since the start:",
                 t.as_secs_f64(),

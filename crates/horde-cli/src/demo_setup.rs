@@ -13,7 +13,7 @@ use horde_policy::Objective;
 use horde_proto::{ChannelConfig, StreamConfig};
 use horde_sim::scenario::{ChannelSpec, Scenario, StreamRate};
 
-use crate::app::StreamPlan;
+use horde_apps::sender::StreamPlan;
 
 const SCENARIO: &str = include_str!("../../../scenarios/demo.toml");
 

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
 use horde_emu::EmulatorConfig;
@@ -27,17 +26,5 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn seconds(s: f64) -> Result<Duration> {
-    anyhow::ensure!(
-        s.is_finite() && s > 0.0,
-        "expected a positive number of seconds, got {}",
-        horde_config::shown(s)
-    );
-    anyhow::ensure!(
-        s <= horde_config::MAX_SECONDS,
-        "expected at most {} seconds (a year), got {}",
-        horde_config::MAX_SECONDS,
-        horde_config::shown(s)
-    );
-    Ok(Duration::from_secs_f64(s))
-}
+/// A run length given in seconds: positive and at most a year.
+pub use horde_apps::seconds;

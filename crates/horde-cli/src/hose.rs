@@ -1,12 +1,10 @@
-//! `horde hose check`, and loading objectives and schedulers for the runtime commands.
+//! `horde hose check`, and schedulers by name for the runtime commands.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Result;
 use horde_net::SchedulerFactory;
-use horde_policy::Objective;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -40,11 +38,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             })
         }
     }
-}
-
-/// Compile a hose file into an objective.
-pub fn load(path: &Path) -> Result<Arc<dyn Objective>> {
-    Ok(horde_hose::load(path)?)
 }
 
 /// A scheduler by name, as scenarios name them.

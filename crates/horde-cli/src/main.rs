@@ -2,7 +2,6 @@
 //! objectives, and make and measure link traces.
 
 mod analyze;
-mod app;
 mod bench;
 mod demo;
 mod demo_setup;
@@ -13,7 +12,6 @@ mod flow;
 mod flows;
 mod hint;
 mod hose;
-mod inorder;
 mod keygen;
 mod live;
 mod peer;
@@ -23,7 +21,6 @@ mod screen;
 mod shell;
 mod sigint;
 mod sim;
-mod stamp;
 mod status;
 mod table;
 mod trace;

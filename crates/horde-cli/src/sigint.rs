@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-pub use horde_emu::sys::{interrupted, SigintGuard as Guard};
+pub use horde_emu::sys::SigintGuard as Guard;
 
 /// Catch Ctrl-C until the guard is dropped.
 pub fn install() -> Result<Guard> {

@@ -23,4 +23,4 @@ pub mod faults;
 pub mod flows;
 pub mod metrics;
 pub mod scenario;
-pub mod workload;
+pub use horde_workload as workload;

@@ -9,7 +9,7 @@ use anyhow::Result;
 use horde_net::{Connection, ConnectionHandle};
 use horde_policy::{Fields, Objective, Value};
 use horde_proto::{Event, StreamConfig};
-use horde_sim::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
+use horde_workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
 
 use crate::live::Live;
@@ -36,7 +36,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(3);
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Run `plans` for `duration` or until Ctrl-C (when the caller catches it with a
-/// [`sigint::Guard`](crate::sigint::Guard)), then drain and close; the
+/// [`SigintGuard`](horde_emu::sys::SigintGuard)), then drain and close; the
 /// events of the close (nacks of what was left, `Closed`) are recorded too. `tick` is
 /// called about once a second.
 ///
@@ -87,7 +87,7 @@ pub async fn run_sender(
         .collect();
     loop {
         let now = Instant::now();
-        if now >= end || crate::sigint::interrupted() {
+        if now >= end || horde_emu::sys::interrupted() {
             break;
         }
         let t = now - start;

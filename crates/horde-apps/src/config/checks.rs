@@ -9,7 +9,7 @@ use horde_config::checks::session;
 use horde_config::{Checks, Validate};
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
-use horde_sim::workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
+use horde_workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
 
 use super::{device, RecvConfig, SendConfig};
 
@@ -177,20 +177,16 @@ pub fn matches_any_stream(objective: &Arc<dyn Objective>, streams: &[(u32, Workl
 }
 
 /// Read, parse and check a sender file: errors at their value, then each stream's
-/// objective files compiled (an error names the objective file's own line:col) and a
-/// warning, on stderr, for an objective that can match no stream of the file.
-pub fn load_send(path: &Path) -> anyhow::Result<SendConfig> {
+/// objective files compiled (an error names the objective file's own line:col); with
+/// the warnings, among them one for an objective that can match no stream of the file.
+pub fn load_send(path: &Path) -> anyhow::Result<(SendConfig, Vec<horde_config::ConfigError>)> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| horde_config::ConfigError {
         file: file.clone(),
         at: None,
         message: e.to_string(),
     })?;
-    let (cfg, warnings) = check_send(&text, &file, &super::base_dir(path))?;
-    for w in &warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(cfg)
+    Ok(check_send(&text, &file, &super::base_dir(path))?)
 }
 
 /// [`load_send`] on text: the configuration and its warnings. Objective paths are
@@ -230,13 +226,10 @@ pub fn check_send(
     Ok((cfg, warnings))
 }
 
-/// Read, parse and check a receiver file.
-pub fn load_recv(path: &Path) -> anyhow::Result<RecvConfig> {
+/// Read, parse and check a receiver file; with its warnings.
+pub fn load_recv(path: &Path) -> anyhow::Result<(RecvConfig, Vec<horde_config::ConfigError>)> {
     let checked: horde_config::Checked<RecvConfig> = horde_config::load_checked(path)?;
-    for w in &checked.warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(checked.value)
+    Ok((checked.value, checked.warnings))
 }
 
 #[cfg(test)]

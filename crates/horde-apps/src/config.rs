@@ -1,0 +1,142 @@
+//! The `send` and `recv` files: their schemas, checked once parsed (see [`checks`]),
+//! and the keys they name.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use horde_crypto::{Keypair, PublicKey};
+use horde_proto::{InFlightPolicy, SessionConfig};
+use horde_workload::WorkloadSpec;
+use serde::Deserialize;
+
+mod checks;
+pub use checks::{check_send, load_recv, load_send, matches_any_stream};
+use horde_tunnel::channels::{device, ChannelEntry};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendConfig {
+    /// Key file written by `horde keygen --out`.
+    pub key_file: PathBuf,
+    /// The receiver's public key.
+    pub peer_key: String,
+    #[serde(default = "default_service")]
+    pub service: u32,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default = "default_duration")]
+    pub duration_s: f64,
+    #[serde(default)]
+    pub session: SessionConfig,
+    /// Scheduler name (see `horde sim --help`); default rrr.
+    #[serde(default)]
+    pub scheduler: Option<String>,
+    /// Open a new session by itself, with backoff, when the receiver restarts, times
+    /// out or becomes unreachable.
+    #[serde(default = "default_reconnect")]
+    pub reconnect: bool,
+    pub channels: Vec<SendChannel>,
+    pub streams: Vec<SendStream>,
+}
+
+/// A channel of `horde send`: 1200-byte ADUs unless its `mtu` says otherwise.
+pub type SendChannel = ChannelEntry<1200>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendStream {
+    pub id: u32,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub max_kbps: Option<f64>,
+    #[serde(default)]
+    pub ordered: bool,
+    /// ADUs in flight when a session dies: `nack` (default) or `resend` on the next.
+    #[serde(default)]
+    pub on_reconnect: InFlightPolicy,
+    pub workload: WorkloadSpec,
+    #[serde(default)]
+    pub objectives: Vec<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecvConfig {
+    pub key_file: PathBuf,
+    /// Public keys of senders allowed to connect.
+    pub allowed_keys: Vec<String>,
+    #[serde(default = "default_service")]
+    pub service: u32,
+    /// Seconds without data from a connected sender after which the receiver reports
+    /// and exits; 0 disables.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_s: f64,
+    /// How long the in-order delay measure waits for a missing ADU before giving it up.
+    #[serde(default = "default_in_order_hold")]
+    pub in_order_hold_ms: f64,
+    pub interfaces: Vec<RecvInterface>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecvInterface {
+    pub bind: SocketAddr,
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+fn default_service() -> u32 {
+    1
+}
+fn default_duration() -> f64 {
+    30.0
+}
+fn default_reconnect() -> bool {
+    true
+}
+fn default_idle_timeout() -> f64 {
+    10.0
+}
+fn default_in_order_hold() -> f64 {
+    100.0
+}
+
+/// The key pair in the key file `path` (relative to `base`).
+pub fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
+    let path = base.join(path);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading key file {}", path.display()))?;
+    text.parse::<Keypair>()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// A public key as a file writes it; errors start with `what`.
+pub fn public_key(text: &str, what: &str) -> Result<PublicKey> {
+    text.trim()
+        .parse::<PublicKey>()
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+/// The directory a file's relative paths start from.
+pub fn base_dir(config: &Path) -> PathBuf {
+    config.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// A run length given in seconds: positive and at most a year.
+pub fn seconds(s: f64) -> Result<Duration> {
+    anyhow::ensure!(
+        s.is_finite() && s > 0.0,
+        "expected a positive number of seconds, got {}",
+        horde_config::shown(s)
+    );
+    anyhow::ensure!(
+        s <= horde_config::MAX_SECONDS,
+        "expected at most {} seconds (a year), got {}",
+        horde_config::MAX_SECONDS,
+        horde_config::shown(s)
+    );
+    Ok(Duration::from_secs_f64(s))
+}

@@ -1,0 +1,16 @@
+//! Horde's two applications, `send` and `recv`: the files that describe them and their
+//! checks, the connection setup, the sender's loop over synthetic workloads and the
+//! receiver's loop over any number of senders. Each returns its report as data; the
+//! command line prints it.
+
+pub mod config;
+pub mod hose;
+pub mod inorder;
+pub mod live;
+pub mod recv;
+pub mod report;
+pub mod send;
+pub mod sender;
+pub mod stamp;
+
+pub use config::{base_dir, public_key, read_key, seconds};

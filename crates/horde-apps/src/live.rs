@@ -1,0 +1,294 @@
+//! Live statistics of a real-time run: what the sender learns from acks and nacks, and
+//! what the receiver got, per stream and per channel.
+
+use std::collections::BTreeMap;
+
+use horde_proto::{Event, NackReason};
+
+#[derive(Debug, Default, Clone)]
+pub struct StreamLive {
+    pub queued: u64,
+    pub acked: u64,
+    pub lost: u64,
+    pub dropped: u64,
+    /// Queued or in flight when the session closed: never known to arrive or not.
+    pub abandoned: u64,
+    /// Of those, still queued (never sent) when the session closed.
+    pub unsent_at_close: u64,
+    /// Insertion-to-ack latencies in ms.
+    pub latencies: Vec<f64>,
+    /// Payload bytes of the acked ADUs (the sender's view of goodput).
+    pub acked_bytes: u64,
+    pub received: u64,
+    pub bytes_received: u64,
+    /// ADUs acked per channel.
+    pub by_channel: BTreeMap<u8, u64>,
+    /// ADUs declared lost per channel, late acks included.
+    pub lost_by_channel: BTreeMap<u8, u64>,
+    /// Of the `lost`, those acknowledged later after all (the loss was spurious).
+    pub late_acked: u64,
+    /// The same per channel.
+    pub late_by_channel: BTreeMap<u8, u64>,
+}
+
+impl StreamLive {
+    /// The nearest-rank `p`-th percentile (`p` in 1..=100) of the latencies, as the
+    /// simulator reports it.
+    pub fn percentile(&self, p: u32) -> Option<f64> {
+        let mut v = self.latencies.clone();
+        v.sort_by(f64::total_cmp);
+        horde_analyze::stats::percentile(&v, p)
+    }
+
+    pub fn mean(&self) -> Option<f64> {
+        (!self.latencies.is_empty())
+            .then(|| self.latencies.iter().sum::<f64>() / self.latencies.len() as f64)
+    }
+
+    /// Fraction of resolved ADUs that were lost, dropped or abandoned. A loss taken back
+    /// by a late ack is a delivery, as the simulator counts it.
+    pub fn loss_rate(&self) -> f64 {
+        let resolved = self.acked + self.lost + self.dropped + self.abandoned;
+        if resolved == 0 {
+            0.0
+        } else {
+            let lost = self.lost.saturating_sub(self.late_acked);
+            (lost + self.dropped + self.abandoned) as f64 / resolved as f64
+        }
+    }
+}
+
+/// How many declared losses are remembered for a late ack to find its class: far more
+/// than can be outstanding within a few round trips at the demo's or `send`'s rates.
+const LATE_ACK_MEMORY: usize = 4096;
+
+#[derive(Debug, Default, Clone)]
+pub struct Live {
+    pub streams: BTreeMap<u32, StreamLive>,
+    pub channels: BTreeMap<u8, u64>,
+    /// Payload bytes acked per channel.
+    pub channel_acked_bytes: BTreeMap<u8, u64>,
+    /// Sender-side results of tagged ADUs (e.g. a video's I-frames), by tag.
+    pub classes: BTreeMap<String, StreamLive>,
+    tagged: BTreeMap<(u32, u64), String>,
+    /// ADUs declared lost, with their class if tagged, until a late ack or until
+    /// [`LATE_ACK_MEMORY`] newer losses push them out.
+    declared_lost: BTreeMap<(u32, u64), Option<String>>,
+    /// Payload size of each unresolved ADU, by (stream, stream_seq).
+    sizes: BTreeMap<(u32, u64), u32>,
+}
+
+impl Live {
+    /// Account for an event the sender saw.
+    pub fn on_sender_event(&mut self, e: &Event) {
+        match e {
+            Event::Ack {
+                stream,
+                stream_seq,
+                channel,
+                latency,
+                ..
+            } => {
+                *self.channels.entry(u8::from(*channel)).or_default() += 1;
+                let size = u64::from(self.sizes.remove(&(*stream, *stream_seq)).unwrap_or(0));
+                *self
+                    .channel_acked_bytes
+                    .entry(u8::from(*channel))
+                    .or_default() += size;
+                for s in self.targets(*stream, *stream_seq) {
+                    s.acked += 1;
+                    s.acked_bytes += size;
+                    s.latencies.push(latency.as_secs_f64() * 1e3);
+                    *s.by_channel.entry(u8::from(*channel)).or_default() += 1;
+                }
+            }
+            Event::Nack {
+                stream,
+                stream_seq,
+                reason,
+                channel,
+                ..
+            } => {
+                if let Some(c) = channel {
+                    *self.channels.entry(u8::from(*c)).or_default() += 1;
+                }
+                self.sizes.remove(&(*stream, *stream_seq));
+                if *reason == NackReason::Lost {
+                    let class = self.tagged.get(&(*stream, *stream_seq)).cloned();
+                    self.declared_lost.insert((*stream, *stream_seq), class);
+                    if self.declared_lost.len() > LATE_ACK_MEMORY {
+                        self.declared_lost.pop_first();
+                    }
+                }
+                for s in self.targets(*stream, *stream_seq) {
+                    if let (NackReason::Lost, Some(c)) = (reason, channel) {
+                        *s.lost_by_channel.entry(u8::from(*c)).or_default() += 1;
+                    }
+                    match reason {
+                        NackReason::Lost => s.lost += 1,
+                        NackReason::Closed => {
+                            s.abandoned += 1;
+                            s.unsent_at_close += 1;
+                        }
+                        NackReason::Abandoned => s.abandoned += 1,
+                        NackReason::QueueOverflow | NackReason::Removed => s.dropped += 1,
+                    }
+                }
+            }
+            // The ADU arrived after all: a delivery, not a loss (as the simulator counts).
+            Event::LateAck {
+                stream,
+                stream_seq,
+                channel,
+                ..
+            } => {
+                let Some(class) = self.declared_lost.remove(&(*stream, *stream_seq)) else {
+                    return;
+                };
+                let mut out = vec![self.streams.entry(*stream).or_default()];
+                if let Some(c) = class {
+                    out.push(self.classes.entry(c).or_default());
+                }
+                for s in out {
+                    s.late_acked += 1;
+                    *s.late_by_channel.entry(u8::from(*channel)).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The stream's statistics, and its ADU's class if it was tagged.
+    fn targets(&mut self, stream: u32, seq: u64) -> Vec<&mut StreamLive> {
+        let class = self.tagged.remove(&(stream, seq));
+        let mut out = vec![self.streams.entry(stream).or_default()];
+        if let Some(c) = class {
+            out.push(self.classes.entry(c).or_default());
+        }
+        out
+    }
+
+    /// Count an ADU of `stream` as also belonging to `class`.
+    pub fn tag(&mut self, stream: u32, seq: u64, class: &str) {
+        self.classes.entry(class.to_string()).or_default().queued += 1;
+        self.tagged.insert((stream, seq), class.to_string());
+    }
+
+    /// ADUs acked per channel, over every stream.
+    pub fn by_channel_acks(&self) -> BTreeMap<u8, u64> {
+        let mut out = BTreeMap::new();
+        for s in self.streams.values() {
+            for (c, n) in &s.by_channel {
+                *out.entry(*c).or_default() += n;
+            }
+        }
+        out
+    }
+
+    pub fn on_receiver_event(&mut self, e: &Event) {
+        if let Event::Received {
+            stream, payload, ..
+        } = e
+        {
+            let s = self.streams.entry(*stream).or_default();
+            s.received += 1;
+            s.bytes_received += payload.len() as u64;
+        }
+    }
+
+    /// Count an ADU of `size` payload bytes queued on `stream`; returns its stream
+    /// sequence number (ADUs are numbered from 0 in the order they are queued).
+    pub fn on_queued(&mut self, stream: u32, size: u32) -> u64 {
+        let s = self.streams.entry(stream).or_default();
+        let seq = s.queued;
+        s.queued += 1;
+        self.sizes.insert((stream, seq), size);
+        seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_proto::ChannelId;
+    use std::time::Duration;
+
+    #[test]
+    fn accounts_acks_nacks_and_receptions() {
+        let mut l = Live::default();
+        l.tag(1, 0, "video I-frames");
+        for (i, ms) in [10u64, 20, 30, 40].iter().enumerate() {
+            l.on_sender_event(&Event::Ack {
+                stream: 1,
+                adu: i as u64,
+                stream_seq: i as u64,
+                channel: ChannelId::new([0, 1][i % 2]),
+                rtt: Duration::from_millis(*ms),
+                latency: Duration::from_millis(*ms),
+            });
+        }
+        l.on_sender_event(&Event::Nack {
+            stream: 1,
+            adu: 9,
+            stream_seq: 9,
+            channel: Some(ChannelId::new(1)),
+            reason: NackReason::Lost,
+        });
+        let s = &l.streams[&1];
+        assert_eq!((s.acked, s.lost), (4, 1));
+        assert_eq!(s.percentile(50), Some(20.0));
+        assert_eq!(s.mean(), Some(25.0));
+        assert!((s.loss_rate() - 0.2).abs() < 1e-12);
+        assert_eq!(l.channels[&1], 3);
+        assert_eq!(l.classes["video I-frames"].acked, 1);
+    }
+
+    #[test]
+    fn a_late_ack_takes_a_loss_back_and_losses_are_kept_apart_by_cause() {
+        let mut l = Live::default();
+        for _ in 0..4 {
+            l.on_queued(1, 100);
+        }
+        l.tag(1, 0, "video I-frames");
+        let nack = |seq: u64, channel: Option<u8>, reason| Event::Nack {
+            stream: 1,
+            adu: seq,
+            stream_seq: seq,
+            channel: channel.map(ChannelId::new),
+            reason,
+        };
+        l.on_sender_event(&nack(0, Some(2), NackReason::Lost));
+        l.on_sender_event(&nack(1, Some(1), NackReason::Lost));
+        l.on_sender_event(&nack(2, None, NackReason::Closed));
+        l.on_sender_event(&nack(3, Some(0), NackReason::Abandoned));
+        let s = &l.streams[&1];
+        assert_eq!((s.lost, s.abandoned, s.unsent_at_close), (2, 2, 1));
+        assert_eq!(s.lost_by_channel, BTreeMap::from([(1, 1), (2, 1)]));
+        assert!((s.loss_rate() - 1.0).abs() < 1e-12);
+        l.on_sender_event(&Event::LateAck {
+            stream: 1,
+            adu: 0,
+            stream_seq: 0,
+            channel: ChannelId::new(2),
+            rtt: Duration::from_millis(300),
+            latency: Duration::from_millis(300),
+        });
+        let s = &l.streams[&1];
+        assert_eq!(s.late_acked, 1);
+        assert_eq!(s.late_by_channel, BTreeMap::from([(2, 1)]));
+        assert!((s.loss_rate() - 0.75).abs() < 1e-12);
+        let i = &l.classes["video I-frames"];
+        assert_eq!((i.lost, i.late_acked), (1, 1));
+        assert_eq!(i.loss_rate(), 0.0);
+        // A second late ack of the same ADU takes nothing back twice.
+        l.on_sender_event(&Event::LateAck {
+            stream: 1,
+            adu: 0,
+            stream_seq: 0,
+            channel: ChannelId::new(2),
+            rtt: Duration::from_millis(300),
+            latency: Duration::from_millis(300),
+        });
+        assert_eq!(l.streams[&1].late_acked, 1);
+    }
+}
