@@ -26,9 +26,6 @@ pub struct Args {
     /// Shrink a failing `--seed`: drop faults while it still fails the same way.
     #[arg(long, requires = "seed")]
     shrink: bool,
-    /// Let exact duplicate datagrams reach the sessions (no secure-layer replay window).
-    #[arg(long)]
-    raw_duplicates: bool,
     /// One JSON report per seed (one line each) on stdout.
     #[arg(long)]
     json: bool,
@@ -44,10 +41,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(seed) = a.seed {
         return one(seed, &a);
     }
-    let opts = VoprOptions {
-        raw_duplicates: a.raw_duplicates,
-        ..VoprOptions::default()
-    };
+    let opts = VoprOptions::default();
     let bar = if a.json || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
@@ -103,7 +97,6 @@ pub fn run(a: Args) -> Result<ExitCode> {
 fn one(seed: u64, a: &Args) -> Result<ExitCode> {
     let opts = VoprOptions {
         keep_faults: a.keep_faults.clone(),
-        raw_duplicates: a.raw_duplicates,
         ..VoprOptions::default()
     };
     let drawn = faults::RunPlan::draw(seed, opts.limits).faults.len();

@@ -36,16 +36,14 @@ fn a_seed_replays_with_the_same_digest_and_a_fault_subset_replays_too() {
     assert_ne!(a, subset);
 }
 
+/// Seed 10223 duplicates datagrams on a link; the secure layer's replay window refuses
+/// every copy, so the seed holds and the command exits 0.
 #[test]
-fn a_failing_seed_exits_2_and_prints_its_replay_command() {
-    let out = horde(&["vopr", "--seed", "10223", "--raw-duplicates"]);
-    assert_eq!(out.status.code(), Some(2));
+fn a_seed_with_duplicates_holds_behind_the_replay_window() {
+    let out = horde(&["vopr", "--seed", "10223"]);
     let s = text(&out.stdout);
-    assert!(s.contains("delivered_twice"), "{s}");
-    assert!(
-        s.contains("replay: horde vopr --seed 10223 --raw-duplicates"),
-        "{s}"
-    );
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert!(s.contains("all invariants hold"), "{s}");
 }
 
 #[test]

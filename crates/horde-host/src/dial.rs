@@ -279,7 +279,15 @@ impl Host {
                 let ConnState::Established { session, .. } = &mut conn.state else {
                     unreachable!("just set");
                 };
-                session.inherit(&mut old, now);
+                #[cfg(feature = "planted-bugs")]
+                let planted = self.planted == crate::PlantedBug::ReleaseOnRedial;
+                #[cfg(not(feature = "planted-bugs"))]
+                let planted = false;
+                if planted {
+                    old.release();
+                } else {
+                    session.inherit(&mut old, now);
+                }
                 while let Some(e) = old.poll_event() {
                     conn.deliver(key, e, &mut self.events);
                 }

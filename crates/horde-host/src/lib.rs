@@ -203,6 +203,21 @@ pub struct Host {
     walk: transmit::Walk,
     plaintext: PlaintextChunks,
     counters: HostCounters,
+    /// A deliberate bug, for checking that the fault simulator catches it.
+    #[cfg(feature = "planted-bugs")]
+    planted: PlantedBug,
+}
+
+/// Deliberate bugs a test can plant in a host, to check that its harness catches them.
+#[cfg(feature = "planted-bugs")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// No bug.
+    #[default]
+    None,
+    /// A reconnection releases the ended session's ADUs (nacked as closed, or never
+    /// accounted) instead of carrying them over to the new session.
+    ReleaseOnRedial,
 }
 
 impl Host {
@@ -226,7 +241,15 @@ impl Host {
             walk: transmit::Walk::default(),
             plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
             counters: HostCounters::default(),
+            #[cfg(feature = "planted-bugs")]
+            planted: PlantedBug::None,
         }
+    }
+
+    /// Plant a deliberate bug (tests of a harness only).
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(&mut self, bug: PlantedBug) {
+        self.planted = bug;
     }
 
     /// Accept connections for `service`: the peer's hellos for it open sessions.
@@ -266,6 +289,23 @@ impl Host {
     /// Whether there is no connection.
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty()
+    }
+
+    /// The protocol session holding a connection's streams: the live one, or while a
+    /// persistent connection reconnects the ended one that keeps them.
+    pub fn session(&self, key: u64) -> Option<&horde_proto::Session> {
+        match &self.conns.get(&key)?.state {
+            ConnState::Established { session, .. } => Some(session),
+            ConnState::Redialing { old, .. } => Some(old),
+            _ => None,
+        }
+    }
+
+    /// Every connection's protocol session that is up, by connection key.
+    pub fn sessions(&self) -> impl Iterator<Item = (u64, &horde_proto::Session)> {
+        self.conns
+            .iter()
+            .filter_map(|(&k, c)| Some((k, c.session()?)))
     }
 
     /// The secure session a connection's datagrams are sealed with.

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use horde_proto::{ChannelId, CloseReason};
+use horde_proto::{ChannelId, CloseReason, TransmitAdus};
 
 use crate::conn::ConnState;
 use crate::{Host, REFUSED_SENDS};
@@ -21,6 +21,10 @@ pub struct HostTransmit {
     pub dst: SocketAddr,
     /// The channel it belongs to (its AEAD channel byte).
     pub channel: ChannelId,
+    /// The channel sequence number it carries (data, packed data and pings).
+    pub seq: Option<u64>,
+    /// The ADUs it carries, in packet order; empty for control packets.
+    pub adus: TransmitAdus,
 }
 
 /// A walk over the connections by [`Host::poll_transmit`], from its first call to the
@@ -67,6 +71,8 @@ impl Host {
                         iface: usize::from(t.local),
                         dst: t.dst,
                         channel: t.channel,
+                        seq: t.seq,
+                        adus: t.adus,
                     });
                 }
                 self.settle(key, now);

@@ -111,6 +111,11 @@ impl Session {
                 }
             }
         }
+        if self.life.state != State::Connected && table.is_due(Timer::ZeroWindow, now) {
+            // Only a connected session probes a shut window: a closing one's probe
+            // deadline, left due, would be reported as due at every call.
+            self.life.zero_window_probe_at(None);
+        }
         if self.life.state == State::Connected && self.receiver.flow.probe_due(now) {
             // Held back by the peer's limit for a while: its update may have been lost.
             // A ping on every live channel asks for the limit again; being no data, it

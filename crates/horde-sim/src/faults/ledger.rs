@@ -98,6 +98,9 @@ pub struct Ledger {
     /// Delivery times, per stream, kept only after `watch_from` (a short tail).
     pub deliveries_after: BTreeMap<u32, Vec<(Duration, u32)>>,
     pub watch_from: Duration,
+    /// The client has closed its connection: from now on its queued ADUs may be nacked
+    /// as closed. Before, the persistent connection carries them to its next session.
+    pub client_closed: bool,
 }
 
 impl Ledger {
@@ -179,6 +182,19 @@ impl Ledger {
                 reason,
                 ..
             } => {
+                if reason == NackReason::Closed
+                    && !self.client_closed
+                    && !self.violations.iter().any(|v| v.kind == "released")
+                {
+                    self.violations.push(Violation::new(
+                        "released",
+                        format!(
+                            "{:?} nacked as closed at {:.3} s, before the client closed: a persistent connection carries its queued ADUs to its next session",
+                            key(stream, stream_seq),
+                            now.as_secs_f64()
+                        ),
+                    ));
+                }
                 let to = match reason {
                     NackReason::Lost => Outcome::Lost,
                     NackReason::Abandoned => Outcome::Abandoned,

@@ -92,7 +92,6 @@ fn plan(setup: &LinkDeathSetup) -> RunPlan {
         recv_buffer: 1 << 20,
         quiet_from: Duration::ZERO,
         close_at: Duration::ZERO,
-        replay_window: true,
     };
     p.set_quiet(Duration::from_secs(5));
     p

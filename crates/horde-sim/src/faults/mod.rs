@@ -1,6 +1,6 @@
 //! Deterministic fault-injection simulation, in the manner of FoundationDB's simulator
 //! and TigerBeetle's VOPR: each seed draws a run (links, streams, faults), runs two
-//! hosts' sessions through it in virtual time, and checks invariants about every ADU,
+//! hosts (`horde_host::Host`, with real handshakes and AEAD) through it in virtual time, and checks invariants about every ADU,
 //! memory bounds, convergence and allocations. The same seed gives the same run byte for
 //! byte (the report's digest covers every datagram and event), so a failing seed is
 //! replayed by one command; see `docs/vopr.md`.
@@ -32,19 +32,29 @@ pub struct VoprOptions {
     pub limits: DrawLimits,
     /// Keep only these faults of the drawn plan (shrinking).
     pub keep_faults: Option<Vec<usize>>,
-    /// Let exact duplicates through to the sessions (no secure-layer replay window).
-    pub raw_duplicates: bool,
+    /// Called on every host the run builds (each start and restart), before it is used:
+    /// how a test plants a bug in the host (`Host::plant`, behind horde-host's
+    /// `planted-bugs` feature) to show the simulator catches it.
+    pub host_hook: Option<HostHook>,
 }
+
+/// See [`VoprOptions::host_hook`].
+pub type HostHook = fn(&mut horde_host::Host);
 
 /// Run one plan to its end and check it; panics inside are caught and reported.
 pub fn run_plan(plan: RunPlan, keep: Option<&[usize]>) -> SeedReport {
+    run_plan_with(plan, keep, None)
+}
+
+/// [`run_plan`], with every host the run builds passed to `hook` first.
+pub fn run_plan_with(plan: RunPlan, keep: Option<&[usize]>, hook: Option<HostHook>) -> SeedReport {
     let seed = plan.seed;
     let faults = plan.faults.clone();
     let links = plan.links.len();
     let streams = plan.streams.len();
     let outcome = catch_unwind(AssertUnwindSafe(
         move || -> Result<SeedReport, SimFailure> {
-            let mut w = world::World::new(plan)?;
+            let mut w = world::World::new_with(plan, hook)?;
             let end = w.end();
             w.run_until(end);
             w.finish();
@@ -102,12 +112,7 @@ pub fn run_seed(seed: u64, opts: &VoprOptions) -> SeedReport {
     if let Some(keep) = &opts.keep_faults {
         plan.keep_faults(keep, opts.limits.quiet);
     }
-    plan.replay_window = !opts.raw_duplicates;
-    let mut r = run_plan(plan, opts.keep_faults.as_deref());
-    if opts.raw_duplicates {
-        r.replay.push_str(" --raw-duplicates");
-    }
-    r
+    run_plan_with(plan, opts.keep_faults.as_deref(), opts.host_hook)
 }
 
 /// Remove faults from a failing seed's plan one at a time while it still fails with a

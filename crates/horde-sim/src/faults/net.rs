@@ -2,14 +2,9 @@
 //! and on top of it the packet faults a plan injects (death, extra loss, duplication,
 //! reordering, bit flips, truncation).
 //!
-//! Horde's real datagrams travel inside the secure layer's AEAD, which discards any
-//! packet whose bytes changed. The sans-IO core has no such layer, so the network seals
-//! each datagram with a keyed checksum and the receiving host drops those that fail it,
-//! as its secure layer would. The damaged bytes still go through the wire decoder
-//! first, so that the decoder sees garbage in every run too. The secure layer also keeps
-//! a replay window (as WireGuard's): an exact copy of a datagram already taken is
-//! dropped there. The network models that window too, unless a run turns it off to
-//! show what the sans-IO core does with raw duplicates (see `docs/vopr.md`).
+//! What the network carries are the hosts' real datagrams: handshakes and AEAD-sealed
+//! protocol packets. A damaged or copied datagram reaches the receiving host as it is,
+//! and its secure layer (authentication tag, replay window) decides what becomes of it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -36,35 +31,6 @@ pub struct Datagram {
     pub from: SocketAddr,
     pub dst: SocketAddr,
     pub bytes: Bytes,
-    /// False once a fault changed its bytes: the receiver's integrity check fails.
-    pub intact: bool,
-    /// The secure layer's packet counter: copies of one datagram share it.
-    pub seal: u64,
-}
-
-/// Counters the secure layer's replay window remembers, as WireGuard's.
-const REPLAY_WINDOW: u64 = 4096;
-
-/// Per link and direction: the counters taken within the window.
-#[derive(Debug, Default)]
-struct ReplayWindow {
-    highest: u64,
-    seen: std::collections::BTreeSet<u64>,
-}
-
-impl ReplayWindow {
-    /// Whether a datagram with counter `seal` is new (and remember it).
-    fn accept(&mut self, seal: u64) -> bool {
-        if seal + REPLAY_WINDOW < self.highest || !self.seen.insert(seal) {
-            return false;
-        }
-        self.highest = self.highest.max(seal);
-        let floor = self.highest.saturating_sub(REPLAY_WINDOW);
-        while self.seen.first().is_some_and(|&s| s < floor) {
-            self.seen.pop_first();
-        }
-        true
-    }
 }
 
 /// Packet faults holding on one link now.
@@ -91,9 +57,10 @@ pub struct NetStats {
     pub reordered: u64,
     pub corrupted: u64,
     pub truncated: u64,
-    /// Damaged datagrams the receiving host's integrity check refused.
+    /// Datagrams the receiving host's secure layer refused as not authentic (damaged,
+    /// or for a session that is gone).
     pub integrity_drops: u64,
-    /// Copies the receiving host's replay window refused.
+    /// Copies the receiving host's secure layer refused as replays.
     pub replay_drops: u64,
 }
 
@@ -108,13 +75,12 @@ pub struct Net {
     deliveries: Vec<Delivery>,
     lost: Vec<u64>,
     pub stats: NetStats,
-    replay: Option<Vec<[ReplayWindow; 2]>>,
     /// Wire bytes delivered per link in the up direction, for throughput figures.
     pub up_bytes: Vec<u64>,
 }
 
 impl Net {
-    pub fn new(links: &[LinkPlan], seed: u64, replay_window: bool) -> Result<Self, SimFailure> {
+    pub fn new(links: &[LinkPlan], seed: u64) -> Result<Self, SimFailure> {
         let mut built = Vec::new();
         for (i, l) in links.iter().enumerate() {
             let build = |spec: &horde_links::LinkSpec, dir: u64| {
@@ -128,7 +94,6 @@ impl Net {
         }
         Ok(Self {
             faults: vec![LinkFaults::default(); built.len()],
-            replay: replay_window.then(|| (0..built.len()).map(|_| Default::default()).collect()),
             up_bytes: vec![0; built.len()],
             links: built,
             in_flight: BTreeMap::new(),
@@ -182,7 +147,6 @@ impl Net {
     /// Put a datagram on its link, applying the faults that hold now.
     pub fn send(&mut self, now: Duration, mut d: Datagram) {
         self.stats.sent += 1;
-        d.seal = self.stats.sent;
         let Some(f) = self.faults.get(d.link).copied() else {
             return;
         };
@@ -199,13 +163,11 @@ impl Net {
             let bit = self.rng.gen_range(0..v.len() * 8);
             v[bit / 8] ^= 1 << (bit % 8);
             d.bytes = Bytes::from(v);
-            d.intact = false;
             self.stats.corrupted += 1;
         }
         if f.truncate > 0.0 && self.rng.gen_bool(f.truncate) && !d.bytes.is_empty() {
             let keep = self.rng.gen_range(0..d.bytes.len());
             d.bytes.truncate(keep);
-            d.intact = false;
             self.stats.truncated += 1;
         }
         let copies = if f.duplicate > 0.0 && self.rng.gen_bool(f.duplicate) {
@@ -292,40 +254,11 @@ impl Net {
             self.up_bytes[d.link] += d.bytes.len() as u64;
         }
         self.stats.delivered += 1;
-        if !d.intact {
-            // The decoder must survive the damage; the integrity check then drops it.
-            let _ = horde_proto::wire::decode(&d.bytes);
-            self.stats.integrity_drops += 1;
-            return;
-        }
-        if let Some(w) = self.replay.as_mut() {
-            if !w[d.link][d.dir].accept(d.seal) {
-                self.stats.replay_drops += 1;
-                return;
-            }
-        }
         out.push(d);
     }
 
     /// Datagrams inside the network now (a bound the harness checks).
     pub fn in_flight(&self) -> usize {
         self.in_flight.len() + self.held.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_replay_window_takes_each_counter_once_and_forgets_old_ones() {
-        let mut w = ReplayWindow::default();
-        assert!(w.accept(5));
-        assert!(!w.accept(5));
-        assert!(w.accept(3));
-        assert!(w.accept(5 + REPLAY_WINDOW * 2));
-        // Too old to judge: refused, as the secure layer does.
-        assert!(!w.accept(4));
-        assert!(w.seen.len() <= REPLAY_WINDOW as usize + 1);
     }
 }

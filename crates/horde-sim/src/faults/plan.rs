@@ -103,8 +103,6 @@ pub struct RunPlan {
     pub quiet_from: Duration,
     /// When the client closes; the run then drains until `end() + drain`.
     pub close_at: Duration,
-    /// Model the secure layer's replay window (exact copies dropped before the session).
-    pub replay_window: bool,
 }
 
 /// Bounds of the random draw.
@@ -296,7 +294,6 @@ impl RunPlan {
             recv_buffer,
             quiet_from: Duration::ZERO,
             close_at: Duration::ZERO,
-            replay_window: true,
         };
         plan.set_quiet(limits.quiet);
         plan

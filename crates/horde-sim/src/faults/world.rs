@@ -1,18 +1,26 @@
-//! The two hosts of a fault run and the clock that drives them: a client process that
-//! keeps one persistent connection (reconnecting with backoff, as `horde-net`'s
-//! `connect_persistent` does) and a server process that accepts sessions, lets a new
-//! handshake from its peer replace the old session, and reads what it is handed unless
-//! its application is paused. Both can crash and restart; each has its own clock, which
-//! a fault can make jump forward.
+//! The two hosts of a fault run and the clock that drives them. Each is a
+//! `horde_host::Host`, the host that ships, on seeded keys: the client keeps one
+//! persistent connection (the host redials it and carries the unacknowledged ADUs over),
+//! the server listens, answers handshakes with a `horde_crypto::Responder` run inline,
+//! lets a restarted peer's new session replace its old one, and reads what it is handed
+//! unless its application is paused. Every datagram is a real handshake message or an
+//! AEAD-sealed packet. Both hosts can crash (the `Host` is dropped) and restart (a new
+//! one on the same static key); each has its own clock, which a fault can make jump
+//! forward.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_crypto::{random_index, DropReason, Keypair, RekeyPolicy, Responder};
+use horde_host::{
+    ChannelTarget, ConnOp, ConnectConfig, Host, HostError, HostEvent, HostSettings, Inbound,
+    Reconnect,
+};
 use horde_policy::Fields;
-use horde_proto::{wire, ChannelConfig, ChannelSpec, CloseReason, Event, InFlightPolicy, Session};
+use horde_proto::{AduHandle, ChannelConfig, EndpointConfig, Event, InFlightPolicy, Session};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -21,18 +29,31 @@ use super::ledger::{AduKey, Ledger, TAG_LEN};
 use super::net::{Datagram, Net, DOWN, UP};
 use super::plan::{FaultKind, Feed, RunPlan};
 use super::report::{Digest, Lifecycle, Violation, WindowFigures};
-use super::SimFailure;
+use super::{HostHook, SimFailure};
 
-/// First reconnect delay; it doubles per failed attempt up to [`REDIAL_MAX`].
-const REDIAL_FIRST: Duration = Duration::from_millis(100);
-const REDIAL_MAX: Duration = Duration::from_secs(1);
+/// The persistent connection's reconnection: the first attempt at once, then 100 ms
+/// doubling to 1 s between attempts, never given up within a run.
+const RECONNECT: Reconnect = Reconnect {
+    initial: Duration::from_millis(100),
+    max: Duration::from_secs(1),
+    give_up_after: Duration::from_secs(3_600),
+};
+/// A first connection (or one after a client restart) keeps handshaking for this long.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3_600);
+/// The service the server listens on.
+const SERVICE: u32 = 1;
+/// Wall-clock time at the run's start, in microseconds since the UNIX epoch. Every host
+/// is handed the run's time (plus its clock's jumps), not time since its own start, so a
+/// restarted host's initiations are newer than its last ones.
+const UNIX_MICROS_AT_START: u64 = 1_700_000_000_000_000;
 /// Sessions the server may hold at once: the live one, one still draining after its
 /// peer's `Close`, and one more while a replacement is under way.
 pub const MAX_SERVER_SESSIONS: usize = 3;
 /// How long after the last fault delivery must have resumed: a dead session is noticed
 /// within the idle timeout (3 s), redialled within the backoff cap (1 s), and then needs
-/// a handshake and a round trip over links of at most ~300 ms with queues.
-pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(6);
+/// a handshake (the initiation is retried every 0.5 s on a first connection), the hello
+/// and a round trip over links of at most ~300 ms with queues.
+pub const CONVERGENCE_BOUND: Duration = Duration::from_secs(7);
 /// The window before the close over which allocations are checked, and in which every
 /// stream must have delivered something.
 pub const STABLE_WINDOW: Duration = Duration::from_secs(4);
@@ -51,6 +72,11 @@ fn server_addr(link: usize) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::new(127, 21, 0, link as u8), 5_000))
 }
 
+/// A host's static key, the same across its restarts.
+fn keypair(seed: u64) -> Keypair {
+    Keypair::generate_with(&mut ChaCha8Rng::seed_from_u64(seed))
+}
+
 struct FeedState {
     stream: u32,
     feed: Feed,
@@ -60,26 +86,29 @@ struct FeedState {
 }
 
 struct Client {
-    alive: bool,
+    keypair: Keypair,
+    /// The running process; `None` while it is down.
+    host: Option<Host>,
+    /// The persistent connection's key in `host`.
+    conn: u64,
+    /// Whether the connection's streams are open (since its first session came up).
+    streams_open: bool,
     incarnation: u32,
     clock: Duration,
-    session: Option<Session>,
-    /// An ended session whose streams wait for the next one.
-    old: Option<Session>,
-    redial_at: Option<Duration>,
-    attempt: u32,
     nat_epoch: u16,
     feeds: Vec<FeedState>,
     closing: bool,
 }
 
 struct Server {
-    alive: bool,
+    keypair: Keypair,
+    /// The running process and its handshake responder; `None` while it is down.
+    host: Option<(Host, Responder)>,
+    incarnation: u32,
     clock: Duration,
-    sessions: BTreeMap<u64, Session>,
-    /// Connections that ended here: a late copy of their handshake is not a new peer
-    /// (the secure layer's handshake timestamps refuse such replays).
-    retired: BTreeSet<u64>,
+    /// Payload bytes each connection has handed the application; told to the host as
+    /// read unless the application is paused.
+    received: BTreeMap<u64, u64>,
     paused: bool,
 }
 
@@ -104,6 +133,7 @@ pub struct World {
     rng: ChaCha8Rng,
     pub digest: Digest,
     scratch: Vec<u8>,
+    sealed: Vec<u8>,
     arrivals: Vec<Datagram>,
     /// Fault boundaries: (time, fault index, starts).
     schedule: BTreeSet<(Duration, usize, bool)>,
@@ -128,11 +158,18 @@ pub struct World {
     /// The client's session is not polled for datagrams: a sender that stops sending,
     /// for the tests of the idle check.
     client_muted: bool,
+    /// Every host built is passed to it first.
+    hook: Option<HostHook>,
 }
 
 impl World {
     pub fn new(plan: RunPlan) -> Result<Self, SimFailure> {
-        let net = Net::new(&plan.links, plan.seed, plan.replay_window)?;
+        Self::new_with(plan, None)
+    }
+
+    /// A world whose hosts are each passed to `hook` when built.
+    pub fn new_with(plan: RunPlan, hook: Option<HostHook>) -> Result<Self, SimFailure> {
+        let net = Net::new(&plan.links, plan.seed)?;
         let mut schedule = BTreeSet::new();
         for (i, f) in plan.faults.iter().enumerate() {
             schedule.insert((f.at, i, true));
@@ -162,28 +199,29 @@ impl World {
             end,
             net,
             client: Client {
-                alive: false,
+                keypair: keypair(plan.seed ^ 0xC11E_0001),
+                host: None,
+                conn: 0,
+                streams_open: false,
                 incarnation: 0,
                 clock: Duration::ZERO,
-                session: None,
-                old: None,
-                redial_at: None,
-                attempt: 0,
                 nat_epoch: 0,
                 feeds,
                 closing: false,
             },
             server: Server {
-                alive: true,
+                keypair: keypair(plan.seed ^ 0x5E4E_0002),
+                host: None,
+                incarnation: 0,
                 clock: Duration::ZERO,
-                sessions: BTreeMap::new(),
-                retired: BTreeSet::new(),
+                received: BTreeMap::new(),
                 paused: false,
             },
             ledger,
             rng: ChaCha8Rng::seed_from_u64(plan.seed ^ 0x000C_0FFE),
             digest: Digest::default(),
             scratch: Vec::with_capacity(2048),
+            sealed: Vec::with_capacity(2048),
             arrivals: Vec::new(),
             schedule,
             active: vec![false; plan.faults.len()],
@@ -198,8 +236,10 @@ impl World {
             idle_from: None,
             idle_in_window: Duration::ZERO,
             client_muted: false,
+            hook,
             plan,
         };
+        w.server_start();
         w.client_start(true);
         Ok(w)
     }
@@ -254,16 +294,14 @@ impl World {
         };
         consider(self.net.next_delivery());
         consider(self.schedule.first().map(|s| s.0));
-        consider(self.client.redial_at);
         if !self.client.closing {
             consider(Some(self.plan.close_at));
         }
         let c = self.client.clock;
-        let polled = self.client.session.iter().chain(self.client.old.iter());
-        for s in polled.filter(|_| !self.client_muted) {
-            consider(s.poll_timeout(now + c).map(|x| x.saturating_sub(c)));
+        if let Some(h) = self.client.host.as_ref().filter(|_| !self.client_muted) {
+            consider(h.poll_timeout(now + c).map(|x| x.saturating_sub(c)));
         }
-        if self.client.alive && !self.client.closing {
+        if self.client.host.is_some() && self.client.streams_open && !self.client.closing {
             for f in &self.client.feeds {
                 if let Feed::Cbr { .. } = f.feed {
                     consider(Some(f.next_at));
@@ -271,8 +309,8 @@ impl World {
             }
         }
         let sc = self.server.clock;
-        for s in self.server.sessions.values() {
-            consider(s.poll_timeout(now + sc).map(|x| x.saturating_sub(sc)));
+        if let Some((h, _)) = self.server.host.as_ref() {
+            consider(h.poll_timeout(now + sc).map(|x| x.saturating_sub(sc)));
         }
         t.map(|t| t.max(now))
     }
@@ -286,10 +324,6 @@ impl World {
             self.schedule.pop_first();
             self.fault_boundary(i, starts);
         }
-        if self.client.redial_at.is_some_and(|t| t <= now) {
-            self.client.redial_at = None;
-            self.redial();
-        }
         if !self.client.closing && now >= self.plan.close_at {
             self.close_client();
         }
@@ -301,18 +335,15 @@ impl World {
         }
         self.arrivals = arrivals;
         self.feed();
-        let c = now + self.client.clock;
-        for s in self
-            .client
-            .session
-            .iter_mut()
-            .chain(self.client.old.iter_mut())
-        {
-            s.handle_timeout(c);
+        if !self.client_muted {
+            let c = now + self.client.clock;
+            if let Some(h) = self.client.host.as_mut() {
+                h.handle_timeout(c);
+            }
         }
         let sc = now + self.server.clock;
-        for s in self.server.sessions.values_mut() {
-            s.handle_timeout(sc);
+        if let Some((h, _)) = self.server.host.as_mut() {
+            h.handle_timeout(sc);
         }
         self.flush();
         self.check_bounds();
@@ -344,15 +375,24 @@ impl World {
             FaultKind::ClientCrash if starts => self.client_kill(),
             FaultKind::ClientCrash
                 if !holding(self, |k| matches!(k, FaultKind::ClientCrash))
-                    && !self.client.alive =>
+                    && self.client.host.is_none() =>
             {
                 self.client_start(false)
             }
             FaultKind::ServerCrash if starts => self.server_kill(),
-            FaultKind::ServerCrash if !holding(self, |k| matches!(k, FaultKind::ServerCrash)) => {
-                self.server.alive = true
+            FaultKind::ServerCrash
+                if !holding(self, |k| matches!(k, FaultKind::ServerCrash))
+                    && self.server.host.is_none() =>
+            {
+                self.server_start()
             }
-            FaultKind::NatRebind => self.client.nat_epoch += 1,
+            FaultKind::NatRebind => {
+                self.client.nat_epoch += 1;
+                let aliases = self.client_aliases();
+                if let Some(h) = self.client.host.as_mut() {
+                    h.set_local_aliases(aliases);
+                }
+            }
             FaultKind::ClockJump { host, jump_ms } if starts => {
                 let by = Duration::from_millis(jump_ms);
                 if host == 0 {
@@ -370,78 +410,141 @@ impl World {
     }
 
     fn client_kill(&mut self) {
-        if !self.client.alive {
+        let Some(h) = self.client.host.take() else {
             return;
-        }
-        self.client.alive = false;
-        self.client.session = None;
-        self.client.old = None;
-        self.client.redial_at = None;
+        };
+        self.retire(&h);
+        self.client.streams_open = false;
         self.ledger
             .client_crashed(self.now, self.client.incarnation);
     }
 
     fn server_kill(&mut self) {
-        if !self.server.alive {
+        let Some((h, _)) = self.server.host.take() else {
             return;
-        }
-        self.server.alive = false;
-        self.server.sessions.clear();
+        };
+        self.retire(&h);
+        self.server.received.clear();
         self.ledger.server_crashed(self.now);
+    }
+
+    /// A host process ends: its counters go into the run's.
+    fn retire(&mut self, h: &Host) {
+        let c = h.counters();
+        self.lifecycle.reconnects += c.reconnects as u32;
+        self.lifecycle.replaced += c.sessions_replaced as u32;
+        self.net.stats.replay_drops += c.dropped.get(DropReason::Replayed);
+        self.net.stats.integrity_drops += c.dropped.total() - c.dropped.get(DropReason::Replayed);
+    }
+
+    /// A new host process: its own choices seeded from the run's.
+    fn build_host(&mut self, keypair: &Keypair, server: bool) -> Host {
+        let configs: Vec<ChannelConfig> = self
+            .plan
+            .links
+            .iter()
+            .map(|l| ChannelConfig {
+                congestion: l.congestion.clone(),
+                ..ChannelConfig::default()
+            })
+            .collect();
+        let aliases = if server {
+            (0..self.plan.links.len()).map(server_addr).collect()
+        } else {
+            self.client_aliases()
+        };
+        let mut host = Host::new(HostSettings {
+            keypair: keypair.clone(),
+            rekey: RekeyPolicy::default(),
+            endpoint: EndpointConfig {
+                session: self.plan.session.clone(),
+                seed: self.rng.gen(),
+                local_aliases: aliases,
+                receive_buffer: server.then_some(self.plan.recv_buffer),
+                ..EndpointConfig::default()
+            },
+            accepted_channel: Arc::new(move |id| {
+                configs.get(usize::from(id)).cloned().unwrap_or_default()
+            }),
+            interfaces: self.plan.links.len(),
+            seed: self.rng.gen(),
+            unix_micros_at_start: UNIX_MICROS_AT_START,
+        });
+        if let Some(hook) = self.hook {
+            hook(&mut host);
+        }
+        host
+    }
+
+    fn client_aliases(&self) -> Vec<SocketAddr> {
+        (0..self.plan.links.len())
+            .map(|i| client_addr(i, self.client.nat_epoch))
+            .collect()
     }
 
     // ----- the client -----------------------------------------------------------------
 
-    fn new_client_session(&mut self) -> Option<Session> {
-        let now = self.now + self.client.clock;
-        let specs = self
-            .plan
-            .links
-            .iter()
-            .enumerate()
-            .map(|(i, l)| ChannelSpec {
-                local: i as u16,
-                remote: server_addr(i),
-                config: ChannelConfig {
-                    congestion: l.congestion.clone(),
-                    ..ChannelConfig::default()
-                },
-            })
-            .collect();
-        let aliases = (0..self.plan.links.len())
-            .map(|i| client_addr(i, self.client.nat_epoch))
-            .collect();
-        let config = horde_proto::SessionConfig {
-            seed: self.rng.gen(),
-            ..self.plan.session.clone()
-        };
-        let conn = self.rng.gen::<u64>() | 1;
-        match Session::connect(config, conn, 0, specs, aliases, now) {
-            Ok(mut s) => {
-                s.set_successor_expected(true);
-                self.lifecycle.client_sessions += 1;
-                Some(s)
-            }
-            Err(e) => {
-                self.violations
-                    .push(Violation::new("connect_failed", e.to_string()));
-                None
-            }
-        }
-    }
-
-    /// Start the client process: a new incarnation with fresh streams.
+    /// Start the client process: a new incarnation, which opens the connection.
     fn client_start(&mut self, first: bool) {
         if !first {
             self.client.incarnation += 1;
         }
-        self.client.alive = true;
-        self.client.attempt = 0;
-        let Some(mut s) = self.new_client_session() else {
+        let key = self.client.keypair.clone();
+        let host = self.build_host(&key, false);
+        self.client.host = Some(host);
+        self.client.streams_open = false;
+        self.client_connect();
+    }
+
+    /// Open the persistent connection to the server.
+    fn client_connect(&mut self) {
+        let now = self.now + self.client.clock;
+        let config = ConnectConfig {
+            peer: *self.server.keypair.public(),
+            service: SERVICE,
+            channels: self
+                .plan
+                .links
+                .iter()
+                .enumerate()
+                .map(|(i, l)| ChannelTarget {
+                    interface: i,
+                    remote: server_addr(i),
+                    config: ChannelConfig {
+                        congestion: l.congestion.clone(),
+                        ..ChannelConfig::default()
+                    },
+                })
+                .collect(),
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+        };
+        let Some(h) = self.client.host.as_mut() else {
+            return;
+        };
+        match h.connect(now, config, Some(RECONNECT), |_| false) {
+            Ok(k) => self.client.conn = k,
+            Err(e) => self
+                .violations
+                .push(Violation::new("connect_failed", e.to_string())),
+        }
+    }
+
+    /// The connection's first session is up: its streams open and the feeds start.
+    fn open_streams(&mut self) {
+        let now = self.now + self.client.clock;
+        let key = self.client.conn;
+        let Some(h) = self.client.host.as_mut() else {
             return;
         };
         for st in &self.plan.streams {
-            if let Err(e) = s.open_stream(st.id, st.config.clone()) {
+            let (cell, reply) = answer_cell();
+            h.handle_command(
+                now,
+                key,
+                ConnOp::OpenStream(st.id, st.config.clone(), reply),
+            );
+            let answer = cell.lock().expect("not poisoned").take();
+            if let Some(Err(e)) = answer {
                 self.violations
                     .push(Violation::new("open_stream_failed", e.to_string()));
             }
@@ -450,48 +553,27 @@ impl World {
             f.next_seq = 0;
             f.next_at = self.now;
         }
-        self.client.session = Some(s);
-    }
-
-    /// Open a new session to the server, carrying on the ended one's streams.
-    fn redial(&mut self) {
-        if !self.client.alive || self.client.closing {
-            return;
-        }
-        let Some(mut old) = self.client.old.take() else {
-            return;
-        };
-        let Some(mut s) = self.new_client_session() else {
-            return;
-        };
-        s.inherit(&mut old, self.now + self.client.clock);
-        self.lifecycle.reconnects += 1;
-        let inc = self.client.incarnation;
-        while let Some(e) = old.poll_event() {
-            self.client_event(inc, &e);
-        }
-        self.client.session = Some(s);
+        self.client.streams_open = true;
     }
 
     fn close_client(&mut self) {
         self.client.closing = true;
-        self.client.redial_at = None;
+        self.ledger.client_closed = true;
         let now = self.now + self.client.clock;
-        if let Some(s) = self.client.session.as_mut() {
-            s.close(now);
-        }
-        if let Some(old) = self.client.old.as_mut() {
-            old.release();
+        let key = self.client.conn;
+        if let Some(h) = self.client.host.as_mut() {
+            h.handle_command(now, key, ConnOp::Close);
         }
         self.flush();
     }
 
     fn feed(&mut self) {
-        if !self.client.alive || self.client.closing {
+        if self.client.host.is_none() || !self.client.streams_open || self.client.closing {
             return;
         }
         let now = self.now + self.client.clock;
         let inc = self.client.incarnation;
+        let conn = self.client.conn;
         for k in 0..self.client.feeds.len() {
             let f = &self.client.feeds[k];
             let (stream, resend) = (f.stream, f.resend);
@@ -508,16 +590,18 @@ impl World {
                     }
                     (size, n)
                 }
-                Feed::Bulk { size, depth } => match self.client.session.as_ref() {
-                    Some(s) if s.is_connected() => (size, depth.saturating_sub(s.queued(stream))),
-                    _ => continue,
-                },
+                Feed::Bulk { size, depth } => {
+                    match self.client.host.as_ref().and_then(|h| h.session(conn)) {
+                        Some(s) if s.is_connected() => {
+                            (size, depth.saturating_sub(s.queued(stream)))
+                        }
+                        _ => continue,
+                    }
+                }
             };
             for _ in 0..count {
-                let session = match (self.client.session.as_mut(), self.client.old.as_mut()) {
-                    (Some(s), _) if !s.is_closed() || s.successor_expected() => s,
-                    (_, Some(o)) => o,
-                    _ => break,
+                let Some(h) = self.client.host.as_mut() else {
+                    break;
                 };
                 let fk = &mut self.client.feeds[k];
                 let key = AduKey {
@@ -528,8 +612,20 @@ impl World {
                 let mut payload = vec![0u8; (size as usize).max(TAG_LEN)];
                 key.write_tag(&mut payload);
                 let len = payload.len() as u32;
-                match session.send_adu(now, stream, Bytes::from(payload), Fields::default()) {
-                    Ok(h) => {
+                let (cell, reply) = answer_cell::<AduHandle>();
+                h.handle_command(
+                    now,
+                    conn,
+                    ConnOp::Send {
+                        stream,
+                        payload: Bytes::from(payload),
+                        fields: Fields::default(),
+                        reply: Some(reply),
+                    },
+                );
+                let answer = cell.lock().expect("not poisoned").take();
+                match answer {
+                    Some(Ok(h)) => {
                         if h.seq != key.seq {
                             self.violations.push(Violation::new(
                                 "sequence",
@@ -539,14 +635,18 @@ impl World {
                         fk.next_seq += 1;
                         self.ledger.queued(key, len, resend);
                     }
-                    Err(e) => {
+                    Some(Err(e)) => {
                         self.violations
                             .push(Violation::new("send_refused", format!("{key:?}: {e}")));
                         break;
                     }
+                    // The connection has no session to take it (it is gone).
+                    None => break,
                 }
             }
         }
+        // Nacks of a queue overflowing while the peer is away go out now.
+        self.drain_client_events();
     }
 
     fn client_event(&mut self, inc: u32, e: &Event) {
@@ -571,78 +671,97 @@ impl World {
                 self.flow_blocked_now = false;
             }
             Event::Connected => {
-                self.client.attempt = 0;
+                self.lifecycle.client_sessions += 1;
                 self.flow_blocked_now = false;
             }
             _ => {}
         }
     }
 
-    // ----- the server -----------------------------------------------------------------
-
-    fn accept(&mut self, d: Datagram) {
-        let conn = wire::peek_conn(&d.bytes).unwrap_or(0);
-        if self.server.retired.contains(&conn) {
-            return;
-        }
-        let configs: Vec<ChannelConfig> = self
-            .plan
-            .links
-            .iter()
-            .map(|l| ChannelConfig {
-                congestion: l.congestion.clone(),
-                ..ChannelConfig::default()
-            })
-            .collect();
-        let aliases = (0..self.plan.links.len()).map(server_addr).collect();
-        let config = horde_proto::SessionConfig {
-            seed: self.rng.gen(),
-            ..self.plan.session.clone()
-        };
-        let now = self.now + self.server.clock;
-        let Ok(mut s) = Session::accept(
-            config,
-            now,
-            d.link as u16,
-            d.from,
-            d.bytes,
-            aliases,
-            Arc::new(move |id| configs.get(usize::from(id)).cloned().unwrap_or_default()),
-        ) else {
-            return;
-        };
-        s.set_receive_buffer(Some(self.plan.recv_buffer));
-        self.lifecycle.server_sessions += 1;
-        // One peer: its new handshake replaces whatever it had here before.
-        let old: Vec<u64> = self.server.sessions.keys().copied().collect();
-        for k in old {
-            if let Some(mut o) = self.server.sessions.remove(&k) {
-                if !o.is_closed() {
-                    self.lifecycle.replaced += 1;
+    /// The client host's events: the connection's life and its session's events.
+    fn drain_client_events(&mut self) {
+        let inc = self.client.incarnation;
+        loop {
+            let Some(e) = self.client.host.as_mut().and_then(Host::poll_event) else {
+                break;
+            };
+            match e {
+                HostEvent::Connected { key, .. }
+                    if key == self.client.conn && !self.client.streams_open =>
+                {
+                    self.open_streams();
                 }
-                o.replaced(now);
-                self.drain_server(k, &mut o);
-                self.server.retired.insert(k);
+                HostEvent::ConnectFailed { key, error } if key == self.client.conn => {
+                    self.violations
+                        .push(Violation::new("connect_failed", error.to_string()));
+                }
+                HostEvent::Conn { key, event } if key == self.client.conn => {
+                    self.client_event(inc, &event);
+                }
+                HostEvent::Removed { key } if key == self.client.conn => {
+                    self.client.streams_open = false;
+                    if !self.client.closing {
+                        self.violations.push(Violation::new(
+                            "connection_gone",
+                            "the persistent connection ended before the close".into(),
+                        ));
+                    }
+                }
+                _ => {}
             }
         }
-        self.server.sessions.insert(s.conn_id(), s);
     }
 
-    fn drain_server(&mut self, conn: u64, s: &mut Session) {
-        while let Some(e) = s.poll_event() {
-            digest_event(&mut self.digest, &e);
-            if let Event::Received {
-                stream,
-                stream_seq,
-                payload,
-                ..
-            } = &e
-            {
-                if self.resumed_after.is_none() && self.now >= self.plan.quiet_from {
-                    self.resumed_after = Some(self.now - self.plan.quiet_from);
+    // ----- the server -----------------------------------------------------------------
+
+    /// Start the server process: a new host on the same static key, listening.
+    fn server_start(&mut self) {
+        let key = self.server.keypair.clone();
+        let mut host = self.build_host(&key, true);
+        host.listen(SERVICE);
+        let responder = Responder::new(key, [*self.client.keypair.public()]);
+        self.server.incarnation += 1;
+        self.server.received.clear();
+        self.server.host = Some((host, responder));
+    }
+
+    /// The server host's events: accepted sessions, and what the application is handed.
+    fn drain_server_events(&mut self) {
+        loop {
+            let Some(e) = self.server.host.as_mut().and_then(|(h, _)| h.poll_event()) else {
+                break;
+            };
+            match e {
+                HostEvent::Accepted { .. } => self.lifecycle.server_sessions += 1,
+                HostEvent::Conn { key, event } => {
+                    digest_event(&mut self.digest, &event);
+                    if let Event::Received {
+                        stream,
+                        stream_seq,
+                        payload,
+                        ..
+                    } = &event
+                    {
+                        if self.resumed_after.is_none() && self.now >= self.plan.quiet_from {
+                            self.resumed_after = Some(self.now - self.plan.quiet_from);
+                        }
+                        *self.server.received.entry(key).or_default() += payload.len() as u64;
+                        // Sessions are named by process and connection: a restarted
+                        // server numbers its connections from 1 again.
+                        let session = u64::from(self.server.incarnation) << 32 | key;
+                        self.ledger.server_received(
+                            self.now,
+                            session,
+                            *stream,
+                            *stream_seq,
+                            payload,
+                        );
+                    }
                 }
-                self.ledger
-                    .server_received(self.now, conn, *stream, *stream_seq, payload);
+                HostEvent::Removed { key } => {
+                    self.server.received.remove(&key);
+                }
+                _ => {}
             }
         }
     }
@@ -651,160 +770,143 @@ impl World {
 
     fn arrive(&mut self, d: Datagram) {
         if d.dir == UP {
-            if !self.server.alive {
-                return;
-            }
             let now = self.now + self.server.clock;
-            let conn = wire::peek_conn(&d.bytes);
-            match conn.and_then(|c| self.server.sessions.get_mut(&c)) {
-                Some(s) => s.handle_datagram(now, d.link as u16, d.from, d.bytes),
-                None if wire::is_hello(&d.bytes) => self.accept(d),
-                None => {}
+            let Some((host, responder)) = self.server.host.as_mut() else {
+                return;
+            };
+            if host.handle_datagram(now, d.link, d.from, &d.bytes) == Inbound::Initiation {
+                // The handshake worker's job, done inline.
+                let index = random_index(&mut self.rng, |i| host.index_in_use(i));
+                let result = responder.respond(&d.bytes, index, &mut self.rng);
+                host.handle_handshake_done(now, d.link, d.from, result);
             }
         } else {
-            if !self.client.alive || d.dst != client_addr(d.link, self.client.nat_epoch) {
-                return; // nobody there, or a NAT binding that no longer exists
+            if d.dst != client_addr(d.link, self.client.nat_epoch) {
+                return; // a NAT binding that no longer exists
             }
             let now = self.now + self.client.clock;
-            let conn = wire::peek_conn(&d.bytes);
-            for s in self
-                .client
-                .session
-                .iter_mut()
-                .chain(self.client.old.iter_mut())
-            {
-                if Some(s.conn_id()) == conn {
-                    s.handle_datagram(now, d.link as u16, d.from, d.bytes);
-                    break;
-                }
+            if let Some(h) = self.client.host.as_mut() {
+                h.handle_datagram(now, d.link, d.from, &d.bytes);
             }
         }
     }
 
-    /// Drain every session's datagrams into the network and its events into the books.
+    /// Drain both hosts' datagrams into the network and their events into the books.
     fn flush(&mut self) {
         let now = self.now;
         // The client.
         let inc = self.client.incarnation;
         let cnow = now + self.client.clock;
-        let mut ended = None;
-        for which in 0..2 {
-            loop {
-                let s = if which == 0 {
-                    self.client.session.as_mut()
-                } else {
-                    self.client.old.as_mut()
-                };
-                let Some(s) = s.filter(|_| !self.client_muted) else {
-                    break;
-                };
-                let Some(t) = s.poll_transmit(cnow, &mut self.scratch) else {
-                    break;
-                };
-                let link = usize::from(t.local);
-                if now >= self.window_from && now < self.plan.close_at {
-                    for a in t.adus.iter() {
-                        let key = AduKey {
-                            incarnation: inc,
-                            stream: a.stream,
-                            seq: a.seq,
-                        };
-                        if let Some(size) = self.ledger.size_of(key) {
-                            self.alloc.entry(a.stream).or_default().sent_bytes += u64::from(size);
-                        }
-                    }
-                }
-                self.send(Datagram {
-                    link,
-                    dir: UP,
-                    from: client_addr(link, self.client.nat_epoch),
-                    dst: t.dst,
-                    bytes: Bytes::copy_from_slice(&self.scratch),
-                    intact: true,
-                    seal: 0,
-                });
-            }
-            loop {
-                let s = if which == 0 {
-                    self.client.session.as_mut()
-                } else {
-                    self.client.old.as_mut()
-                };
-                let Some(e) = s.and_then(Session::poll_event) else {
-                    break;
-                };
-                if let Event::Closed { reason } = e {
-                    if which == 0 && reason != CloseReason::LocalClose {
-                        ended = Some(reason);
-                    }
-                }
-                self.client_event(inc, &e);
-            }
+        let epoch = self.client.nat_epoch;
+        while let Some(t) = self
+            .client
+            .host
+            .as_mut()
+            .and_then(Host::poll_handshake_transmit)
+        {
+            self.send(t.iface, UP, client_addr(t.iface, epoch), t.dst, &t.datagram);
         }
-        if ended.is_some() && !self.client.closing {
-            // The session died: keep it for its successor and dial again after a backoff.
-            if let Some(s) = self.client.session.take() {
-                if s.successor_expected() {
-                    self.client.old = Some(s);
-                    let backoff = REDIAL_FIRST
-                        .saturating_mul(1 << self.client.attempt.min(10))
-                        .min(REDIAL_MAX);
-                    self.client.attempt += 1;
-                    self.client.redial_at = Some(now + backoff);
-                }
-            }
-        }
-        // The server.
-        let snow = now + self.server.clock;
-        let conns: Vec<u64> = self.server.sessions.keys().copied().collect();
-        for k in conns {
-            let Some(mut s) = self.server.sessions.remove(&k) else {
+        while !self.client_muted {
+            let Some(h) = self.client.host.as_mut() else {
+                break;
+            };
+            self.scratch.clear();
+            let Some(t) = h.poll_transmit(cnow, &mut self.scratch) else {
+                break;
+            };
+            self.sealed.clear();
+            let Some(crypto) = h.crypto_mut(t.conn) else {
                 continue;
             };
-            self.flush_server(snow, &mut s);
-            self.drain_server(k, &mut s);
-            if !self.server.paused {
-                let unread = s.unread_bytes();
-                if unread > 0 {
-                    s.consumed(snow, unread);
+            if crypto
+                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
+                .is_err()
+            {
+                continue;
+            }
+            if now >= self.window_from && now < self.plan.close_at {
+                for a in t.adus.iter() {
+                    let key = AduKey {
+                        incarnation: inc,
+                        stream: a.stream,
+                        seq: a.seq,
+                    };
+                    if let Some(size) = self.ledger.size_of(key) {
+                        self.alloc.entry(a.stream).or_default().sent_bytes += u64::from(size);
+                    }
                 }
             }
-            // Window updates the read just queued go out now.
-            self.flush_server(snow, &mut s);
-            if s.is_closed() && s.poll_timeout(snow).is_none() {
-                self.server.retired.insert(k);
-            } else {
-                self.server.sessions.insert(k, s);
+            let sealed = std::mem::take(&mut self.sealed);
+            self.send(t.iface, UP, client_addr(t.iface, epoch), t.dst, &sealed);
+            self.sealed = sealed;
+        }
+        self.drain_client_events();
+        // The server: what it sends, what its application is handed and reads, and the
+        // window updates that reading queues.
+        let snow = now + self.server.clock;
+        for _ in 0..2 {
+            self.flush_server(snow);
+            self.drain_server_events();
+            if self.server.paused {
+                break;
+            }
+            let Some((h, _)) = self.server.host.as_mut() else {
+                break;
+            };
+            for (&key, &total) in &self.server.received {
+                h.bytes_read(snow, key, total);
             }
         }
     }
 
-    /// Sends every datagram a server session has queued, down the link it chose.
-    fn flush_server(&mut self, snow: Duration, s: &mut Session) {
-        while let Some(t) = s.poll_transmit(snow, &mut self.scratch) {
-            let link = usize::from(t.local);
-            self.send(Datagram {
-                link,
-                dir: DOWN,
-                from: server_addr(link),
-                dst: t.dst,
-                bytes: Bytes::copy_from_slice(&self.scratch),
-                intact: true,
-                seal: 0,
-            });
+    /// Sends every datagram the server host has queued.
+    fn flush_server(&mut self, snow: Duration) {
+        while let Some(t) = self
+            .server
+            .host
+            .as_mut()
+            .and_then(|(h, _)| h.poll_handshake_transmit())
+        {
+            self.send(t.iface, DOWN, server_addr(t.iface), t.dst, &t.datagram);
+        }
+        while let Some((h, _)) = self.server.host.as_mut() {
+            self.scratch.clear();
+            let Some(t) = h.poll_transmit(snow, &mut self.scratch) else {
+                break;
+            };
+            self.sealed.clear();
+            let Some(crypto) = h.crypto_mut(t.conn) else {
+                continue;
+            };
+            if crypto
+                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
+                .is_err()
+            {
+                continue;
+            }
+            let sealed = std::mem::take(&mut self.sealed);
+            self.send(t.iface, DOWN, server_addr(t.iface), t.dst, &sealed);
+            self.sealed = sealed;
         }
     }
 
-    fn send(&mut self, d: Datagram) {
+    fn send(&mut self, link: usize, dir: usize, from: SocketAddr, dst: SocketAddr, bytes: &[u8]) {
         self.digest.add_u64(self.now.as_nanos() as u64);
-        self.digest.add_u64((d.link * 2 + d.dir) as u64);
-        self.digest.add(&d.bytes);
-        if d.link < self.net.link_count() {
+        self.digest.add_u64((link * 2 + dir) as u64);
+        self.digest.add(bytes);
+        if link < self.net.link_count() {
+            let d = Datagram {
+                link,
+                dir,
+                from,
+                dst,
+                bytes: Bytes::copy_from_slice(bytes),
+            };
             self.net.send(self.now, d);
         } else {
             self.violations.push(Violation::new(
                 "bad_interface",
-                format!("a session sent on interface {}", d.link),
+                format!("a host sent on interface {link}"),
             ));
         }
     }
@@ -816,7 +918,7 @@ impl World {
     /// back. Sessions schedule as soon as a slot and an ADU meet, so this is a sender
     /// that could send and does not; a channel without open slots is the limit instead.
     fn sender_idle(&self) -> bool {
-        let Some(s) = self.client.session.as_ref() else {
+        let Some(s) = self.client_session() else {
             return false;
         };
         if !s.is_connected() || s.flow_blocked() || self.client.closing {
@@ -841,9 +943,14 @@ impl World {
         }
     }
 
+    /// The client connection's session holding its streams.
+    fn client_session(&self) -> Option<&Session> {
+        self.client.host.as_ref()?.session(self.client.conn)
+    }
+
     fn check_bounds(&mut self) {
         let mut found = None;
-        if let Some(s) = self.client.session.as_ref().or(self.client.old.as_ref()) {
+        if let Some(s) = self.client_session() {
             for st in &self.plan.streams {
                 let q = s.queued_bytes(st.id);
                 if q > st.config.max_queue_bytes {
@@ -854,13 +961,14 @@ impl World {
                 }
             }
         }
-        if self.server.sessions.len() > MAX_SERVER_SESSIONS {
+        let server = self.server.host.as_ref().map(|(h, _)| h);
+        let held = server.map_or(0, Host::len);
+        if held > MAX_SERVER_SESSIONS {
             found = Some(format!(
-                "server holds {} sessions, bound {MAX_SERVER_SESSIONS}",
-                self.server.sessions.len()
+                "server holds {held} connections, bound {MAX_SERVER_SESSIONS}"
             ));
         }
-        for s in self.server.sessions.values() {
+        for (_, s) in server.into_iter().flat_map(Host::sessions) {
             if s.unread_bytes() > self.plan.recv_buffer {
                 found = Some(format!(
                     "receiver holds {} unread bytes, buffer {}",
@@ -886,6 +994,12 @@ impl World {
 
     /// The checks made once the run is over.
     pub fn finish(&mut self) {
+        if let Some(h) = self.client.host.take() {
+            self.retire(&h);
+        }
+        if let Some((h, _)) = self.server.host.take() {
+            self.retire(&h);
+        }
         self.ledger.check_final();
         let quiet = self.plan.quiet_from;
         match self.resumed_after {
@@ -984,6 +1098,18 @@ fn integrate(m: &mut AllocMeter, now: Duration, window_from: Duration) {
         m.integral += m.rate * (now - from).as_secs_f64();
     }
     m.since = now;
+}
+
+type Cell<T> = Arc<Mutex<Option<Result<T, HostError>>>>;
+
+/// Where a host's answer to one operation lands (it answers before the call returns).
+fn answer_cell<T: Send + 'static>() -> (Cell<T>, horde_host::Answer<T>) {
+    let cell = Arc::new(Mutex::new(None));
+    let c = cell.clone();
+    (
+        cell,
+        Box::new(move |v| *c.lock().expect("not poisoned") = Some(v)),
+    )
 }
 
 fn digest_event(d: &mut Digest, e: &Event) {
