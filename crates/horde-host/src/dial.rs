@@ -146,6 +146,11 @@ impl Host {
                 tracing::warn!("gave up reconnecting to the peer");
                 self.end_redial(key, reason);
             }
+            ConnState::AwaitingHello { .. } => {
+                tracing::debug!("no hello on a new secure session: forgotten");
+                self.detach(key);
+                self.counters.hello_never_came += 1;
+            }
             ConnState::Dialing(_) => {
                 self.detach(key);
                 self.events.push_back(HostEvent::ConnectFailed {

@@ -61,6 +61,10 @@ const INITIATION_RETRY: Duration = Duration::from_millis(500);
 /// session's peer counts as gone (its process is not there; a link that is down is the
 /// interface monitor's business).
 const REFUSED_SENDS: u32 = 3;
+/// How long a secure session the responder set up may wait for its first protocol
+/// datagram, the hello, before it is forgotten: far past any hello's retries, short enough
+/// that completed handshakes alone cannot pile up.
+const HELLO_WAIT: Duration = Duration::from_secs(10);
 /// Decrypted payloads are cut from chunks of this size: one allocation per chunk, not
 /// per datagram.
 const PLAINTEXT_CHUNK: usize = 256 << 10;
@@ -168,6 +172,8 @@ pub struct HostCounters {
     pub reconnects: u64,
     /// Sessions removed after they ended (closed, replaced, timed out).
     pub sessions_removed: u64,
+    /// Secure sessions forgotten because no hello came within their wait.
+    pub hello_never_came: u64,
 }
 
 /// A handshake datagram to send as it is (no sealing).

@@ -9,7 +9,8 @@ use horde_crypto::{classify, DropReason, Packet, PublicKey, Reply};
 use horde_proto::AcceptError;
 
 use crate::conn::{Conn, ConnState};
-use crate::{HandshakeTransmit, Host, HostEvent, Inbound};
+use crate::timers::Timer;
+use crate::{HandshakeTransmit, Host, HostEvent, Inbound, HELLO_WAIT};
 
 impl Host {
     /// One datagram received on interface `iface` from `src`.
@@ -114,6 +115,8 @@ impl Host {
                 key,
                 Conn::new(ConnState::AwaitingHello { crypto: session }, index),
             );
+            // Keys alone must not hold memory: without a hello, the session is forgotten.
+            self.timers.set(key, Timer::GiveUp, now + HELLO_WAIT);
         }
     }
 
@@ -147,6 +150,7 @@ impl Host {
         let service = new.session.service();
         let peer = self.conns[&key].peer().expect("a secure session is up");
         self.replace_sessions_of(&peer, service, key, now);
+        self.timers.stop(key, Timer::GiveUp);
         let mut conn = self.conns.remove(&key).expect("connection exists");
         conn.state = match conn.state {
             ConnState::AwaitingHello { crypto } => ConnState::Established {

@@ -412,3 +412,23 @@ fn a_redial_that_never_succeeds_gives_up_and_nacks_what_was_kept() {
     assert!(a.iter().any(|e| matches!(e, Event::Nack { .. })));
     assert!(matches!(a.last(), Some(Event::Closed { .. })));
 }
+
+#[test]
+fn a_completed_handshake_without_a_hello_is_forgotten_after_its_wait() {
+    let mut w = World::new();
+    w.nodes[1].host.listen(SERVICE);
+    let target = w.target();
+    w.nodes[0]
+        .host
+        .connect(Duration::ZERO, target, None, |_| false)
+        .unwrap();
+    // The responder keeps a secure session as soon as it answers the initiation; from
+    // then on nothing reaches it, the hello included.
+    w.run_until(Duration::from_secs(1), |w| w.nodes[1].host.len() == 1);
+    w.cut = Some(1);
+    w.run_for(HELLO_WAIT - Duration::from_millis(10));
+    assert_eq!(w.nodes[1].host.len(), 1);
+    w.run_until(Duration::from_millis(20), |w| w.nodes[1].host.is_empty());
+    assert_eq!(w.nodes[1].host.counters().hello_never_came, 1);
+    assert!(w.nodes[1].accepted().is_empty());
+}

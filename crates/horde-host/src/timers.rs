@@ -8,7 +8,8 @@ use std::time::Duration;
 /// Which of a connection's deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Timer {
-    /// The handshake is given up (checked before a resend due at the same time).
+    /// The handshake is given up (checked before a resend due at the same time); on
+    /// the responder's side, the wait for the hello ends.
     GiveUp,
     /// The initiation is sent (again).
     Resend,
