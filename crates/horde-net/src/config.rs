@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use std::time::Duration;
 
-use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
+use horde_crypto::{Keypair, PublicKey, RateLimit, RekeyPolicy};
 use horde_proto::{ChannelConfig, SessionConfig};
 
 /// The connection side of the configuration lives with the host's connection logic.
@@ -65,7 +65,7 @@ pub struct HostConfig {
     /// per service; more are closed at once. Default [`DEFAULT_ACCEPT_BACKLOG`].
     pub accept_backlog: usize,
     /// Handshake defences: worker queue, per-source rate limit, when to ask for cookies.
-    pub handshakes: crate::handshake::HandshakeSettings,
+    pub handshakes: HandshakeSettings,
     /// When session keys rotate (WireGuard's thresholds by default).
     pub rekey: RekeyPolicy,
     /// Use UDP segmentation and receive offload (GSO/GRO) where the kernel has them:
@@ -140,6 +140,34 @@ impl HostConfig {
             });
         }
         Ok(())
+    }
+}
+
+/// How the host defends its handshake path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandshakeSettings {
+    /// Initiations waiting for the worker; more are dropped (`queue_full`).
+    pub queue: usize,
+    /// Per-source-address limit on initiations that reach the worker.
+    pub rate_limit: RateLimit,
+    /// The host is *under load* (and asks for cookies) while at least `queue / 8`
+    /// initiations wait, or more than this many arrived with a valid `mac1` in the last
+    /// second; it stays so for one second (`handshake::LOAD_HOLD`) after the last such moment.
+    pub load_rate: u32,
+    /// Receive initiations on a socket of their own on each interface's port, read by the
+    /// handshake worker (when the kernel can steer them there), so that a flood of them
+    /// costs the driver nothing. Off: they arrive with the data and the driver checks them.
+    pub separate_socket: bool,
+}
+
+impl Default for HandshakeSettings {
+    fn default() -> Self {
+        Self {
+            queue: 256,
+            rate_limit: RateLimit::default(),
+            load_rate: 100,
+            separate_socket: true,
+        }
     }
 }
 

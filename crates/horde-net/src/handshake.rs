@@ -23,40 +23,14 @@ use std::time::{Duration, Instant};
 
 use horde_crypto::{
     classify, random_index, Admission, DropCounters, DropReason, HandshakeGate, Keypair, Packet,
-    PublicKey, RateLimit, Reply, Responder,
+    PublicKey, Reply, Responder,
 };
 use quinn_udp::{RecvMeta, UdpSocketState};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::mpsc;
 
-/// How the host defends its handshake path.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HandshakeSettings {
-    /// Initiations waiting for the worker; more are dropped (`queue_full`).
-    pub queue: usize,
-    /// Per-source-address limit on initiations that reach the worker.
-    pub rate_limit: RateLimit,
-    /// The host is *under load* (and asks for cookies) while at least `queue / 8`
-    /// initiations wait, or more than this many arrived with a valid `mac1` in the last
-    /// second; it stays so for [`LOAD_HOLD`] after the last such moment.
-    pub load_rate: u32,
-    /// Receive initiations on a socket of their own on each interface's port, read by the
-    /// handshake worker (when the kernel can steer them there), so that a flood of them
-    /// costs the driver nothing. Off: they arrive with the data and the driver checks them.
-    pub separate_socket: bool,
-}
-
-impl Default for HandshakeSettings {
-    fn default() -> Self {
-        Self {
-            queue: 256,
-            rate_limit: RateLimit::default(),
-            load_rate: 100,
-            separate_socket: true,
-        }
-    }
-}
+use crate::config::HandshakeSettings;
 
 /// How long the host stays under load after the condition last held (as WireGuard).
 pub const LOAD_HOLD: Duration = Duration::from_secs(1);
@@ -732,7 +706,7 @@ fn wait(intake: &Intake, sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use horde_crypto::Initiator;
+    use horde_crypto::{Initiator, RateLimit};
 
     fn settings(queue: usize, load_rate: u32) -> HandshakeSettings {
         HandshakeSettings {

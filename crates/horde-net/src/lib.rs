@@ -83,12 +83,12 @@ mod stats;
 
 pub use api::{Host, Listener};
 pub use config::{
-    default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HostConfig, InterfaceConfig,
-    SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL, DEFAULT_RECV_BUFFER,
+    default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HandshakeSettings, HostConfig,
+    InterfaceConfig, SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL,
+    DEFAULT_RECV_BUFFER,
 };
 pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
-pub use handshake::HandshakeSettings;
 pub use horde_host::{ChannelStatus, Reconnect};
 pub use horde_proto::MTU_RANGE;
 pub use stats::HostStats;
