@@ -205,7 +205,7 @@ async fn run_real(
     duration: Duration,
     json: bool,
 ) -> Result<Run> {
-    let scheduler = crate::hose::scheduler(&s.scheduler.kind)?;
+    let scheduler = horde_apps::hose::scheduler(&s.scheduler.kind)?;
     let sender_key = Keypair::generate();
     let receiver_key = Keypair::generate();
     let lo = "127.0.0.1:0".parse().expect("address literal");

@@ -1,10 +1,9 @@
-//! `horde hose check`, and schedulers by name for the runtime commands.
+//! `horde hose check`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use horde_net::SchedulerFactory;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -38,9 +37,4 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             })
         }
     }
-}
-
-/// A scheduler by name, as scenarios name them.
-pub fn scheduler(name: &str) -> Result<SchedulerFactory> {
-    Ok(horde_policy::registry::scheduler(name, None)?)
 }

@@ -84,7 +84,7 @@ fn client(args: &RunArgs) -> Result<Report> {
     let scheduler = cfg
         .scheduler
         .as_deref()
-        .map(crate::hose::scheduler)
+        .map(horde_apps::hose::scheduler)
         .transpose()?;
     let until = until(args)?;
     let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key);
@@ -118,7 +118,7 @@ fn server(args: &RunArgs) -> Result<Report> {
     let scheduler = cfg
         .scheduler
         .as_deref()
-        .map(crate::hose::scheduler)
+        .map(horde_apps::hose::scheduler)
         .transpose()?;
     let until = until(args)?;
     let observer = Front::new(args, "tunnel server", our_key, "");
