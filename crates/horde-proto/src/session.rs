@@ -30,6 +30,7 @@ mod error;
 mod flow;
 mod handshake;
 mod lifecycle;
+mod plan;
 mod receive;
 mod recovery_hooks;
 mod sender;
@@ -293,6 +294,12 @@ impl Session {
                 .filter_map(|c| c.next_send_at(now))
                 .min();
             t = min_opt(t, slot_at.map(|s| s.max(self.sender.next_cycle)));
+            if self.sender.has_queued() {
+                t = min_opt(t, self.next_refill(now));
+            }
+        }
+        if self.life.state == State::Connected && self.receiver.flow.may_send() {
+            t = min_opt(t, self.sender.next_release(&self.channels, now));
         }
         t
     }
@@ -308,6 +315,8 @@ impl Session {
             if self.cycle_due(now) {
                 self.run_cycle(now);
                 self.note_drained();
+            } else if !self.sender.plan.is_empty() {
+                self.release_planned(now);
             } else if !self.sender.has_queued() {
                 if self.offer_spare_slots(now) && self.cycle_due(now) {
                     self.run_cycle(now);

@@ -117,6 +117,22 @@ struct StreamRun {
     workload: Box<dyn Workload>,
     /// A bulk source is topped up to this many ADUs waiting in Horde.
     low_water: usize,
+    /// With periodic cycles: the cycle period plus the look-ahead, in seconds, and the
+    /// wire bytes of the smallest full slot of the stream's channels, from which
+    /// [`period_low_water`] follows the channels' rates.
+    period: Option<(f64, f64)>,
+}
+
+/// How many slots, real and phantom, a periodic cycle can issue now over `session`'s
+/// channels: those open now, and at each channel's rate (with a quarter to spare, as the
+/// cycle projects) one per `slot_wire` bytes over `horizon_s`, plus two. A bulk stream
+/// with fewer waiting would leave slots of the period empty.
+fn period_low_water(session: &Session, now: Duration, horizon_s: f64, slot_wire: f64) -> usize {
+    session
+        .channels()
+        .iter()
+        .map(|c| c.open_slots(now) + (c.rate() * 1.25 * horizon_s / slot_wire).ceil() as usize + 2)
+        .sum()
 }
 
 /// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
@@ -306,12 +322,23 @@ impl Simulation {
                 }
             }
             let low_water = bulk_low_water(&topo, &pairs[pair].channels);
+            let period = (topo.session.cycle_ms > 0.0).then(|| {
+                let horizon = (topo.session.cycle_ms + topo.session.lookahead_ms.max(0.0)) / 1e3;
+                let mtu = pairs[pair]
+                    .channels
+                    .iter()
+                    .map(|&g| topo.channels[g].config.mtu)
+                    .min()
+                    .unwrap_or(0);
+                (horizon, f64::from(mtu) + wire::DATA_HEADER_LEN as f64)
+            });
             streams.push(StreamRun {
                 setup: s.clone(),
                 pair,
                 forward,
                 workload,
                 low_water,
+                period,
             });
         }
 
@@ -502,7 +529,13 @@ impl Simulation {
             if st.workload.is_bulk() {
                 if session.is_connected() {
                     // Top up to the low-water mark at once: a cycle may have taken many.
-                    let want = st.low_water.saturating_sub(session.queued(st.setup.id));
+                    let low_water = match st.period {
+                        Some((horizon, wire)) => st
+                            .low_water
+                            .max(period_low_water(session, now, horizon, wire)),
+                        None => st.low_water,
+                    };
+                    let want = low_water.saturating_sub(session.queued(st.setup.id));
                     while self.adu_specs.len() < want {
                         let before = self.adu_specs.len();
                         st.workload.emit(now, &mut self.adu_specs);

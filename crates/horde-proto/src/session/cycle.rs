@@ -43,6 +43,11 @@ pub(super) struct CycleScratch {
     pub(super) may_wait: Vec<bool>,
     /// Per channel: real slots offered this cycle.
     pub(super) real_counts: Vec<usize>,
+    /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
+    /// period, where its phantom slots begin.
+    pub(super) phantom_starts: Vec<Option<f64>>,
+    /// Per channel: packets given to its slots so far this cycle.
+    pub(super) used: Vec<usize>,
     pub(super) streams: Vec<StreamStats>,
     pub(super) demands: Vec<Demand>,
     pub(super) allocations: Vec<f64>,
@@ -105,6 +110,21 @@ fn flow_block(cx: &mut CycleContext<'_>, now: Duration, need: u64) {
     flow.blocked = Some(Blocked { since, need });
 }
 
+/// The wait of the next unused slot of the channel that real slot `slot` belongs to
+/// (slots are grouped by channel, `real_counts` of each), counting it used.
+fn nth_slot_wait(real_counts: &[usize], used: &mut [usize], slots: &[TxSlot], slot: usize) -> f64 {
+    let mut start = 0;
+    for (c, &n) in real_counts.iter().enumerate() {
+        if slot < start + n {
+            let k = used[c].min(n - 1);
+            used[c] += 1;
+            return slots[start + k].wait_ms;
+        }
+        start += n;
+    }
+    slots[slot].wait_ms
+}
+
 impl Session {
     /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
     pub(super) fn wake_cycle(&mut self, now: Duration) {
@@ -131,10 +151,38 @@ impl Session {
         if now >= self.sender.next_cycle {
             return true;
         }
+        if self.refill_due(now) {
+            return true;
+        }
         self.config.early_cycle_slots.is_some_and(|m| {
             let n: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
             n >= m
         })
+    }
+
+    /// A periodic cycle's channel that may send and has nothing planned left (its window
+    /// opened faster than the period's slots foresaw, or it came back to life) starts a
+    /// cycle early rather than stand idle until the period ends.
+    fn refill_due(&self, now: Duration) -> bool {
+        self.config.cycle_ms > 0.0
+            && now >= self.sender.refill_after
+            && self.channels.iter().any(|c| {
+                c.next_send_at(now).is_some_and(|t| t <= now) && !self.sender.plan.holds(c.id)
+            })
+    }
+
+    /// When [`Session::refill_due`] may next hold, as far as the channels' controllers
+    /// tell.
+    pub(super) fn next_refill(&self, now: Duration) -> Option<Duration> {
+        if self.config.cycle_ms <= 0.0 {
+            return None;
+        }
+        self.channels
+            .iter()
+            .filter(|c| !self.sender.plan.holds(c.id))
+            .filter_map(|c| c.next_send_at(now))
+            .min()
+            .map(|t| t.max(self.sender.refill_after))
     }
 
     /// Run one scheduling cycle over the session's parts.
@@ -158,6 +206,24 @@ impl Session {
             .map(|b| b.since + ZERO_WINDOW_PROBE);
         self.life.zero_window_probe_at(probe);
     }
+
+    /// Send the packets a periodic cycle planned whose time has come.
+    pub(super) fn release_planned(&mut self, now: Duration) {
+        if self.sender.plan.is_empty() {
+            return;
+        }
+        let mut cx = CycleContext {
+            send_ts: self.send_ts(now),
+            config: &self.config,
+            channels: &mut self.channels,
+            flow: &mut self.receiver.flow,
+            recovery: &mut self.recovery,
+            resend: &mut self.life.resend,
+            events: &mut self.events,
+            stats: &mut self.stats,
+        };
+        self.sender.release_planned(now, &mut cx);
+    }
 }
 
 impl Sender {
@@ -166,17 +232,31 @@ impl Sender {
     /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
     pub(super) fn run_cycle(&mut self, now: Duration, cx: &mut CycleContext<'_>) {
         cx.stats.cycles += 1;
-        if cx.config.cycle_ms > 0.0 {
+        // A periodic cycle issues the slots of its whole period, each with its time; an
+        // event-driven one only those open now.
+        let period = if cx.config.cycle_ms > 0.0 {
             let period = ms(cx.config.cycle_ms);
-            self.next_cycle = (self.next_cycle + period).max(now);
-        }
+            // A refill cycle before the period ends keeps the cycles' clock.
+            if now >= self.next_cycle {
+                self.next_cycle = (self.next_cycle + period).max(now);
+            }
+            self.refill_after = now + IDLE_CYCLE_RETRY;
+            period
+        } else {
+            Duration::ZERO
+        };
+        // What the last period's plan still holds is scheduled afresh.
+        self.take_back_plan();
         let mut cy = std::mem::take(&mut self.cycle);
         self.update_allocations(now, cx, &mut cy);
 
         cy.slots.clear();
         cy.real_counts.clear();
+        cy.phantom_starts.clear();
         for c in cx.channels.iter() {
-            cy.real_counts.push(c.real_slots(now, &mut cy.slots));
+            let (real, start) = c.period_slots(now, period, &mut cy.slots);
+            cy.real_counts.push(real);
+            cy.phantom_starts.push(start);
         }
         let n_real = cy.slots.len();
         if n_real == 0 {
@@ -184,8 +264,13 @@ impl Sender {
             return;
         }
         let lookahead = ms(cx.config.lookahead_ms);
-        for (c, &real) in cx.channels.iter().zip(&cy.real_counts) {
-            c.phantom_slots(now, lookahead, real, &mut cy.slots);
+        if !lookahead.is_zero() {
+            // Phantoms look `lookahead` beyond the slots the cycle issues.
+            let horizon = lookahead + period;
+            let counts = cy.real_counts.iter().zip(&cy.phantom_starts);
+            for (c, (&real, &start)) in cx.channels.iter().zip(counts) {
+                c.phantom_slots(now, horizon, real, start, &mut cy.slots);
+            }
         }
 
         // One ADU per slot for the scheduler; with packing, more after them, as many as
@@ -259,13 +344,27 @@ impl Sender {
             offset: choice.offset,
         });
         let packer = std::mem::take(&mut cy.packer);
+        cy.used.clear();
+        cy.used.resize(cy.real_counts.len(), 0);
         for (slot, members) in packer.packets() {
             // The peer's credit bounds what may be out toward it; the first packet
             // that does not fit stops the cycle, so a stream is never reordered.
             let bytes: u64 = members.iter().map(|&a| u64::from(cy.adus[a].length)).sum();
-            if !cx.flow.allows(bytes) {
+            if !cx.flow.allows(bytes + self.plan.held_bytes) {
                 flow_block(cx, now, bytes);
                 break;
+            }
+            // A channel's packets go out in its slots' order, each at the time of the
+            // next slot of the channel: slots the scheduler left empty leave no gaps.
+            let wait = if period.is_zero() {
+                0.0
+            } else {
+                nth_slot_wait(&cy.real_counts, &mut cy.used, &cy.slots, slot)
+            };
+            if wait > 0.0 {
+                let at = now + Duration::from_secs_f64(wait / 1e3);
+                self.plan_packet(at, slot, members, &cy);
+                continue;
             }
             let slot = cy.slots[slot].clone();
             self.transmit_packet(now, &slot, members, cx, &mut cy);
@@ -524,57 +623,86 @@ impl Sender {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            let (ch, p) = (slot.channel, slot.loss_probability);
-            cx.recovery
-                .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
-            stream.credit -= q.payload.len() as f64;
-            if let Some(d) = self.debt.get_mut(&view.stream_id) {
-                *d -= q.payload.len() as f64;
-            }
-            if stream.config.on_reconnect == InFlightPolicy::Resend {
-                cx.resend.insert(q.id, (view.stream_id, q.clone()));
-            }
-            let mut flags = if stream.config.ordered {
-                FLAG_ORDERED
-            } else {
-                0
-            };
-            if stream.config.recovery.is_on() {
-                flags |= FLAG_RECOVERY;
-            }
-            let history = if self.objectives.is_empty() {
-                None
-            } else {
-                let h = self.history_base + self.history.len() as u64;
-                let mut s = slot.clone();
-                s.sequence = seq_peek;
-                self.history.push_back(HistoryEntry {
-                    adu: view.clone(),
-                    slot: s,
-                    outcome: Outcome::Pending,
-                });
-                while self.history.len() > cx.config.history_len {
-                    self.history.pop_front();
-                    self.history_base += 1;
-                }
-                Some(h)
-            };
-            cy.sent_adus.push(SentAdu {
-                adu: q.id,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                inserted: q.inserted,
-                history,
-                payload: q.payload.len() as u32,
-            });
-            cy.packet_adus.push(PendingAdu {
-                id: q.id,
-                flags,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                payload: q.payload,
-            });
+            let out = (&mut cy.sent_adus, &mut cy.packet_adus);
+            self.add_to_packet(view, q, slot, seq_peek, cx, out);
         }
+        self.send_packet(idx, now, cx, cy);
+    }
+
+    /// Account for ADU `q` (seen by the scheduler as `view`) going out in `slot` as packet
+    /// `seq_peek`, and add it to the packet being built in `out`.
+    pub(super) fn add_to_packet(
+        &mut self,
+        view: &AduView,
+        q: QueuedAdu,
+        slot: &TxSlot,
+        seq_peek: u64,
+        cx: &mut CycleContext<'_>,
+        out: (&mut Vec<SentAdu>, &mut Vec<PendingAdu>),
+    ) {
+        let Some(stream) = self.streams.get_mut(&view.stream_id) else {
+            return;
+        };
+        let (ch, p) = (slot.channel, slot.loss_probability);
+        cx.recovery
+            .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
+        stream.credit -= q.payload.len() as f64;
+        if let Some(d) = self.debt.get_mut(&view.stream_id) {
+            *d -= q.payload.len() as f64;
+        }
+        if stream.config.on_reconnect == InFlightPolicy::Resend {
+            cx.resend.insert(q.id, (view.stream_id, q.clone()));
+        }
+        let mut flags = if stream.config.ordered {
+            FLAG_ORDERED
+        } else {
+            0
+        };
+        if stream.config.recovery.is_on() {
+            flags |= FLAG_RECOVERY;
+        }
+        let history = if self.objectives.is_empty() {
+            None
+        } else {
+            let h = self.history_base + self.history.len() as u64;
+            let mut s = slot.clone();
+            s.sequence = seq_peek;
+            self.history.push_back(HistoryEntry {
+                adu: view.clone(),
+                slot: s,
+                outcome: Outcome::Pending,
+            });
+            while self.history.len() > cx.config.history_len {
+                self.history.pop_front();
+                self.history_base += 1;
+            }
+            Some(h)
+        };
+        out.0.push(SentAdu {
+            adu: q.id,
+            stream: view.stream_id,
+            stream_seq: q.seq,
+            inserted: q.inserted,
+            history,
+            payload: q.payload.len() as u32,
+        });
+        out.1.push(PendingAdu {
+            id: q.id,
+            flags,
+            stream: view.stream_id,
+            stream_seq: q.seq,
+            payload: q.payload,
+        });
+    }
+
+    /// Hand the packet built in `cy` to the channel at `idx`.
+    pub(super) fn send_packet(
+        &mut self,
+        idx: usize,
+        now: Duration,
+        cx: &mut CycleContext<'_>,
+        cy: &mut CycleScratch,
+    ) {
         if cy.packet_adus.is_empty() {
             return;
         }

@@ -115,8 +115,11 @@ impl Pair {
         adu_bytes: usize,
     ) -> Self {
         let rate_bps = (per_channel as f64 + 0.5) * SLOT_BYTES / CYCLE.as_secs_f64();
+        // The steps drive the cycles, one per step: the event-driven cycle. A periodic
+        // one would also plan packets for slots later in its period, which nothing
+        // between the steps releases.
         let config = SessionConfig {
-            cycle_ms: CYCLE.as_secs_f64() * 1e3,
+            cycle_ms: 0.0,
             lookahead_ms: CYCLE.as_secs_f64() * 1e3,
             pack_adus,
             ..SessionConfig::default()
