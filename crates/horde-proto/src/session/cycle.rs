@@ -160,14 +160,15 @@ impl Session {
         })
     }
 
-    /// A periodic cycle's channel that may send and has nothing planned left (its window
-    /// opened faster than the period's slots foresaw, or it came back to life) starts a
-    /// cycle early rather than stand idle until the period ends.
+    /// A periodic cycle's channel that was given packets for later in the period, has
+    /// sent them all and may send more (its window opened faster than the period's slots
+    /// foresaw) starts a cycle early rather than stand idle until the period ends. A
+    /// channel the cycle gave nothing to later in the period waits for the next one.
     fn refill_due(&self, now: Duration) -> bool {
         self.config.cycle_ms > 0.0
             && now >= self.sender.refill_after
             && self.channels.iter().any(|c| {
-                c.next_send_at(now).is_some_and(|t| t <= now) && !self.sender.plan.holds(c.id)
+                c.next_send_at(now).is_some_and(|t| t <= now) && self.sender.plan.exhausted(c.id)
             })
     }
 
@@ -179,7 +180,7 @@ impl Session {
         }
         self.channels
             .iter()
-            .filter(|c| !self.sender.plan.holds(c.id))
+            .filter(|c| self.sender.plan.exhausted(c.id))
             .filter_map(|c| c.next_send_at(now))
             .min()
             .map(|t| t.max(self.sender.refill_after))
@@ -378,6 +379,7 @@ impl Sender {
         if app_limited {
             cx.channels.mark_idle_app_limited(now);
         }
+
         // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
         // say) would otherwise run again at once, forever; wait for news or a moment.
         if cx.config.cycle_ms <= 0.0 && packer.len() == 0 {

@@ -84,11 +84,17 @@ impl SlotPlan {
         }
     }
 
-    /// Whether a packet for channel `id` is held.
-    pub(super) fn holds(&self, id: ChannelId) -> bool {
-        self.packets[self.head.min(self.packets.len())..]
-            .iter()
-            .any(|p| !p.sent && p.slot.channel == id)
+    /// Whether channel `id` was given packets for later in the period and has sent them
+    /// all.
+    pub(super) fn exhausted(&self, id: ChannelId) -> bool {
+        let mut given = false;
+        for p in self.packets.iter().filter(|p| p.slot.channel == id) {
+            if !p.sent {
+                return false;
+            }
+            given = true;
+        }
+        given
     }
 
     /// An ADU of `stream` held in a packet not sent yet.
