@@ -123,14 +123,15 @@ struct StreamRun {
     period: Option<(f64, f64)>,
 }
 
-/// How many slots, real and phantom, a periodic cycle can issue now over `session`'s
-/// channels: those open now, and at each channel's rate (with a quarter to spare, as the
+/// How many slots a periodic cycle can issue now over `session`'s channels beyond what
+/// [`bulk_low_water`] counts for fixed-rate ones: for each other channel, those open now, and at each channel's rate (with a quarter to spare, as the
 /// cycle projects) one per `slot_wire` bytes over `horizon_s`, plus two. A bulk stream
 /// with fewer waiting would leave slots of the period empty.
 fn period_low_water(session: &Session, now: Duration, horizon_s: f64, slot_wire: f64) -> usize {
     session
         .channels()
         .iter()
+        .filter(|c| c.congestion_control() != "cbr")
         .map(|c| c.open_slots(now) + (c.rate() * 1.25 * horizon_s / slot_wire).ceil() as usize + 2)
         .sum()
 }
@@ -530,9 +531,9 @@ impl Simulation {
                 if session.is_connected() {
                     // Top up to the low-water mark at once: a cycle may have taken many.
                     let low_water = match st.period {
-                        Some((horizon, wire)) => st
-                            .low_water
-                            .max(period_low_water(session, now, horizon, wire)),
+                        Some((horizon, wire)) => {
+                            st.low_water + period_low_water(session, now, horizon, wire)
+                        }
                         None => st.low_water,
                     };
                     let want = low_water.saturating_sub(session.queued(st.setup.id));

@@ -465,7 +465,9 @@ impl Channel {
     ) -> (usize, Option<f64>) {
         let open = self.real_slots(now, out);
         let rate = self.rate() * PERIOD_RATE_GAIN;
-        if period.is_zero() || rate <= 0.0 {
+        // A fixed-rate token bucket that banks a period's tokens (as the simulator sets it
+        // up) already offers the period's slots at the cycle, as the thesis's channels do.
+        if period.is_zero() || rate <= 0.0 || self.cc.name() == "cbr" {
             return (open, None);
         }
         let spacing = f64::from(self.slot_wire_bytes()) / rate;

@@ -267,9 +267,14 @@ impl Sender {
         let lookahead = ms(cx.config.lookahead_ms);
         if !lookahead.is_zero() {
             // Phantoms look `lookahead` beyond the slots the cycle issues.
-            let horizon = lookahead + period;
             let counts = cy.real_counts.iter().zip(&cy.phantom_starts);
             for (c, (&real, &start)) in cx.channels.iter().zip(counts) {
+                let horizon = lookahead
+                    + if start.is_some() {
+                        period
+                    } else {
+                        Duration::ZERO
+                    };
                 c.phantom_slots(now, horizon, real, start, &mut cy.slots);
             }
         }
