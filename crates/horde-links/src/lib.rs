@@ -33,12 +33,14 @@ mod error;
 mod link;
 mod loss;
 mod rate_steps;
+mod limits;
 mod spec;
 mod trace;
 mod trace_stats;
 
 pub use error::{CellularError, LinkError, TraceError};
 pub use rate_steps::RateStep;
+pub use limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 pub use trace::{Trace, OPPORTUNITY_BYTES};
 pub use trace_stats::{TraceStats, BIN_MS, GAP_MS};
