@@ -468,7 +468,10 @@ mod tests {
     #[test]
     fn absurd_figures_are_refused_not_emulated() {
         assert!(e("rate=99999999gbit").contains("at most 100000000 kbit/s"));
-        assert!(LinkArg::parse("rate=100gbit,delay=60000ms").is_ok(), "the limits pass");
+        assert!(
+            LinkArg::parse("rate=100gbit,delay=60000ms").is_ok(),
+            "the limits pass"
+        );
         assert!(e("delay=100000000s").contains("longer than a year"));
         assert!(e("delay=61s").contains("at most 60000 ms"));
         assert!(e("jitter=2000s").contains("delay.sd_ms"));
