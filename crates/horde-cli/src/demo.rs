@@ -138,7 +138,11 @@ fn print_intro(args: &Args, each: Duration) {
     let secs = each.as_secs_f64();
     println!("Telemedicine streams (video 1.5 Mbit/s, audio, EKG) over three emulated");
     println!("links (lte-a steady, lte-b fast but lossy, hspa slow): {secs:.0} s with");
-    println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    if args.no_compare {
+        println!("objectives, and no run without them (--no-compare). What each asks for:");
+    } else {
+        println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    }
     for (name, lines) in OBJECTIVE_NOTES {
         for (i, line) in lines.iter().enumerate() {
             let label = if i == 0 { *name } else { "" };
