@@ -450,7 +450,8 @@ fn cdma_udp(a: CdmaUdpArgs) -> Result<ExitCode> {
             a.out.with_file_name(format!("{stem}-u{i}{ext}"))
         };
         write(&path, &r.to_csv())?;
-        run_summary(&format!("{s:?}").chars().take(16).collect::<String>(), r);
+        eprintln!("user {i} ({s}): per-second series in {}", path.display());
+        run_summary(&s.to_string(), r);
     }
     if runs.len() > 1 {
         let g: Vec<f64> = runs.iter().map(ProbeRun::goodput_kbps).collect();

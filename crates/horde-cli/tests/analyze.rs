@@ -190,3 +190,44 @@ fn cdma_probe_series_feed_the_analysis() {
     assert!(best > 0.0, "{stdout}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Each source is named as it was given (not as Rust debug text), and each user's series
+/// goes where the output line says.
+#[test]
+fn cdma_probe_names_sources_and_says_where_each_series_went() {
+    let d = dir("cdma-users");
+    let out = d.join("probe.csv");
+    let (ok, stdout, err) = horde(&[
+        "analyze",
+        "cdma-udp",
+        "--source",
+        "cbr:40",
+        "--source",
+        "onoff:40:1:5",
+        "--seconds",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        stdout.contains(" cbr:40 ") && stdout.contains(" onoff:40:1:5 "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('{') && !stdout.contains("kbps:"),
+        "{stdout}"
+    );
+    for (user, source) in [(0, "cbr:40"), (1, "onoff:40:1:5")] {
+        let path = d.join(format!("probe-u{user}.csv"));
+        assert!(path.exists(), "{}", path.display());
+        assert!(
+            err.contains(&format!(
+                "user {user} ({source}): per-second series in {}",
+                path.display()
+            )),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
