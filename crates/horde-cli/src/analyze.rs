@@ -51,11 +51,13 @@ pub struct NmiArgs {
     y: String,
     #[arg(long, default_value_t = 30)]
     max_lag: usize,
-    /// Discretisation of X: `width:W` (equal-width bins) or `cluster:K` (single-link).
-    #[arg(long, default_value = "width:10")]
+    /// Discretisation of X: `auto` (equal-width bins of the Freedman–Diaconis width of
+    /// the column), `width:W` (bins of width W, e.g. the thesis's `width:10` for kbit/s)
+    /// or `cluster:K` (single-link).
+    #[arg(long, default_value = "auto")]
     x_bins: Method,
     /// Discretisation of Y.
-    #[arg(long, default_value = "width:10")]
+    #[arg(long, default_value = "auto")]
     y_bins: Method,
     /// Shuffles of X for the null baseline (its 95th percentile per lag).
     #[arg(long, default_value_t = 100)]
@@ -202,10 +204,26 @@ pub fn sweep(
     Ok(nmi_sweep(&xs, &ys, max_lag, shuffles, seed))
 }
 
+/// Warn when a column's bins leave it one symbol: its entropy is 0, so every NMI with it
+/// is 0 whatever the data say.
+fn warn_if_one_bin(name: &str, values: &[f64], method: Method) {
+    let symbols = discretize(values, method);
+    if symbols.iter().flatten().all(|s| *s == 0) {
+        eprintln!(
+            "warning: column {name} falls into a single bin with {} ({}): its NMI is 0 \
+             whatever the data; use a narrower width:W, cluster:K, or auto",
+            method,
+            method.resolve(values)
+        );
+    }
+}
+
 fn nmi(a: NmiArgs) -> Result<ExitCode> {
     let t = Table::read(&a.file)?;
     let x = band(t.column(&a.x)?, a.band);
     let y = band(t.column(&a.y)?, a.band);
+    warn_if_one_bin(&a.x, &x, a.x_bins);
+    warn_if_one_bin(&a.y, &y, a.y_bins);
     let rows = sweep(&x, &y, (a.x_bins, a.y_bins), a.max_lag, a.shuffles, a.seed)?;
     if a.json {
         let lags: Vec<serde_json::Value> = rows

@@ -108,6 +108,40 @@ fn nmi_json_finds_the_thesis_synthetic_lags() {
         ok && out.contains("null95") && out.contains("peak: lag 3"),
         "{out}"
     );
+    // The default bins adapt to the data: X lies in [0, 1), where 10-unit bins saw one
+    // symbol and an NMI of 0 at every lag.
+    let (ok, out, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "4",
+        f,
+    ]);
+    assert!(ok && out.contains("peak: lag 3"), "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (ok, out, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "4",
+        "--x-bins",
+        "width:10",
+        f,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: column x falls into a single bin with width:10"),
+        "{err}"
+    );
+    assert!(out.contains("    3    0.00000"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
