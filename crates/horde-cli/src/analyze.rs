@@ -105,7 +105,10 @@ pub struct PcapArgs {
     /// Also draw the RTT CDF into this SVG file.
     #[arg(long)]
     svg: Option<PathBuf>,
-    file: PathBuf,
+    /// Captures to read together, merged by time: one with both directions, or one per
+    /// direction (`horde shell --pcap` writes `linkN-up.pcap` and `linkN-down.pcap`).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -315,19 +318,42 @@ fn summary(a: SummaryArgs) -> Result<ExitCode> {
 }
 
 fn pcap_cmd(a: PcapArgs) -> Result<ExitCode> {
-    let segs = pcap::read_pcap(&a.file)?;
+    let mut segs = Vec::new();
+    for file in &a.files {
+        segs.extend(pcap::read_pcap(file)?);
+    }
+    // Stable: segments with the same time keep their order within a file.
+    segs.sort_by(|x, y| x.time.total_cmp(&y.time));
+    let names = a
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let r = tcp::analyze(&segs);
     let Some((s, d)) = r.flow else {
-        bail!("{}: no TCP payload in the capture", a.file.display());
+        bail!("{names}: no TCP payload in the capture");
     };
     println!("flow {}:{} -> {}:{}", s.0, s.1, d.0, d.1);
+    let timeouts = match r.timeouts() {
+        Some(n) => n.to_string(),
+        None => "unknown".into(),
+    };
     println!(
-        "data segments {}  bytes {}  retransmissions {}  timeouts (>100 ms after last ack) {}",
+        "data segments {}  bytes {}  acks {}  retransmissions {}  timeouts (>100 ms after last ack) {timeouts}",
         r.data_segments,
         r.bytes_sent,
+        r.acks,
         r.retransmissions.len(),
-        r.timeouts()
     );
+    if r.acks == 0 {
+        println!(
+            "no ACKs from {}:{} in {names}: a capture of one direction only has no RTTs, and its \
+             retransmissions cannot be classed as timeouts; give both directions \
+             (e.g. link0-up.pcap link0-down.pcap)",
+            d.0, d.1
+        );
+    }
     let rtts: Vec<f64> = r.rtts.iter().map(|x| x.rtt * 1e3).collect();
     describe("rtt_ms", &rtts, 500.0);
     let start = r.sends.first().map_or(0.0, |x| x.0).floor();
@@ -349,12 +375,18 @@ fn pcap_cmd(a: PcapArgs) -> Result<ExitCode> {
             .filter(|x| x.timeout)
             .map(|x| (x.time, 1.0))
             .collect();
+        // Without ACKs the column stays empty rather than calling every retransmission a
+        // timeout.
+        let timeouts = match r.acks {
+            0 => vec![f64::NAN; n],
+            _ => bin(&tos, start, 1.0, n, Reduce::Sum),
+        };
         let cols = [
             bin(&send, start, 1.0, n, Reduce::Sum),
             bin(&rtt, start, 1.0, n, Reduce::Mean),
             bin(&outst, start, 1.0, n, Reduce::Mean),
             bin(&retx, start, 1.0, n, Reduce::Sum),
-            bin(&tos, start, 1.0, n, Reduce::Sum),
+            timeouts,
         ];
         let mut text =
             String::from("second,send_kbps,rtt_ms,outstanding_bytes,retransmissions,timeouts\n");
