@@ -93,12 +93,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             };
             runs.push((with, run));
         }
-        let checks = match runs.as_slice() {
-            [(true, on), (false, off)] => verdict::judge(on, off),
-            _ => Vec::new(),
+        let (checks, costs) = match runs.as_slice() {
+            [(true, on), (false, off)] => (verdict::judge(on, off), verdict::costs(on, off)),
+            _ => (Vec::new(), Vec::new()),
         };
         if !args.json {
-            print_summary(seed, &runs, &checks);
+            print_summary(seed, &runs, &checks, &costs);
         }
         let mut entry = serde_json::Map::new();
         entry.insert("seed".into(), seed.into());
@@ -111,6 +111,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             entry.insert(key.into(), serde_json::to_value(r)?);
         }
         entry.insert("verdicts".into(), serde_json::to_value(&checks)?);
+        entry.insert("costs".into(), serde_json::to_value(&costs)?);
         seeds_json.push(serde_json::Value::Object(entry));
         verdicts.push(checks);
     }
@@ -354,7 +355,7 @@ fn live_figures(
     }
 }
 
-fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check]) {
+fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check], costs: &[verdict::Cost]) {
     println!("\n== seed {seed}: summary (whole runs) ==");
     let mut rows = vec![vec![
         "stream".to_string(),
@@ -395,5 +396,9 @@ fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check]) {
     if !checks.is_empty() {
         println!("\nverdicts (difference = with - without; negative is better):");
         print!("{}", verdict::render_checks(checks));
+    }
+    if !costs.is_empty() {
+        println!("\nwhat the objectives cost (with objectives, and without):");
+        print!("{}", verdict::render_costs(costs));
     }
 }
