@@ -43,6 +43,7 @@ pub(crate) use config::ms;
 pub use config::SessionConfig;
 use cycle::IDLE_CYCLE_RETRY;
 pub use error::SessionError;
+pub(crate) use handshake::Hello;
 use lifecycle::{Lifecycle, State};
 use receive::{Arrival, Receiver};
 use sender::Sender;
@@ -142,14 +143,37 @@ impl Session {
         local_aliases: Vec<SocketAddr>,
         channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     ) -> Result<Self, SessionError> {
-        let (conn, service) = handshake::parse_hello(&datagram)?;
-        let mut s = Self::new(conn, service, false, config, now);
+        let hello = handshake::parse_hello(&datagram)?;
+        Ok(Self::accept_hello(
+            config,
+            now,
+            local,
+            src,
+            hello,
+            local_aliases,
+            channel_config,
+        ))
+    }
+
+    /// [`Session::accept`] on a hello already decoded (by an [`Endpoint`](crate::Endpoint)
+    /// routing it), so that the datagram is decoded once.
+    pub(crate) fn accept_hello(
+        config: SessionConfig,
+        now: Duration,
+        local: u16,
+        src: SocketAddr,
+        hello: Hello,
+        local_aliases: Vec<SocketAddr>,
+        channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
+    ) -> Self {
+        let mut s = Self::new(hello.conn, hello.service, false, config, now);
         s.local_aliases = local_aliases;
         s.channels.peer_config = channel_config;
         s.life.set_state(State::Connected, &s.config);
         s.events.push_back(Event::Connected);
-        s.handle_datagram(now, local, src, datagram);
-        Ok(s)
+        s.life.timers.invalidate_derived();
+        s.handle_packet(now, local, src, hello.packet);
+        s
     }
 
     /// The oldest event not yet taken; call until `None` after every input.
@@ -169,6 +193,11 @@ impl Session {
                 return;
             }
         };
+        self.handle_packet(now, local, src, packet);
+    }
+
+    /// One decoded packet of this session's connection (or of another: counted foreign).
+    fn handle_packet(&mut self, now: Duration, local: u16, src: SocketAddr, packet: Packet) {
         if packet.conn() != self.conn {
             self.stats.foreign += 1;
             return;
