@@ -43,10 +43,13 @@ pub struct Segment {
 /// Every TCP segment of a capture, in file order.
 pub fn read_pcap(path: &Path) -> Result<Vec<Segment>, AnalyzeError> {
     let name = path.display().to_string();
-    let data = std::fs::read(path).map_err(|source| AnalyzeError::Io {
-        file: name.clone(),
-        source,
-    })?;
+    let data =
+        horde_config::input::read(path, horde_config::input::Kind::CAPTURE).map_err(|source| {
+            AnalyzeError::Io {
+                file: name.clone(),
+                source,
+            }
+        })?;
     parse_pcap(&name, &data)
 }
 

@@ -13,6 +13,7 @@ use horde_analyze::plot::{lines_svg, Line};
 use horde_analyze::stats::{cdf, fairness_gap, mean_ci90, quantile};
 use horde_analyze::wavelet::{burstiness, haar_split, rate_entropy};
 use horde_analyze::{align, mahimahi, pcap, tcp};
+use horde_config::input::Kind;
 use horde_links::cdma::probe::{self, ProbeConfig, ProbeRun, Source};
 use horde_links::cdma::CdmaParams;
 
@@ -440,8 +441,8 @@ fn config(c: &CdmaCommon) -> Result<ProbeConfig> {
     let params = match &c.params {
         None => CdmaParams::default(),
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = horde_config::input::read_to_string(p, Kind::CONFIG)
+                .with_context(|| format!("reading {}", p.display()))?;
             let params: CdmaParams =
                 toml::from_str(&text).with_context(|| format!("{}", p.display()))?;
             params
