@@ -239,7 +239,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         }
         let stats = host.stats().await?;
         host.shutdown().await;
-        if serve.senders.is_empty() {
+        if !serve.any_sender() {
             if json {
                 println!(
                     "{}",
@@ -278,6 +278,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "intervals": report.intervals,
                 "summary": summary,
                 "senders": senders,
+                "senders_omitted": serve.senders_omitted(),
                 "sessions_replaced": stats.sessions_replaced,
                 "services_refused": stats.services_refused,
                 "intervals_omitted": report.intervals.omitted(),
