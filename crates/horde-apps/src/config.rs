@@ -38,6 +38,9 @@ pub struct SendConfig {
     /// out or becomes unreachable.
     #[serde(default = "default_reconnect")]
     pub reconnect: bool,
+    /// With `reconnect`, how long to keep trying for a new session before giving up.
+    #[serde(default = "default_reconnect_give_up")]
+    pub reconnect_give_up_s: f64,
     pub channels: Vec<SendChannel>,
     pub streams: Vec<SendStream>,
 }
@@ -97,6 +100,9 @@ fn default_duration() -> f64 {
 }
 fn default_reconnect() -> bool {
     true
+}
+fn default_reconnect_give_up() -> f64 {
+    60.0
 }
 fn default_idle_timeout() -> f64 {
     10.0

@@ -59,6 +59,8 @@ pub(crate) struct Conn {
     /// Per channel: sends refused by ICMP port unreachable since the last datagram
     /// from the peer.
     pub refused: BTreeMap<ChannelId, u32>,
+    /// When a persistent connection lost its session, while it reconnects.
+    pub redialing_since: Option<std::time::Duration>,
 }
 
 impl Conn {
@@ -73,6 +75,7 @@ impl Conn {
             reconnect: None,
             connect: None,
             refused: BTreeMap::new(),
+            redialing_since: None,
         }
     }
 
@@ -167,7 +170,7 @@ pub(crate) fn deliver(
     // A persistent connection's session that died is followed by a new one: the
     // application hears that instead of the end.
     let e = match e {
-        Event::Closed { reason } if reason != CloseReason::LocalClose && reconnecting => {
+        Event::Closed { reason } if reason.reconnects() && reconnecting => {
             Event::Reconnecting { reason, attempt: 1 }
         }
         e => e,

@@ -83,7 +83,8 @@ impl Host {
         );
         self.by_index.insert(index, key);
         conn.index = index;
-        tracing::info!(reason = reason.as_str(), "session ended; reconnecting");
+        tracing::info!("session ended ({}); reconnecting", reason.as_str());
+        conn.redialing_since = Some(now);
         let handshake = PendingHandshake {
             initiator,
             retry: policy.initial,
@@ -143,7 +144,13 @@ impl Host {
         match &conn.state {
             ConnState::Redialing { reason, .. } => {
                 let reason = *reason;
-                tracing::warn!("gave up reconnecting to the peer");
+                let after = conn
+                    .reconnect
+                    .map_or(0.0, |r| r.give_up_after.as_secs_f64());
+                tracing::info!(
+                    "gave up reconnecting after {after:.1} s (the session ended: {})",
+                    reason.as_str()
+                );
                 self.end_redial(key, reason);
             }
             ConnState::AwaitingHello { .. } => {
@@ -297,7 +304,11 @@ impl Host {
                     conn.deliver(key, e, &mut self.events);
                 }
                 self.counters.reconnects += 1;
-                tracing::info!("reconnected to the peer");
+                let after = conn
+                    .redialing_since
+                    .take()
+                    .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+                tracing::info!("reconnected to the peer after {after:.1} s");
             }
             _ => self.events.push_back(HostEvent::Connected { key, peer }),
         }

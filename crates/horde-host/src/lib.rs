@@ -28,6 +28,7 @@ mod interfaces;
 mod ops;
 mod plaintext;
 mod receive;
+mod refusal;
 mod run_op;
 mod timers;
 mod transmit;
@@ -174,6 +175,8 @@ pub struct HostCounters {
     pub sessions_removed: u64,
     /// Secure sessions forgotten because no hello came within their wait.
     pub hello_never_came: u64,
+    /// Hellos refused because this host does not serve the service they asked for.
+    pub services_refused: u64,
 }
 
 /// A handshake datagram to send as it is (no sealing).
@@ -209,6 +212,7 @@ pub struct Host {
     walk: transmit::Walk,
     plaintext: PlaintextChunks,
     counters: HostCounters,
+    refusals: refusal::RefusalLog,
     /// A deliberate bug, for checking that the fault simulator catches it.
     #[cfg(feature = "planted-bugs")]
     planted: PlantedBug,
@@ -247,6 +251,7 @@ impl Host {
             walk: transmit::Walk::default(),
             plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
             counters: HostCounters::default(),
+            refusals: refusal::RefusalLog::default(),
             #[cfg(feature = "planted-bugs")]
             planted: PlantedBug::None,
         }

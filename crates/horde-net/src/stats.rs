@@ -18,6 +18,8 @@ pub struct HostStats {
     /// Authenticated datagrams for a session that no longer exists or a service nobody
     /// listens on.
     pub unroutable: u64,
+    /// Hellos for a service this host does not serve, answered with a refusal.
+    pub services_refused: u64,
     /// Sends the operating system refused (no route, ICMP errors, full buffers).
     pub send_errors: u64,
     /// Times the channel pool manager took an interface out of service (device gone,

@@ -239,6 +239,11 @@ impl Endpoint {
         self.services.insert(service, server);
     }
 
+    /// The services listened on, in order.
+    pub fn services(&self) -> impl Iterator<Item = u32> + '_ {
+        self.services.keys().copied()
+    }
+
     /// Stop accepting hellos for `service`; its sessions carry on.
     pub fn unlisten(&mut self, service: u32) {
         self.services.remove(&service);

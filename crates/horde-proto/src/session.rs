@@ -286,6 +286,7 @@ impl Session {
                 }
             }
             Packet::Window { limit, .. } => self.on_window(now, limit),
+            Packet::Refused { service, .. } => self.on_refused(now, service),
         }
     }
 

@@ -43,6 +43,7 @@ impl Driver {
         let host = self.host.counters();
         stats.dropped.merge(&host.dropped);
         stats.unroutable = host.unroutable;
+        stats.services_refused = host.services_refused;
         stats.channels_removed = host.channels_removed;
         stats.channels_restored = host.channels_restored;
         stats.sessions_replaced = host.sessions_replaced;
