@@ -65,15 +65,20 @@ impl StreamLive {
         self.latency.mean_ms()
     }
 
-    /// Fraction of resolved ADUs that were lost, dropped or abandoned. A loss taken back
-    /// by a late ack is a delivery, as the simulator counts it.
+    /// ADUs that did not get through: lost (less those a late ack took back, which the
+    /// simulator also counts as deliveries), dropped or abandoned. The numerator of
+    /// [`StreamLive::loss_rate`], so a table's lost column and its loss % agree.
+    pub fn not_delivered(&self) -> u64 {
+        self.lost.saturating_sub(self.late_acked) + self.dropped + self.abandoned
+    }
+
+    /// Fraction of resolved ADUs that were lost, dropped or abandoned.
     pub fn loss_rate(&self) -> f64 {
         let resolved = self.acked + self.lost + self.dropped + self.abandoned;
         if resolved == 0 {
             0.0
         } else {
-            let lost = self.lost.saturating_sub(self.late_acked);
-            (lost + self.dropped + self.abandoned) as f64 / resolved as f64
+            self.not_delivered() as f64 / resolved as f64
         }
     }
 }

@@ -377,7 +377,10 @@ mod tests {
         assert_eq!(by("audio loss").outcome, Outcome::Breaks);
         assert!(!by("video loss").pass);
         let table = render_checks(&v);
-        assert!(table.contains("  tie") && table.contains("BREAKS"), "{table}");
+        assert!(
+            table.contains("  tie") && table.contains("BREAKS"),
+            "{table}"
+        );
     }
 
     #[test]
