@@ -30,6 +30,7 @@ mod error;
 mod flow;
 mod handshake;
 mod lifecycle;
+mod pending;
 mod receive;
 mod recovery_hooks;
 mod sender;
@@ -45,9 +46,10 @@ use cycle::IDLE_CYCLE_RETRY;
 pub use error::SessionError;
 pub(crate) use handshake::Hello;
 use lifecycle::{Lifecycle, State};
+use pending::{PendingAdu, PendingTx};
 use receive::{Arrival, Receiver};
 use sender::Sender;
-use transmit::{Header, PendingAdu, PendingTx};
+use transmit::Header;
 pub use transmit::{Transmit, TransmitAdus};
 
 /// One connection with a peer over any number of channels: its streams, objectives,
