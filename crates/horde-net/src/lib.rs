@@ -78,6 +78,7 @@ mod error;
 pub mod handshake;
 mod pool;
 mod read_progress;
+mod refusals;
 mod socket;
 mod stats;
 
@@ -89,6 +90,6 @@ pub use config::{
 };
 pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
-pub use horde_host::{ChannelStatus, Reconnect};
+pub use horde_host::{ChannelStatus, HandshakeSeen, Reconnect};
 pub use horde_proto::MTU_RANGE;
 pub use stats::HostStats;
