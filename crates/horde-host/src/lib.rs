@@ -47,7 +47,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
-pub use error::HostError;
+pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
 pub use transmit::HostTransmit;
