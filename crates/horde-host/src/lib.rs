@@ -287,6 +287,12 @@ impl Host {
         self.by_index.contains_key(&index)
     }
 
+    /// The local crypto indices in use (sessions and this end's pending handshakes): a
+    /// datagram addressed to any other index belongs to nothing here.
+    pub fn local_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_index.keys().copied()
+    }
+
     /// The connections there are now.
     pub fn len(&self) -> usize {
         self.conns.len()

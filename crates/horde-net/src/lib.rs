@@ -76,6 +76,7 @@ mod connection;
 mod driver;
 mod error;
 pub mod handshake;
+mod index_filter;
 mod pool;
 mod read_progress;
 mod refusals;

@@ -195,6 +195,17 @@ impl ChannelSocket {
         self.io.local_addr()
     }
 
+    /// Replaces the kernel filter that drops datagrams to receiver indices not in
+    /// `indices` (see `index_filter`).
+    pub fn set_index_filter(&self, indices: &[u32]) -> io::Result<()> {
+        crate::index_filter::attach(self.io.as_raw_fd(), indices)
+    }
+
+    /// Datagrams the kernel dropped at this socket (its filter, or a full buffer).
+    pub fn kernel_drops(&self) -> u64 {
+        crate::index_filter::kernel_drops(self.io.as_raw_fd())
+    }
+
     /// The handshake socket on the same port, if initiations are steered to one.
     pub fn handshake_socket(&self) -> Option<&Arc<UdpSocket>> {
         self.handshake.as_ref()

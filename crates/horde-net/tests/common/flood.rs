@@ -70,18 +70,12 @@ impl FloodKind {
         }
     }
 
-    /// The drop reason every datagram of this flood must be counted under, for the kinds
-    /// that cannot belong to a live session.
+    /// The drop reason the receiver counts every datagram of a data-path flood under;
+    /// `None`: the data socket's kernel filter drops them (`HostStats::kernel_dropped`).
     pub fn data_path_reason(self) -> Option<horde_crypto::DropReason> {
-        use horde_crypto::DropReason as R;
         match self {
-            FloodKind::Legacy => Some(R::LegacyHandshake),
-            FloodKind::Transport | FloodKind::Response | FloodKind::CookieReply => {
-                Some(R::WrongIndex)
-            }
-            FloodKind::Garbage => Some(R::UnknownType),
-            FloodKind::Empty => Some(R::Truncated),
-            FloodKind::Random | FloodKind::Replay | FloodKind::Disallowed => None,
+            FloodKind::Legacy => Some(horde_crypto::DropReason::LegacyHandshake),
+            _ => None,
         }
     }
 }
