@@ -136,8 +136,10 @@ fn run(
                 format!("sink read {}", r.sink_read)
             } else {
                 format!(
-                    "{:?}, {} read by the handshake worker",
-                    r.server_drops, r.server_stats.handshake_datagrams_in
+                    "{:?}, {} read by the handshake worker, {} dropped by the kernel filter",
+                    r.server_drops,
+                    r.server_stats.handshake_datagrams_in,
+                    r.server_stats.kernel_dropped
                 )
             }
         );

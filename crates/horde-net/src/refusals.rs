@@ -1,4 +1,4 @@
-//! The receiver's log of refused handshake initiations: one line per kind of refusal at
+//! The receiver's log of refused handshake initiations: one warning per kind of refusal at
 //! most every [`REFUSAL_LOG_EVERY`], with how many there were since the last line, so that
 //! an operator sees a flood (and what stopped it) without a line per datagram.
 
@@ -44,7 +44,7 @@ impl RefusalLog {
         let window = since.map_or(String::new(), |d| {
             format!(" in the last {:.1} s", d.as_secs_f64())
         });
-        tracing::info!(
+        tracing::warn!(
             reason = reason.as_str(),
             count,
             latest_source = %src,
