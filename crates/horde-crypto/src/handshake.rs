@@ -446,9 +446,10 @@ impl Responder {
     /// initiation: a replay, or the initiator's clock went backwards). Rejections change
     /// nothing but [`Responder::drop_counters`].
     ///
-    /// Cost: a retransmitted initiation is answered from memory; any other well-sized
-    /// initiation costs two X25519 operations before it can be rejected, and an accepted one
-    /// three more.
+    /// Cost: a retransmitted initiation, and any initiation decrypted before (see
+    /// [`Responder::recognise`]), is answered from memory; any other well-sized initiation
+    /// costs two X25519 operations before it can be rejected, and an accepted one three
+    /// more.
     pub fn respond<R: RngCore + CryptoRng + ?Sized>(
         &mut self,
         datagram: &[u8],

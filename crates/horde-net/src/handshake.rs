@@ -1,10 +1,11 @@
 //! Handshakes off the data path.
 //!
 //! Where the kernel steers initiations to a socket of their own (see [`crate::socket`]),
-//! the handshake worker thread reads them there and does everything: the
-//! [`HandshakeGate`] (`mac1`, under load `mac2` and cookie replies, which it sends itself,
-//! per-source rate limits), a bounded queue of admitted initiations (full: dropped and
-//! counted), and the [`Responder`] (the X25519 work). The driver sees only the outcome of
+//! the handshake worker thread reads them there and does everything: `mac1`, the
+//! responder's memory of initiations it decrypted before (a replay is refused there, before
+//! any rate limit), the [`HandshakeGate`] (`mac2` and cookie replies, which it sends itself,
+//! rate limits per flow and per address), a bounded queue of admitted initiations (full:
+//! dropped and counted), and the [`Responder`] (the X25519 work). The driver sees only the outcome of
 //! the Diffie-Hellman, which is rate-limited, and a flood never wakes it.
 //!
 //! Initiations that still reach the driver (the kernel cannot steer, or a socket is being
