@@ -213,6 +213,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "sessions_replaced": stats.sessions_replaced,
                 "dropped_by_secure_layer": stats.dropped.total(),
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                "kernel_dropped": stats.kernel_dropped,
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
