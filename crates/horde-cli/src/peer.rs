@@ -284,6 +284,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "intervals_omitted": report.intervals.omitted(),
                 "dropped_by_secure_layer": stats.dropped.total(),
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                "kernel_dropped": stats.kernel_dropped,
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {

@@ -15,6 +15,8 @@ pub(crate) struct PendingHandshake {
     pub initiator: Initiator,
     /// Interval until the next initiation (doubling while reconnecting).
     pub retry: std::time::Duration,
+    /// What came back so far, for the error should the handshake time out.
+    pub seen: crate::HandshakeSeen,
 }
 
 /// Where a connection is in its life.

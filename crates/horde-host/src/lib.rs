@@ -48,7 +48,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
-pub use error::HostError;
+pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
 pub use transmit::HostTransmit;
@@ -290,6 +290,12 @@ impl Host {
     /// Whether a local crypto index is taken by a connection.
     pub fn index_in_use(&self, index: u32) -> bool {
         self.by_index.contains_key(&index)
+    }
+
+    /// The local crypto indices in use (sessions and this end's pending handshakes): a
+    /// datagram addressed to any other index belongs to nothing here.
+    pub fn local_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_index.keys().copied()
     }
 
     /// The connections there are now.

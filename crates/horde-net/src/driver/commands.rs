@@ -56,6 +56,7 @@ impl Driver {
         stats.datagrams_in += datagrams;
         stats.bytes_in += bytes;
         stats.handshake_datagrams_in = datagrams;
+        stats.kernel_dropped = self.kernel_dropped();
         stats.interfaces_open = self.sockets.iter().map(Option::is_some).collect();
         (stats.plaintext_chunks, stats.plaintext_chunks_reused) = self.host.plaintext_chunks();
         stats
@@ -67,6 +68,7 @@ impl Driver {
         self.handshakes
             .set_socket(self.sockets.len(), s.handshake_socket().cloned());
         self.sockets.push(Some(s));
+        self.filtered_indices = None;
         self.tx.push(TxQueue::default());
         self.ifaces.push(Iface {
             config: iface.clone(),
