@@ -21,10 +21,12 @@ impl Table {
     /// Read and parse a file.
     pub fn read(path: &Path) -> Result<Table, AnalyzeError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| AnalyzeError::Io {
-            file: name.clone(),
-            source,
-        })?;
+        let text =
+            horde_config::input::read_to_string(path, horde_config::input::Kind::MEASUREMENTS)
+                .map_err(|source| AnalyzeError::Io {
+                    file: name.clone(),
+                    source,
+                })?;
         Table::parse(&name, &text)
     }
 

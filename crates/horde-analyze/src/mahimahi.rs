@@ -11,10 +11,11 @@ const OPPORTUNITY_BYTES: f64 = 1500.0;
 /// Capacity of each whole second of the trace, kbit/s.
 pub fn read_capacity_kbps(path: &Path) -> Result<Vec<f64>, AnalyzeError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| AnalyzeError::Io {
-        file: name.clone(),
-        source,
-    })?;
+    let text = horde_config::input::read_to_string(path, horde_config::input::Kind::LINK_TRACE)
+        .map_err(|source| AnalyzeError::Io {
+            file: name.clone(),
+            source,
+        })?;
     capacity_kbps(&name, &text)
 }
 

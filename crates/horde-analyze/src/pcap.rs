@@ -1,11 +1,17 @@
 //! TCP segments out of a pcap capture (`pcap-file` for the file, `etherparse` for the
 //! headers). Ethernet, Linux cooked (SLL) and raw IPv4/IPv6 link types are read; packets
 //! that are not TCP are skipped; a malformed file or header is an error naming the packet.
+//! Captures cut short by a snap length (`tcpdump -s 128`) are read: a segment's payload
+//! length comes from its IP header, not from the bytes captured, and a packet cut inside
+//! its TCP header is skipped.
 
 use std::net::IpAddr;
 use std::path::Path;
 
-use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TcpOptionElement, TransportSlice};
+use etherparse::err::packet::SliceError;
+use etherparse::{
+    EtherType, LaxNetSlice, LaxSlicedPacket, PacketBuilder, TcpOptionElement, TransportSlice,
+};
 use pcap_file::pcap::{PcapPacket, PcapParser, PcapWriter};
 use pcap_file::{DataLink, PcapError};
 
@@ -37,10 +43,13 @@ pub struct Segment {
 /// Every TCP segment of a capture, in file order.
 pub fn read_pcap(path: &Path) -> Result<Vec<Segment>, AnalyzeError> {
     let name = path.display().to_string();
-    let data = std::fs::read(path).map_err(|source| AnalyzeError::Io {
-        file: name.clone(),
-        source,
-    })?;
+    let data =
+        horde_config::input::read(path, horde_config::input::Kind::CAPTURE).map_err(|source| {
+            AnalyzeError::Io {
+                file: name.clone(),
+                source,
+            }
+        })?;
     parse_pcap(&name, &data)
 }
 
@@ -66,25 +75,34 @@ pub fn parse_pcap(name: &str, data: &[u8]) -> Result<Vec<Segment>, AnalyzeError>
         n += 1;
         let (next, pkt) = parser.next_packet(rest).map_err(|e| err(n, describe(&e)))?;
         rest = next;
-        let sliced = match link {
-            DataLink::ETHERNET => SlicedPacket::from_ethernet(&pkt.data),
-            DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(&pkt.data),
-            _ => SlicedPacket::from_ip(&pkt.data),
+        let sliced = lax_slice(link, &pkt.data).map_err(|m| err(n, format!("bad headers: {m}")))?;
+        if let Some((e, _)) = &sliced.stop_err {
+            // Cut short by the snap length: what was captured is still read below.
+            if !matches!(e, SliceError::Len(_)) {
+                return Err(err(n, format!("bad headers: {e}")));
+            }
         }
-        .map_err(|e| err(n, format!("bad headers: {e}")))?;
         let (Some(net), Some(TransportSlice::Tcp(tcp))) = (&sliced.net, &sliced.transport) else {
             continue;
         };
-        let (src, dst): (IpAddr, IpAddr) = match net {
-            NetSlice::Ipv4(ip) => (
+        let (src, dst, ip_start, ip_total): (IpAddr, IpAddr, *const u8, usize) = match net {
+            LaxNetSlice::Ipv4(ip) => (
                 ip.header().source_addr().into(),
                 ip.header().destination_addr().into(),
+                ip.header().slice().as_ptr(),
+                usize::from(ip.header().total_len()),
             ),
-            NetSlice::Ipv6(ip) => (
+            LaxNetSlice::Ipv6(ip) => (
                 ip.header().source_addr().into(),
                 ip.header().destination_addr().into(),
+                ip.header().slice().as_ptr(),
+                40 + usize::from(ip.header().payload_length()),
             ),
         };
+        // The payload's length as the IP header gives it: everything after the TCP
+        // header, whether or not the capture kept it.
+        let headers = tcp.payload().as_ptr() as usize - ip_start as usize;
+        let len = ip_total.saturating_sub(headers).max(tcp.payload().len());
         let mut sack = [None; 4];
         for opt in tcp.options_iterator() {
             let Ok(TcpOptionElement::SelectiveAcknowledgement(first, more)) = opt else {
@@ -101,15 +119,40 @@ pub fn parse_pcap(name: &str, data: &[u8]) -> Result<Vec<Segment>, AnalyzeError>
             ack: tcp.acknowledgment_number(),
             ack_flag: tcp.ack(),
             control: tcp.syn() || tcp.fin() || tcp.rst(),
-            len: tcp.payload().len() as u32,
+            len: len as u32,
             sack,
         });
     }
     Ok(out)
 }
 
+/// A record's headers, read laxly so that a payload cut short by the snap length is
+/// not an error.
+fn lax_slice(link: DataLink, data: &[u8]) -> Result<LaxSlicedPacket<'_>, String> {
+    match link {
+        DataLink::ETHERNET => LaxSlicedPacket::from_ethernet(data).map_err(|e| e.to_string()),
+        DataLink::LINUX_SLL => {
+            // 16-byte cooked header; its last two bytes are the EtherType.
+            if data.len() < 16 {
+                return Err(format!(
+                    "{} bytes: shorter than a Linux cooked header",
+                    data.len()
+                ));
+            }
+            let ether_type = EtherType(u16::from_be_bytes([data[14], data[15]]));
+            Ok(LaxSlicedPacket::from_ether_type(ether_type, &data[16..]))
+        }
+        _ => LaxSlicedPacket::from_ip(data).map_err(|e| e.to_string()),
+    }
+}
+
 /// An Ethernet pcap of IPv4 `segments` (zero-filled payloads), for tests and benchmarks.
 pub fn encode_pcap(segments: &[Segment]) -> Vec<u8> {
+    encode_pcap_snapped(segments, usize::MAX)
+}
+
+/// [`encode_pcap`] keeping at most `snaplen` bytes of each frame, as `tcpdump -s` does.
+pub fn encode_pcap_snapped(segments: &[Segment], snaplen: usize) -> Vec<u8> {
     let mut w = PcapWriter::new(Vec::new()).expect("writing to memory");
     let v4 = |a: IpAddr| match a {
         IpAddr::V4(a) => a.octets(),
@@ -134,7 +177,8 @@ pub fn encode_pcap(segments: &[Segment]) -> Vec<u8> {
         b.write(&mut frame, &zeros[..s.len as usize])
             .expect("writing to memory");
         let ts = std::time::Duration::from_secs_f64(s.time.max(0.0));
-        w.write_packet(&PcapPacket::new(ts, frame.len() as u32, &frame))
+        let kept = &frame[..frame.len().min(snaplen)];
+        w.write_packet(&PcapPacket::new(ts, frame.len() as u32, kept))
             .expect("writing to memory");
     }
     w.into_writer()
@@ -174,6 +218,20 @@ mod tests {
         ];
         let bytes = encode_pcap(&segs);
         assert_eq!(parse_pcap("t.pcap", &bytes).unwrap(), segs);
+    }
+
+    #[test]
+    fn a_capture_cut_by_its_snap_length_keeps_the_true_payload_lengths() {
+        let segs = vec![
+            seg(1.5, 1000, 1400, None),
+            seg(2.25, 2400, 0, Some((5000, 6000))),
+        ];
+        // 128 bytes keep the headers (14 + 20 + 20 + SACK) and a little payload; 60
+        // bytes cut the second segment inside its TCP options.
+        let bytes = encode_pcap_snapped(&segs, 128);
+        assert_eq!(parse_pcap("t.pcap", &bytes).unwrap(), segs);
+        let bytes = encode_pcap_snapped(&segs, 60);
+        assert_eq!(parse_pcap("t.pcap", &bytes).unwrap(), segs[..1]);
     }
 
     #[test]

@@ -60,12 +60,16 @@ pub struct TcpReport {
     pub retransmissions: Vec<Retransmission>,
     /// (time, bytes sent and not yet cumulatively acknowledged) after every segment.
     pub outstanding: Vec<(f64, u64)>,
+    /// ACKs from the receiver for the sender's data. With none (a capture of one
+    /// direction only), retransmissions cannot be told apart: see [`TcpReport::timeouts`].
+    pub acks: u64,
 }
 
 impl TcpReport {
-    /// How many retransmissions were timeouts.
-    pub fn timeouts(&self) -> usize {
-        self.retransmissions.iter().filter(|r| r.timeout).count()
+    /// How many retransmissions were timeouts; `None` when the capture holds no ACK
+    /// from the receiver, so that no retransmission can be classed.
+    pub fn timeouts(&self) -> Option<usize> {
+        (self.acks > 0).then(|| self.retransmissions.iter().filter(|r| r.timeout).count())
     }
 }
 
@@ -142,6 +146,7 @@ pub fn analyze(segments: &[Segment]) -> TcpReport {
                 continue;
             }
             last_ack_time = Some(s.time);
+            r.acks += 1;
             if ack > cum_ack {
                 dup_run = 0;
                 cum_ack = ack;
@@ -270,7 +275,14 @@ mod tests {
         assert!(!r.retransmissions[0].timeout);
         assert!((r.retransmissions[0].since_ack - 0.01).abs() < 1e-9);
         assert!(r.retransmissions[1].timeout);
-        assert_eq!(r.timeouts(), 1);
+        assert_eq!(r.timeouts(), Some(1));
         assert_eq!(r.outstanding.last().unwrap().1, 0);
+        // The sender's direction alone holds no ACK: no retransmission can be classed.
+        let one_way: Vec<Segment> = segs.iter().copied().filter(|s| s.src == S).collect();
+        let r = analyze(&one_way);
+        assert_eq!(
+            (r.acks, r.retransmissions.len(), r.timeouts()),
+            (0, 2, None)
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use horde_config::input::Kind;
 use horde_crypto::{Keypair, PublicKey};
 use horde_proto::{InFlightPolicy, SessionConfig};
 use horde_workload::WorkloadSpec;
@@ -37,6 +38,9 @@ pub struct SendConfig {
     /// out or becomes unreachable.
     #[serde(default = "default_reconnect")]
     pub reconnect: bool,
+    /// With `reconnect`, how long to keep trying for a new session before giving up.
+    #[serde(default = "default_reconnect_give_up")]
+    pub reconnect_give_up_s: f64,
     pub channels: Vec<SendChannel>,
     pub streams: Vec<SendStream>,
 }
@@ -97,6 +101,9 @@ fn default_duration() -> f64 {
 fn default_reconnect() -> bool {
     true
 }
+fn default_reconnect_give_up() -> f64 {
+    60.0
+}
 fn default_idle_timeout() -> f64 {
     10.0
 }
@@ -104,13 +111,40 @@ fn default_in_order_hold() -> f64 {
     100.0
 }
 
-/// The key pair in the key file `path` (relative to `base`).
+/// The key pair in the key file `path` (relative to `base`). A file that others may
+/// read or write gets a warning on stderr, as `wg` gives, since its private key is no
+/// longer private.
 pub fn read_key(path: &Path, base: &Path) -> Result<Keypair> {
     let path = base.join(path);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading key file {}", path.display()))?;
+    let context = || format!("reading key file {}", path.display());
+    let mut file = std::fs::File::open(&path).with_context(context)?;
+    if let Some(warning) = exposed_key_warning(&path, &file.metadata().with_context(context)?) {
+        eprintln!("{warning}");
+    }
+    let bytes = horde_config::input::read_file(&mut file, Kind::KEY).with_context(context)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("{}: not a key file: it is not UTF-8 text", path.display()))?;
     text.parse::<Keypair>()
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// The warning for a key file whose mode lets others than its owner at it, in `wg`'s
+/// words ("world accessible" when anyone may, "group accessible" when its group may).
+fn exposed_key_warning(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o777;
+    let who = if mode & 0o007 != 0 {
+        "world"
+    } else if mode & 0o070 != 0 {
+        "group"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "Warning: `{}' is {who} accessible (mode {mode:04o}); make it private with `chmod 600 {}`",
+        path.display(),
+        path.display()
+    ))
 }
 
 /// A public key as a file writes it; errors start with `what`.

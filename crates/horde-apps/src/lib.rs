@@ -6,7 +6,9 @@
 pub mod config;
 pub mod hose;
 pub mod inorder;
+pub mod latency;
 pub mod live;
+pub mod recent;
 pub mod recv;
 pub mod report;
 pub mod send;

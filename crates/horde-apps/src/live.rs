@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use horde_proto::{Event, NackReason};
 
+use crate::latency::Latencies;
+
 #[derive(Debug, Default, Clone)]
 pub struct StreamLive {
     pub queued: u64,
@@ -15,8 +17,19 @@ pub struct StreamLive {
     pub abandoned: u64,
     /// Of those, still queued (never sent) when the session closed.
     pub unsent_at_close: u64,
-    /// Insertion-to-ack latencies in ms.
-    pub latencies: Vec<f64>,
+    /// Of the `dropped`, those dropped from a full queue.
+    pub dropped_queue_full: u64,
+    /// Of the `dropped`, those the application withdrew.
+    pub dropped_removed: u64,
+    /// Of the `dropped`, those offered after the connection had ended, before the
+    /// application heard of it: no session took them ([`Live::settle_after_end`]).
+    pub dropped_after_end: u64,
+    /// The highest stream sequence number acked or nacked.
+    pub max_resolved: Option<u64>,
+    /// Insertion-to-ack latencies over the run, in bounded memory.
+    pub latency: Latencies,
+    /// The same since the report's last interval row ([`Live::take_interval_latencies`]).
+    pub latency_window: Latencies,
     /// Payload bytes of the acked ADUs (the sender's view of goodput).
     pub acked_bytes: u64,
     pub received: u64,
@@ -32,28 +45,40 @@ pub struct StreamLive {
 }
 
 impl StreamLive {
+    fn resolved(&mut self, seq: u64) {
+        self.max_resolved = Some(self.max_resolved.map_or(seq, |m| m.max(seq)));
+    }
+
+    /// ADUs neither acked, lost, dropped nor abandoned.
+    pub fn unresolved(&self) -> u64 {
+        self.queued
+            .saturating_sub(self.acked + self.lost + self.dropped + self.abandoned)
+    }
+
     /// The nearest-rank `p`-th percentile (`p` in 1..=100) of the latencies, as the
     /// simulator reports it.
     pub fn percentile(&self, p: u32) -> Option<f64> {
-        let mut v = self.latencies.clone();
-        v.sort_by(f64::total_cmp);
-        horde_analyze::stats::percentile(&v, p)
+        self.latency.percentile_ms(f64::from(p))
     }
 
     pub fn mean(&self) -> Option<f64> {
-        (!self.latencies.is_empty())
-            .then(|| self.latencies.iter().sum::<f64>() / self.latencies.len() as f64)
+        self.latency.mean_ms()
     }
 
-    /// Fraction of resolved ADUs that were lost, dropped or abandoned. A loss taken back
-    /// by a late ack is a delivery, as the simulator counts it.
+    /// ADUs that did not get through: lost (less those a late ack took back, which the
+    /// simulator also counts as deliveries), dropped or abandoned. The numerator of
+    /// [`StreamLive::loss_rate`], so a table's lost column and its loss % agree.
+    pub fn not_delivered(&self) -> u64 {
+        self.lost.saturating_sub(self.late_acked) + self.dropped + self.abandoned
+    }
+
+    /// Fraction of resolved ADUs that were lost, dropped or abandoned.
     pub fn loss_rate(&self) -> f64 {
         let resolved = self.acked + self.lost + self.dropped + self.abandoned;
         if resolved == 0 {
             0.0
         } else {
-            let lost = self.lost.saturating_sub(self.late_acked);
-            (lost + self.dropped + self.abandoned) as f64 / resolved as f64
+            self.not_delivered() as f64 / resolved as f64
         }
     }
 }
@@ -96,9 +121,11 @@ impl Live {
                     .entry(u8::from(*channel))
                     .or_default() += size;
                 for s in self.targets(*stream, *stream_seq) {
+                    s.resolved(*stream_seq);
                     s.acked += 1;
                     s.acked_bytes += size;
-                    s.latencies.push(latency.as_secs_f64() * 1e3);
+                    s.latency.record(*latency);
+                    s.latency_window.record(*latency);
                     *s.by_channel.entry(u8::from(*channel)).or_default() += 1;
                 }
             }
@@ -121,6 +148,7 @@ impl Live {
                     }
                 }
                 for s in self.targets(*stream, *stream_seq) {
+                    s.resolved(*stream_seq);
                     if let (NackReason::Lost, Some(c)) = (reason, channel) {
                         *s.lost_by_channel.entry(u8::from(*c)).or_default() += 1;
                     }
@@ -131,7 +159,14 @@ impl Live {
                             s.unsent_at_close += 1;
                         }
                         NackReason::Abandoned => s.abandoned += 1,
-                        NackReason::QueueOverflow | NackReason::Removed => s.dropped += 1,
+                        NackReason::QueueOverflow => {
+                            s.dropped += 1;
+                            s.dropped_queue_full += 1;
+                        }
+                        NackReason::Removed => {
+                            s.dropped += 1;
+                            s.dropped_removed += 1;
+                        }
                     }
                 }
             }
@@ -168,10 +203,49 @@ impl Live {
         out
     }
 
+    /// The connection is over and every event of it has been read: an ADU still
+    /// unresolved and queued after every resolved one of its stream was offered after
+    /// the last session ended, and no session ever took it. It is counted as dropped
+    /// (`dropped_after_end`). Returns how many were; anything else unresolved stays
+    /// unaccounted, as a fault to report.
+    pub fn settle_after_end(&mut self) -> u64 {
+        let tail: Vec<(u32, u64)> = self
+            .sizes
+            .keys()
+            .filter(|(stream, seq)| {
+                self.streams
+                    .get(stream)
+                    .is_some_and(|s| s.max_resolved.is_none_or(|m| *seq > m))
+            })
+            .copied()
+            .collect();
+        for &(stream, seq) in &tail {
+            self.sizes.remove(&(stream, seq));
+            for s in self.targets(stream, seq) {
+                s.dropped += 1;
+                s.dropped_after_end += 1;
+            }
+        }
+        tail.len() as u64
+    }
+
     /// Count an ADU of `stream` as also belonging to `class`.
     pub fn tag(&mut self, stream: u32, seq: u64, class: &str) {
         self.classes.entry(class.to_string()).or_default().queued += 1;
         self.tagged.insert((stream, seq), class.to_string());
+    }
+
+    /// Each stream's latencies since the last call, taken (the windows start empty
+    /// again): the latency columns of an interval row.
+    pub fn take_interval_latencies(&mut self) -> BTreeMap<u32, Latencies> {
+        self.streams
+            .iter_mut()
+            .map(|(id, s)| {
+                let w = s.latency_window.clone();
+                s.latency_window.clear();
+                (*id, w)
+            })
+            .collect()
     }
 
     /// ADUs acked per channel, over every stream.
@@ -236,7 +310,9 @@ mod tests {
         });
         let s = &l.streams[&1];
         assert_eq!((s.acked, s.lost), (4, 1));
-        assert_eq!(s.percentile(50), Some(20.0));
+        // Within the histogram's 0.1 %.
+        let p50 = s.percentile(50).unwrap();
+        assert!((p50 - 20.0).abs() <= 0.02, "{p50}");
         assert_eq!(s.mean(), Some(25.0));
         assert!((s.loss_rate() - 0.2).abs() < 1e-12);
         assert_eq!(l.channels[&1], 3);

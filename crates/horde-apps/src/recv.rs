@@ -1,6 +1,7 @@
 //! The `recv` application: accept senders on the file's interfaces and measure what
 //! each delivers, until the senders are done, an idle timeout, a run length or Ctrl-C.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ use crate::stamp;
 
 /// Interval of the periodic report rows.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// Finished connections whose summaries a server keeps; older ones are let go (and
+/// counted), so that a server's memory does not grow with every connection it served.
+const KEPT_FINISHED: usize = 100;
 /// How often the receiver looks for Ctrl-C.
 const SIGINT_POLL: Duration = Duration::from_millis(50);
 
@@ -198,7 +202,12 @@ pub struct Serve {
     hold: Duration,
     /// All senders together.
     pub all: RecvReport,
-    pub senders: Vec<SenderRx>,
+    /// The connections, by id (their order of acceptance).
+    senders: BTreeMap<usize, SenderRx>,
+    /// Connections accepted so far: the next id.
+    accepted: usize,
+    /// Finished connections let go beyond [`KEPT_FINISHED`].
+    senders_omitted: u64,
     open: usize,
     last_end: Option<CloseReason>,
 }
@@ -208,7 +217,9 @@ impl Serve {
         Self {
             hold,
             all: RecvReport::new(hold, stamp::unix_micros()),
-            senders: Vec::new(),
+            senders: BTreeMap::new(),
+            accepted: 0,
+            senders_omitted: 0,
             open: 0,
             last_end: None,
         }
@@ -220,20 +231,24 @@ impl Serve {
         tx: &mpsc::UnboundedSender<FromSender>,
         progress: &mut impl FnMut(Progress<'_>),
     ) {
-        let id = self.senders.len();
+        let id = self.accepted;
+        self.accepted += 1;
         let peer = conn.peer().map_or_else(|| "?".into(), ToString::to_string);
         progress(Progress::Connected {
             id,
             peer: &peer,
             handle: conn.handle(),
         });
-        self.senders.push(SenderRx {
+        self.senders.insert(
             id,
-            peer,
-            report: RecvReport::new(self.hold, stamp::unix_micros()),
-            end: None,
-            finished: None,
-        });
+            SenderRx {
+                id,
+                peer,
+                report: RecvReport::new(self.hold, stamp::unix_micros()),
+                end: None,
+                finished: None,
+            },
+        );
         self.open += 1;
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -262,7 +277,7 @@ impl Serve {
         let mut listening = true;
         loop {
             let mut wake = Instant::now() + SIGINT_POLL;
-            if !self.senders.is_empty() {
+            if self.any_sender() {
                 wake = wake.min(next_row);
             }
             for t in [limits.deadline, idle_at].into_iter().flatten() {
@@ -272,7 +287,7 @@ impl Serve {
                 c = listener.accept(), if listening => match c {
                     Some(c) => {
                         self.accepted(c, &tx, &mut progress);
-                        if self.senders.len() == 1 {
+                        if self.accepted == 1 {
                             // Rows start with the first sender.
                             self.all = RecvReport::new(self.hold, stamp::unix_micros());
                             next_row = Instant::now() + REPORT_EVERY;
@@ -285,16 +300,23 @@ impl Serve {
                     Some((id, Some(Event::Received { stream, channel, payload, .. }))) => {
                         let now = stamp::unix_micros();
                         self.all.on_received(stream, u8::from(channel), &payload, now);
-                        self.senders[id].report.on_received(stream, u8::from(channel), &payload, now);
+                        if let Some(s) = self.senders.get_mut(&id) {
+                            s.report.on_received(stream, u8::from(channel), &payload, now);
+                        }
                         idle_at = limits.idle.map(|d| Instant::now() + d);
                     }
                     Some((id, Some(Event::Closed { reason }))) => {
-                        self.senders[id].end = Some(reason);
+                        if let Some(s) = self.senders.get_mut(&id) {
+                            s.end = Some(reason);
+                        }
                         self.last_end = Some(reason);
                         progress(Progress::Closed { id, reason });
                     }
                     Some((id, None)) => {
-                        self.senders[id].finish();
+                        if let Some(s) = self.senders.get_mut(&id) {
+                            s.finish();
+                        }
+                        self.let_old_summaries_go();
                         self.open -= 1;
                         let closed = matches!(
                             self.last_end,
@@ -318,7 +340,7 @@ impl Serve {
             if !limits.server && idle_at.is_some_and(|t| now >= t) {
                 return End::Idle;
             }
-            if !self.senders.is_empty() && now >= next_row {
+            if self.any_sender() && now >= next_row {
                 next_row += REPORT_EVERY;
                 progress(Progress::Row(self.all.interval(stamp::unix_micros())));
             }
@@ -334,7 +356,38 @@ impl Serve {
 
     /// Each sender's summary, in the order they connected.
     pub fn sender_summaries(&mut self) -> Vec<serde_json::Value> {
-        self.senders.iter_mut().map(SenderRx::summarize).collect()
+        self.senders.values_mut().map(SenderRx::summarize).collect()
+    }
+
+    /// Whether any sender has connected.
+    pub fn any_sender(&self) -> bool {
+        self.accepted > 0
+    }
+
+    /// Finished connections whose summaries were let go to bound memory.
+    pub fn senders_omitted(&self) -> u64 {
+        self.senders_omitted
+    }
+
+    /// Keep at most [`KEPT_FINISHED`] finished connections, the latest.
+    fn let_old_summaries_go(&mut self) {
+        let finished = self
+            .senders
+            .values()
+            .filter(|s| s.finished.is_some())
+            .count();
+        let excess = finished.saturating_sub(KEPT_FINISHED);
+        let old: Vec<usize> = self
+            .senders
+            .iter()
+            .filter(|(_, s)| s.finished.is_some())
+            .map(|(&id, _)| id)
+            .take(excess)
+            .collect();
+        for id in old {
+            self.senders.remove(&id);
+            self.senders_omitted += 1;
+        }
     }
 }
 
@@ -347,6 +400,28 @@ mod sender_rx_tests {
         p.extend_from_slice(&seq.to_be_bytes());
         p.resize(500, 0);
         p
+    }
+
+    #[test]
+    fn a_server_keeps_the_latest_finished_connections_only() {
+        let mut serve = Serve::new(Duration::from_millis(100));
+        for id in 0..KEPT_FINISHED + 5 {
+            serve.accepted += 1;
+            let mut s = SenderRx {
+                id,
+                peer: "k".into(),
+                report: RecvReport::new(Duration::from_millis(100), 1_000_000),
+                end: Some(CloseReason::PeerClosed),
+                finished: None,
+            };
+            s.finish();
+            serve.senders.insert(id, s);
+            serve.let_old_summaries_go();
+        }
+        assert_eq!(serve.senders.len(), KEPT_FINISHED);
+        assert_eq!(serve.senders_omitted(), 5);
+        assert_eq!(serve.senders.keys().next(), Some(&5));
+        assert_eq!(serve.sender_summaries().len(), KEPT_FINISHED);
     }
 
     #[test]

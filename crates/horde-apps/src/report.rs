@@ -9,7 +9,9 @@ use horde_emu::Histogram;
 use serde::Serialize;
 
 use crate::inorder::InOrder;
+use crate::latency::Latencies;
 use crate::live::Live;
+use crate::recent::Recent;
 use crate::stamp;
 
 /// p50 and p95 in ms; `None` (JSON null) without samples.
@@ -20,16 +22,15 @@ pub struct Quantiles {
 }
 
 impl Quantiles {
-    fn of_ms(v: &[f64]) -> Self {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
-            v.get(rank - 1).copied()
-        };
+    const NONE: Self = Self {
+        p50: None,
+        p95: None,
+    };
+
+    fn of_latencies(l: &Latencies) -> Self {
         Self {
-            p50: q(0.5),
-            p95: q(0.95),
+            p50: l.percentile_ms(50.0),
+            p95: l.percentile_ms(95.0),
         }
     }
 
@@ -94,7 +95,6 @@ struct StreamMark {
     dropped: u64,
     abandoned: u64,
     acked_bytes: u64,
-    latencies: usize,
 }
 
 impl StreamMark {
@@ -106,7 +106,6 @@ impl StreamMark {
             dropped: s.dropped,
             abandoned: s.abandoned,
             acked_bytes: s.acked_bytes,
-            latencies: s.latencies.len(),
         }
     }
 }
@@ -126,7 +125,7 @@ pub struct SendReport {
     names: BTreeMap<u32, String>,
     channel_names: Vec<String>,
     mark: SendMark,
-    pub intervals: Vec<SendInterval>,
+    pub intervals: Recent<SendInterval>,
 }
 
 impl SendReport {
@@ -138,7 +137,15 @@ impl SendReport {
         }
     }
 
-    fn rows(&self, live: &Live, from: &SendMark, to: Duration) -> SendInterval {
+    /// The rows from `from` to `to`; `latency` gives each stream's latencies over that
+    /// span.
+    fn rows(
+        &self,
+        live: &Live,
+        from: &SendMark,
+        to: Duration,
+        latency: impl Fn(u32, &crate::live::StreamLive) -> Quantiles,
+    ) -> SendInterval {
         let secs = (to.saturating_sub(from.at)).as_secs_f64();
         let streams = live
             .streams
@@ -158,9 +165,7 @@ impl SendReport {
                     dropped: s.dropped - m.dropped,
                     abandoned: s.abandoned - m.abandoned,
                     goodput_kbps: kbps(s.acked_bytes - m.acked_bytes, secs),
-                    latency_ms: Quantiles::of_ms(
-                        &s.latencies[m.latencies.min(s.latencies.len())..],
-                    ),
+                    latency_ms: latency(*id, s),
                 }
             })
             .collect();
@@ -185,8 +190,13 @@ impl SendReport {
     }
 
     /// Close the interval ending at `t` (time since the run started) and return it.
-    pub fn interval(&mut self, live: &Live, t: Duration) -> &SendInterval {
-        let row = self.rows(live, &self.mark, t);
+    pub fn interval(&mut self, live: &mut Live, t: Duration) -> &SendInterval {
+        let window = live.take_interval_latencies();
+        let row = self.rows(live, &self.mark, t, |id, _| {
+            window
+                .get(&id)
+                .map_or(Quantiles::NONE, Quantiles::of_latencies)
+        });
         self.mark = SendMark {
             at: t,
             streams: live
@@ -203,8 +213,112 @@ impl SendReport {
 
     /// The whole run, from 0 to `t`.
     pub fn summary(&self, live: &Live, t: Duration) -> SendInterval {
-        self.rows(live, &SendMark::default(), t)
+        self.rows(live, &SendMark::default(), t, |_, s| {
+            Quantiles::of_latencies(&s.latency)
+        })
     }
+}
+
+/// Where every ADU of a stream went over the whole run, with the reasons:
+/// `sent = acked + lost + dropped + abandoned`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StreamBooks {
+    pub id: u32,
+    pub name: String,
+    pub sent: u64,
+    pub acked: u64,
+    /// Sent and declared lost (a late ack still counts it here, and in `late_acked`).
+    pub lost: u64,
+    /// Sent, declared lost, and acknowledged later after all.
+    pub late_acked: u64,
+    pub dropped: u64,
+    /// Of `dropped`: pushed out of a full queue (the stream's queue limit).
+    pub dropped_queue_full: u64,
+    /// Of `dropped`: withdrawn by the application.
+    pub dropped_removed: u64,
+    /// Of `dropped`: offered after the connection had ended, before the sender heard.
+    pub dropped_after_end: u64,
+    pub abandoned: u64,
+    /// Of `abandoned`: still queued, never sent, when the connection ended.
+    pub abandoned_queued: u64,
+    /// Of `abandoned`: sent, with no ack or loss known when the connection ended.
+    pub abandoned_in_flight: u64,
+}
+
+impl StreamBooks {
+    fn of(id: u32, name: String, s: &crate::live::StreamLive) -> Self {
+        Self {
+            id,
+            name,
+            sent: s.queued,
+            acked: s.acked,
+            lost: s.lost,
+            late_acked: s.late_acked,
+            dropped: s.dropped,
+            dropped_queue_full: s.dropped_queue_full,
+            dropped_removed: s.dropped_removed,
+            dropped_after_end: s.dropped_after_end,
+            abandoned: s.abandoned,
+            abandoned_queued: s.unsent_at_close,
+            abandoned_in_flight: s.abandoned - s.unsent_at_close,
+        }
+    }
+
+    /// ADUs in none of the four.
+    pub fn unaccounted(&self) -> u64 {
+        self.sent
+            .saturating_sub(self.acked + self.lost + self.dropped + self.abandoned)
+    }
+
+    /// One line: the four counts, each with its reasons.
+    pub fn describe(&self) -> String {
+        let parts = |items: &[(u64, &str)]| {
+            let v: Vec<String> = items
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!("{n} {what}"))
+                .collect();
+            if v.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.join(", "))
+            }
+        };
+        let mut line = format!(
+            "{}: {} sent = {} acked + {} lost{} + {} dropped{} + {} abandoned{}",
+            self.name,
+            self.sent,
+            self.acked,
+            self.lost,
+            parts(&[(self.late_acked, "acked late")]),
+            self.dropped,
+            parts(&[
+                (self.dropped_queue_full, "queue full"),
+                (self.dropped_removed, "withdrawn"),
+                (self.dropped_after_end, "offered after the connection ended"),
+            ]),
+            self.abandoned,
+            parts(&[
+                (self.abandoned_queued, "queued at the end"),
+                (self.abandoned_in_flight, "in flight at the end"),
+            ]),
+        );
+        if self.unaccounted() > 0 {
+            line.push_str(&format!("; {} unaccounted", self.unaccounted()));
+        }
+        line
+    }
+}
+
+/// Every stream's books, in stream order.
+pub fn books(live: &Live, names: &BTreeMap<u32, String>) -> Vec<StreamBooks> {
+    live.streams
+        .iter()
+        .map(|(id, s)| {
+            let name = names.get(id).cloned().unwrap_or_else(|| id.to_string());
+            StreamBooks::of(*id, name, s)
+        })
+        .collect()
 }
 
 pub fn channel_name(names: &[String], id: u8) -> String {
@@ -290,7 +404,7 @@ pub struct RecvReport {
     streams: BTreeMap<u32, StreamRx>,
     channels: BTreeMap<u8, (Window, Window)>,
     released: Vec<u64>,
-    pub intervals: Vec<RecvInterval>,
+    pub intervals: Recent<RecvInterval>,
 }
 
 impl RecvReport {
@@ -304,7 +418,7 @@ impl RecvReport {
             streams: BTreeMap::new(),
             channels: BTreeMap::new(),
             released: Vec::new(),
-            intervals: Vec::new(),
+            intervals: Recent::default(),
         }
     }
 
@@ -427,6 +541,11 @@ impl RecvReport {
             let w = std::mem::take(&mut s.now);
             s.total.merge(&w);
         }
+        // A report that never closed an interval (each sender's own) has its channels'
+        // counts in the open window still.
+        for (now, total) in self.channels.values_mut() {
+            total.merge(&std::mem::take(now));
+        }
         let end = self.last_arrival_us.unwrap_or(self.start_us);
         self.rows(|s| &s.total, |c| &c.1, self.start_us, end)
     }
@@ -435,6 +554,21 @@ impl RecvReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each sender's report closes no interval of its own: its summary alone must
+    /// count the channels (they showed 0).
+    #[test]
+    fn a_summary_without_intervals_counts_every_channel() {
+        let mut r = RecvReport::new(Duration::from_millis(100), 1_000_000);
+        for i in 0..30u64 {
+            let at = 1_000_000 + i * 10_000;
+            r.on_received(1, (i % 3) as u8, &stamp::payload(500, i, at - 1_000), at);
+        }
+        let total = r.summary();
+        let per_channel: Vec<u64> = total.channels.iter().map(|c| c.received).collect();
+        assert_eq!(per_channel, vec![10, 10, 10]);
+        assert!(total.channels.iter().all(|c| c.goodput_kbps > 0.0));
+    }
 
     #[test]
     fn receiver_rates_are_per_interval_not_lifetime() {
@@ -455,6 +589,7 @@ mod tests {
         assert_eq!(second.streams[0].goodput_kbps, 0.0);
         let total = r.summary();
         assert_eq!(total.streams[0].received, 100);
+        assert_eq!(total.channels[0].received, 100);
         // Over the span of the arrivals (0.99 s), not the receiver's lifetime.
         assert!(total.streams[0].goodput_kbps > 1000.0);
     }

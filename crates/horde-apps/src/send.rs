@@ -9,12 +9,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey};
 use horde_net::{Connection, Host, HostConfig, NetError, Reconnect, SchedulerFactory};
-use horde_proto::StreamConfig;
+use horde_proto::{CloseReason, StreamConfig};
 
 use crate::config::{base_dir, public_key, read_key, seconds, SendChannel, SendConfig};
 use crate::live::Live;
-use crate::report::{SendInterval, SendReport};
-use crate::sender::{self, StreamPlan};
+use crate::recent::Recent;
+use crate::report::{books, SendInterval, SendReport, StreamBooks};
+use crate::sender::{self, ConnEnd, StreamPlan};
 
 /// How long a connection attempt waits for the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,6 +31,7 @@ pub struct Sender {
     scheduler: SchedulerFactory,
     max_adu: u32,
     channel_names: Vec<String>,
+    reconnect_give_up: Duration,
 }
 
 /// A channel as the sender set it up.
@@ -39,12 +41,48 @@ pub struct ChannelSetup {
     pub remote: SocketAddr,
 }
 
-/// What a send run reports: its interval rows, the summary over the run, and how many
-/// ADUs are neither acked, lost, dropped from the queue nor abandoned at close.
+/// What a send run reports: its latest interval rows, the summary over the run, each
+/// stream's books with their reasons, how many ADUs are in none of acked, lost,
+/// dropped or abandoned, and how the connection ended.
 pub struct SendOutcome {
-    pub intervals: Vec<SendInterval>,
+    pub intervals: Recent<SendInterval>,
     pub summary: SendInterval,
+    pub books: Vec<StreamBooks>,
     pub unaccounted: u64,
+    pub end: ConnEnd,
+    /// The service the sender asked for.
+    pub service: u32,
+}
+
+/// Whether a send run did what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// ADUs were acked, and none was abandoned because the peer left.
+    Delivered,
+    /// The receiver does not serve the service asked for.
+    ServiceRefused(u32),
+    /// Not one ADU was acked.
+    NothingAcked,
+    /// The peer left (closed, crashed, became unreachable; reconnecting gave up or the
+    /// run ended while it was away) with ADUs abandoned.
+    PeerLeft(CloseReason),
+}
+
+impl SendOutcome {
+    pub fn verdict(&self) -> Verdict {
+        let acked: u64 = self.books.iter().map(|b| b.acked).sum();
+        let abandoned: u64 = self
+            .books
+            .iter()
+            .map(|b| b.abandoned + b.dropped_after_end)
+            .sum();
+        match self.end.peer_left() {
+            Some(CloseReason::ServiceRefused) => Verdict::ServiceRefused(self.service),
+            _ if acked == 0 => Verdict::NothingAcked,
+            Some(reason) if abandoned > 0 => Verdict::PeerLeft(reason),
+            _ => Verdict::Delivered,
+        }
+    }
 }
 
 impl Sender {
@@ -55,6 +93,7 @@ impl Sender {
         let keypair = read_key(&cfg.key_file, &base)?;
         let peer = public_key(&cfg.peer_key, "peer_key")?;
         let duration = seconds(duration.unwrap_or(cfg.duration_s))?;
+        let reconnect_give_up = seconds(cfg.reconnect_give_up_s).context("reconnect_give_up_s")?;
         let plans = cfg
             .streams
             .iter()
@@ -94,6 +133,7 @@ impl Sender {
             scheduler,
             max_adu,
             channel_names,
+            reconnect_give_up,
         })
     }
 
@@ -130,7 +170,11 @@ impl Sender {
             HANDSHAKE_TIMEOUT,
         );
         if self.cfg.reconnect {
-            host.connect_persistent(target, Reconnect::default()).await
+            let policy = Reconnect {
+                give_up_after: self.reconnect_give_up,
+                ..Reconnect::default()
+            };
+            host.connect_persistent(target, policy).await
         } else {
             host.connect(target).await
         }
@@ -164,7 +208,7 @@ impl Sender {
             self.channel_names.clone(),
         )));
         let (l2, r2) = (live.clone(), report.clone());
-        sender::run_sender(
+        let end = sender::run_sender(
             conn,
             &self.plans,
             self.duration,
@@ -172,36 +216,35 @@ impl Sender {
             self.max_adu,
             live.clone(),
             move |t| {
-                let l = l2.lock().expect("live lock");
+                let mut l = l2.lock().expect("live lock");
                 let mut r = r2.lock().expect("report lock");
                 let since = r.intervals.last().map_or(0.0, |i| i.end_s);
                 if t.as_secs_f64() - since < 0.01 {
                     return; // nothing left of this interval
                 }
-                row(r.interval(&l, t));
+                row(r.interval(&mut l, t));
             },
         )
         .await?;
-        let l = live.lock().expect("live lock");
+        let mut l = live.lock().expect("live lock");
+        // What the application offered after the last session ended was never taken.
+        l.settle_after_end();
         let r = report.lock().expect("report lock");
         let ran = r
             .intervals
             .last()
             .map_or(self.duration, |i| Duration::from_secs_f64(i.end_s));
         let summary = r.summary(&l, ran);
-        // Every ADU is acked, lost, dropped from the queue or abandoned at close.
-        let unaccounted = summary
-            .streams
-            .iter()
-            .map(|s| {
-                s.sent
-                    .saturating_sub(s.acked + s.lost + s.dropped + s.abandoned)
-            })
-            .sum();
+        // Every ADU is acked, lost, dropped or abandoned.
+        let books = books(&l, &sender::names(&self.plans));
+        let unaccounted = books.iter().map(StreamBooks::unaccounted).sum();
         Ok(SendOutcome {
             intervals: r.intervals.clone(),
             summary,
+            books,
             unaccounted,
+            end,
+            service: self.cfg.service,
         })
     }
 }
@@ -219,4 +262,72 @@ pub async fn bind(cfg: HostConfig) -> Result<Host> {
     Host::bind(cfg)
         .await
         .with_context(|| format!("cannot bind {}", addresses.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(acked: u64, abandoned: u64, end: ConnEnd) -> SendOutcome {
+        let sent = acked + abandoned;
+        SendOutcome {
+            intervals: Recent::default(),
+            summary: SendInterval {
+                start_s: 0.0,
+                end_s: 1.0,
+                streams: Vec::new(),
+                channels: Vec::new(),
+            },
+            books: vec![StreamBooks {
+                id: 1,
+                name: "s".into(),
+                sent,
+                acked,
+                lost: 0,
+                late_acked: 0,
+                dropped: 0,
+                dropped_queue_full: 0,
+                dropped_removed: 0,
+                dropped_after_end: 0,
+                abandoned,
+                abandoned_queued: abandoned,
+                abandoned_in_flight: 0,
+            }],
+            unaccounted: 0,
+            end,
+            service: 7,
+        }
+    }
+
+    #[test]
+    fn the_verdict_says_whether_the_run_did_what_was_asked() {
+        let closed = ConnEnd::default();
+        let left = ConnEnd {
+            peer_ended: Some(CloseReason::PeerClosed),
+            ..ConnEnd::default()
+        };
+        let away = ConnEnd {
+            away_at_close: Some(CloseReason::Unreachable),
+            ..ConnEnd::default()
+        };
+        let refused = ConnEnd {
+            peer_ended: Some(CloseReason::ServiceRefused),
+            ..ConnEnd::default()
+        };
+        assert_eq!(outcome(10, 0, closed).verdict(), Verdict::Delivered);
+        // A local close may abandon a few: the peer was there.
+        assert_eq!(outcome(10, 2, closed).verdict(), Verdict::Delivered);
+        assert_eq!(outcome(0, 0, closed).verdict(), Verdict::NothingAcked);
+        assert_eq!(
+            outcome(10, 2, left).verdict(),
+            Verdict::PeerLeft(CloseReason::PeerClosed)
+        );
+        assert_eq!(
+            outcome(10, 2, away).verdict(),
+            Verdict::PeerLeft(CloseReason::Unreachable)
+        );
+        // The peer left after everything was acked: nothing was lost by it.
+        assert_eq!(outcome(10, 0, left).verdict(), Verdict::Delivered);
+        assert_eq!(outcome(0, 3, refused).verdict(), Verdict::ServiceRefused(7));
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use horde_net::{Connection, ConnectionHandle};
 use horde_policy::{Fields, Objective, Value};
-use horde_proto::{Event, StreamConfig};
+use horde_proto::{CloseReason, Event, StreamConfig};
 use horde_workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
 
@@ -32,13 +32,110 @@ const BULK_BURST: usize = 8;
 const DRAIN: Duration = Duration::from_secs(3);
 /// How long it waits for its close to finish (the session's close timeout is 2 s).
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
+/// How long a call that failed as the connection ended waits for the end's event.
+const END_WAIT: Duration = Duration::from_secs(1);
 /// How often the run checks for Ctrl-C.
 const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// How the connection ended, as the sender saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConnEnd {
+    /// Why it ended before this end closed it (the peer closed it, crashed, became
+    /// unreachable or refused the service); `None` when this end closed it.
+    pub peer_ended: Option<CloseReason>,
+    /// A new session was tried for after the peer left, and the attempts gave up.
+    pub gave_up: bool,
+    /// When this end closed it, its session was down and reconnecting since the peer
+    /// left for this reason.
+    pub away_at_close: Option<CloseReason>,
+    /// Seconds into the run when the peer left for good (or this end closed while it
+    /// was away).
+    pub at_s: f64,
+}
+
+impl ConnEnd {
+    /// Why the peer was gone at the end, if it was.
+    pub fn peer_left(&self) -> Option<CloseReason> {
+        self.peer_ended.or(self.away_at_close)
+    }
+
+    /// One line saying how the connection ended.
+    pub fn describe(&self) -> String {
+        match (self.peer_ended, self.away_at_close) {
+            (Some(CloseReason::ServiceRefused), _) => {
+                format!("refused by the receiver at {:.1} s", self.at_s)
+            }
+            (Some(r), _) if self.gave_up => format!(
+                "ended at {:.1} s: the session ended ({}) and reconnecting gave up",
+                self.at_s,
+                r.as_str()
+            ),
+            (Some(r), _) => format!("ended by the peer at {:.1} s ({})", self.at_s, r.as_str()),
+            (None, Some(r)) => format!(
+                "closed at {:.1} s while reconnecting: the peer was away since its session ended ({})",
+                self.at_s,
+                r.as_str()
+            ),
+            (None, None) => format!("closed by this end at {:.1} s", self.at_s),
+        }
+    }
+}
+
+/// Follows the connection's events for its end: a session that ended and a
+/// reconnection, or the final [`Event::Closed`].
+#[derive(Debug, Default)]
+struct EndWatch {
+    /// The session ended for this reason and a new one is being opened.
+    reconnecting: Option<CloseReason>,
+    end: ConnEnd,
+    /// The final `Closed` arrived, or the event stream ended.
+    over: bool,
+    /// This end has asked for the close.
+    closing: bool,
+}
+
+impl EndWatch {
+    fn see(&mut self, e: &Event, at: Duration) {
+        match e {
+            Event::Reconnecting { reason, .. } => self.reconnecting = Some(*reason),
+            Event::Connected => self.reconnecting = None,
+            Event::Closed { reason } => {
+                self.over = true;
+                if *reason != CloseReason::LocalClose && !self.closing {
+                    self.end.peer_ended = Some(*reason);
+                    self.end.gave_up = self.reconnecting.is_some();
+                    self.end.at_s = at.as_secs_f64();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The event stream ended (the host let the connection go).
+    fn gone(&mut self, at: Duration) {
+        if !self.over && !self.closing {
+            self.end.peer_ended = Some(self.reconnecting.unwrap_or(CloseReason::Unreachable));
+            self.end.at_s = at.as_secs_f64();
+        }
+        self.over = true;
+    }
+
+    /// This end closes the connection now.
+    fn close(&mut self, at: Duration) {
+        self.closing = true;
+        if self.end.peer_ended.is_none() {
+            self.end.away_at_close = self.reconnecting;
+            self.end.at_s = at.as_secs_f64();
+        }
+    }
+}
 
 /// Run `plans` for `duration` or until Ctrl-C (when the caller catches it with a
 /// [`SigintGuard`](horde_emu::sys::SigintGuard)), then drain and close; the
 /// events of the close (nacks of what was left, `Closed`) are recorded too. `tick` is
-/// called about once a second.
+/// called about once a second. A connection that ends for good before (the peer
+/// closed it, left and reconnecting gave up, or refused the service) ends the run at
+/// once; the answer says how it ended.
 ///
 /// Timed sources emit on their own clocks; bulk sources are fed by a task each that
 /// waits for back-pressure ([`ConnectionHandle::writable`]) to release its stream, so
@@ -52,16 +149,27 @@ pub async fn run_sender(
     max_adu: u32,
     live: Arc<Mutex<Live>>,
     mut tick: impl FnMut(Duration),
-) -> Result<()> {
+) -> Result<ConnEnd> {
     let (handle, mut events) = conn.split();
+    let mut watch = EndWatch::default();
     let mut timed: Vec<(u32, Box<dyn Workload>)> = Vec::new();
     let mut bulk = Vec::new();
     let start = Instant::now();
     let end = start + duration;
     for p in plans {
-        handle.open_stream(p.id, p.config.clone()).await?;
-        for o in &p.objectives {
-            handle.inject_objective(o.clone()).await?;
+        // The connection can end before its streams are open (the peer refused the
+        // service at once): that end is the answer, not the failed call.
+        let opened = async {
+            handle.open_stream(p.id, p.config.clone()).await?;
+            for o in &p.objectives {
+                handle.inject_objective(o.clone()).await?;
+            }
+            Ok::<_, horde_net::NetError>(())
+        }
+        .await;
+        if let Err(e) = opened {
+            wait_for_end(&mut events, &mut watch, &live, start, e.into()).await?;
+            return Ok(watch.end);
         }
         let w = p.workload.build(stream_seed(seed, p.id), max_adu)?;
         if w.is_bulk() {
@@ -87,7 +195,7 @@ pub async fn run_sender(
         .collect();
     loop {
         let now = Instant::now();
-        if now >= end || horde_emu::sys::interrupted() {
+        if now >= end || horde_emu::sys::interrupted() || watch.over {
             break;
         }
         let t = now - start;
@@ -114,40 +222,96 @@ pub async fn run_sender(
             .min(now + STOP_POLL);
         tokio::select! {
             e = events.recv() => match e {
-                Some(e) => record(&live, &e),
-                None => break,
+                Some(e) => {
+                    watch.see(&e, start.elapsed());
+                    record(&live, &e);
+                }
+                None => watch.gone(start.elapsed()),
             },
             _ = tokio::time::sleep_until(next_due) => {}
         }
         while let Ok(e) = events.try_recv() {
+            watch.see(&e, start.elapsed());
             record(&live, &e);
         }
     }
+    let mut feeder_error = None;
     for b in bulk {
         b.abort(); // stopped early: the feeders' own clocks run to `end`
         match b.await {
-            Ok(r) => r?,
+            Ok(Ok(())) => {}
+            // A feeder's stream fails once the connection has ended for good.
+            Ok(Err(e)) => feeder_error = Some(e),
             Err(e) if e.is_cancelled() => {}
             Err(e) => return Err(e.into()),
         }
     }
+    if let Some(e) = feeder_error {
+        wait_for_end(&mut events, &mut watch, &live, start, e).await?;
+    }
+    if watch.over {
+        // Every nack of the ended session came before its `Closed`; take what is left.
+        while let Ok(e) = events.try_recv() {
+            record(&live, &e);
+        }
+        tick(start.elapsed().min(duration));
+        return Ok(watch.end);
+    }
     // Drain: let what was sent resolve (ack or nack) before reporting.
     let drain_end = Instant::now() + DRAIN;
-    while !all_resolved(&live) {
+    while !all_resolved(&live) && !watch.over {
         match tokio::time::timeout_at(drain_end, events.recv()).await {
-            Ok(Some(e)) => record(&live, &e),
-            _ => break,
+            Ok(Some(e)) => {
+                watch.see(&e, start.elapsed());
+                record(&live, &e);
+            }
+            Ok(None) => watch.gone(start.elapsed()),
+            Err(_) => break,
         }
     }
     tick(start.elapsed().min(duration));
-    handle.close()?;
+    if !watch.over {
+        watch.close(start.elapsed());
+        // The host may be gone already; the books then settle with what was heard.
+        let _ = handle.close();
+    }
     // Whatever was still queued or in flight is nacked as the close finishes.
     let close_end = Instant::now() + CLOSE_WAIT;
-    while let Ok(Some(e)) = tokio::time::timeout_at(close_end, events.recv()).await {
-        record(&live, &e);
-        if matches!(e, Event::Closed { .. }) {
-            break;
+    while !watch.over {
+        match tokio::time::timeout_at(close_end, events.recv()).await {
+            Ok(Some(e)) => {
+                watch.see(&e, start.elapsed());
+                record(&live, &e);
+            }
+            Ok(None) => watch.gone(start.elapsed()),
+            Err(_) => break,
         }
+    }
+    Ok(watch.end)
+}
+
+/// A call failed as the connection ended: the end reaches the event stream too, so wait
+/// a moment for it (and every event before it). `Err(error)` if it does not come.
+async fn wait_for_end(
+    events: &mut horde_net::EventReceiver,
+    watch: &mut EndWatch,
+    live: &Mutex<Live>,
+    start: Instant,
+    error: anyhow::Error,
+) -> Result<()> {
+    let wait_end = Instant::now() + END_WAIT;
+    while !watch.over {
+        match tokio::time::timeout_at(wait_end, events.recv()).await {
+            Ok(Some(e)) => {
+                watch.see(&e, start.elapsed());
+                record(live, &e);
+            }
+            Ok(None) => watch.gone(start.elapsed()),
+            Err(_) => return Err(error),
+        }
+    }
+    while let Ok(e) = events.try_recv() {
+        record(live, &e);
     }
     Ok(())
 }

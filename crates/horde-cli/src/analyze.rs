@@ -13,6 +13,7 @@ use horde_analyze::plot::{lines_svg, Line};
 use horde_analyze::stats::{cdf, fairness_gap, mean_ci90, quantile};
 use horde_analyze::wavelet::{burstiness, haar_split, rate_entropy};
 use horde_analyze::{align, mahimahi, pcap, tcp};
+use horde_config::input::Kind;
 use horde_links::cdma::probe::{self, ProbeConfig, ProbeRun, Source};
 use horde_links::cdma::CdmaParams;
 
@@ -51,11 +52,13 @@ pub struct NmiArgs {
     y: String,
     #[arg(long, default_value_t = 30)]
     max_lag: usize,
-    /// Discretisation of X: `width:W` (equal-width bins) or `cluster:K` (single-link).
-    #[arg(long, default_value = "width:10")]
+    /// Discretisation of X: `auto` (equal-width bins of the Freedman–Diaconis width of
+    /// the column), `width:W` (bins of width W, e.g. the thesis's `width:10` for kbit/s)
+    /// or `cluster:K` (single-link).
+    #[arg(long, default_value = "auto")]
     x_bins: Method,
     /// Discretisation of Y.
-    #[arg(long, default_value = "width:10")]
+    #[arg(long, default_value = "auto")]
     y_bins: Method,
     /// Shuffles of X for the null baseline (its 95th percentile per lag).
     #[arg(long, default_value_t = 100)]
@@ -103,7 +106,10 @@ pub struct PcapArgs {
     /// Also draw the RTT CDF into this SVG file.
     #[arg(long)]
     svg: Option<PathBuf>,
-    file: PathBuf,
+    /// Captures to read together, merged by time: one with both directions, or one per
+    /// direction (`horde shell --pcap` writes `linkN-up.pcap` and `linkN-down.pcap`).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -202,10 +208,26 @@ pub fn sweep(
     Ok(nmi_sweep(&xs, &ys, max_lag, shuffles, seed))
 }
 
+/// Warn when a column's bins leave it one symbol: its entropy is 0, so every NMI with it
+/// is 0 whatever the data say.
+fn warn_if_one_bin(name: &str, values: &[f64], method: Method) {
+    let symbols = discretize(values, method);
+    if symbols.iter().flatten().all(|s| *s == 0) {
+        eprintln!(
+            "warning: column {name} falls into a single bin with {} ({}): its NMI is 0 \
+             whatever the data; use a narrower width:W, cluster:K, or auto",
+            method,
+            method.resolve(values)
+        );
+    }
+}
+
 fn nmi(a: NmiArgs) -> Result<ExitCode> {
     let t = Table::read(&a.file)?;
     let x = band(t.column(&a.x)?, a.band);
     let y = band(t.column(&a.y)?, a.band);
+    warn_if_one_bin(&a.x, &x, a.x_bins);
+    warn_if_one_bin(&a.y, &y, a.y_bins);
     let rows = sweep(&x, &y, (a.x_bins, a.y_bins), a.max_lag, a.shuffles, a.seed)?;
     if a.json {
         let lags: Vec<serde_json::Value> = rows
@@ -297,19 +319,42 @@ fn summary(a: SummaryArgs) -> Result<ExitCode> {
 }
 
 fn pcap_cmd(a: PcapArgs) -> Result<ExitCode> {
-    let segs = pcap::read_pcap(&a.file)?;
+    let mut segs = Vec::new();
+    for file in &a.files {
+        segs.extend(pcap::read_pcap(file)?);
+    }
+    // Stable: segments with the same time keep their order within a file.
+    segs.sort_by(|x, y| x.time.total_cmp(&y.time));
+    let names = a
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let r = tcp::analyze(&segs);
     let Some((s, d)) = r.flow else {
-        bail!("{}: no TCP payload in the capture", a.file.display());
+        bail!("{names}: no TCP payload in the capture");
     };
     println!("flow {}:{} -> {}:{}", s.0, s.1, d.0, d.1);
+    let timeouts = match r.timeouts() {
+        Some(n) => n.to_string(),
+        None => "unknown".into(),
+    };
     println!(
-        "data segments {}  bytes {}  retransmissions {}  timeouts (>100 ms after last ack) {}",
+        "data segments {}  bytes {}  acks {}  retransmissions {}  timeouts (>100 ms after last ack) {timeouts}",
         r.data_segments,
         r.bytes_sent,
+        r.acks,
         r.retransmissions.len(),
-        r.timeouts()
     );
+    if r.acks == 0 {
+        println!(
+            "no ACKs from {}:{} in {names}: a capture of one direction only has no RTTs, and its \
+             retransmissions cannot be classed as timeouts; give both directions \
+             (e.g. link0-up.pcap link0-down.pcap)",
+            d.0, d.1
+        );
+    }
     let rtts: Vec<f64> = r.rtts.iter().map(|x| x.rtt * 1e3).collect();
     describe("rtt_ms", &rtts, 500.0);
     let start = r.sends.first().map_or(0.0, |x| x.0).floor();
@@ -331,12 +376,18 @@ fn pcap_cmd(a: PcapArgs) -> Result<ExitCode> {
             .filter(|x| x.timeout)
             .map(|x| (x.time, 1.0))
             .collect();
+        // Without ACKs the column stays empty rather than calling every retransmission a
+        // timeout.
+        let timeouts = match r.acks {
+            0 => vec![f64::NAN; n],
+            _ => bin(&tos, start, 1.0, n, Reduce::Sum),
+        };
         let cols = [
             bin(&send, start, 1.0, n, Reduce::Sum),
             bin(&rtt, start, 1.0, n, Reduce::Mean),
             bin(&outst, start, 1.0, n, Reduce::Mean),
             bin(&retx, start, 1.0, n, Reduce::Sum),
-            bin(&tos, start, 1.0, n, Reduce::Sum),
+            timeouts,
         ];
         let mut text =
             String::from("second,send_kbps,rtt_ms,outstanding_bytes,retransmissions,timeouts\n");
@@ -390,8 +441,8 @@ fn config(c: &CdmaCommon) -> Result<ProbeConfig> {
     let params = match &c.params {
         None => CdmaParams::default(),
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = horde_config::input::read_to_string(p, Kind::CONFIG)
+                .with_context(|| format!("reading {}", p.display()))?;
             let params: CdmaParams =
                 toml::from_str(&text).with_context(|| format!("{}", p.display()))?;
             params
@@ -450,7 +501,8 @@ fn cdma_udp(a: CdmaUdpArgs) -> Result<ExitCode> {
             a.out.with_file_name(format!("{stem}-u{i}{ext}"))
         };
         write(&path, &r.to_csv())?;
-        run_summary(&format!("{s:?}").chars().take(16).collect::<String>(), r);
+        eprintln!("user {i} ({s}): per-second series in {}", path.display());
+        run_summary(&s.to_string(), r);
     }
     if runs.len() > 1 {
         let g: Vec<f64> = runs.iter().map(ProbeRun::goodput_kbps).collect();

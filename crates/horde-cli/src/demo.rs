@@ -93,12 +93,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             };
             runs.push((with, run));
         }
-        let checks = match runs.as_slice() {
-            [(true, on), (false, off)] => verdict::judge(on, off),
-            _ => Vec::new(),
+        let (checks, costs) = match runs.as_slice() {
+            [(true, on), (false, off)] => (verdict::judge(on, off), verdict::costs(on, off)),
+            _ => (Vec::new(), Vec::new()),
         };
         if !args.json {
-            print_summary(seed, &runs, &checks);
+            print_summary(seed, &runs, &checks, &costs);
         }
         let mut entry = serde_json::Map::new();
         entry.insert("seed".into(), seed.into());
@@ -111,6 +111,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             entry.insert(key.into(), serde_json::to_value(r)?);
         }
         entry.insert("verdicts".into(), serde_json::to_value(&checks)?);
+        entry.insert("costs".into(), serde_json::to_value(&costs)?);
         seeds_json.push(serde_json::Value::Object(entry));
         verdicts.push(checks);
     }
@@ -138,7 +139,11 @@ fn print_intro(args: &Args, each: Duration) {
     let secs = each.as_secs_f64();
     println!("Telemedicine streams (video 1.5 Mbit/s, audio, EKG) over three emulated");
     println!("links (lte-a steady, lte-b fast but lossy, hspa slow): {secs:.0} s with");
-    println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    if args.no_compare {
+        println!("objectives, and no run without them (--no-compare). What each asks for:");
+    } else {
+        println!("objectives, then {secs:.0} s without. What each objective asks for:");
+    }
     for (name, lines) in OBJECTIVE_NOTES {
         for (i, line) in lines.iter().enumerate() {
             let label = if i == 0 { *name } else { "" };
@@ -350,7 +355,7 @@ fn live_figures(
     }
 }
 
-fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check]) {
+fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check], costs: &[verdict::Cost]) {
     println!("\n== seed {seed}: summary (whole runs) ==");
     let mut rows = vec![vec![
         "stream".to_string(),
@@ -391,5 +396,9 @@ fn print_summary(seed: u64, runs: &[(bool, Run)], checks: &[Check]) {
     if !checks.is_empty() {
         println!("\nverdicts (difference = with - without; negative is better):");
         print!("{}", verdict::render_checks(checks));
+    }
+    if !costs.is_empty() {
+        println!("\nwhat the objectives cost (with objectives, and without):");
+        print!("{}", verdict::render_costs(costs));
     }
 }

@@ -152,8 +152,8 @@ fn server(args: ServerArgs) -> Result<ExitCode> {
     if args.workload {
         return crate::flows::server(args.listen, args.count);
     }
-    let (socket, protocol) = match (args.tcp_only, sys::stream_socket(args.listen, true)) {
-        (false, Ok(s)) => (s, "mptcp"),
+    let (socket, listening) = match (args.tcp_only, sys::stream_socket(args.listen, true)) {
+        (false, Ok(s)) => (s, "mptcp, and tcp by fallback"),
         _ => (sys::stream_socket(args.listen, false)?, "tcp"),
     };
     socket.set_reuse_address(true)?;
@@ -163,13 +163,15 @@ fn server(args: ServerArgs) -> Result<ExitCode> {
     socket.listen(64)?;
     let listener: TcpListener = socket.into();
     eprintln!(
-        "flow server listening on {} ({protocol})",
+        "flow server listening on {} ({listening})",
         listener.local_addr()?
     );
     let mut served = 0;
     while args.count.is_none_or(|c| served < c) {
         let (stream, peer) = listener.accept()?;
         served += 1;
+        // An MPTCP listener accepts plain TCP clients too: label what each one speaks.
+        let protocol = protocol_of(&stream);
         match receive(stream) {
             Ok((bytes, seconds, sum)) => {
                 let report = ServerReport {
@@ -186,6 +188,15 @@ fn server(args: ServerArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a connected stream speaks: "mptcp", or "tcp" for plain TCP and for an MPTCP
+/// socket whose peer did not offer MPTCP.
+fn protocol_of(stream: &TcpStream) -> &'static str {
+    match sys::is_mptcp(stream.as_raw_fd()) {
+        Ok(true) => "mptcp",
+        _ => "tcp",
+    }
 }
 
 /// Read one transfer and answer with its byte count and checksum.
@@ -293,12 +304,16 @@ fn client(args: ClientArgs) -> Result<ExitCode> {
         .as_socket()
         .map_or("?".into(), |a| a.to_string());
     let mut stream: TcpStream = socket.into();
+    let protocol = protocol_of(&stream);
+    if args.mptcp && protocol != "mptcp" {
+        eprintln!("MPTCP fell back to plain TCP: the server did not offer MPTCP");
+    }
 
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
         let fd = stream.as_raw_fd();
         let sampling = sampling.clone();
-        let mptcp = args.mptcp;
+        let mptcp = protocol == "mptcp";
         std::thread::spawn(move || sample_rtts(fd, mptcp, &sampling))
     };
     let sent = send(&mut stream, bytes, seed);

@@ -31,7 +31,7 @@ pub fn table(
             names.get(id).cloned().unwrap_or_else(|| id.to_string()),
             s.queued.to_string(),
             s.acked.to_string(),
-            (s.lost + s.dropped).to_string(),
+            s.not_delivered().to_string(),
             format!("{:.1}", 100.0 * s.loss_rate()),
             f(s.mean()),
             f(s.percentile(95)),
@@ -44,7 +44,7 @@ pub fn table(
             format!("  {name}"),
             s.queued.to_string(),
             s.acked.to_string(),
-            (s.lost + s.dropped).to_string(),
+            s.not_delivered().to_string(),
             format!("{:.1}", 100.0 * s.loss_rate()),
             f(s.mean()),
             f(s.percentile(95)),
@@ -100,5 +100,47 @@ mod tests {
         );
         assert!(t.contains("a 40%") && t.contains("b 60%"), "{t}");
         assert!(t.lines().all(|l| l.chars().count() < 80), "{t}");
+    }
+
+    /// The lost column counts what loss % counts: a loss a late ack took back is not
+    /// lost, and an ADU abandoned at the close is.
+    #[test]
+    fn the_lost_column_agrees_with_loss_percent() {
+        let mut l = Live::default();
+        let nack = |seq: u64, reason| Event::Nack {
+            stream: 1,
+            adu: seq,
+            stream_seq: seq,
+            channel: Some(ChannelId::new(0)),
+            reason,
+        };
+        for seq in 0..7u64 {
+            l.on_sender_event(&Event::Ack {
+                stream: 1,
+                adu: seq,
+                stream_seq: seq,
+                channel: ChannelId::new(0),
+                rtt: Duration::from_millis(10),
+                latency: Duration::from_millis(10),
+            });
+        }
+        l.on_sender_event(&nack(7, horde_proto::NackReason::Lost));
+        l.on_sender_event(&Event::LateAck {
+            stream: 1,
+            adu: 7,
+            stream_seq: 7,
+            channel: ChannelId::new(0),
+            rtt: Duration::from_millis(300),
+            latency: Duration::from_millis(300),
+        });
+        l.on_sender_event(&nack(8, horde_proto::NackReason::Lost));
+        l.on_sender_event(&nack(9, horde_proto::NackReason::Abandoned));
+        let s = &l.streams[&1];
+        assert_eq!(s.not_delivered(), 2);
+        let t = table(&l, Duration::from_secs(1), &BTreeMap::new(), &["a".into()]);
+        let row: Vec<&str> = t.lines().nth(1).unwrap().split_whitespace().collect();
+        let (lost, pct) = (row[3], row[4]);
+        assert_eq!(lost, "2", "{t}");
+        assert_eq!(pct, format!("{:.1}", 100.0 * s.loss_rate()), "{t}");
     }
 }

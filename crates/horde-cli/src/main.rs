@@ -106,15 +106,21 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `send` and `recv` say by default when a session ends, reconnects or gives up.
+    let default_filter = match cli.command {
+        Command::Send(_) | Command::Recv(_) => "warn,horde_host=info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         // Colour only for a person at a terminal, not in a log file or a pipe.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     if matches!(
         cli.command,
         Command::Demo(_)

@@ -6,13 +6,30 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use horde_apps::recv::{Progress, Receiver};
-use horde_apps::send::Sender;
+use horde_apps::send::{SendOutcome, Sender, Verdict};
 
 pub(crate) use horde_apps::{base_dir, public_key, read_key};
 
 use crate::report::{render_recv, render_send};
 
+/// The exit codes of `horde send`, for its `--help`.
+pub const SEND_EXIT_CODES: &str = "\
+Exit status:
+  0  the run did what was asked: ADUs were acked, and none was abandoned because the
+     receiver left
+  1  an error: a bad file or key, no handshake, or the receiver refused the service
+  2  a usage error
+  3  not one ADU was acked
+  4  the receiver left (closed, crashed, unreachable; reconnecting gave up or the run
+     ended while it was away) and ADUs were abandoned";
+
+/// Not one ADU was acked.
+const EXIT_NOTHING_ACKED: u8 = 3;
+/// The receiver left and ADUs were abandoned.
+const EXIT_PEER_LEFT: u8 = 4;
+
 #[derive(clap::Args)]
+#[command(after_help = SEND_EXIT_CODES)]
 pub struct SendArgs {
     /// Sender configuration (TOML); see docs/cli.md.
     config: PathBuf,
@@ -108,25 +125,68 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         // The connection is closed; the host waits for any other Close to be acked.
         let stats = host.stats().await?;
         host.shutdown().await;
+        let verdict = outcome.verdict();
         if args.json {
             let out = serde_json::json!({
                 "role": "send",
                 "channels": channels_json,
                 "intervals": outcome.intervals,
+                "intervals_omitted": outcome.intervals.omitted(),
                 "summary": outcome.summary,
+                "books": outcome.books,
                 "unaccounted": outcome.unaccounted,
                 "reconnects": stats.reconnects,
                 "interrupted": sigint.interrupted(),
+                "end": end_json(&outcome),
+                "exit_code": exit_code(verdict),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             print!("summary\n{}", render_send(&outcome.summary));
+            for b in &outcome.books {
+                println!("{}", b.describe());
+            }
+            println!("connection {}", outcome.end.describe());
             println!(
                 "reconnects: {}; ADUs unaccounted for: {}",
                 stats.reconnects, outcome.unaccounted
             );
         }
-        Ok(ExitCode::SUCCESS)
+        match verdict {
+            Verdict::ServiceRefused(service) => anyhow::bail!(
+                "the receiver refused service {service}: it does not listen on it (`service` in {})",
+                args.config.display()
+            ),
+            Verdict::NothingAcked => eprintln!("error: not one ADU was acked"),
+            Verdict::PeerLeft(reason) => eprintln!(
+                "error: the receiver left ({}) and ADUs were abandoned",
+                reason.as_str()
+            ),
+            Verdict::Delivered => {}
+        }
+        Ok(ExitCode::from(exit_code(verdict)))
+    })
+}
+
+/// The exit status for a run's verdict (see [`SEND_EXIT_CODES`]).
+fn exit_code(v: Verdict) -> u8 {
+    match v {
+        Verdict::Delivered => 0,
+        Verdict::ServiceRefused(_) => 1,
+        Verdict::NothingAcked => EXIT_NOTHING_ACKED,
+        Verdict::PeerLeft(_) => EXIT_PEER_LEFT,
+    }
+}
+
+/// How the connection ended, for the JSON report.
+fn end_json(o: &SendOutcome) -> serde_json::Value {
+    let e = &o.end;
+    serde_json::json!({
+        "by": if e.peer_ended.is_some() { "peer" } else { "local" },
+        "peer_left": e.peer_left().map(|r| r.as_str()),
+        "gave_up_reconnecting": e.gave_up,
+        "at_s": e.at_s,
+        "text": e.describe(),
     })
 }
 
@@ -179,18 +239,26 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         }
         let stats = host.stats().await?;
         host.shutdown().await;
-        if serve.senders.is_empty() {
+        if !serve.any_sender() {
             if json {
                 println!(
                     "{}",
                     serde_json::json!({
                         "role": "recv",
                         "end": "no sender",
+                        "services_refused": stats.services_refused,
                         "dropped_by_reason": crate::drops::to_json(&stats.dropped),
                     })
                 );
             } else {
                 println!("no sender connected");
+                if stats.services_refused > 0 {
+                    println!(
+                        "hellos refused for a service other than {}: {}",
+                        app.service(),
+                        stats.services_refused
+                    );
+                }
                 print!("{}", crate::drops::render(&stats.dropped));
             }
             return Ok(ExitCode::SUCCESS);
@@ -210,9 +278,13 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "intervals": report.intervals,
                 "summary": summary,
                 "senders": senders,
+                "senders_omitted": serve.senders_omitted(),
                 "sessions_replaced": stats.sessions_replaced,
+                "services_refused": stats.services_refused,
+                "intervals_omitted": report.intervals.omitted(),
                 "dropped_by_secure_layer": stats.dropped.total(),
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                "kernel_dropped": stats.kernel_dropped,
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {

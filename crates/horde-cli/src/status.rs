@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use horde_config::input::Kind;
 use horde_crypto::KeyStatus;
 use horde_net::{ChannelStatus, ConnectionHandle};
 use horde_proto::SessionStats;
@@ -268,7 +269,7 @@ fn write_atomically(path: &Path, snap: &Snapshot) -> Result<()> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.file)
+    let text = horde_config::input::read_to_string(&args.file, Kind::STATUS)
         .with_context(|| format!("cannot read the status file {}", args.file.display()))?;
     let snap: Snapshot = serde_json::from_str(&text).map_err(|e| {
         let (line, col) = position(&e);

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use horde_config::input::Kind;
 use horde_links::cellular::{self, CellularParams};
 use horde_links::{Trace, TraceStats};
 
@@ -145,14 +146,12 @@ fn stats(files: &[PathBuf], json: bool) -> Result<ExitCode> {
 }
 
 fn read_stdin() -> Result<Vec<u8>, horde_links::TraceError> {
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes).map_err(|source| {
+    horde_config::input::read_from(std::io::stdin().lock(), Kind::LINK_TRACE).map_err(|source| {
         horde_links::TraceError::Io {
             file: "<stdin>".to_owned(),
             source,
         }
-    })?;
-    Ok(bytes)
+    })
 }
 
 fn print_table(measured: &[(String, TraceStats)]) {

@@ -228,6 +228,9 @@ struct Report {
     /// Datagrams the secure layer refused (garbage, unknown index, replay...).
     dropped_by_secure_layer: u64,
     dropped_by_reason: serde_json::Value,
+    /// Datagrams the kernel dropped at the data sockets before Horde read them: they could
+    /// belong to no live session (or found a receive buffer full).
+    kernel_dropped: u64,
     /// Authenticated datagrams for no live session or service.
     unroutable: u64,
     reconnects: u64,
@@ -249,6 +252,7 @@ impl Report {
             datagrams_out: host.datagrams_out,
             dropped_by_secure_layer: host.dropped.total(),
             dropped_by_reason: crate::drops::to_json(&host.dropped),
+            kernel_dropped: host.kernel_dropped,
             unroutable: host.unroutable,
             reconnects: host.reconnects,
             sessions_replaced: host.sessions_replaced,

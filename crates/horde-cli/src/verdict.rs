@@ -1,6 +1,7 @@
 //! The demo's verdicts: does each objective beat the run without objectives on its own
 //! metric, and does no stream pay for it with more than 1.5x its loss? Per seed, and
-//! over seeds as wins and the spread of the differences.
+//! over seeds as wins (and ties) and the spread of the differences. Beside them, what the
+//! objectives cost: every stream's latency and goodput with and without them.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +54,34 @@ const EKG: &str = "ekg";
 /// A stream may lose at most this many times its loss without objectives.
 pub const LOSS_GUARD: f64 = 1.5;
 
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The objective's metric is better with it.
+    Wins,
+    /// The same with and without (e.g. no I-frame lost either way): not a loss.
+    Ties,
+    /// Worse with the objective, or not measured.
+    Loses,
+    /// A guard that holds.
+    Holds,
+    /// A guard that does not.
+    Breaks,
+}
+
+impl Outcome {
+    fn word(self) -> &'static str {
+        match self {
+            Outcome::Wins => "wins",
+            Outcome::Ties => "tie",
+            Outcome::Loses => "LOSES",
+            Outcome::Holds => "holds",
+            Outcome::Breaks => "BREAKS",
+        }
+    }
+}
+
 /// One check on one seed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
@@ -62,6 +91,8 @@ pub struct Check {
     pub metric: String,
     pub with: f64,
     pub without: f64,
+    pub outcome: Outcome,
+    /// Won, or the guard held.
     pub pass: bool,
 }
 
@@ -74,13 +105,21 @@ impl Check {
 
 fn lower(objective: &'static str, metric: &str, with: Option<f64>, without: Option<f64>) -> Check {
     let (w, wo) = (with.unwrap_or(f64::NAN), without.unwrap_or(f64::NAN));
+    // NaN (nothing measured) loses.
+    let outcome = if w < wo {
+        Outcome::Wins
+    } else if w == wo {
+        Outcome::Ties
+    } else {
+        Outcome::Loses
+    };
     Check {
         objective,
         metric: metric.to_string(),
         with: w,
         without: wo,
-        // NaN (nothing measured) fails.
-        pass: w < wo,
+        outcome,
+        pass: outcome == Outcome::Wins,
     }
 }
 
@@ -123,15 +162,69 @@ pub fn judge(with: &Run, without: &Run) -> Vec<Check> {
             continue;
         };
         let (w, wo) = (100.0 * f.loss_rate, 100.0 * base.loss_rate);
+        let holds = w <= LOSS_GUARD * wo;
         out.push(Check {
             objective: "guard",
             metric: format!("{name} loss % (at most {LOSS_GUARD}x)"),
             with: w,
             without: wo,
-            pass: w <= LOSS_GUARD * wo,
+            outcome: if holds {
+                Outcome::Holds
+            } else {
+                Outcome::Breaks
+            },
+            pass: holds,
         });
     }
     out
+}
+
+/// What one stream paid (or gained) for the objectives: no verdict, only the figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cost {
+    pub stream: String,
+    pub mean_ms: (Option<f64>, Option<f64>),
+    pub p95_ms: (Option<f64>, Option<f64>),
+    pub goodput_kbps: (Option<f64>, Option<f64>),
+}
+
+/// Every stream's latency and goodput, with and without objectives (in that order).
+pub fn costs(with: &Run, without: &Run) -> Vec<Cost> {
+    with.streams
+        .iter()
+        .filter_map(|(name, w)| {
+            let wo = without.streams.get(name)?;
+            Some(Cost {
+                stream: name.clone(),
+                mean_ms: (w.mean_ms, wo.mean_ms),
+                p95_ms: (w.p95_ms, wo.p95_ms),
+                goodput_kbps: (w.goodput_kbps, wo.goodput_kbps),
+            })
+        })
+        .collect()
+}
+
+/// The cost table: `with -> without` per figure.
+pub fn render_costs(costs: &[Cost]) -> String {
+    let pair = |(w, wo): (Option<f64>, Option<f64>)| {
+        let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+        format!("{} (without {})", f(w), f(wo))
+    };
+    let mut rows = vec![vec![
+        "stream".to_string(),
+        "mean ms".into(),
+        "p95 ms".into(),
+        "goodput kbit/s".into(),
+    ]];
+    for c in costs {
+        rows.push(vec![
+            c.stream.clone(),
+            pair(c.mean_ms),
+            pair(c.p95_ms),
+            pair(c.goodput_kbps),
+        ]);
+    }
+    crate::table::render(&rows)
 }
 
 /// One check over several seeds.
@@ -140,7 +233,10 @@ pub struct Spread {
     pub objective: &'static str,
     pub metric: String,
     pub seeds: usize,
+    /// Won (or, for a guard, held).
     pub passed: usize,
+    /// Came out the same with and without objectives.
+    pub ties: usize,
     /// Mean, least and greatest of `with - without` over the seeds.
     pub mean_difference: f64,
     pub min_difference: f64,
@@ -167,6 +263,7 @@ pub fn spread(per_seed: &[Vec<Check>]) -> Vec<Spread> {
                 metric: c.metric.clone(),
                 seeds: same.len(),
                 passed: same.iter().filter(|c| c.pass).count(),
+                ties: same.iter().filter(|c| c.outcome == Outcome::Ties).count(),
                 mean_difference: d.iter().sum::<f64>() / d.len().max(1) as f64,
                 min_difference: d.iter().copied().fold(f64::INFINITY, f64::min),
                 max_difference: d.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -192,7 +289,7 @@ pub fn render_checks(checks: &[Check]) -> String {
             format!("{:.2}", c.with),
             format!("{:.2}", c.without),
             format!("{:+.2}", c.difference()),
-            if c.pass { "wins" } else { "LOSES" }.into(),
+            c.outcome.word().into(),
         ]);
     }
     crate::table::render(&rows)
@@ -211,7 +308,11 @@ pub fn render_spread(spread: &[Spread]) -> String {
         rows.push(vec![
             s.objective.to_string(),
             s.metric.clone(),
-            format!("{}/{}", s.passed, s.seeds),
+            match s.ties {
+                0 => format!("{}/{}", s.passed, s.seeds),
+                1 => format!("{}/{}, 1 tie", s.passed, s.seeds),
+                n => format!("{}/{}, {n} ties", s.passed, s.seeds),
+            },
             format!("{:+.2}", s.mean_difference),
             format!("{:+.2}..{:+.2}", s.min_difference, s.max_difference),
         ]);
@@ -259,6 +360,11 @@ mod tests {
         assert!((by("I-frame").difference() + 2.0).abs() < 1e-9);
         assert!(by("audio mean").pass && by("audio p95").pass);
         assert!(!by("EKG loss").pass, "equal EKG loss is not a win");
+        assert_eq!(
+            by("EKG loss").outcome,
+            Outcome::Ties,
+            "but it is not a loss either"
+        );
         // 3% against 2% is within 1.5x; 4% against 3% too.
         assert!(by("audio loss").pass && by("video loss").pass);
 
@@ -266,8 +372,28 @@ mod tests {
         let v = judge(&worse, &without);
         let by = |m: &str| v.iter().find(|c| c.metric.starts_with(m)).unwrap();
         assert!(!by("I-frame").pass, "equal loss is not a win");
-        assert!(!by("audio mean").pass && by("audio p95").pass);
-        assert!(!by("audio loss").pass && !by("video loss").pass);
+        assert_eq!(by("audio mean").outcome, Outcome::Loses);
+        assert!(by("audio p95").pass);
+        assert_eq!(by("audio loss").outcome, Outcome::Breaks);
+        assert!(!by("video loss").pass);
+        let table = render_checks(&v);
+        assert!(
+            table.contains("  tie") && table.contains("BREAKS"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn costs_show_each_streams_latency_and_goodput_both_ways() {
+        let mut with = run(0.01, (0.03, 70.0, 100.0), 0.04);
+        let mut without = run(0.03, (0.02, 90.0, 220.0), 0.03);
+        with.streams.get_mut("video").unwrap().mean_ms = Some(197.0);
+        without.streams.get_mut("video").unwrap().mean_ms = Some(116.0);
+        let c = costs(&with, &without);
+        let video = c.iter().find(|c| c.stream == "video").unwrap();
+        assert_eq!(video.mean_ms, (Some(197.0), Some(116.0)));
+        assert_eq!(c.len(), 3, "ekg, audio and video");
+        assert!(render_costs(&c).contains("197 (without 116)"));
     }
 
     #[test]
@@ -293,6 +419,8 @@ mod tests {
         assert_eq!(mean.passed, 2);
         assert!((mean.mean_difference + 20.0).abs() < 1e-9);
         assert!(render_spread(&s).contains("1/2"));
+        assert_eq!(s[3].ties, 2, "EKG loss is the same on both seeds");
+        assert!(render_spread(&s).contains("0/2, 2 ties"));
         assert!(render_checks(&seeds[1]).contains("LOSES"));
     }
 }

@@ -41,6 +41,15 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(seed) = a.seed {
         return one(seed, &a);
     }
+    let Some(last) = a.from.checked_add(a.seeds - 1) else {
+        bail!(
+            "--from {} --seeds {} runs past the last seed, {}: at most {} seeds from there",
+            a.from,
+            a.seeds,
+            u64::MAX,
+            u64::MAX - a.from + 1
+        );
+    };
     let opts = VoprOptions::default();
     let bar = if a.json || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -54,7 +63,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut failed = Vec::new();
     let mut faults_run = 0usize;
     let mut every = 0u64;
-    for seed in a.from..a.from.saturating_add(a.seeds) {
+    for seed in a.from..=last {
         let r = faults::run_seed(seed, &opts);
         faults_run += r.faults.len();
         if a.json {

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::Command;
 
-use horde_analyze::pcap::{encode_pcap, Segment};
+use horde_analyze::pcap::{encode_pcap, encode_pcap_snapped, Segment};
 
 fn horde(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -108,6 +108,40 @@ fn nmi_json_finds_the_thesis_synthetic_lags() {
         ok && out.contains("null95") && out.contains("peak: lag 3"),
         "{out}"
     );
+    // The default bins adapt to the data: X lies in [0, 1), where 10-unit bins saw one
+    // symbol and an NMI of 0 at every lag.
+    let (ok, out, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "4",
+        f,
+    ]);
+    assert!(ok && out.contains("peak: lag 3"), "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let (ok, out, err) = horde(&[
+        "analyze",
+        "nmi",
+        "--x",
+        "x",
+        "--y",
+        "z",
+        "--max-lag",
+        "4",
+        "--x-bins",
+        "width:10",
+        f,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: column x falls into a single bin with width:10"),
+        "{err}"
+    );
+    assert!(out.contains("    3    0.00000"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -188,5 +222,108 @@ fn cdma_probe_series_feed_the_analysis() {
         .map(|r| r["nmi"].as_f64().unwrap() - 3.0 * r["null"].as_f64().unwrap())
         .fold(f64::MIN, f64::max);
     assert!(best > 0.0, "{stdout}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Each source is named as it was given (not as Rust debug text), and each user's series
+/// goes where the output line says.
+#[test]
+fn cdma_probe_names_sources_and_says_where_each_series_went() {
+    let d = dir("cdma-users");
+    let out = d.join("probe.csv");
+    let (ok, stdout, err) = horde(&[
+        "analyze",
+        "cdma-udp",
+        "--source",
+        "cbr:40",
+        "--source",
+        "onoff:40:1:5",
+        "--seconds",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        stdout.contains(" cbr:40 ") && stdout.contains(" onoff:40:1:5 "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('{') && !stdout.contains("kbps:"),
+        "{stdout}"
+    );
+    for (user, source) in [(0, "cbr:40"), (1, "onoff:40:1:5")] {
+        let path = d.join(format!("probe-u{user}.csv"));
+        assert!(path.exists(), "{}", path.display());
+        assert!(
+            err.contains(&format!(
+                "user {user} ({source}): per-second series in {}",
+                path.display()
+            )),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A bulk sender's capture taken with `tcpdump -s 128`, split into one file per
+/// direction as `horde shell --pcap` writes it: read with the true payload lengths; one
+/// direction alone says it has no ACKs instead of calling every retransmission a timeout;
+/// both directions together give RTTs and classed retransmissions.
+#[test]
+fn pcap_reads_snapped_captures_and_pairs_the_two_directions() {
+    let d = dir("pcap-pair");
+    let (sender, receiver) = (
+        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 40000),
+        (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 5201),
+    );
+    let segment = |time: f64, from_sender: bool, seq: u32, ack: u32, len: u32| Segment {
+        time,
+        src: if from_sender { sender } else { receiver },
+        dst: if from_sender { receiver } else { sender },
+        seq,
+        ack,
+        ack_flag: true,
+        control: false,
+        len,
+        sack: [None; 4],
+    };
+    let mut up = Vec::new();
+    let mut down = Vec::new();
+    for i in 0..50u32 {
+        let t = f64::from(i) * 0.01;
+        up.push(segment(t, true, 1 + i * 1400, 1, 1400));
+        down.push(segment(t + 0.04, false, 1, 1 + (i + 1) * 1400, 0));
+    }
+    // Segment 10 again, 150 ms after the last ACK: a timeout.
+    up.push(segment(0.49 + 0.04 + 0.15, true, 1 + 10 * 1400, 1, 1400));
+    let up_file = d.join("link0-up.pcap");
+    let down_file = d.join("link0-down.pcap");
+    std::fs::write(&up_file, encode_pcap_snapped(&up, 128)).unwrap();
+    std::fs::write(&down_file, encode_pcap_snapped(&down, 128)).unwrap();
+    let up_file = up_file.to_str().unwrap();
+    let down_file = down_file.to_str().unwrap();
+
+    let (ok, out, err) = horde(&["analyze", "pcap", up_file]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("bytes 71400  acks 0  retransmissions 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("timeouts (>100 ms after last ack) unknown"),
+        "{out}"
+    );
+    assert!(out.contains("no ACKs from 10.0.0.2:5201"), "{out}");
+
+    let (ok, out, err) = horde(&["analyze", "pcap", up_file, down_file]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(
+            "bytes 71400  acks 50  retransmissions 1  timeouts (>100 ms after last ack) 1"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("rtt_ms: n 50"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -247,6 +247,15 @@ fn demo_in_the_simulator_gives_each_verdict_over_seeds() {
         t.contains("verdicts over seeds 1..=2") && t.contains("2/2"),
         "{t}"
     );
+    // --no-compare runs only with objectives, and says so up front.
+    let out = horde(&["demo", "--sim", "--no-compare", "--duration", "5"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains("no run without them (--no-compare)"), "{t}");
+    assert!(
+        !t.contains(" s without") && !t.contains("seed 1, without"),
+        "{t}"
+    );
 }
 
 /// The live display redraws in place at 80 columns: one heading on screen at a time,

@@ -202,3 +202,45 @@ fn a_stalled_flow_client_gives_up_and_says_how_far_it_got() {
     );
     holder.join().unwrap();
 }
+
+/// An MPTCP `flow server` also accepts plain TCP clients, which fall back to TCP: each
+/// transfer is labelled with what its connection speaks (plain TCP was labelled `mptcp`).
+#[test]
+fn flow_server_labels_each_connection_by_what_it_speaks() {
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(["flow", "server", "--listen", "127.0.0.1:0", "--count", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    std::io::BufRead::read_line(&mut stderr, &mut banner).unwrap();
+    assert!(banner.contains("(mptcp, and tcp by fallback)"), "{banner}");
+    let addr = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .expect("the banner names the address")
+        .to_string();
+    let client = |mptcp: bool| {
+        let mut args = vec!["flow", "client", "--connect", &addr, "--bytes", "100000"];
+        if mptcp {
+            args.push("--mptcp");
+        }
+        let out = horde(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["protocol"].as_str().unwrap().to_string()
+    };
+    assert_eq!(client(false), "tcp");
+    assert_eq!(client(true), "mptcp");
+    let out = server.wait_with_output().unwrap();
+    let protocols: Vec<String> = text(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["protocol"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(protocols, ["tcp", "mptcp"]);
+}

@@ -70,7 +70,7 @@ fn flow_server(count: u32) -> (Child, u16) {
     BufReader::new(child.stderr.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
-    // "flow server listening on 0.0.0.0:PORT (mptcp)"
+    // "flow server listening on 0.0.0.0:PORT (mptcp, and tcp by fallback)"
     let port = line
         .split_whitespace()
         .nth(4)

@@ -727,8 +727,10 @@ fn malformed_and_foreign_packets_are_dropped_counted_and_harmless() {
     let server = stop(server);
     eprintln!("client: {client}\nserver: {server}");
     for (who, r) in [("client", &client), ("server", &server)] {
+        // The data sockets' kernel filter drops what can belong to no session before
+        // Horde reads it; the rest the secure layer refuses.
         assert!(
-            count(r, &["dropped_by_secure_layer"]) >= N as u64,
+            count(r, &["dropped_by_secure_layer"]) + count(r, &["kernel_dropped"]) >= N as u64,
             "{who}: not every garbage datagram counted: {r}"
         );
         assert!(count(r, &["counters", "tun_malformed"]) > 0, "{who}: {r}");

@@ -68,3 +68,22 @@ fn zero_seeds_is_a_usage_error() {
         text(&out.stderr)
     );
 }
+
+/// `--from u64::MAX --seeds 3` reported "3 seeds ... 0 failing" although none ran.
+#[test]
+fn a_seed_range_past_the_last_seed_is_refused_and_the_last_seed_runs() {
+    let out = horde(&["vopr", "--from", "18446744073709551615", "--seeds", "3"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("runs past the last seed") && e.contains("at most 1 seeds"),
+        "{e}"
+    );
+    let out = horde(&["vopr", "--from", "18446744073709551615", "--seeds", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("1 seeds from 18446744073709551615"),
+        "{}",
+        text(&out.stdout)
+    );
+}

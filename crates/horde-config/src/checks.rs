@@ -6,7 +6,7 @@
 use std::ops::RangeInclusive;
 
 use horde_proto::cc::limits;
-use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig, MTU_RANGE};
+use horde_proto::{CcConfig, ChannelConfig, ChannelId, SessionConfig, StreamConfig, MTU_RANGE};
 
 use crate::{shown, Checks};
 
@@ -199,6 +199,21 @@ pub fn channel(c: &mut Checks, at: &str, ch: &ChannelConfig) {
         ch.initial_rtt_ms,
         1e-3,
     );
+}
+
+/// A list of `count` channels at `at` (`channels`, `channel_congestion`), which a
+/// session must be able to open: channel ids are one byte, so at most
+/// [`ChannelId::COUNT`]. The error points at the first entry past the limit.
+pub fn channel_count(c: &mut Checks, at: &str, what: &str, count: usize) {
+    if count > ChannelId::COUNT {
+        c.error(
+            format!("{at}[{}]", ChannelId::COUNT),
+            format!(
+                "{count} {what}: a session has at most {} channels (channel ids are one byte)",
+                ChannelId::COUNT
+            ),
+        );
+    }
 }
 
 /// A stream's settings: a send queue that holds something, a rate cap within reason.

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 
 #[cfg(feature = "checks")]
 pub mod checks;
+pub mod input;
 
 /// A configuration error located in a file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,7 +49,7 @@ pub fn parse<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, ConfigErr
 /// Read and parse a file.
 pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = input::read_to_string(path, input::Kind::CONFIG).map_err(|e| ConfigError {
         file: file.clone(),
         at: None,
         message: e.to_string(),
@@ -233,7 +234,7 @@ pub fn load_checked<T: DeserializeOwned + Validate>(
     path: &Path,
 ) -> Result<Checked<T>, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = input::read_to_string(path, input::Kind::CONFIG).map_err(|e| ConfigError {
         file: file.clone(),
         at: None,
         message: e.to_string(),

@@ -4,15 +4,22 @@
 //! - `mac1` = BLAKE2s-128 keyed by `BLAKE2s-256(LABEL_MAC1 ‖ responder public key)` over the
 //!   initiation up to `mac1`. Only a sender that knows the responder's public key can make
 //!   it, so random floods are dropped after one hash.
-//! - Under load the responder also wants `mac2` = BLAKE2s-128 keyed by a *cookie* over the
-//!   initiation up to `mac2`. The cookie is BLAKE2s-128 of the source address keyed by a
-//!   secret that changes every [`COOKIE_SECRET_LIFETIME`], so it proves the sender receives
-//!   datagrams at that address. An initiation without a valid `mac2` gets a cookie reply:
-//!   the cookie encrypted with XChaCha20-Poly1305 under `BLAKE2s-256(LABEL_COOKIE ‖ responder
-//!   public key)`, with the initiation's `mac1` as associated data (so only the sender of
-//!   that initiation can use it).
+//! - Under load, or once the source address has used up its bucket, the responder wants
+//!   `mac2` = BLAKE2s-128 keyed by a *cookie* over the initiation up to `mac2`. The cookie
+//!   is BLAKE2s-128 of the source address and port keyed by a secret that changes every
+//!   [`COOKIE_SECRET_LIFETIME`], so it proves the sender receives datagrams at that address
+//!   and port. An initiation without a valid `mac2` gets a cookie reply: the cookie
+//!   encrypted with XChaCha20-Poly1305 under `BLAKE2s-256(LABEL_COOKIE ‖ responder public
+//!   key)`, with the initiation's `mac1` as associated data (so only the sender of that
+//!   initiation can use it).
+//!
+//! Rate limits are per flow once the flow is proven, so that one flow cannot starve another
+//! behind the same address (a carrier-grade NAT): an initiation with a valid `mac2` draws on
+//! the bucket of its address and port; an unproven one draws on its address's bucket, and
+//! when that is empty (or under load) it gets a cookie reply, paid from the flow's bucket,
+//! so that a neighbour who empties the address's bucket costs a newcomer one round trip.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use blake2::digest::consts::U16;
@@ -126,16 +133,29 @@ pub enum Admission {
     Cookie(Vec<u8>),
 }
 
-/// The responder's cheap front door: checks `mac1`, and under load `mac2` (answering with
-/// cookie replies), and limits initiations per source address. No Diffie-Hellman, no
+/// The responder's cheap front door: checks `mac1` and `mac2` (answering with cookie
+/// replies) and limits initiations per flow or per address. No Diffie-Hellman, no
 /// allocation except for a cookie reply. Sans-IO: the caller passes time, the source address
 /// and whether it is under load.
+///
+/// The order, for an initiation with a valid `mac1`:
+/// 1. A valid `mac2` (a cookie for this address and port) proves the flow: it is admitted
+///    if the flow's bucket has a token, else [`DropReason::RateLimited`].
+/// 2. Unproven and not under load: admitted if the address's bucket has a token.
+/// 3. Otherwise (under load, or the address's bucket is empty): a cookie reply, if the
+///    flow's bucket has a token, else [`DropReason::RateLimited`].
+///
+/// Replays of initiations the responder already knows should be recognised before this
+/// ([`Responder::recognise`](crate::Responder::recognise)), so that they take no token.
 pub struct HandshakeGate {
     keys: MacKeys,
     secret: Zeroizing<[u8; 32]>,
     secret_born: Option<Duration>,
     rng: StdRng,
-    limiter: RateLimiter,
+    /// Unproven initiations, per source address.
+    per_address: RateLimiter<IpAddr>,
+    /// Proven initiations and cookie replies, per source address and port.
+    per_flow: RateLimiter<SocketAddr>,
     drops: DropCounters,
 }
 
@@ -153,7 +173,8 @@ impl HandshakeGate {
             secret: Zeroizing::new([0; 32]),
             secret_born: None,
             rng: StdRng::from_seed(seed),
-            limiter: RateLimiter::new(limit),
+            per_address: RateLimiter::new(limit),
+            per_flow: RateLimiter::new(limit),
             drops: DropCounters::new(),
         }
     }
@@ -162,7 +183,8 @@ impl HandshakeGate {
     ///
     /// Errors: the header and length reasons (including [`DropReason::LegacyHandshake`]),
     /// [`DropReason::UnexpectedType`], [`DropReason::BadMac`], [`DropReason::RateLimited`]
-    /// (the source's token bucket is empty: it pays for admissions and cookie replies alike).
+    /// (the flow's token bucket is empty: it pays for proven admissions and cookie replies
+    /// alike).
     /// A cookie reply is counted as [`DropReason::NeedCookie`]. Every outcome but `Admit` is
     /// counted in [`HandshakeGate::drop_counters`].
     pub fn check(
@@ -193,27 +215,45 @@ impl HandshakeGate {
         if !self.keys.mac1_ok(datagram) {
             return Err(DropReason::BadMac);
         }
-        if under_load {
+        let mac2 = &datagram[MAC2_OFFSET..MAC2_OFFSET + MAC_LEN];
+        if mac2 != [0; MAC_LEN] {
             let cookie = self.cookie_for(source, now);
-            let mac2 = &datagram[MAC2_OFFSET..MAC2_OFFSET + MAC_LEN];
-            if !mac_ok(&cookie, &datagram[..MAC2_OFFSET], mac2) {
-                // Cookie replies draw on the source's bucket too: a source flooding without
-                // mac2 would otherwise cost an encryption and a send per datagram.
-                if !self.limiter.allow(source.ip(), now) {
-                    return Err(DropReason::RateLimited);
-                }
-                let mac1 = &datagram[MAC1_OFFSET..MAC2_OFFSET];
-                return Ok(Admission::Cookie(self.cookie_reply(
-                    sender_index,
-                    &cookie,
-                    mac1,
-                )));
+            if mac_ok(&cookie, &datagram[..MAC2_OFFSET], mac2) {
+                return if self.per_flow.allow(source, now) {
+                    Ok(Admission::Admit)
+                } else {
+                    Err(DropReason::RateLimited)
+                };
             }
         }
-        if !self.limiter.allow(source.ip(), now) {
+        if !under_load && self.per_address.allow(source.ip(), now) {
+            return Ok(Admission::Admit);
+        }
+        // Cookie replies draw on the flow's bucket: a source flooding without mac2 would
+        // otherwise cost an encryption and a send per datagram.
+        if !self.per_flow.allow(source, now) {
             return Err(DropReason::RateLimited);
         }
-        Ok(Admission::Admit)
+        let cookie = self.cookie_for(source, now);
+        let mac1 = &datagram[MAC1_OFFSET..MAC2_OFFSET];
+        Ok(Admission::Cookie(self.cookie_reply(
+            sender_index,
+            &cookie,
+            mac1,
+        )))
+    }
+
+    /// Takes a token from the bucket of `source` (address and port), for an answer sent
+    /// without the gate, such as a response resent from the responder's memory; false if
+    /// the bucket is empty.
+    pub fn allow_flow(&mut self, source: SocketAddr, now: Duration) -> bool {
+        self.per_flow.allow(source, now)
+    }
+
+    /// Whether an initiation's `mac1` verifies: one keyed hash, so that a caller can look
+    /// it up among known initiations before [`HandshakeGate::check`]. Not counted.
+    pub fn mac1_ok(&self, datagram: &[u8]) -> bool {
+        datagram.len() >= MAC2_OFFSET && self.keys.mac1_ok(datagram)
     }
 
     /// The cookie for `source` under the current secret, renewing the secret when it is
@@ -257,16 +297,17 @@ impl HandshakeGate {
         &self.drops
     }
 
-    /// Source addresses the rate limiter tracks now (bounded by [`RateLimit::max_sources`]).
+    /// Sources the rate limiters track now: addresses plus flows (each bounded by
+    /// [`RateLimit::max_sources`]).
     pub fn tracked_sources(&self) -> usize {
-        self.limiter.len()
+        self.per_address.len() + self.per_flow.len()
     }
 }
 
 impl std::fmt::Debug for HandshakeGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandshakeGate")
-            .field("tracked_sources", &self.limiter.len())
+            .field("tracked_sources", &self.tracked_sources())
             .field("drops", &self.drops)
             .finish_non_exhaustive()
     }

@@ -14,7 +14,7 @@
 //! who is calling, checks the allow-list, and answers. Randomness (ephemeral keys) comes from
 //! the caller's RNG, so a seeded RNG reproduces a run bit for bit.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
 use rand::rngs::StdRng;
@@ -288,10 +288,54 @@ struct PeerRecord {
     response: Vec<u8>,
 }
 
+/// What the responder learnt about an initiation it once decrypted.
+#[derive(Debug, Clone, Copy)]
+enum Known {
+    /// Authentic, from `peer`, with this timestamp.
+    Authentic { peer: PublicKey, timestamp: u64 },
+    /// From a key that was not on the allow-list.
+    NotAllowed(PublicKey),
+}
+
+/// How many decrypted initiations the responder remembers, so that a replay of any of them
+/// is refused without Diffie-Hellman ([`Responder::recognise`]).
+pub const KNOWN_INITIATIONS: usize = 1024;
+
+/// Initiations already decrypted, by their Noise part (everything before `mac1`), in a
+/// bounded table that forgets the oldest first. Only initiations that cost a
+/// Diffie-Hellman enter it, so its churn is bounded by the gate's rate limits.
+#[derive(Default)]
+struct KnownInitiations {
+    by_noise: HashMap<[u8; MAC1_OFFSET], Known>,
+    order: VecDeque<[u8; MAC1_OFFSET]>,
+}
+
+impl KnownInitiations {
+    fn get(&self, noise: &[u8]) -> Option<Known> {
+        let key: &[u8; MAC1_OFFSET] = noise.try_into().ok()?;
+        self.by_noise.get(key).copied()
+    }
+
+    fn insert(&mut self, noise: &[u8], known: Known) {
+        let Ok(key) = <[u8; MAC1_OFFSET]>::try_from(noise) else {
+            return;
+        };
+        if self.by_noise.insert(key, known).is_none() {
+            self.order.push_back(key);
+            while self.order.len() > KNOWN_INITIATIONS {
+                if let Some(old) = self.order.pop_front() {
+                    self.by_noise.remove(&old);
+                }
+            }
+        }
+    }
+}
+
 /// Answers handshake initiations from allowed peers.
 ///
 /// State is kept only for allowed peers (one record each: the last accepted initiation, its
-/// timestamp and the response sent), so unauthenticated traffic cannot grow it.
+/// timestamp and the response sent), plus a bounded memory of initiations already
+/// decrypted ([`KNOWN_INITIATIONS`]), so unauthenticated traffic cannot grow it.
 pub struct Responder {
     local: Keypair,
     allowed: HashSet<PublicKey>,
@@ -300,6 +344,8 @@ pub struct Responder {
     /// without any Diffie-Hellman work.
     by_ephemeral: HashMap<[u8; 32], PublicKey>,
     mac_keys: MacKeys,
+    /// Initiations decrypted before: a replay of one is refused without Diffie-Hellman.
+    known: KnownInitiations,
     /// The static key of the last initiation refused as not allowed, for the caller's log.
     rejected: Option<PublicKey>,
     drops: DropCounters,
@@ -315,6 +361,7 @@ impl Responder {
             peers: HashMap::new(),
             by_ephemeral: HashMap::new(),
             mac_keys,
+            known: KnownInitiations::default(),
             rejected: None,
             drops: DropCounters::new(),
         }
@@ -344,6 +391,46 @@ impl Responder {
         self.allowed.contains(peer)
     }
 
+    /// Answers an initiation this responder has decrypted before, without any
+    /// Diffie-Hellman: `Some(Ok(Reply::Resend))` for a copy of a peer's current initiation,
+    /// `Some(Err(StaleInitiation))` for an older one of an allowed peer, and
+    /// `Some(Err(NotAllowed))` for one from a key still not allowed. `None`: not known (or
+    /// no longer conclusive, e.g. the key was allowed since); use the gate and
+    /// [`Responder::respond`].
+    ///
+    /// Costs a hash-map lookup, so a caller can run it before any rate limit: a replayed
+    /// old initiation then takes no token from the address it comes from. It does not
+    /// check `mac1`. Refusals are counted in [`Responder::drop_counters`].
+    pub fn recognise(&mut self, datagram: &[u8]) -> Option<Result<Reply, DropReason>> {
+        let result = self.recognise_inner(datagram)?;
+        Some(counted(&mut self.drops, result))
+    }
+
+    fn recognise_inner(&self, datagram: &[u8]) -> Option<Result<Reply, DropReason>> {
+        if !matches!(classify(datagram), Ok(Packet::Initiation { .. })) {
+            return None;
+        }
+        let noise = &datagram[..MAC1_OFFSET];
+        let result = match self.known.get(noise)? {
+            Known::Authentic { peer, timestamp } => {
+                let record = self.peers.get(&peer)?;
+                if record.initiation == noise {
+                    Ok(Reply::Resend {
+                        peer,
+                        response: record.response.clone(),
+                    })
+                } else if timestamp <= record.timestamp {
+                    Err(DropReason::StaleInitiation)
+                } else {
+                    return None;
+                }
+            }
+            Known::NotAllowed(peer) if !self.allowed.contains(&peer) => Err(DropReason::NotAllowed),
+            Known::NotAllowed(_) => return None,
+        };
+        Some(result)
+    }
+
     /// Processes an initiation datagram.
     ///
     /// `local_index` is the index the new session will use (see [`random_index`]); it is
@@ -359,9 +446,10 @@ impl Responder {
     /// initiation: a replay, or the initiator's clock went backwards). Rejections change
     /// nothing but [`Responder::drop_counters`].
     ///
-    /// Cost: a retransmitted initiation is answered from memory; any other well-sized
-    /// initiation costs two X25519 operations before it can be rejected, and an accepted one
-    /// three more.
+    /// Cost: a retransmitted initiation, and any initiation decrypted before (see
+    /// [`Responder::recognise`]), is answered from memory; any other well-sized initiation
+    /// costs two X25519 operations before it can be rejected, and an accepted one three
+    /// more.
     pub fn respond<R: RngCore + CryptoRng + ?Sized>(
         &mut self,
         datagram: &[u8],
@@ -400,6 +488,9 @@ impl Responder {
                 }
             }
         }
+        if let Some(known) = self.recognise_inner(datagram) {
+            return known;
+        }
 
         let prologue = prologue(&datagram[..PREFIX_LEN]);
         let mut state = Builder::with_resolver(params(), SeededResolver::boxed(rng))
@@ -421,9 +512,12 @@ impl Responder {
         };
         if !self.allowed.contains(&peer) {
             self.rejected = Some(peer);
+            self.known.insert(noise, Known::NotAllowed(peer));
             return Err(DropReason::NotAllowed);
         }
         let timestamp = u64::from_le_bytes(payload);
+        self.known
+            .insert(noise, Known::Authentic { peer, timestamp });
         if let Some(record) = self.peers.get(&peer) {
             if timestamp <= record.timestamp {
                 return Err(DropReason::StaleInitiation);

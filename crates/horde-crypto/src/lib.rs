@@ -56,7 +56,7 @@ mod session;
 
 pub use cookie::{Admission, HandshakeGate, COOKIE_SECRET_LIFETIME};
 pub use drop::{DropCounters, DropReason};
-pub use handshake::{random_index, Initiator, Reply, Responder, NOISE_PATTERN};
+pub use handshake::{random_index, Initiator, Reply, Responder, KNOWN_INITIATIONS, NOISE_PATTERN};
 pub use keys::{KeyError, Keypair, PublicKey, KEY_LEN, KEY_TEXT_LEN};
 pub use packet::{
     classify, nonce, split_nonce, Packet, COOKIE_REPLY_LEN, COUNTER_BITS, COUNTER_LIMIT,

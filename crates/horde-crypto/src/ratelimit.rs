@@ -1,6 +1,8 @@
-//! Per-source token buckets for handshake initiations, in a bounded table.
+//! Token buckets for handshake initiations, one per source (an address, or an address and
+//! port), in a bounded table.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -11,8 +13,10 @@ pub struct RateLimit {
     pub per_second: f64,
     /// Bucket size (initiations accepted back to back).
     pub burst: f64,
-    /// Most source addresses tracked at once. When the table is full and no entry can be
-    /// forgotten, new sources are refused until one can.
+    /// Most sources tracked at once, per table. When a table is full, sources whose bucket
+    /// has refilled are forgotten; if none has, one tracked source is forgotten to make room
+    /// (a new source is never refused for want of room: that would let many sources lock
+    /// out a newcomer).
     pub max_sources: usize,
 }
 
@@ -34,30 +38,34 @@ struct Bucket {
     updated: Duration,
 }
 
-/// Token bucket per source IP address. Sans-IO: the caller passes the time.
+/// How often a full table is swept for refilled buckets; in between, a newcomer to a full
+/// table takes the place of an arbitrary tracked source (O(1) per newcomer under a flood of
+/// new sources, instead of a sweep each).
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+/// Token bucket per source: an IP address by default, or any key such as a `SocketAddr`
+/// (address and port). Sans-IO: the caller passes the time.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub struct RateLimiter<K = IpAddr> {
     limit: RateLimit,
-    buckets: HashMap<IpAddr, Bucket>,
+    buckets: HashMap<K, Bucket>,
+    last_sweep: Option<Duration>,
 }
 
-impl RateLimiter {
+impl<K: Eq + Hash + Copy> RateLimiter<K> {
     /// An empty table with the given limits.
     pub fn new(limit: RateLimit) -> Self {
         Self {
             limit,
             buckets: HashMap::new(),
+            last_sweep: None,
         }
     }
 
-    /// Takes one token for `source` at time `now`; false if its bucket is empty (or the
-    /// table is full of sources that are still being limited).
-    pub fn allow(&mut self, source: IpAddr, now: Duration) -> bool {
+    /// Takes one token for `source` at time `now`; false if its bucket is empty.
+    pub fn allow(&mut self, source: K, now: Duration) -> bool {
         if !self.buckets.contains_key(&source) && self.buckets.len() >= self.limit.max_sources {
-            self.forget_refilled(now);
-            if self.buckets.len() >= self.limit.max_sources {
-                return false;
-            }
+            self.make_room(now);
         }
         let limit = self.limit;
         let bucket = self.buckets.entry(source).or_insert(Bucket {
@@ -85,13 +93,27 @@ impl RateLimiter {
         self.buckets.is_empty()
     }
 
-    /// A bucket that has refilled is the same as no bucket: drop it.
-    fn forget_refilled(&mut self, now: Duration) {
-        let limit = self.limit;
-        self.buckets.retain(|_, b| {
-            let elapsed = now.saturating_sub(b.updated).as_secs_f64();
-            b.tokens + elapsed * limit.per_second < limit.burst
-        });
+    /// A bucket that has refilled is the same as no bucket: those are dropped (at most once
+    /// per [`SWEEP_EVERY`]). If none is, an arbitrary source is forgotten: it gets a full
+    /// bucket back, which is the lesser harm than refusing the newcomer.
+    fn make_room(&mut self, now: Duration) {
+        let due = self
+            .last_sweep
+            .is_none_or(|t| now.saturating_sub(t) >= SWEEP_EVERY);
+        if due {
+            self.last_sweep = Some(now);
+            let limit = self.limit;
+            self.buckets.retain(|_, b| {
+                let elapsed = now.saturating_sub(b.updated).as_secs_f64();
+                b.tokens + elapsed * limit.per_second < limit.burst
+            });
+        }
+        while self.buckets.len() >= self.limit.max_sources.max(1) {
+            let Some(victim) = self.buckets.keys().next().copied() else {
+                break;
+            };
+            self.buckets.remove(&victim);
+        }
     }
 }
 
@@ -137,9 +159,17 @@ mod tests {
         for i in 0..4 {
             assert!(r.allow(ip(i), t0));
         }
-        // Full of sources that are still limited: a fifth is refused and not added.
-        assert!(!r.allow(ip(9), t0));
+        // Full of sources that are still limited: a fifth still gets in, in the place of
+        // one of them, and the table stays bounded.
+        assert!(r.allow(ip(9), t0));
         assert_eq!(r.len(), 4);
+        for i in 10..100 {
+            assert!(
+                r.allow(ip(i), t0),
+                "a newcomer is never refused for want of room"
+            );
+            assert!(r.len() <= 4);
+        }
         // Once their buckets have refilled they are forgotten, making room.
         let later = t0 + Duration::from_secs(2);
         assert!(r.allow(ip(9), later));

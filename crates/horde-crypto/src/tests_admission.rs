@@ -189,11 +189,17 @@ fn initiations_are_limited_per_source_address() {
     let mut s = setup(5, limit);
     let init = Initiator::new(&s.client, s.responder.public(), 7, 1, &mut s.rng);
     let flood = addr("127.0.0.2:9");
-    let admitted = (0..100)
-        .filter(|_| s.gate.check(init.initiation(), flood, T0, false) == Ok(Admission::Admit))
-        .count();
-    assert_eq!(admitted, 4);
-    assert_eq!(s.gate.drop_counters().get(DropReason::RateLimited), 96);
+    let (mut admitted, mut cookies) = (0, 0);
+    for _ in 0..100 {
+        match s.gate.check(init.initiation(), flood, T0, false) {
+            Ok(Admission::Admit) => admitted += 1,
+            Ok(Admission::Cookie(_)) => cookies += 1,
+            Err(e) => assert_eq!(e, DropReason::RateLimited),
+        }
+    }
+    // The address's burst, then cookie replies from the flow's own bucket.
+    assert_eq!((admitted, cookies), (4, 4));
+    assert_eq!(s.gate.drop_counters().get(DropReason::RateLimited), 92);
     // Another address (any port) is not affected; the flooding one recovers with time.
     let good = addr("127.0.0.1:9");
     assert_eq!(
@@ -205,7 +211,184 @@ fn initiations_are_limited_per_source_address() {
         s.gate.check(init.initiation(), flood, later, false),
         Ok(Admission::Admit)
     );
-    assert_eq!(s.gate.tracked_sources(), 2);
+    // Two addresses, and one flow that was sent cookie replies.
+    assert_eq!(s.gate.tracked_sources(), 3);
+}
+
+/// A neighbour behind the same address (a carrier-grade NAT) floods from many ports with
+/// initiations that pass mac1 and carry no cookie, not even under load: it empties the
+/// address's bucket, but a newcomer on another port gets a cookie reply of its own and is
+/// admitted with it one round trip later.
+#[test]
+fn a_neighbour_on_the_same_address_cannot_starve_another_port() {
+    let limit = RateLimit {
+        per_second: 20.0,
+        burst: 10.0,
+        max_sources: 64,
+    };
+    let mut s = setup(8, limit);
+    let stranger = Keypair::generate_with(&mut s.rng);
+    let junk = Initiator::new(&stranger, s.responder.public(), 3, 1, &mut s.rng);
+    for i in 0..10_000u32 {
+        let port = 20_000 + (i % 500) as u16;
+        let src = addr(&format!("100.64.0.1:{port}"));
+        let _ = s.gate.check(junk.initiation(), src, T0, false);
+    }
+    assert!(s.gate.tracked_sources() <= 2 * 64, "bounded tables");
+    let me = addr("100.64.0.1:40000");
+    let mut init = Initiator::new(&s.client, s.responder.public(), 7, 1, &mut s.rng);
+    let Ok(Admission::Cookie(reply)) = s.gate.check(init.initiation(), me, T0, false) else {
+        panic!("the newcomer gets a cookie reply, not a refusal");
+    };
+    init.read_cookie_reply(&reply).unwrap();
+    assert_eq!(
+        s.gate.check(init.initiation(), me, T0, false),
+        Ok(Admission::Admit)
+    );
+    // A proven flow of the neighbour's, flooding with its cookie, empties only its own bucket.
+    let neighbour = addr("100.64.0.1:30001");
+    let mut proven = Initiator::new(&stranger, s.responder.public(), 4, 2, &mut s.rng);
+    let Ok(Admission::Cookie(reply)) = s.gate.check(proven.initiation(), neighbour, T0, true)
+    else {
+        panic!("a cookie reply for the neighbour's flow");
+    };
+    proven.read_cookie_reply(&reply).unwrap();
+    for _ in 0..1000 {
+        let _ = s.gate.check(proven.initiation(), neighbour, T0, true);
+    }
+    assert_eq!(
+        s.gate.check(proven.initiation(), neighbour, T0, true),
+        Err(DropReason::RateLimited)
+    );
+    let mut again = Initiator::new(&s.client, s.responder.public(), 8, 2, &mut s.rng);
+    let Ok(Admission::Cookie(reply)) = s.gate.check(again.initiation(), me, T0, true) else {
+        panic!("a cookie reply");
+    };
+    again.read_cookie_reply(&reply).unwrap();
+    assert_eq!(
+        s.gate.check(again.initiation(), me, T0, true),
+        Ok(Admission::Admit)
+    );
+}
+
+/// The cookie proves an address *and port*: it is refused from another port of the same
+/// address, and from the same port of another address.
+#[test]
+fn a_cookie_is_bound_to_address_and_port() {
+    let mut s = setup(9, RateLimit::default());
+    let src = addr("100.64.0.1:4000");
+    let mut init = Initiator::new(&s.client, s.responder.public(), 7, 1, &mut s.rng);
+    let Ok(Admission::Cookie(reply)) = s.gate.check(init.initiation(), src, T0, true) else {
+        panic!("expected a cookie reply");
+    };
+    init.read_cookie_reply(&reply).unwrap();
+    assert_eq!(
+        s.gate.check(init.initiation(), src, T0, true),
+        Ok(Admission::Admit)
+    );
+    for other in ["100.64.0.1:4001", "100.64.0.2:4000", "[::1]:4000"] {
+        assert!(
+            matches!(
+                s.gate.check(init.initiation(), addr(other), T0, true),
+                Ok(Admission::Cookie(_))
+            ),
+            "the cookie for {src} must not prove {other}"
+        );
+    }
+}
+
+/// A replayed initiation the responder has decrypted before is recognised by a lookup:
+/// the caller refuses it before the gate, so it takes no token, and costs no
+/// Diffie-Hellman.
+#[test]
+fn replays_are_recognised_without_tokens_or_diffie_hellman() {
+    let limit = RateLimit {
+        per_second: 20.0,
+        burst: 2.0,
+        max_sources: 16,
+    };
+    let mut s = setup(10, limit);
+    let old = Initiator::new(&s.client, s.responder.public(), 7, 1, &mut s.rng);
+    let mut current = Initiator::new(&s.client, s.responder.public(), 8, 2, &mut s.rng);
+    let attacker = addr("100.64.0.1:5000");
+    // Unknown yet: the first copy goes through the gate and the Diffie-Hellman.
+    assert!(s.responder.recognise(old.initiation()).is_none());
+    assert_eq!(
+        s.gate.check(old.initiation(), attacker, T0, false),
+        Ok(Admission::Admit)
+    );
+    s.responder
+        .respond(old.initiation(), 1, &mut s.rng)
+        .unwrap();
+    let reply = s
+        .responder
+        .respond(current.initiation(), 2, &mut s.rng)
+        .unwrap();
+    current.read_response(reply.response()).unwrap();
+
+    // The caller's order: mac1, then the memory, and only then the gate (never reached).
+    for _ in 0..10_000 {
+        assert!(s.gate.mac1_ok(old.initiation()));
+        match s.responder.recognise(old.initiation()) {
+            Some(Err(DropReason::StaleInitiation)) => {}
+            other => {
+                panic!("an old initiation must be recognised as stale: {other:?}")
+            }
+        }
+    }
+    assert_eq!(
+        s.responder.drop_counters().get(DropReason::StaleInitiation),
+        10_000
+    );
+    // A copy of the current initiation is answered again from memory.
+    assert!(matches!(
+        s.responder.recognise(current.initiation()),
+        Some(Ok(Reply::Resend { .. }))
+    ));
+    // The address still has its token: a newcomer on another port of it is admitted.
+    let newcomer = Initiator::new(&s.client, s.responder.public(), 9, 3, &mut s.rng);
+    assert_eq!(
+        s.gate
+            .check(newcomer.initiation(), addr("100.64.0.1:6000"), T0, false),
+        Ok(Admission::Admit)
+    );
+    // A key that is not allowed is remembered too, until it is allowed.
+    let stranger = Keypair::generate_with(&mut s.rng);
+    let theirs = Initiator::new(&stranger, s.responder.public(), 10, 1, &mut s.rng);
+    assert_eq!(
+        s.responder
+            .respond(theirs.initiation(), 3, &mut s.rng)
+            .unwrap_err(),
+        DropReason::NotAllowed
+    );
+    assert!(matches!(
+        s.responder.recognise(theirs.initiation()),
+        Some(Err(DropReason::NotAllowed))
+    ));
+    s.responder.allow(*stranger.public());
+    assert!(s.responder.recognise(theirs.initiation()).is_none());
+}
+
+/// The memory of decrypted initiations is bounded.
+#[test]
+fn the_memory_of_initiations_is_bounded() {
+    let mut s = setup(11, RateLimit::default());
+    let first = Initiator::new(&s.client, s.responder.public(), 1, 1, &mut s.rng);
+    s.responder
+        .respond(first.initiation(), 1, &mut s.rng)
+        .unwrap();
+    for ts in 2..(KNOWN_INITIATIONS as u64 + 10) {
+        let i = Initiator::new(&s.client, s.responder.public(), 1, ts, &mut s.rng);
+        s.responder.respond(i.initiation(), 1, &mut s.rng).unwrap();
+    }
+    // Forgotten: not recognised any more, but still refused (after the Diffie-Hellman).
+    assert!(s.responder.recognise(first.initiation()).is_none());
+    assert_eq!(
+        s.responder
+            .respond(first.initiation(), 1, &mut s.rng)
+            .unwrap_err(),
+        DropReason::StaleInitiation
+    );
 }
 
 #[test]

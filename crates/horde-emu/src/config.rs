@@ -168,10 +168,11 @@ struct Problem {
 impl EmulatorConfig {
     /// Read and validate a configuration file; trace paths resolve against its directory.
     pub fn from_file(path: &Path) -> Result<Self, EmuError> {
-        let text = std::fs::read_to_string(path).map_err(|source| EmuError::ReadConfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = horde_config::input::read_to_string(path, horde_config::input::Kind::CONFIG)
+            .map_err(|source| EmuError::ReadConfig {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::from_toml(&text, &path.display().to_string(), base)
     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use horde_config::input::Kind;
 use horde_policy::Objective;
 
 use crate::compile;
@@ -28,10 +29,11 @@ impl std::error::Error for FileError {}
 /// Read and compile one hose file. Errors name the file and the line:col inside it.
 pub fn load(path: &Path) -> Result<Arc<dyn Objective>, FileError> {
     let file = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|e| FileError {
-        file: file.clone(),
-        message: format!("1:1: cannot read: {e}"),
-    })?;
+    let source =
+        horde_config::input::read_to_string(path, Kind::OBJECTIVE).map_err(|e| FileError {
+            file: file.clone(),
+            message: format!("1:1: cannot read: {e}"),
+        })?;
     compile_named(&file, &source)
 }
 
@@ -62,7 +64,7 @@ pub fn check_source(name: &str, source: &str) -> Vec<String> {
 pub fn check_file(path: impl AsRef<Path>) -> Vec<String> {
     let path = path.as_ref();
     let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
+    match horde_config::input::read_to_string(path, Kind::OBJECTIVE) {
         Ok(source) => check_source(&name, &source),
         Err(e) => vec![format!("{name}:1:1: cannot read file: {e}")],
     }

@@ -15,6 +15,8 @@ pub(crate) struct PendingHandshake {
     pub initiator: Initiator,
     /// Interval until the next initiation (doubling while reconnecting).
     pub retry: std::time::Duration,
+    /// What came back so far, for the error should the handshake time out.
+    pub seen: crate::HandshakeSeen,
 }
 
 /// Where a connection is in its life.
@@ -59,6 +61,8 @@ pub(crate) struct Conn {
     /// Per channel: sends refused by ICMP port unreachable since the last datagram
     /// from the peer.
     pub refused: BTreeMap<ChannelId, u32>,
+    /// When a persistent connection lost its session, while it reconnects.
+    pub redialing_since: Option<std::time::Duration>,
 }
 
 impl Conn {
@@ -73,6 +77,7 @@ impl Conn {
             reconnect: None,
             connect: None,
             refused: BTreeMap::new(),
+            redialing_since: None,
         }
     }
 
@@ -167,7 +172,7 @@ pub(crate) fn deliver(
     // A persistent connection's session that died is followed by a new one: the
     // application hears that instead of the end.
     let e = match e {
-        Event::Closed { reason } if reason != CloseReason::LocalClose && reconnecting => {
+        Event::Closed { reason } if reason.reconnects() && reconnecting => {
             Event::Reconnecting { reason, attempt: 1 }
         }
         e => e,

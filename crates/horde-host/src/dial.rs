@@ -9,7 +9,9 @@ use horde_proto::{ChannelId, CloseReason, ConnectOptions};
 use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
 use crate::conn::{Conn, ConnState, PendingHandshake};
 use crate::timers::Timer;
-use crate::{HandshakeTransmit, Host, HostError, HostEvent, InterfaceState, INITIATION_RETRY};
+use crate::{
+    HandshakeSeen, HandshakeTransmit, Host, HostError, HostEvent, InterfaceState, INITIATION_RETRY,
+};
 
 impl Host {
     /// Open a connection to a peer: its first initiation leaves at the next
@@ -50,6 +52,7 @@ impl Host {
             ConnState::Dialing(PendingHandshake {
                 initiator,
                 retry: INITIATION_RETRY,
+                seen: HandshakeSeen::default(),
             }),
             index,
         );
@@ -83,10 +86,12 @@ impl Host {
         );
         self.by_index.insert(index, key);
         conn.index = index;
-        tracing::info!(reason = reason.as_str(), "session ended; reconnecting");
+        tracing::info!("session ended ({}); reconnecting", reason.as_str());
+        conn.redialing_since = Some(now);
         let handshake = PendingHandshake {
             initiator,
             retry: policy.initial,
+            seen: HandshakeSeen::default(),
         };
         conn.state = match conn.state {
             ConnState::Established {
@@ -143,7 +148,13 @@ impl Host {
         match &conn.state {
             ConnState::Redialing { reason, .. } => {
                 let reason = *reason;
-                tracing::warn!("gave up reconnecting to the peer");
+                let after = conn
+                    .reconnect
+                    .map_or(0.0, |r| r.give_up_after.as_secs_f64());
+                tracing::info!(
+                    "gave up reconnecting after {after:.1} s (the session ended: {})",
+                    reason.as_str()
+                );
                 self.end_redial(key, reason);
             }
             ConnState::AwaitingHello { .. } => {
@@ -151,11 +162,13 @@ impl Host {
                 self.detach(key);
                 self.counters.hello_never_came += 1;
             }
-            ConnState::Dialing(_) => {
+            ConnState::Dialing(h) => {
+                let seen = h.seen;
+                tracing::warn!("handshake timed out: {seen}");
                 self.detach(key);
                 self.events.push_back(HostEvent::ConnectFailed {
                     key,
-                    error: HostError::HandshakeTimeout,
+                    error: HostError::HandshakeTimeout(seen),
                 });
             }
             _ => {}
@@ -183,6 +196,7 @@ impl Host {
             h.retry = (h.retry * 2).min(max);
         }
         for (iface, dst) in channels {
+            h.seen.initiations_sent = h.seen.initiations_sent.saturating_add(1);
             self.handshake_tx.push_back(HandshakeTransmit {
                 iface,
                 dst,
@@ -204,7 +218,10 @@ impl Host {
             return;
         };
         match hs.initiator.read_cookie_reply(data) {
-            Ok(()) => self.timers.set(key, Timer::Resend, now),
+            Ok(()) => {
+                hs.seen.cookie_replies = hs.seen.cookie_replies.saturating_add(1);
+                self.timers.set(key, Timer::Resend, now);
+            }
             Err(reason) => self.counters.dropped.record(reason),
         }
     }
@@ -224,6 +241,9 @@ impl Host {
         let mut crypto = match hs.initiator.read_response(data) {
             Ok(s) => s,
             Err(reason) => {
+                if reason == DropReason::BadTag {
+                    hs.seen.bad_responses = hs.seen.bad_responses.saturating_add(1);
+                }
                 self.counters.dropped.record(reason);
                 return;
             }
@@ -297,7 +317,11 @@ impl Host {
                     conn.deliver(key, e, &mut self.events);
                 }
                 self.counters.reconnects += 1;
-                tracing::info!("reconnected to the peer");
+                let after = conn
+                    .redialing_since
+                    .take()
+                    .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64());
+                tracing::info!("reconnected to the peer after {after:.1} s");
             }
             _ => self.events.push_back(HostEvent::Connected { key, peer }),
         }

@@ -28,6 +28,7 @@ mod interfaces;
 mod ops;
 mod plaintext;
 mod receive;
+mod refusal;
 mod run_op;
 mod timers;
 mod transmit;
@@ -47,7 +48,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
-pub use error::HostError;
+pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
 pub use transmit::HostTransmit;
@@ -174,6 +175,8 @@ pub struct HostCounters {
     pub sessions_removed: u64,
     /// Secure sessions forgotten because no hello came within their wait.
     pub hello_never_came: u64,
+    /// Hellos refused because this host does not serve the service they asked for.
+    pub services_refused: u64,
 }
 
 /// A handshake datagram to send as it is (no sealing).
@@ -209,6 +212,7 @@ pub struct Host {
     walk: transmit::Walk,
     plaintext: PlaintextChunks,
     counters: HostCounters,
+    refusals: refusal::RefusalLog,
     /// A deliberate bug, for checking that the fault simulator catches it.
     #[cfg(feature = "planted-bugs")]
     planted: PlantedBug,
@@ -247,6 +251,7 @@ impl Host {
             walk: transmit::Walk::default(),
             plaintext: PlaintextChunks::new(PLAINTEXT_CHUNK),
             counters: HostCounters::default(),
+            refusals: refusal::RefusalLog::default(),
             #[cfg(feature = "planted-bugs")]
             planted: PlantedBug::None,
         }
@@ -285,6 +290,12 @@ impl Host {
     /// Whether a local crypto index is taken by a connection.
     pub fn index_in_use(&self, index: u32) -> bool {
         self.by_index.contains_key(&index)
+    }
+
+    /// The local crypto indices in use (sessions and this end's pending handshakes): a
+    /// datagram addressed to any other index belongs to nothing here.
+    pub fn local_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_index.keys().copied()
     }
 
     /// The connections there are now.

@@ -140,6 +140,10 @@ impl Host {
                 self.counters.unroutable += 1;
                 return;
             }
+            Err(AcceptError::UnknownService(service)) => {
+                self.refuse_service(key, iface, src, &plain, service, now);
+                return;
+            }
             Err(_) => {
                 self.counters.unroutable += 1;
                 return;

@@ -69,11 +69,16 @@ impl Parts<'_> {
                 let res = p.send_adu(now, stream, payload, fields);
                 match reply {
                     Some(r) => r(res.map_err(Into::into)),
-                    None => {
-                        if let Err(e) = res {
-                            tracing::warn!(stream, error = %e, "ADU rejected");
+                    None => match res {
+                        // The application hears the end as an event; an ADU offered
+                        // before it did is its own to account (never sent), and one
+                        // line per ADU would flood the log.
+                        Err(SessionError::Closed) => {
+                            tracing::debug!(stream, "ADU offered after the session ended")
                         }
-                    }
+                        Err(e) => tracing::warn!(stream, error = %e, "ADU rejected"),
+                        Ok(_) => {}
+                    },
                 }
             }
             ConnOp::SetField(adu, name, value) => {

@@ -295,7 +295,11 @@ fn a_handshake_nobody_answers_fails_after_its_timeout() {
         w.nodes[0].events[..],
         [HostEvent::ConnectFailed {
             key: k,
-            error: HostError::HandshakeTimeout
+            error: HostError::HandshakeTimeout(HandshakeSeen {
+                initiations_sent: 1..,
+                cookie_replies: 0,
+                bad_responses: 0,
+            })
         }] if k == key
     ));
     assert!(w.nodes[0].host.is_empty());

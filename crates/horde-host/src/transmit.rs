@@ -115,7 +115,7 @@ impl Host {
             p.unreachable(now);
         }
         if reconnect {
-            if let Some(reason) = p.close_reason().filter(|r| *r != CloseReason::LocalClose) {
+            if let Some(reason) = p.close_reason().filter(|r| r.reconnects()) {
                 self.walk.ended.push((key, reason));
                 return;
             }

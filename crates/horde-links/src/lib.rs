@@ -30,6 +30,7 @@ pub mod cdma;
 pub mod cellular;
 mod delay;
 mod error;
+mod limits;
 mod link;
 mod loss;
 mod rate_steps;
@@ -38,6 +39,7 @@ mod trace;
 mod trace_stats;
 
 pub use error::{CellularError, LinkError, TraceError};
+pub use limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 pub use rate_steps::RateStep;
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 pub use trace::{Trace, OPPORTUNITY_BYTES};

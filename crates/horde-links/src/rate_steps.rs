@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LinkError;
+use crate::limits::MAX_RATE_KBPS;
 
 /// One scripted rate of [`RateSpec::Steps`](crate::RateSpec::Steps).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -33,10 +34,10 @@ impl RateSteps {
         }
         let mut out: Vec<(Duration, f64)> = Vec::with_capacity(steps.len());
         for s in steps {
-            if !(s.kbps.is_finite() && s.kbps > 0.0) {
+            if !(s.kbps.is_finite() && s.kbps > 0.0 && s.kbps <= MAX_RATE_KBPS) {
                 return Err(LinkError::invalid(
                     "rate.steps.kbps",
-                    "a positive number of kbit/s",
+                    "a positive number of kbit/s, at most 100000000 (100 Gbit/s)",
                     s.kbps,
                 ));
             }

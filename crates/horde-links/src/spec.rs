@@ -9,6 +9,7 @@ use crate::bottleneck::{Bottleneck, Rate};
 use crate::cdma::{CdmaLink, CdmaParams, CdmaSector};
 use crate::delay::DelayProcess;
 use crate::error::LinkError;
+use crate::limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 use crate::link::ModelLink;
 use crate::loss::{self, BurstMarkov, GilbertElliott, LossProcess};
 use crate::rate_steps::{RateStep, RateSteps};
@@ -255,6 +256,13 @@ impl LinkSpec {
                         kbps,
                     ));
                 }
+                if *kbps > MAX_RATE_KBPS {
+                    return Err(LinkError::invalid(
+                        "rate.kbps",
+                        "at most 100000000 kbit/s (100 Gbit/s)",
+                        kbps,
+                    ));
+                }
                 Rate::constant_kbps(*kbps)
             }
             Some(RateSpec::Steps { steps }) => Rate::Steps(RateSteps::new(steps)?),
@@ -331,10 +339,12 @@ fn probability(what: &'static str, p: f64) -> Result<f64, LinkError> {
 }
 
 fn non_negative(what: &'static str, ms: f64) -> Result<f64, LinkError> {
-    if ms.is_finite() && ms >= 0.0 {
-        Ok(ms)
-    } else {
+    if !(ms.is_finite() && ms >= 0.0) {
         Err(LinkError::invalid(what, "a non-negative number of ms", ms))
+    } else if ms > MAX_DELAY_MS {
+        Err(LinkError::invalid(what, "at most 60000 ms (a minute)", ms))
+    } else {
+        Ok(ms)
     }
 }
 
@@ -492,6 +502,8 @@ mod tests {
             "rate.kbps must be a positive number of kbit/s, got -5"
         );
         assert!(rate(0.0).validate().is_err());
+        assert!(rate(MAX_RATE_KBPS).validate().is_ok());
+        assert!(rate(MAX_RATE_KBPS * 1.01).validate().is_err());
         assert!(rate(f64::INFINITY).validate().is_err());
         assert!(rate(f64::NAN).validate().is_err());
         let loss = |loss| LinkSpec {

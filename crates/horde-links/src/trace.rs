@@ -10,6 +10,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use horde_config::input::Kind;
+
 use crate::error::TraceError;
 
 /// Bytes that one delivery opportunity can carry (one MTU-sized packet in `mm-link`).
@@ -97,7 +99,7 @@ impl Trace {
     /// Read and parse a trace file; errors name the file as `path` displays.
     pub fn from_path(path: &Path) -> Result<Trace, TraceError> {
         let name = path.display().to_string();
-        match std::fs::read(path) {
+        match horde_config::input::read(path, Kind::LINK_TRACE) {
             Ok(bytes) => Trace::parse_bytes(&name, &bytes),
             Err(source) => Err(TraceError::Io { file: name, source }),
         }

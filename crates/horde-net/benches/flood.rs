@@ -1,6 +1,6 @@
 //! A live session with and without a handshake flood against its receiver.
 //!
-//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS [loopback|emulated] [--pin] [--shared-socket]]
+//!     cargo bench -p horde-net --bench flood [-- RATE SECONDS [loopback|emulated] [--pin] [--shared-socket] [--data-path]]
 //!
 //! Both hosts run on one two-worker runtime over loopback; the session sends 1000-byte ADUs
 //! at 1000/s (8 Mbit/s). The attacker sends from 127.0.0.2 at RATE datagrams/s (default
@@ -16,6 +16,9 @@
 //! they start, such as the handshake worker) run on CPU 0 and the attacker on CPU 1.
 //! With `--shared-socket` the receiver reads initiations on its data socket and the driver
 //! checks them (`HandshakeSettings::separate_socket` off), as before they had their own.
+//! With `--data-path` the floods are of the kinds that can belong to no live session
+//! instead: old-format initiations (type 1), transport datagrams, responses and cookie
+//! replies to unknown indices, undefined types and empty datagrams (try RATE 150000).
 
 #[path = "../tests/common/flood.rs"]
 mod flood;
@@ -36,6 +39,11 @@ fn main() {
     let only = args.get(2).cloned().unwrap_or_default();
     let pin = std::env::args().any(|a| a == "--pin");
     let shared_socket = std::env::args().any(|a| a == "--shared-socket");
+    let kinds: &[FloodKind] = if std::env::args().any(|a| a == "--data-path") {
+        &FloodKind::DATA_PATH
+    } else {
+        &FloodKind::ALL
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -88,7 +96,7 @@ fn main() {
             continue;
         }
         println!("-- path: {path}");
-        run(&rt, link, rate, seconds, options);
+        run(&rt, link, rate, seconds, options, kinds);
     }
 }
 
@@ -98,6 +106,7 @@ fn run(
     rate: u32,
     seconds: f64,
     options: FloodOptions,
+    kinds: &[FloodKind],
 ) {
     let session = |flood: Option<(FloodKind, u32)>, options: FloodOptions| {
         rt.block_on(live_session_with(
@@ -127,8 +136,10 @@ fn run(
                 format!("sink read {}", r.sink_read)
             } else {
                 format!(
-                    "{:?}, {} read by the handshake worker",
-                    r.server_drops, r.server_stats.handshake_datagrams_in
+                    "{:?}, {} read by the handshake worker, {} dropped by the kernel filter",
+                    r.server_drops,
+                    r.server_stats.handshake_datagrams_in,
+                    r.server_stats.kernel_dropped
                 )
             }
         );
@@ -144,7 +155,7 @@ fn run(
     );
     row("control: other port", &control);
     reports.push(("control: other port", control));
-    for kind in FloodKind::ALL {
+    for &kind in kinds {
         let r = session(Some((kind, rate)), options);
         row(kind.name(), &r);
         reports.push((kind.name(), r));

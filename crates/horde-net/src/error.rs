@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use horde_host::HostError;
+use horde_host::{HandshakeSeen, HostError};
 
 #[derive(Debug, Error)]
 /// Why a runtime call failed.
@@ -13,9 +13,10 @@ pub enum NetError {
     #[error("the host has shut down")]
     /// The host's driver task has stopped (shut down, or the runtime ended).
     HostGone,
-    #[error("handshake with the peer timed out")]
-    /// The peer did not answer the handshake within `handshake_timeout`.
-    HandshakeTimeout,
+    #[error("handshake with the peer timed out: {0}")]
+    /// The peer did not complete the handshake within `handshake_timeout`; what this end
+    /// saw of it (no reply at all, cookie replies, responses that did not authenticate).
+    HandshakeTimeout(HandshakeSeen),
     #[error("no interface {0}")]
     /// The host has no open interface with that index (removed, or down just now).
     NoInterface(usize),
@@ -30,7 +31,7 @@ pub enum NetError {
 impl From<HostError> for NetError {
     fn from(e: HostError) -> Self {
         match e {
-            HostError::HandshakeTimeout => NetError::HandshakeTimeout,
+            HostError::HandshakeTimeout(seen) => NetError::HandshakeTimeout(seen),
             HostError::NoInterface(i) => NetError::NoInterface(i),
             HostError::Session(e) => NetError::Session(e),
         }

@@ -1,10 +1,11 @@
 //! Handshakes off the data path.
 //!
 //! Where the kernel steers initiations to a socket of their own (see [`crate::socket`]),
-//! the handshake worker thread reads them there and does everything: the
-//! [`HandshakeGate`] (`mac1`, under load `mac2` and cookie replies, which it sends itself,
-//! per-source rate limits), a bounded queue of admitted initiations (full: dropped and
-//! counted), and the [`Responder`] (the X25519 work). The driver sees only the outcome of
+//! the handshake worker thread reads them there and does everything: `mac1`, the
+//! responder's memory of initiations it decrypted before (a replay is refused there, before
+//! any rate limit), the [`HandshakeGate`] (`mac2` and cookie replies, which it sends itself,
+//! rate limits per flow and per address), a bounded queue of admitted initiations (full:
+//! dropped and counted), and the [`Responder`] (the X25519 work). The driver sees only the outcome of
 //! the Diffie-Hellman, which is rate-limited, and a flood never wakes it.
 //!
 //! Initiations that still reach the driver (the kernel cannot steer, or a socket is being
@@ -31,6 +32,7 @@ use rand::SeedableRng;
 use tokio::sync::mpsc;
 
 use crate::config::HandshakeSettings;
+use crate::refusals::RefusalLog;
 
 /// How long the host stays under load after the condition last held (as WireGuard).
 pub const LOAD_HOLD: Duration = Duration::from_secs(1);
@@ -236,6 +238,7 @@ pub(crate) struct Handshakes {
     reserved: HashSet<u32>,
     load: LoadMeter,
     legacy_log: LogLimit,
+    refusals: RefusalLog,
     rng: StdRng,
     intake: Arc<Intake>,
     /// Handshake sockets taken from the worker that it may still hold.
@@ -269,6 +272,7 @@ impl Handshakes {
             rng: StdRng::from_entropy(),
             rejects: RejectLog::new(),
             legacy_log: LogLimit::new(Duration::from_secs(10)),
+            refusals: RefusalLog::default(),
             load: LoadMeter::new(),
             admitted: VecDeque::new(),
             drops: DropCounters::new(),
@@ -286,6 +290,7 @@ impl Handshakes {
             reserved: HashSet::new(),
             load: LoadMeter::new(),
             legacy_log: LogLimit::new(Duration::from_secs(10)),
+            refusals: RefusalLog::default(),
             rng,
             intake,
             retired: Vec::new(),
@@ -348,6 +353,7 @@ impl Handshakes {
             }
             Err(reason) => {
                 dropped.record(reason);
+                self.refusals.note(reason, src, Instant::now());
                 if reason == DropReason::RateLimited {
                     // It passed mac1, so it counts towards the load.
                     self.load.count(now);
@@ -357,6 +363,8 @@ impl Handshakes {
             Ok(Admission::Cookie(reply)) => {
                 self.load.count(now);
                 dropped.record(DropReason::NeedCookie);
+                self.refusals
+                    .note(DropReason::NeedCookie, src, Instant::now());
                 Gate::Send(reply)
             }
             Ok(Admission::Admit) => {
@@ -378,7 +386,11 @@ impl Handshakes {
                         self.reserved.insert(index);
                         self.intake.wake();
                     }
-                    Err(_) => dropped.record(DropReason::QueueFull),
+                    Err(_) => {
+                        dropped.record(DropReason::QueueFull);
+                        self.refusals
+                            .note(DropReason::QueueFull, src, Instant::now());
+                    }
                 }
                 Gate::Nothing
             }
@@ -477,6 +489,7 @@ struct Worker {
     rng: StdRng,
     rejects: RejectLog,
     legacy_log: LogLimit,
+    refusals: RefusalLog,
     load: LoadMeter,
     /// Initiations admitted here, waiting for Diffie-Hellman (at most `settings.queue`).
     admitted: VecDeque<Job>,
@@ -600,6 +613,11 @@ impl Worker {
 
     /// The gate for one datagram from a handshake socket: cookie replies go out from the
     /// same socket (the host's address and port), admitted initiations join the queue.
+    ///
+    /// The order keeps a neighbour on the same address from starving a newcomer: the
+    /// header, `mac1` (one hash), then the responder's memory of initiations it decrypted
+    /// before (a lookup: an old replay is refused there, taking no token and not counting
+    /// towards the load), and only then the gate's cookies and rate limits.
     fn gate_one(
         &mut self,
         iface: usize,
@@ -610,32 +628,50 @@ impl Worker {
     ) {
         // The kernel steers by the first byte only; the rest of the header is checked here.
         match classify(data) {
-            Ok(Packet::Initiation { .. }) | Err(DropReason::LegacyHandshake) => {}
-            Ok(_) => return self.drops.record(DropReason::UnexpectedType),
-            Err(reason) => return self.drops.record(reason),
+            Ok(Packet::Initiation { .. }) => {}
+            Err(DropReason::LegacyHandshake) => {
+                self.drops.record(DropReason::LegacyHandshake);
+                log_legacy(&mut self.legacy_log, src);
+                return;
+            }
+            Ok(_) => return self.refuse(DropReason::UnexpectedType, src),
+            Err(reason) => return self.refuse(reason, src),
+        }
+        if !self.gate.mac1_ok(data) {
+            return self.refuse(DropReason::BadMac, src);
+        }
+        match self.responder.recognise(data) {
+            None => {}
+            Some(Err(reason)) => return self.refuse(reason, src),
+            Some(Ok(reply)) => {
+                // A copy of a peer's current initiation (its response was lost, or it is
+                // replayed): the same response again, as often as the flow's bucket allows.
+                if self.gate.allow_flow(src, now) {
+                    let _ = socket.send_to(reply.response(), src);
+                } else {
+                    self.refuse(DropReason::RateLimited, src);
+                }
+                return;
+            }
         }
         let depth = self.admitted.len() + self.depth.load(Ordering::Relaxed);
         let under_load = self.load.is_loaded(now, depth, &self.settings);
         match self.gate.check(data, src, now, under_load) {
-            Err(DropReason::LegacyHandshake) => {
-                self.drops.record(DropReason::LegacyHandshake);
-                log_legacy(&mut self.legacy_log, src);
-            }
             Err(reason) => {
-                self.drops.record(reason);
+                self.refuse(reason, src);
                 if reason == DropReason::RateLimited {
                     self.load.count(now);
                 }
             }
             Ok(Admission::Cookie(reply)) => {
                 self.load.count(now);
-                self.drops.record(DropReason::NeedCookie);
+                self.refuse(DropReason::NeedCookie, src);
                 let _ = socket.send_to(&reply, src);
             }
             Ok(Admission::Admit) => {
                 self.load.count(now);
                 if self.admitted.len() >= self.settings.queue.max(1) {
-                    self.drops.record(DropReason::QueueFull);
+                    self.refuse(DropReason::QueueFull, src);
                     return;
                 }
                 // The driver checks the index against its own when the answer arrives.
@@ -648,6 +684,12 @@ impl Worker {
                 });
             }
         }
+    }
+
+    /// Counts a refused initiation, and logs its kind at most once a second.
+    fn refuse(&mut self, reason: DropReason, src: SocketAddr) {
+        self.drops.record(reason);
+        self.refusals.note(reason, src, Instant::now());
     }
 
     /// Adds what the gate dropped to the counters the driver reports.
@@ -668,10 +710,17 @@ impl Worker {
         let result = self
             .responder
             .respond(&job.datagram, job.index, &mut self.rng);
-        if result.as_ref().err() == Some(&DropReason::NotAllowed) {
-            if let Some(key) = self.responder.take_rejected_key() {
-                self.rejects.note(key, job.src);
+        match result.as_ref().err() {
+            Some(&DropReason::NotAllowed) => {
+                if let Some(key) = self.responder.take_rejected_key() {
+                    self.rejects.note(key, job.src);
+                }
             }
+            // The driver counts these when the answer arrives; logged here, per kind.
+            Some(&reason) => {
+                self.refusals.note(reason, job.src, Instant::now());
+            }
+            None => {}
         }
         let answer = Done {
             iface: job.iface,

@@ -76,8 +76,10 @@ mod connection;
 mod driver;
 mod error;
 pub mod handshake;
+mod index_filter;
 mod pool;
 mod read_progress;
+mod refusals;
 mod socket;
 mod stats;
 
@@ -89,6 +91,6 @@ pub use config::{
 };
 pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
-pub use horde_host::{ChannelStatus, Reconnect};
+pub use horde_host::{ChannelStatus, HandshakeSeen, Reconnect};
 pub use horde_proto::MTU_RANGE;
 pub use stats::HostStats;

@@ -3,8 +3,11 @@
 //! Each interface can have two sockets on one port: the data socket, read by the driver,
 //! and a handshake socket, read by the handshake worker. Both set `SO_REUSEPORT`, and a
 //! classic BPF program attached to their group steers every datagram by its first byte:
-//! initiations to the handshake socket, everything else to the data socket. A handshake
-//! flood then never wakes the driver, and peers see one address as before.
+//! initiations, of the current format (type 5) and of the old one (type 1), to the
+//! handshake socket, everything else to the data socket. A flood of initiations then never
+//! wakes the driver, and peers see one address as before. Responses (2) and cookie replies
+//! (4) stay on the data socket: they are for this host's own pending handshakes, which the
+//! driver holds, and anything else of those types costs it an index lookup.
 
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
@@ -104,37 +107,21 @@ fn open(iface: &InterfaceConfig, reuse_port: bool) -> io::Result<Socket> {
     Ok(s)
 }
 
-/// The group's steering program: the UDP payload's first byte is `TYPE_INITIATION` (5, an initiation) ->
-/// socket 1, anything else (and an empty payload) -> socket 0.
+/// The group's steering program: the UDP payload's first byte is `TYPE_INITIATION` (5) or
+/// `TYPE_LEGACY_INITIATION` (1, refused there as an old format) -> socket 1, anything else
+/// (and an empty payload) -> socket 0.
 fn attach_steering(s: &Socket) -> io::Result<()> {
     const LD_B_ABS: u16 = (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16;
     const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let mut program = [
-        libc::sock_filter {
-            code: LD_B_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        libc::sock_filter {
-            code: JEQ_K,
-            jt: 0,
-            jf: 1,
-            k: u32::from(horde_crypto::TYPE_INITIATION),
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: 1,
-        },
-        libc::sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
+        op(LD_B_ABS, 0, 0, 0),
+        // Jumps are relative to the next instruction.
+        op(JEQ_K, 1, 0, u32::from(horde_crypto::TYPE_INITIATION)),
+        op(JEQ_K, 0, 1, u32::from(horde_crypto::TYPE_LEGACY_INITIATION)),
+        op(RET_K, 0, 0, 1),
+        op(RET_K, 0, 0, 0),
     ];
     let prog = libc::sock_fprog {
         len: program.len() as u16,
@@ -206,6 +193,17 @@ fn gso_works(s: &Socket) -> bool {
 impl ChannelSocket {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
+    }
+
+    /// Replaces the kernel filter that drops datagrams to receiver indices not in
+    /// `indices` (see `index_filter`).
+    pub fn set_index_filter(&self, indices: &[u32]) -> io::Result<()> {
+        crate::index_filter::attach(self.io.as_raw_fd(), indices)
+    }
+
+    /// Datagrams the kernel dropped at this socket (its filter, or a full buffer).
+    pub fn kernel_drops(&self) -> u64 {
+        crate::index_filter::kernel_drops(self.io.as_raw_fd())
     }
 
     /// The handshake socket on the same port, if initiations are steered to one.
@@ -305,6 +303,8 @@ mod tests {
         let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
         let initiation = [horde_crypto::TYPE_INITIATION; horde_crypto::INITIATION_LEN];
         let short_initiation = [horde_crypto::TYPE_INITIATION; 10];
+        let legacy = [horde_crypto::TYPE_LEGACY_INITIATION; horde_crypto::INITIATION_LEN];
+        let cookie_reply = [horde_crypto::TYPE_COOKIE_REPLY; horde_crypto::COOKIE_REPLY_LEN];
         let transport = [horde_crypto::TYPE_TRANSPORT; 60];
         let transport_phase_1 = [horde_crypto::TYPE_TRANSPORT | 0x80; 60];
         let response = [horde_crypto::TYPE_RESPONSE; 92];
@@ -313,18 +313,24 @@ mod tests {
             &transport[..],
             &short_initiation[..],
             &transport_phase_1[..],
+            &legacy[..],
             &[][..],
             &response[..],
+            &cookie_reply[..],
         ] {
             peer.send_to(d, port).unwrap();
         }
 
         let wait = Duration::from_secs(2);
-        let to_worker = collect(2, wait, |b| hs.recv_from(b).ok().map(|(n, _)| n));
-        let to_driver = read_data(&s, 4, wait).await;
+        let to_worker = collect(3, wait, |b| hs.recv_from(b).ok().map(|(n, _)| n));
+        let to_driver = read_data(&s, 5, wait).await;
         assert_eq!(
             to_worker,
-            vec![initiation.to_vec(), short_initiation.to_vec()]
+            vec![
+                initiation.to_vec(),
+                short_initiation.to_vec(),
+                legacy.to_vec()
+            ]
         );
         let kinds: Vec<Option<u8>> = to_driver.iter().map(|d| d.first().copied()).collect();
         assert_eq!(
@@ -333,7 +339,8 @@ mod tests {
                 Some(horde_crypto::TYPE_TRANSPORT),
                 Some(horde_crypto::TYPE_TRANSPORT | 0x80),
                 None,
-                Some(horde_crypto::TYPE_RESPONSE)
+                Some(horde_crypto::TYPE_RESPONSE),
+                Some(horde_crypto::TYPE_COOKIE_REPLY)
             ]
         );
     }

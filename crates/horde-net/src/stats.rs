@@ -15,9 +15,17 @@ pub struct HostStats {
     pub bytes_out: u64,
     /// Datagrams dropped by the secure layer, by reason (garbage, replay, bad key...).
     pub dropped: DropCounters,
+    /// Datagrams the kernel dropped at the data sockets before the driver read them: those
+    /// that can belong to no live session or pending handshake (empty, too short, an
+    /// undefined type, or a receiver index not in use here), refused by a socket filter so
+    /// that a flood of them never wakes the driver, and any that found a receive buffer
+    /// full. Not counted in `datagrams_in`.
+    pub kernel_dropped: u64,
     /// Authenticated datagrams for a session that no longer exists or a service nobody
     /// listens on.
     pub unroutable: u64,
+    /// Hellos for a service this host does not serve, answered with a refusal.
+    pub services_refused: u64,
     /// Sends the operating system refused (no route, ICMP errors, full buffers).
     pub send_errors: u64,
     /// Times the channel pool manager took an interface out of service (device gone,

@@ -143,7 +143,16 @@ async fn unknown_initiators_are_refused() {
         })
         .await;
     assert!(
-        matches!(r, Err(horde_net::NetError::HandshakeTimeout)),
+        matches!(
+            r,
+            Err(horde_net::NetError::HandshakeTimeout(
+                horde_net::HandshakeSeen {
+                    initiations_sent: 1..,
+                    cookie_replies: 0,
+                    bad_responses: 0,
+                }
+            ))
+        ),
         "{:?}",
         r.err()
     );

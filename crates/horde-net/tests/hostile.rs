@@ -95,7 +95,8 @@ async fn hostile_datagrams_are_dropped_counted_and_harmless() {
         .find(|d| d[0] == horde_crypto::TYPE_TRANSPORT)
         .unwrap()
         .clone();
-    let before = server.stats().await.unwrap().dropped;
+    let before_stats = server.stats().await.unwrap();
+    let before = before_stats.dropped.clone();
     // Garbage of every length, and unknown types.
     for n in 0..64 {
         attacker.send_to(&vec![0xAB; n], server_addr).await.unwrap();
@@ -138,11 +139,15 @@ async fn hostile_datagrams_are_dropped_counted_and_harmless() {
         .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let after = server.stats().await.unwrap().dropped;
+    let after_stats = server.stats().await.unwrap();
+    let after = after_stats.dropped.clone();
     let delta = |r: DropReason| after.get(r) - before.get(r);
+    // Garbage and truncated datagrams can belong to no session: the kernel's filter drops
+    // them before the driver reads them (or, without one, the driver does).
+    let in_kernel = after_stats.kernel_dropped - before_stats.kernel_dropped;
     assert!(
-        delta(DropReason::Truncated) + delta(DropReason::UnknownType) >= 64,
-        "{after:?}"
+        delta(DropReason::Truncated) + delta(DropReason::UnknownType) + in_kernel >= 64 + 5,
+        "{after:?}, {in_kernel} dropped in the kernel"
     );
     // Every replayed transport datagram is dropped (50 small ADUs go in fewer datagrams
     // than 50 now that they are packed).

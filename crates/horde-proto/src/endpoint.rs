@@ -20,8 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
 use crate::channel::ChannelConfig;
-use crate::session::{ChannelSpec, Session, SessionConfig, SessionError};
-use crate::wire::{self, Packet, WireError};
+use crate::session::{ChannelSpec, Hello, Session, SessionConfig, SessionError};
+use crate::wire::{self, WireError};
 
 pub use horde_policy::SchedulerFactory;
 
@@ -239,6 +239,11 @@ impl Endpoint {
         self.services.insert(service, server);
     }
 
+    /// The services listened on, in order.
+    pub fn services(&self) -> impl Iterator<Item = u32> + '_ {
+        self.services.keys().copied()
+    }
+
     /// Stop accepting hellos for `service`; its sessions carry on.
     pub fn unlisten(&mut self, service: u32) {
         self.services.remove(&service);
@@ -325,8 +330,8 @@ impl Endpoint {
         src: SocketAddr,
         datagram: &Bytes,
     ) -> Result<NewConnection, AcceptError> {
-        let service = match self.hello_service(datagram) {
-            Ok(s) => s,
+        let hello = match self.served_hello(datagram) {
+            Ok(h) => h,
             Err(e) => {
                 match e {
                     AcceptError::UnsupportedVersion { .. } => self.stats.version_refused += 1,
@@ -336,26 +341,20 @@ impl Endpoint {
                 return Err(e);
             }
         };
-        let server = self.services[&service].clone();
+        let server = self.services[&hello.service].clone();
         let config = self.session_config(server.seed);
         let aliases = server
             .aliases
             .unwrap_or_else(|| self.config.local_aliases.clone());
-        let mut session = Session::accept(
+        let mut session = Session::accept_hello(
             config,
             now,
             local,
             src,
-            datagram.clone(),
+            hello,
             aliases,
             server.channel_config,
-        )
-        .map_err(|e| match e {
-            SessionError::UnsupportedVersion { peer, ours } => {
-                AcceptError::UnsupportedVersion { peer, ours }
-            }
-            _ => AcceptError::NotAHello,
-        })?;
+        );
         self.seed_session(&mut session);
         let handle = self.register(session.conn_id());
         self.stats.accepted += 1;
@@ -388,8 +387,8 @@ impl Endpoint {
         self.backlog.retain(|h| *h != handle);
     }
 
-    /// The service a datagram's hello asks for, if this endpoint serves it.
-    fn hello_service(&self, datagram: &Bytes) -> Result<u32, AcceptError> {
+    /// A datagram's hello, decoded, if it asks for a service this endpoint serves.
+    fn served_hello(&self, datagram: &Bytes) -> Result<Hello, AcceptError> {
         if let Some(peer) = wire::foreign_hello_version(datagram) {
             return Err(AcceptError::UnsupportedVersion {
                 peer,
@@ -402,13 +401,11 @@ impl Endpoint {
                 None => Err(AcceptError::Malformed(WireError::Truncated)),
             };
         }
-        match wire::decode(datagram) {
-            Ok(Packet::Hello { service, .. }) if self.services.contains_key(&service) => {
-                Ok(service)
-            }
-            Ok(Packet::Hello { service, .. }) => Err(AcceptError::UnknownService(service)),
-            Ok(_) => Err(AcceptError::NotAHello),
-            Err(e) => Err(AcceptError::Malformed(e)),
+        let packet = wire::decode(datagram).map_err(AcceptError::Malformed)?;
+        match Hello::of(packet) {
+            Ok(hello) if self.services.contains_key(&hello.service) => Ok(hello),
+            Ok(hello) => Err(AcceptError::UnknownService(hello.service)),
+            Err(_) => Err(AcceptError::NotAHello),
         }
     }
 

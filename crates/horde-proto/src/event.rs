@@ -38,9 +38,18 @@ pub enum CloseReason {
     Replaced,
     /// The peer is unreachable (ICMP errors on every channel).
     Unreachable,
+    /// The peer refused the session: it does not serve the service the hello asked for.
+    /// Final: a persistent connection does not reconnect.
+    ServiceRefused,
 }
 
 impl CloseReason {
+    /// Whether a persistent connection opens a new session after this end: not after
+    /// its own close, nor after the peer refused the service.
+    pub fn reconnects(self) -> bool {
+        !matches!(self, CloseReason::LocalClose | CloseReason::ServiceRefused)
+    }
+
     /// A short phrase for logs and status lines ("idle timeout").
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,6 +58,7 @@ impl CloseReason {
             CloseReason::IdleTimeout => "idle timeout",
             CloseReason::Replaced => "replaced by a new session",
             CloseReason::Unreachable => "peer unreachable",
+            CloseReason::ServiceRefused => "service refused by the peer",
         }
     }
 }

@@ -30,6 +30,7 @@ mod error;
 mod flow;
 mod handshake;
 mod lifecycle;
+mod pending;
 mod plan;
 mod receive;
 mod recovery_hooks;
@@ -44,10 +45,12 @@ pub(crate) use config::ms;
 pub use config::SessionConfig;
 use cycle::IDLE_CYCLE_RETRY;
 pub use error::SessionError;
+pub(crate) use handshake::Hello;
 use lifecycle::{Lifecycle, State};
+use pending::{PendingAdu, PendingTx};
 use receive::{Arrival, Receiver};
 use sender::Sender;
-use transmit::{Header, PendingAdu, PendingTx};
+use transmit::Header;
 pub use transmit::{Transmit, TransmitAdus};
 
 /// One connection with a peer over any number of channels: its streams, objectives,
@@ -143,14 +146,37 @@ impl Session {
         local_aliases: Vec<SocketAddr>,
         channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
     ) -> Result<Self, SessionError> {
-        let (conn, service) = handshake::parse_hello(&datagram)?;
-        let mut s = Self::new(conn, service, false, config, now);
+        let hello = handshake::parse_hello(&datagram)?;
+        Ok(Self::accept_hello(
+            config,
+            now,
+            local,
+            src,
+            hello,
+            local_aliases,
+            channel_config,
+        ))
+    }
+
+    /// [`Session::accept`] on a hello already decoded (by an [`Endpoint`](crate::Endpoint)
+    /// routing it), so that the datagram is decoded once.
+    pub(crate) fn accept_hello(
+        config: SessionConfig,
+        now: Duration,
+        local: u16,
+        src: SocketAddr,
+        hello: Hello,
+        local_aliases: Vec<SocketAddr>,
+        channel_config: Arc<dyn Fn(ChannelId) -> ChannelConfig + Send + Sync>,
+    ) -> Self {
+        let mut s = Self::new(hello.conn, hello.service, false, config, now);
         s.local_aliases = local_aliases;
         s.channels.peer_config = channel_config;
         s.life.set_state(State::Connected, &s.config);
         s.events.push_back(Event::Connected);
-        s.handle_datagram(now, local, src, datagram);
-        Ok(s)
+        s.life.timers.invalidate_derived();
+        s.handle_packet(now, local, src, hello.packet);
+        s
     }
 
     /// The oldest event not yet taken; call until `None` after every input.
@@ -170,6 +196,11 @@ impl Session {
                 return;
             }
         };
+        self.handle_packet(now, local, src, packet);
+    }
+
+    /// One decoded packet of this session's connection (or of another: counted foreign).
+    fn handle_packet(&mut self, now: Duration, local: u16, src: SocketAddr, packet: Packet) {
         if packet.conn() != self.conn {
             self.stats.foreign += 1;
             return;
@@ -258,6 +289,7 @@ impl Session {
                 }
             }
             Packet::Window { limit, .. } => self.on_window(now, limit),
+            Packet::Refused { service, .. } => self.on_refused(now, service),
         }
     }
 

@@ -46,6 +46,7 @@ const T_CLOSE: u8 = 6;
 const T_PACKED: u8 = 7;
 const T_CLOSE_ACK: u8 = 8;
 const T_WINDOW: u8 = 9;
+const T_REFUSED: u8 = 10;
 
 /// Flags of a data packet.
 pub const FLAG_ORDERED: u8 = 0x01;
@@ -116,6 +117,15 @@ pub enum Packet {
     CloseAck {
         /// The connection whose `Close` is answered.
         conn: u64,
+    },
+    /// The responder's answer to a hello for a service it does not serve: the session
+    /// is refused, and the initiator stops. (Added within version 3: a peer that does
+    /// not know the type drops it as malformed, as before.)
+    Refused {
+        /// The connection whose hello is refused.
+        conn: u64,
+        /// The service the hello asked for.
+        service: u32,
     },
     /// Receive-side flow control, by credit: the receiver's cumulative limit on the
     /// payload bytes of data packets it takes in over the session (what it has taken
@@ -293,6 +303,7 @@ impl Packet {
             Packet::Close { .. } => "close",
             Packet::CloseAck { .. } => "close-ack",
             Packet::Window { .. } => "window",
+            Packet::Refused { .. } => "refused",
         }
     }
 
@@ -306,6 +317,7 @@ impl Packet {
             | Packet::Close { conn }
             | Packet::CloseAck { conn }
             | Packet::Window { conn, .. }
+            | Packet::Refused { conn, .. }
             | Packet::Packed { conn, .. } => *conn,
             Packet::Ack(a) => a.conn,
         }
@@ -438,6 +450,11 @@ pub fn encode(packet: &Packet, out: &mut Vec<u8>) {
             out.push(header(T_WINDOW));
             out.extend_from_slice(&conn.to_be_bytes());
             out.extend_from_slice(&limit.to_be_bytes());
+        }
+        Packet::Refused { conn, service } => {
+            out.push(header(T_REFUSED));
+            out.extend_from_slice(&conn.to_be_bytes());
+            out.extend_from_slice(&service.to_be_bytes());
         }
         Packet::Packed {
             conn,
@@ -719,6 +736,10 @@ pub(crate) fn decode_reusing(
             conn,
             limit: r.u64()?,
         },
+        T_REFUSED => Packet::Refused {
+            conn,
+            service: r.u32()?,
+        },
         T_PACKED => {
             let h = r.array::<{ PACKED_HEADER_LEN - 9 }>()?;
             let body = datagram.slice(r.pos..);
@@ -813,6 +834,7 @@ mod tests {
             any::<u64>().prop_map(|conn| Packet::Close { conn }),
             any::<u64>().prop_map(|conn| Packet::CloseAck { conn }),
             any::<(u64, u64)>().prop_map(|(conn, limit)| Packet::Window { conn, limit }),
+            any::<(u64, u32)>().prop_map(|(conn, service)| Packet::Refused { conn, service }),
             (any::<(u64, u8, u64, u32)>(), packed_adus()).prop_map(
                 |((conn, channel, seq, send_ts), adus)| Packet::Packed {
                     conn,

@@ -240,8 +240,16 @@ fn duration(what: &str, text: &str) -> Result<Duration, LinkArgError> {
         "s" => 1.0,
         _ => return err(format!("{what}: \"{text}\" needs a unit: us, ms or s")),
     };
-    Ok(Duration::from_secs_f64(number(what, value)? * scale))
+    let seconds = number(what, value)? * scale;
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if d <= MAX_TIME => Ok(d),
+        _ => err(format!("{what}: \"{text}\" is longer than a year")),
+    }
 }
+
+/// The longest time a `--link` value may name (outage starts and lengths, delays):
+/// beyond it the figure is a typo, and `Duration` arithmetic would overflow.
+const MAX_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
 
 fn millis(what: &str, text: &str) -> Result<f64, LinkArgError> {
     Ok(duration(what, text)?.as_secs_f64() * 1e3)
@@ -455,5 +463,19 @@ mod tests {
         assert!(e("down_at=5s").contains("START:LENGTH"));
         assert!(e("buffer=0b").contains("buffer_bytes"));
         assert!(e("").contains("empty"));
+    }
+
+    #[test]
+    fn absurd_figures_are_refused_not_emulated() {
+        assert!(e("rate=99999999gbit").contains("at most 100000000 kbit/s"));
+        assert!(
+            LinkArg::parse("rate=100gbit,delay=60000ms").is_ok(),
+            "the limits pass"
+        );
+        assert!(e("delay=100000000s").contains("longer than a year"));
+        assert!(e("delay=61s").contains("at most 60000 ms"));
+        assert!(e("jitter=2000s").contains("delay.sd_ms"));
+        assert!(e("rate=1mbit,rate_at=5s:99999999gbit").contains("(100 Gbit/s)"));
+        assert!(e("down_at=5s:99999999s").contains("longer than a year"));
     }
 }

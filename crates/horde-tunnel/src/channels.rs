@@ -7,7 +7,7 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
-use horde_config::checks::{congestion, widened};
+use horde_config::checks::{channel_count, congestion, widened};
 use horde_config::Checks;
 use horde_crypto::PublicKey;
 use horde_net::{ChannelTarget, ConnectConfig, InterfaceConfig};
@@ -47,6 +47,7 @@ impl<const M: u32> ChannelEntry<M> {
         if channels.is_empty() {
             c.error("", "at least one [[channels]] entry is needed");
         }
+        channel_count(c, "channels", "[[channels]] entries", channels.len());
         for (i, ch) in channels.iter().enumerate() {
             let at = |k: &str| format!("channels[{i}].{k}");
             if let Some(n) = &ch.name {

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::Prefix;
-use horde_config::checks::{congestion, session, widened};
+use horde_config::checks::{channel_count, congestion, session, widened};
 use horde_config::{Checks, Validate};
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
@@ -286,6 +286,12 @@ impl Validate for ServerConfig {
         self.rekey.check(c);
         mtu(c, "mtu", self.mtu);
         congestion(c, "congestion", &self.congestion);
+        channel_count(
+            c,
+            "channel_congestion",
+            "channel_congestion entries",
+            self.channel_congestion.len(),
+        );
         for (i, cc) in self.channel_congestion.iter().enumerate() {
             congestion(c, &format!("channel_congestion[{i}]"), cc);
         }

@@ -181,11 +181,12 @@ pub fn matches_any_stream(objective: &Arc<dyn Objective>, streams: &[(u32, Workl
 /// the warnings, among them one for an objective that can match no stream of the file.
 pub fn load_send(path: &Path) -> anyhow::Result<(SendConfig, Vec<horde_config::ConfigError>)> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| horde_config::ConfigError {
-        file: file.clone(),
-        at: None,
-        message: e.to_string(),
-    })?;
+    let text = horde_config::input::read_to_string(path, horde_config::input::Kind::CONFIG)
+        .map_err(|e| horde_config::ConfigError {
+            file: file.clone(),
+            at: None,
+            message: e.to_string(),
+        })?;
     Ok(check_send(&text, &file, &super::base_dir(path))?)
 }
 

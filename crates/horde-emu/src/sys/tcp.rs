@@ -12,6 +12,9 @@ const IPPROTO_MPTCP: i32 = 262;
 /// `SOL_MPTCP` and `MPTCP_TCPINFO`: per-subflow `tcp_info` of an MPTCP socket.
 const SOL_MPTCP: i32 = 284;
 const MPTCP_TCPINFO: i32 = 2;
+/// `TCP_IS_MPTCP` (Linux 5.16): 1 on a connection that speaks MPTCP, 0 on plain TCP and
+/// on an MPTCP socket that fell back to TCP (its peer did not offer MPTCP).
+const TCP_IS_MPTCP: i32 = 43;
 /// The most subflows whose `tcp_info` is read.
 const MAX_SUBFLOWS: usize = 8;
 
@@ -72,6 +75,27 @@ pub fn tcp_congestion(socket: &Socket) -> io::Result<String> {
     let name = &buf[..len as usize];
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
+/// Whether the connected stream socket `fd` speaks MPTCP: an MPTCP listener also accepts
+/// plain TCP clients, and their connections fall back to TCP.
+pub fn is_mptcp(fd: RawFd) -> io::Result<bool> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: value and len describe a writable int for the duration of the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            TCP_IS_MPTCP,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value == 1)
 }
 
 /// The kernel's `tcp_info` of the TCP socket `fd`.

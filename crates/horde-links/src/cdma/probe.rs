@@ -75,6 +75,16 @@ impl FromStr for Source {
     }
 }
 
+/// The same `cbr:KBPS` / `onoff:KBPS:ON_S:OFF_S` form the source was given in.
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Source::Cbr { kbps } => write!(f, "cbr:{kbps}"),
+            Source::OnOff { kbps, on_s, off_s } => write!(f, "onoff:{kbps}:{on_s}:{off_s}"),
+        }
+    }
+}
+
 /// The set-up of a probe run.
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {

@@ -43,6 +43,7 @@ impl Driver {
         let host = self.host.counters();
         stats.dropped.merge(&host.dropped);
         stats.unroutable = host.unroutable;
+        stats.services_refused = host.services_refused;
         stats.channels_removed = host.channels_removed;
         stats.channels_restored = host.channels_restored;
         stats.sessions_replaced = host.sessions_replaced;
@@ -55,6 +56,7 @@ impl Driver {
         stats.datagrams_in += datagrams;
         stats.bytes_in += bytes;
         stats.handshake_datagrams_in = datagrams;
+        stats.kernel_dropped = self.kernel_dropped();
         stats.interfaces_open = self.sockets.iter().map(Option::is_some).collect();
         (stats.plaintext_chunks, stats.plaintext_chunks_reused) = self.host.plaintext_chunks();
         stats
@@ -66,6 +68,7 @@ impl Driver {
         self.handshakes
             .set_socket(self.sockets.len(), s.handshake_socket().cloned());
         self.sockets.push(Some(s));
+        self.filtered_indices = None;
         self.tx.push(TxQueue::default());
         self.ifaces.push(Iface {
             config: iface.clone(),

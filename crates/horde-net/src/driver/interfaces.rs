@@ -16,7 +16,9 @@ impl Driver {
     fn interface_down(&mut self, i: usize, reason: DownReason, now: Duration) {
         let iface = &mut self.ifaces[i];
         iface.state = IfaceState::Down;
-        self.sockets[i] = None;
+        if let Some(s) = self.sockets[i].take() {
+            self.kernel_dropped_closed += s.kernel_drops();
+        }
         self.handshakes.set_socket(i, None);
         self.stats.interfaces_down += 1;
         tracing::info!(
@@ -73,6 +75,7 @@ impl Driver {
         self.handshakes
             .set_socket(i, s.1.handshake_socket().cloned());
         self.sockets[i] = Some(s.1);
+        self.filtered_indices = None;
         self.stats.interfaces_up += 1;
         tracing::info!(
             interface = i,

@@ -99,6 +99,11 @@ struct Driver {
     sealer_done: Arc<Notify>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
+    /// The indices the data sockets' kernel filters let through (sorted); `None`: a socket
+    /// has no filter yet.
+    filtered_indices: Option<Vec<u32>>,
+    /// What the kernel dropped at data sockets since closed.
+    kernel_dropped_closed: u64,
 }
 
 pub(crate) type Spawned = (
@@ -172,6 +177,8 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let driver = Driver {
         start: Instant::now(),
         reader_woke: Arc::new(Notify::new()),
+        filtered_indices: None,
+        kernel_dropped_closed: 0,
         tx: sockets.iter().map(|_| TxQueue::default()).collect(),
         sockets,
         offload: config.udp_offload,

@@ -1,5 +1,6 @@
-//! Receiving: datagrams from the sockets into the host, and initiations through the
-//! handshake gate to the worker.
+//! Receiving: datagrams from the sockets into the host, initiations through the
+//! handshake gate to the worker, and the kernel filter that keeps datagrams for indices not
+//! in use from waking the driver at all.
 
 use super::*;
 
@@ -31,7 +32,10 @@ impl Driver {
                     if m.len > stride {
                         self.stats.gro_reads += 1;
                     }
-                    for d in data.chunks(stride) {
+                    // An empty datagram has no chunk, but it was received all the same: it
+                    // is counted, and dropped with a reason, like any other.
+                    let empty: &[&[u8]] = if data.is_empty() { &[&[]] } else { &[] };
+                    for d in data.chunks(stride).chain(empty.iter().copied()) {
                         read += 1;
                         self.stats.datagrams_in += 1;
                         self.stats.bytes_in += d.len() as u64;
@@ -41,6 +45,33 @@ impl Driver {
             }
         }
         self.recv_bufs = bufs;
+    }
+
+    /// Gives the data sockets' kernel filters the indices in use, when they changed (or a
+    /// socket is new). Called before each flush, so that the first datagram sent from a new
+    /// index (an initiation, a response) goes out only once its answers can come in.
+    pub(super) fn refresh_index_filter(&mut self) {
+        let mut indices: Vec<u32> = self.host.local_indices().collect();
+        indices.sort_unstable();
+        if self.filtered_indices.as_ref() == Some(&indices) {
+            return;
+        }
+        for s in self.sockets.iter().flatten() {
+            if let Err(e) = s.set_index_filter(&indices) {
+                // Without the filter the driver still drops them, one by one.
+                tracing::debug!(error = %e, "no kernel filter on a data socket");
+            }
+        }
+        self.filtered_indices = Some(indices);
+    }
+
+    /// What the kernel dropped at the data sockets, open and closed.
+    pub(super) fn kernel_dropped(&self) -> u64 {
+        self.sockets
+            .iter()
+            .flatten()
+            .map(ChannelSocket::kernel_drops)
+            .fold(self.kernel_dropped_closed, u64::saturating_add)
     }
 
     fn on_datagram(&mut self, iface: usize, src: SocketAddr, data: &[u8], now: Duration) {

@@ -11,6 +11,8 @@ impl Driver {
         if let Some(sealer) = &self.sealer {
             sealer.busy();
         }
+        // Before anything leaves from a new index, the kernel must let its answers in.
+        self.refresh_index_filter();
         // Handshake datagrams go first.
         while let Some(h) = self.host.poll_handshake_transmit() {
             if let Some(q) = self.tx.get_mut(h.iface) {

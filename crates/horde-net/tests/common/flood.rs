@@ -29,18 +29,78 @@ pub enum FloodKind {
     Replay,
     /// Valid initiations from a key that is not on the allow-list.
     Disallowed,
+    /// Initiations in the old format (type 1), of random bytes.
+    Legacy,
+    /// Transport datagrams (type 3, 113 bytes) to random receiver indices.
+    Transport,
+    /// Responses (type 2) to random indices.
+    Response,
+    /// Cookie replies (type 4) to random indices.
+    CookieReply,
+    /// Random bytes of random length under a type byte Horde does not define.
+    Garbage,
+    /// Empty datagrams.
+    Empty,
 }
 
 impl FloodKind {
+    /// Floods of initiations, for the handshake path.
     pub const ALL: [FloodKind; 3] = [FloodKind::Random, FloodKind::Replay, FloodKind::Disallowed];
+    /// Floods of every other kind, which can belong to no live session.
+    pub const DATA_PATH: [FloodKind; 6] = [
+        FloodKind::Legacy,
+        FloodKind::Transport,
+        FloodKind::Response,
+        FloodKind::CookieReply,
+        FloodKind::Garbage,
+        FloodKind::Empty,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             FloodKind::Random => "random",
             FloodKind::Replay => "replayed allowed key",
             FloodKind::Disallowed => "disallowed key",
+            FloodKind::Legacy => "type 1 (old format)",
+            FloodKind::Transport => "type 3, unknown index",
+            FloodKind::Response => "type 2, unknown index",
+            FloodKind::CookieReply => "type 4, unknown index",
+            FloodKind::Garbage => "unknown type",
+            FloodKind::Empty => "empty",
         }
     }
+
+    /// The drop reason the receiver counts every datagram of a data-path flood under;
+    /// `None`: the data socket's kernel filter drops them (`HostStats::kernel_dropped`).
+    pub fn data_path_reason(self) -> Option<horde_crypto::DropReason> {
+        match self {
+            FloodKind::Legacy => Some(horde_crypto::DropReason::LegacyHandshake),
+            _ => None,
+        }
+    }
+}
+
+/// One datagram of a data-path flood into `buf`; returns its length.
+fn data_path_datagram(kind: FloodKind, rng: &mut StdRng, buf: &mut [u8]) -> usize {
+    use horde_crypto::{
+        COOKIE_REPLY_LEN, RESPONSE_LEN, TYPE_COOKIE_REPLY, TYPE_LEGACY_INITIATION, TYPE_RESPONSE,
+        TYPE_TRANSPORT,
+    };
+    let (kind_byte, len) = match kind {
+        FloodKind::Legacy => (TYPE_LEGACY_INITIATION, INITIATION_LEN),
+        FloodKind::Transport => (TYPE_TRANSPORT, 113),
+        FloodKind::Response => (TYPE_RESPONSE, RESPONSE_LEN),
+        FloodKind::CookieReply => (TYPE_COOKIE_REPLY, COOKIE_REPLY_LEN),
+        // Types 6..=127 are undefined (3 | 0x80 is a transport datagram).
+        FloodKind::Garbage => (
+            6 + (rng.next_u32() % 122) as u8,
+            1 + (rng.next_u32() % 200) as usize,
+        ),
+        _ => return 0,
+    };
+    rng.fill_bytes(&mut buf[..len]);
+    buf[0] = kind_byte;
+    len
 }
 
 /// Where the flood goes.
@@ -222,6 +282,7 @@ impl Flood {
                 let socket = UdpSocket::bind("127.0.0.2:0").expect("bind 127.0.0.2");
                 socket.set_nonblocking(true).unwrap();
                 let mut random = vec![0u8; INITIATION_LEN];
+                let mut other = vec![0u8; 256];
                 let mut reply = [0u8; 256];
                 let start = Instant::now();
                 let end = start + Duration::from_secs_f64(seconds);
@@ -241,6 +302,15 @@ impl Flood {
                                 &random
                             }
                             FloodKind::Replay => initiator.initiation(),
+                            FloodKind::Legacy
+                            | FloodKind::Transport
+                            | FloodKind::Response
+                            | FloodKind::CookieReply
+                            | FloodKind::Garbage
+                            | FloodKind::Empty => {
+                                let n = data_path_datagram(kind, &mut rng, &mut other);
+                                &other[..n]
+                            }
                             FloodKind::Disallowed => {
                                 // A new handshake now and then, as a real peer would make.
                                 fresh += 1;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod flood;
+pub mod netns;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use horde_policy::ChannelId;
 
-use super::transmit::{pending_channel, PendingAdu, PendingTx};
+use super::pending::{pending_channel, PendingAdu, PendingTx};
 use crate::channel::{Channel, ChannelConfig, SentAdu};
 use crate::packing::packet_size;
 use crate::wire;

@@ -28,6 +28,17 @@ impl Session {
         }
     }
 
+    /// The peer refused the hello of this (client) session: it does not serve
+    /// `service`. The session ends for good; nothing waits for a successor.
+    pub(super) fn on_refused(&mut self, now: Duration, service: u32) {
+        if !self.is_client || self.life.state != State::Handshaking || service != self.service {
+            return;
+        }
+        self.life.timers.invalidate_derived();
+        self.life.successor_expected = false;
+        self.finish(now, CloseReason::ServiceRefused);
+    }
+
     /// End the session because a new one with the same peer replaced it.
     pub fn replaced(&mut self, now: Duration) {
         self.life.timers.invalidate_derived();

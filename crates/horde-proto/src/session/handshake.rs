@@ -230,17 +230,34 @@ impl Session {
     }
 }
 
-/// The connection id and service of the hello that opens a session, or why the datagram
-/// is not one.
-pub(super) fn parse_hello(datagram: &Bytes) -> Result<(u64, u32), SessionError> {
+/// A decoded hello: the packet that opens a session, with its connection id and service.
+pub(crate) struct Hello {
+    pub conn: u64,
+    pub service: u32,
+    pub packet: Packet,
+}
+
+impl Hello {
+    /// `packet` if it is a hello.
+    pub(crate) fn of(packet: Packet) -> Result<Hello, Packet> {
+        match packet {
+            Packet::Hello { conn, service, .. } => Ok(Hello {
+                conn,
+                service,
+                packet,
+            }),
+            other => Err(other),
+        }
+    }
+}
+
+/// The hello that opens a session, or why the datagram is not one.
+pub(super) fn parse_hello(datagram: &Bytes) -> Result<Hello, SessionError> {
     if let Some(peer) = wire::foreign_hello_version(datagram) {
         return Err(SessionError::UnsupportedVersion {
             peer,
             ours: wire::VERSION,
         });
     }
-    match wire::decode(datagram)? {
-        Packet::Hello { conn, service, .. } => Ok((conn, service)),
-        other => Err(SessionError::NotAHello(other.kind())),
-    }
+    Hello::of(wire::decode(datagram)?).map_err(|other| SessionError::NotAHello(other.kind()))
 }

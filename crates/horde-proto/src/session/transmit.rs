@@ -4,12 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
 use horde_policy::ChannelId;
 
 use super::channels::ChannelSet;
+use super::pending::{pending_channel, PendingTx};
 use super::{AduHandle, Session};
-use crate::wire::{self, Ack, Packet, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
+use crate::wire::{self, Packet, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
 
 /// A datagram the driver must send: `payload` was written into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,60 +68,6 @@ impl std::ops::Deref for TransmitAdus {
 impl std::fmt::Debug for TransmitAdus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-/// A packet waiting to be written, on the channel it names.
-#[derive(Debug)]
-pub(super) enum PendingTx {
-    Hello(ChannelId),
-    HelloAck(ChannelId),
-    Data {
-        channel: ChannelId,
-        seq: u64,
-        flags: u8,
-        send_ts: u32,
-        id: u64,
-        stream: u32,
-        stream_seq: u64,
-        payload: Bytes,
-    },
-    /// Several ADUs in one packet: the next `count` entries of `ChannelSet::tx_adus`
-    /// from absolute index `first`.
-    Packed {
-        channel: ChannelId,
-        seq: u64,
-        send_ts: u32,
-        first: u64,
-        count: u8,
-    },
-    Ack(ChannelId, Ack),
-    Ping(ChannelId, u64, u32),
-    Close(ChannelId),
-    CloseAck(ChannelId),
-    Window(ChannelId, u64),
-}
-
-/// One ADU waiting in a packed packet's entry list.
-#[derive(Debug)]
-pub(super) struct PendingAdu {
-    pub(super) id: u64,
-    pub(super) flags: u8,
-    pub(super) stream: u32,
-    pub(super) stream_seq: u64,
-    pub(super) payload: Bytes,
-}
-
-pub(super) fn pending_channel(p: &PendingTx) -> ChannelId {
-    match p {
-        PendingTx::Hello(c)
-        | PendingTx::HelloAck(c)
-        | PendingTx::Ack(c, _)
-        | PendingTx::Ping(c, _, _)
-        | PendingTx::Close(c)
-        | PendingTx::CloseAck(c)
-        | PendingTx::Window(c, _) => *c,
-        PendingTx::Data { channel, .. } | PendingTx::Packed { channel, .. } => *channel,
     }
 }
 

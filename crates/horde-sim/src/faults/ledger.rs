@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use horde_proto::{Event, NackReason};
 
-use super::report::Violation;
+use super::violation::Violation;
 
 /// Bytes of the name at the front of every payload.
 pub const TAG_LEN: usize = 16;

@@ -11,13 +11,15 @@ pub mod link_death;
 pub mod net;
 pub mod plan;
 pub mod report;
+pub mod violation;
 pub mod world;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use thiserror::Error;
 
 pub use plan::{DrawLimits, Fault, FaultKind, RunPlan};
-pub use report::{replay_command, SeedReport, Violation, WindowFigures};
+pub use report::{replay_command, SeedReport, WindowFigures};
+pub use violation::Violation;
 
 /// A run that could not be set up (not an invariant violation).
 #[derive(Debug, Error)]

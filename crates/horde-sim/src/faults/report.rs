@@ -7,20 +7,7 @@ use serde::Serialize;
 use super::ledger::Tally;
 use super::net::NetStats;
 use super::plan::Fault;
-
-/// One broken invariant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    /// A short stable name: `accounted_twice`, `delivered_twice`, `panic`, ...
-    pub kind: &'static str,
-    pub detail: String,
-}
-
-impl Violation {
-    pub fn new(kind: &'static str, detail: String) -> Self {
-        Self { kind, detail }
-    }
-}
+use super::violation::Violation;
 
 /// Lifecycle counts of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -28,7 +28,8 @@ use super::allocation::{shortfalls, StreamWindow};
 use super::ledger::{AduKey, Ledger, TAG_LEN};
 use super::net::{Datagram, Net, DOWN, UP};
 use super::plan::{FaultKind, Feed, RunPlan};
-use super::report::{Digest, Lifecycle, Violation, WindowFigures};
+use super::report::{Digest, Lifecycle, WindowFigures};
+use super::violation::Violation;
 use super::{HostHook, SimFailure};
 
 /// The persistent connection's reconnection: the first attempt at once, then 100 ms

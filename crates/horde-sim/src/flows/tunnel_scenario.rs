@@ -40,7 +40,7 @@ use std::time::Duration;
 use horde_config::checks;
 use horde_links::{LinkSpec, LossSpec, RateSpec};
 use horde_policy::registry::scheduler;
-use horde_proto::{AckFrequency, CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use horde_proto::{AckFrequency, CcConfig, ChannelConfig, ChannelId, SessionConfig, StreamConfig};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -239,6 +239,17 @@ impl TunnelScenario {
         if raw.links.is_empty() {
             return Err(plain(
                 "no [[link]] entries: a tunnel needs at least one".into(),
+            ));
+        }
+        // Each link is one channel of the tunnel's session, whose channel ids are one byte.
+        if let Some(extra) = raw.links.get(ChannelId::COUNT) {
+            return Err(loc.at(
+                extra.span(),
+                format!(
+                    "{} [[link]] entries: the tunnel's session has at most {} channels (channel ids are one byte)",
+                    raw.links.len(),
+                    ChannelId::COUNT
+                ),
             ));
         }
         let acks = raw.tunnel.acks.unwrap_or(AckFrequency::ReversePath);
@@ -513,6 +524,28 @@ stream = { max_queue_bytes = 5000 }
 
     fn parse(text: &str) -> Result<TunnelScenario, String> {
         TunnelScenario::parse(text, "t.toml", Path::new(".")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn more_links_than_a_session_has_channels_are_refused_at_the_first_too_many() {
+        let with_links = |n: usize| {
+            let mut text = GOOD.to_string();
+            for i in 1..n {
+                text += &format!(
+                    "[[link]]\nname = \"l{i}\"\nup = {{ rate = {{ model = \"constant\", kbps = 200 }} }}\n"
+                );
+            }
+            text
+        };
+        assert_eq!(parse(&with_links(256)).unwrap().links.len(), 256);
+        let text = with_links(257);
+        let e = parse(&text).unwrap_err();
+        let line = text.lines().position(|l| l == "name = \"l256\"").unwrap();
+        assert!(e.starts_with(&format!("t.toml:{line}:")), "{e}");
+        assert!(
+            e.ends_with("257 [[link]] entries: the tunnel's session has at most 256 channels (channel ids are one byte)"),
+            "{e}"
+        );
     }
 
     #[test]

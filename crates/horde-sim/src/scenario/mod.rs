@@ -46,6 +46,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use horde_config::input::Kind;
 use horde_links::LinkSpec;
 pub use horde_proto::{LossCorrelation, LossPrior};
 
@@ -265,10 +266,12 @@ pub(crate) struct ScenarioFile<'a> {
 impl<'a> ScenarioFile<'a> {
     pub(crate) fn read(path: &'a Path) -> Result<Self, ScenarioError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: name.clone(),
-            at: None,
-            message: format!("cannot read: {e}"),
+        let text = horde_config::input::read_to_string(path, Kind::SCENARIO).map_err(|e| {
+            ScenarioError {
+                file: name.clone(),
+                at: None,
+                message: format!("cannot read: {e}"),
+            }
         })?;
         let base = path
             .parent()

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use horde_config::{checks, shown};
-use horde_proto::MTU_RANGE;
+use horde_proto::{ChannelId, MTU_RANGE};
 use toml::Spanned;
 
 use super::error::Locator;
@@ -115,6 +115,7 @@ impl Checker<'_> {
             }
             channels.push(ch);
         }
+        self.channel_counts(&channels, &raw.channels)?;
         if raw.streams.is_empty() {
             return Err(self
                 .loc
@@ -142,6 +143,34 @@ impl Checker<'_> {
                 .base
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
         })
+    }
+
+    /// The channels joining each pair of hosts, which one session between them must be
+    /// able to open: channel ids are one byte. The error points at the first too many.
+    fn channel_counts(&self, channels: &[ChannelSpec], raw: &[RawChannel]) -> Result<()> {
+        let mut per_pair: BTreeMap<[&str; 2], usize> = BTreeMap::new();
+        for (ch, raw) in channels.iter().zip(raw) {
+            let mut pair = [ch.between[0].as_str(), ch.between[1].as_str()];
+            pair.sort_unstable();
+            let count = per_pair.entry(pair).or_default();
+            *count += 1;
+            if *count > ChannelId::COUNT {
+                let total = channels
+                    .iter()
+                    .filter(|c| c.joins(pair[0], pair[1]))
+                    .count();
+                return Err(self.loc.at(
+                    span(&raw.name),
+                    format!(
+                        "{total} channels join hosts {:?} and {:?}: a session has at most {} channels (channel ids are one byte)",
+                        pair[0],
+                        pair[1],
+                        ChannelId::COUNT
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn scheduler(&self, raw: &RawScenario) -> Result<SchedulerSpec> {
