@@ -248,6 +248,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                         "end": "no sender",
                         "services_refused": stats.services_refused,
                         "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                        "kernel_dropped": stats.kernel_dropped,
                     })
                 );
             } else {
@@ -260,6 +261,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     );
                 }
                 print!("{}", crate::drops::render(&stats.dropped));
+                print!("{}", crate::drops::render_kernel(stats.kernel_dropped));
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -313,6 +315,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 }
             }
             print!("{}", crate::drops::render(&stats.dropped));
+            print!("{}", crate::drops::render_kernel(stats.kernel_dropped));
         }
         Ok(ExitCode::SUCCESS)
     })

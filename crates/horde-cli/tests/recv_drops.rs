@@ -98,6 +98,9 @@ fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
     assert!(d["bad_mac"].as_u64().unwrap() >= 200, "{d}");
     assert_eq!(d["legacy_handshake"], 3, "{d}");
     assert!(d["not_allowed"].as_u64().unwrap() >= 2, "{d}");
+    // What the data sockets' kernel filter dropped is reported beside the secure layer's
+    // drops even when no sender connected.
+    assert!(json["kernel_dropped"].is_u64(), "{json}");
     // One warning names the refused key, however often it tried (rate-limited log), and
     // one names the old handshake format.
     let log = text(&out.stderr);
