@@ -33,6 +33,7 @@ mod lifecycle;
 mod pending;
 mod receive;
 mod recovery_hooks;
+mod scratch;
 mod sender;
 mod succession;
 mod timeouts;
