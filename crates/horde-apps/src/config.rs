@@ -81,6 +81,10 @@ pub struct RecvConfig {
     /// How long the in-order delay measure waits for a missing ADU before giving it up.
     #[serde(default = "default_in_order_hold")]
     pub in_order_hold_ms: f64,
+    /// This server's id behind a UDP load balancer, `ID/BYTES` (e.g. `7/1`): the
+    /// sessions it accepts get indices that carry it (docs/load-balancing.md).
+    #[serde(default)]
+    pub server_id: Option<String>,
     pub interfaces: Vec<RecvInterface>,
 }
 

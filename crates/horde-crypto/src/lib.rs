@@ -52,6 +52,7 @@ mod packet;
 mod ratelimit;
 pub mod rekey;
 mod replay;
+mod server_id;
 mod session;
 
 pub use cookie::{Admission, HandshakeGate, COOKIE_SECRET_LIFETIME};
@@ -68,6 +69,7 @@ pub use packet::{
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use rekey::{KeyStatus, RekeyPolicy};
 pub use replay::{ReplayWindow, REPLAY_WINDOW};
+pub use server_id::{id_of_index, redial_index, routed_id, ServerId, ServerIdError, INDEX_OFFSET};
 pub use session::{SealError, SealKey, Session};
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use horde_crypto::{random_index, DropReason, Initiator};
+use horde_crypto::{random_index, redial_index, DropReason, Initiator};
 use horde_proto::{ChannelId, CloseReason, ConnectOptions};
 
 use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
@@ -76,7 +76,14 @@ impl Host {
         conn.refused.clear();
         self.by_index.remove(&conn.index);
         let by_index = &self.by_index;
-        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let in_use = |i| by_index.contains_key(&i);
+        // Back to the same server behind a load balancer (docs/load-balancing.md).
+        let index = match &conn.state {
+            ConnState::Established { crypto, .. } => {
+                redial_index(&mut self.rng, crypto.remote_index(), in_use)
+            }
+            _ => random_index(&mut self.rng, in_use),
+        };
         let initiator = Initiator::new(
             &self.keypair,
             &peer,

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use std::time::Duration;
 
-use horde_crypto::{Keypair, PublicKey, RateLimit, RekeyPolicy};
+use horde_crypto::{Keypair, PublicKey, RateLimit, RekeyPolicy, ServerId};
 use horde_proto::{ChannelConfig, SessionConfig};
 
 /// The connection side of the configuration lives with the host's connection logic.
@@ -158,6 +158,9 @@ pub struct HandshakeSettings {
     /// handshake worker (when the kernel can steer them there), so that a flood of them
     /// costs the driver nothing. Off: they arrive with the data and the driver checks them.
     pub separate_socket: bool,
+    /// This server's id behind a load balancer: the sessions it accepts get indices that
+    /// carry it (`docs/load-balancing.md`). `None`: indices are wholly random.
+    pub server_id: Option<ServerId>,
 }
 
 impl Default for HandshakeSettings {
@@ -167,6 +170,7 @@ impl Default for HandshakeSettings {
             rate_limit: RateLimit::default(),
             load_rate: 100,
             separate_socket: true,
+            server_id: None,
         }
     }
 }

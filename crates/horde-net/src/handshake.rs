@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use horde_crypto::{
     classify, random_index, Admission, DropCounters, DropReason, HandshakeGate, Keypair, Packet,
-    PublicKey, Reply, Responder,
+    PublicKey, Reply, Responder, ServerId,
 };
 use quinn_udp::{RecvMeta, UdpSocketState};
 use rand::rngs::StdRng;
@@ -370,7 +370,9 @@ impl Handshakes {
             Ok(Admission::Admit) => {
                 self.load.count(now);
                 let reserved = &self.reserved;
-                let index = random_index(&mut self.rng, |i| in_use(i) || reserved.contains(&i));
+                let index = draw_index(self.settings.server_id, &mut self.rng, |i| {
+                    in_use(i) || reserved.contains(&i)
+                });
                 let job = Job {
                     iface,
                     src,
@@ -675,7 +677,7 @@ impl Worker {
                     return;
                 }
                 // The driver checks the index against its own when the answer arrives.
-                let index = random_index(&mut self.rng, |_| false);
+                let index = draw_index(self.settings.server_id, &mut self.rng, |_| false);
                 self.admitted.push_back(Job {
                     iface,
                     src,
@@ -752,6 +754,15 @@ fn wait(intake: &Intake, sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)]) {
     }
 }
 
+/// A fresh index for a session this end accepts: carrying this server's id when it has
+/// one, wholly random otherwise.
+fn draw_index(server_id: Option<ServerId>, rng: &mut StdRng, in_use: impl Fn(u32) -> bool) -> u32 {
+    match server_id {
+        Some(id) => id.draw_index(rng, in_use),
+        None => random_index(rng, in_use),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -767,6 +778,7 @@ mod tests {
             },
             load_rate,
             separate_socket: true,
+            server_id: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::Prefix;
 use horde_config::checks::{channel_count, congestion, session, widened};
 use horde_config::{Checks, Validate};
+use horde_crypto::ServerId;
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
 use serde::Deserialize;
 
@@ -116,6 +117,10 @@ pub struct ServerConfig {
     /// How the channels ack, as the client's `acks`.
     #[serde(default = "default_acks")]
     pub acks: AckFrequency,
+    /// This server's id behind a UDP load balancer, `ID/BYTES` (e.g. `7/1`): the
+    /// sessions it accepts get indices that carry it (docs/load-balancing.md).
+    #[serde(default)]
+    pub server_id: Option<String>,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,
@@ -296,6 +301,9 @@ impl Validate for ServerConfig {
             congestion(c, &format!("channel_congestion[{i}]"), cc);
         }
         self.tun.check(c, self.tunnel_mtu());
+        if let Some(Err(e)) = self.server_id.as_deref().map(str::parse::<ServerId>) {
+            c.error("server_id", format!("server_id: {e}"));
+        }
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
         }
@@ -568,6 +576,13 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
                 "mtu = 70000",
                 "s.toml:2:7: ",
                 "mtu must be in",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nserver_id = \"70000/2\"",
+                "s.toml:3:13: ",
+                "server id 70000 does not fit in 2 byte(s)",
             ),
             (
                 false,

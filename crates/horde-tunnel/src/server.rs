@@ -52,6 +52,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             .collect(),
     );
     host_cfg.allowed_peers = clients.iter().map(|c| c.key).collect();
+    host_cfg.handshakes.server_id = cfg.server_id.as_deref().map(str::parse).transpose()?;
     host_cfg.session = cfg.session.clone();
     host_cfg.rekey = cfg.rekey.policy();
     host_cfg.scheduler = scheduler;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use horde_config::checks::session;
 use horde_config::{Checks, Validate};
+use horde_crypto::ServerId;
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
 use horde_workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
@@ -92,6 +93,10 @@ impl Validate for RecvConfig {
             self.in_order_hold_ms,
         );
         c.not_too_long("idle_timeout_s", "idle_timeout_s", self.idle_timeout_s, 1.0);
+        if let Some(Err(e)) = self.server_id.as_deref().map(str::parse::<ServerId>) {
+            c.error("server_id", format!("server_id: {e}"));
+        }
+
         c.not_too_long(
             "in_order_hold_ms",
             "in_order_hold_ms",
@@ -418,6 +423,18 @@ bind = "127.0.0.1:7000"
                 "key_file = \"\"",
                 "recv.toml:1:12: ",
                 "key_file must name",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = 100\nserver_id = \"300/1\"",
+                "recv.toml:5:13: ",
+                "server id 300 does not fit in 1 byte",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = 100\nserver_id = \"7\"",
+                "recv.toml:5:13: ",
+                "ID/BYTES",
             ),
         ];
         for (from, to, at, message) in recv {
