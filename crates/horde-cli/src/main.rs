@@ -14,6 +14,7 @@ mod hint;
 mod hose;
 mod keygen;
 mod live;
+mod metrics;
 mod peer;
 mod pipe;
 mod report;

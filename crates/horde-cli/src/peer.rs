@@ -10,6 +10,7 @@ use horde_apps::send::{SendOutcome, Sender, Verdict};
 
 pub(crate) use horde_apps::{base_dir, public_key, read_key};
 
+use crate::metrics::{Exporter, StreamFeed};
 use crate::report::{render_recv, render_send};
 
 /// The exit codes of `horde send`, for its `--help`.
@@ -42,6 +43,10 @@ pub struct SendArgs {
     /// Rewrite FILE every second with the peer and its channels, for `horde status FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -66,6 +71,10 @@ pub struct RecvArgs {
     /// FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -86,6 +95,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     let (cfg, warnings) = horde_apps::config::load_send(&args.config)?;
     warn(&warnings);
     let app = Sender::new(cfg, &args.config, args.duration)?;
+    let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
     let our_key = app.our_key();
     let peer = app.peer();
     let sigint = crate::sigint::install()?;
@@ -95,11 +105,13 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             .connect(&host)
             .await
             .map_err(|e| crate::hint::handshake(e, &our_key, app.peer_key_text()))?;
+        let registry = crate::status::Registry::default();
+        registry.track(peer.to_string(), conn.handle().clone());
         let status = args.status.clone().map(|path| {
-            let registry = crate::status::Registry::default();
-            registry.track(peer.to_string(), conn.handle().clone());
-            crate::status::spawn_writer(path, "send", our_key.to_string(), registry)
+            crate::status::spawn_writer(path, "send", our_key.to_string(), registry.clone())
         });
+        let feed = StreamFeed::default();
+        let metrics = serve_metrics(metrics, "send", our_key.to_string(), &registry, &feed, &host)?;
         let channels_json: Vec<serde_json::Value> = app
             .channels(host.local_addrs())
             .iter()
@@ -114,12 +126,13 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         let json = args.json;
         let outcome = app
             .run(conn, |row| {
+                feed.send_interval(row);
                 if !json {
                     print!("{}", render_send(row));
                 }
             })
             .await?;
-        if let Some(task) = status {
+        for task in status.into_iter().chain(metrics) {
             task.abort();
         }
         // The connection is closed; the host waits for any other Close to be acked.
@@ -168,6 +181,29 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     })
 }
 
+/// Serve `--metrics`, if it was given, for this process's connections and streams.
+fn serve_metrics(
+    listener: Option<std::net::TcpListener>,
+    role: &'static str,
+    public_key: String,
+    registry: &crate::status::Registry,
+    streams: &StreamFeed,
+    host: &horde_net::Host,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    listener
+        .map(|listener| {
+            let exporter = Exporter {
+                role,
+                public_key,
+                registry: registry.clone(),
+                streams: streams.clone(),
+                host: Some(host.stats_handle()),
+            };
+            crate::metrics::spawn(listener, exporter)
+        })
+        .transpose()
+}
+
 /// The exit status for a run's verdict (see [`SEND_EXIT_CODES`]).
 fn exit_code(v: Verdict) -> u8 {
     match v {
@@ -194,6 +230,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     let (cfg, warnings) = horde_apps::config::load_recv(&args.config)?;
     warn(&warnings);
     let app = Receiver::new(cfg, &args.config, args.duration, args.idle_timeout)?;
+    let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
     let our_key = app.our_key().to_string();
     let json = args.json;
     let sigint = crate::sigint::install()?;
@@ -210,10 +247,11 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         let limits = app.limits(&sigint, args.server);
         let mut serve = app.serve();
         let registry = crate::status::Registry::default();
-        let status = args
-            .status
-            .clone()
-            .map(|path| crate::status::spawn_writer(path, "recv", our_key, registry.clone()));
+        let status = args.status.clone().map(|path| {
+            crate::status::spawn_writer(path, "recv", our_key.clone(), registry.clone())
+        });
+        let feed = StreamFeed::default();
+        let metrics = serve_metrics(metrics, "recv", our_key, &registry, &feed, &host)?;
         let end = serve
             .run(listener, &limits, |p| match p {
                 Progress::Connected { id, peer, handle } => {
@@ -228,13 +266,14 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     }
                 }
                 Progress::Row(row) => {
+                    feed.recv_interval(row);
                     if !json {
                         print!("{}", render_recv(row));
                     }
                 }
             })
             .await;
-        if let Some(task) = status {
+        for task in status.into_iter().chain(metrics) {
             task.abort();
         }
         let stats = host.stats().await?;

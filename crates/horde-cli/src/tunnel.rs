@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// channels, for `horde status FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
@@ -87,7 +91,7 @@ fn client(args: &RunArgs) -> Result<Report> {
         .map(horde_apps::hose::scheduler)
         .transpose()?;
     let until = until(args)?;
-    let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key);
+    let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key)?;
     let run = Run {
         keypair,
         scheduler,
@@ -121,7 +125,7 @@ fn server(args: &RunArgs) -> Result<Report> {
         .map(horde_apps::hose::scheduler)
         .transpose()?;
     let until = until(args)?;
-    let observer = Front::new(args, "tunnel server", our_key, "");
+    let observer = Front::new(args, "tunnel server", our_key, "")?;
     let run = Run {
         keypair,
         scheduler,
@@ -148,22 +152,31 @@ struct Front {
     role: &'static str,
     status: Option<PathBuf>,
     registry: crate::status::Registry,
-    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The status writer and the metrics endpoint, while the run lasts.
+    writer: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The metrics endpoint's socket, bound before the run and served once it starts.
+    metrics: Mutex<Option<std::net::TcpListener>>,
     our_key: PublicKey,
     peer_key: String,
 }
 
 impl Front {
-    fn new(args: &RunArgs, role: &'static str, our_key: PublicKey, peer_key: &str) -> Arc<Self> {
-        Arc::new(Self {
+    fn new(
+        args: &RunArgs,
+        role: &'static str,
+        our_key: PublicKey,
+        peer_key: &str,
+    ) -> Result<Arc<Self>> {
+        Ok(Arc::new(Self {
             json: args.json,
             role,
             status: args.status.clone(),
             registry: crate::status::Registry::default(),
-            writer: Mutex::new(None),
+            writer: Mutex::new(Vec::new()),
+            metrics: Mutex::new(args.metrics.map(crate::metrics::bind).transpose()?),
             our_key,
             peer_key: peer_key.to_string(),
-        })
+        }))
     }
 }
 
@@ -178,16 +191,29 @@ impl Observer for Front {
     }
 
     fn started(&self, host: &Host) {
-        // The status writer, if `--status` asked for one.
-        let task = self.status.clone().map(|path| {
+        // The status writer and the metrics endpoint, if asked for.
+        let mut tasks = self.writer.lock().expect("status writer lock");
+        tasks.extend(self.status.clone().map(|path| {
             crate::status::spawn_writer(
                 path,
                 self.role,
                 host.public_key().to_string(),
                 self.registry.clone(),
             )
-        });
-        *self.writer.lock().expect("status writer lock") = task;
+        }));
+        if let Some(listener) = self.metrics.lock().expect("metrics lock").take() {
+            let exporter = crate::metrics::Exporter {
+                role: self.role,
+                public_key: host.public_key().to_string(),
+                registry: self.registry.clone(),
+                streams: crate::metrics::StreamFeed::default(),
+                host: Some(host.stats_handle()),
+            };
+            match crate::metrics::spawn(listener, exporter) {
+                Ok(task) => tasks.push(task),
+                Err(e) => eprintln!("warning: no metrics endpoint: {e:#}"),
+            }
+        }
     }
 
     fn track(&self, name: Option<&str>, key: &PublicKey, handle: &ConnectionHandle) {
@@ -210,7 +236,7 @@ impl Observer for Front {
     }
 
     fn ending(&self) {
-        if let Some(task) = self.writer.lock().expect("status writer lock").take() {
+        for task in self.writer.lock().expect("status writer lock").drain(..) {
             task.abort();
         }
     }

@@ -112,11 +112,14 @@ impl Host {
 
     /// Host-wide counters (datagrams, drops, interfaces coming and going, sessions).
     pub async fn stats(&self) -> Result<HostStats, NetError> {
-        let (tx, rx) = oneshot::channel();
-        self.cmd
-            .send(Command::Stats(tx))
-            .map_err(|_| NetError::HostGone)?;
-        rx.await.map_err(|_| NetError::HostGone)
+        self.stats_handle().get().await
+    }
+
+    /// A cheap handle that reads [`Host::stats`] from another task (a metrics exporter).
+    pub fn stats_handle(&self) -> HostStatsHandle {
+        HostStatsHandle {
+            cmd: self.cmd.clone(),
+        }
     }
 
     /// Close every connection (waiting, at most its `close_timeout_ms`, for the peers to
@@ -136,5 +139,22 @@ impl Listener {
     /// The next connection a peer opened to this service; `None` once the host is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.rx.recv().await
+    }
+}
+
+/// Reads a host's counters from any task; see [`Host::stats_handle`].
+#[derive(Clone)]
+pub struct HostStatsHandle {
+    cmd: mpsc::UnboundedSender<Command>,
+}
+
+impl HostStatsHandle {
+    /// The host's counters now; [`NetError::HostGone`] once it has shut down.
+    pub async fn get(&self) -> Result<HostStats, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Stats(tx))
+            .map_err(|_| NetError::HostGone)?;
+        rx.await.map_err(|_| NetError::HostGone)
     }
 }

@@ -83,7 +83,7 @@ mod refusals;
 mod socket;
 mod stats;
 
-pub use api::{Host, Listener};
+pub use api::{Host, HostStatsHandle, Listener};
 pub use config::{
     default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HandshakeSettings, HostConfig,
     InterfaceConfig, SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL,
