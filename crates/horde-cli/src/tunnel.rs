@@ -293,8 +293,8 @@ impl Report {
             self.end, c.tun_in, c.tun_in_bytes, c.tun_out, c.tun_out_bytes, c.mss_clamped
         );
         s += &format!(
-            "dropped: from the TUN device {} malformed, {} without a route, {} link-scoped, {} too big; from the peer {} malformed, {} with a foreign source, {} on another stream; {} TUN write errors\n",
-            c.tun_malformed, c.tun_no_route, c.tun_link_scoped, c.tun_too_big, c.peer_malformed, c.peer_spoofed, c.peer_foreign_stream, c.tun_write_errors
+            "dropped: from the TUN device {} malformed, {} without a route, {} link-scoped, {} too big; from the peer {} malformed, {} with a foreign source, {} on another stream; {} TUN write errors; {} by the ingress queue\n",
+            c.tun_malformed, c.tun_no_route, c.tun_link_scoped, c.tun_too_big, c.peer_malformed, c.peer_spoofed, c.peer_foreign_stream, c.tun_write_errors, c.ingress_dropped
         );
         s += &format!(
             "datagrams in {}, out {}; unroutable {}; reconnects {}\n",

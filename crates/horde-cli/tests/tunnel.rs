@@ -978,3 +978,153 @@ fn tunnel_status_shows_clients_channels_and_key_rotations() {
         assert!(child.wait().unwrap().success());
     }
 }
+
+/// The shell's script for the ingress test: the client over two emulated links, a
+/// flow server on its tunnel address, `ready`, and a clean stop once `$DIR/done` exists.
+const INGRESS_SCRIPT: &str = r#"set -e
+o1=$(echo "$HORDE_SHELL_LINK1" | awk -F. '{print $1"."$2"."$3"."($4-1)}')
+cat > "$DIR/client.toml" <<EOF
+key_file = "client.key"
+peer_key = "$SRV_PUB"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24"]
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link0"
+remote = "$HORDE_SHELL_HOST:7700"
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link1"
+remote = "$o1:7700"
+EOF
+"$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
+cpid=$!
+i=0
+until ip link show hdt0 > /dev/null 2>&1; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
+done
+"$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 > /dev/null 2> "$DIR/flow.err" &
+i=0
+until ss -ltn | grep -q '10.77.0.2:5201 '; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/flow.err"; exit 1; }; sleep 0.05
+done
+echo ready
+i=0
+until [ -e "$DIR/done" ]; do
+  i=$((i+1)); [ $i -lt 1200 ] || exit 1; sleep 0.05
+done
+kill -INT $cpid
+wait $cpid
+"#;
+
+/// Median ping RTT (ms) from `ns` to `to`.
+fn ping_median_ms(ns: &Netns, to: &str, count: u32) -> f64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ping", "-n", "-i", "0.2", "-W", "2"])
+        .args(["-c", &count.to_string(), to])
+        .output()
+        .expect("ping (iputils-ping) is installed");
+    let mut rtts: Vec<f64> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(!rtts.is_empty(), "no ping answered: {}", text(&out.stdout));
+    rtts.sort_by(f64::total_cmp);
+    rtts[rtts.len() / 2]
+}
+
+/// Idle and loaded ping RTT (ms) through a tunnel whose server's ingress queue is
+/// `qdisc`, with a Cubic bulk download from the server to the vehicle as the load.
+fn ping_under_download(qdisc: &str) -> (f64, f64) {
+    let (dir, srv_pub, _) = server_and_client_keys(&format!("ingress-{qdisc}"), "");
+    // Top-level keys go before the file's tables. Each channel is paced below its link's
+    // rate, so the links' buffers stay short and the backlog is the ingress queue's.
+    let file = dir.join("server.toml");
+    let body = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("qdisc = \"{qdisc}\"\ncongestion = {{ kind = \"cbr\", kbps = 3600 }}\n{body}"),
+    )
+    .unwrap();
+    let srv = Netns::new(&format!("q{qdisc}"));
+    let server = start_server(&srv, &dir);
+    let mut shell = srv
+        .horde(&[
+            "shell",
+            "--link",
+            "rate=4mbit,delay=15ms,buffer=60kb",
+            "--link",
+            "rate=4mbit,delay=15ms,buffer=60kb",
+            "--",
+            "sh",
+            "-c",
+            INGRESS_SCRIPT,
+        ])
+        .env("HORDE", horde_bin())
+        .env("DIR", &dir)
+        .env("SRV_PUB", &srv_pub)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(shell.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let idle = ping_median_ms(&srv, "10.77.0.2", 10);
+    let download = srv
+        .horde(&[
+            "flow",
+            "client",
+            "--connect",
+            "10.77.0.2:5201",
+            "--bytes",
+            "5000000",
+            "--cc",
+            "cubic",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let Cubic fill whatever queue it finds, then measure under the load.
+    std::thread::sleep(Duration::from_secs(3));
+    let loaded = ping_median_ms(&srv, "10.77.0.2", 15);
+    let out = download.wait_with_output().unwrap();
+    assert!(out.status.success(), "download: {}", text(&out.stderr));
+    let flow = report(&text(&out.stdout));
+    std::fs::write(dir.join("done"), "").unwrap();
+    let out = shell.wait_with_output().unwrap();
+    assert!(out.status.success(), "shell: {}", text(&out.stderr));
+    let server = stop(server);
+    eprintln!(
+        "{qdisc}: ping idle {idle:.1} ms, under a download {loaded:.1} ms; download {:.2} Mbit/s; ingress drops {}",
+        flow["goodput_mbps"].as_f64().unwrap_or(0.0),
+        count(&server, &["counters", "ingress_dropped"])
+    );
+    (idle, loaded)
+}
+
+/// CHAP (and fq_codel) at the tunnel's ingress keep a ping next to a bulk download near
+/// its idle RTT; FIFO queues it behind the download.
+#[test]
+fn chap_or_fq_codel_at_the_ingress_keep_a_ping_near_idle_under_a_download() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (fifo_idle, fifo_loaded) = ping_under_download("fifo");
+    let fifo_excess = fifo_loaded - fifo_idle;
+    for qdisc in ["chap", "fq_codel"] {
+        let (idle, loaded) = ping_under_download(qdisc);
+        let excess = loaded - idle;
+        assert!(
+            excess < 40.0,
+            "{qdisc}: {loaded:.1} ms under load against {idle:.1} ms idle"
+        );
+        assert!(
+            fifo_excess > 50.0 && fifo_excess > 2.0 * excess,
+            "FIFO should queue the ping behind the download: {fifo_loaded:.1} ms against \
+             {fifo_idle:.1} ms idle, {qdisc} {loaded:.1} against {idle:.1}"
+        );
+    }
+}

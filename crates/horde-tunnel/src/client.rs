@@ -12,9 +12,10 @@ use horde_net::{Host, HostConfig, Reconnect};
 use horde_policy::Fields;
 use horde_proto::Event;
 
-use crate::config::{ClientChannel, ClientConfig};
+use crate::config::{ingress_qdisc, ClientChannel, ClientConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
+use crate::ingress::Ingress;
 use crate::{forward, Outcome, Run, Up, STREAM};
 
 /// A vehicle keeps trying to reach its server: a year is "forever" without the
@@ -67,6 +68,13 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     });
     let counters = Arc::new(Counters::default());
     let (handle, mut events) = conn.split();
+    let ingress = match ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)? {
+        Some(kind) => Some(Ingress::new(kind, cfg.stream.max_queue_bytes as u64)?),
+        None => None,
+    };
+    let pump = ingress
+        .clone()
+        .map(|i| tokio::spawn(i.pump(handle.clone(), counters.clone())));
 
     let (t, c) = (tun.clone(), counters.clone());
     let reader = tokio::spawn(async move {
@@ -80,11 +88,15 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
                     continue;
                 }
             };
-            if forward::outbound(&mut buf[..n], mtu, &c).is_none() {
+            let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
                 continue;
-            }
+            };
             c.entered_tunnel(n);
             let payload = Bytes::copy_from_slice(&buf[..n]);
+            if let Some(ingress) = &ingress {
+                ingress.push(&header, payload, &c);
+                continue;
+            }
             if handle
                 .send_adu_nowait(STREAM, payload, fields.clone())
                 .is_err()
@@ -119,6 +131,9 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     let end = until.wait(|| writer.is_finished()).await;
     reader.abort();
     writer.abort();
+    if let Some(pump) = pump {
+        pump.abort();
+    }
     observer.ending();
     let host_stats = host.stats().await?;
     host.shutdown().await;

@@ -11,6 +11,7 @@ use horde_config::checks::{channel_count, congestion, session, widened};
 use horde_config::{Checks, Validate};
 use horde_crypto::ServerId;
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
+use horde_qdisc::QdiscKind;
 use serde::Deserialize;
 
 use crate::channels::{device, ChannelEntry};
@@ -82,6 +83,10 @@ pub struct ClientConfig {
     /// `fixed`; the server should use the same.
     #[serde(default = "default_acks")]
     pub acks: AckFrequency,
+    /// The ingress queue for packets from the TUN device: `fifo` (the default: straight
+    /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
+    #[serde(default)]
+    pub qdisc: Option<String>,
     pub tun: TunConfig,
     pub channels: Vec<ClientChannel>,
 }
@@ -121,6 +126,10 @@ pub struct ServerConfig {
     /// sessions it accepts get indices that carry it (docs/load-balancing.md).
     #[serde(default)]
     pub server_id: Option<String>,
+    /// The ingress queue for packets from the TUN device: `fifo` (the default: straight
+    /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
+    #[serde(default)]
+    pub qdisc: Option<String>,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,
@@ -245,6 +254,7 @@ fn common(
     scheduler: Option<&str>,
     s: &SessionConfig,
     stream: &StreamConfig,
+    qdisc: Option<&str>,
 ) {
     if key_file.as_os_str().is_empty() {
         c.error(
@@ -259,6 +269,28 @@ fn common(
     }
     session(c, s);
     horde_config::checks::stream(c, "stream", stream);
+    if let Err(e) = ingress_qdisc(qdisc) {
+        c.error("qdisc", e);
+    }
+}
+
+/// The ingress discipline `qdisc` names: `None` for FIFO, the direct path.
+pub fn ingress_qdisc(qdisc: Option<&str>) -> Result<Option<QdiscKind>, String> {
+    let Some(name) = qdisc else {
+        return Ok(None);
+    };
+    match name.parse::<QdiscKind>() {
+        Ok(QdiscKind::Fifo) => Ok(None),
+        Ok(QdiscKind::Spq) => Err(
+            "qdisc = \"spq\" needs traffic classes, which a tunnel file does not describe; \
+             use fifo, chap or fq_codel"
+                .into(),
+        ),
+        Ok(kind) => Ok(Some(kind)),
+        Err(_) => Err(format!(
+            "qdisc must be fifo, chap or fq_codel, not {name:?}"
+        )),
+    }
 }
 
 impl Validate for ClientConfig {
@@ -269,6 +301,7 @@ impl Validate for ClientConfig {
             self.scheduler.as_deref(),
             &self.session,
             &self.stream,
+            self.qdisc.as_deref(),
         );
         self.rekey.check(c);
         if let Err(e) = self.peer_key.trim().parse::<horde_crypto::PublicKey>() {
@@ -287,6 +320,7 @@ impl Validate for ServerConfig {
             self.scheduler.as_deref(),
             &self.session,
             &self.stream,
+            self.qdisc.as_deref(),
         );
         self.rekey.check(c);
         mtu(c, "mtu", self.mtu);
@@ -583,6 +617,20 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
                 "mtu = 1380\nserver_id = \"70000/2\"",
                 "s.toml:3:13: ",
                 "server id 70000 does not fit in 2 byte(s)",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nqdisc = \"spq\"",
+                "s.toml:3:9: ",
+                "needs traffic classes",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nqdisc = \"red\"",
+                "s.toml:3:9: ",
+                "qdisc must be fifo, chap or fq_codel, not \"red\"",
             ),
             (
                 false,

@@ -33,6 +33,8 @@ pub struct Counters {
     pub peer_foreign_stream: AtomicU64,
     /// Writes to the TUN device that failed.
     pub tun_write_errors: AtomicU64,
+    /// Packets the ingress queue discipline dropped (full, or CoDel).
+    pub ingress_dropped: AtomicU64,
 }
 
 /// A snapshot, for the report.
@@ -51,6 +53,7 @@ pub struct Snapshot {
     pub peer_spoofed: u64,
     pub peer_foreign_stream: u64,
     pub tun_write_errors: u64,
+    pub ingress_dropped: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -79,6 +82,10 @@ impl Counters {
         add(&self.tun_malformed, 1);
     }
 
+    pub fn ingress_dropped(&self, n: usize) {
+        add(&self.ingress_dropped, n as u64);
+    }
+
     pub fn peer_refused(&self, e: PacketError) {
         tracing::debug!(error = %e, "dropped a malformed packet from the peer");
         add(&self.peer_malformed, 1);
@@ -100,6 +107,7 @@ impl Counters {
             peer_spoofed: g(&self.peer_spoofed),
             peer_foreign_stream: g(&self.peer_foreign_stream),
             tun_write_errors: g(&self.tun_write_errors),
+            ingress_dropped: g(&self.ingress_dropped),
         }
     }
 }

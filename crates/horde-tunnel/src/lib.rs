@@ -17,6 +17,7 @@ pub mod config;
 pub mod counters;
 pub mod device;
 pub mod forward;
+pub mod ingress;
 pub mod ip;
 pub mod mss;
 pub mod prefix;

@@ -13,10 +13,12 @@ use horde_crypto::PublicKey;
 use horde_net::{ConnectionHandle, Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event};
+use tokio::task::AbortHandle;
 
-use crate::config::ServerConfig;
+use crate::config::{ingress_qdisc, ServerConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
+use crate::ingress::Ingress;
 use crate::{forward, Outcome, Run, Up, STREAM};
 
 /// One client's live session, if any: a generation number (so that a session that
@@ -102,9 +104,25 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
         }
     }
     let slots: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(vec![None; clients.len()]));
+    // Per client: its ingress queue, and the pump that feeds its current session.
+    let ingresses = match ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)? {
+        Some(kind) => clients
+            .iter()
+            .map(|_| Ingress::new(kind, cfg.stream.max_queue_bytes as u64))
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let ingresses = Arc::new(ingresses);
+    let pumps: Arc<Mutex<Vec<Option<AbortHandle>>>> =
+        Arc::new(Mutex::new(vec![None; clients.len()]));
     let clients = Arc::new(clients);
 
-    let (t, c, s) = (tun.clone(), counters.clone(), slots.clone());
+    let (t, c, s, q) = (
+        tun.clone(),
+        counters.clone(),
+        slots.clone(),
+        ingresses.clone(),
+    );
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
         let mut buf = vec![0u8; 65_536];
@@ -119,27 +137,35 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
                 continue;
             };
-            let handle = table
-                .lookup(header.dst)
-                .and_then(|&i| s.lock().expect("slots lock")[i].clone());
-            let Some((_, handle)) = handle else {
+            let Some(&i) = table.lookup(header.dst) else {
+                Counters::count(&c.tun_no_route);
+                continue;
+            };
+            let Some((_, handle)) = s.lock().expect("slots lock")[i].clone() else {
                 Counters::count(&c.tun_no_route);
                 continue;
             };
             c.entered_tunnel(n);
             let payload = Bytes::copy_from_slice(&buf[..n]);
-            let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+            match q.get(i) {
+                Some(ingress) => ingress.push(&header, payload, &c),
+                None => {
+                    let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+                }
+            }
         }
     });
 
     let mut listener = host.listen(cfg.service);
     let stream_cfg = cfg.stream.clone();
-    let (t, c, s, cl, o) = (
+    let (t, c, s, cl, o, q, p) = (
         tun.clone(),
         counters.clone(),
         slots.clone(),
         clients.clone(),
         observer.clone(),
+        ingresses.clone(),
+        pumps.clone(),
     );
     let acceptor = tokio::spawn(async move {
         let mut generation = 0u64;
@@ -159,6 +185,13 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             let me = generation;
             let (handle, mut events) = conn.split();
             o.track(Some(&cl[i].name), &cl[i].key, &handle);
+            if let Some(ingress) = q.get(i) {
+                let pump = tokio::spawn(ingress.clone().pump(handle.clone(), c.clone()));
+                let old = p.lock().expect("pumps lock")[i].replace(pump.abort_handle());
+                if let Some(old) = old {
+                    old.abort();
+                }
+            }
             s.lock().expect("slots lock")[i] = Some((me, handle));
             o.notice(&format!("client {} connected", cl[i].name));
             let (t, c, s, cl, o) = (t.clone(), c.clone(), s.clone(), cl.clone(), o.clone());
@@ -188,6 +221,9 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     let end = until.wait(|| acceptor.is_finished()).await;
     reader.abort();
     acceptor.abort();
+    for pump in pumps.lock().expect("pumps lock").iter().flatten() {
+        pump.abort();
+    }
     observer.ending();
     let host_stats = host.stats().await?;
     host.shutdown().await;
