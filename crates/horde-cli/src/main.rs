@@ -26,6 +26,7 @@ mod status;
 mod table;
 mod trace;
 mod tunnel;
+mod up;
 mod verdict;
 mod vopr;
 
@@ -81,6 +82,11 @@ enum Command {
         #[command(subcommand)]
         command: tunnel::Command,
     },
+    /// A tunnel end with the host's network set up around it, like `wg-quick up`:
+    /// per-link policy routing (client), forwarding and NAT (server); undone on exit (root).
+    Up(up::UpArgs),
+    /// Undo what a killed `horde up CONFIG` left behind (root).
+    Down(up::DownArgs),
     /// Run a command in a network namespace whose interfaces are emulated links (root).
     Shell(shell::Args),
     /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
@@ -150,6 +156,8 @@ fn main() -> ExitCode {
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
         Command::Tunnel { command } => tunnel::run(command),
+        Command::Up(a) => up::up(a),
+        Command::Down(a) => up::down(a),
         Command::Flow { command } => flow::run(command),
         Command::Flows { command } => flows::run(command),
         Command::Completions(a) => docgen::completions(a),

@@ -70,9 +70,23 @@ pub fn run(command: Command) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+impl RunArgs {
+    /// The tunnel file.
+    pub fn config(&self) -> &std::path::Path {
+        &self.config
+    }
+}
+
 /// Read, parse and check the file; warnings go to stderr.
 fn load<T: serde::de::DeserializeOwned + horde_config::Validate>(args: &RunArgs) -> Result<T> {
-    let checked = config::load::<T>(&args.config)?;
+    load_file(&args.config)
+}
+
+/// Read, parse and check a tunnel file; warnings go to stderr.
+pub(crate) fn load_file<T: serde::de::DeserializeOwned + horde_config::Validate>(
+    path: &std::path::Path,
+) -> Result<T> {
+    let checked = config::load::<T>(path)?;
     for w in &checked.warnings {
         eprintln!("warning: {w}");
     }

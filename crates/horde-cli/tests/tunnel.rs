@@ -1128,3 +1128,214 @@ fn chap_or_fq_codel_at_the_ingress_keep_a_ping_near_idle_under_a_download() {
         );
     }
 }
+
+/// The vehicle's file for `horde up`: two channels bound to the two links by device,
+/// both to the server's address on the first link, the far network routed in.
+fn up_client_toml(srv_pub: &str) -> String {
+    format!(
+        r#"key_file = "client.key"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24"]
+routes = ["10.200.0.0/24"]
+[[channels]]
+bind = "0.0.0.0:0"
+device = "hdtb1"
+remote = "192.168.71.1:7700"
+[[channels]]
+bind = "0.0.0.0:0"
+device = "hdtb2"
+remote = "192.168.71.1:7700"
+"#
+    )
+}
+
+/// Starts `horde up FILE` in `ns`, returning once the tunnel device is up.
+fn start_up(ns: &Netns, dir: &Path, file: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["up", file, "--state-dir"];
+    let state = dir.join("state");
+    args.push(state.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let mut child = ns
+        .horde(&args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::File::create(dir.join(format!("{file}.err"))).ok();
+    first_line_with(child.stderr.take().unwrap(), "device hdt0 up", log);
+    child
+}
+
+fn shown(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .args(args)
+        .output()
+        .unwrap();
+    text(&out.stdout) + &text(&out.stderr)
+}
+
+/// `horde up` on both ends: per-link policy routing on the vehicle (each channel leaves
+/// through its own link), NAT on the server to a network behind it; a link that goes
+/// down and comes back gets its route again; on exit, and after a crash with `horde
+/// down`, nothing is left behind.
+#[test]
+fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (dir, srv_pub, _) = server_and_client_keys("up", "");
+    let file = dir.join("server.toml");
+    let body = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{body}[up]\nmasquerade_out = \"hdto\"\n")).unwrap();
+    std::fs::write(dir.join("client.toml"), up_client_toml(&srv_pub)).unwrap();
+    let (bus, srv, far) = (Netns::new("ubus"), Netns::new("usrv"), Netns::new("ufar"));
+    veth_pair_of_links(&bus, &srv);
+    // Two modems: the second's default route has a higher metric, as a second uplink's.
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.71.1",
+        "dev",
+        "hdtb1",
+    ]);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.72.1",
+        "dev",
+        "hdtb2",
+        "metric",
+        "200",
+    ]);
+    // A network behind the server, with no route back to the tunnel's prefix.
+    run(&[
+        "ip", "link", "add", "hdto", "netns", &srv.0, "type", "veth", "peer", "name", "hdtn",
+        "netns", &far.0,
+    ]);
+    srv.ip(&["addr", "add", "10.200.0.1/24", "dev", "hdto"]);
+    far.ip(&["addr", "add", "10.200.0.2/24", "dev", "hdtn"]);
+    srv.ip(&["link", "set", "hdto", "up"]);
+    far.ip(&["link", "set", "hdtn", "up"]);
+
+    let server = start_up(&srv, &dir, "server.toml", &["--json"]);
+    let status = dir.join("client.status");
+    let client = start_up(
+        &bus,
+        &dir,
+        "client.toml",
+        &["--json", "--status", status.to_str().unwrap()],
+    );
+    assert!(shown(&bus, &["ip", "rule"]).contains("oif hdtb2 lookup 7701"));
+    assert!(shown(&srv, &["nft", "list", "ruleset"]).contains("masquerade"));
+
+    let mut flow = far
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.200.0.2:5201",
+            "--count",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // 20 MB from the vehicle to the far network, through the tunnel and the server's NAT.
+    let first = transfer(&bus, "10.200.0.2:5201", 20_000_000);
+    eprintln!(
+        "20 MB through `horde up`: {:.0} Mbit/s",
+        first["goodput_mbps"].as_f64().unwrap()
+    );
+    // Both channels carried it: each left through its own link.
+    let s = status_when(&status, |s| {
+        s["peers"][0]["channels"].as_array().is_some_and(|c| {
+            c.len() == 2 && c.iter().all(|c| c["packets_acked"].as_u64() > Some(100))
+        })
+    });
+    eprintln!("client status: {s}");
+
+    // Link 2 goes down: its table loses its route. The transfer goes on over link 1.
+    bus.ip(&["link", "set", "hdtb2", "down"]);
+    transfer(&bus, "10.200.0.2:5201", 2_000_000);
+    assert!(shown(&bus, &["ip", "route", "show", "table", "7701"])
+        .trim()
+        .is_empty());
+    bus.ip(&["link", "set", "hdtb2", "up"]);
+    let back = Instant::now();
+    while !shown(&bus, &["ip", "route", "show", "table", "7701"]).contains("via 192.168.72.1") {
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "link 2's route never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    transfer(&bus, "10.200.0.2:5201", 2_000_000);
+    let _ = flow.kill();
+    let _ = flow.wait();
+
+    // A clean exit undoes everything.
+    let client = stop(client);
+    assert!(
+        count(&client, &["counters", "tun_in_bytes"]) >= 20_000_000,
+        "{client}"
+    );
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(!rules.contains("lookup 770"), "{rules}");
+    for table in ["7700", "7701"] {
+        let routes = shown(&bus, &["ip", "route", "show", "table", table]);
+        assert!(
+            routes.trim().is_empty() || routes.contains("does not exist"),
+            "{routes}"
+        );
+    }
+    assert!(!dir.join("state/hdt0-client.json").exists());
+    // A crash leaves the server's NAT behind; `horde down` removes it.
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = server.wait_with_output();
+    assert!(shown(&srv, &["nft", "list", "ruleset"]).contains("horde_hdt0"));
+    let state = dir.join("state");
+    let out = srv
+        .horde(&[
+            "down",
+            "server.toml",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .current_dir(&*dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ruleset = shown(&srv, &["nft", "list", "ruleset"]);
+    assert!(!ruleset.contains("horde"), "{ruleset}");
+    assert_eq!(
+        shown(&srv, &["sysctl", "-n", "net.ipv4.ip_forward"]).trim(),
+        "0"
+    );
+    let again = srv
+        .horde(&[
+            "down",
+            "server.toml",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .current_dir(&*dir)
+        .output()
+        .unwrap();
+    assert!(
+        text(&again.stdout).contains("nothing to undo"),
+        "{}",
+        text(&again.stdout)
+    );
+}

@@ -15,6 +15,7 @@ use horde_qdisc::QdiscKind;
 use serde::Deserialize;
 
 use crate::channels::{device, ChannelEntry};
+use crate::deploy::UpConfig;
 use crate::rekey::RekeyConfig;
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
@@ -87,6 +88,9 @@ pub struct ClientConfig {
     /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
     #[serde(default)]
     pub qdisc: Option<String>,
+    /// What `horde up` sets up besides the TUN device (docs/deploy.md).
+    #[serde(default)]
+    pub up: UpConfig,
     pub tun: TunConfig,
     pub channels: Vec<ClientChannel>,
 }
@@ -130,6 +134,9 @@ pub struct ServerConfig {
     /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
     #[serde(default)]
     pub qdisc: Option<String>,
+    /// What `horde up` sets up besides the TUN device (docs/deploy.md).
+    #[serde(default)]
+    pub up: UpConfig,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,

@@ -15,6 +15,7 @@ pub mod channels;
 pub mod client;
 pub mod config;
 pub mod counters;
+pub mod deploy;
 pub mod device;
 pub mod forward;
 pub mod ingress;
