@@ -57,3 +57,31 @@ fn out_of_range(offset: u64, len: usize) -> io::Error {
         format!("range at {offset} of {len} bytes is past the message's end"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{MessageId, QueueId};
+
+    fn piece(offset: u64, len: u32) -> Piece {
+        Piece {
+            message: MessageId(1),
+            queue: QueueId(0),
+            priority: 0,
+            offset,
+            len,
+            total: 10,
+        }
+    }
+
+    #[test]
+    fn bytes_and_readers_give_the_same_range_and_refuse_one_past_the_end() {
+        let data: Vec<u8> = (0..10).collect();
+        let mut memory = Bytes::from(data.clone());
+        let mut reader = io::BufReader::new(io::Cursor::new(data));
+        for source in [&mut memory as &mut dyn MessageSource, &mut reader] {
+            assert_eq!(source.read_piece(&piece(4, 3)).unwrap(), &[4u8, 5, 6][..]);
+            assert!(source.read_piece(&piece(8, 3)).is_err());
+        }
+    }
+}
