@@ -45,7 +45,6 @@ impl Capacity<'_> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WalkItem {
     pub id: MessageId,
-    pub level: u8,
     /// Pieces it still has to send.
     pub pieces: u64,
     pub deadline: Option<Duration>,
@@ -58,22 +57,15 @@ pub(crate) struct WalkItem {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Verdict {
     pub id: MessageId,
-    pub level: u8,
     pub deadline: Duration,
     pub feasible: bool,
-    /// Pieces that must land by its deadline (its own and those served before it).
-    pub needed: u64,
-    /// Pieces that can land by its deadline.
-    pub capacity: u64,
 }
 
-/// Walks `items` (in service order) against `capacity`. With `drop_infeasible`, an
-/// infeasible message's pieces are not counted for those after it, as it will be
-/// suspended; otherwise every message counts (admission's view).
+/// Walks `items` (in service order) against `capacity`. An infeasible message's pieces
+/// are not counted for those after it, as it will be suspended.
 pub(crate) fn walk(
     items: impl IntoIterator<Item = WalkItem>,
     capacity: &Capacity<'_>,
-    drop_infeasible: bool,
 ) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
     let mut served: u64 = 0;
@@ -85,17 +77,14 @@ pub(crate) fn walk(
         };
         let cap = capacity.pieces_by(deadline);
         let feasible = needed <= cap;
-        if feasible || item.continued || !drop_infeasible {
+        if feasible || item.continued {
             served = needed;
         }
         if !item.continued {
             verdicts.push(Verdict {
                 id: item.id,
-                level: item.level,
                 deadline,
                 feasible,
-                needed,
-                capacity: cap,
             });
         }
     }

@@ -53,7 +53,6 @@ impl Message {
     fn walk_item(&self, id: MessageId) -> WalkItem {
         WalkItem {
             id,
-            level: self.spec.priority,
             pieces: self.remaining_pieces(),
             deadline: self.spec.deadline,
             continued: self.continued,
@@ -239,15 +238,11 @@ impl MessageScheduler {
         let Some((queue_id, id)) = self.choose(now, &estimate) else {
             return Ok(None);
         };
-        self.unindex(id);
         let piece_size = self.config.piece_size;
         let message = self.messages.get_mut(&id).expect("chosen from the index");
         let offset = message.sent_pieces * u64::from(piece_size);
         let len = (message.spec.size - offset).min(u64::from(piece_size)) as u32;
         message.sent_pieces += 1;
-        if message.sent_pieces == message.total_pieces {
-            message.state = State::Sent;
-        }
         let piece = Piece {
             message: id,
             queue: queue_id,
@@ -256,7 +251,12 @@ impl MessageScheduler {
             len,
             total: message.spec.size,
         };
-        self.index(id);
+        // A piece does not move a message in its level's order; only the last one takes
+        // it out.
+        if message.sent_pieces == message.total_pieces {
+            self.unindex(id);
+            self.messages.get_mut(&id).expect("live").state = State::Sent;
+        }
         let queue = self.queues.get_mut(&queue_id).expect("queue of a message");
         let weight = queue.effective_weight(Some(piece.priority));
         queue.vtime += f64::from(len.max(1)) / weight;
@@ -294,7 +294,7 @@ impl MessageScheduler {
                 .iter()
                 .map(|(_, k)| self.messages[&k.id].walk_item(k.id));
             late.extend(
-                admission::walk(items, &capacity, true)
+                admission::walk(items, &capacity)
                     .into_iter()
                     .filter(|v| !v.feasible),
             );
@@ -549,7 +549,8 @@ impl MessageScheduler {
     }
 
     /// Refuses `message` if it cannot meet its own deadline or would make an admitted
-    /// message that can meet its deadline miss it (see `docs/messages.md`).
+    /// message that can meet its deadline miss it (see `docs/messages.md`). One pass per
+    /// affected queue walks it with and without the new message side by side.
     fn admit(&self, now: Duration, id: MessageId, message: &Message) -> Result<(), MessageError> {
         if message.spec.deadline.is_none() && self.deadlines.is_empty() {
             return Ok(()); // No deadline to meet or to break.
@@ -559,9 +560,14 @@ impl MessageScheduler {
         let after_total = self.total_weight(Some((home, level)));
         let new_key = message.key(id);
         let new_item = message.walk_item(id);
+        let protected = |l: u8| match self.config.admission {
+            AdmissionPolicy::ProtectAll => true,
+            AdmissionPolicy::ProtectSameLevel => l == level,
+        };
         for (&queue_id, queue) in &self.queues {
             let adding = queue_id == home;
-            if queue.is_empty() && !adding {
+            // Another queue is affected only through its share.
+            if !adding && (queue.is_empty() || before_total == after_total) {
                 continue;
             }
             let capacity = |share| Capacity {
@@ -570,53 +576,69 @@ impl MessageScheduler {
                 piece_size: self.config.piece_size,
                 share,
             };
-            let items: Vec<WalkItem> = queue
-                .iter()
-                .map(|(_, k)| self.messages[&k.id].walk_item(k.id))
-                .collect();
-            let before = if queue.is_empty() {
-                Vec::new()
+            let before_cap = capacity(if queue.is_empty() {
+                0.0
             } else {
-                admission::walk(
-                    items.iter().copied(),
-                    &capacity(queue.effective_weight(None) / before_total),
-                    true,
-                )
-            };
-            let mut after_items = items;
-            if adding {
-                let at = queue
-                    .iter()
-                    .position(|(l, k)| (l, k) > (level, &new_key))
-                    .unwrap_or(after_items.len());
-                after_items.insert(at, new_item);
-            }
-            let after_weight = queue.effective_weight(adding.then_some(level));
-            let after = admission::walk(after_items, &capacity(after_weight / after_total), true);
-            if let Some(own) = after.iter().find(|v| v.id == id && !v.feasible) {
-                return Err(MessageError::Refused(Refusal::Unreachable {
-                    deadline: own.deadline,
-                    needed: own.needed,
-                    capacity: own.capacity,
-                }));
-            }
-            let was_feasible: BTreeSet<MessageId> =
-                before.iter().filter(|v| v.feasible).map(|v| v.id).collect();
-            let protected = |v: &&admission::Verdict| match self.config.admission {
-                AdmissionPolicy::ProtectAll => true,
-                AdmissionPolicy::ProtectSameLevel => v.level == level,
-            };
-            if let Some(hurt) = after
+                queue.effective_weight(None) / before_total
+            });
+            let after_cap = capacity(queue.effective_weight(adding.then_some(level)) / after_total);
+            let same_share = before_cap.share == after_cap.share;
+            let (mut before_served, mut after_served) = (0u64, 0u64);
+            let mut pending = adding.then_some(new_item);
+            let existing = queue
                 .iter()
-                .filter(protected)
-                .find(|v| !v.feasible && was_feasible.contains(&v.id))
-            {
-                return Err(MessageError::Refused(Refusal::Endangers {
-                    endangered: hurt.id,
-                    deadline: hurt.deadline,
-                    needed: hurt.needed,
-                    capacity: hurt.capacity,
-                }));
+                .map(|(l, k)| (l, Some(k), self.messages[&k.id].walk_item(k.id)));
+            for (l, key, item) in existing.chain(std::iter::once((level, None, new_item))) {
+                // The new message goes in before the first message that follows it.
+                let in_order = key.is_none_or(|k| (l, k) > (level, &new_key));
+                if let Some(new) = pending.filter(|_| in_order) {
+                    pending = None;
+                    let needed = after_served.saturating_add(new.pieces);
+                    if let Some(deadline) = new.deadline {
+                        let cap = after_cap.pieces_by(deadline);
+                        if needed > cap {
+                            return Err(MessageError::Refused(Refusal::Unreachable {
+                                deadline,
+                                needed,
+                                capacity: cap,
+                            }));
+                        }
+                    }
+                    after_served = needed;
+                }
+                if key.is_none() {
+                    break;
+                }
+                let before_needed = before_served.saturating_add(item.pieces);
+                let after_needed = after_served.saturating_add(item.pieces);
+                let Some(deadline) = item.deadline else {
+                    (before_served, after_served) = (before_needed, after_needed);
+                    continue;
+                };
+                let before_cap_pieces = before_cap.pieces_by(deadline);
+                let after_cap_pieces = if same_share {
+                    before_cap_pieces
+                } else {
+                    after_cap.pieces_by(deadline)
+                };
+                let was_feasible = before_needed <= before_cap_pieces;
+                let is_feasible = after_needed <= after_cap_pieces;
+                if was_feasible && !is_feasible && !item.continued && protected(l) {
+                    return Err(MessageError::Refused(Refusal::Endangers {
+                        endangered: item.id,
+                        deadline,
+                        needed: after_needed,
+                        capacity: after_cap_pieces,
+                    }));
+                }
+                // As in the early check, a message that cannot make it will be suspended
+                // and stops counting.
+                if was_feasible || item.continued {
+                    before_served = before_needed;
+                }
+                if is_feasible || item.continued {
+                    after_served = after_needed;
+                }
             }
         }
         Ok(())
@@ -631,25 +653,35 @@ impl MessageScheduler {
             .map(|(id, q)| (q.vtime, *id))
             .collect();
         busy.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        busy.into_iter()
+            .find_map(|(_, queue_id)| self.choose_in(queue_id, now, channel))
+    }
+
+    /// The first message of `queue_id`, in service order, whose piece lands in time on
+    /// `channel`.
+    fn choose_in(
+        &self,
+        queue_id: QueueId,
+        now: Duration,
+        channel: &ChannelEstimate,
+    ) -> Option<(QueueId, MessageId)> {
         let piece_size = self.config.piece_size;
-        busy.into_iter().find_map(|(_, queue_id)| {
-            self.queues[&queue_id]
-                .iter()
-                .take(self.config.slot_scan)
-                .find(|(_, key)| {
-                    let message = &self.messages[&key.id];
-                    let len = message
-                        .remaining_bytes(piece_size)
-                        .min(u64::from(piece_size)) as u32;
-                    match message.spec.deadline {
-                        Some(deadline) if !message.continued => {
-                            admission::arrives_in_time(channel, now, len, deadline)
-                        }
-                        _ => true,
+        self.queues[&queue_id]
+            .iter()
+            .take(self.config.slot_scan)
+            .find(|(_, key)| {
+                let message = &self.messages[&key.id];
+                let len = message
+                    .remaining_bytes(piece_size)
+                    .min(u64::from(piece_size)) as u32;
+                match message.spec.deadline {
+                    Some(deadline) if !message.continued => {
+                        admission::arrives_in_time(channel, now, len, deadline)
                     }
-                })
-                .map(|(_, key)| (queue_id, key.id))
-        })
+                    _ => true,
+                }
+            })
+            .map(|(_, key)| (queue_id, key.id))
     }
 }
 
@@ -677,5 +709,128 @@ fn check_deadline(now: Duration, deadline: Option<Duration>) -> Result<(), Messa
     match deadline {
         Some(deadline) if deadline <= now => Err(MessageError::DeadlineInPast { deadline, now }),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Admission by the plain definition: walk each queue with and without the new
+    /// message and compare.
+    fn reference(s: &MessageScheduler, now: Duration, spec: MessageSpec) -> Result<(), Refusal> {
+        let id = MessageId(s.next_id);
+        let new = Message {
+            spec,
+            submitted: now,
+            seq: s.next_seq,
+            sent_pieces: 0,
+            total_pieces: spec.size.div_ceil(u64::from(s.config.piece_size)).max(1),
+            state: State::Ready,
+            early_fired: false,
+            continued: false,
+        };
+        let before_total = s.total_weight(None);
+        let after_total = s.total_weight(Some((spec.queue, spec.priority)));
+        for (&q, queue) in &s.queues {
+            let adding = q == spec.queue;
+            if queue.is_empty() && !adding {
+                continue;
+            }
+            let cap = |share| Capacity {
+                channels: &s.channels,
+                now,
+                piece_size: s.config.piece_size,
+                share,
+            };
+            let mut order: Vec<(u8, ReadyKey, WalkItem)> = queue
+                .iter()
+                .map(|(l, k)| (l, *k, s.messages[&k.id].walk_item(k.id)))
+                .collect();
+            let before_share = if queue.is_empty() {
+                0.0
+            } else {
+                queue.effective_weight(None) / before_total
+            };
+            let before = admission::walk(order.iter().map(|o| o.2), &cap(before_share));
+            if adding {
+                order.push((spec.priority, new.key(id), new.walk_item(id)));
+                order.sort_by_key(|o| (o.0, o.1));
+            }
+            let after_share = queue.effective_weight(adding.then_some(spec.priority)) / after_total;
+            let after = admission::walk(order.iter().map(|o| o.2), &cap(after_share));
+            for v in &after {
+                if v.id == id && !v.feasible {
+                    return Err(Refusal::Unreachable {
+                        deadline: v.deadline,
+                        needed: 0,
+                        capacity: 0,
+                    });
+                }
+                let was = before.iter().any(|b| b.id == v.id && b.feasible);
+                if was && !v.feasible {
+                    return Err(Refusal::Endangers {
+                        endangered: v.id,
+                        deadline: v.deadline,
+                        needed: 0,
+                        capacity: 0,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The refusal without its counts, which the reference does not compute.
+    fn kind(r: &Refusal) -> (bool, Option<MessageId>) {
+        match r {
+            Refusal::Unreachable { .. } => (true, None),
+            Refusal::Endangers { endangered, .. } => (false, Some(*endangered)),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_admission_agrees_with_walking_twice(
+            subs in proptest::collection::vec(
+                (0u8..8, 1u64..40_000, proptest::option::of(50u64..2_000), 0u32..3, 0u64..100),
+                1..60,
+            ),
+            streams in any::<bool>(),
+        ) {
+            let mut s = MessageScheduler::new(MessageConfig {
+                piece_size: 1000,
+                ..MessageConfig::default()
+            }).unwrap();
+            let mut now = Duration::ZERO;
+            s.set_channels(now, &[
+                ChannelEstimate { rate: 100_000.0, delay: Duration::from_millis(30) },
+                ChannelEstimate { rate: 40_000.0, delay: Duration::from_millis(120) },
+            ]).unwrap();
+            s.set_streams_active(now, streams);
+            let q1 = s.create_queue(2).unwrap();
+            let q2 = s.create_queue(1).unwrap();
+            for (priority, size, deadline, queue, advance) in subs {
+                now += Duration::from_millis(advance);
+                s.handle_timeout(now);
+                // Some pieces go out, so that partly sent messages are walked too.
+                for _ in 0..advance % 7 {
+                    s.poll_piece(now, 1).unwrap();
+                }
+                let queue = [QueueId(0), q1, q2][queue as usize];
+                let mut spec = MessageSpec::new(priority, size).on_queue(queue);
+                spec.deadline = deadline.map(|d| now + Duration::from_millis(d));
+                let expected = reference(&s, now, spec);
+                let got = s.submit(now, spec);
+                match (expected, got) {
+                    (Ok(()), Ok(_)) => {}
+                    (Err(e), Err(MessageError::Refused(g))) => {
+                        prop_assert_eq!(kind(&e), kind(&g));
+                    }
+                    (e, g) => prop_assert!(false, "reference {:?}, admission {:?}", e, g),
+                }
+            }
+        }
     }
 }
