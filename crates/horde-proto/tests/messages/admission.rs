@@ -195,3 +195,42 @@ fn queues_share_capacity_by_weight_and_top_level() {
         .count();
     assert!((9..=11).contains(&mine), "queue 0 got {mine} of 90 slots");
 }
+
+#[test]
+fn busy_plain_streams_take_their_weight_of_the_capacity() {
+    // 100 pieces by 1 s; a queue at level 0 weighs 8, streams 8 by default: half each.
+    let mut sender = MessageScheduler::new(MessageConfig {
+        piece_size: 1000,
+        ..MessageConfig::default()
+    })
+    .unwrap();
+    let now = ms(0);
+    sender
+        .set_channels(
+            now,
+            &[ChannelEstimate {
+                rate: 100_000.0,
+                delay: ms(0),
+            }],
+        )
+        .unwrap();
+    let admitted = sender
+        .submit(now, MessageSpec::new(0, 80_000).with_deadline(ms(1000)))
+        .unwrap();
+    sender.set_streams_active(now, true);
+    assert!(matches!(
+        sender.poll_event(),
+        Some(MessageEvent::Early { id, .. }) if id == admitted
+    ));
+    assert!(matches!(
+        sender.submit(now, MessageSpec::new(0, 51_000).with_deadline(ms(1000))),
+        Err(MessageError::Refused(Refusal::Unreachable {
+            needed: 51,
+            capacity: 50,
+            ..
+        }))
+    ));
+    sender
+        .submit(now, MessageSpec::new(0, 50_000).with_deadline(ms(1000)))
+        .expect("half of 100 pieces");
+}
