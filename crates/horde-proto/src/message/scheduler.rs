@@ -139,7 +139,15 @@ impl MessageScheduler {
     /// A new queue with `weight` (at least 1).
     pub fn create_queue(&mut self, weight: u32) -> Result<QueueId, MessageError> {
         check_weight(weight)?;
-        let id = QueueId(self.queues.keys().next_back().map_or(0, |q| q.0 + 1));
+        let next = self
+            .queues
+            .keys()
+            .next_back()
+            .map_or(Some(0), |q| q.0.checked_add(1));
+        let id = QueueId(next.ok_or(MessageError::InvalidConfig {
+            what: "queue",
+            why: "no queue id left".to_owned(),
+        })?);
         self.queues.insert(id, MessageQueue::new(weight));
         Ok(id)
     }
@@ -320,9 +328,9 @@ impl MessageScheduler {
     /// or the next periodic check while any deadline is pending.
     pub fn poll_timeout(&self) -> Option<Duration> {
         let (deadline, _) = *self.deadlines.first()?;
-        let check = self
-            .last_check
-            .map_or(Duration::ZERO, |t| t + self.config.check_interval);
+        let check = self.last_check.map_or(Duration::ZERO, |t| {
+            t.saturating_add(self.config.check_interval)
+        });
         Some(deadline.min(check))
     }
 
@@ -429,10 +437,18 @@ impl MessageScheduler {
         })
     }
 
-    /// Moves the message to another priority level.
+    /// Moves the message to another priority level. After an early callback this is one
+    /// of the application's answers: the message is sent again at its new level and judged
+    /// afresh at the next check (its early callback stays counted for its fate).
     pub fn reprioritise(&mut self, id: MessageId, priority: u8) -> Result<(), MessageError> {
         check_priority(priority)?;
-        self.update(id, |m| m.spec.priority = priority)
+        self.update(id, |m| {
+            m.spec.priority = priority;
+            if m.state == (State::Suspended { early: true }) {
+                m.state = State::Ready;
+                m.continued = false;
+            }
+        })
     }
 
     /// A live message, or the error that says why it is not one.

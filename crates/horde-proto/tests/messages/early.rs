@@ -145,3 +145,36 @@ fn a_message_suspended_past_its_deadline_expires() {
     ));
     assert_eq!(w.sender.live_messages(), 0);
 }
+
+#[test]
+fn after_an_early_callback_reprioritising_lets_the_message_through() {
+    let mut w = world();
+    let blocker = w.sender.submit(w.now, MessageSpec::new(1, 60_000)).unwrap();
+    // 60 + 30 pieces by 500 ms: 96 can land.
+    let target = w
+        .sender
+        .submit(w.now, MessageSpec::new(3, 30_000).with_deadline(ms(500)))
+        .unwrap();
+    w.set_rate(0, 50_000.0);
+    w.set_rate(1, 50_000.0);
+    // Now 48 can land by 500 ms: behind the blocker it cannot make it.
+    assert!(matches!(
+        w.fate_of(target)[..],
+        [MessageEvent::Early { .. }]
+    ));
+    w.sender.reprioritise(target, 0).unwrap();
+    assert!(!w.sender.status(target).unwrap().suspended);
+    w.run_until(ms(3000));
+    assert!(matches!(
+        w.fate_of(target)[..],
+        [MessageEvent::Early { .. }, MessageEvent::Finished { fate: Fate::Delivered, at, .. }]
+            if at < ms(500)
+    ));
+    assert!(matches!(
+        w.fate_of(blocker)[..],
+        [MessageEvent::Finished {
+            fate: Fate::Delivered,
+            ..
+        }]
+    ));
+}
