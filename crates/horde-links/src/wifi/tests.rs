@@ -47,7 +47,7 @@ fn expected_airtime_is_the_closed_form_sum() {
     // FER 0.1: q = 0.9^2 = 0.81, an attempt fails with 0.19. d = 399.259 µs. Mean backoff
     // after failure n is (W_n - 1) / 2 slots of 20 µs: 310, 630, 1270, 2550 µs.
     // E = d + 0.19 (d + 310) + 0.19^2 (d + 630) + 0.19^3 (d + 1270) + 0.19^4 (d + 2550)
-    //   = 399.259 + 134.759 + 45.153 + 10.450 + 2.847 = 586.468 µs.
+    //   = 399.259 + 134.759 + 37.156 + 11.449 + 3.844 = 586.468 µs.
     let phy = Phy::chap_emulation();
     let ch = Channel::with_fer(0.1).unwrap();
     assert!(close(phy.expected_airtime_us(1500, &ch), 586.468, 1e-3));
