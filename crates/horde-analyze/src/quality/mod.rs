@@ -10,6 +10,8 @@
 
 mod fairness;
 mod game;
+#[cfg(test)]
+mod properties;
 mod throughput;
 mod video;
 mod voip;
