@@ -91,7 +91,11 @@ impl Phy {
     }
 
     /// Every constant must be usable: finite, non-negative times, positive rates, at
-    /// least one attempt and `1 <= cw_min <= cw_max`.
+    /// least one attempt and `1 <= cw_min <= cw_max`. [`Transmitter::new`] checks it;
+    /// the closed forms below assume it and give meaningless (but never panicking)
+    /// results on a `Phy` that fails it.
+    ///
+    /// [`Transmitter::new`]: super::Transmitter::new
     pub fn validate(&self) -> Result<(), WifiError> {
         let times = [
             ("difs_us", self.difs_us),
@@ -156,7 +160,7 @@ impl Phy {
     /// Mean backoff in µs after the `failure`-th failure: `random(W)` is uniform on the
     /// integers `0..W`, so its mean is `(W - 1) / 2` slots.
     fn mean_backoff_us(&self, failure: u32) -> f64 {
-        f64::from(self.window(failure) - 1) / 2.0 * self.slot_us
+        f64::from(self.window(failure).saturating_sub(1)) / 2.0 * self.slot_us
     }
 
     /// Probability that a frame is delivered within the attempt limit:
@@ -195,7 +199,7 @@ impl Phy {
     pub fn max_airtime_us(&self, payload_bytes: u32) -> f64 {
         let d = self.attempt_us(payload_bytes);
         let backoffs: f64 = (1..self.max_attempts)
-            .map(|i| f64::from(self.window(i) - 1) * self.slot_us)
+            .map(|i| f64::from(self.window(i).saturating_sub(1)) * self.slot_us)
             .sum();
         f64::from(self.max_attempts) * d + backoffs
     }

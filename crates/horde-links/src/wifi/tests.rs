@@ -213,3 +213,17 @@ proptest! {
         prop_assert!(phy.expected_airtime_us(payload, &ch) <= phy.max_airtime_us(payload) + 1e-9);
     }
 }
+
+#[test]
+fn the_closed_forms_do_not_panic_on_an_unchecked_phy() {
+    let phy = Phy {
+        cw_min: 0,
+        cw_max: 0,
+        ..Phy::dot11b(11.0)
+    };
+    assert!(phy.validate().is_err());
+    let ch = Channel::with_fer(0.5).unwrap();
+    // A zero window means no backoff: 7 attempts of d and nothing between them.
+    assert_eq!(phy.max_airtime_us(100), 7.0 * phy.attempt_us(100));
+    assert!(phy.expected_airtime_us(100, &ch) <= phy.max_airtime_us(100));
+}
