@@ -19,7 +19,8 @@
 //!    which are delivered in delivery-time order, ties in arrival order.
 //!
 //! [`cellular`] generates cellular-like traces and [`TraceStats`] summarises any trace;
-//! see `docs/traces.md`.
+//! see `docs/traces.md`. [`wifi`] models the airtime of 802.11 frames, retries included;
+//! see `docs/quality.md`.
 //!
 //! See `docs/links.md` for the models, the TOML format and how they are tested.
 
@@ -37,6 +38,7 @@ mod rate_steps;
 mod spec;
 mod trace;
 mod trace_stats;
+pub mod wifi;
 
 pub use error::{CellularError, LinkError, TraceError};
 pub use limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
