@@ -3,10 +3,13 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 use crate::QdiscError;
 
 /// Which queue discipline: `fifo`, `spq`, `chap` or `fq_codel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum QdiscKind {
     /// [`Fifo`](crate::Fifo), drop-tail.
     #[default]

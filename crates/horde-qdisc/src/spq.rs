@@ -58,12 +58,14 @@ pub struct SpqConfig {
 /// Strict priority queueing over [`SpqConfig::bands`] FIFO bands.
 ///
 /// When an arrival does not fit, packets are pushed out from the tail of the lowest band
-/// that is below the arrival's band and not empty; if no such band is left, the arrival
-/// is dropped. So a full buffer of low-priority packets never shuts out a high-priority one.
+/// that is below the arrival's band and not empty; if emptying every lower band would
+/// still leave no room, nothing is pushed out and the arrival is dropped. So a full buffer of low-priority packets never shuts out a high-priority one.
 #[derive(Debug)]
 pub struct Spq<T> {
     config: SpqConfig,
     bands: Vec<VecDeque<Packet<T>>>,
+    /// Bytes queued in each band.
+    band_bytes: Vec<u64>,
     len: usize,
     bytes: u64,
 }
@@ -92,6 +94,7 @@ impl<T> Spq<T> {
         }
         let bands = (0..config.bands).map(|_| VecDeque::new()).collect();
         Ok(Spq {
+            band_bytes: vec![0; config.bands],
             config,
             bands,
             len: 0,
@@ -117,6 +120,7 @@ impl<T> Spq<T> {
             return false;
         };
         let packet = self.bands[victim].pop_back().expect("band is not empty");
+        self.band_bytes[victim] -= u64::from(packet.len);
         self.len -= 1;
         self.bytes -= u64::from(packet.len);
         drops.push(packet);
@@ -127,6 +131,17 @@ impl<T> Spq<T> {
 impl<T> Qdisc<T> for Spq<T> {
     fn enqueue(&mut self, packet: Packet<T>, drops: &mut Vec<Packet<T>>) {
         let band = self.band_of(&packet.flow);
+        // Push nothing out if even emptying every lower band would not make room.
+        let below = band + 1..self.bands.len();
+        let lower_len: usize = below.clone().map(|b| self.bands[b].len()).sum();
+        let lower_bytes: u64 = below.map(|b| self.band_bytes[b]).sum();
+        if !self.config.limit.holds(
+            self.len + 1 - lower_len,
+            self.bytes + u64::from(packet.len) - lower_bytes,
+        ) {
+            drops.push(packet);
+            return;
+        }
         while !self
             .config
             .limit
@@ -139,11 +154,14 @@ impl<T> Qdisc<T> for Spq<T> {
         }
         self.len += 1;
         self.bytes += u64::from(packet.len);
+        self.band_bytes[band] += u64::from(packet.len);
         self.bands[band].push_back(packet);
     }
 
     fn dequeue(&mut self, _now: Duration, _drops: &mut Vec<Packet<T>>) -> Option<Packet<T>> {
-        let packet = self.bands.iter_mut().find_map(VecDeque::pop_front)?;
+        let band = self.bands.iter().position(|b| !b.is_empty())?;
+        let packet = self.bands[band].pop_front().expect("band is not empty");
+        self.band_bytes[band] -= u64::from(packet.len);
         self.len -= 1;
         self.bytes -= u64::from(packet.len);
         Some(packet)

@@ -80,6 +80,25 @@ fn spq_pushes_out_lower_bands_when_full_and_drops_the_lowest_arrival() {
 }
 
 #[test]
+fn spq_pushes_nothing_out_for_an_arrival_that_cannot_fit_anyway() {
+    let mut q = three_bands(Limit::bytes(1000));
+    let mut drops = Vec::new();
+    q.enqueue(Packet::new(game(), 600, Duration::ZERO, 0), &mut drops);
+    q.enqueue(Packet::new(ftp(), 300, Duration::ZERO, 1), &mut drops);
+    // 600 (band 0) + 500 > 1000 even without the 300 of ftp: only the arrival goes.
+    q.enqueue(Packet::new(voip(), 500, Duration::ZERO, 2), &mut drops);
+    assert_eq!(drops.iter().map(|p| p.payload).collect::<Vec<_>>(), vec![2]);
+    assert_eq!((q.len(), q.bytes()), (2, 900));
+    // 600 + 400 fits once ftp's 300 is pushed out.
+    q.enqueue(Packet::new(voip(), 400, Duration::ZERO, 3), &mut drops);
+    assert_eq!(
+        drops.iter().map(|p| p.payload).collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    assert_eq!((q.len(), q.bytes()), (2, 1000));
+}
+
+#[test]
 fn spq_refuses_a_rule_for_a_band_it_does_not_have() {
     let err = Spq::<()>::new(SpqConfig {
         bands: 2,

@@ -110,6 +110,7 @@ impl Partial {
             buffer_bytes: self.buffer,
             loss: self.loss,
             delay,
+            qdisc: None,
         })
     }
 }

@@ -157,6 +157,7 @@ mod tests {
             buffer_bytes: None,
             loss,
             delay: Some(DelaySpec::Constant { ms }),
+            qdisc: None,
         }
         .build(1, std::path::Path::new("."))
         .unwrap()

@@ -199,7 +199,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
         (edit("adu_bytes = 768 }", "adu_bytes = 768, burst = 2 }"), "bad.toml:22:12: unknown field `burst`, expected `kbps` or `adu_bytes`"),
         (edit("kind = \"cbr\", kbps = 80", "kind = \"vbr\", kbps = 80"), "bad.toml:22:21: unknown variant `vbr`, expected one of `cbr`, `video`, `audio`, `ekg`, `bulk`"),
         // Inside a link spec (horde_links::LinkSpec) and a congestion table.
-        (edit("up = { }", "up = { bufer_bytes = 3 }"), "bad.toml:16:8: unknown field `bufer_bytes`, expected one of `rate`, `buffer_bytes`, `loss`, `delay`"),
+        (edit("up = { }", "up = { bufer_bytes = 3 }"), "bad.toml:16:8: unknown field `bufer_bytes`, expected one of `rate`, `buffer_bytes`, `loss`, `delay`, `qdisc`"),
         (edit("up = { }", "up = { loss = { model = \"bernoulli\", p = \"x\" } }"), "bad.toml:16:15: invalid type: string \"x\", expected f64"),
         (edit("{ kind = \"aimd\" }", "{ kind = \"aimd\", kbps = 3 }"), "bad.toml:14:14: unknown field `kbps`, expected `initial_window_packets`"),
     ];
