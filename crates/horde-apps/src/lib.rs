@@ -4,6 +4,7 @@
 //! command line prints it.
 
 pub mod config;
+pub mod file;
 pub mod hose;
 pub mod inorder;
 pub mod latency;

@@ -24,6 +24,7 @@ mod sim;
 mod status;
 mod table;
 mod trace;
+mod transfer;
 mod tunnel;
 mod verdict;
 mod vopr;
