@@ -117,9 +117,12 @@ pub fn recv(app: Receiver, out: &Path, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let sink = Sink::open(out)?;
+    let resume_file = sink.path().map(|p| resume::path_for(p));
+    if let Some(p) = &resume_file {
+        resume::load(p)?; // a file that is not ours is an error before binding
+    }
     let sigint = crate::sigint::install()?;
     let limits = app.file_limits();
-    let resume_file = sink.path().map(|p| resume::path_for(p));
     crate::peer::runtime()?.block_on(async move {
         let host = app.bind().await?;
         eprintln!(
