@@ -19,6 +19,8 @@ use common::text;
 const SIZE: usize = 50_000_000;
 /// `send`'s and `recv`'s status when the receiver left and the transfer did not complete.
 const RECEIVER_LEFT: i32 = 4;
+/// Their status when the receiver's copy differs from what the sender read.
+const MISMATCH: i32 = 5;
 
 fn horde() -> Command {
     Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -287,6 +289,42 @@ fn a_receiver_killed_mid_transfer_and_restarted_completes_the_file() {
         "50 MB with a receiver restart: {:.2} s, {:.0} Mbit/s; the new receiver resumed at {resumed} bytes",
         tx_json["file"]["seconds"], tx_json["file"]["mbit_s"]
     );
+}
+
+/// Bytes changed on the receiver's disk after they were written (another writer, a bad
+/// disk) are caught by the end's checksum: both ends exit 5.
+#[test]
+fn a_copy_changed_on_disk_is_a_checksum_mismatch_at_both_ends() {
+    let s = Setup::new("mismatch", Some(100_000));
+    let out = s.path("out.bin");
+    let recv = s.recv(&out, true);
+    std::thread::sleep(Duration::from_millis(300));
+    let send = s.send(&s.path("in.bin"), Stdio::null());
+    let until = Instant::now() + Duration::from_secs(20);
+    while s.resume_written().unwrap_or(0) < 1_000_000 {
+        assert!(Instant::now() < until, "the receiver wrote nothing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(&out).unwrap();
+    let first = !s.input[0];
+    std::os::unix::fs::FileExt::write_all_at(&file, &[first], 0).unwrap();
+    drop(file);
+    let tx = finish(send, Duration::from_secs(40));
+    let rx = finish(recv, Duration::from_secs(20));
+    assert_eq!(tx.status.code(), Some(MISMATCH), "{}", text(&tx.stderr));
+    assert!(
+        text(&tx.stderr).contains("checksum mismatch"),
+        "{}",
+        text(&tx.stderr)
+    );
+    assert_eq!(json(&tx)["file"]["end"]["result"], "mismatch");
+    assert_eq!(rx.status.code(), Some(MISMATCH), "{}", text(&rx.stderr));
+    let rx_json = json(&rx);
+    assert_eq!(rx_json["file"]["end"]["result"], "mismatch", "{rx_json}");
+    assert_eq!(rx_json["file"]["end"]["expected_sha256"], hex(&s.input));
+    let mut changed = s.input.clone();
+    changed[0] = first;
+    assert_eq!(rx_json["file"]["sha256"], hex(&changed), "{rx_json}");
 }
 
 #[test]

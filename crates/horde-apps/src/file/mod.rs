@@ -6,6 +6,7 @@
 //! the sender keeps every piece until the receiver confirms it written and flushed, and
 //! a restarted receiver (the same `--out`) says from its resume file where to go on.
 
+mod books;
 pub mod recv;
 pub mod resume;
 pub mod send;

@@ -3,7 +3,7 @@
 //! receiving host); what is nacked is sent again; after a reconnection the receiver says
 //! where it stands and the sender sends the rest from there.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::books::Books;
 use super::source::Reading;
 use super::wire::{hex, Digest, Msg, STREAM};
 
@@ -79,21 +80,6 @@ pub struct Progress {
     pub confirmed: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Queued or on its way as this stream sequence number.
-    InFlight(u64),
-    /// The receiving host acked it; kept until the receiver confirms it written.
-    Acked,
-    /// To be sent (again).
-    Waiting,
-}
-
-struct Piece {
-    payload: Bytes,
-    state: State,
-}
-
 type Writable = Pin<Box<dyn Future<Output = Result<(), NetError>> + Send>>;
 
 /// The sender's books of one transfer.
@@ -102,18 +88,9 @@ struct Transfer {
     handle: ConnectionHandle,
     /// The stream sequence number the next ADU gets.
     next_seq: u64,
-    /// What each sequence number in flight carries (a piece's offset; control messages
-    /// are not tracked: timers repeat them).
-    in_flight: HashMap<u64, u64>,
-    /// Pieces not yet confirmed, by offset.
-    pieces: BTreeMap<u64, Piece>,
-    resend: VecDeque<u64>,
+    books: Books,
     /// Source pieces not yet given an offset.
     fresh: VecDeque<Bytes>,
-    /// Every byte below this is confirmed written.
-    confirmed: u64,
-    /// Bytes given offsets so far.
-    read_end: u64,
     source_end: Option<(u64, Digest)>,
     /// The receiver said where to go on in this session.
     resumed: bool,
@@ -154,12 +131,7 @@ impl Transfer {
                  sending what is in flight again",
                 self.next_seq, h.seq
             );
-            for (_, offset) in self.in_flight.drain() {
-                if let Some(p) = self.pieces.get_mut(&offset) {
-                    p.state = State::Waiting;
-                    self.resend.push_back(offset);
-                }
-            }
+            self.books.resend_in_flight();
         }
         self.next_seq = h.seq + 1;
         self.offer_due = Instant::now() + REPEAT;
@@ -168,11 +140,11 @@ impl Transfer {
     }
 
     fn window_open(&self) -> bool {
-        self.read_end - self.confirmed < WINDOW
+        self.books.unconfirmed() < WINDOW
     }
 
     fn has_sendable(&self) -> bool {
-        self.resumed && (!self.resend.is_empty() || (!self.fresh.is_empty() && self.window_open()))
+        self.resumed && (self.books.has_resend() || (!self.fresh.is_empty() && self.window_open()))
     }
 
     /// Queue up to a burst of pieces: those to send again first, then new ones.
@@ -181,24 +153,15 @@ impl Transfer {
             return Ok(());
         }
         for _ in 0..BURST {
-            if let Some(offset) = self.resend.pop_front() {
-                let Some(p) = self.pieces.get(&offset) else {
-                    continue; // confirmed meanwhile
-                };
-                if p.state != State::Waiting {
-                    continue;
-                }
-                let payload = p.payload.clone();
+            if let Some((offset, payload)) = self.books.take_resend() {
                 let seq = self.queue_payload(payload)?;
-                self.pieces.get_mut(&offset).expect("piece").state = State::InFlight(seq);
-                self.in_flight.insert(seq, offset);
+                self.books.resent(offset, seq);
                 self.resent += 1;
             } else if self.window_open() {
                 let Some(bytes) = self.fresh.pop_front() else {
                     break;
                 };
-                let offset = self.read_end;
-                self.read_end += bytes.len() as u64;
+                let (offset, len) = (self.books.next_offset(), bytes.len());
                 let payload = Msg::Data {
                     transfer: self.id,
                     offset,
@@ -206,14 +169,7 @@ impl Transfer {
                 }
                 .encode();
                 let seq = self.queue_payload(payload.clone())?;
-                self.pieces.insert(
-                    offset,
-                    Piece {
-                        payload,
-                        state: State::InFlight(seq),
-                    },
-                );
-                self.in_flight.insert(seq, offset);
+                self.books.add(offset, len, payload, seq);
             } else {
                 break;
             }
@@ -230,62 +186,9 @@ impl Transfer {
         Ok(seq)
     }
 
-    fn acked(&mut self, seq: u64) {
-        if let Some(offset) = self.in_flight.remove(&seq) {
-            if let Some(p) = self.pieces.get_mut(&offset) {
-                if p.state == State::InFlight(seq) {
-                    p.state = State::Acked;
-                }
-            }
-        }
-    }
-
-    fn nacked(&mut self, seq: u64) {
-        if let Some(offset) = self.in_flight.remove(&seq) {
-            if let Some(p) = self.pieces.get_mut(&offset) {
-                if p.state == State::InFlight(seq) {
-                    p.state = State::Waiting;
-                    self.resend.push_back(offset);
-                }
-            }
-        }
-    }
-
-    /// Forget every piece below `upto`.
-    fn confirm(&mut self, upto: u64) {
-        if upto <= self.confirmed {
-            return;
-        }
-        self.confirmed = upto;
-        let keep = self.pieces.split_off(&upto);
-        self.pieces = keep;
-    }
-
-    /// The receiver (perhaps a new process) has everything below `from`: what it does
-    /// not have and is not on its way goes again. `Err` when it lacks bytes the sender
-    /// no longer keeps.
+    /// The receiver says where it stands (at the start, and after each reconnection).
     fn resume(&mut self, from: u64) -> Result<(), String> {
-        if from < self.confirmed {
-            return Err(format!(
-                "the receiver restarted with {from} bytes, but had confirmed {} written and \
-                 the sender no longer keeps them (the receiver writes to a pipe, or its \
-                 resume file was removed)",
-                self.confirmed
-            ));
-        }
-        if from > self.read_end {
-            return Err(format!(
-                "the receiver says it has {from} bytes, more than the {} sent",
-                self.read_end
-            ));
-        }
-        self.confirm(from);
-        for (&offset, p) in &mut self.pieces {
-            if p.state == State::Acked {
-                p.state = State::Waiting;
-                self.resend.push_back(offset);
-            }
-        }
+        self.books.resume(from)?;
         self.resumed = true;
         self.offered_at = None;
         self.resumes += 1;
@@ -313,12 +216,8 @@ pub async fn send_file(
         id,
         handle: handle.clone(),
         next_seq: 0,
-        in_flight: HashMap::new(),
-        pieces: BTreeMap::new(),
-        resend: VecDeque::new(),
+        books: Books::default(),
         fresh: VecDeque::new(),
-        confirmed: 0,
-        read_end: 0,
         source_end: None,
         resumed: false,
         offer_due: start,
@@ -332,11 +231,11 @@ pub async fn send_file(
         let seconds = start.elapsed().as_secs_f64();
         FileSent {
             end,
-            bytes: t.read_end,
+            bytes: t.books.read_end(),
             sha256: t.source_end.map(|(_, d)| hex(&d)),
-            confirmed: t.confirmed,
+            confirmed: t.books.confirmed(),
             seconds,
-            mbit_s: t.confirmed as f64 * 8.0 / seconds.max(1e-9) / 1e6,
+            mbit_s: t.books.confirmed() as f64 * 8.0 / seconds.max(1e-9) / 1e6,
             pieces_sent: t.sent,
             pieces_resent: t.resent,
             resumes: t.resumes,
@@ -366,8 +265,8 @@ pub async fn send_file(
             next_tick += Duration::from_secs(1);
             tick(&Progress {
                 at: now - start,
-                read: t.read_end,
-                confirmed: t.confirmed,
+                read: t.books.read_end(),
+                confirmed: t.books.confirmed(),
             });
         }
         if connected && !t.resumed && now >= t.offer_due && t.offer().await.is_err() {
@@ -384,7 +283,7 @@ pub async fn send_file(
             };
         }
         if let Some((total, sha256)) = t.source_end {
-            if t.resumed && t.read_end == total && t.fresh.is_empty() && now >= t.end_due {
+            if t.resumed && t.books.read_end() == total && t.fresh.is_empty() && now >= t.end_due {
                 t.queue(&Msg::End {
                     transfer: id,
                     total,
@@ -486,12 +385,12 @@ fn on_event(t: &mut Transfer, e: Event, connected: &mut bool) -> Step {
             stream: STREAM,
             stream_seq,
             ..
-        } => t.acked(stream_seq),
+        } => t.books.acked(stream_seq),
         Event::Nack {
             stream: STREAM,
             stream_seq,
             ..
-        } => t.nacked(stream_seq),
+        } => t.books.nacked(stream_seq),
         Event::Received { payload, .. } => return on_message(t, &payload),
         Event::Reconnecting { reason, attempt } => {
             if attempt == 1 {
@@ -529,12 +428,12 @@ fn on_message(t: &mut Transfer, payload: &Bytes) -> Step {
                 return Step::End(FileEnd::ReceiverLeft { why });
             }
         }
-        Msg::Confirm { upto, .. } => t.confirm(upto),
+        Msg::Confirm { upto, .. } => t.books.confirm(upto),
         Msg::Verdict { total, sha256, .. } => {
             let Some((ours, digest)) = t.source_end else {
                 return Step::Go; // cannot be: the end was not sent
             };
-            t.confirm(total.min(ours));
+            t.books.confirm(total.min(ours));
             return Step::End(if (total, sha256) == (ours, digest) {
                 FileEnd::Verified
             } else {
