@@ -105,11 +105,7 @@ struct Transfer {
 
 impl Transfer {
     fn queue(&mut self, msg: &Msg) -> Result<u64, NetError> {
-        let seq = self.next_seq;
-        self.handle
-            .send_adu_nowait(STREAM, msg.encode(), Fields::new())?;
-        self.next_seq += 1;
-        Ok(seq)
+        self.queue_payload(msg.encode())
     }
 
     /// Offer the transfer, and learn the stream's sequence number from the handle: the
