@@ -42,6 +42,8 @@ pub struct SendConfig {
     #[serde(default = "default_reconnect_give_up")]
     pub reconnect_give_up_s: f64,
     pub channels: Vec<SendChannel>,
+    /// Synthetic streams; none when the file only serves to send a file (`--file`).
+    #[serde(default)]
     pub streams: Vec<SendStream>,
 }
 

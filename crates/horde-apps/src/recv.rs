@@ -107,6 +107,14 @@ impl Receiver {
         }
     }
 
+    /// The limits of a file transfer (`recv --out`) starting now.
+    pub fn file_limits(&self) -> crate::file::recv::FileLimits {
+        crate::file::recv::FileLimits {
+            deadline: self.until.map(|d| Instant::now() + d),
+            idle: self.idle,
+        }
+    }
+
     /// The loop that serves the senders.
     pub fn serve(&self) -> Serve {
         Serve::new(self.hold)

@@ -25,6 +25,7 @@ mod sim;
 mod status;
 mod table;
 mod trace;
+mod transfer;
 mod tunnel;
 mod up;
 mod verdict;
@@ -53,9 +54,11 @@ enum Command {
     Sim(sim::Args),
     /// Run the real-time link emulator.
     Emu(emu::Args),
-    /// Send streams to a receiver over real UDP channels.
+    /// Send synthetic streams, or a file or a pipe (`--file`), to a receiver over real
+    /// UDP channels.
     Send(peer::SendArgs),
-    /// Receive streams from senders over real UDP channels.
+    /// Receive streams from senders over real UDP channels, or one file or pipe
+    /// (`--out`).
     Recv(peer::RecvArgs),
     /// Show the peers, handshakes and channels of a running `horde send`/`recv` started
     /// with `--status FILE`, in the manner of `wg show`.

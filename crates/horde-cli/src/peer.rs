@@ -22,7 +22,12 @@ Exit status:
   2  a usage error
   3  not one ADU was acked
   4  the receiver left (closed, crashed, unreachable; reconnecting gave up or the run
-     ended while it was away) and ADUs were abandoned";
+     ended while it was away) and ADUs were abandoned; with --file, the transfer did not
+     complete because of the receiver (it did not come back, could not resume, or gave up)
+  5  with --file: the receiver holds other bytes than were sent (checksum mismatch)
+
+With --file, 0 means the receiver checked the whole file (length and SHA-256), and 1
+also covers a source that cannot be read and Ctrl-C.";
 
 /// Not one ADU was acked.
 const EXIT_NOTHING_ACKED: u8 = 3;
@@ -37,6 +42,13 @@ pub struct SendArgs {
     /// Override the run length in seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Send this file (`-`: standard input) over every channel instead of the
+    /// configuration's synthetic streams, to `horde recv --out`, and check it at the
+    /// end: the receiver compares length and SHA-256. Each piece is kept until the
+    /// receiver confirms it written, so a receiver restarted with the same --out
+    /// resumes. Runs until the receiver's verdict; see docs/cli.md.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["duration", "status"])]
+    file: Option<PathBuf>,
     /// Print one JSON object (intervals and summary) at the end instead of tables.
     #[arg(long)]
     json: bool,
@@ -45,7 +57,7 @@ pub struct SendArgs {
     status: Option<PathBuf>,
     /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
     /// at /; see docs/monitoring.md.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "file")]
     metrics: Option<std::net::SocketAddr>,
 }
 
@@ -73,8 +85,15 @@ pub struct RecvArgs {
     status: Option<PathBuf>,
     /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
     /// at /; see docs/monitoring.md.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "out")]
     metrics: Option<std::net::SocketAddr>,
+    /// Receive one file from `horde send --file` into PATH (`-`: standard output), and
+    /// check its length and SHA-256 at the end (exit 0 when it matches, 5 when not, 1
+    /// when the transfer did not complete). A file is written at each piece's offset and
+    /// flushed; PATH.horde-resume records how far, so that a receiver restarted with the
+    /// same --out resumes. Standard output cannot resume. Messages go to stderr.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["server", "status"])]
+    out: Option<PathBuf>,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -95,6 +114,14 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     let (cfg, warnings) = horde_apps::config::load_send(&args.config)?;
     warn(&warnings);
     let app = Sender::new(cfg, &args.config, args.duration)?;
+    if let Some(file) = &args.file {
+        return crate::transfer::send(app, &args.config, file, args.json);
+    }
+    anyhow::ensure!(
+        app.stream_count() > 0,
+        "{} declares no [[streams]]: declare one, or send a file with --file",
+        args.config.display()
+    );
     let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
     let our_key = app.our_key();
     let peer = app.peer();
@@ -231,6 +258,9 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     warn(&warnings);
     let app = Receiver::new(cfg, &args.config, args.duration, args.idle_timeout)?;
     let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
+    if let Some(out) = &args.out {
+        return crate::transfer::recv(app, out, args.json);
+    }
     let our_key = app.our_key().to_string();
     let json = args.json;
     let sigint = crate::sigint::install()?;

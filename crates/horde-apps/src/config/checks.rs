@@ -40,9 +40,6 @@ impl Validate for SendConfig {
             }
         }
         super::SendChannel::check_all(c, &self.channels, MTU_RANGE);
-        if self.streams.is_empty() {
-            c.error("", "at least one [[streams]] entry is needed");
-        }
         for (i, s) in self.streams.iter().enumerate() {
             let at = |k: &str| format!("streams[{i}].{k}");
             if self.streams[..i].iter().any(|o| o.id == s.id) {
