@@ -136,7 +136,7 @@ async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fa
     let bulk = sender.endpoint.send(7, None, bulk_bytes).unwrap();
     let mut small = Vec::new();
     let mut refused = 0;
-    while emu.elapsed() < Duration::from_secs_f64(DROP_S - 1.5) {
+    while emu.elapsed() < Duration::from_secs_f64(DROP_S - 0.5) {
         for priority in 0..4u8 {
             let bytes = payload(priority, 3_000);
             let within = Duration::from_millis(400 + 200 * u64::from(priority));
@@ -149,11 +149,14 @@ async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fa
         sender.until(Duration::from_millis(100), |_| false).await;
     }
 
-    // A message that the estimates say arrives in time, until the links' rate drops.
-    let capacity: f64 = sender.endpoint.estimates().iter().map(|e| e.rate).sum();
-    assert!(capacity > 0.0, "the channels' rates are known");
-    let window = Duration::from_millis(2500);
-    let big_len = (capacity * window.as_secs_f64() * 0.8) as usize;
+    // A message that needs half its time at the links' rate (or at the estimates', if
+    // they are lower), until the rate drops to a quarter half a second later.
+    let estimated: f64 = sender.endpoint.estimates().iter().map(|e| e.rate).sum();
+    assert!(estimated > 0.0, "the channels' rates are known");
+    let links_rate = (2000.0 + 1500.0 + 1000.0) * 1000.0 / 8.0;
+    let capacity = estimated.min(links_rate);
+    let window = Duration::from_millis(3000);
+    let big_len = (capacity * window.as_secs_f64() * 0.5) as usize;
     let big = sender
         .endpoint
         .send(0, Some(window), payload(0, big_len))

@@ -11,7 +11,7 @@ use horde_proto::message::codec::{self, Item};
 use horde_proto::message::{
     ChannelEstimate, ControlItem, MessageEvent, MessageId, MessageSource, Piece,
 };
-use horde_proto::Event;
+use horde_proto::{ChannelId, Event};
 use tokio::sync::mpsc;
 
 use super::slots::Slots;
@@ -41,9 +41,19 @@ struct Pump {
     in_flight_bytes: usize,
     /// Offsets of each live message's pieces handed over but not acked.
     unacked: HashMap<MessageId, BTreeSet<u64>>,
-    /// Bytes that may be unacked at once: what the channels carry in a round trip plus
-    /// `queue_ahead`.
+    /// Bytes that may be unacked at once; see `refresh_channels`.
     window: usize,
+    /// Bytes of our ADUs acked since the last refresh, and when that was.
+    acked_bytes: usize,
+    last_refresh: Duration,
+    /// What the peer acknowledges of our ADUs, bytes/s, smoothed over refreshes.
+    delivery_rate: f64,
+    /// The smallest round trip seen per channel: the path without its queue.
+    min_rtt: HashMap<ChannelId, Duration>,
+    /// Per channel, smoothed time from handing a piece to the session to its arrival
+    /// (its ack's latency less half the round trip): the wait in the session's queue and
+    /// in the path's, which a piece cut now will see too.
+    landing: HashMap<ChannelId, f64>,
 }
 
 pub(super) async fn run(
@@ -66,6 +76,11 @@ pub(super) async fn run(
         in_flight_bytes: 0,
         unacked: HashMap::new(),
         window: 4 * piece,
+        acked_bytes: 0,
+        last_refresh: Duration::ZERO,
+        delivery_rate: 0.0,
+        min_rtt: HashMap::new(),
+        landing: HashMap::new(),
     };
     loop {
         pump.send_controls().await;
@@ -110,23 +125,51 @@ impl Pump {
             .iter()
             .map(|c| ChannelEstimate {
                 rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
-                delay: Duration::from_secs_f64(c.srtt_ms.unwrap_or(0.0).max(0.0) / 2e3),
+                delay: Duration::from_secs_f64(
+                    (c.srtt_ms.unwrap_or(0.0) / 2e3)
+                        .max(self.landing.get(&c.id).copied().unwrap_or(0.0))
+                        .max(0.0),
+                ),
             })
             .collect();
-        let round_trip_bytes: f64 = estimates
-            .iter()
-            .map(|e| e.rate * (2.0 * e.delay.as_secs_f64() + self.config.queue_ahead.as_secs_f64()))
-            .sum();
-        let piece = self.config.messages.piece_size as usize;
-        self.window = (round_trip_bytes as usize).max(4 * piece);
-        self.slots.resize(estimates.len());
         let now = self.shared.now();
+        let elapsed = now.saturating_sub(self.last_refresh).as_secs_f64();
+        if elapsed > 0.0 {
+            let sample = self.acked_bytes as f64 / elapsed;
+            self.delivery_rate += DELIVERY_GAIN * (sample - self.delivery_rate);
+        }
+        self.acked_bytes = 0;
+        self.last_refresh = now;
+        for c in &channels {
+            if let Some(srtt) = c.srtt_ms {
+                let rtt = Duration::from_secs_f64(srtt.max(0.0) / 1e3);
+                let min = self.min_rtt.entry(c.id).or_insert(rtt);
+                *min = (*min).min(rtt);
+            }
+        }
+        self.window = self.window_for(&estimates);
+        self.slots.resize(estimates.len());
         let mut state = self.shared.lock();
         // Rates come from the session and are finite and non-negative; keep the last good
         // estimates otherwise.
         if state.scheduler.set_channels(now, &estimates).is_ok() {
             state.estimates = estimates;
         }
+    }
+
+    /// The unacked bytes allowed: the channels' congestion controllers may overestimate
+    /// what they carry, and every byte over it waits in the session's queue where the
+    /// scheduler's priorities no longer apply. So the window is at most `WINDOW_GAIN`
+    /// times what the peer acknowledged over the longest path's empty round trip plus
+    /// `queue_ahead` (the gain lets it grow by half each round trip), and at most what
+    /// the controllers expect over that time.
+    fn window_for(&self, estimates: &[ChannelEstimate]) -> usize {
+        let piece = self.config.messages.piece_size as usize;
+        let rtt =
+            self.min_rtt.values().max().copied().unwrap_or_default() + self.config.queue_ahead;
+        let expected: f64 = estimates.iter().map(|e| e.rate).sum::<f64>() * rtt.as_secs_f64();
+        let measured = WINDOW_GAIN * self.delivery_rate * rtt.as_secs_f64();
+        (expected.min(measured) as usize).max(MIN_WINDOW_PIECES * piece)
     }
 
     async fn send_controls(&mut self) {
@@ -225,11 +268,20 @@ impl Pump {
 
     async fn on_event(&mut self, event: Event) {
         match event {
-            Event::Ack { stream, adu, .. } | Event::LateAck { stream, adu, .. }
-                if is_ours(stream) =>
-            {
+            Event::Ack {
+                stream,
+                adu,
+                channel,
+                rtt,
+                latency,
+                ..
+            } if is_ours(stream) => {
+                let sample = latency.saturating_sub(rtt / 2).as_secs_f64();
+                let landing = self.landing.entry(channel).or_insert(sample);
+                *landing += LANDING_GAIN * (sample - *landing);
                 self.on_acked(stream, adu)
             }
+            Event::LateAck { stream, adu, .. } if is_ours(stream) => self.on_acked(stream, adu),
             Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu).await,
             Event::Received {
                 stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
@@ -248,6 +300,7 @@ impl Pump {
             return; // a late ack of an ADU already re-sent
         };
         self.in_flight_bytes -= flight.adu.len();
+        self.acked_bytes += flight.adu.len();
         let Carried::Piece { id, offset } = flight.carried else {
             return;
         };
@@ -334,6 +387,15 @@ impl Pump {
         }
     }
 }
+
+/// Weight of a new delivery-rate sample.
+const DELIVERY_GAIN: f64 = 0.25;
+/// Weight of a new landing-time sample.
+const LANDING_GAIN: f64 = 0.125;
+/// How much the window may exceed the measured delivery over a round trip.
+const WINDOW_GAIN: f64 = 1.5;
+/// The window never shrinks below this many pieces, so that the rate can be measured.
+const MIN_WINDOW_PIECES: usize = 8;
 
 fn is_ours(stream: u32) -> bool {
     stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM
