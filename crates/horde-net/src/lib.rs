@@ -2,6 +2,8 @@
 //! real time, with every datagram authenticated and encrypted.
 //!
 //! See `examples/telemetry.rs` for a runnable sender and receiver with objectives.
+//! See `examples/messages.rs` for messages with priorities and deadlines over several
+//! channels ([`MessageEndpoint`]).
 //!
 //! # Example
 //!
