@@ -2,6 +2,8 @@
 //! real time, with every datagram authenticated and encrypted.
 //!
 //! See `examples/telemetry.rs` for a runnable sender and receiver with objectives.
+//! See `examples/messages.rs` for messages with priorities and deadlines over several
+//! channels ([`MessageEndpoint`]).
 //!
 //! # Example
 //!
@@ -77,6 +79,7 @@ mod driver;
 mod error;
 pub mod handshake;
 mod index_filter;
+pub mod messages;
 mod pool;
 mod read_progress;
 mod refusals;
@@ -93,4 +96,5 @@ pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
 pub use horde_host::{ChannelStatus, HandshakeSeen, Reconnect};
 pub use horde_proto::MTU_RANGE;
+pub use messages::{EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
 pub use stats::HostStats;

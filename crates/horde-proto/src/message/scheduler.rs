@@ -539,11 +539,16 @@ impl MessageScheduler {
             if deadline > now {
                 break;
             }
-            let fate = if self.messages[&id].early_fired {
+            let message = &self.messages[&id];
+            let fate = if message.early_fired {
                 Fate::Early
             } else {
                 Fate::Expired
             };
+            // The receiver holds what was sent of it until told to drop it.
+            if message.sent_pieces > 0 {
+                self.controls.push_back(ControlItem::Cancel(id));
+            }
             self.finish(id, fate, now);
         }
     }

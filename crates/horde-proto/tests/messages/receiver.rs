@@ -138,3 +138,24 @@ fn bad_pieces_are_typed_errors() {
         Err(ReassemblyError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn a_message_that_expires_part_sent_tells_the_receiver_to_free_it() {
+    use horde_proto::message::{ChannelEstimate, MessageConfig, MessageScheduler, MessageSpec};
+    use std::time::Duration;
+
+    let mut sender = MessageScheduler::new(MessageConfig::default()).unwrap();
+    let channel = ChannelEstimate {
+        rate: 1_000_000.0,
+        delay: Duration::from_millis(10),
+    };
+    sender.set_channels(Duration::ZERO, &[channel]).unwrap();
+    let spec = MessageSpec::new(0, 12_000).with_deadline(Duration::from_millis(100));
+    let part_sent = sender.submit(Duration::ZERO, spec).unwrap();
+    let unsent = sender.submit(Duration::ZERO, spec).unwrap();
+    let piece = sender.poll_piece(Duration::ZERO, 0).unwrap().unwrap();
+    assert_eq!(piece.message, part_sent);
+    sender.handle_timeout(Duration::from_millis(100));
+    assert_eq!(sender.poll_control(), Some(ControlItem::Cancel(part_sent)));
+    assert_eq!(sender.poll_control(), None, "nothing of {unsent} was sent");
+}
