@@ -254,6 +254,12 @@ fn drain_events(v: &mut Vehicle, now: Duration) {
                 v.failed.get_or_insert_with(|| "connection removed".into());
             }
             HostEvent::Conn {
+                event: Event::Reconnecting { .. },
+                ..
+            } => {
+                v.lost_at.get_or_insert(now);
+            }
+            HostEvent::Conn {
                 event: Event::Ack { .. },
                 ..
             } => {

@@ -82,6 +82,14 @@ pub struct RestartFigures {
     pub all_reconnected_s: Option<f64>,
     /// Reconnections per second between the first and the last.
     pub handshakes_per_s: f64,
+    /// From the SIGKILL until a vehicle's session ended (it noticed), median and max, s.
+    pub noticed_median_s: Option<f64>,
+    pub noticed_max_s: Option<f64>,
+    /// From a vehicle's session ending until it was reconnected, median and max, s.
+    pub handshake_median_s: Option<f64>,
+    pub handshake_max_s: Option<f64>,
+    /// Most reconnections within one second after the kill.
+    pub peak_reconnects_per_s: u32,
     /// Reconnected vehicles with an ADU acknowledged by the new server.
     pub moved_data_after: u32,
     pub server_rss_after_kb: u64,
@@ -180,6 +188,18 @@ impl FleetReport {
             (
                 "reconnect handshakes/s",
                 format!("{:.0}", r.handshakes_per_s),
+            ),
+            (
+                "peak reconnections in 1 s",
+                format!("{}", r.peak_reconnects_per_s),
+            ),
+            (
+                "noticed median / max",
+                format!("{} / {}", opt(r.noticed_median_s), opt(r.noticed_max_s)),
+            ),
+            (
+                "reconnect after notice",
+                format!("{} / {}", opt(r.handshake_median_s), opt(r.handshake_max_s)),
             ),
             (
                 "moved data after restart",

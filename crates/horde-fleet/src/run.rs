@@ -83,6 +83,12 @@ impl FleetConfig {
     }
 }
 
+/// The median of `x`, which is left sorted; `None` if empty.
+fn median(x: &mut [f64]) -> Option<f64> {
+    x.sort_by(f64::total_cmp);
+    x.get(x.len() / 2).copied()
+}
+
 fn secs(x: f64) -> Duration {
     Duration::from_secs_f64(x)
 }
@@ -251,6 +257,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     for v in &mut fleet.vehicles {
         v.reconnects_base = v.host.counters().reconnects;
         v.reconnected_at = None;
+        v.lost_at = None;
     }
     let killed = fleet.now();
     server.kill();
@@ -275,6 +282,21 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     let first = back.iter().min().map(|t| (*t - killed).as_secs_f64());
     let last = back.iter().max().map(|t| (*t - killed).as_secs_f64());
     let reconnected = back.len() as u32;
+    // How long each vehicle took to notice, and then to handshake again.
+    let mut noticed: Vec<f64> = fleet
+        .vehicles
+        .iter()
+        .filter_map(|v| v.lost_at.map(|t| t.saturating_sub(killed).as_secs_f64()))
+        .collect();
+    let mut handshake: Vec<f64> = fleet
+        .vehicles
+        .iter()
+        .filter_map(|v| Some((v.reconnected_at? - v.lost_at?).as_secs_f64()))
+        .collect();
+    let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
+    for t in &back {
+        *per_second.entry((*t - killed).as_secs()).or_default() += 1;
+    }
     let restart = RestartFigures {
         server_down_s,
         reconnected,
@@ -285,6 +307,11 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
             (Some(a), Some(b)) => f64::from(reconnected) / (b - a).max(1e-3),
             _ => 0.0,
         },
+        noticed_median_s: median(&mut noticed),
+        noticed_max_s: noticed.last().copied(),
+        handshake_median_s: median(&mut handshake),
+        handshake_max_s: handshake.last().copied(),
+        peak_reconnects_per_s: per_second.values().copied().max().unwrap_or(0),
         moved_data_after: fleet
             .vehicles
             .iter()

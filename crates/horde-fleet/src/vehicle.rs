@@ -44,6 +44,8 @@ pub struct Vehicle {
     /// count first rose above it, and `acked_at_reconnect` the acks then.
     pub reconnects_base: u64,
     pub reconnected_at: Option<Duration>,
+    /// When the vehicle's session ended after the server was killed.
+    pub lost_at: Option<Duration>,
     pub acked_at_reconnect: u64,
     /// Whether the vehicle is in the driver's list of vehicles to serve.
     pub dirty: bool,
@@ -119,6 +121,7 @@ impl Vehicle {
             failed: None,
             reconnects_base: 0,
             reconnected_at: None,
+            lost_at: None,
             acked_at_reconnect: 0,
             dirty: false,
         })
