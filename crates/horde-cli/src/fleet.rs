@@ -32,6 +32,10 @@ pub struct FleetArgs {
     /// Draws the vehicles' and the server's keys.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// All three channels of a vehicle send from one socket (N open files instead of
+    /// 3N, where the open-file limit is too low for 3N).
+    #[arg(long)]
+    one_socket: bool,
     /// Print the figures as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -49,6 +53,7 @@ pub fn run(args: FleetArgs) -> Result<ExitCode> {
         adu_bytes: args.adu_bytes,
         telemetry_s: args.telemetry,
         limit_s: args.limit,
+        one_socket: args.one_socket,
         work_dir: std::env::temp_dir(),
     };
     let report = horde_fleet::run(&cfg)?;

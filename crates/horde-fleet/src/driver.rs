@@ -207,6 +207,12 @@ impl Fleet {
             send(v, &mut self.traffic, t.iface, t.dst, &self.sealed);
         }
         drain_events(v, now);
+        // The session ended: the connection has none up while it handshakes again. (Its
+        // `Reconnecting` event can reach the application only once the new session is
+        // up, so it does not tell when.)
+        if v.watch_loss && v.lost_at.is_none() && v.host.sessions().next().is_none() {
+            v.lost_at = Some(now);
+        }
         if v.reconnected_at.is_none() && v.host.counters().reconnects > v.reconnects_base {
             v.reconnected_at = Some(now);
             v.acked_at_reconnect = v.acked;
@@ -252,12 +258,6 @@ fn drain_events(v: &mut Vehicle, now: Duration) {
             HostEvent::ConnectFailed { error, .. } => v.failed = Some(error.to_string()),
             HostEvent::Removed { key } if key == v.conn => {
                 v.failed.get_or_insert_with(|| "connection removed".into());
-            }
-            HostEvent::Conn {
-                event: Event::Reconnecting { .. },
-                ..
-            } => {
-                v.lost_at.get_or_insert(now);
             }
             HostEvent::Conn {
                 event: Event::Ack { .. },

@@ -9,6 +9,7 @@ use serde::Serialize;
 pub struct FleetReport {
     pub vehicles: u32,
     pub channels_per_vehicle: usize,
+    pub sockets_per_vehicle: usize,
     /// Keepalive interval of both ends, s.
     pub keepalive_s: f64,
     /// `/proc/loadavg` at the start and at the end (1, 5, 15 min).
@@ -120,9 +121,10 @@ impl FleetReport {
         let r = &self.restart;
         let _ = writeln!(
             t,
-            "fleet: {} vehicles x {} channels, keepalive {} s (load avg {} -> {})",
+            "fleet: {} vehicles x {} channels ({} sockets each), keepalive {} s (load avg {} -> {})",
             self.vehicles,
             self.channels_per_vehicle,
+            self.sockets_per_vehicle,
             self.keepalive_s,
             self.loadavg_start,
             self.loadavg_end

@@ -45,6 +45,9 @@ pub struct FleetConfig {
     pub telemetry_s: f64,
     /// How long connecting, and reconnecting after the restart, may take, s.
     pub limit_s: f64,
+    /// All three channels of a vehicle send from one socket: N descriptors instead
+    /// of 3N, where the open-file limit cannot be raised that far.
+    pub one_socket: bool,
     /// Where the server's files go (a fresh directory is made inside).
     pub work_dir: PathBuf,
 }
@@ -97,7 +100,8 @@ fn secs(x: f64) -> Duration {
 pub fn run(cfg: &FleetConfig) -> Result<FleetReport> {
     cfg.check()?;
     let n = cfg.vehicles;
-    raise_fd_limit(u64::from(n) * CHANNELS as u64 + 256)?;
+    let sockets = if cfg.one_socket { 1 } else { CHANNELS as u64 };
+    raise_fd_limit(u64::from(n) * sockets + 256)?;
     let loadavg_start = loadavg();
     let dir = cfg.work_dir.join(format!(
         "horde-fleet-{}-{}",
@@ -150,6 +154,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         unix_micros_at_start: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64),
+        one_socket: cfg.one_socket,
     };
     for (i, k) in keys.into_iter().enumerate() {
         let now = fleet.now();
@@ -182,14 +187,14 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     let connect = ConnectFigures {
         connected,
         all_connected_s: (connected == n)
-            .then(|| last_up.map(|t| (t - t0).as_secs_f64()))
+            .then(|| last_up.map(|t| t.saturating_sub(t0).as_secs_f64()))
             .flatten(),
         handshakes_per_s: last_up.map_or(0.0, |t| {
-            f64::from(connected) / (t - t0).as_secs_f64().max(1e-3)
+            f64::from(connected) / t.saturating_sub(t0).as_secs_f64().max(1e-3)
         }),
         moved_data: moving,
         all_moved_data_s: (moving == n)
-            .then(|| last_moving.map(|t| (t - t0).as_secs_f64()))
+            .then(|| last_moving.map(|t| t.saturating_sub(t0).as_secs_f64()))
             .flatten(),
         failed: failed.len() as u32,
         first_failure: failed.first().cloned(),
@@ -258,6 +263,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         v.reconnects_base = v.host.counters().reconnects;
         v.reconnected_at = None;
         v.lost_at = None;
+        v.watch_loss = true;
     }
     let killed = fleet.now();
     server.kill();
@@ -279,8 +285,14 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         .iter()
         .filter_map(|v| v.reconnected_at)
         .collect();
-    let first = back.iter().min().map(|t| (*t - killed).as_secs_f64());
-    let last = back.iter().max().map(|t| (*t - killed).as_secs_f64());
+    let first = back
+        .iter()
+        .min()
+        .map(|t| t.saturating_sub(killed).as_secs_f64());
+    let last = back
+        .iter()
+        .max()
+        .map(|t| t.saturating_sub(killed).as_secs_f64());
     let reconnected = back.len() as u32;
     // How long each vehicle took to notice, and then to handshake again.
     let mut noticed: Vec<f64> = fleet
@@ -291,11 +303,18 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     let mut handshake: Vec<f64> = fleet
         .vehicles
         .iter()
-        .filter_map(|v| Some((v.reconnected_at? - v.lost_at?).as_secs_f64()))
+        // A vehicle can lose its new session again after reconnecting: only a loss
+        // before the reconnection counts.
+        .filter_map(|v| {
+            let (back, lost) = (v.reconnected_at?, v.lost_at?);
+            (back >= lost).then(|| (back - lost).as_secs_f64())
+        })
         .collect();
     let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
     for t in &back {
-        *per_second.entry((*t - killed).as_secs()).or_default() += 1;
+        *per_second
+            .entry(t.saturating_sub(killed).as_secs())
+            .or_default() += 1;
     }
     let restart = RestartFigures {
         server_down_s,
@@ -323,6 +342,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     Ok(FleetReport {
         vehicles: n,
         channels_per_vehicle: CHANNELS,
+        sockets_per_vehicle: if cfg.one_socket { 1 } else { CHANNELS },
         keepalive_s: cfg.keepalive_s,
         loadavg_start,
         loadavg_end: loadavg(),

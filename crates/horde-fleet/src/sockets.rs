@@ -205,7 +205,7 @@ pub fn raise_fd_limit(needed: u64) -> Result<()> {
         }
         bail!(
             "the fleet needs {needed} open files but this process may open at most {} \
-             (raise `ulimit -n`, or run fewer vehicles)",
+             (raise `ulimit -n`, run fewer vehicles, or give each vehicle one socket)",
             lim.rlim_max
         )
     }

@@ -24,7 +24,8 @@ pub struct Vehicle {
     pub host: Host,
     /// The persistent connection's key in `host`.
     pub conn: u64,
-    pub socks: [Udp; CHANNELS],
+    /// One socket per channel, or one for all three (`VehiclePlan::one_socket`).
+    pub socks: Vec<Udp>,
     /// The deadline this vehicle has in the driver's heap, if any.
     pub deadline: Option<Duration>,
     /// When a telemetry ADU is due (telemetry mode).
@@ -44,7 +45,9 @@ pub struct Vehicle {
     /// count first rose above it, and `acked_at_reconnect` the acks then.
     pub reconnects_base: u64,
     pub reconnected_at: Option<Duration>,
-    /// When the vehicle's session ended after the server was killed.
+    /// Whether the end of the vehicle's session is being watched for (the server was
+    /// killed), and when it ended.
+    pub watch_loss: bool,
     pub lost_at: Option<Duration>,
     pub acked_at_reconnect: u64,
     /// Whether the vehicle is in the driver's list of vehicles to serve.
@@ -58,20 +61,19 @@ pub struct VehiclePlan {
     pub session: SessionConfig,
     pub seed: u64,
     pub unix_micros_at_start: u64,
+    /// All three channels send from one socket (one source address per vehicle).
+    pub one_socket: bool,
 }
 
 impl Vehicle {
     /// Vehicle `index` with key `keypair`: its sockets bound and its connection opened
     /// (the first initiation leaves at the vehicle's first timeout).
     pub fn new(index: u32, keypair: Keypair, plan: &VehiclePlan, now: Duration) -> Result<Self> {
-        let socks = [0, 1, 2].map(|c| Udp::bind(channel_ip(index, c)));
-        let [a, b, c] = socks;
-        let ctx = || format!("binding vehicle {index}'s sockets");
-        let socks = [
-            a.with_context(ctx)?,
-            b.with_context(ctx)?,
-            c.with_context(ctx)?,
-        ];
+        let sockets = if plan.one_socket { 1 } else { CHANNELS as u32 };
+        let socks = (0..sockets)
+            .map(|c| Udp::bind(channel_ip(index, c)))
+            .collect::<std::io::Result<Vec<_>>>()
+            .with_context(|| format!("binding vehicle {index}'s sockets"))?;
         let seed = plan.seed ^ (u64::from(index) << 20);
         let mut host = Host::new(HostSettings {
             keypair,
@@ -83,7 +85,7 @@ impl Vehicle {
                 ..EndpointConfig::default()
             },
             accepted_channel: Arc::new(|_| ChannelConfig::default()),
-            interfaces: CHANNELS,
+            interfaces: socks.len(),
             seed: seed.wrapping_add(1),
             unix_micros_at_start: plan.unix_micros_at_start,
         });
@@ -92,7 +94,7 @@ impl Vehicle {
             service: SERVICE,
             channels: (0..CHANNELS)
                 .map(|i| ChannelTarget {
-                    interface: i,
+                    interface: i.min(socks.len() - 1),
                     remote: plan.server_addr,
                     config: ChannelConfig::default(),
                 })
@@ -121,6 +123,7 @@ impl Vehicle {
             failed: None,
             reconnects_base: 0,
             reconnected_at: None,
+            watch_loss: false,
             lost_at: None,
             acked_at_reconnect: 0,
             dirty: false,
