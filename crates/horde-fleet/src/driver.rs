@@ -259,6 +259,12 @@ fn drain_events(v: &mut Vehicle, now: Duration) {
             HostEvent::Removed { key } if key == v.conn => {
                 v.failed.get_or_insert_with(|| "connection removed".into());
             }
+            // The first ADU given up (its session died with it in flight): it is sent
+            // again, or the vehicle would never show that it moves data.
+            HostEvent::Conn {
+                event: Event::Nack { .. },
+                ..
+            } if v.first_acked_at.is_none() => offer_one(v, now),
             HostEvent::Conn {
                 event: Event::Ack { .. },
                 ..
