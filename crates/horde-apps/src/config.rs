@@ -87,6 +87,11 @@ pub struct RecvConfig {
     /// sessions it accepts get indices that carry it (docs/load-balancing.md).
     #[serde(default)]
     pub server_id: Option<String>,
+    /// Settings of every session the receiver accepts (keepalive, idle timeout...): a
+    /// server of many quiet senders lengthens its keepalive so that idle sessions cost
+    /// little.
+    #[serde(default)]
+    pub session: SessionConfig,
     pub interfaces: Vec<RecvInterface>,
 }
 

@@ -92,6 +92,7 @@ impl Receiver {
                 .collect(),
         );
         host_cfg.allowed_peers = self.allowed.clone();
+        host_cfg.session = self.cfg.session.clone();
         host_cfg.handshakes.server_id =
             self.cfg.server_id.as_deref().map(str::parse).transpose()?;
         crate::send::bind(host_cfg).await

@@ -28,6 +28,10 @@ pub enum Command {
     /// encrypted sockets. Prints goodput as a fraction of the links' capacity, per-packet
     /// one-way delay (p50, p95) and declared against actual loss for each controller.
     Links(LinksArgs),
+    /// N simulated vehicles (three channels each, one process) against a real `horde recv
+    /// --server`: server memory and CPU per idle vehicle, fairness under load, and
+    /// reconnection after the server is killed and restarted. See docs/fleet.md.
+    Fleet(crate::fleet::FleetArgs),
 }
 
 #[derive(clap::Args)]
@@ -79,6 +83,7 @@ pub struct Row {
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Links(args) => links(args),
+        Command::Fleet(args) => crate::fleet::run(args),
     }
 }
 

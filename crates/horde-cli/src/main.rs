@@ -8,6 +8,7 @@ mod demo_setup;
 mod docgen;
 mod drops;
 mod emu;
+mod fleet;
 mod flow;
 mod flows;
 mod hint;

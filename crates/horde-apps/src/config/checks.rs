@@ -65,6 +65,7 @@ impl Validate for RecvConfig {
                 "key_file must name a key file (see `horde keygen`)",
             );
         }
+        session(c, &self.session);
         if self.allowed_keys.is_empty() {
             c.error(
                 "allowed_keys",
@@ -296,6 +297,14 @@ bind = "127.0.0.1:7000"
         let s = parse_checked::<SendConfig>(&send_toml(), "send.toml").unwrap();
         assert!(s.warnings.is_empty());
         parse_checked::<RecvConfig>(&recv_toml(), "recv.toml").unwrap();
+        // A server of many quiet senders sets its sessions' timers.
+        let timers = recv_toml().replace(
+            "[[interfaces]]",
+            "[session]\nkeepalive_ms = 25000\nidle_timeout_ms = 75000\n\n[[interfaces]]",
+        );
+        let r = parse_checked::<RecvConfig>(&timers, "recv.toml").unwrap();
+        assert_eq!(r.value.session.keepalive_ms, 25_000.0);
+        assert_eq!(r.value.session.idle_timeout_ms, 75_000.0);
     }
 
     /// One row per bad value: (edit of the good file, expected `file:line:col: ` and
@@ -432,6 +441,12 @@ bind = "127.0.0.1:7000"
                 "in_order_hold_ms = 100\nserver_id = \"7\"",
                 "recv.toml:5:13: ",
                 "ID/BYTES",
+            ),
+            (
+                "[[interfaces]]",
+                "[session]\nkeepalive_ms = -5\n\n[[interfaces]]",
+                "recv.toml:7:16: ",
+                "keepalive_ms",
             ),
         ];
         for (from, to, at, message) in recv {
