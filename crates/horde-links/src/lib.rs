@@ -44,7 +44,7 @@ mod trace_stats;
 pub mod wifi;
 
 pub use error::{CellularError, LinkError, TraceError};
-pub use horde_qdisc::{FlowKey, QdiscKind};
+pub use horde_qdisc::{FlowKey, QdiscError, QdiscKind};
 pub use limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 pub use rate_steps::RateStep;
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};

@@ -44,6 +44,53 @@ impl FlowKey {
         }
     }
 
+    /// The 5-tuple of an IPv4 or IPv6 packet, `None` if `packet` is not one. Ports are read
+    /// for TCP and UDP when the transport header is there (not in a later fragment; IPv6
+    /// extension headers are not walked, so such a packet is its host pair and next
+    /// header).
+    pub fn from_ip(packet: &[u8]) -> Option<FlowKey> {
+        let (src, dst, protocol, transport) = match packet.first()? >> 4 {
+            4 if packet.len() >= 20 => {
+                let ihl = usize::from(packet[0] & 0x0f) * 4;
+                let later_fragment = u16::from_be_bytes([packet[6], packet[7]]) & 0x1fff != 0;
+                let four = |at: usize| -> [u8; 4] { packet[at..at + 4].try_into().unwrap() };
+                (
+                    IpAddr::from(four(12)),
+                    IpAddr::from(four(16)),
+                    packet[9],
+                    (ihl >= 20 && !later_fragment).then_some(ihl),
+                )
+            }
+            6 if packet.len() >= 40 => {
+                let sixteen = |at: usize| -> [u8; 16] { packet[at..at + 16].try_into().unwrap() };
+                (
+                    IpAddr::from(sixteen(8)),
+                    IpAddr::from(sixteen(24)),
+                    packet[6],
+                    Some(40),
+                )
+            }
+            _ => return None,
+        };
+        let ports = transport
+            .filter(|_| protocol == PROTO_TCP || protocol == PROTO_UDP)
+            .and_then(|at| packet.get(at..at + 4))
+            .map(|p| {
+                (
+                    u16::from_be_bytes([p[0], p[1]]),
+                    u16::from_be_bytes([p[2], p[3]]),
+                )
+            });
+        let (src_port, dst_port) = ports.unwrap_or((0, 0));
+        Some(FlowKey {
+            src,
+            dst,
+            src_port,
+            dst_port,
+            protocol,
+        })
+    }
+
     /// The same flow with both ports cleared: a host pair and protocol.
     pub fn host_pair(&self) -> FlowKey {
         FlowKey {
@@ -76,6 +123,54 @@ impl<T> Packet<T> {
             len,
             arrival,
             payload,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(protocol: u8, fragment_offset: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 28];
+        p[0] = 0x45;
+        p[6..8].copy_from_slice(&fragment_offset.to_be_bytes());
+        p[9] = protocol;
+        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&443u16.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ip_packets_give_their_five_tuple() {
+        assert_eq!(
+            FlowKey::from_ip(&v4(PROTO_TCP, 0)),
+            Some(FlowKey::tcp([10, 0, 0, 1], 4000, [10, 0, 0, 2], 443))
+        );
+        // A later fragment and ICMP have no ports.
+        let frag = FlowKey::from_ip(&v4(PROTO_UDP, 3)).unwrap();
+        assert_eq!((frag.src_port, frag.dst_port), (0, 0));
+        assert_eq!(FlowKey::from_ip(&v4(1, 0)).unwrap().src_port, 0);
+        let mut six = vec![0u8; 48];
+        six[0] = 0x60;
+        six[6] = PROTO_UDP;
+        six[23] = 1;
+        six[39] = 2;
+        six[40..42].copy_from_slice(&53u16.to_be_bytes());
+        let k = FlowKey::from_ip(&six).unwrap();
+        assert_eq!(
+            (k.src, k.src_port, k.protocol),
+            ("::1".parse().unwrap(), 53, PROTO_UDP)
+        );
+        for not_ip in [
+            &[][..],
+            &[0x45; 10][..],
+            &[0x30; 40][..],
+            &[3u8, 1, 2, 3][..],
+        ] {
+            assert_eq!(FlowKey::from_ip(not_ip), None);
         }
     }
 }

@@ -17,10 +17,10 @@ pub fn link_text(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<Stri
 }
 
 fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
-    if let Some(kind) = spec.qdisc.filter(|k| *k != QdiscKind::Fifo) {
-        bail!("qdisc = \"{kind}\": horde shell emulates FIFO links only");
-    }
     let mut keys = Vec::new();
+    if let Some(kind) = spec.qdisc.filter(|k| *k != QdiscKind::Fifo) {
+        keys.push(format!("qdisc={kind}"));
+    }
     match &spec.rate {
         None | Some(RateSpec::Unlimited {}) => {}
         Some(RateSpec::Constant { kbps }) => keys.push(format!("rate={kbps}kbit")),
@@ -151,16 +151,17 @@ mod tests {
             ..LinkSpec::default()
         };
         assert!(link_text(&burst, &burst, &traces).is_err());
-        // The shell has no queue disciplines but FIFO.
+        // A queue discipline goes through, and reads back as the same link.
         let chap = LinkSpec {
+            rate: Some(RateSpec::Constant { kbps: 20000.0 }),
             qdisc: Some(QdiscKind::Chap),
             ..LinkSpec::default()
         };
-        let err = link_text(&LinkSpec::default(), &chap, &traces).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "qdisc = \"chap\": horde shell emulates FIFO links only"
-        );
+        let text = link_text(&LinkSpec::default(), &chap, &traces).unwrap();
+        assert!(text.contains("down=qdisc=chap,rate=20000kbit"), "{text}");
+        let back = crate::link_arg::LinkArg::parse(&text).unwrap();
+        assert_eq!(back.down.qdisc, Some(QdiscKind::Chap));
+        assert_eq!(back.up.qdisc, None);
         let fifo = LinkSpec {
             qdisc: Some(QdiscKind::Fifo),
             ..LinkSpec::default()
