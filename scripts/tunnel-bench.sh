@@ -7,6 +7,7 @@
 #
 #   sudo sh scripts/tunnel-bench.sh             # after: cargo build --release -p horde-cli
 #   RUNS=5 BYTES=500000000 sudo sh scripts/tunnel-bench.sh
+#   QDISC=chap sudo sh scripts/tunnel-bench.sh  # the client's ingress queue (docs/tunnel.md)
 #
 # Both tunnels carry the same inner MTU (1380). Everything lives in the namespaces
 # hbench-a (client) and hbench-b (server), deleted at the end.
@@ -14,6 +15,7 @@ set -eu
 HORDE=${HORDE:-./target/release/horde}
 RUNS=${RUNS:-3}
 BYTES=${BYTES:-200000000}
+QDISC=${QDISC:-fifo}
 MTU=1380
 if [ "$(id -u)" != 0 ]; then
     echo "tunnel-bench: skipped: needs root (network namespaces, TUN devices)"
@@ -85,7 +87,7 @@ key = "$BUS_PUB"
 addresses = ["10.77.0.2/32"]
 TOML
 {
-    printf 'key_file = "client.key"\npeer_key = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\n' "$SRV_PUB"
+    printf 'key_file = "client.key"\npeer_key = "%s"\nqdisc = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\n' "$SRV_PUB" "$QDISC"
     for i in 1 2 3 4; do
         printf '[[channels]]\nbind = "192.168.8%s.2:0"\nremote = "192.168.8%s.1:7700"\nmtu = %s\n' $i $i $MTU
     done
@@ -98,7 +100,7 @@ ip netns exec $B "$HORDE" flow server --tcp-only --listen 10.77.0.1:5201 > /dev/
 sleep 0.3
 : > "$DIR/horde.txt"
 for _ in $(seq "$RUNS"); do measure horde0 10.77.0.1:5201 >> "$DIR/horde.txt"; done
-report "horde tunnel (4 paths, encrypted)" "$DIR/horde.txt"
+report "horde tunnel (4 paths, encrypted, ingress $QDISC)" "$DIR/horde.txt"
 
 # --- WireGuard (user space) over veth pair 1 ------------------------------------------
 if ! command -v wireguard-go > /dev/null || ! command -v wg > /dev/null; then
