@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, text};
+use common::{keygen, text};
 
 /// The exit status of a run whose receiver left with ADUs abandoned.
 const PEER_LEFT: i32 = 4;
@@ -65,11 +65,7 @@ fn setup(tag: &str, duration_s: u32, channels: usize, extra: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-books-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (receiver, sender) = (key("r.key"), key("s.key"));
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()

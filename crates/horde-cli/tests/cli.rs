@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde_in_repo as horde, repo, text};
+use common::{horde_in_repo as horde, keygen, repo, text};
 
 #[test]
 fn sim_json_is_byte_identical_for_the_same_seed() {
@@ -372,11 +372,7 @@ fn tunnel_and_shell_each_have_their_own_description() {
 fn peer_configs(tag: &str, duration_s: u32, streams: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-cli-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (sender_pub, receiver_pub) = (key("s.key"), key("r.key"));
     // A free port for the receiver.
     let port = std::net::UdpSocket::bind("127.0.0.1:0")

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, text};
+use common::keygen;
 
 /// How long the sender runs.
 const RUN_S: u64 = 30;
@@ -51,11 +51,7 @@ fn send_and_recv_memory_stays_flat_as_adus_pass() {
     let dir = std::env::temp_dir().join(format!("horde-memory-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (receiver, sender) = (key("r.key"), key("s.key"));
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()

@@ -7,17 +7,13 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, text};
+use common::{keygen, text};
 
 #[test]
 fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
     let dir = std::env::temp_dir().join(format!("horde-cli-drops-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (allowed_pub, stranger_pub, receiver_pub) = (key("a.key"), key("x.key"), key("r.key"));
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
