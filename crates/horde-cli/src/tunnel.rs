@@ -11,7 +11,7 @@ use anyhow::Result;
 use horde_crypto::PublicKey;
 use horde_net::{ConnectionHandle, Host, HostStats, NetError};
 use horde_tunnel::config::{self, ClientConfig, ServerConfig};
-use horde_tunnel::{server, Observer, Outcome, Run, Snapshot, Until, Up};
+use horde_tunnel::{server, Observer, Outcome, Reload, Run, Snapshot, Until, Up};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -104,7 +104,10 @@ fn client(args: &RunArgs) -> Result<Report> {
         .as_deref()
         .map(horde_apps::hose::scheduler)
         .transpose()?;
-    let until = until(args)?;
+    let path = args.config.clone();
+    let until = until(args, move || {
+        Ok(Reload::Channels(load_file::<ClientConfig>(&path)?.channels))
+    })?;
     let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key)?;
     let run = Run {
         keypair,
@@ -121,24 +124,18 @@ fn server(args: &RunArgs) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
-    let clients = cfg
-        .clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            Ok(server::Client {
-                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
-                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
-                prefixes: c.prefixes(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let clients = clients_of(&cfg)?;
     let scheduler = cfg
         .scheduler
         .as_deref()
         .map(horde_apps::hose::scheduler)
         .transpose()?;
-    let until = until(args)?;
+    let path = args.config.clone();
+    let until = until(args, move || {
+        Ok(Reload::Clients(clients_of(&load_file::<ServerConfig>(
+            &path,
+        )?)?))
+    })?;
     let observer = Front::new(args, "tunnel server", our_key, "")?;
     let run = Run {
         keypair,
@@ -150,13 +147,32 @@ fn server(args: &RunArgs) -> Result<Report> {
     Ok(Report::new("server", outcome))
 }
 
-/// The run ends on Ctrl-C or after `--duration`.
-fn until(args: &RunArgs) -> Result<Until> {
+/// The clients a server's file lists, with their keys decoded.
+fn clients_of(cfg: &ServerConfig) -> Result<Vec<server::Client>> {
+    cfg.clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(server::Client {
+                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
+                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
+                prefixes: c.prefixes(),
+            })
+        })
+        .collect()
+}
+
+/// The run ends on Ctrl-C or after `--duration`; SIGHUP re-reads the file with `reread`.
+fn until(args: &RunArgs, mut reread: impl FnMut() -> Result<Reload> + 'static) -> Result<Until> {
     let duration = args.duration.map(crate::emu::seconds).transpose()?;
     let sigint = crate::sigint::install()?;
+    horde_emu::sys::catch_reload_signal().map_err(|e| anyhow::anyhow!("sigaction: {e}"))?;
     Ok(Until {
         deadline: duration.map(|d| Instant::now() + d),
         interrupted: Box::new(move || sigint.interrupted()),
+        reload: Box::new(move || {
+            horde_emu::sys::take_reload_request().then(|| reread().map_err(|e| format!("{e:#}")))
+        }),
     })
 }
 

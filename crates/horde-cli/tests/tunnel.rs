@@ -1339,3 +1339,180 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
         text(&again.stdout)
     );
 }
+
+/// Wait until the log file `log` has a line containing `want` (panics after 15 s,
+/// showing the log).
+fn log_line(log: &Path, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let all = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = all.lines().find(|l| l.contains(want)) {
+            return line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line with {want:?} in {}:\n{all}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn hangup(child: &Child) {
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
+}
+
+/// Whether `ping` from `ns` gets an answer from `to` (a few tries, one second each).
+fn pings(ns: &Netns, to: &str) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ping", "-c", "1", "-W", "1", to])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+        || Command::new("ip")
+            .args(["netns", "exec", &ns.0, "ping", "-c", "3", "-W", "1", to])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_reload_takes_a_new_client_and_a_new_channel_and_running_sessions_go_on() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("reload");
+    let srv_pub = keygen(&dir, "server.key");
+    let one = keygen(&dir, "client.key");
+    let two = keygen(&dir, "two.key");
+    let bus_2 =
+        format!("[[clients]]\nname = \"bus-2\"\nkey = \"{two}\"\naddresses = [\"10.77.0.3/32\"]\n");
+    std::fs::write(dir.join("server.toml"), server_toml(&one)).unwrap();
+    // bus-1 starts with its first link only; its second is in the file it reloads.
+    let one_toml = veth_client_toml(&srv_pub, r#"["10.77.0.2/24"]"#, "");
+    let (first_link, _) = one_toml.split_at(one_toml.rfind("[[channels]]").unwrap());
+    std::fs::write(dir.join("client.toml"), first_link).unwrap();
+    std::fs::write(
+        dir.join("two.toml"),
+        format!(
+            "key_file = \"two.key\"\npeer_key = \"{srv_pub}\"\n[tun]\nname = \"hdt0\"\naddresses = [\"10.77.0.3/24\"]\n[[channels]]\nbind = \"192.168.73.2:0\"\nremote = \"192.168.73.1:7700\"\n"
+        ),
+    )
+    .unwrap();
+    let (bus, other, srv) = (Netns::new("rbus"), Netns::new("rtwo"), Netns::new("rsrv"));
+    veth_pair_of_links(&bus, &srv);
+    veth(&other, "hdtc3", &srv, 3);
+    let (srv_status, bus_status) = (dir.join("server.status"), dir.join("client.status"));
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let mut client = start_with_status(&bus, &dir, "client", &bus_status);
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(1)
+    });
+    assert!(pings(&bus, "10.77.0.1"), "bus-1 cannot reach the server");
+
+    // bus-2 is not in the server's file yet: its handshakes are refused.
+    let two_log = dir.join("two.err");
+    let mut second = other
+        .horde(&["tunnel", "client", dir.join("two.toml").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&two_log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = status_when(&srv_status, |_| true);
+    assert_eq!(before["peers"].as_array().unwrap().len(), 1, "{before}");
+
+    // A file that does not parse changes nothing.
+    let server_log = dir.join("server.err");
+    std::fs::write(dir.join("server.toml"), "[[clients]\n").unwrap();
+    hangup(&server);
+    log_line(&server_log, "reload refused, nothing changed");
+    assert!(pings(&bus, "10.77.0.1"), "a refused reload broke bus-1");
+
+    // The server takes bus-2 on a reload; bus-2's next handshake gets through.
+    std::fs::write(
+        dir.join("server.toml"),
+        format!("{}{bus_2}", server_toml(&one)),
+    )
+    .unwrap();
+    hangup(&server);
+    let line = log_line(&server_log, "reloaded: clients");
+    assert!(
+        line.contains("added: bus-2; removed: none; changed: none"),
+        "{line}"
+    );
+    log_line(&server_log, "client bus-2 connected");
+    assert!(pings(&other, "10.77.0.1"), "bus-2 cannot reach the server");
+
+    // bus-1 takes its second link on a reload; the server sees both channels and data
+    // goes over the new one.
+    std::fs::write(dir.join("client.toml"), &one_toml).unwrap();
+    hangup(&client);
+    let bus_log = dir.join("client.err");
+    let line = log_line(&bus_log, "reloaded: channels");
+    assert!(line.contains("added: ch1; removed: none"), "{line}");
+    status_when(&srv_status, |v| {
+        v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "bus-1" && p["channels"].as_array().map(Vec::len) == Some(2))
+    });
+    let mut sink = srv
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.77.0.1:5201",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    transfer(&bus, "10.77.0.1:5201", 2_000_000);
+    assert!(sink.wait().unwrap().success());
+    // (The status file is rewritten every second.)
+    status_when(&bus_status, |v| {
+        v["peers"][0]["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ch| {
+                ch["endpoint"] == "192.168.72.1:7700" && ch["bytes_sent"].as_u64() > Some(100_000)
+            })
+    });
+
+    // Taken off the file, bus-2 is cut off; bus-1 goes on.
+    std::fs::write(dir.join("server.toml"), server_toml(&one)).unwrap();
+    hangup(&server);
+    let line = log_line(&server_log, "removed: bus-2");
+    assert!(line.contains("added: none"), "{line}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !pings(&other, "10.77.0.1"),
+        "bus-2 still reaches the server"
+    );
+    assert!(pings(&bus, "10.77.0.1"), "bus-1 lost its tunnel");
+
+    // bus-1's one session carried it through all of this.
+    let bus_text = std::fs::read_to_string(&bus_log).unwrap();
+    assert!(!bus_text.contains("reconnecting"), "{bus_text}");
+    let srv_text = std::fs::read_to_string(&server_log).unwrap();
+    assert_eq!(
+        srv_text.matches("client bus-1 connected").count(),
+        1,
+        "{srv_text}"
+    );
+    for child in [&mut second, &mut client, &mut server] {
+        interrupt(child);
+        let _ = child.wait();
+    }
+}

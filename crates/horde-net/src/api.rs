@@ -110,6 +110,19 @@ impl Host {
         let _ = self.cmd.send(Command::RemoveInterface(index));
     }
 
+    /// Let `peer` connect from now on, as if it had been in
+    /// [`HostConfig::allowed_peers`] from the start (a server taking a new client on a
+    /// reload).
+    pub fn allow_peer(&self, peer: PublicKey) {
+        let _ = self.cmd.send(Command::AllowPeer(peer, true));
+    }
+
+    /// Refuse `peer`'s handshakes from now on. Its established sessions go on; close
+    /// them through their handles.
+    pub fn revoke_peer(&self, peer: PublicKey) {
+        let _ = self.cmd.send(Command::AllowPeer(peer, false));
+    }
+
     /// Host-wide counters (datagrams, drops, interfaces coming and going, sessions).
     pub async fn stats(&self) -> Result<HostStats, NetError> {
         self.stats_handle().get().await

@@ -193,6 +193,9 @@ struct Intake {
     sockets: Mutex<Vec<(usize, Arc<UdpSocket>)>>,
     /// Set when `sockets` changed; the worker takes a fresh copy.
     changed: AtomicBool,
+    /// Keys to allow (`true`) or no longer allow (`false`), in the order asked; the
+    /// worker applies them before it answers anything else.
+    allow_list: Mutex<Vec<(PublicKey, bool)>>,
     /// An eventfd that wakes the worker from `poll`.
     wake: OwnedFd,
     /// Drops decided on the worker by the gate, per reason.
@@ -212,6 +215,7 @@ impl Intake {
         Ok(Self {
             sockets: Mutex::new(Vec::new()),
             changed: AtomicBool::new(false),
+            allow_list: Mutex::new(Vec::new()),
             // SAFETY: `fd` is open and nobody else owns it.
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             drops: Mutex::new(DropCounters::new()),
@@ -313,6 +317,17 @@ impl Handshakes {
             }
         }
         self.intake.changed.store(true, Ordering::Release);
+        self.intake.wake();
+    }
+
+    /// Allow `peer` to connect from now on (`allowed`), or no longer. Sessions already
+    /// established with a key taken off the list are the caller's to close.
+    pub(crate) fn set_allowed(&mut self, peer: PublicKey, allowed: bool) {
+        self.intake
+            .allow_list
+            .lock()
+            .expect("intake lock")
+            .push((peer, allowed));
         self.intake.wake();
     }
 
@@ -543,6 +558,14 @@ impl Worker {
         sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)],
         bufs: &mut [u8],
     ) -> Pass {
+        let changes = std::mem::take(&mut *self.intake.allow_list.lock().expect("intake lock"));
+        for (peer, allowed) in changes {
+            if allowed {
+                self.responder.allow(peer);
+            } else {
+                self.responder.revoke(&peer);
+            }
+        }
         loop {
             match self.jobs.try_recv() {
                 Ok(job) => {

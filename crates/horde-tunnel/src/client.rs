@@ -16,7 +16,8 @@ use crate::config::{ingress_qdisc, ClientChannel, ClientConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
 use crate::ingress::Ingress;
-use crate::{forward, Outcome, Run, Up, STREAM};
+use crate::live_channels::LiveChannels;
+use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
 /// A vehicle keeps trying to reach its server: a year is "forever" without the
 /// overflow of an unbounded deadline.
@@ -28,7 +29,7 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     let Run {
         keypair,
         scheduler,
-        until,
+        mut until,
         observer,
     } = run;
     let mtu = cfg.tunnel_mtu();
@@ -67,7 +68,9 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
         local_addrs: host.local_addrs(),
     });
     let counters = Arc::new(Counters::default());
+    let mut channels = LiveChannels::new(&cfg.channels, cfg.acks);
     let (handle, mut events) = conn.split();
+    let reload_handle = handle.clone();
     let ingress = match ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)? {
         Some(kind) => Some(Ingress::new(kind, cfg.stream.max_queue_bytes as u64)?),
         None => None,
@@ -128,7 +131,18 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
             }
         }
     });
-    let end = until.wait(|| writer.is_finished()).await;
+    let end = loop {
+        match until.next(|| writer.is_finished(), &*observer).await {
+            Next::End(why) => break why,
+            Next::Reload(Reload::Channels(wanted)) => {
+                let line = channels.apply(&host, &reload_handle, wanted).await;
+                observer.notice(&line);
+            }
+            Next::Reload(Reload::Clients(_)) => {
+                observer.notice("reload refused: a client's file has no [[clients]]");
+            }
+        }
+    };
     reader.abort();
     writer.abort();
     if let Some(pump) = pump {

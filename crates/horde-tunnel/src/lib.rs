@@ -20,9 +20,11 @@ pub mod device;
 pub mod forward;
 pub mod ingress;
 pub mod ip;
+mod live_channels;
 pub mod mss;
 pub mod prefix;
 pub mod rekey;
+mod roster;
 pub mod server;
 
 use std::fmt;
@@ -30,6 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use config::ClientChannel;
 use horde_crypto::{Keypair, PublicKey};
 use horde_net::{ConnectionHandle, Host, HostStats, NetError, SchedulerFactory};
 use tokio::time::Instant;
@@ -96,24 +99,51 @@ impl fmt::Display for Up<'_> {
 }
 
 /// When a run ends: at the deadline, when `interrupted` says so, or when its
-/// connections do.
+/// connections do; and when it reloads its file.
 pub struct Until {
     pub deadline: Option<Instant>,
     pub interrupted: Box<dyn Fn() -> bool>,
+    /// Polled with the others: `Some` once a reload was asked for (SIGHUP), with what
+    /// the file says now or why it could not be read.
+    pub reload: Box<dyn FnMut() -> Option<Result<Reload, String>>>,
+}
+
+/// What a reload re-read from the tunnel's file: the part a running tunnel takes without
+/// dropping its sessions (docs/tunnel.md, "Reload").
+pub enum Reload {
+    /// A client's `[[channels]]`.
+    Channels(Vec<ClientChannel>),
+    /// A server's `[[clients]]`.
+    Clients(Vec<server::Client>),
+}
+
+/// What [`Until::next`] returns.
+enum Next {
+    /// The run ends, for this reason.
+    End(&'static str),
+    /// Apply this, then wait again.
+    Reload(Reload),
 }
 
 impl Until {
-    /// Wait for an interruption, the deadline, or `done()`; returns why it stopped.
-    async fn wait(&self, done: impl Fn() -> bool) -> &'static str {
+    /// Wait for an interruption, the deadline, `done()`, or a reload.
+    async fn next(&mut self, done: impl Fn() -> bool, observer: &dyn Observer) -> Next {
         loop {
             if (self.interrupted)() {
-                return "interrupted";
+                return Next::End("interrupted");
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                return "duration reached";
+                return Next::End("duration reached");
             }
             if done() {
-                return "session closed";
+                return Next::End("session closed");
+            }
+            match (self.reload)() {
+                Some(Ok(reload)) => return Next::Reload(reload),
+                Some(Err(e)) => {
+                    observer.notice(&format!("reload refused, nothing changed: {e}"));
+                }
+                None => {}
             }
             tokio::time::sleep(POLL).await;
         }

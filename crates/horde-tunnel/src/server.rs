@@ -2,28 +2,24 @@
 //! authenticated by its key (only the keys in the file may connect) and owns the tunnel
 //! prefixes of its entry: packets from the TUN device go to the client whose prefix
 //! holds the destination (longest match), and a client's packets are written to the
-//! TUN device only if their source is one of its prefixes.
+//! TUN device only if their source is one of its prefixes. A reload takes new clients
+//! and drops removed ones without touching the others' sessions (`roster`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
-use crate::{Prefix, PrefixTable};
+use crate::Prefix;
 use anyhow::Result;
 use bytes::Bytes;
 use horde_crypto::PublicKey;
-use horde_net::{ConnectionHandle, Host, HostConfig, InterfaceConfig};
+use horde_net::{Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event};
-use tokio::task::AbortHandle;
 
 use crate::config::{ingress_qdisc, ServerConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::ingress::Ingress;
-use crate::{forward, Outcome, Run, Up, STREAM};
-
-/// One client's live session, if any: a generation number (so that a session that
-/// ended does not remove its successor) and the handle to send on.
-type Slot = Option<(u64, ConnectionHandle)>;
+use crate::roster::Roster;
+use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
 /// A client the server serves: only these keys may connect.
 pub struct Client {
@@ -39,7 +35,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     let Run {
         keypair,
         scheduler,
-        until,
+        mut until,
         observer,
     } = run;
     let mtu = cfg.tunnel_mtu();
@@ -97,32 +93,14 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     });
     observer.started(&host);
     let counters = Arc::new(Counters::default());
-    let mut table = PrefixTable::default();
-    for (i, c) in clients.iter().enumerate() {
-        for p in &c.prefixes {
-            table.insert(*p, i);
-        }
-    }
-    let slots: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(vec![None; clients.len()]));
-    // Per client: its ingress queue, and the pump that feeds its current session.
-    let ingresses = match ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)? {
-        Some(kind) => clients
-            .iter()
-            .map(|_| Ingress::new(kind, cfg.stream.max_queue_bytes as u64))
-            .collect::<Result<Vec<_>, _>>()?,
-        None => Vec::new(),
-    };
-    let ingresses = Arc::new(ingresses);
-    let pumps: Arc<Mutex<Vec<Option<AbortHandle>>>> =
-        Arc::new(Mutex::new(vec![None; clients.len()]));
-    let clients = Arc::new(clients);
+    let qdisc = ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)?;
+    let roster = Arc::new(RwLock::new(Roster::new(
+        clients,
+        qdisc,
+        cfg.stream.max_queue_bytes as u64,
+    )?));
 
-    let (t, c, s, q) = (
-        tun.clone(),
-        counters.clone(),
-        slots.clone(),
-        ingresses.clone(),
-    );
+    let (t, c, r) = (tun.clone(), counters.clone(), roster.clone());
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
         let mut buf = vec![0u8; 65_536];
@@ -137,17 +115,13 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
                 continue;
             };
-            let Some(&i) = table.lookup(header.dst) else {
-                Counters::count(&c.tun_no_route);
-                continue;
-            };
-            let Some((_, handle)) = s.lock().expect("slots lock")[i].clone() else {
+            let Some((handle, ingress)) = r.read().expect("roster lock").route(header.dst) else {
                 Counters::count(&c.tun_no_route);
                 continue;
             };
             c.entered_tunnel(n);
             let payload = Bytes::copy_from_slice(&buf[..n]);
-            match q.get(i) {
+            match ingress {
                 Some(ingress) => ingress.push(&header, payload, &c),
                 None => {
                     let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
@@ -158,21 +132,17 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
 
     let mut listener = host.listen(cfg.service);
     let stream_cfg = cfg.stream.clone();
-    let (t, c, s, cl, o, q, p) = (
+    let (t, c, r, o) = (
         tun.clone(),
         counters.clone(),
-        slots.clone(),
-        clients.clone(),
+        roster.clone(),
         observer.clone(),
-        ingresses.clone(),
-        pumps.clone(),
     );
     let acceptor = tokio::spawn(async move {
-        let mut generation = 0u64;
         while let Some(conn) = listener.accept().await {
             let Some(i) = conn
                 .peer()
-                .and_then(|k| cl.iter().position(|c| &c.key == k))
+                .and_then(|k| r.read().expect("roster lock").find(k))
             else {
                 let _ = conn.close();
                 continue;
@@ -181,20 +151,19 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                 tracing::warn!(error = %e, "cannot open the tunnel stream");
                 continue;
             }
-            generation += 1;
-            let me = generation;
             let (handle, mut events) = conn.split();
-            o.track(Some(&cl[i].name), &cl[i].key, &handle);
-            if let Some(ingress) = q.get(i) {
-                let pump = tokio::spawn(ingress.clone().pump(handle.clone(), c.clone()));
-                let old = p.lock().expect("pumps lock")[i].replace(pump.abort_handle());
-                if let Some(old) = old {
-                    old.abort();
-                }
-            }
-            s.lock().expect("slots lock")[i] = Some((me, handle));
-            o.notice(&format!("client {} connected", cl[i].name));
-            let (t, c, s, cl, o) = (t.clone(), c.clone(), s.clone(), cl.clone(), o.clone());
+            let (name, generation) = {
+                let mut roster = r.write().expect("roster lock");
+                let generation = roster.attach(i, handle.clone(), &c);
+                (roster.clients[i].client.name.clone(), generation)
+            };
+            o.track(
+                Some(&name),
+                &r.read().expect("roster lock").clients[i].client.key,
+                &handle,
+            );
+            o.notice(&format!("client {name} connected"));
+            let (t, c, r, o) = (t.clone(), c.clone(), r.clone(), o.clone());
             tokio::spawn(async move {
                 while let Some(e) = events.recv().await {
                     match e {
@@ -202,38 +171,42 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                             stream: STREAM,
                             payload,
                             ..
-                        } => forward::inbound(&t, &payload, mtu, Some(&cl[i].prefixes), &c),
+                        } => {
+                            let roster = r.read().expect("roster lock");
+                            let prefixes = &roster.clients[i].client.prefixes;
+                            forward::inbound(&t, &payload, mtu, Some(prefixes), &c);
+                        }
                         Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
                         Event::Closed { reason } => {
-                            o.notice(&format!("client {}: {}", cl[i].name, reason.as_str()));
+                            o.notice(&format!("client {name}: {}", reason.as_str()));
                             break;
                         }
                         _ => {}
                     }
                 }
-                let mut slots = s.lock().expect("slots lock");
-                if slots[i].as_ref().is_some_and(|(g, _)| *g == me) {
-                    slots[i] = None;
-                }
+                r.write().expect("roster lock").detach(i, generation);
             });
         }
     });
-    let end = until.wait(|| acceptor.is_finished()).await;
+    let end = loop {
+        match until.next(|| acceptor.is_finished(), &*observer).await {
+            Next::End(why) => break why,
+            Next::Reload(Reload::Clients(wanted)) => {
+                let line = roster.write().expect("roster lock").reload(wanted, &host)?;
+                observer.notice(&line);
+            }
+            Next::Reload(Reload::Channels(_)) => {
+                observer.notice("reload refused: a server's file has no [[channels]]");
+            }
+        }
+    };
     reader.abort();
     acceptor.abort();
-    for pump in pumps.lock().expect("pumps lock").iter().flatten() {
-        pump.abort();
-    }
+    roster.write().expect("roster lock").stop_pumps();
     observer.ending();
     let host_stats = host.stats().await?;
     host.shutdown().await;
-    let clients = slots
-        .lock()
-        .expect("slots lock")
-        .iter()
-        .zip(clients.iter())
-        .map(|(s, c)| (c.name.clone(), s.is_some()))
-        .collect();
+    let clients = roster.read().expect("roster lock").connected();
     Ok(Outcome {
         end,
         mtu,

@@ -30,6 +30,7 @@ impl Driver {
                 let _ = reply.send(r);
             }
             Command::RemoveInterface(i) => self.remove_interface(i, now),
+            Command::AllowPeer(peer, allowed) => self.handshakes.set_allowed(peer, allowed),
             Command::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }
