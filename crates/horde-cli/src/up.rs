@@ -162,7 +162,9 @@ fn undo_recorded(path: &Path) -> Result<bool> {
 fn plan(role: &Role) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
     Ok(match role {
         Role::Client(c) => {
-            let links = deploy::client_links(c, gateway);
+            let links = deploy::client_links(c, gateway, |dev| {
+                Path::new("/sys/class/net").join(dev).exists()
+            });
             (deploy::client_plan(&c.up, &links), links, c.up.clone())
         }
         Role::Server(s) => {
@@ -192,7 +194,9 @@ fn keep_routes(up: UpConfig, links: Vec<LinkRoute>, stop: Arc<AtomicBool>) {
                 "table".into(),
                 table,
             ]);
-            if shown.is_ok_and(|s| s.trim().is_empty()) {
+            // A table that never had a route (its device was not there at the start)
+            // does not exist: `ip` fails on it.
+            if shown.is_err() || shown.is_ok_and(|s| s.trim().is_empty()) {
                 let now = LinkRoute {
                     gateway: gateway(&link.device, link.v6).or(link.gateway),
                     ..link.clone()

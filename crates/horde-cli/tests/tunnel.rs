@@ -1379,6 +1379,36 @@ fn pings(ns: &Netns, to: &str) -> bool {
             .is_ok_and(|s| s.success())
 }
 
+/// A 2 MB transfer from `bus` to a flow server on the tunnel server's address in
+/// `srv`; then, in the client's status file, the channel `which` picks must have sent
+/// more than 100 kB (the file is rewritten every second).
+fn carries(bus: &Netns, srv: &Netns, status: &Path, which: impl Fn(&serde_json::Value) -> bool) {
+    let mut sink = srv
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.77.0.1:5201",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    transfer(bus, "10.77.0.1:5201", 2_000_000);
+    assert!(sink.wait().unwrap().success());
+    status_when(status, |v| {
+        v["peers"][0]["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ch| which(ch) && ch["bytes_sent"].as_u64() > Some(100_000))
+    });
+}
+
 #[test]
 fn a_reload_takes_a_new_client_and_a_new_channel_and_running_sessions_go_on() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -1462,32 +1492,9 @@ fn a_reload_takes_a_new_client_and_a_new_channel_and_running_sessions_go_on() {
             .iter()
             .any(|p| p["name"] == "bus-1" && p["channels"].as_array().map(Vec::len) == Some(2))
     });
-    let mut sink = srv
-        .horde(&[
-            "flow",
-            "server",
-            "--tcp-only",
-            "--listen",
-            "10.77.0.1:5201",
-            "--count",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    transfer(&bus, "10.77.0.1:5201", 2_000_000);
-    assert!(sink.wait().unwrap().success());
-    // (The status file is rewritten every second.)
-    status_when(&bus_status, |v| {
-        v["peers"][0]["channels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|ch| {
-                ch["endpoint"] == "192.168.72.1:7700" && ch["bytes_sent"].as_u64() > Some(100_000)
-            })
+    // A 2 MB transfer sends more than 100 kB over the new link.
+    carries(&bus, &srv, &bus_status, |ch| {
+        ch["endpoint"] == "192.168.72.1:7700"
     });
 
     // Taken off the file, bus-2 is cut off; bus-1 goes on.
@@ -1515,4 +1522,81 @@ fn a_reload_takes_a_new_client_and_a_new_channel_and_running_sessions_go_on() {
         interrupt(child);
         let _ = child.wait();
     }
+}
+
+#[test]
+fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (dir, srv_pub, _) = server_and_client_keys("late", "");
+    // Both channels send to the server's first address; the second modem, hdtb2, does
+    // not exist yet, and once it does it reaches that address only through its gateway.
+    std::fs::write(dir.join("client.toml"), up_client_toml(&srv_pub)).unwrap();
+    let (bus, srv) = (Netns::new("lbus"), Netns::new("lsrv"));
+    veth(&bus, "hdtb1", &srv, 1);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.71.1",
+        "dev",
+        "hdtb1",
+    ]);
+    let srv_status = dir.join("server.status");
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let status = dir.join("client.status");
+    let client = start_up(
+        &bus,
+        &dir,
+        "client.toml",
+        &["--json", "--status", status.to_str().unwrap()],
+    );
+    let log = dir.join("client.toml.err");
+    log_line(&log, "hdtb2 (table 7701) once it appears");
+    log_line(
+        &log,
+        "no network interface named \"hdtb2\" on this host yet",
+    );
+    // (`ip rule` shows a rule for a device not there yet as "oif hdtb2 [detached]".)
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.contains("oif hdtb2") && l.contains("lookup 7701")),
+        "{rules}"
+    );
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(1)
+    });
+    assert!(pings(&bus, "10.77.0.1"), "no tunnel over the first modem");
+
+    // The second modem enumerates and gets its address and gateway: its table gets its
+    // route, its channel comes up, and it carries data.
+    veth(&bus, "hdtb2", &srv, 2);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.72.1",
+        "dev",
+        "hdtb2",
+        "metric",
+        "200",
+    ]);
+    log_line(&log, "hdtb2 is back; its route is restored");
+    assert!(shown(&bus, &["ip", "route", "show", "table", "7701"]).contains("via 192.168.72.1"));
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(2)
+    });
+    carries(&bus, &srv, &status, |ch| ch["interface"] == 1);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("reconnecting"), "{text}");
+    stop(client);
+    assert!(!shown(&bus, &["ip", "rule"]).contains("lookup 7701"));
+    interrupt(&server);
+    assert!(server.wait().unwrap().success());
 }

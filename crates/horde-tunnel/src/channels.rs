@@ -136,12 +136,20 @@ pub fn datagram_overhead(remote: &SocketAddr) -> u32 {
 
 /// A network device named in a file must exist on this host.
 pub fn device(c: &mut Checks, at: &str, dev: &str) {
-    let known =
-        !dev.is_empty() && !dev.contains('/') && Path::new("/sys/class/net").join(dev).exists();
-    if !known {
-        c.error(
+    // Linux names: 1 to 15 bytes (IFNAMSIZ less its NUL), no '/', no whitespace.
+    let valid = (1..=15).contains(&dev.len())
+        && !dev.contains('/')
+        && !dev.chars().any(char::is_whitespace)
+        && dev != "."
+        && dev != "..";
+    if !valid {
+        c.error(at, format!("\"{dev}\" is not a network interface name"));
+    } else if !Path::new("/sys/class/net").join(dev).exists() {
+        // A modem that enumerates after boot: the host starts its interface down and
+        // brings it up when the device appears.
+        c.warn(
             at,
-            format!("no network interface named \"{dev}\" on this host"),
+            format!("no network interface named \"{dev}\" on this host yet: its channels wait until it appears"),
         );
     }
 }

@@ -607,9 +607,9 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
             (
                 true,
                 "bind = \"0.0.0.0:0\"\nremote = \"192",
-                "bind = \"0.0.0.0:0\"\ndevice = \"nosuchdev0\"\nremote = \"192",
+                "bind = \"0.0.0.0:0\"\ndevice = \"eth0/1\"\nremote = \"192",
                 "c.toml:14:10: ",
-                "nosuchdev0",
+                "\"eth0/1\" is not a network interface name",
             ),
             (
                 false,

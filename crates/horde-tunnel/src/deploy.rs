@@ -59,19 +59,22 @@ fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
 }
 
-/// A channel's link: its device, the family of its remote, and its gateway if the
-/// device has one (a point-to-point modem has none: the route is on-link).
+/// A channel's link: its device, the family of its remote, its gateway if the device
+/// has one (a point-to-point modem has none: the route is on-link), and whether the
+/// device exists yet.
 #[derive(Debug, Clone)]
 pub struct LinkRoute {
     pub device: String,
     pub v6: bool,
     pub gateway: Option<IpAddr>,
+    pub present: bool,
 }
 
 /// The client's links, in the order of its channels that name a device.
 pub fn client_links(
     cfg: &ClientConfig,
     gateway: impl Fn(&str, bool) -> Option<IpAddr>,
+    present: impl Fn(&str) -> bool,
 ) -> Vec<LinkRoute> {
     cfg.channels
         .iter()
@@ -79,10 +82,12 @@ pub fn client_links(
             let device = c.device.clone()?;
             let v6 = c.remote.is_ipv6();
             let gateway = gateway(&device, v6);
+            let present = present(&device);
             Some(LinkRoute {
                 device,
                 v6,
                 gateway,
+                present,
             })
         })
         .collect()
@@ -107,7 +112,8 @@ pub fn link_route(up: &UpConfig, i: usize, link: &LinkRoute) -> Vec<String> {
 }
 
 /// The client's steps: per link, its table's default route and the rule that sends
-/// the link's traffic there.
+/// the link's traffic there. A device that does not exist yet gets only its rule; its
+/// route is added when it appears (`horde up` checks each table every second).
 pub fn client_plan(up: &UpConfig, links: &[LinkRoute]) -> Vec<Step> {
     links
         .iter()
@@ -129,9 +135,23 @@ pub fn client_plan(up: &UpConfig, links: &[LinkRoute]) -> Vec<Step> {
                     &table,
                 ])
             };
+            let (what, apply) = if link.present {
+                (
+                    format!("channel {i}: out through {} (table {table})", link.device),
+                    vec![link_route(up, i, link), rule("add")],
+                )
+            } else {
+                (
+                    format!(
+                        "channel {i}: out through {} (table {table}) once it appears",
+                        link.device
+                    ),
+                    vec![rule("add")],
+                )
+            };
             Step {
-                what: format!("channel {i}: out through {} (table {table})", link.device),
-                apply: vec![link_route(up, i, link), rule("add")],
+                what,
+                apply,
                 undo: vec![
                     rule("del"),
                     argv(&["ip", family, "route", "flush", "table", &table]),
@@ -237,9 +257,11 @@ mod tests {
              [[channels]]\nbind = \"0.0.0.0:0\"\nremote = \"198.51.100.1:7700\"\n\
              [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan1\"\nremote = \"198.51.100.1:7700\"\n"
         ));
-        let links = client_links(&cfg, |dev, _| {
-            (dev == "wwan0").then(|| "192.0.2.1".parse().unwrap())
-        });
+        let links = client_links(
+            &cfg,
+            |dev, _| (dev == "wwan0").then(|| "192.0.2.1".parse().unwrap()),
+            |_| true,
+        );
         let up = UpConfig::default();
         let plan = client_plan(&up, &links);
         assert_eq!(plan.len(), 2, "the channel without a device is left alone");
@@ -265,6 +287,31 @@ mod tests {
                 argv(&["ip", "-4", "route", "flush", "table", "7701"]),
             ]
         );
+    }
+
+    #[test]
+    fn a_device_not_there_yet_gets_its_rule_and_no_route() {
+        let cfg = parse_client(&format!(
+            "key_file = \"c.key\"\npeer_key = \"{KEY}\"\n[tun]\naddresses = [\"10.77.0.2/24\"]\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan0\"\nremote = \"198.51.100.1:7700\"\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan1\"\nremote = \"198.51.100.1:7700\"\n"
+        ));
+        let links = client_links(&cfg, |_, _| None, |dev| dev == "wwan0");
+        let plan = client_plan(&UpConfig::default(), &links);
+        assert_eq!(plan[0].apply.len(), 2);
+        assert_eq!(
+            plan[1].apply,
+            vec![argv(&[
+                "ip", "-4", "rule", "add", "oif", "wwan1", "lookup", "7701", "priority", "7701"
+            ])]
+        );
+        assert!(
+            plan[1].what.ends_with("once it appears"),
+            "{}",
+            plan[1].what
+        );
+        // Its undo is the same: the route, if it came, is flushed with its table.
+        assert_eq!(plan[1].undo.len(), 2);
     }
 
     #[test]

@@ -327,7 +327,7 @@ bind = "127.0.0.1:7000"
             ("name = \"modem-b\"", "name = \"modem-a\"", "send.toml:18:8: ", "two [[channels]] are named \"modem-a\""),
             ("name = \"modem-b\"", "name = \"\"", "send.toml:18:8: ", "channel name must not be empty"),
             ("remote = \"127.0.0.1:7000\"\nmtu", "remote = \"127.0.0.1:0\"\nmtu", "send.toml:13:10: ", "not an address one can send to"),
-            ("bind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "bind = \"127.0.0.1:0\"\ndevice = \"nosuchdev0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "send.toml:20:10: ", "no network interface named \"nosuchdev0\""),
+            ("bind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "bind = \"127.0.0.1:0\"\ndevice = \"no/such\"\nremote = \"127.0.0.1:7000\"\ncongestion", "send.toml:20:10: ", "\"no/such\" is not a network interface name"),
             ("kind = \"cubic\" }", "kind = \"cubic\", beta = 1.5 }", "send.toml:15:39: ", "cubic beta"),
             ("kind = \"cubic\" }", "kind = \"cubic\", initial_window_packets = 0 }", "send.toml:15:57: ", "initial_window_packets"),
             ("id = 2", "id = 1", "send.toml:29:6: ", "two [[streams]] have id 1"),
@@ -420,9 +420,9 @@ bind = "127.0.0.1:7000"
             ),
             (
                 "bind = \"127.0.0.1:7000\"",
-                "bind = \"127.0.0.1:7000\"\ndevice = \"nosuchdev0\"",
+                "bind = \"127.0.0.1:7000\"\ndevice = \"no such\"",
                 "recv.toml:8:10: ",
-                "nosuchdev0",
+                "\"no such\" is not a network interface name",
             ),
             (
                 "key_file = \"receiver.key\"",
@@ -478,6 +478,20 @@ bind = "127.0.0.1:7000"
         let (cfg, warnings) = check_send(&text, "send.toml", &base).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(cfg.streams.iter().all(|s| !s.objectives.is_empty()));
+
+        // A modem that is not there yet is a warning: its channel waits for it.
+        let later = text.replacen(
+            "name = \"modem-b\"",
+            "name = \"modem-b\"\ndevice = \"nosuchdev0\"",
+            1,
+        );
+        let (_, warnings) = check_send(&later, "send.toml", &base).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let w = warnings[0].to_string();
+        assert!(
+            w.contains("no network interface named \"nosuchdev0\" on this host yet"),
+            "{w}"
+        );
 
         let text = text.replacen("scenarios/demo/iframes.hose", "objectives/y1.hose", 1);
         let (_, warnings) = check_send(&text, "send.toml", &base).unwrap();

@@ -120,7 +120,29 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let mut addrs = Vec::new();
     let mut ifaces = Vec::new();
     for iface in &config.interfaces {
-        let s = socket::bind(iface, config.udp_offload, config.handshakes.separate_socket)?;
+        let s = match socket::bind(iface, config.udp_offload, config.handshakes.separate_socket) {
+            Ok(s) => s,
+            Err(e) if waits_for_device(iface, &e) => {
+                // A modem not there yet (or without its address yet): the interface
+                // starts down, and the monitor brings it up when the device is usable.
+                tracing::warn!(
+                    device = iface.device.as_deref().unwrap_or(""),
+                    bind = %iface.bind,
+                    error = %e,
+                    "device not usable yet: its channels wait for it"
+                );
+                addrs.push(iface.bind);
+                sockets.push(None);
+                ifaces.push(Iface {
+                    config: iface.clone(),
+                    bound: iface.bind,
+                    ifindex: None,
+                    state: IfaceState::Down,
+                });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let bound = s.local_addr()?;
         addrs.push(bound);
         sockets.push(Some(s));
@@ -130,6 +152,20 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             ifindex: iface.device.as_deref().and_then(|d| monitor.index_of(d)),
             state: IfaceState::Open,
         });
+    }
+    if !sockets.is_empty() && sockets.iter().all(Option::is_none) {
+        let devices: Vec<&str> = config
+            .interfaces
+            .iter()
+            .filter_map(|i| i.device.as_deref())
+            .collect();
+        return Err(NetError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "none of the interfaces' devices is usable yet ({}): nothing to send from",
+                devices.join(", ")
+            ),
+        )));
     }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let split_handshakes = config.handshakes.separate_socket;
@@ -145,7 +181,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             .cloned();
         handshakes.set_socket(i, hs);
     }
-    let host = horde_host::Host::new(HostSettings {
+    let mut host = horde_host::Host::new(HostSettings {
         keypair: config.keypair,
         rekey: config.rekey,
         endpoint: EndpointConfig {
@@ -165,6 +201,11 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         seed: rand::random(),
         unix_micros_at_start: unix_micros(),
     });
+    for (i, iface) in ifaces.iter().enumerate() {
+        if iface.state == IfaceState::Down {
+            host.interface_down(Duration::ZERO, i);
+        }
+    }
     let sealer = if config.seal_worker {
         Some(sealer::Sealer::spawn()?)
     } else {
@@ -203,6 +244,12 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     };
     let task = tokio::spawn(driver.run(cmd_rx));
     Ok((cmd_tx, addrs, task))
+}
+
+/// Whether binding `iface` failed only because its device is not there yet (`ENODEV`) or
+/// lacks the address to bind (`EADDRNOTAVAIL`): a modem that comes later.
+fn waits_for_device(iface: &InterfaceConfig, e: &std::io::Error) -> bool {
+    iface.device.is_some() && matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EADDRNOTAVAIL))
 }
 
 fn unix_micros() -> u64 {
