@@ -43,24 +43,40 @@ pub struct RunArgs {
     metrics: Option<std::net::SocketAddr>,
 }
 
+/// A tunnel file, read and checked, for the end it is for.
+pub(crate) enum Loaded {
+    Client(ClientConfig),
+    Server(ServerConfig),
+}
+
 pub fn run(command: Command) -> Result<ExitCode> {
-    let root = horde_emu::sys::is_root();
-    let (args, which) = match &command {
-        Command::Client(a) => (a, "client"),
-        Command::Server(a) => (a, "server"),
-    };
     // Check the file first, so that its errors are not hidden behind the root check.
-    match &command {
-        Command::Client(a) => drop(load::<ClientConfig>(a)?),
-        Command::Server(a) => drop(load::<ServerConfig>(a)?),
-    }
+    let (args, loaded) = match command {
+        Command::Client(a) => {
+            let cfg = load(&a)?;
+            (a, Loaded::Client(cfg))
+        }
+        Command::Server(a) => {
+            let cfg = load(&a)?;
+            (a, Loaded::Server(cfg))
+        }
+    };
+    run_loaded(&args, loaded)
+}
+
+/// Run the tunnel end of a file already read and checked.
+pub(crate) fn run_loaded(args: &RunArgs, loaded: Loaded) -> Result<ExitCode> {
+    let which = match &loaded {
+        Loaded::Client(_) => "client",
+        Loaded::Server(_) => "server",
+    };
     anyhow::ensure!(
-        root,
+        horde_emu::sys::is_root(),
         "horde tunnel {which} needs root (CAP_NET_ADMIN) to create its TUN device; run it with sudo"
     );
-    let report = match &command {
-        Command::Client(a) => client(a)?,
-        Command::Server(a) => server(a)?,
+    let report = match loaded {
+        Loaded::Client(cfg) => client(args, cfg)?,
+        Loaded::Server(cfg) => server(args, cfg)?,
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -93,8 +109,7 @@ pub(crate) fn load_file<T: serde::de::DeserializeOwned + horde_config::Validate>
     Ok(checked.value)
 }
 
-fn client(args: &RunArgs) -> Result<Report> {
-    let cfg: ClientConfig = load(args)?;
+fn client(args: &RunArgs, cfg: ClientConfig) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
@@ -119,8 +134,7 @@ fn client(args: &RunArgs) -> Result<Report> {
     Ok(Report::new("client", outcome))
 }
 
-fn server(args: &RunArgs) -> Result<Report> {
-    let cfg: ServerConfig = load(args)?;
+fn server(args: &RunArgs, cfg: ServerConfig) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();

@@ -15,11 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use horde_tunnel::config::{ClientConfig, ServerConfig};
 use horde_tunnel::deploy::{self, LinkRoute, Step, UpConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::tunnel::{self, RunArgs};
+use crate::tunnel::{self, Loaded, RunArgs};
 
 /// How often `up` checks that each channel's table still has its route.
 const ROUTE_CHECK: Duration = Duration::from_secs(1);
@@ -42,22 +41,16 @@ pub struct DownArgs {
     state_dir: PathBuf,
 }
 
-/// Which end a tunnel file is for.
-enum Role {
-    Client(ClientConfig),
-    Server(ServerConfig),
-}
-
-impl Role {
-    fn read(path: &Path) -> Result<Role> {
+impl Loaded {
+    fn read(path: &Path) -> Result<Loaded> {
         let text = horde_config::input::read_to_string(path, horde_config::input::Kind::CONFIG)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let table: toml::Table = toml::from_str(&text)
             .with_context(|| format!("{}: not a TOML file", path.display()))?;
         if table.contains_key("peer_key") {
-            Ok(Role::Client(tunnel::load_file(path)?))
+            Ok(Loaded::Client(tunnel::load_file(path)?))
         } else if table.contains_key("clients") {
-            Ok(Role::Server(tunnel::load_file(path)?))
+            Ok(Loaded::Server(tunnel::load_file(path)?))
         } else {
             bail!(
                 "{}: neither a tunnel client file (it has peer_key) nor a server file (it has [[clients]])",
@@ -68,15 +61,15 @@ impl Role {
 
     fn name(&self) -> &'static str {
         match self {
-            Role::Client(_) => "client",
-            Role::Server(_) => "server",
+            Loaded::Client(_) => "client",
+            Loaded::Server(_) => "server",
         }
     }
 
     fn tun(&self) -> &str {
         match self {
-            Role::Client(c) => &c.tun.name,
-            Role::Server(s) => &s.tun.name,
+            Loaded::Client(c) => &c.tun.name,
+            Loaded::Server(s) => &s.tun.name,
         }
     }
 }
@@ -88,7 +81,7 @@ struct State {
     steps: Vec<Step>,
 }
 
-fn state_file(dir: &Path, role: &Role) -> PathBuf {
+fn state_file(dir: &Path, role: &Loaded) -> PathBuf {
     dir.join(format!("{}-{}.json", role.tun(), role.name()))
 }
 
@@ -159,15 +152,15 @@ fn undo_recorded(path: &Path) -> Result<bool> {
     Ok(true)
 }
 
-fn plan(role: &Role) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
+fn plan(role: &Loaded) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
     Ok(match role {
-        Role::Client(c) => {
+        Loaded::Client(c) => {
             let links = deploy::client_links(c, gateway, |dev| {
                 Path::new("/sys/class/net").join(dev).exists()
             });
             (deploy::client_plan(&c.up, &links), links, c.up.clone())
         }
-        Role::Server(s) => {
+        Loaded::Server(s) => {
             let was = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
                 .unwrap_or_else(|_| "0".into());
             (
@@ -217,7 +210,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         horde_emu::sys::is_root(),
         "horde up changes routes and creates a TUN device: run it as root"
     );
-    let role = Role::read(args.run.config())?;
+    let role = Loaded::read(args.run.config())?;
     let path = state_file(&args.state_dir, &role);
     if undo_recorded(&path)? {
         eprintln!("undid what an earlier `horde up` left ({})", path.display());
@@ -246,11 +239,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         let stop = stop.clone();
         std::thread::spawn(move || keep_routes(up, links, stop))
     });
-    let command = match role {
-        Role::Client(_) => tunnel::Command::Client(args.run),
-        Role::Server(_) => tunnel::Command::Server(args.run),
-    };
-    let result = tunnel::run(command);
+    let result = tunnel::run_loaded(&args.run, role);
     stop.store(true, Ordering::Relaxed);
     if let Some(w) = watcher {
         let _ = w.join();
@@ -262,7 +251,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
 }
 
 pub fn down(args: DownArgs) -> Result<ExitCode> {
-    let role = Role::read(&args.config)?;
+    let role = Loaded::read(&args.config)?;
     let path = state_file(&args.state_dir, &role);
     if undo_recorded(&path)? {
         println!("undid what `horde up` recorded in {}", path.display());
