@@ -159,6 +159,8 @@ fn every_contender_reports_and_mptcp_uses_both_links() {
         // One flow or subflow per link: both links carry a real share (the slow one
         // 4 of 12 Mbit/s), from the packet log.
         assert!(links[0] > 2.0 && links[1] > 1.0, "both links used: {r}");
+        // Only Horde's sender declares losses; the kernel's flows report none.
+        assert_eq!(r["declared_loss"].is_number(), r["mode"] == "horde", "{r}");
     }
     for file in ["results.json", "results.csv", "tput_delay.svg"] {
         assert!(out_dir.join(file).exists(), "{file} written");

@@ -154,6 +154,7 @@ impl Receiver {
     pub fn finish(mut self, limit: Duration, window: Duration) -> Result<f64> {
         let deadline = Instant::now() + limit;
         while self.child.try_wait()?.is_none() && Instant::now() < deadline {
+            super::shell_run::check_interrupt()?;
             std::thread::sleep(Duration::from_millis(50));
         }
         if self.child.try_wait()?.is_none() {
@@ -178,6 +179,29 @@ impl Drop for Receiver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The share of sent ADUs that `horde send --json` (its report in `path`) declared lost,
+/// net of those acknowledged after all.
+pub fn declared_loss(path: &Path) -> Result<f64> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("read horde send's report {}", path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("horde send's report {} is not JSON", path.display()))?;
+    loss_of_books(&report)
+}
+
+fn loss_of_books(report: &serde_json::Value) -> Result<f64> {
+    let books = report["books"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["id"] == STREAM))
+        .context("horde send's report has no books for the bulk stream")?;
+    let n = |k: &str| books[k].as_u64().unwrap_or(0);
+    Ok(if n("sent") == 0 {
+        0.0
+    } else {
+        n("lost").saturating_sub(n("late_acked")) as f64 / n("sent") as f64
+    })
 }
 
 /// The bulk stream's bytes in the receiver's interval rows that fall within
@@ -233,6 +257,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no sender"));
+    }
+
+    #[test]
+    fn declared_loss_is_net_of_late_acks() {
+        let report = json!({ "books": [{ "id": 1, "sent": 1000, "lost": 30, "late_acked": 10 }] });
+        assert_eq!(loss_of_books(&report).unwrap(), 0.02);
+        assert!(loss_of_books(&json!({ "books": [] })).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use horde_sim::scenario::Scenario;
 
 use super::horde_peer::HordeFiles;
 use super::shell_log;
-use super::shell_run::{ShellRun, ShellSpec};
+use super::shell_run::{check_interrupt, ShellRun, ShellSpec};
 use super::tcp_sink::TcpSink;
 use super::{capacity_mbps, Row, TempDir};
 
@@ -119,6 +119,9 @@ pub fn preflight(links: usize) -> Result<()> {
 /// Run every contender over `s`'s links for `duration` each.
 pub fn run(s: &Scenario, horde_ccs: &[String], duration: Duration) -> Result<Vec<Row>> {
     preflight(s.channels.len())?;
+    // Ctrl-C or SIGTERM ends the run through its guards, which stop the shell in progress
+    // (and with it the namespace and every process in it) and the receiver.
+    horde_emu::sys::catch_stop_signals();
     let links = s
         .channels
         .iter()
@@ -133,6 +136,7 @@ pub fn run(s: &Scenario, horde_ccs: &[String], duration: Duration) -> Result<Vec
     let all = contenders(horde_ccs);
     let mut rows = Vec::new();
     for (n, contender) in all.iter().enumerate() {
+        check_interrupt()?;
         eprintln!(
             "[{}/{}] {} for {} s",
             n + 1,
@@ -150,10 +154,10 @@ pub fn run(s: &Scenario, horde_ccs: &[String], duration: Duration) -> Result<Vec
             dir: &dir,
             duration,
         };
-        let goodput_bytes = match contender {
-            Contender::Horde(cc) => ctx.horde(cc),
-            Contender::Tcp(cc) => ctx.kernel(cc, false),
-            Contender::Mptcp(cc) => ctx.kernel(cc, true),
+        let (goodput_bytes, declared_loss) = match contender {
+            Contender::Horde(cc) => ctx.horde(cc).map(|(b, l)| (b, Some(l))),
+            Contender::Tcp(cc) => ctx.kernel(cc, false).map(|b| (b, None)),
+            Contender::Mptcp(cc) => ctx.kernel(cc, true).map(|b| (b, None)),
         }
         .with_context(|| contender.describe(links.len()))?;
         let up = shell_log::summarize(&dir.join("log"), links.len(), duration)?;
@@ -173,7 +177,7 @@ pub fn run(s: &Scenario, horde_ccs: &[String], duration: Duration) -> Result<Vec
             utilization: goodput / capacity,
             delay_p50_ms: up.delay_p50_ms,
             delay_p95_ms: up.delay_p95_ms,
-            declared_loss: None,
+            declared_loss,
             actual_loss: up.loss,
             late_acks: None,
             link_mbps: Some(up.link_mbps),
@@ -223,6 +227,7 @@ impl Run<'_> {
         let wanted = if mptcp { 1 } else { self.links.len() as u64 };
         let started = std::time::Instant::now();
         while !sink.window_over() {
+            check_interrupt()?;
             if let Some(status) = shell.try_wait()? {
                 bail!(
                     "the flows ended before the run did ({status}); stderr:{}",
@@ -251,8 +256,9 @@ impl Run<'_> {
     }
 
     /// `horde recv` on the host, `horde send` for `duration` in the shell. Returns the
-    /// bytes the receiver got in its first `duration` after accepting the sender.
-    fn horde(&self, cc: &str) -> Result<f64> {
+    /// bytes the receiver got in its first `duration` after accepting the sender, and
+    /// the loss the sender declared.
+    fn horde(&self, cc: &str) -> Result<(f64, f64)> {
         let files = HordeFiles::create(self.dir)?;
         let limit = CONNECT_LIMIT + self.duration + HORDE_DRAIN;
         let receiver = files.start_receiver(&self.dir.join("recv"), limit)?;
@@ -267,7 +273,9 @@ impl Run<'_> {
             );
         }
         drop(shell);
-        receiver.finish(Duration::from_secs(10), self.duration)
+        let declared = super::horde_peer::declared_loss(&self.dir.join("shell.out"))?;
+        let bytes = receiver.finish(Duration::from_secs(10), self.duration)?;
+        Ok((bytes, declared))
     }
 }
 

@@ -74,6 +74,7 @@ impl ShellRun {
             if let Some(status) = self.child.try_wait()? {
                 return Ok(status);
             }
+            check_interrupt()?;
             std::thread::sleep(Duration::from_millis(50));
         }
         self.stop()
@@ -105,6 +106,16 @@ impl ShellRun {
 impl Drop for ShellRun {
     fn drop(&mut self) {
         let _ = self.stop();
+    }
+}
+
+/// An error once SIGINT, SIGTERM or SIGHUP has come (see
+/// [`horde_emu::sys::catch_stop_signals`]), so that the guards of the run in progress
+/// stop its shell and receiver on the way out.
+pub fn check_interrupt() -> Result<()> {
+    match horde_emu::sys::stop_signal() {
+        Some(signal) => anyhow::bail!("interrupted (signal {signal})"),
+        None => Ok(()),
     }
 }
 
