@@ -79,7 +79,7 @@ fn bench(args: &[&str]) -> Output {
 }
 
 /// Every contender moves data over the two links in a 3 s window, MPTCP over both of
-/// them, and the run leaves no namespace behind. About 30 s.
+/// them, and the run leaves no namespace behind. About 20 s.
 #[test]
 fn every_contender_reports_and_mptcp_uses_both_links() {
     let dir =
