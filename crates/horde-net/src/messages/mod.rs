@@ -8,6 +8,7 @@
 //! as [`MessageNotice::Connection`]. Both ends of a connection can use one: each sends and
 //! receives. The layering and its limits are written in `docs/messages.md`.
 
+mod arrival;
 mod pump;
 mod slots;
 
@@ -50,6 +51,23 @@ pub struct EndpointConfig {
     /// in the session: enough to keep the channels busy, little enough that a more
     /// important message does not wait behind many pieces already handed over.
     pub queue_ahead: Duration,
+    /// What a message's deadline is checked against.
+    pub deadline_check: DeadlineCheck,
+}
+
+/// What a message's deadline is checked against (`docs/messages.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeadlineCheck {
+    /// The expected arrival of its pieces: a piece is cut only if it lands in time on
+    /// whichever channel the session puts it (the latest channel's landing time), the
+    /// unacknowledged bytes are held to each channel's round trip plus `queue_ahead`, and
+    /// pieces in flight are checked again as the channels' queues change.
+    #[default]
+    Arrival,
+    /// The hand-over of its last piece to the session, each piece judged on a channel of
+    /// the endpoint's own choosing that the session need not take: a message can arrive
+    /// after its deadline without an early callback. For comparison.
+    Handover,
 }
 
 impl Default for EndpointConfig {
@@ -63,6 +81,7 @@ impl Default for EndpointConfig {
             receive_limit: 256 << 20,
             refresh: Duration::from_millis(50),
             queue_ahead: Duration::from_millis(30),
+            deadline_check: DeadlineCheck::Arrival,
         }
     }
 }
@@ -98,6 +117,8 @@ pub(crate) struct State {
     pub(crate) sources: std::collections::HashMap<MessageId, Bytes>,
     pub(crate) reassembly: Reassembly,
     pub(crate) estimates: Vec<ChannelEstimate>,
+    /// Pieces of undelivered messages taken back from the session's queue.
+    pub(crate) withdrawn_pieces: u64,
 }
 
 pub(crate) struct Shared {
@@ -149,6 +170,7 @@ impl MessageEndpoint {
                 sources: Default::default(),
                 reassembly: Reassembly::new(config.receive_limit, config.messages.remembered_fates),
                 estimates: Vec::new(),
+                withdrawn_pieces: 0,
             }),
             wake: Notify::new(),
             start: Instant::now(),
@@ -272,6 +294,12 @@ impl MessageHandle {
     /// The channel estimates the scheduler works with now (rate in bytes/s, one-way delay).
     pub fn estimates(&self) -> Vec<ChannelEstimate> {
         self.shared.lock().estimates.clone()
+    }
+
+    /// Pieces of cancelled or expired messages taken back from the session's queue before
+    /// they were sent.
+    pub fn withdrawn_pieces(&self) -> u64 {
+        self.shared.lock().withdrawn_pieces
     }
 
     /// Bytes the receiver holds for partial messages from the peer.
