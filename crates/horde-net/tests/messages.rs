@@ -472,6 +472,88 @@ async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
     s.server.shutdown().await;
 }
 
+/// Reads the sender's notices for `limit`, keeping the bandwidth ones with their time.
+async fn bandwidth_notices(
+    endpoint: &mut MessageEndpoint,
+    limit: Duration,
+) -> Vec<(Instant, horde_proto::message::BandwidthEvent)> {
+    let end = Instant::now() + limit;
+    let mut out = Vec::new();
+    while let Ok(Some(notice)) = timeout(
+        end.saturating_duration_since(Instant::now()),
+        endpoint.next_notice(),
+    )
+    .await
+    {
+        if let MessageNotice::Bandwidth(event) = notice {
+            out.push((Instant::now(), event));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bandwidth_range_fires_once_when_the_estimate_leaves_it_and_not_before() {
+    const DROP_S: f64 = 4.0;
+    let links = [(
+        "a",
+        dropping_link(2000.0, 20.0, DROP_S, 5.0),
+        common::link(100_000.0, 20.0, 0.0),
+    )];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let emu = s.emu.as_ref().unwrap();
+    let mut config = EndpointConfig::default();
+    config.bandwidth.tick = Duration::from_millis(250);
+    let mut sender = MessageEndpoint::new(s.conn, config).await.unwrap();
+    let _receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        sender.register_bandwidth_range(2.0, 1.0),
+        Err(MessageError::InvalidRange { .. })
+    ));
+
+    // A bulk message keeps the link busy; the estimate settles near 250 kB/s.
+    sender.send(7, None, payload(7, 4_000_000)).unwrap();
+    assert!(bandwidth_notices(&mut sender, Duration::from_millis(2500))
+        .await
+        .is_empty());
+    let before = sender
+        .bandwidth()
+        .expect("an estimate after ten ticks")
+        .available;
+    let links_rate = 2000.0 * 1000.0 / 8.0;
+    assert!(before > links_rate / 4.0, "estimate {before} B/s");
+
+    // A wide range around it: nothing fires until the drop to 50 kB/s takes the
+    // estimate below its floor.
+    let (min, max) = (0.4 * before, 4.0 * links_rate);
+    let range = sender.register_bandwidth_range(min, max).unwrap();
+    let spare = sender
+        .register_bandwidth_range(0.0, 8.0 * links_rate)
+        .unwrap();
+    let until_drop = Duration::from_secs_f64(DROP_S).saturating_sub(emu.elapsed());
+    let early = bandwidth_notices(&mut sender, until_drop).await;
+    assert!(early.is_empty(), "fired before the drop: {early:?}");
+    let after = bandwidth_notices(&mut sender, Duration::from_secs(4)).await;
+    let fired: Vec<_> = after.iter().filter(|(_, e)| e.range == range).collect();
+    assert_eq!(fired.len(), 1, "{after:?}");
+    let event = fired[0].1;
+    assert_eq!((event.min, event.max), (min, max));
+    assert!(event.available < min, "{event:?}");
+    // A range the estimate stays inside does not fire and can still be withdrawn; the
+    // one that fired is gone.
+    assert!(after.iter().all(|(_, e)| e.range != spare), "{after:?}");
+    assert!(sender.unregister_bandwidth_range(spare));
+    assert!(!sender.unregister_bandwidth_range(range));
+    eprintln!(
+        "estimate {before:.0} B/s before the drop; range [{min:.0}, {max:.0}] left at {:.0} B/s",
+        event.available
+    );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_calls_get_the_cores_typed_errors() {
     let links = [(

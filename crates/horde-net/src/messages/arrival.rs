@@ -193,6 +193,15 @@ impl Tracks {
         (bytes as usize).max(MIN_WINDOW_PIECES * piece)
     }
 
+    /// What the usable channels are expected to carry together, bytes/s.
+    pub(crate) fn capacity(&self, channels: &[ChannelStatus]) -> f64 {
+        channels
+            .iter()
+            .filter(|c| usable(c))
+            .map(|c| self.rate(c))
+            .sum()
+    }
+
     /// Whether some channel holds more than its round trip plus `queue_ahead` of its rate
     /// in flight: the session would put further pieces on whichever channels have room in
     /// their controllers' windows, and a full one would queue them, so none are handed
@@ -234,6 +243,11 @@ impl Tracks {
         let measured = WINDOW_GAIN * delivered * rtt.as_secs_f64();
         (expected.min(measured) as usize).max(MIN_WINDOW_PIECES * piece)
     }
+}
+
+/// Bytes sent on the channels and neither acked nor declared lost.
+pub(crate) fn channels_in_flight(channels: &[ChannelStatus]) -> f64 {
+    channels.iter().filter_map(in_flight_bytes).sum()
 }
 
 /// Bytes sent on the channel and neither acked nor declared lost, counting each packet

@@ -8,11 +8,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::message::codec::{self, Item};
-use horde_proto::message::{ControlItem, Fate, MessageEvent, MessageId, MessageSource, Piece};
+use horde_proto::message::{
+    ControlItem, Fate, MessageEvent, MessageId, MessageSource, Piece, UsageSample,
+};
 use horde_proto::{AduHandle, Event};
 use tokio::sync::mpsc;
 
-use super::arrival::Tracks;
+use super::arrival::{channels_in_flight, Tracks};
 use super::slots::Slots;
 use super::{
     DeadlineCheck, EndpointConfig, MessageNotice, Shared, MESSAGE_CONTROL_STREAM, MESSAGE_STREAM,
@@ -50,6 +52,8 @@ struct Pump {
     tracks: Tracks,
     /// The latest landing time of a piece handed over now (the arrival check).
     landing: Duration,
+    /// The channels' sent bytes at the last bandwidth sample.
+    sent_bytes: Option<u64>,
 }
 
 pub(super) async fn run(
@@ -74,7 +78,10 @@ pub(super) async fn run(
         window: 4 * piece,
         tracks: Tracks::default(),
         landing: Duration::ZERO,
+        sent_bytes: None,
     };
+    let mut bandwidth_tick = tokio::time::interval(pump.config.bandwidth.tick);
+    bandwidth_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         pump.send_controls().await;
         pump.send_pieces().await;
@@ -100,6 +107,7 @@ pub(super) async fn run(
             },
             _ = pump.shared.wake.notified() => {}
             _ = refresh.tick() => pump.refresh_channels().await,
+            _ = bandwidth_tick.tick() => pump.sample_bandwidth().await,
             _ = sleep => {
                 let now = pump.shared.now();
                 pump.shared.lock().scheduler.handle_timeout(now);
@@ -173,6 +181,36 @@ impl Pump {
         for (id, at) in latest {
             // A message that met its fate meanwhile is no longer the scheduler's.
             let _ = state.scheduler.expect_arrival(now, id, at);
+        }
+    }
+
+    /// One tick of the bandwidth estimate: the bytes the channels sent since the last, our
+    /// pieces still in the session's queue (unacked bytes beyond what the channels have
+    /// in flight) as the backlog, and the channels' summed rate as the cap. Ranges the
+    /// estimate left are reported.
+    async fn sample_bandwidth(&mut self) {
+        let Ok(channels) = self.handle.channels().await else {
+            return;
+        };
+        let sent: u64 = channels.iter().map(|c| c.stats.bytes_sent).sum();
+        // The first tick only sets the counter; a new session's counters start over.
+        let Some(last) = self.sent_bytes.replace(sent) else {
+            return;
+        };
+        let sample = UsageSample {
+            sent_bytes: sent.saturating_sub(last),
+            backlog_bytes: (self.in_flight_bytes as f64 - channels_in_flight(&channels)).max(0.0)
+                as u64,
+            capacity: Some(self.tracks.capacity(&channels)),
+        };
+        let events: Vec<_> = {
+            let mut state = self.shared.lock();
+            let estimate = state.bandwidth.on_tick(sample);
+            state.ranges.on_estimate(&estimate);
+            std::iter::from_fn(|| state.ranges.poll_event()).collect()
+        };
+        for event in events {
+            let _ = self.tx.send(MessageNotice::Bandwidth(event));
         }
     }
 
