@@ -8,6 +8,7 @@
 //! as [`MessageNotice::Connection`]. Both ends of a connection can use one: each sends and
 //! receives. The layering and its limits are written in `docs/messages.md`.
 
+mod arrival;
 mod pump;
 mod slots;
 
@@ -16,8 +17,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_proto::message::{
-    codec, ChannelEstimate, MessageConfig, MessageError, MessageEvent, MessageId, MessageScheduler,
-    MessageSpec, MessageStatus, QueueId, Reassembly, ReceivedMessage,
+    codec, BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier,
+    ChannelEstimate, EstimatorConfig, MessageConfig, MessageError, MessageEvent, MessageId,
+    MessageScheduler, MessageSpec, MessageStatus, QueueId, RangeId, Reassembly, ReceivedMessage,
 };
 use horde_proto::{Event, StreamConfig};
 use tokio::sync::{mpsc, Notify};
@@ -50,6 +52,26 @@ pub struct EndpointConfig {
     /// in the session: enough to keep the channels busy, little enough that a more
     /// important message does not wait behind many pieces already handed over.
     pub queue_ahead: Duration,
+    /// What a message's deadline is checked against.
+    pub deadline_check: DeadlineCheck,
+    /// The bandwidth estimate behind [`MessageNotice::Bandwidth`]; it is sampled once per
+    /// `bandwidth.tick`.
+    pub bandwidth: EstimatorConfig,
+}
+
+/// What a message's deadline is checked against (`docs/messages.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeadlineCheck {
+    /// The expected arrival of its pieces: a piece is cut only if it lands in time on
+    /// whichever channel the session puts it (the latest channel's landing time), the
+    /// unacknowledged bytes are held to each channel's round trip plus `queue_ahead`, and
+    /// pieces in flight are checked again as the channels' queues change.
+    #[default]
+    Arrival,
+    /// The hand-over of its last piece to the session, each piece judged on a channel of
+    /// the endpoint's own choosing that the session need not take: a message can arrive
+    /// after its deadline without an early callback. For comparison.
+    Handover,
 }
 
 impl Default for EndpointConfig {
@@ -63,6 +85,8 @@ impl Default for EndpointConfig {
             receive_limit: 256 << 20,
             refresh: Duration::from_millis(50),
             queue_ahead: Duration::from_millis(30),
+            deadline_check: DeadlineCheck::Arrival,
+            bandwidth: EstimatorConfig::default(),
         }
     }
 }
@@ -87,6 +111,10 @@ pub enum MessageNotice {
         /// The session's error.
         error: NetError,
     },
+    /// The bandwidth estimate left a range registered with
+    /// [`MessageHandle::register_bandwidth_range`]; the range is gone, and the application
+    /// may register a new one around `available`.
+    Bandwidth(BandwidthEvent),
     /// Any other event of the connection.
     Connection(Event),
 }
@@ -98,6 +126,11 @@ pub(crate) struct State {
     pub(crate) sources: std::collections::HashMap<MessageId, Bytes>,
     pub(crate) reassembly: Reassembly,
     pub(crate) estimates: Vec<ChannelEstimate>,
+    /// Pieces of undelivered messages taken back from the session's queue.
+    pub(crate) withdrawn_pieces: u64,
+    /// The connection's bandwidth estimate over all its channels, and the ranges on it.
+    pub(crate) bandwidth: BandwidthEstimator,
+    pub(crate) ranges: BandwidthNotifier,
 }
 
 pub(crate) struct Shared {
@@ -139,6 +172,7 @@ impl MessageEndpoint {
     /// connection is gone.
     pub async fn new(conn: Connection, config: EndpointConfig) -> Result<Self, NetError> {
         let scheduler = MessageScheduler::new(config.messages.clone())?;
+        let bandwidth = BandwidthEstimator::new(config.bandwidth.clone())?;
         let (handle, events) = conn.split();
         for stream in [MESSAGE_STREAM, MESSAGE_CONTROL_STREAM] {
             handle.open_stream(stream, StreamConfig::default()).await?;
@@ -149,6 +183,9 @@ impl MessageEndpoint {
                 sources: Default::default(),
                 reassembly: Reassembly::new(config.receive_limit, config.messages.remembered_fates),
                 estimates: Vec::new(),
+                withdrawn_pieces: 0,
+                bandwidth,
+                ranges: BandwidthNotifier::new(),
             }),
             wake: Notify::new(),
             start: Instant::now(),
@@ -272,6 +309,29 @@ impl MessageHandle {
     /// The channel estimates the scheduler works with now (rate in bytes/s, one-way delay).
     pub fn estimates(&self) -> Vec<ChannelEstimate> {
         self.shared.lock().estimates.clone()
+    }
+
+    /// Pieces of cancelled or expired messages taken back from the session's queue before
+    /// they were sent.
+    pub fn withdrawn_pieces(&self) -> u64 {
+        self.shared.lock().withdrawn_pieces
+    }
+
+    /// Asks for a [`MessageNotice::Bandwidth`] when the bandwidth estimate (bytes/s)
+    /// leaves `min..=max`: once, at the next estimate that is outside. A range with
+    /// `min > max` or a bound that is not a finite rate >= 0 is refused.
+    pub fn register_bandwidth_range(&self, min: f64, max: f64) -> Result<RangeId, MessageError> {
+        self.shared.lock().ranges.register(min, max)
+    }
+
+    /// Withdraws a range that has not fired; `false` if it is unknown or already fired.
+    pub fn unregister_bandwidth_range(&self, range: RangeId) -> bool {
+        self.shared.lock().ranges.unregister(range)
+    }
+
+    /// The last bandwidth estimate, once one tick has passed.
+    pub fn bandwidth(&self) -> Option<BandwidthEstimate> {
+        self.shared.lock().bandwidth.current()
     }
 
     /// Bytes the receiver holds for partial messages from the peer.

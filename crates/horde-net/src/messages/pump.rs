@@ -9,13 +9,16 @@ use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::message::codec::{self, Item};
 use horde_proto::message::{
-    ChannelEstimate, ControlItem, MessageEvent, MessageId, MessageSource, Piece,
+    ControlItem, Fate, MessageEvent, MessageId, MessageSource, Piece, UsageSample,
 };
-use horde_proto::{ChannelId, Event};
+use horde_proto::{AduHandle, Event};
 use tokio::sync::mpsc;
 
+use super::arrival::{channels_in_flight, Tracks};
 use super::slots::Slots;
-use super::{EndpointConfig, MessageNotice, Shared, MESSAGE_CONTROL_STREAM, MESSAGE_STREAM};
+use super::{
+    DeadlineCheck, EndpointConfig, MessageNotice, Shared, MESSAGE_CONTROL_STREAM, MESSAGE_STREAM,
+};
 use crate::connection::{ConnectionHandle, EventReceiver};
 
 /// What an ADU of ours in the session carries.
@@ -26,8 +29,10 @@ enum Carried {
 
 struct InFlight {
     carried: Carried,
-    stream: u32,
+    handle: AduHandle,
     adu: Bytes,
+    /// When it was handed to the session.
+    handed: Duration,
 }
 
 struct Pump {
@@ -43,17 +48,12 @@ struct Pump {
     unacked: HashMap<MessageId, BTreeSet<u64>>,
     /// Bytes that may be unacked at once; see `refresh_channels`.
     window: usize,
-    /// Bytes of our ADUs acked since the last refresh, and when that was.
-    acked_bytes: usize,
-    last_refresh: Duration,
-    /// What the peer acknowledges of our ADUs, bytes/s, smoothed over refreshes.
-    delivery_rate: f64,
-    /// The smallest round trip seen per channel: the path without its queue.
-    min_rtt: HashMap<ChannelId, Duration>,
-    /// Per channel, smoothed time from handing a piece to the session to its arrival
-    /// (its ack's latency less half the round trip): the wait in the session's queue and
-    /// in the path's, which a piece cut now will see too.
-    landing: HashMap<ChannelId, f64>,
+    /// What our acked pieces measured of each channel.
+    tracks: Tracks,
+    /// The latest landing time of a piece handed over now (the arrival check).
+    landing: Duration,
+    /// The channels' sent bytes at the last bandwidth sample.
+    sent_bytes: Option<u64>,
 }
 
 pub(super) async fn run(
@@ -76,16 +76,18 @@ pub(super) async fn run(
         in_flight_bytes: 0,
         unacked: HashMap::new(),
         window: 4 * piece,
-        acked_bytes: 0,
-        last_refresh: Duration::ZERO,
-        delivery_rate: 0.0,
-        min_rtt: HashMap::new(),
-        landing: HashMap::new(),
+        tracks: Tracks::default(),
+        landing: Duration::ZERO,
+        sent_bytes: None,
     };
+    let mut bandwidth_tick = tokio::time::interval(pump.config.bandwidth.tick);
+    bandwidth_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         pump.send_controls().await;
         pump.send_pieces().await;
-        if !pump.report() {
+        let fates = pump.take_events();
+        pump.withdraw(&fates).await;
+        if !pump.report(fates) {
             return;
         }
         let timeout = pump.shared.lock().scheduler.poll_timeout();
@@ -105,6 +107,7 @@ pub(super) async fn run(
             },
             _ = pump.shared.wake.notified() => {}
             _ = refresh.tick() => pump.refresh_channels().await,
+            _ = bandwidth_tick.tick() => pump.sample_bandwidth().await,
             _ = sleep => {
                 let now = pump.shared.now();
                 pump.shared.lock().scheduler.handle_timeout(now);
@@ -115,61 +118,100 @@ pub(super) async fn run(
 }
 
 impl Pump {
-    /// Reads each live channel's rate (its congestion controller's) and one-way delay
-    /// (half its smoothed round trip) into the scheduler.
+    /// Reads the channels' rates and what our pieces measured into the scheduler's
+    /// estimates and the window, and checks the pieces in flight against their deadlines.
     async fn refresh_channels(&mut self) {
         let Ok(channels) = self.handle.channels().await else {
             return;
         };
-        let estimates: Vec<ChannelEstimate> = channels
-            .iter()
-            .map(|c| ChannelEstimate {
-                rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
-                delay: Duration::from_secs_f64(
-                    (c.srtt_ms.unwrap_or(0.0) / 2e3)
-                        .max(self.landing.get(&c.id).copied().unwrap_or(0.0))
-                        .max(0.0),
-                ),
-            })
-            .collect();
         let now = self.shared.now();
-        let elapsed = now.saturating_sub(self.last_refresh).as_secs_f64();
-        if elapsed > 0.0 {
-            let sample = self.acked_bytes as f64 / elapsed;
-            self.delivery_rate += DELIVERY_GAIN * (sample - self.delivery_rate);
-        }
-        self.acked_bytes = 0;
-        self.last_refresh = now;
-        for c in &channels {
-            if let Some(srtt) = c.srtt_ms {
-                let rtt = Duration::from_secs_f64(srtt.max(0.0) / 1e3);
-                let min = self.min_rtt.entry(c.id).or_insert(rtt);
-                *min = (*min).min(rtt);
+        self.tracks.refresh(now);
+        let piece = self.config.messages.piece_size as usize;
+        let ahead = self.config.queue_ahead;
+        let estimates = match self.config.deadline_check {
+            DeadlineCheck::Arrival => {
+                // A channel whose queue is full holds every piece back until the next
+                // refresh, since the session may put the next one on it.
+                self.window = if self.tracks.some_queue_full(&channels, ahead) {
+                    0
+                } else {
+                    self.tracks.arrival_window(&channels, ahead, piece)
+                };
+                self.tracks.arrival_estimate(&channels)
+            }
+            DeadlineCheck::Handover => {
+                let estimates = self.tracks.per_channel_estimates(&channels);
+                self.window = self.tracks.handover_window(&estimates, ahead, piece);
+                self.slots.resize(estimates.len());
+                estimates
+            }
+        };
+        self.landing = estimates.first().map(|e| e.delay).unwrap_or_default();
+        {
+            let mut state = self.shared.lock();
+            // Rates come from the session and are finite and non-negative; keep the last
+            // good estimates otherwise.
+            if state.scheduler.set_channels(now, &estimates).is_ok() {
+                state.estimates = estimates;
             }
         }
-        self.window = self.window_for(&estimates);
-        self.slots.resize(estimates.len());
-        let mut state = self.shared.lock();
-        // Rates come from the session and are finite and non-negative; keep the last good
-        // estimates otherwise.
-        if state.scheduler.set_channels(now, &estimates).is_ok() {
-            state.estimates = estimates;
+        if self.config.deadline_check == DeadlineCheck::Arrival {
+            self.check_in_flight(now);
         }
     }
 
-    /// The unacked bytes allowed: the channels' congestion controllers may overestimate
-    /// what they carry, and every byte over it waits in the session's queue where the
-    /// scheduler's priorities no longer apply. So the window is at most `WINDOW_GAIN`
-    /// times what the peer acknowledged over the longest path's empty round trip plus
-    /// `queue_ahead` (the gain lets it grow by half each round trip), and at most what
-    /// the controllers expect over that time.
-    fn window_for(&self, estimates: &[ChannelEstimate]) -> usize {
-        let piece = self.config.messages.piece_size as usize;
-        let rtt =
-            self.min_rtt.values().max().copied().unwrap_or_default() + self.config.queue_ahead;
-        let expected: f64 = estimates.iter().map(|e| e.rate).sum::<f64>() * rtt.as_secs_f64();
-        let measured = WINDOW_GAIN * self.delivery_rate * rtt.as_secs_f64();
-        (expected.min(measured) as usize).max(MIN_WINDOW_PIECES * piece)
+    /// Tells the scheduler when the pieces of each message still in flight are expected
+    /// to land: hand-over plus the channels' current landing time. The queues may have
+    /// grown since a piece was cut; a message that will now land after its deadline fires
+    /// early, before the deadline. A piece not acked within twice the landing time is
+    /// presumed lost: it lands, once nacked and sent again, a landing time from now at
+    /// the earliest.
+    fn check_in_flight(&mut self, now: Duration) {
+        let mut latest: HashMap<MessageId, Duration> = HashMap::new();
+        for flight in self.in_flight.values() {
+            if let Carried::Piece { id, .. } = flight.carried {
+                let overdue = now.saturating_sub(flight.handed) > 2 * self.landing;
+                let from = if overdue { now } else { flight.handed };
+                let at = from + self.landing;
+                let entry = latest.entry(id).or_insert(at);
+                *entry = (*entry).max(at);
+            }
+        }
+        let mut state = self.shared.lock();
+        for (id, at) in latest {
+            // A message that met its fate meanwhile is no longer the scheduler's.
+            let _ = state.scheduler.expect_arrival(now, id, at);
+        }
+    }
+
+    /// One tick of the bandwidth estimate: the bytes the channels sent since the last, our
+    /// pieces still in the session's queue (unacked bytes beyond what the channels have
+    /// in flight) as the backlog, and the channels' summed rate as the cap. Ranges the
+    /// estimate left are reported.
+    async fn sample_bandwidth(&mut self) {
+        let Ok(channels) = self.handle.channels().await else {
+            return;
+        };
+        let sent: u64 = channels.iter().map(|c| c.stats.bytes_sent).sum();
+        // The first tick only sets the counter; a new session's counters start over.
+        let Some(last) = self.sent_bytes.replace(sent) else {
+            return;
+        };
+        let sample = UsageSample {
+            sent_bytes: sent.saturating_sub(last),
+            backlog_bytes: (self.in_flight_bytes as f64 - channels_in_flight(&channels)).max(0.0)
+                as u64,
+            capacity: Some(self.tracks.capacity(&channels)),
+        };
+        let events: Vec<_> = {
+            let mut state = self.shared.lock();
+            let estimate = state.bandwidth.on_tick(sample);
+            state.ranges.on_estimate(&estimate);
+            std::iter::from_fn(|| state.ranges.poll_event()).collect()
+        };
+        for event in events {
+            let _ = self.tx.send(MessageNotice::Bandwidth(event));
+        }
     }
 
     async fn send_controls(&mut self) {
@@ -208,17 +250,24 @@ impl Pump {
         }
     }
 
-    /// The next piece and its bytes, cut for the channel whose slot is free first among
-    /// those where some message's piece lands in time.
+    /// The next piece and its bytes. Checked at arrival, it is cut for the one estimate
+    /// that covers every channel; checked at hand-over, for the channel whose slot is free
+    /// first among those where some message's piece lands in time.
     fn next_piece(&mut self) -> Option<(Piece, Bytes)> {
         let now = self.shared.now();
         let mut state = self.shared.lock();
         let estimates = state.estimates.clone();
-        for c in self.slots.order(now, &estimates) {
+        let order = match self.config.deadline_check {
+            DeadlineCheck::Arrival => (0..estimates.len()).collect(),
+            DeadlineCheck::Handover => self.slots.order(now, &estimates),
+        };
+        for c in order {
             let Ok(Some(piece)) = state.scheduler.poll_piece(now, c) else {
                 continue;
             };
-            self.slots.take(now, c, piece.len, estimates[c].rate);
+            if self.config.deadline_check == DeadlineCheck::Handover {
+                self.slots.take(now, c, piece.len, estimates[c].rate);
+            }
             let slice = match state.sources.get_mut(&piece.message) {
                 Some(source) => source.read_piece(&piece),
                 None => Ok(Bytes::new()),
@@ -250,8 +299,9 @@ impl Pump {
                     (stream, handle.id),
                     InFlight {
                         carried,
-                        stream,
+                        handle,
                         adu,
+                        handed: self.shared.now(),
                     },
                 );
             }
@@ -276,12 +326,20 @@ impl Pump {
                 latency,
                 ..
             } if is_ours(stream) => {
-                let sample = latency.saturating_sub(rtt / 2).as_secs_f64();
-                let landing = self.landing.entry(channel).or_insert(sample);
-                *landing += LANDING_GAIN * (sample - *landing);
-                self.on_acked(stream, adu)
+                if let Some(bytes) = self.on_acked(stream, adu) {
+                    self.tracks.on_ack(channel, rtt, latency, bytes);
+                }
             }
-            Event::LateAck { stream, adu, .. } if is_ours(stream) => self.on_acked(stream, adu),
+            Event::LateAck {
+                stream,
+                adu,
+                channel,
+                ..
+            } if is_ours(stream) => {
+                if let Some(bytes) = self.on_acked(stream, adu) {
+                    self.tracks.on_late_ack(channel, bytes);
+                }
+            }
             Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu).await,
             Event::Received {
                 stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
@@ -295,17 +353,19 @@ impl Pump {
         }
     }
 
-    fn on_acked(&mut self, stream: u32, adu: u64) {
+    /// Forgets an acked ADU of ours and confirms its message once every piece is acked.
+    /// The ADU's length, if it was still in flight.
+    fn on_acked(&mut self, stream: u32, adu: u64) -> Option<usize> {
         let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
-            return; // a late ack of an ADU already re-sent
+            return None; // a late ack of an ADU already re-sent
         };
-        self.in_flight_bytes -= flight.adu.len();
-        self.acked_bytes += flight.adu.len();
+        let bytes = flight.adu.len();
+        self.in_flight_bytes -= bytes;
         let Carried::Piece { id, offset } = flight.carried else {
-            return;
+            return Some(bytes);
         };
         let Some(unacked) = self.unacked.get_mut(&id) else {
-            return; // the message met another fate meanwhile
+            return Some(bytes); // the message met another fate meanwhile
         };
         unacked.remove(&offset);
         if unacked.is_empty() {
@@ -317,6 +377,7 @@ impl Pump {
                 self.unacked.remove(&id);
             }
         }
+        Some(bytes)
     }
 
     /// A lost ADU of a message still live, or a cancel, is sent again.
@@ -333,7 +394,7 @@ impl Pump {
             Carried::Control => true,
         };
         if wanted {
-            self.hand_over(flight.stream, flight.adu, flight.carried)
+            self.hand_over(flight.handle.stream, flight.adu, flight.carried)
                 .await;
         }
     }
@@ -363,39 +424,60 @@ impl Pump {
         }
     }
 
-    /// Passes the scheduler's events on and forgets finished messages' bytes. `false` once
-    /// nobody listens.
-    fn report(&mut self) -> bool {
-        loop {
-            let event = {
-                let mut state = self.shared.lock();
-                let event = state.scheduler.poll_event();
-                if let Some(MessageEvent::Finished { id, .. }) = &event {
-                    state.sources.remove(id);
-                }
-                event
-            };
-            let Some(event) = event else {
-                return !self.tx.is_closed();
-            };
+    /// The scheduler's events; finished messages' bytes and unacked pieces are forgotten.
+    fn take_events(&mut self) -> Vec<MessageEvent> {
+        let mut events = Vec::new();
+        let mut state = self.shared.lock();
+        while let Some(event) = state.scheduler.poll_event() {
             if let MessageEvent::Finished { id, .. } = &event {
+                state.sources.remove(id);
                 self.unacked.remove(id);
             }
+            events.push(event);
+        }
+        events
+    }
+
+    /// Passes the events on. `false` once nobody listens.
+    fn report(&mut self, events: Vec<MessageEvent>) -> bool {
+        for event in events {
             if self.tx.send(MessageNotice::Sender(event)).is_err() {
                 return false;
             }
         }
+        !self.tx.is_closed()
+    }
+
+    /// Takes the pieces of messages that ended undelivered out of the session's queue,
+    /// where they would otherwise still be sent (and dropped by the receiver), before the
+    /// application hears of the fate. Pieces already on a channel stay; the session nacks
+    /// the withdrawn ones, which are then forgotten.
+    async fn withdraw(&mut self, events: &[MessageEvent]) {
+        let undelivered: Vec<MessageId> = events
+            .iter()
+            .filter_map(|e| match e {
+                MessageEvent::Finished { id, fate, .. } if *fate != Fate::Delivered => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if undelivered.is_empty() {
+            return;
+        }
+        let queued: Vec<AduHandle> = self
+            .in_flight
+            .values()
+            .filter(|f| matches!(f.carried, Carried::Piece { id, .. } if undelivered.contains(&id)))
+            .map(|f| f.handle)
+            .collect();
+        let mut withdrawn = 0;
+        for handle in queued {
+            if let Ok(true) = self.handle.remove_adu(handle).await {
+                withdrawn += 1;
+            }
+        }
+        self.shared.lock().withdrawn_pieces += withdrawn;
     }
 }
-
-/// Weight of a new delivery-rate sample.
-const DELIVERY_GAIN: f64 = 0.25;
-/// Weight of a new landing-time sample.
-const LANDING_GAIN: f64 = 0.125;
-/// How much the window may exceed the measured delivery over a round trip.
-const WINDOW_GAIN: f64 = 1.5;
-/// The window never shrinks below this many pieces, so that the rate can be measured.
-const MIN_WINDOW_PIECES: usize = 8;
 
 fn is_ours(stream: u32) -> bool {
     stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM

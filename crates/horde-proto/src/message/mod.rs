@@ -181,10 +181,11 @@ impl fmt::Display for Fate {
 /// What the sender reports to the application, in order.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MessageEvent {
-    /// The message can no longer meet its deadline with the current channel estimates: it is
-    /// suspended, and the application decides: [`MessageScheduler::resume`] (continue),
-    /// [`MessageScheduler::defer`] (new deadline), [`MessageScheduler::cancel`] or
-    /// [`MessageScheduler::reprioritise`].
+    /// The message can no longer meet its deadline with the current channel estimates, or
+    /// its pieces already out will land after it ([`MessageScheduler::expect_arrival`]):
+    /// what is left of it is suspended, and the application decides:
+    /// [`MessageScheduler::resume`] (continue), [`MessageScheduler::defer`] (new
+    /// deadline), [`MessageScheduler::cancel`] or [`MessageScheduler::reprioritise`].
     Early {
         /// The message.
         id: MessageId,

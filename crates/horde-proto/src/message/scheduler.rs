@@ -280,6 +280,40 @@ impl MessageScheduler {
         Ok(())
     }
 
+    /// The driver's current estimate of when the pieces of `id` already handed out will
+    /// all have arrived (the queues they wait in may have grown since they were cut). If
+    /// that is after the message's deadline, its early callback fires now, once per
+    /// deadline, as for unsent pieces; a message with pieces left to send is suspended.
+    /// A message the application continued after its callback is not reported again.
+    pub fn expect_arrival(
+        &mut self,
+        now: Duration,
+        id: MessageId,
+        arrival: Duration,
+    ) -> Result<(), MessageError> {
+        let message = self.live(id)?;
+        let Some(deadline) = message.spec.deadline else {
+            return Ok(());
+        };
+        if arrival <= deadline || deadline <= now || message.early_fired || message.continued {
+            return Ok(());
+        }
+        let remaining = message.remaining_bytes(self.config.piece_size);
+        self.update(id, |m| {
+            m.early_fired = true;
+            if m.state == State::Ready {
+                m.state = State::Suspended { early: true };
+            }
+        })?;
+        self.events.push_back(MessageEvent::Early {
+            id,
+            at: now,
+            deadline,
+            remaining,
+        });
+        Ok(())
+    }
+
     /// Expires messages whose deadline passed and re-checks the others against the
     /// channel estimates, suspending (with [`MessageEvent::Early`]) those that can no
     /// longer make it.
@@ -404,6 +438,8 @@ impl MessageScheduler {
             if let State::Suspended { early } = m.state {
                 m.state = State::Ready;
                 m.continued |= early;
+            } else if m.state == State::Sent {
+                m.continued |= m.early_fired;
             }
         })
     }

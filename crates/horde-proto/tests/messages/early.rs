@@ -178,3 +178,86 @@ fn after_an_early_callback_reprioritising_lets_the_message_through() {
         }]
     ));
 }
+
+#[test]
+fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
+    let mut s = MessageScheduler::new(MessageConfig {
+        piece_size: 1000,
+        ..MessageConfig::default()
+    })
+    .unwrap();
+    s.set_channels(
+        ms(0),
+        &[horde_proto::message::ChannelEstimate {
+            rate: 100_000.0,
+            delay: ms(20),
+        }],
+    )
+    .unwrap();
+    let sent = s
+        .submit(ms(0), MessageSpec::new(0, 2_000).with_deadline(ms(300)))
+        .unwrap();
+    let partly = s
+        .submit(ms(0), MessageSpec::new(1, 5_000).with_deadline(ms(400)))
+        .unwrap();
+    for _ in 0..3 {
+        s.poll_piece(ms(0), 0).unwrap().unwrap();
+    }
+    assert!(s.status(sent).unwrap().fully_sent);
+    assert_eq!(s.remaining(partly).unwrap(), 4_000);
+
+    // The queues the pieces wait in are in time: nothing happens.
+    s.expect_arrival(ms(50), sent, ms(300)).unwrap();
+    s.expect_arrival(ms(50), partly, ms(200)).unwrap();
+    assert_eq!(s.poll_event(), None);
+
+    // They grew: both fire early, now; the one with pieces left is also suspended.
+    s.expect_arrival(ms(60), sent, ms(301)).unwrap();
+    s.expect_arrival(ms(60), partly, ms(450)).unwrap();
+    assert_eq!(
+        s.poll_event(),
+        Some(MessageEvent::Early {
+            id: sent,
+            at: ms(60),
+            deadline: ms(300),
+            remaining: 0
+        })
+    );
+    assert_eq!(
+        s.poll_event(),
+        Some(MessageEvent::Early {
+            id: partly,
+            at: ms(60),
+            deadline: ms(400),
+            remaining: 4_000
+        })
+    );
+    assert!(s.status(partly).unwrap().suspended);
+    assert_eq!(s.poll_piece(ms(60), 0).unwrap(), None);
+    // Once per deadline, and not after the deadline passed.
+    s.expect_arrival(ms(70), sent, ms(900)).unwrap();
+    assert_eq!(s.poll_event(), None);
+
+    // Continue the sent one: it may still be delivered. Cancel the other: `early`, and the
+    // receiver is told to drop its piece.
+    s.resume(sent).unwrap();
+    s.expect_arrival(ms(80), sent, ms(900)).unwrap();
+    assert_eq!(s.poll_event(), None);
+    s.confirm_delivered(ms(320), sent).unwrap();
+    s.cancel(ms(320), partly).unwrap();
+    let fates: Vec<_> = std::iter::from_fn(|| s.poll_event())
+        .map(|e| match e {
+            MessageEvent::Finished { id, fate, .. } => (id, fate),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(fates, [(sent, Fate::Delivered), (partly, Fate::Early)]);
+    assert_eq!(
+        s.poll_control(),
+        Some(horde_proto::message::ControlItem::Cancel(partly))
+    );
+    assert_eq!(
+        s.expect_arrival(ms(330), sent, ms(331)),
+        Err(horde_proto::message::MessageError::AlreadyDelivered(sent))
+    );
+}
