@@ -1,5 +1,6 @@
 //! `horde-lab chap multi-app`: the CHAP dissertation's headline experiment (seed 001
-//! §6.8, Table 6.10) in virtual time. Five wireless stations behind one 802.11g access
+//! §6.8, Table 6.10) in virtual time; `horde-lab chap p2p`: its P2P background runs
+//! (§6.9, Table 6.11). Five wireless stations behind one 802.11g access
 //! point run a game, a VoIP call, a video stream, Web browsing and an FTP download
 //! (smoltcp Cubic); the AP's downstream queue is FIFO, CHAP, SPQ or fq_codel. Prints the
 //! table beside the dissertation's figures; `--json` for the runs and the table.
@@ -17,17 +18,20 @@ use anyhow::{bail, Result};
 use clap::{Args as ClapArgs, Subcommand};
 
 pub use experiment::{run as run_one, Schedule};
-pub use table::build_table;
+pub use table::{build_p2p_table, build_table};
 
 #[derive(Subcommand)]
 pub enum Command {
     /// Table 6.10: game, VoIP, video (no, small, large FEC), Web and FTP at once, under
     /// FIFO, CHAP, SPQ and fq_codel.
-    MultiApp(MultiAppArgs),
+    MultiApp(RunArgs),
+    /// Table 6.11: game, VoIP, video and Web, each in its own run against 10 parallel
+    /// TCP downloads to one station (P2P), under FIFO, CHAP, SPQ and fq_codel.
+    P2p(RunArgs),
 }
 
 #[derive(ClapArgs)]
-pub struct MultiAppArgs {
+pub struct RunArgs {
     /// Number of seeds; with more than one, each figure is the mean and its spread
     /// (min..max) is shown.
     #[arg(long, default_value_t = 1)]
@@ -46,11 +50,12 @@ pub struct MultiAppArgs {
 
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::MultiApp(a) => multi_app(a),
+        Command::MultiApp(a) => run_table(a, false),
+        Command::P2p(a) => run_table(a, true),
     }
 }
 
-fn multi_app(a: MultiAppArgs) -> Result<ExitCode> {
+fn run_table(a: RunArgs, p2p: bool) -> Result<ExitCode> {
     if a.seeds == 0 || a.seeds > 1000 {
         bail!("--seeds must be between 1 and 1000, got {}", a.seeds);
     }
@@ -65,24 +70,35 @@ fn multi_app(a: MultiAppArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let mut runs = Vec::new();
     for &seed in &seeds {
-        for config in table::configs(seed, schedule) {
+        let configs = if p2p {
+            table::p2p_configs(seed, schedule)
+        } else {
+            table::configs(seed, schedule)
+        };
+        for config in configs {
             let t = Instant::now();
             let r = run_one(&config)?;
+            let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
             eprintln!(
-                "seed {seed} {:>8} fec {:>5}: game {:.2} voip {:.2} video {:.2} fps web {} ftp {:.2} Mbit/s ({:.1} s)",
+                "seed {seed} {:?} {:>8} fec {:>5}: game {} voip {} video {} fps web {} ms download {:.2} Mbit/s ({:.1} s)",
+                config.scenario,
                 config.discipline.name(),
                 experiment::fec_label(config.fec),
-                r.game_mos,
-                r.voip_mos,
-                r.video_fps,
-                r.web_ms.map_or("-".to_string(), |w| format!("{w:.1} ms")),
+                show(r.game_mos),
+                show(r.voip_mos),
+                show(r.video_fps),
+                show(r.web_ms),
                 r.ftp_mbps,
                 t.elapsed().as_secs_f64()
             );
             runs.push(r);
         }
     }
-    let table = build_table(&seeds, schedule, &runs)?;
+    let table = if p2p {
+        build_p2p_table(&seeds, schedule, &runs)?
+    } else {
+        build_table(&seeds, schedule, &runs)?
+    };
     let wall = started.elapsed().as_secs_f64();
     if a.json {
         let out = serde_json::json!({ "table": table, "runs": runs });

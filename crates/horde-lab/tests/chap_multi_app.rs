@@ -1,5 +1,6 @@
-//! `horde-lab chap multi-app --short --json`: the directions of the CHAP dissertation's
-//! Table 6.10 hold on a fixed seed, end to end through the command.
+//! `horde-lab chap multi-app` and `chap p2p` with `--short --json`: the directions of the
+//! CHAP dissertation's Tables 6.10 and 6.11 hold on a fixed seed, end to end through the
+//! command.
 
 use std::process::Command;
 
@@ -83,4 +84,47 @@ fn bad_arguments_are_refused_with_a_message() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--seeds must be between 1 and 1000"), "{err}");
+}
+
+#[test]
+fn table_6_11_directions_hold_on_a_short_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
+        .args(["chap", "p2p", "--short", "--seed", "1", "--json"])
+        .output()
+        .expect("run horde-lab");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let table = &json["table"];
+    assert_eq!(json["runs"].as_array().unwrap().len(), 16);
+
+    for (app, close, gap) in [
+        ("Game", 0.1, 0.2),
+        ("VoIP", 0.05, 0.05),
+        ("Video, no FEC", 1.5, 10.0),
+    ] {
+        let [fifo, chap, spq, _] = row(table, app);
+        assert!((chap - spq).abs() < close, "{app}: CHAP {chap} ~ SPQ {spq}");
+        assert!(
+            chap - fifo > gap,
+            "{app}: FIFO {fifo} clearly below CHAP {chap}"
+        );
+    }
+    let [fifo, chap, spq, _] = row(table, "Web");
+    assert!(
+        spq < chap && chap < fifo,
+        "web response time: SPQ {spq} < CHAP {chap} < FIFO {fifo}"
+    );
+    let p2p = row(table, "P2P");
+    let (lo, hi) = (
+        p2p[..3].iter().copied().fold(f64::INFINITY, f64::min),
+        p2p[..3].iter().copied().fold(0.0, f64::max),
+    );
+    assert!(
+        lo > 15.0 && (hi - lo) / hi < 0.05,
+        "P2P the same under all: {p2p:?}"
+    );
 }

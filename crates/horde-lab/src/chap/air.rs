@@ -79,10 +79,16 @@ pub enum Content {
         app: UdpApp,
         record: usize,
     },
-    /// A segment of the FTP download.
-    FtpData(u64),
-    /// An acknowledgement of the FTP download.
-    FtpAck(Ack),
+    /// A segment of download `dl`.
+    FtpData {
+        dl: usize,
+        seg: u64,
+    },
+    /// An acknowledgement of download `dl`.
+    FtpAck {
+        dl: usize,
+        ack: Ack,
+    },
 }
 
 /// The fixed parts of the network.
@@ -117,7 +123,7 @@ impl Default for Wiring {
 }
 
 /// Who transmits a frame on the shared channel: the AP, or one of the stations.
-/// Stations: 0 game, 1 VoIP, 2 video, 3 Web, 4 FTP.
+/// Stations: 0 game, 1 VoIP, 2 video, 3 Web, 4 the downloads (FTP or P2P).
 const STATIONS: usize = 5;
 const WEB_STATION: usize = 3;
 const FTP_STATION: usize = 4;
@@ -134,8 +140,8 @@ enum Event {
     AtServer(Vec<u8>),
     /// An upstream UDP packet reaches its server.
     UdpAtServer { app: UdpApp, record: usize },
-    /// An FTP acknowledgement reaches the FTP server.
-    FtpAckAtServer(Ack),
+    /// An acknowledgement reaches download `dl`'s server.
+    FtpAckAtServer { dl: usize, ack: Ack },
 }
 
 /// The frame on the air and when it ends.
@@ -150,8 +156,8 @@ struct OnAir {
     content: Content,
 }
 
-/// The FTP download: a [`bulk_tcp`](super::bulk_tcp) sender at the server and its
-/// receiver at the FTP station.
+/// A bulk download (the FTP, or one P2P flow): a [`bulk_tcp`](super::bulk_tcp) sender
+/// at its server and its receiver at the downloading station.
 #[derive(Debug)]
 pub struct Ftp {
     pub flow: FlowKey,
@@ -165,9 +171,10 @@ pub struct Ftp {
 }
 
 impl Ftp {
-    pub fn new(start: Duration, window: (Duration, Duration)) -> Ftp {
+    /// A download of `flow` (server to station) from `start`, measured over `window`.
+    pub fn new(flow: FlowKey, start: Duration, window: (Duration, Duration)) -> Ftp {
         Ftp {
-            flow: FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000),
+            flow,
             start,
             started: false,
             sender: Sender::default(),
@@ -242,7 +249,7 @@ pub struct AccessPoint {
     wire_up_free: Duration,
     sources: Vec<UdpSource>,
     pub log: UdpLog,
-    pub ftp: Ftp,
+    pub downloads: Vec<Ftp>,
     segs: Vec<u64>,
     /// Airtime of the AP's frames and of the stations' frames.
     pub ap_airtime: Duration,
@@ -260,7 +267,7 @@ impl AccessPoint {
         station_tx: Transmitter,
         channel: Channel,
         sources: Vec<UdpSource>,
-        ftp: Ftp,
+        downloads: Vec<Ftp>,
     ) -> AccessPoint {
         AccessPoint {
             wiring,
@@ -279,7 +286,7 @@ impl AccessPoint {
             wire_up_free: Duration::ZERO,
             sources,
             log: UdpLog::default(),
-            ftp,
+            downloads,
             segs: Vec::new(),
             ap_airtime: Duration::ZERO,
             station_airtime: Duration::ZERO,
@@ -385,8 +392,8 @@ impl AccessPoint {
                     Content::Udp { app, record } => {
                         self.log.down[app.index()][record].arrived = Some(now);
                     }
-                    Content::FtpData(seg) => self.ftp_data_at_client(now, seg),
-                    Content::FtpAck(_) => {}
+                    Content::FtpData { dl, seg } => self.ftp_data_at_client(now, dl, seg),
+                    Content::FtpAck { .. } => {}
                 }
             } else {
                 self.stats.down.lost += 1;
@@ -401,8 +408,10 @@ impl AccessPoint {
                     Content::Udp { app, record } => {
                         self.schedule(at, Event::UdpAtServer { app, record })
                     }
-                    Content::FtpAck(ack) => self.schedule(at, Event::FtpAckAtServer(ack)),
-                    Content::FtpData(_) => {}
+                    Content::FtpAck { dl, ack } => {
+                        self.schedule(at, Event::FtpAckAtServer { dl, ack })
+                    }
+                    Content::FtpData { .. } => {}
                 }
             } else {
                 self.stats.up.lost += 1;
@@ -411,20 +420,21 @@ impl AccessPoint {
         self.start_frame(now);
     }
 
-    fn ftp_data_at_client(&mut self, now: Duration, seg: u64) {
-        let before = self.ftp.receiver.next;
-        let ack = self.ftp.receiver.on_data(now, seg);
-        let (from, to) = self.ftp.window;
+    fn ftp_data_at_client(&mut self, now: Duration, dl: usize, seg: u64) {
+        let d = &mut self.downloads[dl];
+        let before = d.receiver.next;
+        let ack = d.receiver.on_data(now, seg);
+        let (from, to) = d.window;
         if now >= from && now < to {
-            self.ftp.bytes_in_window += (self.ftp.receiver.next - before) * u64::from(MSS);
+            d.bytes_in_window += (d.receiver.next - before) * u64::from(MSS);
         }
         if let Some(ack) = ack {
-            self.send_ftp_ack(now, ack);
+            self.send_ftp_ack(now, dl, ack);
         }
     }
 
-    fn send_ftp_ack(&mut self, now: Duration, ack: Ack) {
-        let k = self.ftp.flow;
+    fn send_ftp_ack(&mut self, now: Duration, dl: usize, ack: Ack) {
+        let k = self.downloads[dl].flow;
         let up = FlowKey {
             src: k.dst,
             dst: k.src,
@@ -432,21 +442,21 @@ impl AccessPoint {
             dst_port: k.src_port,
             protocol: k.protocol,
         };
-        self.enqueue_station(FTP_STATION, up, ACK_BYTES, Content::FtpAck(ack));
+        self.enqueue_station(FTP_STATION, up, ACK_BYTES, Content::FtpAck { dl, ack });
         self.start_frame(now);
     }
 
-    /// Put the FTP server's segments on the wire towards the AP.
-    fn send_ftp_segments(&mut self, now: Duration) {
+    /// Put download `dl`'s new segments on the wire towards the AP.
+    fn send_ftp_segments(&mut self, now: Duration, dl: usize) {
         let segs = std::mem::take(&mut self.segs);
         for &seg in &segs {
             let at = self.wire_down(now, DATA_BYTES);
             self.schedule(
                 at,
                 Event::AtAp {
-                    flow: self.ftp.flow,
+                    flow: self.downloads[dl].flow,
                     len: DATA_BYTES,
-                    content: Content::FtpData(seg),
+                    content: Content::FtpData { dl, seg },
                 },
             );
         }
@@ -454,19 +464,26 @@ impl AccessPoint {
         self.segs.clear();
     }
 
-    /// The FTP's start or one of its timers.
-    fn ftp_timer(&mut self, now: Duration) {
-        if !self.ftp.started && self.ftp.start <= now {
-            self.ftp.started = true;
-            self.ftp.sender.transmit(now, &mut self.segs);
-        } else if self.ftp.sender.timer().is_some_and(|t| t <= now) {
-            self.ftp.sender.on_timeout(now, &mut self.segs);
+    /// Downloads' starts and timers due by `now`.
+    fn ftp_timers(&mut self, now: Duration) {
+        for dl in 0..self.downloads.len() {
+            let d = &mut self.downloads[dl];
+            if !d.started && d.start <= now {
+                d.started = true;
+                d.sender.transmit(now, &mut self.segs);
+            } else if d.sender.timer().is_some_and(|t| t <= now) {
+                d.sender.on_timeout(now, &mut self.segs);
+            }
+            if d.receiver.timer().is_some_and(|t| t <= now) {
+                let ack = d.receiver.on_timeout();
+                self.send_ftp_ack(now, dl, ack);
+            }
+            self.send_ftp_segments(now, dl);
         }
-        if self.ftp.receiver.timer().is_some_and(|t| t <= now) {
-            let ack = self.ftp.receiver.on_timeout();
-            self.send_ftp_ack(now, ack);
-        }
-        self.send_ftp_segments(now);
+    }
+
+    fn downloads_timer(&self) -> Option<Duration> {
+        self.downloads.iter().filter_map(Ftp::timer).min()
     }
 
     /// The next UDP application packet: its source's index and time.
@@ -527,7 +544,7 @@ impl AccessPoint {
             self.events.peek().map(|Reverse((t, _))| *t),
             self.on_air.as_ref().map(|f| f.until),
             self.next_udp().map(|(_, t)| t),
-            self.ftp.timer(),
+            self.downloads_timer(),
         ]
         .into_iter()
         .flatten()
@@ -584,16 +601,16 @@ impl Carrier for AccessPoint {
                         Event::UdpAtServer { app, record } => {
                             self.log.up[app.index()][record].arrived = Some(t);
                         }
-                        Event::FtpAckAtServer(ack) => {
-                            self.ftp.sender.on_ack(t, &ack, &mut self.segs);
-                            self.send_ftp_segments(t);
+                        Event::FtpAckAtServer { dl, ack } => {
+                            self.downloads[dl].sender.on_ack(t, &ack, &mut self.segs);
+                            self.send_ftp_segments(t, dl);
                         }
                     }
                     continue;
                 }
             }
-            if self.ftp.timer() == Some(t) {
-                self.ftp_timer(t);
+            if self.downloads_timer() == Some(t) {
+                self.ftp_timers(t);
                 continue;
             }
             let (source, _) = self.next_udp().expect("the earliest event is a UDP send");

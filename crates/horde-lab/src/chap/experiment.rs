@@ -93,6 +93,7 @@ fn secs(s: f64) -> Duration {
 /// Everything one run depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RunConfig {
+    pub scenario: Scenario,
     #[serde(serialize_with = "kind_name")]
     pub discipline: QdiscKind,
     #[serde(serialize_with = "fec_name")]
@@ -106,6 +107,64 @@ pub struct RunConfig {
     /// Distance of every station from the AP (seed: 1 m).
     pub distance_m: f64,
 }
+
+/// Which applications run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// §6.8: game, VoIP, video, Web and one FTP download, each on its own station.
+    MultiApp,
+    /// §6.9: one application against 10 parallel TCP downloads to one station (P2P).
+    P2p(TestApp),
+}
+
+/// The application under test of a P2P run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestApp {
+    Game,
+    Voip,
+    Video,
+    Web,
+}
+
+impl Scenario {
+    fn runs(self, app: UdpApp) -> bool {
+        match self {
+            Scenario::MultiApp => true,
+            Scenario::P2p(t) => matches!(
+                (t, app),
+                (TestApp::Game, UdpApp::Game)
+                    | (TestApp::Voip, UdpApp::Voip)
+                    | (TestApp::Video, UdpApp::Video)
+            ),
+        }
+    }
+
+    fn runs_web(self) -> bool {
+        matches!(self, Scenario::MultiApp | Scenario::P2p(TestApp::Web))
+    }
+
+    /// The downloads' 5-tuples, server to station.
+    fn downloads(self) -> Vec<FlowKey> {
+        match self {
+            Scenario::MultiApp => vec![FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000)],
+            Scenario::P2p(_) => (0..P2P_FLOWS)
+                .map(|i| {
+                    FlowKey::tcp(
+                        [10, 0, 10 + i, 1],
+                        6881,
+                        [10, 1, 0, 4],
+                        40_000 + u16::from(i),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Parallel TCP flows of the P2P application (seed §6.1.6).
+pub const P2P_FLOWS: u8 = 10;
 
 fn kind_name<S: serde::Serializer>(k: &QdiscKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(k.name())
@@ -126,7 +185,19 @@ pub fn fec_label(f: Fec) -> &'static str {
 impl RunConfig {
     /// The dissertation's §6.8 settings under `discipline`.
     pub fn table_6_10(discipline: QdiscKind, fec: Fec, seed: u64, schedule: Schedule) -> Self {
+        RunConfig::new(Scenario::MultiApp, discipline, fec, seed, schedule)
+    }
+
+    /// The dissertation's settings (q = 35, I = 25 ms, 1 m) for `scenario`.
+    pub fn new(
+        scenario: Scenario,
+        discipline: QdiscKind,
+        fec: Fec,
+        seed: u64,
+        schedule: Schedule,
+    ) -> Self {
         RunConfig {
+            scenario,
             discipline,
             fec,
             seed,
@@ -150,19 +221,20 @@ const MIN_REQUEST: u64 = 24;
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
     pub config: RunConfig,
-    pub game_mos: f64,
-    pub voip_mos: f64,
-    pub video_fps: f64,
+    pub game_mos: Option<f64>,
+    pub voip_mos: Option<f64>,
+    pub video_fps: Option<f64>,
     /// Each Web page requested in the window, in order.
     #[serde(skip)]
     pub pages: Vec<PageFetch>,
     /// Mean response time of the pages of this run that completed.
     pub web_ms: Option<f64>,
     pub web_pages: usize,
+    /// Goodput of the FTP, or of all P2P flows together, over the window.
     pub ftp_mbps: f64,
     /// Mean one-way delay of the game's downstream packets in the window.
-    pub game_down_ms: f64,
-    pub voip_loss: f64,
+    pub game_down_ms: Option<f64>,
+    pub voip_loss: Option<f64>,
     /// Packets the AP's queue dropped over the run.
     pub ap_drops: u64,
     /// Fraction of the run's time the channel carried the AP's and the stations' frames.
@@ -170,7 +242,7 @@ pub struct RunResult {
     pub station_airtime_share: f64,
 }
 
-fn build_qdisc(c: &RunConfig, ftp: FlowKey) -> Result<Box<dyn Qdisc<Content>>> {
+fn build_qdisc(c: &RunConfig, downloads: &[FlowKey]) -> Result<Box<dyn Qdisc<Content>>> {
     let limit = Limit::packets(c.queue_packets);
     Ok(match c.discipline {
         QdiscKind::Fifo => Box::new(Fifo::new(limit)?),
@@ -182,13 +254,16 @@ fn build_qdisc(c: &RunConfig, ftp: FlowKey) -> Result<Box<dyn Qdisc<Content>>> {
         // Two classes (seed §6.8): the delay-sensitive applications, then FTP.
         QdiscKind::Spq => Box::new(Spq::new(SpqConfig {
             bands: 2,
-            rules: vec![SpqRule {
-                band: 1,
-                protocol: Some(ftp.protocol),
-                src: Some(ftp.src),
-                src_ports: Some(ftp.src_port..=ftp.src_port),
-                ..SpqRule::default()
-            }],
+            rules: downloads
+                .iter()
+                .map(|d| SpqRule {
+                    band: 1,
+                    protocol: Some(d.protocol),
+                    src: Some(d.src),
+                    src_ports: Some(d.src_port..=d.src_port),
+                    ..SpqRule::default()
+                })
+                .collect(),
             default_band: 0,
             limit,
         })?),
@@ -273,7 +348,10 @@ fn udp_sources(c: &RunConfig) -> Result<Vec<UdpSource>> {
             Box::new(apps::voip(sub_seed(c.seed, 2))),
         ),
         UdpSource::new(UdpApp::Video, start, stop, Box::new(video)),
-    ])
+    ]
+    .into_iter()
+    .filter(|s| c.scenario.runs(s.app))
+    .collect())
 }
 
 /// Run one configuration.
@@ -282,25 +360,31 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
     if !(c.distance_m.is_finite() && c.distance_m >= 0.0) {
         return Err(anyhow!("distance must be >= 0 m, got {}", c.distance_m));
     }
-    let (specs, plan) = web_plan(c)?;
+    let (specs, mut plan) = web_plan(c)?;
+    if !c.scenario.runs_web() {
+        plan.clear();
+    }
     let phy = Phy::dot11g(54.0);
     let channel = Channel::at_distance(c.distance_m, &Shadowing::dissertation())?;
     let window = c.schedule.window();
-    let ftp = Ftp::new(secs(c.schedule.ftp_start_s), window);
+    let keys = c.scenario.downloads();
+    let downloads: Vec<Ftp> = keys
+        .iter()
+        .map(|&k| Ftp::new(k, secs(c.schedule.ftp_start_s), window))
+        .collect();
     let ap = AccessPoint::new(
         Wiring::default(),
-        build_qdisc(c, ftp.flow).with_context(|| format!("{} queue", c.discipline))?,
+        build_qdisc(c, &keys).with_context(|| format!("{} queue", c.discipline))?,
         Transmitter::new(phy, sub_seed(c.seed, 5))?,
         Transmitter::new(phy, sub_seed(c.seed, 6))?,
         channel,
         udp_sources(c)?,
-        ftp,
+        downloads,
     );
     let web_ids: Vec<(u32, Duration)> = plan.iter().map(|f| (f.id, f.start)).collect();
     let end = secs(c.schedule.end_s);
     // The flow simulator stops once every planned flow has finished; a flow planned
     // after the end keeps it (and the access point inside it) running until the end.
-    let mut plan = plan;
     plan.push(PlannedFlow {
         id: plan.len() as u32,
         class: 0,
@@ -333,6 +417,7 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         })
         .collect();
     let web_ms = horde_analyze::quality::mean_response_time_ms(&pages).ok();
+    let runs = |app| c.scenario.runs(app);
     let log = &ap.log;
     let in_window = |s: &&Sent| s.at >= window.0 && s.at < window.1;
     let voip: Vec<Option<f64>> = log
@@ -350,17 +435,25 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         .collect();
     let span = (window.1 - window.0).as_secs_f64();
     let end_s = secs(c.schedule.end_s).as_secs_f64();
+    let ftp_bytes: u64 = ap.downloads.iter().map(|d| d.bytes_in_window).sum();
     Ok(RunResult {
         config: *c,
-        game_mos: windowed_game_mos(log, window)?,
-        voip_mos: voip_mos(&voip, JITTER_BUFFER_MS)?,
-        video_fps: video_fps(log.down(UdpApp::Video), window)?,
+        game_mos: runs(UdpApp::Game)
+            .then(|| windowed_game_mos(log, window))
+            .transpose()?,
+        voip_mos: runs(UdpApp::Voip)
+            .then(|| voip_mos(&voip, JITTER_BUFFER_MS))
+            .transpose()?,
+        video_fps: runs(UdpApp::Video)
+            .then(|| video_fps(log.down(UdpApp::Video), window))
+            .transpose()?,
         web_ms,
         web_pages: pages.len(),
         pages,
-        ftp_mbps: ap.ftp.bytes_in_window as f64 * 8.0 / span / 1e6,
-        game_down_ms: game_down.iter().sum::<f64>() / game_down.len().max(1) as f64,
-        voip_loss: voip_lost as f64 / voip.len().max(1) as f64,
+        ftp_mbps: ftp_bytes as f64 * 8.0 / span / 1e6,
+        game_down_ms: runs(UdpApp::Game)
+            .then(|| game_down.iter().sum::<f64>() / game_down.len().max(1) as f64),
+        voip_loss: runs(UdpApp::Voip).then(|| voip_lost as f64 / voip.len().max(1) as f64),
         ap_drops: ap.ap_drops,
         ap_airtime_share: ap.ap_airtime.as_secs_f64() / end_s,
         station_airtime_share: ap.station_airtime.as_secs_f64() / end_s,
