@@ -524,3 +524,43 @@ fn video_fps(sent: &[Sent], window: (Duration, Duration)) -> Result<f64> {
         .count();
     Ok(played as f64 / (window.1 - window.0).as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brief() -> Schedule {
+        Schedule {
+            apps_start_s: 0.0,
+            ftp_start_s: 1.0,
+            window_start_s: 2.0,
+            window_end_s: 8.0,
+            end_s: 9.0,
+        }
+    }
+
+    #[test]
+    fn a_seed_fixes_the_run_and_another_seed_changes_it() {
+        let config = |seed| RunConfig::table_6_10(QdiscKind::Chap, Fec::Small, seed, brief());
+        let json = |seed| serde_json::to_string(&run(&config(seed)).unwrap()).unwrap();
+        let a = json(7);
+        assert_eq!(a, json(7));
+        assert_ne!(a, json(8));
+    }
+
+    #[test]
+    fn bad_schedules_and_distances_are_refused_with_what_was_wrong() {
+        let mut c = RunConfig::table_6_10(QdiscKind::Fifo, Fec::None, 1, brief());
+        c.schedule.window_end_s = 1.0;
+        let err = run(&c).unwrap_err().to_string();
+        assert!(err.contains("window start < window end"), "{err}");
+        let mut c = RunConfig::table_6_10(QdiscKind::Fifo, Fec::None, 1, brief());
+        c.distance_m = -1.0;
+        let err = run(&c).unwrap_err().to_string();
+        assert!(err.contains("distance must be >= 0 m"), "{err}");
+        let mut c = RunConfig::table_6_10(QdiscKind::Chap, Fec::None, 1, brief());
+        c.queue_packets = 1;
+        let err = format!("{:#}", run(&c).unwrap_err());
+        assert!(err.contains("chap limit"), "{err}");
+    }
+}
