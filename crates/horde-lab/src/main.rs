@@ -2,6 +2,7 @@
 //! runners start the `horde` binary for `horde shell` and `horde tunnel`; see
 //! [`horde_binary`] for how they find it.
 
+mod chap;
 mod pluribus;
 
 use std::path::PathBuf;
@@ -23,6 +24,11 @@ enum Command {
     Pluribus {
         #[command(subcommand)]
         command: pluribus::Command,
+    },
+    /// The CHAP experiments: `chap multi-app` reproduces the dissertation's Table 6.10.
+    Chap {
+        #[command(subcommand)]
+        command: chap::Command,
     },
 }
 
@@ -50,6 +56,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Pluribus { command } => pluribus::run(command),
+        Command::Chap { command } => chap::run(command),
     };
     match result {
         Ok(code) => code,
