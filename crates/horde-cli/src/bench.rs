@@ -40,7 +40,11 @@ pub struct LinksArgs {
     /// elastic bulk stream [default: scenarios/cellular3.toml, built in with its traces]
     scenario: Option<PathBuf>,
     /// Controllers to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "aimd,cubic,bbr,copa")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "aimd,cubic,bbr,copa,ontime"
+    )]
     cc: Vec<String>,
     /// Seconds per run.
     #[arg(long, default_value_t = 30.0)]
