@@ -16,8 +16,9 @@
 //! above the minimum); otherwise what it delivered is a lower bound (see [`RateForecast`]).
 //! The floor of a few packets on `Q` makes an underestimated rate show itself.
 //!
-//! Sending is paced at twice the forecast rate, so that the window is refilled within
-//! half a round trip rather than in one burst.
+//! Sending is paced at twice the forecast rate (or at twice what drains the window over a
+//! round trip plus the target, if more), so that the window is refilled within half a
+//! round trip rather than in one burst.
 //!
 //! Loss: a loss with little of ours queued is the link's and is ignored. A loss while a
 //! queue of ours stood means `Q` did not fit in the bottleneck's buffer (the channel may
@@ -80,7 +81,6 @@ pub struct Ontime {
     forecast: RateForecast,
     cwnd: f64,
     min_rtt: Option<Duration>,
-    srtt: Option<Duration>,
     /// Cap on the queue allowance learnt from overflows, bytes.
     queue_cap: f64,
     /// The latest overflow episode began then.
@@ -97,7 +97,6 @@ impl Ontime {
             forecast: RateForecast::new(p.tick, p.volatility, mss),
             cwnd: f64::from(mss) * f64::from(p.initial_window_packets).max(MIN_WINDOW_PACKETS),
             min_rtt: None,
-            srtt: None,
             queue_cap: f64::INFINITY,
             recovery_start: Duration::ZERO,
             pacer: Pacer::new(u64::from(mss)),
@@ -132,7 +131,6 @@ impl CongestionControl for Ontime {
     fn on_ack(&mut self, ack: &AckSample) {
         let min_rtt = ack.min_rtt.min(ack.rtt);
         self.min_rtt = Some(min_rtt);
-        self.srtt = Some(ack.srtt);
         // More was in flight than the path holds outside a queue, and the round trip shows
         // the wait: then the link could not have delivered more than it did. Neither alone
         // will do: the pipe is itself estimated, and on a radio link a lone packet waits
