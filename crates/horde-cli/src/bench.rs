@@ -46,7 +46,7 @@ pub struct LinksArgs {
     /// Scenario whose channels (links, mtu) are used; its streams are replaced by one
     /// elastic bulk stream [default: scenarios/cellular3.toml, built in with its traces]
     scenario: Option<PathBuf>,
-    /// Controllers to compare, comma-separated [default: aimd,cubic,bbr,copa; with
+    /// Controllers to compare, comma-separated [default: aimd,cubic,bbr,copa,ontime; with
     /// --kernel: the default controller].
     #[arg(long, value_delimiter = ',')]
     cc: Option<Vec<String>>,
@@ -99,7 +99,7 @@ pub struct Row {
 }
 
 /// The controllers compared when `--cc` is not given.
-const DEFAULT_CCS: [&str; 4] = ["aimd", "cubic", "bbr", "copa"];
+const DEFAULT_CCS: [&str; 5] = ["aimd", "cubic", "bbr", "copa", "ontime"];
 
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {

@@ -857,6 +857,82 @@ fn bench_links_compares_controllers_over_the_cellular_links() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// `ontime` over two generated cellular uplinks (fixed seeds, 150 kB buffers, 30 and
+/// 40 ms one way), in the simulator beside `cubic` and `copa`: it keeps most of the
+/// capacity at a p95 one-way delay within 120 ms of the slower link's base, where `cubic`
+/// queues for several hundred ms, and it delivers more than `copa`.
+#[test]
+fn bench_links_ontime_is_on_time_and_keeps_the_links_busy() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-ontime-{}", std::process::id()));
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for (name, mbps, seed) in [("a.up", "4", "11"), ("b.up", "8", "12")] {
+        let out = horde(&[
+            "trace",
+            "gen",
+            "--mean-mbps",
+            mbps,
+            "--duration-s",
+            "30",
+            "--seed",
+            seed,
+            "--out",
+            traces.join(name).to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let link = |trace: &str, ms: u32| {
+        format!(
+            "mtu = 1400\nup = {{ rate = {{ model = \"trace\", path = \"traces/{trace}\" }}, \
+             buffer_bytes = 150000, delay = {{ model = \"constant\", ms = {ms} }} }}\n\
+             down = {{ delay = {{ model = \"constant\", ms = {ms} }} }}\n"
+        )
+    };
+    let scenario = format!(
+        "name = \"gen2\"\nseed = 5\nduration_s = 30\n[scheduler]\nkind = \"rrr\"\ncycle_ms = 0\n\
+         [[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n\
+         [[channels]]\nname = \"x\"\n{}[[channels]]\nname = \"y\"\n{}\
+         [[streams]]\nid = 1\nelastic = true\nworkload = {{ kind = \"bulk\", adu_bytes = 1400 }}\n",
+        link("a.up", 30),
+        link("b.up", 40)
+    );
+    let path = dir.join("gen2.toml");
+    std::fs::write(&path, scenario).unwrap();
+    let out = horde(&[
+        "bench",
+        "links",
+        path.to_str().unwrap(),
+        "--cc",
+        "ontime,cubic,copa",
+        "--duration",
+        "30",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_of(&out);
+    let row = |cc: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cc"] == cc)
+            .unwrap_or_else(|| panic!("no {cc} row in {rows}"))
+            .clone()
+    };
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    let (ontime, cubic, copa) = (row("ontime"), row("cubic"), row("copa"));
+    assert!(f(&ontime, "utilization") >= 0.65, "{ontime}");
+    assert!(f(&ontime, "delay_p95_ms") <= 40.0 + 120.0, "{ontime}");
+    assert!(
+        f(&ontime, "delay_p95_ms") * 2.0 < f(&cubic, "delay_p95_ms"),
+        "{ontime} against {cubic}"
+    );
+    assert!(
+        f(&ontime, "goodput_mbps") > 1.1 * f(&copa, "goodput_mbps"),
+        "{ontime} against {copa}"
+    );
+}
+
 /// Without a scenario, `horde bench links` runs its built-in one (the cellular scenario
 /// with its traces) from any directory, and removes the traces it wrote for the links.
 #[test]

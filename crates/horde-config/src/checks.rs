@@ -90,6 +90,32 @@ pub fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
                 1.0,
             );
         }
+        CcConfig::Ontime {
+            initial_window_packets,
+            delay_target_ms,
+            confidence,
+            volatility,
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(
+                key("delay_target_ms"),
+                "ontime delay_target_ms",
+                *delay_target_ms,
+                limits::ONTIME_DELAY_TARGET_MS,
+            );
+            c.in_range(
+                key("confidence"),
+                "ontime confidence",
+                *confidence,
+                limits::ONTIME_CONFIDENCE,
+            );
+            c.in_range(
+                key("volatility"),
+                "ontime volatility",
+                *volatility,
+                limits::ONTIME_VOLATILITY,
+            );
+        }
         CcConfig::Verb {
             period_s,
             rtt_rise,

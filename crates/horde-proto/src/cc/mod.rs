@@ -14,6 +14,8 @@ mod cbr;
 mod copa;
 mod cubic;
 mod filter;
+mod forecast;
+mod ontime;
 mod pacer;
 #[cfg(test)]
 mod testbed;
@@ -25,6 +27,7 @@ pub(crate) use bbr::{Bbr, BbrParams};
 pub(crate) use cbr::Cbr;
 pub(crate) use copa::{Copa, CopaParams};
 pub(crate) use cubic::{Cubic, CubicParams};
+pub(crate) use ontime::{Ontime, OntimeParams};
 pub(crate) use pacer::Pacer;
 pub(crate) use verb::{Verb, VerbParams};
 
@@ -202,6 +205,23 @@ pub enum CcConfig {
         #[serde(default = "yes")]
         drain_cap: bool,
     },
+    /// `ontime`: sends what a forecast of the link's rate, made from the acks alone, says
+    /// will arrive within a delay target (docs/congestion.md).
+    Ontime {
+        /// Congestion window at start and after a reset, packets of one MTU.
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        /// The queueing delay each packet should stay within, ms.
+        #[serde(default = "default_ontime_delay_target_ms")]
+        delay_target_ms: f64,
+        /// Probability with which the forecast must hold.
+        #[serde(default = "default_ontime_confidence")]
+        confidence: f64,
+        /// Relative standard deviation of the link rate's moves per square root of a
+        /// second: how fast the forecast expects the rate to wander.
+        #[serde(default = "default_ontime_volatility")]
+        volatility: f64,
+    },
     /// `verb`, the thesis's CDMA2000 controller (§7.4.1): rate plateaus, a coarse timer
     /// resetting to goodput, delay-based back-off (docs/cdma.md).
     Verb {
@@ -217,6 +237,15 @@ pub enum CcConfig {
     },
 }
 
+fn default_ontime_delay_target_ms() -> f64 {
+    OntimeParams::default().delay_target.as_secs_f64() * 1e3
+}
+fn default_ontime_confidence() -> f64 {
+    OntimeParams::default().confidence
+}
+fn default_ontime_volatility() -> f64 {
+    OntimeParams::default().volatility
+}
 fn default_verb_period_s() -> f64 {
     VerbParams::default().period.as_secs_f64()
 }
@@ -275,6 +304,12 @@ pub mod limits {
     pub const BBR_CWND_GAIN: RangeInclusive<f64> = 1.0..=10.0;
     /// Copa's `delta`.
     pub const COPA_DELTA: RangeInclusive<f64> = 1e-3..=100.0;
+    /// Ontime's `delay_target_ms`.
+    pub const ONTIME_DELAY_TARGET_MS: RangeInclusive<f64> = 1.0..=60_000.0;
+    /// Ontime's `confidence`.
+    pub const ONTIME_CONFIDENCE: RangeInclusive<f64> = 0.5..=0.999;
+    /// Ontime's `volatility`.
+    pub const ONTIME_VOLATILITY: RangeInclusive<f64> = 0.01..=100.0;
     /// Verb's `rtt_rise`.
     pub const VERB_RTT_RISE: RangeInclusive<f64> = 1.01..=10.0;
     /// Verb's `initial_kbps`.
@@ -341,6 +376,12 @@ impl CcConfig {
                 min_rtt_window_s: default_min_rtt_window_s(),
                 drain_cap: true,
             },
+            "ontime" => CcConfig::Ontime {
+                initial_window_packets: default_modern_initial_window(),
+                delay_target_ms: default_ontime_delay_target_ms(),
+                confidence: default_ontime_confidence(),
+                volatility: default_ontime_volatility(),
+            },
             "verb" => CcConfig::Verb {
                 period_s: default_verb_period_s(),
                 rtt_rise: default_verb_rtt_rise(),
@@ -358,6 +399,7 @@ impl CcConfig {
             CcConfig::Cubic { .. } => "cubic",
             CcConfig::Bbr { .. } => "bbr",
             CcConfig::Copa { .. } => "copa",
+            CcConfig::Ontime { .. } => "ontime",
             CcConfig::Verb { .. } => "verb",
         }
     }
@@ -432,6 +474,28 @@ impl CcConfig {
                     },
                 ))
             }
+            CcConfig::Ontime {
+                initial_window_packets,
+                delay_target_ms,
+                confidence,
+                volatility,
+            } => {
+                let d = OntimeParams::default();
+                let target_ms = d.delay_target.as_secs_f64() * 1e3;
+                Box::new(Ontime::new(
+                    mss,
+                    OntimeParams {
+                        initial_window_packets: initial_window_packets.max(2),
+                        delay_target: Duration::from_secs_f64(
+                            within(delay_target_ms, limits::ONTIME_DELAY_TARGET_MS, target_ms)
+                                / 1e3,
+                        ),
+                        confidence: within(confidence, limits::ONTIME_CONFIDENCE, d.confidence),
+                        volatility: within(volatility, limits::ONTIME_VOLATILITY, d.volatility),
+                        ..d
+                    },
+                ))
+            }
             CcConfig::Verb {
                 period_s,
                 rtt_rise,
@@ -471,7 +535,7 @@ mod config_tests {
 
     #[test]
     fn every_controller_is_configured_by_kind_alone() {
-        for kind in ["aimd", "cubic", "bbr", "copa", "verb"] {
+        for kind in ["aimd", "cubic", "bbr", "copa", "ontime", "verb"] {
             let c = parse(&format!("congestion = {{ kind = \"{kind}\" }}")).unwrap();
             assert_eq!(c.kind(), kind);
             assert_eq!(CcConfig::with_defaults(kind), Some(c.clone()));

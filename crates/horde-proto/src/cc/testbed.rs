@@ -421,6 +421,7 @@ mod tests {
             ("bbr", toml("kind = 'bbr'")),
             ("copa", toml("kind = 'copa'")),
             ("copa-nocap", toml("kind = 'copa'\ndrain_cap = false")),
+            ("ontime", toml("kind = 'ontime'")),
         ];
         let links = [
             (
