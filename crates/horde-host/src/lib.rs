@@ -330,6 +330,12 @@ impl Host {
         self.indices_generation
     }
 
+    /// The connections the next [`Host::poll_transmit`] walk visits: those something
+    /// happened to since the last one. The others' sessions have not changed since.
+    pub fn touched_connections(&self) -> impl Iterator<Item = u64> + '_ {
+        self.touched.transmit.iter().copied()
+    }
+
     /// The connections there are now.
     pub fn len(&self) -> usize {
         self.conns.len()
