@@ -49,11 +49,11 @@ impl Host {
         self.timers
             .set(key, Timer::GiveUp, now + config.handshake_timeout);
         let mut conn = Conn::new(
-            ConnState::Dialing(PendingHandshake {
+            ConnState::Dialing(Box::new(PendingHandshake {
                 initiator,
                 retry: INITIATION_RETRY,
                 seen: HandshakeSeen::default(),
-            }),
+            })),
             index,
         );
         conn.reconnect = reconnect;
@@ -95,11 +95,11 @@ impl Host {
         conn.index = index;
         tracing::info!("session ended ({}); reconnecting", reason.as_str());
         conn.redialing_since = Some(now);
-        let handshake = PendingHandshake {
+        let handshake = Box::new(PendingHandshake {
             initiator,
             retry: policy.initial,
             seen: HandshakeSeen::default(),
-        };
+        });
         conn.state = match conn.state {
             ConnState::Established {
                 session, handle, ..
