@@ -531,8 +531,8 @@ impl Host {
         }
     }
 
-    /// Walk every connection on every call, as before the host kept track of which had
-    /// work (the reference the tests compare with).
+    /// Walk and poll every connection on every call, touched or not: the reference
+    /// the tests compare the host with.
     #[cfg(test)]
     pub(crate) fn set_full_walk(&mut self, on: bool) {
         self.full_walk = on;

@@ -1,8 +1,8 @@
 //! The host visits only connections with work (touched ones, and those whose session's
 //! deadline passed). A server with several clients is run twice on the same random
-//! script, once so and once walking every connection on every call as the host did
-//! before: what it sends, the events it reports and the deadlines it asks for must be
-//! the same, step by step.
+//! script, once so and once walking and polling every connection on every call: what
+//! it sends, the events it reports and the deadlines it asks for must be the same, step
+//! by step.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
