@@ -44,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+mod by_channel;
 mod cookie;
 mod drop;
 mod handshake;

@@ -31,10 +31,13 @@ mod receive;
 mod refusal;
 mod run_op;
 mod timers;
+mod touched;
 mod transmit;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walk_tests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -54,7 +57,8 @@ pub use plaintext::PlaintextChunks;
 pub use transmit::HostTransmit;
 
 use conn::{Conn, ConnState};
-use timers::TimerTable;
+use timers::{Timer, TimerTable};
+use touched::Touched;
 
 /// Interval between a new connection's handshake initiations.
 const INITIATION_RETRY: Duration = Duration::from_millis(500);
@@ -201,6 +205,21 @@ pub struct Host {
     conns: BTreeMap<u64, Conn>,
     /// Local crypto index -> connection key.
     by_index: HashMap<u32, u64>,
+    /// Bumped whenever `by_index` changes, so that a driver mirroring the indices (a
+    /// kernel filter) rebuilds its copy only then.
+    indices_generation: u64,
+    /// The responder's live sessions by peer key and service: the ones a new session
+    /// from the same peer replaces.
+    by_peer: HashMap<(PublicKey, u32), Vec<u64>>,
+    /// Connections to walk for datagrams, or to drain of events.
+    touched: Touched,
+    /// Reference mode: every connection is walked and polled on every call, as if each
+    /// had been touched (tests compare the two).
+    #[cfg(test)]
+    full_walk: bool,
+    /// Whether `poll_event` is inside a drain (between its first call and its `None`).
+    #[cfg(test)]
+    draining: bool,
     interfaces: Vec<InterfaceState>,
     next_key: u64,
     rng: StdRng,
@@ -241,6 +260,13 @@ impl Host {
             endpoint: Endpoint::new(settings.endpoint),
             conns: BTreeMap::new(),
             by_index: HashMap::new(),
+            indices_generation: 0,
+            by_peer: HashMap::new(),
+            touched: Touched::default(),
+            #[cfg(test)]
+            full_walk: false,
+            #[cfg(test)]
+            draining: false,
             interfaces: vec![InterfaceState::Open; settings.interfaces],
             next_key: 1,
             rng: StdRng::seed_from_u64(settings.seed),
@@ -298,6 +324,18 @@ impl Host {
         self.by_index.keys().copied()
     }
 
+    /// Changes whenever a local crypto index is taken or freed: a copy of
+    /// [`Host::local_indices`] made at the same generation is current.
+    pub fn local_indices_generation(&self) -> u64 {
+        self.indices_generation
+    }
+
+    /// The connections the next [`Host::poll_transmit`] walk visits: those something
+    /// happened to since the last one. The others' sessions have not changed since.
+    pub fn touched_connections(&self) -> impl Iterator<Item = u64> + '_ {
+        self.touched.transmit.iter().copied()
+    }
+
     /// The connections there are now.
     pub fn len(&self) -> usize {
         self.conns.len()
@@ -335,25 +373,50 @@ impl Host {
         }
     }
 
-    /// The next deadline: a session's timer or a handshake's resend or give-up.
+    /// The next deadline: a session's timer or a handshake's resend or give-up. The
+    /// deadline of each session the host has walked is kept in its timer table; only
+    /// sessions touched since are asked.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
-        let sessions = self
-            .conns
-            .values()
-            .filter_map(|c| c.session()?.poll_timeout(now));
-        sessions.chain(self.timers.next()).min()
+        #[cfg(test)]
+        if self.full_walk {
+            let sessions = self
+                .conns
+                .values()
+                .filter_map(|c| c.session()?.poll_timeout(now));
+            return sessions.chain(self.timers.next()).min();
+        }
+        let touched = self
+            .touched
+            .transmit
+            .iter()
+            .filter_map(|k| self.conns.get(k)?.session()?.poll_timeout(now));
+        touched.chain(self.timers.next()).min()
     }
 
     /// Run the sessions' due timers and the handshakes' resends and give-ups.
     pub fn handle_timeout(&mut self, now: Duration) {
-        for c in self.conns.values_mut() {
-            if let Some(p) = c.session_mut() {
+        #[cfg(test)]
+        if self.full_walk {
+            self.touch_all();
+        }
+        let mut due = Vec::new();
+        self.timers.expired(now, &mut due);
+        for &(key, timer) in &due {
+            if timer == Timer::Session {
+                self.touched.touch(key);
+            }
+        }
+        // A session's deadline read at its last walk and passed, or one touched since
+        // (its kept deadline may be stale): each runs what is due.
+        for key in &self.touched.transmit {
+            if let Some(p) = self.conns.get_mut(key).and_then(Conn::session_mut) {
                 if p.poll_timeout(now).is_some_and(|t| t <= now) {
                     p.handle_timeout(now);
                 }
             }
         }
-        self.handshake_timers(now);
+        due.retain(|&(_, timer)| timer != Timer::Session);
+        self.handshake_timers(now, due);
     }
 
     /// The next handshake datagram to send.
@@ -362,22 +425,35 @@ impl Host {
     }
 
     /// The next thing the driver must pass on: the host's own events first, then each
-    /// connection's session events in connection order.
+    /// touched connection's session events in connection order.
     pub fn poll_event(&mut self) -> Option<HostEvent> {
+        #[cfg(test)]
+        if self.full_walk && !self.draining {
+            self.draining = true;
+            self.touched.events.extend(self.conns.keys().copied());
+        }
         loop {
             if let Some(e) = self.events.pop_front() {
                 return Some(e);
             }
-            let Some((&key, conn)) = self.conns.range_mut(self.event_cursor..).next() else {
+            let Some(&key) = self.touched.events.range(self.event_cursor..).next() else {
                 self.event_cursor = 0;
+                #[cfg(test)]
+                {
+                    self.draining = false;
+                }
                 return None;
             };
-            match conn
-                .event_source()
-                .and_then(horde_proto::Session::poll_event)
-            {
-                Some(e) => conn.deliver(key, e, &mut self.events),
-                None => self.event_cursor = key + 1,
+            let event = self.conns.get_mut(&key).and_then(|conn| {
+                let e = conn.event_source()?.poll_event()?;
+                Some((conn, e))
+            });
+            match event {
+                Some((conn, e)) => conn.deliver(key, e, &mut self.events),
+                None => {
+                    self.touched.events.remove(&key);
+                    self.event_cursor = key + 1;
+                }
             }
         }
     }
@@ -391,6 +467,7 @@ impl Host {
         if total > told {
             p.consumed(now, (total - told) as usize);
             conn.read_told = total;
+            self.touched.touch(key);
         }
         p_reopen(conn, total)
     }
@@ -399,6 +476,7 @@ impl Host {
     pub fn handle_refused(&mut self, key: u64, channel: ChannelId) {
         if let Some(c) = self.conns.get_mut(&key) {
             *c.refused.entry(channel).or_default() += 1;
+            self.touched.touch(key);
         }
     }
 
@@ -411,6 +489,7 @@ impl Host {
                 "accept backlog full: connection closed"
             );
             p.close(now);
+            self.touched.touch(key);
         }
     }
 
@@ -421,6 +500,7 @@ impl Host {
         for key in keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             conn.reconnect = None;
+            self.touched.touch(key);
             match &mut conn.state {
                 ConnState::Redialing { .. } => {
                     self.end_redial(key, horde_proto::CloseReason::LocalClose);
@@ -436,6 +516,39 @@ impl Host {
         self.conns
             .values()
             .any(|c| c.session().is_some_and(|p| p.close_reason().is_none()))
+    }
+
+    /// Connection `key`'s session may have changed: walk it and drain its events.
+    fn touch(&mut self, key: u64) {
+        self.touched.touch(key);
+    }
+
+    /// Reference mode: as if every connection had been touched.
+    #[cfg(test)]
+    fn touch_all(&mut self) {
+        for &key in self.conns.keys() {
+            self.touched.touch(key);
+        }
+    }
+
+    /// Walk and poll every connection on every call, touched or not: the reference
+    /// the tests compare the host with.
+    #[cfg(test)]
+    pub(crate) fn set_full_walk(&mut self, on: bool) {
+        self.full_walk = on;
+    }
+
+    /// Local crypto index `index` now routes to connection `key`.
+    fn index_insert(&mut self, index: u32, key: u64) {
+        self.by_index.insert(index, key);
+        self.indices_generation += 1;
+    }
+
+    /// Local crypto index `index` routes nowhere any more.
+    fn index_remove(&mut self, index: u32) {
+        if self.by_index.remove(&index).is_some() {
+            self.indices_generation += 1;
+        }
     }
 
     /// A new connection key.
@@ -462,9 +575,11 @@ impl Host {
             self.endpoint.forget(h);
         }
         if self.by_index.get(&c.index) == Some(&key) {
-            self.by_index.remove(&c.index);
+            self.index_remove(c.index);
         }
+        self.unlist_peer(key, &c);
         self.timers.stop_all(key);
+        self.touched.forget(key);
         c.drain_events(key, &mut self.events);
         Some(c)
     }

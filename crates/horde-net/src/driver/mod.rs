@@ -39,7 +39,7 @@ use crate::connection::Connection;
 use crate::error::NetError;
 use crate::handshake::{Done, Gate, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
-use crate::read_progress::ReadProgress;
+use crate::read_progress::{ReadLog, ReadProgress};
 use crate::socket::{self, ChannelSocket};
 use crate::stats::HostStats;
 
@@ -99,9 +99,15 @@ struct Driver {
     sealer_done: Arc<Notify>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
+    /// The connections whose applications have read since the last flush.
+    read_log: Arc<ReadLog>,
+    /// Connections to tell the host of their reading (kept between flushes).
+    to_tell: Vec<u64>,
     /// The indices the data sockets' kernel filters let through (sorted); `None`: a socket
     /// has no filter yet.
     filtered_indices: Option<Vec<u32>>,
+    /// The host's index generation `filtered_indices` was made at.
+    filtered_generation: u64,
     /// What the kernel dropped at data sockets since closed.
     kernel_dropped_closed: u64,
 }
@@ -218,7 +224,10 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let driver = Driver {
         start: Instant::now(),
         reader_woke: Arc::new(Notify::new()),
+        read_log: Arc::default(),
+        to_tell: Vec::new(),
         filtered_indices: None,
+        filtered_generation: 0,
         kernel_dropped_closed: 0,
         tx: sockets.iter().map(|_| TxQueue::default()).collect(),
         sockets,

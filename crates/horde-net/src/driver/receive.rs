@@ -51,6 +51,11 @@ impl Driver {
     /// socket is new). Called before each flush, so that the first datagram sent from a new
     /// index (an initiation, a response) goes out only once its answers can come in.
     pub(super) fn refresh_index_filter(&mut self) {
+        let generation = self.host.local_indices_generation();
+        if self.filtered_indices.is_some() && self.filtered_generation == generation {
+            return;
+        }
+        self.filtered_generation = generation;
         let mut indices: Vec<u32> = self.host.local_indices().collect();
         indices.sort_unstable();
         if self.filtered_indices.as_ref() == Some(&indices) {
