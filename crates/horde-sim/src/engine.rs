@@ -554,6 +554,7 @@ impl Simulation {
                     };
                     let g = p.channels[usize::from(t.channel)];
                     let to_host = if side == 0 { p.server } else { p.client };
+                    let flow = flow_key(host, to_host, t.adus.iter().next().map(|a| a.stream));
                     self.account_sent(g, &t);
                     let id = self.next_packet;
                     self.next_packet += 1;
@@ -563,7 +564,7 @@ impl Simulation {
                     } else {
                         1
                     };
-                    if self.links[g][dir].enqueue(now, id, bytes.len() as u32)
+                    if self.links[g][dir].enqueue_flow(now, id, bytes.len() as u32, &flow)
                         == horde_links::Verdict::Queued
                     {
                         self.in_flight.insert(
@@ -608,6 +609,19 @@ impl Simulation {
             None => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
     }
+}
+
+/// The flow a datagram belongs to, for links whose queue tells flows apart: the hosts
+/// as addresses and the stream of its first ADU as the ports (a packed datagram goes
+/// with its first ADU's stream; acks and other control datagrams form a flow of their
+/// own per direction).
+fn flow_key(from: usize, to: usize, stream: Option<u32>) -> horde_links::FlowKey {
+    let addr = |h: usize| [10, (h >> 16) as u8, (h >> 8) as u8, h as u8];
+    let (hi, lo) = match stream {
+        Some(s) => (((s >> 16) as u16).wrapping_add(1), s as u16),
+        None => (0, 0),
+    };
+    horde_links::FlowKey::udp(addr(from), hi, addr(to), lo)
 }
 
 /// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).
