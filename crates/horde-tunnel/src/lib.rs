@@ -22,6 +22,7 @@ pub mod ingress;
 pub mod ip;
 mod live_channels;
 pub mod mss;
+pub mod offload;
 pub mod prefix;
 pub mod rekey;
 mod roster;
