@@ -8,6 +8,7 @@
 #   sudo sh scripts/tunnel-bench.sh             # after: cargo build --release -p horde-cli
 #   RUNS=5 BYTES=500000000 sudo sh scripts/tunnel-bench.sh
 #   QDISC=chap sudo sh scripts/tunnel-bench.sh  # the client's ingress queue (docs/tunnel.md)
+#   OFFLOAD=off sudo sh scripts/tunnel-bench.sh  # TUN offloads off at both ends (default on)
 #
 # Both tunnels carry the same inner MTU (1380). Everything lives in the namespaces
 # hbench-a (client) and hbench-b (server), deleted at the end.
@@ -16,6 +17,12 @@ HORDE=${HORDE:-./target/release/horde}
 RUNS=${RUNS:-3}
 BYTES=${BYTES:-200000000}
 QDISC=${QDISC:-fifo}
+OFFLOAD=${OFFLOAD:-on}
+case $OFFLOAD in
+    on) OFFLOAD_TOML=true ;;
+    off) OFFLOAD_TOML=false ;;
+    *) echo "tunnel-bench: OFFLOAD must be on or off, not \"$OFFLOAD\"" >&2; exit 2 ;;
+esac
 MTU=1380
 if [ "$(id -u)" != 0 ]; then
     echo "tunnel-bench: skipped: needs root (network namespaces, TUN devices)"
@@ -80,6 +87,7 @@ mtu = $MTU
 [tun]
 name = "horde0"
 addresses = ["10.77.0.1/24"]
+offload = $OFFLOAD_TOML
 [[interfaces]]
 bind = "0.0.0.0:7700"
 [[clients]]
@@ -87,7 +95,7 @@ key = "$BUS_PUB"
 addresses = ["10.77.0.2/32"]
 TOML
 {
-    printf 'key_file = "client.key"\npeer_key = "%s"\nqdisc = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\n' "$SRV_PUB" "$QDISC"
+    printf 'key_file = "client.key"\npeer_key = "%s"\nqdisc = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\noffload = %s\n' "$SRV_PUB" "$QDISC" "$OFFLOAD_TOML"
     for i in 1 2 3 4; do
         printf '[[channels]]\nbind = "192.168.8%s.2:0"\nremote = "192.168.8%s.1:7700"\nmtu = %s\n' $i $i $MTU
     done
@@ -100,7 +108,7 @@ ip netns exec $B "$HORDE" flow server --tcp-only --listen 10.77.0.1:5201 > /dev/
 sleep 0.3
 : > "$DIR/horde.txt"
 for _ in $(seq "$RUNS"); do measure horde0 10.77.0.1:5201 >> "$DIR/horde.txt"; done
-report "horde tunnel (4 paths, encrypted, ingress $QDISC)" "$DIR/horde.txt"
+report "horde tunnel (4 paths, encrypted, ingress $QDISC, offload $OFFLOAD)" "$DIR/horde.txt"
 
 # --- WireGuard (user space) over veth pair 1 ------------------------------------------
 if ! command -v wireguard-go > /dev/null || ! command -v wg > /dev/null; then

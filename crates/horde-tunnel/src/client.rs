@@ -60,11 +60,18 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
         mtu,
         &cfg.tun.addresses(),
         &cfg.tun.routes(),
+        cfg.tun.offload,
     )?);
+    if let Some(why) = tun.offloads_refused() {
+        observer.notice(&format!(
+            "TUN offloads refused by the kernel ({why}); running without"
+        ));
+    }
     observer.up(&Up {
         role: "client",
         device: tun.name(),
         mtu,
+        offloads: tun.offloads(),
         local_addrs: host.local_addrs(),
     });
     let counters = Arc::new(Counters::default());
@@ -82,7 +89,9 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     let (t, c) = (tun.clone(), counters.clone());
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
-        let mut buf = vec![0u8; 65_536];
+        let offloads = t.offloads();
+        let mut buf = vec![0u8; forward::READ_BUFFER];
+        let mut scratch = Vec::new();
         loop {
             let n = match t.recv(&mut buf).await {
                 Ok(n) => n,
@@ -91,19 +100,22 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
                     continue;
                 }
             };
-            let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
-                continue;
-            };
-            c.entered_tunnel(n);
-            let payload = Bytes::copy_from_slice(&buf[..n]);
-            if let Some(ingress) = &ingress {
-                ingress.push(&header, payload, &c);
-                continue;
-            }
-            if handle
-                .send_adu_nowait(STREAM, payload, fields.clone())
-                .is_err()
-            {
+            let mut closed = false;
+            forward::from_tun(&mut buf[..n], offloads, &mut scratch, &c, |packet| {
+                let Some(header) = forward::outbound(packet, mtu, &c) else {
+                    return;
+                };
+                c.entered_tunnel(packet.len());
+                let payload = Bytes::copy_from_slice(packet);
+                if let Some(ingress) = &ingress {
+                    ingress.push(&header, payload, &c);
+                    return;
+                }
+                closed |= handle
+                    .send_adu_nowait(STREAM, payload, fields.clone())
+                    .is_err();
+            });
+            if closed {
                 return;
             }
         }

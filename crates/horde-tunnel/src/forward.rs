@@ -1,15 +1,41 @@
 //! The two halves of forwarding, the same at both ends: a packet read from the TUN
 //! device is checked and clamped before it becomes an ADU; an ADU from the peer is
 //! checked (and, at the server, its source matched against the client's addresses)
-//! before it is written to the TUN device.
+//! before it is written to the TUN device. With offloads, a read from the TUN device is
+//! first cut into IP packets ([`from_tun`]).
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 
-use crate::{clamp_mss, max_mss, parse, IpHeader, Prefix};
+use crate::{clamp_mss, max_mss, offload, parse, IpHeader, Prefix};
 
 use crate::counters::Counters;
 use crate::device::Tun;
+
+/// Bytes to read from the TUN device at once: the largest IP packet (a TCP super packet
+/// with offloads) and its `virtio_net_hdr`.
+pub const READ_BUFFER: usize = 65_536 + offload::VNET_HDR_LEN;
+
+/// The IP packets of one read from the TUN device, each handed to `each`: the read
+/// itself without offloads; with them, the packets [`offload::split`] makes of it
+/// (whole, checksummed, at most one segment each). A read it cannot split is counted as
+/// malformed. `scratch` holds segments and is reused from read to read.
+pub fn from_tun(
+    read: &mut [u8],
+    offloads: bool,
+    scratch: &mut Vec<u8>,
+    counters: &Counters,
+    mut each: impl FnMut(&mut [u8]),
+) {
+    if !offloads {
+        each(read);
+        return;
+    }
+    if let Err(e) = offload::split(read, scratch, &mut each) {
+        tracing::debug!(error = %e, "dropped a read from the TUN device");
+        Counters::count(&counters.tun_malformed);
+    }
+}
 
 /// Check a packet read from the TUN device and clamp its MSS; `None` if it is not
 /// to be sent (counted).

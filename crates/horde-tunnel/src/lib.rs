@@ -80,6 +80,8 @@ pub struct Up<'a> {
     pub role: &'static str,
     pub device: &'a str,
     pub mtu: u32,
+    /// Whether the TUN device runs with offloads.
+    pub offloads: bool,
     pub local_addrs: &'a [SocketAddr],
 }
 
@@ -88,12 +90,13 @@ impl fmt::Display for Up<'_> {
         let addrs: Vec<String> = self.local_addrs.iter().map(|a| a.to_string()).collect();
         write!(
             f,
-            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), channels on {}",
+            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), offloads {}, channels on {}",
             self.role,
             self.device,
             self.mtu,
             max_mss(self.mtu, false),
             max_mss(self.mtu, true),
+            if self.offloads { "on" } else { "off" },
             addrs.join(", ")
         )
     }
