@@ -1670,6 +1670,18 @@ fn offload_transfers(client_offload: bool, server_offload: bool) {
     assert!(down.wait().unwrap().success());
     let client = stop(client);
     let server = stop(server);
+    // The kernel's TCP handed over super packets where offloads were on, and only there.
+    for (end, r, on) in [
+        ("client", &client, client_offload),
+        ("server", &server, server_offload),
+    ] {
+        let supers = count(r, &["counters", "tun_super_packets"]);
+        assert_eq!(
+            supers > 0,
+            on,
+            "{end}: {supers} super packets, offload {on}"
+        );
+    }
     for (end, r) in [("client", &client), ("server", &server)] {
         assert!(
             count(r, &["counters", "tun_out_bytes"]) >= OFFLOAD_BYTES,

@@ -31,9 +31,13 @@ pub fn from_tun(
         each(read);
         return;
     }
-    if let Err(e) = offload::split(read, scratch, &mut each) {
-        tracing::debug!(error = %e, "dropped a read from the TUN device");
-        Counters::count(&counters.tun_malformed);
+    match offload::split(read, scratch, &mut each) {
+        Ok(1) => {}
+        Ok(_) => Counters::count(&counters.tun_super_packets),
+        Err(e) => {
+            tracing::debug!(error = %e, "dropped a read from the TUN device");
+            Counters::count(&counters.tun_malformed);
+        }
     }
 }
 
