@@ -1670,7 +1670,8 @@ fn offload_transfers(client_offload: bool, server_offload: bool) {
     assert!(down.wait().unwrap().success());
     let client = stop(client);
     let server = stop(server);
-    // The kernel's TCP handed over super packets where offloads were on, and only there.
+    // The kernel's TCP handed over super packets where offloads were on, and only there;
+    // segments from the peer were coalesced into super packets there, and only there.
     for (end, r, on) in [
         ("client", &client, client_offload),
         ("server", &server, server_offload),
@@ -1680,6 +1681,12 @@ fn offload_transfers(client_offload: bool, server_offload: bool) {
             supers > 0,
             on,
             "{end}: {supers} super packets, offload {on}"
+        );
+        let coalesced = count(r, &["counters", "tun_coalesced"]);
+        assert_eq!(
+            coalesced > 0,
+            on,
+            "{end}: {coalesced} coalesced writes, offload {on}"
         );
     }
     for (end, r) in [("client", &client), ("server", &server)] {

@@ -44,6 +44,12 @@ impl TunDevice {
         })
     }
 
+    /// Write `bytes` as they are: with offloads, a `virtio_net_hdr` and its packet (e.g.
+    /// a TCP super packet for the kernel to take as segments).
+    pub fn write_raw(&self, bytes: &[u8]) -> io::Result<()> {
+        (&self.file).write(bytes).map(|_| ())
+    }
+
     /// Whether the device was opened with offloads.
     pub fn offloads(&self) -> bool {
         self.offloads

@@ -122,25 +122,35 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     });
     let (t, c, o) = (tun.clone(), counters.clone(), observer.clone());
     let writer = tokio::spawn(async move {
-        while let Some(e) = events.recv().await {
-            match e {
-                Event::Received {
-                    stream: STREAM,
-                    payload,
-                    ..
-                } => forward::inbound(&t, &payload, mtu, None, &c),
-                Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
-                Event::Reconnecting { reason, .. } => o.notice(&format!(
-                    "session ended ({}); reconnecting",
-                    reason.as_str()
-                )),
-                Event::Connected => o.notice("connected"),
-                Event::Closed { reason } => {
-                    o.notice(&format!("session closed: {}", reason.as_str()));
-                    return;
+        let mut out = forward::TunWriter::new(t);
+        while let Some(first) = events.recv().await {
+            // What is already there joins the batch, for segments to be coalesced.
+            let rest = std::iter::from_fn(|| events.try_recv().ok());
+            for e in std::iter::once(first)
+                .chain(rest)
+                .take(forward::WRITE_BATCH)
+            {
+                match e {
+                    Event::Received {
+                        stream: STREAM,
+                        payload,
+                        ..
+                    } => forward::inbound(&mut out, &payload, mtu, None, &c),
+                    Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                    Event::Reconnecting { reason, .. } => o.notice(&format!(
+                        "session ended ({}); reconnecting",
+                        reason.as_str()
+                    )),
+                    Event::Connected => o.notice("connected"),
+                    Event::Closed { reason } => {
+                        out.flush(&c);
+                        o.notice(&format!("session closed: {}", reason.as_str()));
+                        return;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
+            out.flush(&c);
         }
     });
     let end = loop {

@@ -101,6 +101,12 @@ impl Tun {
         }
     }
 
+    /// Hand `bytes` to the kernel as they are (with offloads, a `virtio_net_hdr` and its
+    /// packet).
+    pub fn send_raw(&self, bytes: &[u8]) -> io::Result<()> {
+        self.fd.get_ref().0.write_raw(bytes)
+    }
+
     /// Hand a packet to the kernel, as if it arrived on the device (after a header that
     /// asks for nothing, with offloads).
     pub fn send(&self, packet: &[u8]) -> io::Result<()> {

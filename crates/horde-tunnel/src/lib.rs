@@ -18,6 +18,7 @@ pub mod counters;
 pub mod deploy;
 pub mod device;
 pub mod forward;
+pub mod gro;
 pub mod ingress;
 pub mod ip;
 mod live_channels;

@@ -219,7 +219,7 @@ fn finish_segment(seg: &mut [u8], v6: bool, tcp_at: usize) {
 /// Add `data` to a one's-complement sum kept unfolded in 64 bits, as big-endian 16-bit
 /// words (a last odd byte padded with zero). Eight bytes at a time: this runs over every
 /// byte of every segment.
-fn add(mut sum: u64, data: &[u8]) -> u64 {
+pub(crate) fn add(mut sum: u64, data: &[u8]) -> u64 {
     let mut words = data.chunks_exact(8);
     for w in &mut words {
         let v = u64::from_be_bytes(w.try_into().unwrap());
@@ -238,7 +238,7 @@ fn add(mut sum: u64, data: &[u8]) -> u64 {
 }
 
 /// Fold a sum from [`add`] to 16 bits.
-fn fold(mut sum: u64) -> u16 {
+pub(crate) fn fold(mut sum: u64) -> u16 {
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }

@@ -177,25 +177,35 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             o.notice(&format!("client {name} connected"));
             let (t, c, r, o) = (t.clone(), c.clone(), r.clone(), o.clone());
             tokio::spawn(async move {
-                while let Some(e) = events.recv().await {
-                    match e {
-                        Event::Received {
-                            stream: STREAM,
-                            payload,
-                            ..
-                        } => {
-                            let roster = r.read().expect("roster lock");
-                            let prefixes = &roster.clients[i].client.prefixes;
-                            forward::inbound(&t, &payload, mtu, Some(prefixes), &c);
+                let mut out = forward::TunWriter::new(t);
+                'events: while let Some(first) = events.recv().await {
+                    // What is already there joins the batch, for segments to be coalesced.
+                    let rest = std::iter::from_fn(|| events.try_recv().ok());
+                    for e in std::iter::once(first)
+                        .chain(rest)
+                        .take(forward::WRITE_BATCH)
+                    {
+                        match e {
+                            Event::Received {
+                                stream: STREAM,
+                                payload,
+                                ..
+                            } => {
+                                let roster = r.read().expect("roster lock");
+                                let prefixes = &roster.clients[i].client.prefixes;
+                                forward::inbound(&mut out, &payload, mtu, Some(prefixes), &c);
+                            }
+                            Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                            Event::Closed { reason } => {
+                                o.notice(&format!("client {name}: {}", reason.as_str()));
+                                break 'events;
+                            }
+                            _ => {}
                         }
-                        Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
-                        Event::Closed { reason } => {
-                            o.notice(&format!("client {name}: {}", reason.as_str()));
-                            break;
-                        }
-                        _ => {}
                     }
+                    out.flush(&c);
                 }
+                out.flush(&c);
                 r.write().expect("roster lock").detach(i, generation);
             });
         }
