@@ -4,8 +4,9 @@
 //! (docs/tunnel.md).
 //!
 //! - The packet logic, with no sockets and no devices: [`ip`] reads and checks the IP
-//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, and [`prefix`] is
-//!   the server's table from tunnel prefixes to clients.
+//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, [`offload`] cuts
+//!   the TUN device's super packets into segments and [`gro`] coalesces segments before
+//!   the TUN write, and [`prefix`] is the server's table from tunnel prefixes to clients.
 //! - The files: [`config`] (with [`rekey`] and the connecting end's [`channels`]).
 //! - The runs: [`client::run`] and [`server::run`] over a [`device::Tun`], forwarding
 //!   with [`forward`] and counting in [`counters`]. What a run shows the user goes
