@@ -1600,3 +1600,121 @@ fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
     interrupt(&server);
     assert!(server.wait().unwrap().success());
 }
+
+/// Bytes each way through the tunnel in the offload tests.
+const OFFLOAD_BYTES: u64 = 50_000_000;
+
+/// Tunnel 50 MB each way over two veth links, with TUN offloads at the client and the
+/// server as given; `horde flow` checks every byte. Each end says whether its device
+/// runs with offloads, and nothing was dropped as malformed on the way.
+fn offload_transfers(client_offload: bool, server_offload: bool) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let tag = format!("offload-{client_offload}-{server_offload}");
+    let dir = workdir(&tag);
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    let with_offload = |toml: String, on: bool| {
+        toml.replacen(
+            "name = \"hdt0\"\n",
+            &format!("name = \"hdt0\"\noffload = {on}\n"),
+            1,
+        )
+    };
+    std::fs::write(
+        dir.join("server.toml"),
+        with_offload(server_toml(&bus_pub), server_offload),
+    )
+    .unwrap();
+    let client_file = dir.join("client.toml");
+    let client_toml = veth_client_toml(&srv_pub, r#"["10.77.0.2/24"]"#, "");
+    std::fs::write(&client_file, with_offload(client_toml, client_offload)).unwrap();
+    let bus = Netns::new("obus");
+    let srv = Netns::new("osrv");
+    veth_pair_of_links(&bus, &srv);
+    let log = std::fs::File::create(dir.join("server.err")).ok();
+    let (server, server_up) = start_json(&srv, "server", &dir.join("server.toml"), log);
+    let (client, client_up) = start_json(&bus, "client", &client_file, None);
+    let says = |on: bool| format!("offloads {}", if on { "on" } else { "off" });
+    assert!(server_up.contains(&says(server_offload)), "{server_up}");
+    assert!(client_up.contains(&says(client_offload)), "{client_up}");
+
+    let flow_server = |ns: &Netns, listen: &str| {
+        ns.horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            listen,
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut up = flow_server(&srv, "10.77.0.1:5201");
+    let mut down = flow_server(&bus, "10.77.0.2:5202");
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    transfer(&bus, "10.77.0.1:5201", OFFLOAD_BYTES);
+    transfer(&srv, "10.77.0.2:5202", OFFLOAD_BYTES);
+    eprintln!(
+        "{tag}: 2 x 50 MB through the tunnel in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(up.wait().unwrap().success());
+    assert!(down.wait().unwrap().success());
+    let client = stop(client);
+    let server = stop(server);
+    // The kernel's TCP handed over super packets where offloads were on, and only there;
+    // segments from the peer were coalesced into super packets there, and only there.
+    for (end, r, on) in [
+        ("client", &client, client_offload),
+        ("server", &server, server_offload),
+    ] {
+        let supers = count(r, &["counters", "tun_super_packets"]);
+        assert_eq!(
+            supers > 0,
+            on,
+            "{end}: {supers} super packets, offload {on}"
+        );
+        let coalesced = count(r, &["counters", "tun_coalesced"]);
+        assert_eq!(
+            coalesced > 0,
+            on,
+            "{end}: {coalesced} coalesced writes, offload {on}"
+        );
+    }
+    for (end, r) in [("client", &client), ("server", &server)] {
+        assert!(
+            count(r, &["counters", "tun_out_bytes"]) >= OFFLOAD_BYTES,
+            "{end}: {r}"
+        );
+        assert!(
+            count(r, &["counters", "tun_in_bytes"]) >= OFFLOAD_BYTES,
+            "{end}: {r}"
+        );
+        for refused in ["tun_malformed", "tun_too_big", "peer_malformed"] {
+            assert_eq!(count(r, &["counters", refused]), 0, "{end} {refused}: {r}");
+        }
+    }
+}
+
+#[test]
+fn fifty_megabytes_each_way_with_offloads_at_both_ends() {
+    offload_transfers(true, true);
+}
+
+#[test]
+fn fifty_megabytes_each_way_without_offloads() {
+    offload_transfers(false, false);
+}
+
+#[test]
+fn fifty_megabytes_each_way_with_offloads_at_the_client_only() {
+    offload_transfers(true, false);
+}

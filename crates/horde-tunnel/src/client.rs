@@ -60,11 +60,18 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
         mtu,
         &cfg.tun.addresses(),
         &cfg.tun.routes(),
+        cfg.tun.offload,
     )?);
+    if let Some(why) = tun.offloads_refused() {
+        observer.notice(&format!(
+            "TUN offloads refused by the kernel ({why}); running without"
+        ));
+    }
     observer.up(&Up {
         role: "client",
         device: tun.name(),
         mtu,
+        offloads: tun.offloads(),
         local_addrs: host.local_addrs(),
     });
     let counters = Arc::new(Counters::default());
@@ -82,7 +89,9 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     let (t, c) = (tun.clone(), counters.clone());
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
-        let mut buf = vec![0u8; 65_536];
+        let offloads = t.offloads();
+        let mut buf = vec![0u8; forward::READ_BUFFER];
+        let mut scratch = Vec::new();
         loop {
             let n = match t.recv(&mut buf).await {
                 Ok(n) => n,
@@ -91,44 +100,57 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
                     continue;
                 }
             };
-            let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
-                continue;
-            };
-            c.entered_tunnel(n);
-            let payload = Bytes::copy_from_slice(&buf[..n]);
-            if let Some(ingress) = &ingress {
-                ingress.push(&header, payload, &c);
-                continue;
-            }
-            if handle
-                .send_adu_nowait(STREAM, payload, fields.clone())
-                .is_err()
-            {
+            let mut closed = false;
+            forward::from_tun(&mut buf[..n], offloads, &mut scratch, &c, |packet| {
+                let Some(header) = forward::outbound(packet, mtu, &c) else {
+                    return;
+                };
+                c.entered_tunnel(packet.len());
+                let payload = Bytes::copy_from_slice(packet);
+                if let Some(ingress) = &ingress {
+                    ingress.push(&header, payload, &c);
+                    return;
+                }
+                closed |= handle
+                    .send_adu_nowait(STREAM, payload, fields.clone())
+                    .is_err();
+            });
+            if closed {
                 return;
             }
         }
     });
     let (t, c, o) = (tun.clone(), counters.clone(), observer.clone());
     let writer = tokio::spawn(async move {
-        while let Some(e) = events.recv().await {
-            match e {
-                Event::Received {
-                    stream: STREAM,
-                    payload,
-                    ..
-                } => forward::inbound(&t, &payload, mtu, None, &c),
-                Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
-                Event::Reconnecting { reason, .. } => o.notice(&format!(
-                    "session ended ({}); reconnecting",
-                    reason.as_str()
-                )),
-                Event::Connected => o.notice("connected"),
-                Event::Closed { reason } => {
-                    o.notice(&format!("session closed: {}", reason.as_str()));
-                    return;
+        let mut out = forward::TunWriter::new(t);
+        while let Some(first) = events.recv().await {
+            // What is already there joins the batch, for segments to be coalesced.
+            let rest = std::iter::from_fn(|| events.try_recv().ok());
+            for e in std::iter::once(first)
+                .chain(rest)
+                .take(forward::WRITE_BATCH)
+            {
+                match e {
+                    Event::Received {
+                        stream: STREAM,
+                        payload,
+                        ..
+                    } => forward::inbound(&mut out, &payload, mtu, None, &c),
+                    Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                    Event::Reconnecting { reason, .. } => o.notice(&format!(
+                        "session ended ({}); reconnecting",
+                        reason.as_str()
+                    )),
+                    Event::Connected => o.notice("connected"),
+                    Event::Closed { reason } => {
+                        out.flush(&c);
+                        o.notice(&format!("session closed: {}", reason.as_str()));
+                        return;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
+            out.flush(&c);
         }
     });
     let end = loop {

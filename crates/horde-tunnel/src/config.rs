@@ -59,6 +59,14 @@ pub struct TunConfig {
     /// send everything but the tunnel's own datagrams through it).
     #[serde(default)]
     pub routes: Vec<String>,
+    /// TUN offloads (docs/tunnel.md, "Offloads"): on by default, used when the kernel
+    /// has them; `false` reads and writes one plain packet at a time.
+    #[serde(default = "default_offload")]
+    pub offload: bool,
+}
+
+fn default_offload() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,8 +4,9 @@
 //! (docs/tunnel.md).
 //!
 //! - The packet logic, with no sockets and no devices: [`ip`] reads and checks the IP
-//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, and [`prefix`] is
-//!   the server's table from tunnel prefixes to clients.
+//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, [`offload`] cuts
+//!   the TUN device's super packets into segments and [`gro`] coalesces segments before
+//!   the TUN write, and [`prefix`] is the server's table from tunnel prefixes to clients.
 //! - The files: [`config`] (with [`rekey`] and the connecting end's [`channels`]).
 //! - The runs: [`client::run`] and [`server::run`] over a [`device::Tun`], forwarding
 //!   with [`forward`] and counting in [`counters`]. What a run shows the user goes
@@ -18,10 +19,12 @@ pub mod counters;
 pub mod deploy;
 pub mod device;
 pub mod forward;
+pub mod gro;
 pub mod ingress;
 pub mod ip;
 mod live_channels;
 pub mod mss;
+pub mod offload;
 pub mod prefix;
 pub mod rekey;
 mod roster;
@@ -79,6 +82,8 @@ pub struct Up<'a> {
     pub role: &'static str,
     pub device: &'a str,
     pub mtu: u32,
+    /// Whether the TUN device runs with offloads.
+    pub offloads: bool,
     pub local_addrs: &'a [SocketAddr],
 }
 
@@ -87,12 +92,13 @@ impl fmt::Display for Up<'_> {
         let addrs: Vec<String> = self.local_addrs.iter().map(|a| a.to_string()).collect();
         write!(
             f,
-            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), channels on {}",
+            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), offloads {}, channels on {}",
             self.role,
             self.device,
             self.mtu,
             max_mss(self.mtu, false),
             max_mss(self.mtu, true),
+            if self.offloads { "on" } else { "off" },
             addrs.join(", ")
         )
     }

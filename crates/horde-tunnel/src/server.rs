@@ -84,11 +84,18 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
         mtu,
         &cfg.tun.addresses(),
         &cfg.tun.routes(),
+        cfg.tun.offload,
     )?);
+    if let Some(why) = tun.offloads_refused() {
+        observer.notice(&format!(
+            "TUN offloads refused by the kernel ({why}); running without"
+        ));
+    }
     observer.up(&Up {
         role: "server",
         device: tun.name(),
         mtu,
+        offloads: tun.offloads(),
         local_addrs: host.local_addrs(),
     });
     observer.started(&host);
@@ -103,7 +110,9 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     let (t, c, r) = (tun.clone(), counters.clone(), roster.clone());
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
-        let mut buf = vec![0u8; 65_536];
+        let offloads = t.offloads();
+        let mut buf = vec![0u8; forward::READ_BUFFER];
+        let mut scratch = Vec::new();
         loop {
             let n = match t.recv(&mut buf).await {
                 Ok(n) => n,
@@ -112,21 +121,24 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                     continue;
                 }
             };
-            let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
-                continue;
-            };
-            let Some((handle, ingress)) = r.read().expect("roster lock").route(header.dst) else {
-                Counters::count(&c.tun_no_route);
-                continue;
-            };
-            c.entered_tunnel(n);
-            let payload = Bytes::copy_from_slice(&buf[..n]);
-            match ingress {
-                Some(ingress) => ingress.push(&header, payload, &c),
-                None => {
-                    let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+            forward::from_tun(&mut buf[..n], offloads, &mut scratch, &c, |packet| {
+                let Some(header) = forward::outbound(packet, mtu, &c) else {
+                    return;
+                };
+                let Some((handle, ingress)) = r.read().expect("roster lock").route(header.dst)
+                else {
+                    Counters::count(&c.tun_no_route);
+                    return;
+                };
+                c.entered_tunnel(packet.len());
+                let payload = Bytes::copy_from_slice(packet);
+                match ingress {
+                    Some(ingress) => ingress.push(&header, payload, &c),
+                    None => {
+                        let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+                    }
                 }
-            }
+            });
         }
     });
 
@@ -165,25 +177,35 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             o.notice(&format!("client {name} connected"));
             let (t, c, r, o) = (t.clone(), c.clone(), r.clone(), o.clone());
             tokio::spawn(async move {
-                while let Some(e) = events.recv().await {
-                    match e {
-                        Event::Received {
-                            stream: STREAM,
-                            payload,
-                            ..
-                        } => {
-                            let roster = r.read().expect("roster lock");
-                            let prefixes = &roster.clients[i].client.prefixes;
-                            forward::inbound(&t, &payload, mtu, Some(prefixes), &c);
+                let mut out = forward::TunWriter::new(t);
+                'events: while let Some(first) = events.recv().await {
+                    // What is already there joins the batch, for segments to be coalesced.
+                    let rest = std::iter::from_fn(|| events.try_recv().ok());
+                    for e in std::iter::once(first)
+                        .chain(rest)
+                        .take(forward::WRITE_BATCH)
+                    {
+                        match e {
+                            Event::Received {
+                                stream: STREAM,
+                                payload,
+                                ..
+                            } => {
+                                let roster = r.read().expect("roster lock");
+                                let prefixes = &roster.clients[i].client.prefixes;
+                                forward::inbound(&mut out, &payload, mtu, Some(prefixes), &c);
+                            }
+                            Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                            Event::Closed { reason } => {
+                                o.notice(&format!("client {name}: {}", reason.as_str()));
+                                break 'events;
+                            }
+                            _ => {}
                         }
-                        Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
-                        Event::Closed { reason } => {
-                            o.notice(&format!("client {name}: {}", reason.as_str()));
-                            break;
-                        }
-                        _ => {}
                     }
+                    out.flush(&c);
                 }
+                out.flush(&c);
                 r.write().expect("roster lock").detach(i, generation);
             });
         }

@@ -20,4 +20,4 @@ pub use signals::{
 pub use tcp::{
     is_mptcp, mptcp_subflow_infos, set_tcp_congestion, stream_socket, tcp_congestion, tcp_info,
 };
-pub use tun::open_tun;
+pub use tun::{open_tun, open_tun_with_offloads, VNET_HDR_LEN};
