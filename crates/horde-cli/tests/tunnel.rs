@@ -363,8 +363,11 @@ k=${HORDE_SHELL_NETNS#horde-shell-}
   echo moved > "$DIR/moved" ) &
 "$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
 cpid=$!
+# The device exists a moment before its addresses: wait for both, or the flow servers
+# cannot bind them.
 i=0
-until ip link show hdt0 > /dev/null 2>&1; do
+until ip -o addr show dev hdt0 2>/dev/null | grep -q 'fd77::2/' &&
+      ip -o addr show dev hdt0 | grep -q '10.77.0.2/'; do
   i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
 done
 "$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 --count 1 > "$DIR/flow4.json" 2>/dev/null &
@@ -1000,8 +1003,9 @@ remote = "$o1:7700"
 EOF
 "$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
 cpid=$!
+# The device exists a moment before its address: wait for the address.
 i=0
-until ip link show hdt0 > /dev/null 2>&1; do
+until ip -o addr show dev hdt0 2>/dev/null | grep -q '10.77.0.2/'; do
   i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
 done
 "$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 > /dev/null 2> "$DIR/flow.err" &
