@@ -472,6 +472,67 @@ async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
     s.server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_read_from_a_file_arrives_whole_and_a_short_file_cancels_its_message() {
+    let links = [
+        (
+            "a",
+            common::link(20_000.0, 5.0, 0.0),
+            common::link(20_000.0, 5.0, 0.0),
+        ),
+        (
+            "b",
+            common::link(20_000.0, 10.0, 0.0),
+            common::link(20_000.0, 10.0, 0.0),
+        ),
+    ];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let config = EndpointConfig::default();
+    let sender = MessageEndpoint::new(s.conn, config.clone()).await.unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, config).await.unwrap();
+    let mut received = collect_received(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    let dir = std::env::temp_dir().join(format!("horde-message-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("message.bin");
+    let contents = payload(7, 2_000_000);
+    std::fs::write(&path, &contents).unwrap();
+    let open = || Box::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+
+    let whole = sender
+        .endpoint
+        .submit_source(MessageSpec::new(2, contents.len() as u64), open())
+        .unwrap();
+    // Declared one byte longer than the file: its last piece cannot be read.
+    let short = sender
+        .endpoint
+        .submit_source(MessageSpec::new(2, contents.len() as u64 + 1), open())
+        .unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(20), |s| s.fates.contains_key(&whole)
+                && s.fates.contains_key(&short))
+            .await,
+        "fates so far: {:?}",
+        sender.fates
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(sender.fates[&whole], [Fate::Delivered]);
+    assert_eq!(sender.fates[&short], [Fate::Cancelled]);
+    let (id, bytes) = timeout(Duration::from_secs(2), received.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, whole);
+    assert!(bytes == contents, "the file's bytes arrived changed");
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
 /// Reads the sender's notices for `limit`, keeping the bandwidth ones with their time.
 async fn bandwidth_notices(
     endpoint: &mut MessageEndpoint,

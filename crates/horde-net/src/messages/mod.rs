@@ -19,7 +19,8 @@ use bytes::Bytes;
 use horde_proto::message::{
     codec, BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier,
     ChannelEstimate, EstimatorConfig, MessageConfig, MessageError, MessageEvent, MessageId,
-    MessageScheduler, MessageSpec, MessageStatus, QueueId, RangeId, Reassembly, ReceivedMessage,
+    MessageScheduler, MessageSource, MessageSpec, MessageStatus, QueueId, RangeId, Reassembly,
+    ReceivedMessage,
 };
 use horde_proto::{Event, StreamConfig};
 use tokio::sync::{mpsc, Notify};
@@ -123,7 +124,8 @@ pub enum MessageNotice {
 /// task. Never held across an await.
 pub(crate) struct State {
     pub(crate) scheduler: MessageScheduler,
-    pub(crate) sources: std::collections::HashMap<MessageId, Bytes>,
+    /// Where each live message's bytes are read from, a piece at a time.
+    pub(crate) sources: std::collections::HashMap<MessageId, Box<dyn MessageSource + Send>>,
     pub(crate) reassembly: Reassembly,
     pub(crate) estimates: Vec<ChannelEstimate>,
     /// Pieces of undelivered messages taken back from the session's queue.
@@ -242,11 +244,23 @@ impl MessageHandle {
                 ),
             });
         }
+        self.submit_source(spec, Box::new(payload))
+    }
+
+    /// Submits a message whose `spec.size` bytes are read from `source` a piece at a time
+    /// as they are sent, so that a large message (a file: `BufReader<File>`) never sits in
+    /// memory whole. A source that turns out shorter than `spec.size` cancels the message
+    /// when the missing piece is due.
+    pub fn submit_source(
+        &self,
+        spec: MessageSpec,
+        source: Box<dyn MessageSource + Send>,
+    ) -> Result<MessageId, MessageError> {
         let now = self.now();
         let id = {
             let mut state = self.shared.lock();
             let id = state.scheduler.submit(now, spec)?;
-            state.sources.insert(id, payload);
+            state.sources.insert(id, source);
             id
         };
         self.shared.wake.notify_one();

@@ -8,9 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::Fields;
 use horde_proto::message::codec::{self, Item};
-use horde_proto::message::{
-    ControlItem, Fate, MessageEvent, MessageId, MessageSource, Piece, UsageSample,
-};
+use horde_proto::message::{ControlItem, Fate, MessageEvent, MessageId, Piece, UsageSample};
 use horde_proto::{AduHandle, Event};
 use tokio::sync::mpsc;
 
@@ -228,11 +226,14 @@ impl Pump {
         }
     }
 
-    /// Cuts pieces while the unacked bytes are under the window.
+    /// Cuts pieces while the unacked bytes are under the window. They are all queued on
+    /// the session before the first handle is awaited: one turn of the host for the lot.
     async fn send_pieces(&mut self) {
-        while self.in_flight_bytes < self.window {
+        let mut queued = Vec::new();
+        let mut queued_bytes = 0;
+        while self.in_flight_bytes + queued_bytes < self.window {
             let Some((piece, slice)) = self.next_piece() else {
-                return;
+                break;
             };
             let mut adu = Vec::with_capacity(codec::PIECE_HEADER_LEN + slice.len());
             codec::encode_piece_header(&piece.header(), &mut adu);
@@ -245,8 +246,19 @@ impl Pump {
                 id: piece.message,
                 offset: piece.offset,
             };
-            self.hand_over(MESSAGE_STREAM, Bytes::from(adu), carried)
-                .await;
+            let adu = Bytes::from(adu);
+            queued_bytes += adu.len();
+            let handle = self
+                .handle
+                .send_adu_pipelined(MESSAGE_STREAM, adu.clone(), Fields::new());
+            queued.push((handle, adu, carried));
+        }
+        for (handle, adu, carried) in queued {
+            let handle = match handle {
+                Ok(pending) => pending.await,
+                Err(e) => Err(e),
+            };
+            self.settle(MESSAGE_STREAM, adu, carried, handle);
         }
     }
 
@@ -285,14 +297,25 @@ impl Pump {
         None
     }
 
-    /// Queues one ADU on the session and remembers it until it is acked or nacked. A
-    /// session that refuses it cancels the message it carried.
+    /// Queues one ADU on the session and remembers it until it is acked or nacked.
     async fn hand_over(&mut self, stream: u32, adu: Bytes, carried: Carried) {
-        match self
+        let handle = self
             .handle
             .send_adu(stream, adu.clone(), Fields::new())
-            .await
-        {
+            .await;
+        self.settle(stream, adu, carried, handle);
+    }
+
+    /// Remembers an ADU the session took until it is acked or nacked; a session that
+    /// refused it cancels the message it carried.
+    fn settle(
+        &mut self,
+        stream: u32,
+        adu: Bytes,
+        carried: Carried,
+        handle: Result<AduHandle, crate::error::NetError>,
+    ) {
+        match handle {
             Ok(handle) => {
                 self.in_flight_bytes += adu.len();
                 self.in_flight.insert(
