@@ -111,16 +111,6 @@ impl Conn {
         }
     }
 
-    /// The session whose events the application hears: the live one, or while
-    /// reconnecting the ended one that keeps the streams.
-    pub fn event_source(&mut self) -> Option<&mut Session> {
-        match &mut self.state {
-            ConnState::Established { session, .. } => Some(session),
-            ConnState::Redialing { old, .. } => Some(old),
-            _ => None,
-        }
-    }
-
     pub fn handshake(&mut self) -> Option<&mut PendingHandshake> {
         match &mut self.state {
             ConnState::Dialing(h) | ConnState::Redialing { handshake: h, .. } => Some(h.as_mut()),

@@ -444,17 +444,13 @@ impl Host {
                 }
                 return None;
             };
-            let event = self.conns.get_mut(&key).and_then(|conn| {
-                let e = conn.event_source()?.poll_event()?;
-                Some((conn, e))
-            });
-            match event {
-                Some((conn, e)) => conn.deliver(key, e, &mut self.events),
-                None => {
-                    self.touched.events.remove(&key);
-                    self.event_cursor = key + 1;
-                }
+            // All of a connection's events at once: one lookup for the lot, not one
+            // per event (an ack is an event, so this runs for every packet).
+            if let Some(conn) = self.conns.get_mut(&key) {
+                conn.drain_events(key, &mut self.events);
             }
+            self.touched.events.remove(&key);
+            self.event_cursor = key + 1;
         }
     }
 
