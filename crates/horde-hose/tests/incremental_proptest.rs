@@ -228,7 +228,7 @@ fn run(streams: usize, queued: usize, history: usize, steps: &[Step], set: &Obje
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn incremental_and_full_scheduling_agree(
