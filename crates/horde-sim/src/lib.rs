@@ -23,4 +23,5 @@ pub mod faults;
 pub mod flows;
 pub mod metrics;
 pub mod scenario;
+pub mod world;
 pub use horde_workload as workload;
