@@ -75,6 +75,11 @@ impl<P> World<P> {
         self.links.len()
     }
 
+    /// The model of link `link` in direction `dir`.
+    pub fn link(&self, link: usize, dir: usize) -> &dyn Link {
+        self.links[link][dir].as_ref()
+    }
+
     /// The counters of link `link` in direction `dir`.
     pub fn link_stats(&self, link: usize, dir: usize) -> LinkStats {
         self.links[link][dir].stats()
