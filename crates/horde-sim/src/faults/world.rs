@@ -124,6 +124,7 @@ struct AllocMeter {
 }
 
 pub struct World {
+    /// The network's clock as of this step (the network's world owns the clock).
     pub now: Duration,
     end: Duration,
     plan: RunPlan,
@@ -272,6 +273,7 @@ impl World {
                         "stuck",
                         format!("no progress past {:.3} s", t.as_secs_f64()),
                     ));
+                    self.net.advance_to(self.end);
                     self.now = self.end;
                     return;
                 }
@@ -279,12 +281,15 @@ impl World {
                 same = 0;
                 last = t;
             }
+            self.net.advance_to(t);
             self.now = t;
             self.step();
         }
+        self.net.advance_to(until);
         self.now = until;
     }
 
+    /// The next event: the network's next delivery or the hosts', feeds' or faults'.
     fn next_event(&self) -> Option<Duration> {
         let now = self.now;
         let mut t: Option<Duration> = None;
@@ -293,7 +298,6 @@ impl World {
                 t = Some(t.map_or(x, |t: Duration| t.min(x)));
             }
         };
-        consider(self.net.next_delivery());
         consider(self.schedule.first().map(|s| s.0));
         if !self.client.closing {
             consider(Some(self.plan.close_at));
@@ -313,7 +317,7 @@ impl World {
         if let Some((h, _)) = self.server.host.as_ref() {
             consider(h.poll_timeout(now + sc).map(|x| x.saturating_sub(sc)));
         }
-        t.map(|t| t.max(now))
+        self.net.next_event(t)
     }
 
     fn step(&mut self) {
@@ -330,7 +334,7 @@ impl World {
         }
         let mut arrivals = std::mem::take(&mut self.arrivals);
         arrivals.clear();
-        self.net.deliver(now, &mut arrivals);
+        self.net.deliver(&mut arrivals);
         for d in arrivals.drain(..) {
             self.arrive(d);
         }
@@ -903,7 +907,7 @@ impl World {
                 dst,
                 bytes: Bytes::copy_from_slice(bytes),
             };
-            self.net.send(self.now, d);
+            self.net.send(d);
         } else {
             self.violations.push(Violation::new(
                 "bad_interface",
