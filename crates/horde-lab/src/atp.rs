@@ -1,12 +1,17 @@
-//! `horde-lab atp table1`: the ATP paper's Table 1 (Atkin & Birman, "Evaluation of an
-//! Adaptive Transport Protocol", §4.4) with Horde's message layer in virtual time, beside
-//! the paper's figures. See `docs/atp-experiments.md`.
+//! `horde-lab atp table1` and `table2`: the ATP paper's Tables 1 and 2 (Atkin & Birman,
+//! "Evaluation of an Adaptive Transport Protocol", §4.4 and §5.4) with Horde's message
+//! layer in virtual time, Table 2 beside NAI-TCP on kernel TCP. See
+//! `docs/atp-experiments.md`.
 
 mod adaptive;
 mod host;
+mod nai_tcp;
 mod rate;
+mod replay;
 mod table1;
+mod table2;
 mod traces;
+mod workloads;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -20,6 +25,54 @@ pub enum Command {
     /// with callbacks plus priorities, at poll delays of 1 s and 3 s, on the synthetic
     /// 0-200 KB/s trace and on a cellular-like trace.
     Table1(Table1Args),
+    /// Table 2: six workloads over the synthetic trace, delivery by priority before the
+    /// timers, for Horde's messages (virtual time) and NAI-TCP on kernel TCP through a
+    /// `horde shell` link (real time; needs root).
+    Table2(Table2Args),
+    /// NAI-TCP's sender, run inside `horde shell` by `table2`.
+    #[command(hide = true)]
+    NaiTcpSend(NaiTcpSendArgs),
+}
+
+#[derive(ClapArgs)]
+pub struct Table2Args {
+    /// Compress the trace and the workloads' span by this factor (1, 2, 5 or 10): the
+    /// same rates, intervals and timers over 300/N seconds. NAI-TCP runs in real time, so
+    /// the full table takes about 6 × 300/N s.
+    #[arg(long, default_value_t = 1)]
+    speedup: u64,
+    /// Comma-separated workloads (uniform, prioritised, reversed, filesystem, overload,
+    /// random); all by default.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Seed of the random workload and the links.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Leave NAI-TCP out (no root needed; Horde's rows only).
+    #[arg(long)]
+    no_tcp: bool,
+    /// Print the rows as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs)]
+pub struct NaiTcpSendArgs {
+    #[arg(long)]
+    workload: String,
+    #[arg(long)]
+    speedup: u64,
+    #[arg(long)]
+    seed: u64,
+    /// The receiver's port on `HORDE_SHELL_HOST`.
+    #[arg(long)]
+    port: u16,
+    /// When to give up, ms from the start.
+    #[arg(long)]
+    stop_ms: u64,
+    /// Where to write the outcome (JSON).
+    #[arg(long)]
+    out: std::path::PathBuf,
 }
 
 #[derive(ClapArgs)]
@@ -39,7 +92,57 @@ pub struct Table1Args {
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Table1(a) => run_table1(a),
+        Command::Table2(a) => run_table2(a),
+        Command::NaiTcpSend(a) => {
+            let workload = parse_workload(&a.workload)?;
+            let arrivals = workload.arrivals(table2::span(a.speedup), a.seed);
+            nai_tcp::send_command(
+                a.port,
+                &arrivals,
+                std::time::Duration::from_millis(a.stop_ms),
+                &a.out,
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn parse_workload(name: &str) -> Result<workloads::Workload> {
+    workloads::Workload::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = workloads::ALL.iter().map(|w| w.name()).collect();
+        anyhow::anyhow!(
+            "unknown workload {name:?}; expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn run_table2(a: Table2Args) -> Result<ExitCode> {
+    let started = Instant::now();
+    let workloads = if a.workloads.is_empty() {
+        workloads::ALL.to_vec()
+    } else {
+        a.workloads
+            .iter()
+            .map(|w| parse_workload(w))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let options = table2::Options {
+        speedup: a.speedup,
+        workloads,
+        seed: a.seed,
+        nai_tcp: !a.no_tcp,
+    };
+    let files = traces::TraceFiles::write(a.seed)?;
+    let rows = table2::run(&options, &files)?;
+    if a.json {
+        let out = serde_json::json!({ "speedup": a.speedup, "seed": a.seed, "rows": rows });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", table2::render(&rows, a.speedup));
+        println!("wall time {:.0} s", started.elapsed().as_secs_f64());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_table1(a: Table1Args) -> Result<ExitCode> {

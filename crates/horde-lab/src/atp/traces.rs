@@ -59,18 +59,31 @@ pub const CELLULAR_MEAN_MBPS: f64 = 1.6;
 /// The synthetic trace: per second, `SYNTHETIC_STEPS`' rate in 1500-byte opportunities
 /// spread evenly over the second.
 pub fn synthetic() -> Trace {
+    synthetic_faster(1).expect("1 divides every step")
+}
+
+/// Speed-ups [`synthetic_faster`] accepts: those that divide every step's time.
+pub const SPEEDUPS: [u64; 4] = [1, 2, 5, 10];
+
+/// The synthetic trace `speedup` times shorter: the same rates, each for a `speedup`-th of
+/// its time (`TRACE_S / speedup` seconds in all). `speedup` is one of [`SPEEDUPS`].
+pub fn synthetic_faster(speedup: u64) -> Result<Trace> {
+    if !SPEEDUPS.contains(&speedup) {
+        anyhow::bail!("the speed-up must be one of {SPEEDUPS:?}, got {speedup}");
+    }
+    let seconds = TRACE_S / speedup;
     let mut lines = Vec::new();
-    for second in 0..TRACE_S {
-        let rate = synthetic_rate(second);
+    for second in 0..seconds {
+        let rate = synthetic_rate(second * speedup);
         let n = (rate * KB / f64::from(OPPORTUNITY_BYTES)).round() as u64;
         for k in 0..n {
             lines.push(second * 1000 + 1 + k * 1000 / n);
         }
     }
-    // The last line is the period, so the trace lasts exactly TRACE_S.
-    lines.push(TRACE_S * 1000);
+    // The last line is the period, so the trace lasts exactly its length.
+    lines.push(seconds * 1000);
     let text: String = lines.iter().map(|ms| format!("{ms}\n")).collect();
-    Trace::parse("synthetic", &text).expect("a well-formed generated trace")
+    Ok(Trace::parse("synthetic", &text).expect("a well-formed generated trace"))
 }
 
 /// The synthetic trace's rate in KB/s during `second`.
@@ -125,6 +138,17 @@ impl TraceFiles {
         self.dir.join(format!("{}.trace", kind.name()))
     }
 
+    /// Writes another trace beside them, as `name.trace`, and returns its path.
+    pub fn add(&self, name: &str, trace: &Trace) -> Result<PathBuf> {
+        let path = self.dir.join(format!("{name}.trace"));
+        let mut out =
+            std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        trace
+            .write_mahimahi(&mut out)
+            .with_context(|| format!("write {}", path.display()))?;
+        Ok(path)
+    }
+
     /// The directory the files are in.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -135,15 +159,18 @@ impl TraceFiles {
     /// propagation delay is added by the caller, so that a packet leaving this link has
     /// left the sender's interface).
     pub fn uplink(&self, kind: TraceKind, buffer_bytes: u64) -> LinkSpec {
-        LinkSpec {
-            rate: Some(RateSpec::Trace {
-                path: self.path(kind),
-            }),
-            buffer_bytes: Some(buffer_bytes),
-            loss: None,
-            delay: None::<DelaySpec>,
-            qdisc: None,
-        }
+        uplink(self.path(kind), buffer_bytes)
+    }
+}
+
+/// The sender's uplink over the trace at `path` (see [`TraceFiles::uplink`]).
+pub fn uplink(path: PathBuf, buffer_bytes: u64) -> LinkSpec {
+    LinkSpec {
+        rate: Some(RateSpec::Trace { path }),
+        buffer_bytes: Some(buffer_bytes),
+        loss: None,
+        delay: None::<DelaySpec>,
+        qdisc: None,
     }
 }
 
