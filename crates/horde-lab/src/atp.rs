@@ -16,7 +16,7 @@ mod workloads;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Args as ClapArgs, Subcommand};
 
 #[derive(Subcommand)]
@@ -48,9 +48,16 @@ pub struct Table2Args {
     /// Seed of the random workload and the links.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Leave NAI-TCP out (no root needed; Horde's rows only).
+    /// NAI-MTCP(k) for each of these k (one connection per priority level, k for the
+    /// most important).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    mtcp: Vec<usize>,
+    /// Leave NAI-TCP and NAI-MTCP out (no root needed; Horde's rows only).
     #[arg(long)]
     no_tcp: bool,
+    /// Leave NAI-MTCP out.
+    #[arg(long)]
+    no_mtcp: bool,
     /// Print the rows as JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -67,6 +74,9 @@ pub struct NaiTcpSendArgs {
     /// The receiver's port on `HORDE_SHELL_HOST`.
     #[arg(long)]
     port: u16,
+    /// 0 for NAI-TCP, k for NAI-MTCP(k).
+    #[arg(long)]
+    high: usize,
     /// When to give up, ms from the start.
     #[arg(long)]
     stop_ms: u64,
@@ -96,9 +106,15 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::NaiTcpSend(a) => {
             let workload = parse_workload(&a.workload)?;
             let arrivals = workload.arrivals(table2::span(a.speedup), a.seed);
+            let layout = match a.high {
+                0 => nai_tcp::Layout::Single,
+                high => nai_tcp::Layout::PerPriority { high },
+            };
             nai_tcp::send_command(
                 a.port,
                 &arrivals,
+                |c| workload.priority(c),
+                layout,
                 std::time::Duration::from_millis(a.stop_ms),
                 &a.out,
             )?;
@@ -127,11 +143,19 @@ fn run_table2(a: Table2Args) -> Result<ExitCode> {
             .map(|w| parse_workload(w))
             .collect::<Result<Vec<_>>>()?
     };
+    if a.mtcp.contains(&0) {
+        bail!("--mtcp takes numbers of high-priority connections, at least 1");
+    }
     let options = table2::Options {
         speedup: a.speedup,
         workloads,
         seed: a.seed,
         nai_tcp: !a.no_tcp,
+        mtcp: if a.no_tcp || a.no_mtcp {
+            Vec::new()
+        } else {
+            a.mtcp.clone()
+        },
     };
     let files = traces::TraceFiles::write(a.seed)?;
     let rows = table2::run(&options, &files)?;

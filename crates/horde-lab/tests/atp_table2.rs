@@ -29,6 +29,7 @@ fn horde_beats_nai_tcp_on_the_filesystem_workload() {
             "10",
             "--workloads",
             "filesystem",
+            "--no-mtcp",
             "--json",
         ])
         .output()

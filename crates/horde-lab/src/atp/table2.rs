@@ -6,7 +6,7 @@
 //! model (same trace, send queue and delays), its receiver on the host.
 
 use std::ffi::OsString;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::host::{Host, HostConfig};
-use super::nai_tcp::{self, ClassOutcome};
+use super::nai_tcp::{self, ClassOutcome, Layout};
 use super::replay::Replay;
 use super::traces::{self, TraceFiles, TRACE_S};
 use super::workloads::Workload;
@@ -31,15 +31,25 @@ pub enum Protocol {
     HordeFifo,
     /// One kernel TCP connection, FIFO, half-timer discard, 1-byte acknowledgements.
     NaiTcp,
+    /// The same on one connection per priority level, `k` for the most important.
+    NaiMtcp(usize),
 }
 
 impl Protocol {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Protocol::Horde => "horde",
-            Protocol::HordeOneLevel => "horde, one level",
-            Protocol::HordeFifo => "horde, fifo",
-            Protocol::NaiTcp => "nai-tcp",
+            Protocol::Horde => "horde".into(),
+            Protocol::HordeOneLevel => "horde, one level".into(),
+            Protocol::HordeFifo => "horde, fifo".into(),
+            Protocol::NaiTcp => "nai-tcp".into(),
+            Protocol::NaiMtcp(k) => format!("nai-mtcp({k})"),
+        }
+    }
+
+    fn layout(self) -> Layout {
+        match self {
+            Protocol::NaiMtcp(k) => Layout::PerPriority { high: k },
+            _ => Layout::Single,
         }
     }
 }
@@ -76,6 +86,8 @@ pub struct Options {
     pub seed: u64,
     /// Run NAI-TCP (needs root for the namespace).
     pub nai_tcp: bool,
+    /// Run NAI-MTCP(k) for each of these k (needs root).
+    pub mtcp: Vec<usize>,
 }
 
 /// The workloads' span at `speedup`.
@@ -132,19 +144,32 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 .collect();
             rows.push(rows_of(workload, protocol, &counts));
         }
-        if options.nai_tcp {
-            let outcome = run_nai_tcp(workload, options, &path, files.dir(), span + longest)?;
+        let tcp = options
+            .nai_tcp
+            .then_some(Protocol::NaiTcp)
+            .into_iter()
+            .chain(options.mtcp.iter().map(|&k| Protocol::NaiMtcp(k)));
+        for protocol in tcp {
+            let outcome = run_tcp(
+                workload,
+                protocol,
+                options,
+                &path,
+                files.dir(),
+                span + longest,
+            )?;
             let counts: Vec<(u64, u64)> = outcome.iter().map(|c| (c.total, c.delivered)).collect();
-            rows.push(rows_of(workload, Protocol::NaiTcp, &counts));
+            rows.push(rows_of(workload, protocol, &counts));
         }
     }
     Ok(rows)
 }
 
-/// NAI-TCP over `trace` in real time: the receiver here, the sender in a `horde shell`
-/// namespace (this program's `atp nai-tcp-send`).
-fn run_nai_tcp(
+/// NAI-TCP or NAI-MTCP over `trace` in real time: the receiver here, the sender in a
+/// `horde shell` namespace (this program's `atp nai-tcp-send`).
+fn run_tcp(
     workload: Workload,
+    protocol: Protocol,
     options: &Options,
     trace: &Path,
     dir: &Path,
@@ -153,11 +178,19 @@ fn run_nai_tcp(
     let listener = TcpListener::bind("0.0.0.0:0").context("listen for the NAI-TCP sender")?;
     let port = listener.local_addr()?.port();
     let handle = nai_tcp::ReceiverHandle::default();
+    let arrivals = workload.arrivals(span(options.speedup), options.seed);
+    let connections = protocol
+        .layout()
+        .connections(&arrivals, |c| workload.priority(c));
     let receiver = {
         let handle = handle.clone();
-        std::thread::spawn(move || nai_tcp::receive(&listener, &handle))
+        std::thread::spawn(move || nai_tcp::receive(listener, connections, &handle))
     };
-    let out = dir.join(format!("nai-tcp-{}.json", workload.name()));
+    let high = match protocol.layout() {
+        Layout::Single => 0,
+        Layout::PerPriority { high } => high,
+    };
+    let out = dir.join(format!("tcp-{}-{high}.json", workload.name()));
     let exe = std::env::current_exe().context("find this program")?;
     let command: Vec<OsString> = vec![
         exe.into(),
@@ -171,6 +204,8 @@ fn run_nai_tcp(
         options.seed.to_string().into(),
         "--port".into(),
         port.to_string().into(),
+        "--high".into(),
+        high.to_string().into(),
         "--stop-ms".into(),
         stop.as_millis().to_string().into(),
         "--out".into(),
@@ -186,16 +221,8 @@ fn run_nai_tcp(
     };
     let ended = horde_shell::run(&shell, &command);
     // The sender is gone; its close may not have crossed the link before the link went
-    // down, so end the receiver from here (or, if the sender never connected, wake its
-    // accept with a connection of our own).
-    match handle.lock().expect("not poisoned").take() {
-        Some(stream) => {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-        }
-        None => {
-            let _ = TcpStream::connect(("127.0.0.1", port));
-        }
-    }
+    // down, so end the receiver from here.
+    handle.finish();
     let ended = ended.context("horde shell for the NAI-TCP sender")?;
     if !ended.status.success() {
         bail!("the NAI-TCP sender failed ({})", ended.status);
