@@ -85,7 +85,7 @@ pub struct HostConfig {
 /// The default [`HostConfig::seal_worker`]: on when this machine runs two or more
 /// threads at once (`std::thread::available_parallelism`), off on one core, where a
 /// second thread could only take turns with the driver. Measured on a 2-core machine
-/// (`docs/results.md`, "The sealing worker, adaptive, measured on and off"): a
+/// (`docs/results.md`, "Runtime throughput", the sealing worker): a
 /// lightly loaded connection seals on the driver as without a worker (no latency
 /// cost), and under bulk load the worker takes the AES-GCM off the driver thread.
 pub fn default_seal_worker() -> bool {
