@@ -1,6 +1,7 @@
 //! `horde`: run Horde's demo, simulator, emulator, sender and receiver, check hose
 //! objectives, and make and measure link traces.
 
+mod allocator;
 mod analyze;
 mod bench;
 mod demo;
@@ -117,6 +118,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::keep_large_blocks_mapped();
     let cli = Cli::parse();
     // `send` and `recv` say by default when a session ends, reconnects or gives up.
     let default_filter = match cli.command {

@@ -115,3 +115,76 @@ fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `recv`'s text report says how many datagrams the data sockets' kernel filter dropped:
+/// here a flood of an undefined packet type during a live session, none of which a
+/// session could own.
+#[test]
+fn recv_text_report_counts_what_the_kernel_filter_dropped() {
+    const JUNK: u64 = 2000;
+    let dir = std::env::temp_dir().join(format!("horde-cli-kdrops-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sender_pub, receiver_pub) = (keygen(&dir, "s.key"), keygen(&dir, "r.key"));
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("recv.toml"),
+        format!(
+            "key_file = \"r.key\"\nallowed_keys = [\"{sender_pub}\"]\n\
+             [[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("send.toml"),
+        format!(
+            "key_file = \"s.key\"\npeer_key = \"{receiver_pub}\"\nduration_s = 3\n\
+             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
+             [[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 100, adu_bytes = 500 }}\n"
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_horde"))
+            .args(args)
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let recv = run(&["recv", "recv.toml", "--duration", "8"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let send = run(&["send", "send.toml"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    // Undefined packet types (first byte 0x40 and up), paced so that the receive buffer
+    // never fills: every one is the filter's.
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..JUNK {
+        let d = [0x40 + (i % 64) as u8; 64];
+        junk.send_to(&d, ("127.0.0.1", port)).unwrap();
+        if i % 100 == 99 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let sent = send.wait_with_output().unwrap();
+    assert!(sent.status.success(), "{}", text(&sent.stderr));
+    let out = recv.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(report.contains("sender 0 connected"), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("datagrams dropped by the kernel filter"))
+        .unwrap_or_else(|| panic!("no kernel filter line: {report}"));
+    let dropped: u64 = line
+        .rsplit(": ")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"));
+    assert!(dropped >= JUNK, "{line}\n{report}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
