@@ -280,7 +280,7 @@ impl Driver {
         loop {
             self.receive_all();
             while let Some(m) = self.handshakes.try_next() {
-                self.from_worker(m);
+                self.on_worker(m);
             }
             loop {
                 match cmd_rx.try_recv() {
@@ -312,7 +312,7 @@ impl Driver {
                 _ = self.sealer_done.notified() => {}
                 m = self.handshakes.next() => {
                     if let Some(m) = m {
-                        self.from_worker(m);
+                        self.on_worker(m);
                     }
                 }
                 _ = sleep => {}
@@ -373,7 +373,7 @@ impl Driver {
     }
 
     /// Initiations the handshake worker read, or a job's outcome: for the host.
-    fn from_worker(&mut self, m: FromWorker) {
+    fn on_worker(&mut self, m: FromWorker) {
         let now = self.now();
         match m {
             FromWorker::Initiations(batch) => {
