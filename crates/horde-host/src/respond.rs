@@ -333,11 +333,15 @@ mod tests {
         })
     }
 
-    /// Runs the host's jobs as a driver would; how many there were.
+    /// Runs the host's jobs as a driver would, each on a thread of its own; how many
+    /// there were.
     fn run_jobs(host: &mut Host, now: Duration, rng: &mut StdRng) -> usize {
         let mut n = 0;
         while let Some(job) = host.poll_handshake_job() {
-            let outcome = job.run(rng);
+            let mut job_rng = StdRng::seed_from_u64(rng.next_u64());
+            let outcome = std::thread::spawn(move || job.run(&mut job_rng))
+                .join()
+                .expect("the job ran");
             host.handle_handshake_done(now, outcome);
             n += 1;
         }
