@@ -58,7 +58,10 @@ mod session;
 
 pub use cookie::{Admission, HandshakeGate, COOKIE_SECRET_LIFETIME};
 pub use drop::{DropCounters, DropReason};
-pub use handshake::{random_index, Initiator, Reply, Responder, KNOWN_INITIATIONS, NOISE_PATTERN};
+pub use handshake::{
+    random_index, Initiator, Reply, RespondJob, RespondWork, Responder, KNOWN_INITIATIONS,
+    NOISE_PATTERN,
+};
 pub use keys::{KeyError, Keypair, PublicKey, KEY_LEN, KEY_TEXT_LEN};
 pub use packet::{
     classify, nonce, split_nonce, Packet, COOKIE_REPLY_LEN, COUNTER_BITS, COUNTER_LIMIT,

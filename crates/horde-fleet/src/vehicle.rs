@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use horde_crypto::{Keypair, PublicKey, RekeyPolicy};
-use horde_host::{ChannelTarget, ConnectConfig, Host, HostSettings, Reconnect};
+use horde_host::{ChannelTarget, ConnectConfig, Host, HostSettings, Reconnect, ResponderSettings};
 use horde_proto::{ChannelConfig, EndpointConfig, SessionConfig};
 
 use crate::sockets::{channel_ip, Udp};
@@ -88,6 +88,7 @@ impl Vehicle {
             interfaces: socks.len(),
             seed: seed.wrapping_add(1),
             unix_micros_at_start: plan.unix_micros_at_start,
+            responder: ResponderSettings::default(),
         });
         let config = ConnectConfig {
             peer: plan.server_key,

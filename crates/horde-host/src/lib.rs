@@ -3,22 +3,36 @@
 //!
 //! A [`Host`] owns every connection's secure session and protocol session and makes each
 //! decision about them: routing datagrams by crypto index, the initiator's handshake and
-//! its retries, accepting a peer's hello for a served service, replacing a peer's old
-//! session when it restarts, reconnecting a persistent connection with the old
-//! session's unacknowledged ADUs, closing, and taking channels out and back with their
-//! interfaces. It opens sessions through a [`horde_proto::Endpoint`].
+//! its retries, the responder's admission of initiations, accepting a peer's hello for a
+//! served service, replacing a peer's old session when it restarts, reconnecting a
+//! persistent connection with the old session's unacknowledged ADUs, closing, and taking
+//! channels out and back with their interfaces. It opens sessions through a
+//! [`horde_proto::Endpoint`].
+//!
+//! As responder it checks each initiation cheaply, in this order: the header, `mac1`,
+//! its memory of initiations it decrypted before (a replay is refused, or a lost response
+//! resent, before any token is taken), then cookies and per-flow and per-address token
+//! buckets under its load state (see `docs/crypto.md`). What passes becomes a
+//! [`HandshakeJob`]: the Diffie-Hellman work, owned and `Send`, which the driver takes
+//! with [`Host::poll_handshake_job`], runs where it likes ([`HandshakeJob::run`]: on a
+//! worker thread, or inline in a simulation) and hands back with
+//! [`Host::handle_handshake_done`]. The allow-list, the timestamps and the new session
+//! are decided then, here. The initiator's own Diffie-Hellman (an initiation when it
+//! dials, a response when it arrives) runs inline: it costs this host only for the
+//! handshakes it opens itself.
 //!
 //! It has no sockets, threads or clock. A driver feeds it:
 //! - [`Host::handle_datagram`] for each received datagram;
-//! - [`Host::handle_handshake_done`] with a responder's answer to an initiation (the
-//!   Diffie-Hellman work runs wherever the driver likes; [`Inbound::Initiation`] tells it
-//!   one arrived);
-//! - [`Host::connect`], [`Host::listen`] and [`Host::handle_command`] for the application;
+//! - [`Host::handle_handshake_done`] with the outcome of each job from
+//!   [`Host::poll_handshake_job`];
+//! - [`Host::connect`], [`Host::listen`], [`Host::allow_peer`] and
+//!   [`Host::handle_command`] for the application;
 //! - [`Host::handle_timeout`] once [`Host::poll_timeout`] has passed;
 //!
-//! and drains [`Host::poll_handshake_transmit`] (handshake datagrams, sent as they are),
-//! [`Host::poll_transmit`] (protocol datagrams, sealed with [`Host::crypto_mut`] of their
-//! connection) and [`Host::poll_event`].
+//! and drains [`Host::poll_handshake_transmit`] (handshake datagrams: initiations,
+//! responses, cookie replies, sent as they are), [`Host::poll_transmit`] (protocol
+//! datagrams, sealed with [`Host::crypto_mut`] of their connection) and
+//! [`Host::poll_event`].
 
 mod config;
 mod conn;
@@ -29,6 +43,7 @@ mod ops;
 mod plaintext;
 mod receive;
 mod refusal;
+mod respond;
 mod run_op;
 mod timers;
 mod touched;
@@ -54,6 +69,8 @@ pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
 pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
+pub use refusal::REJECT_LOG_EVERY;
+pub use respond::{HandshakeJob, HandshakeOutcome, ResponderSettings, LOAD_HOLD};
 pub use transmit::HostTransmit;
 
 use conn::{Conn, ConnState};
@@ -91,6 +108,8 @@ pub struct HostSettings {
     /// Wall-clock time at `now == 0`, in microseconds since the UNIX epoch: initiations
     /// carry `unix_micros_at_start + now`, which must grow across restarts.
     pub unix_micros_at_start: u64,
+    /// Who may connect, and how initiations are admitted.
+    pub responder: ResponderSettings,
 }
 
 /// Whether an interface can carry channels.
@@ -150,9 +169,6 @@ pub enum HostEvent {
 pub enum Inbound {
     /// Handled (or dropped and counted).
     Handled,
-    /// A handshake initiation: the driver's responder checks it and answers through
-    /// [`Host::handle_handshake_done`].
-    Initiation,
     /// An initiation in an older handshake format.
     LegacyHandshake,
 }
@@ -232,6 +248,8 @@ pub struct Host {
     plaintext: PlaintextChunks,
     counters: HostCounters,
     refusals: refusal::RefusalLog,
+    /// Initiations from peers: their checks, their jobs.
+    responding: respond::Responding,
     /// A deliberate bug, for checking that the fault simulator catches it.
     #[cfg(feature = "planted-bugs")]
     planted: PlantedBug,
@@ -252,7 +270,10 @@ pub enum PlantedBug {
 impl Host {
     /// A host with no connection yet.
     pub fn new(settings: HostSettings) -> Self {
+        let responding =
+            respond::Responding::new(settings.keypair.clone(), settings.responder, settings.seed);
         Host {
+            responding,
             keypair: settings.keypair,
             rekey: settings.rekey,
             unix_micros_at_start: settings.unix_micros_at_start,

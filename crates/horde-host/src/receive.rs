@@ -24,7 +24,7 @@ impl Host {
         match classify(data) {
             Err(DropReason::LegacyHandshake) => return Inbound::LegacyHandshake,
             Err(reason) => self.counters.dropped.record(reason),
-            Ok(Packet::Initiation { .. }) => return Inbound::Initiation,
+            Ok(Packet::Initiation { .. }) => self.on_initiation(now, iface, src, data),
             Ok(Packet::Response { receiver_index }) => self.on_response(receiver_index, data, now),
             Ok(Packet::CookieReply { receiver_index }) => {
                 self.on_cookie_reply(receiver_index, data, now)
@@ -76,7 +76,7 @@ impl Host {
 
     /// The responder's answer to an initiation that arrived on `iface` from `src`: its
     /// response goes out, and a new secure session waits for the peer's hello.
-    pub fn handle_handshake_done(
+    pub(crate) fn install_reply(
         &mut self,
         now: Duration,
         iface: usize,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_crypto::{random_index, Keypair, Responder};
+use horde_crypto::Keypair;
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, SessionConfig, StreamConfig};
 use proptest::prelude::*;
@@ -32,7 +32,6 @@ fn client_addr(i: usize) -> SocketAddr {
 
 struct Node {
     host: Host,
-    responder: Responder,
     rng: StdRng,
     addr: SocketAddr,
 }
@@ -56,10 +55,13 @@ impl Node {
             interfaces: 1,
             seed,
             unix_micros_at_start: 1_000_000 + now.as_micros() as u64,
+            responder: ResponderSettings {
+                allowed: allowed.iter().map(|k| *k.public()).collect(),
+                ..ResponderSettings::default()
+            },
         });
         Node {
             host,
-            responder: Responder::new(key.clone(), allowed.iter().map(|k| *k.public())),
             rng: StdRng::seed_from_u64(seed ^ 0x5eed),
             addr,
         }
@@ -237,11 +239,10 @@ impl Run {
             } else {
                 &mut self.clients[to - 1]
             };
-            if n.host.handle_datagram(now, 0, from, &data) == Inbound::Initiation {
-                let host = &n.host;
-                let index = random_index(&mut n.rng, |i| host.index_in_use(i));
-                let result = n.responder.respond(&data, index, &mut n.rng);
-                n.host.handle_handshake_done(now, 0, from, result);
+            n.host.handle_datagram(now, 0, from, &data);
+            while let Some(job) = n.host.poll_handshake_job() {
+                let outcome = job.run(&mut n.rng);
+                n.host.handle_handshake_done(now, outcome);
             }
         }
         for i in 0..=self.clients.len() {

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_crypto::{random_index, Keypair, RekeyPolicy, Responder};
-use horde_host::{ChannelTarget, ConnOp, ConnectConfig, Host, HostEvent, HostSettings, Inbound};
+use horde_crypto::{Keypair, RekeyPolicy};
+use horde_host::{
+    ChannelTarget, ConnOp, ConnectConfig, Host, HostEvent, HostSettings, ResponderSettings,
+};
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, EndpointConfig, StreamConfig};
 use rand::rngs::StdRng;
@@ -52,7 +54,7 @@ fn keypair(seed: u64) -> Keypair {
     Keypair::generate_with(&mut StdRng::seed_from_u64(seed))
 }
 
-fn host(key: &Keypair, seed: u64) -> Host {
+fn host(key: &Keypair, seed: u64, allowed: &[Keypair]) -> Host {
     Host::new(HostSettings {
         keypair: key.clone(),
         rekey: RekeyPolicy::default(),
@@ -64,6 +66,10 @@ fn host(key: &Keypair, seed: u64) -> Host {
         interfaces: 3,
         seed,
         unix_micros_at_start: 1_000_000,
+        responder: ResponderSettings {
+            allowed: allowed.iter().map(|k| *k.public()).collect(),
+            ..ResponderSettings::default()
+        },
     })
 }
 
@@ -77,7 +83,6 @@ fn addr(node: usize, iface: usize) -> SocketAddr {
 struct Net {
     now: Duration,
     hosts: Vec<Host>,
-    responder: Responder,
     rng: StdRng,
     wire: Vec<(usize, usize, SocketAddr, Vec<u8>)>,
     accepted: usize,
@@ -88,10 +93,10 @@ impl Net {
         let now = self.now;
         for (to, iface, from, data) in std::mem::take(&mut self.wire) {
             let h = &mut self.hosts[to];
-            if h.handle_datagram(now, iface, from, &data) == Inbound::Initiation {
-                let index = random_index(&mut self.rng, |i| h.index_in_use(i));
-                let result = self.responder.respond(&data, index, &mut self.rng);
-                h.handle_handshake_done(now, iface, from, result);
+            h.handle_datagram(now, iface, from, &data);
+            while let Some(job) = h.poll_handshake_job() {
+                let outcome = job.run(&mut self.rng);
+                h.handle_handshake_done(now, outcome);
             }
         }
         for node in 0..self.hosts.len() {
@@ -142,14 +147,17 @@ impl Net {
 fn server_heap(clients: usize) -> isize {
     let server_key = keypair(1);
     let keys: Vec<Keypair> = (0..clients).map(|i| keypair(100 + i as u64)).collect();
-    let mut server = host(&server_key, 1);
+    let mut server = host(&server_key, 1, &keys);
     server.listen(SERVICE);
     let mut hosts = vec![server];
-    hosts.extend(keys.iter().enumerate().map(|(i, k)| host(k, 10 + i as u64)));
+    hosts.extend(
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| host(k, 10 + i as u64, &[])),
+    );
     let mut net = Net {
         now: Duration::from_millis(1),
         hosts,
-        responder: Responder::new(server_key.clone(), keys.iter().map(|k| *k.public())),
         rng: StdRng::seed_from_u64(5),
         wire: Vec::new(),
         accepted: 0,

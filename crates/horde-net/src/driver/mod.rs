@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use horde_host::{HostSettings, Inbound};
+use horde_host::{HostSettings, Inbound, ResponderSettings};
 use horde_proto::{ChannelId, EndpointConfig, Event};
 use quinn_udp::RecvMeta;
 use tokio::sync::{mpsc, Notify};
@@ -37,7 +37,7 @@ use crate::command::{Command, Reply as Answer};
 use crate::config::{HostConfig, InterfaceConfig};
 use crate::connection::Connection;
 use crate::error::NetError;
-use crate::handshake::{Done, Gate, Handshakes};
+use crate::handshake::{FromWorker, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::read_progress::{ReadLog, ReadProgress};
 use crate::socket::{self, ChannelSocket};
@@ -71,7 +71,8 @@ struct Driver {
     /// Per interface, parallel to `sockets`.
     ifaces: Vec<Iface>,
     monitor: pool::Monitor,
-    /// Initiations: cheap checks here, Diffie-Hellman on the handshake worker.
+    /// The handshake worker: it reads the handshake sockets and runs the host's
+    /// Diffie-Hellman jobs.
     handshakes: Handshakes,
     /// Every connection's state and decisions.
     host: horde_host::Host,
@@ -175,11 +176,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let split_handshakes = config.handshakes.separate_socket;
-    let mut handshakes = Handshakes::spawn(
-        config.keypair.clone(),
-        config.allowed_peers.iter().copied(),
-        config.handshakes.clone(),
-    )?;
+    let mut handshakes = Handshakes::spawn(config.keypair.public())?;
     for (i, s) in sockets.iter().enumerate() {
         let hs = s
             .as_ref()
@@ -206,6 +203,13 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         interfaces: sockets.len(),
         seed: rand::random(),
         unix_micros_at_start: unix_micros(),
+        responder: ResponderSettings {
+            allowed: config.allowed_peers.clone(),
+            queue: config.handshakes.queue,
+            rate_limit: config.handshakes.rate_limit,
+            load_rate: config.handshakes.load_rate,
+            server_id: config.handshakes.server_id,
+        },
     });
     for (i, iface) in ifaces.iter().enumerate() {
         if iface.state == IfaceState::Down {
@@ -275,8 +279,8 @@ impl Driver {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.receive_all();
-            while let Some(done) = self.handshakes.try_done() {
-                self.on_handshake_done(done);
+            while let Some(m) = self.handshakes.try_next() {
+                self.on_worker(m);
             }
             loop {
                 match cmd_rx.try_recv() {
@@ -285,6 +289,7 @@ impl Driver {
                     Err(_) => break,
                 }
             }
+            self.hand_out_jobs();
             self.forward_events();
             let now = self.now();
             self.watch_interfaces(now);
@@ -305,9 +310,9 @@ impl Driver {
                 _ = readable => {}
                 _ = self.reader_woke.notified() => {}
                 _ = self.sealer_done.notified() => {}
-                done = self.handshakes.next_done() => {
-                    if let Some(done) = done {
-                        self.on_handshake_done(done);
+                m = self.handshakes.next() => {
+                    if let Some(m) = m {
+                        self.on_worker(m);
                     }
                 }
                 _ = sleep => {}
@@ -367,19 +372,23 @@ impl Driver {
         self.host.set_local_aliases(aliases);
     }
 
-    /// The handshake worker's answer to an initiation.
-    fn on_handshake_done(&mut self, done: Done) {
-        let Done {
-            iface, src, result, ..
-        } = done;
+    /// Initiations the handshake worker read, or a job's outcome: for the host.
+    fn on_worker(&mut self, m: FromWorker) {
         let now = self.now();
-        self.host.handle_handshake_done(now, iface, src, result);
+        match m {
+            FromWorker::Initiations(batch) => {
+                for f in batch {
+                    self.on_datagram(f.iface, f.src, &f.datagram, now);
+                }
+            }
+            FromWorker::Done(outcome) => self.host.handle_handshake_done(now, outcome),
+        }
     }
 
-    /// Queue a handshake datagram for the next flush.
-    fn send_raw(&mut self, iface: usize, dst: SocketAddr, bytes: &[u8]) {
-        if let Some(q) = self.tx.get_mut(iface) {
-            q.push(dst, Owner::Handshake, bytes, 1);
+    /// The host's Diffie-Hellman jobs go to the handshake worker.
+    fn hand_out_jobs(&mut self) {
+        while let Some(job) = self.host.poll_handshake_job() {
+            self.handshakes.submit(job);
         }
     }
 }
