@@ -9,12 +9,9 @@ mod common;
 
 use common::{keygen, text};
 
-#[test]
-fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
-    let dir = std::env::temp_dir().join(format!("horde-cli-drops-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| keygen(&dir, name);
-    let (allowed_pub, stranger_pub, receiver_pub) = (key("a.key"), key("x.key"), key("r.key"));
+/// Writes `recv.toml` in `dir` for key `r.key`, allowing `allowed`, on a free local port,
+/// and returns the port.
+fn write_receiver(dir: &std::path::Path, allowed: &str) -> u16 {
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -23,21 +20,44 @@ fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
     std::fs::write(
         dir.join("recv.toml"),
         format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{allowed_pub}\"]\n\
+            "key_file = \"r.key\"\nallowed_keys = [\"{allowed}\"]\n\
              [[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
         ),
     )
     .unwrap();
-    // A sender whose key the receiver does not allow.
+    port
+}
+
+/// Writes a sender's file `name` in `dir`: key `key_file`, one channel to the receiver on
+/// `port`, one CBR stream for `seconds`.
+fn write_sender(
+    dir: &std::path::Path,
+    name: &str,
+    key_file: &str,
+    receiver_pub: &str,
+    port: u16,
+    seconds: u32,
+) {
     std::fs::write(
-        dir.join("stranger.toml"),
+        dir.join(name),
         format!(
-            "key_file = \"x.key\"\npeer_key = \"{receiver_pub}\"\nduration_s = 1\n\
+            "key_file = \"{key_file}\"\npeer_key = \"{receiver_pub}\"\nduration_s = {seconds}\n\
              [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
              [[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 100, adu_bytes = 500 }}\n"
         ),
     )
     .unwrap();
+}
+
+#[test]
+fn recv_reports_drops_per_reason_and_logs_a_refused_key() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-drops-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = |name: &str| keygen(&dir, name);
+    let (allowed_pub, stranger_pub, receiver_pub) = (key("a.key"), key("x.key"), key("r.key"));
+    let port = write_receiver(&dir, &allowed_pub);
+    // A sender whose key the receiver does not allow.
+    write_sender(&dir, "stranger.toml", "x.key", &receiver_pub, port, 1);
     let recv = Command::new(env!("CARGO_BIN_EXE_horde"))
         .args([
             "recv",
@@ -125,28 +145,8 @@ fn recv_text_report_counts_what_the_kernel_filter_dropped() {
     let dir = std::env::temp_dir().join(format!("horde-cli-kdrops-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (sender_pub, receiver_pub) = (keygen(&dir, "s.key"), keygen(&dir, "r.key"));
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    std::fs::write(
-        dir.join("recv.toml"),
-        format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{sender_pub}\"]\n\
-             [[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("send.toml"),
-        format!(
-            "key_file = \"s.key\"\npeer_key = \"{receiver_pub}\"\nduration_s = 3\n\
-             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
-             [[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 100, adu_bytes = 500 }}\n"
-        ),
-    )
-    .unwrap();
+    let port = write_receiver(&dir, &sender_pub);
+    write_sender(&dir, "send.toml", "s.key", &receiver_pub, port, 3);
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_horde"))
             .args(args)

@@ -69,7 +69,7 @@ pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
 pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
-pub use refusal::REJECT_LOG_EVERY;
+pub use refusal::{InitiationLog, REJECT_LOG_EVERY};
 pub use respond::{HandshakeJob, HandshakeOutcome, ResponderSettings, LOAD_HOLD};
 pub use transmit::HostTransmit;
 

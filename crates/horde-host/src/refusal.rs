@@ -93,6 +93,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn refused_initiations_are_one_line_per_kind_per_second_with_counts() {
+        let mut log = InitiationLog::default();
+        let src: SocketAddr = "100.64.0.1:4000".parse().unwrap();
+        let t = Duration::from_secs(5);
+        assert_eq!(
+            log.note(DropReason::BadMac, src, t),
+            Some(1),
+            "the first is logged"
+        );
+        for i in 1..=500u64 {
+            let at = t + Duration::from_micros(i * 1000);
+            assert_eq!(log.note(DropReason::BadMac, src, at), None, "held back");
+        }
+        // Another kind has its own line.
+        assert_eq!(log.note(DropReason::StaleInitiation, src, t), Some(1));
+        // A second later, one line counts what was held back and this one.
+        let later = t + LOG_EVERY;
+        assert_eq!(log.note(DropReason::BadMac, src, later), Some(501));
+        assert_eq!(log.note(DropReason::BadMac, src, later), None);
+    }
+
+    #[test]
     fn a_burst_of_refusals_is_one_line_a_second_with_its_count() {
         let mut log = RefusalLog::default();
         let at = Duration::from_millis;
@@ -109,22 +131,21 @@ mod tests {
 /// [`LOG_EVERY`], with how many there were since the last line, so that an operator sees
 /// a flood (and what stopped it) without a line per datagram.
 #[derive(Debug, Default)]
-pub(crate) struct InitiationLog {
+pub struct InitiationLog {
     /// Per reason, in [`DropReason::ALL`]'s order: when last logged, and refusals since.
     kinds: [(Option<Duration>, u64); DropReason::ALL.len()],
 }
 
 impl InitiationLog {
-    /// One initiation from `src` refused for `reason` at `now`.
-    pub(crate) fn note(&mut self, reason: DropReason, src: SocketAddr, now: Duration) {
-        let Some(slot) = DropReason::ALL.iter().position(|r| *r == reason) else {
-            return;
-        };
+    /// One initiation from `src` refused for `reason` at `now` (any clock that only moves
+    /// forward). Returns the count it logged, if it wrote a line.
+    pub fn note(&mut self, reason: DropReason, src: SocketAddr, now: Duration) -> Option<u64> {
+        let slot = DropReason::ALL.iter().position(|r| *r == reason)?;
         let (last, count) = &mut self.kinds[slot];
         *count += 1;
         let since = last.map(|t| now.saturating_sub(t));
         if since.is_some_and(|d| d < LOG_EVERY) {
-            return;
+            return None;
         }
         let count = std::mem::take(count);
         *last = Some(now);
@@ -137,6 +158,7 @@ impl InitiationLog {
             latest_source = %src,
             "handshake initiations refused{window}: {count} ({reason}); latest from {src}"
         );
+        Some(count)
     }
 }
 

@@ -23,13 +23,11 @@ use std::time::{Duration, Instant};
 use horde_crypto::{
     classify, DropCounters, DropReason, HandshakeGate, Packet, PublicKey, RateLimit,
 };
-use horde_host::{HandshakeJob, HandshakeOutcome};
+use horde_host::{HandshakeJob, HandshakeOutcome, InitiationLog};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tokio::sync::mpsc;
-
-use crate::refusals::RefusalLog;
 
 /// Initiations read by the worker and not yet taken by the driver, at most.
 pub const FORWARD_LIMIT: usize = 4096;
@@ -149,7 +147,8 @@ impl Handshakes {
             intake: Arc::clone(&intake),
             rng,
             legacy_log: LogLimit::new(Duration::from_secs(10)),
-            refusals: RefusalLog::default(),
+            refusals: InitiationLog::default(),
+            started: Instant::now(),
             batch: Vec::new(),
             drops: DropCounters::new(),
         };
@@ -298,7 +297,9 @@ struct Worker {
     /// Draws the new sessions' indices and ephemeral keys.
     rng: StdRng,
     legacy_log: LogLimit,
-    refusals: RefusalLog,
+    refusals: InitiationLog,
+    /// The refusal log's clock starts here.
+    started: Instant,
     /// Initiations read in this pass, for the driver.
     batch: Vec<Forwarded>,
     /// Drops decided since they were last published to `intake`.
@@ -444,7 +445,7 @@ impl Worker {
     /// Counts a refused initiation, and logs its kind at most once a second.
     fn refuse(&mut self, reason: DropReason, src: SocketAddr) {
         self.drops.record(reason);
-        self.refusals.note(reason, src, Instant::now());
+        self.refusals.note(reason, src, self.started.elapsed());
     }
 
     /// Adds what the worker dropped to the counters the driver reports.

@@ -82,7 +82,6 @@ mod index_filter;
 pub mod messages;
 mod pool;
 mod read_progress;
-mod refusals;
 mod socket;
 mod stats;
 
