@@ -2,7 +2,7 @@
 //! hold end to end through the command, and each one rests on the feature it is about:
 //! the same runs with that feature off lose what the feature gave.
 
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
@@ -39,16 +39,7 @@ fn find(rows: &[Value], trace: &str, scheme: &str, poll: u64, capped: bool, off:
 
 #[test]
 fn table_1_directions_hold_and_rest_on_their_features() {
-    let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
-        .args(["atp", "table1", "--ablations", "--json"])
-        .output()
-        .expect("run horde-lab");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let json = common::lab_json(&["atp", "table1", "--ablations", "--json"]);
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 24);
 

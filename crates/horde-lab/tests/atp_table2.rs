@@ -4,7 +4,7 @@
 //! TCP over the same emulated link (a `horde shell` namespace, 30 s in real time; needs
 //! root), and than Horde itself with priorities and timers off.
 
-use std::process::Command;
+mod common;
 
 use serde_json::Value;
 
@@ -21,25 +21,16 @@ fn high(rows: &[Value], protocol: &str) -> f64 {
 
 #[test]
 fn horde_beats_nai_tcp_on_the_filesystem_workload() {
-    let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
-        .args([
-            "atp",
-            "table2",
-            "--speedup",
-            "10",
-            "--workloads",
-            "filesystem",
-            "--no-mtcp",
-            "--json",
-        ])
-        .output()
-        .expect("run horde-lab");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let json = common::lab_json(&[
+        "atp",
+        "table2",
+        "--speedup",
+        "10",
+        "--workloads",
+        "filesystem",
+        "--no-mtcp",
+        "--json",
+    ]);
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 4);
     let horde = high(rows, "horde");

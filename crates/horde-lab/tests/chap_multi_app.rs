@@ -2,6 +2,8 @@
 //! CHAP dissertation's Tables 6.10 and 6.11 hold on a fixed seed, end to end through the
 //! command.
 
+mod common;
+
 use std::process::Command;
 
 use serde_json::Value;
@@ -24,16 +26,7 @@ fn row(table: &Value, app: &str) -> [f64; 4] {
 
 #[test]
 fn table_6_10_directions_hold_on_a_short_run() {
-    let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
-        .args(["chap", "multi-app", "--short", "--seed", "1", "--json"])
-        .output()
-        .expect("run horde-lab");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let json = common::lab_json(&["chap", "multi-app", "--short", "--seed", "1", "--json"]);
     let table = &json["table"];
     assert_eq!(json["runs"].as_array().unwrap().len(), 12);
 
@@ -88,16 +81,7 @@ fn bad_arguments_are_refused_with_a_message() {
 
 #[test]
 fn table_6_11_directions_hold_on_a_short_run() {
-    let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
-        .args(["chap", "p2p", "--short", "--seed", "1", "--json"])
-        .output()
-        .expect("run horde-lab");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let json = common::lab_json(&["chap", "p2p", "--short", "--seed", "1", "--json"]);
     let table = &json["table"];
     assert_eq!(json["runs"].as_array().unwrap().len(), 16);
 
