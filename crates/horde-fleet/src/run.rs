@@ -129,7 +129,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     let mut server = Server::prepare(
         cfg.server.clone(),
         dir,
-        &server_key.to_file_string(),
+        &server_key,
         &publics,
         &timers,
         cfg.max_run_s(),

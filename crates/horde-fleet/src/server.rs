@@ -2,7 +2,7 @@
 //! the fleet (its key, every vehicle's public key, the session timers), started, killed
 //! with SIGKILL and started again on the same address.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use horde_crypto::PublicKey;
+use horde_crypto::{Keypair, PublicKey};
 
 /// How to start the server: the program and the arguments before its config file.
 #[derive(Debug, Clone)]
@@ -43,13 +43,14 @@ impl Server {
     pub fn prepare(
         command: ServerCommand,
         dir: &Path,
-        key_file_text: &str,
+        key: &Keypair,
         allowed: &[PublicKey],
         timers: &ServerTimers,
         max_run_s: f64,
     ) -> Result<Server> {
-        let key = dir.join("server.key");
-        write_private(&key, key_file_text)?;
+        let key_path = dir.join("server.key");
+        key.write_file(&key_path)
+            .with_context(|| format!("writing {}", key_path.display()))?;
         let addr = free_udp_port()?;
         let mut toml = String::with_capacity(64 * allowed.len() + 512);
         toml.push_str("key_file = \"server.key\"\nidle_timeout_s = 0\nallowed_keys = [\n");
@@ -140,18 +141,4 @@ impl Drop for Server {
 fn free_udp_port() -> Result<SocketAddr> {
     let s = UdpSocket::bind("127.0.0.1:0").context("finding a free UDP port")?;
     Ok(s.local_addr()?)
-}
-
-/// Write a key file only its owner may read.
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
 }

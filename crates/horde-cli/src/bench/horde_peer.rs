@@ -3,7 +3,6 @@
 //! channels are bound to the shell's link addresses (policy routing keeps each on its
 //! link, the path kernel TCP takes) and carry one elastic bulk stream.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,20 +21,6 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
 
-/// A private file (mode 0600), as key files must be.
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("create {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
-}
-
 /// The files of one Horde run, in `dir`.
 pub struct HordeFiles {
     recv_config: PathBuf,
@@ -51,8 +36,10 @@ impl HordeFiles {
         let (sender, receiver) = (Keypair::generate(), Keypair::generate());
         let sender_key = dir.join("sender.key");
         let receiver_key = dir.join("receiver.key");
-        write_private(&sender_key, &sender.to_file_string())?;
-        write_private(&receiver_key, &receiver.to_file_string())?;
+        for (key, path) in [(&sender, &sender_key), (&receiver, &receiver_key)] {
+            key.write_file(path)
+                .with_context(|| format!("create {}", path.display()))?;
+        }
         let port = std::net::UdpSocket::bind("0.0.0.0:0")
             .and_then(|s| s.local_addr())
             .context("find a free UDP port for horde recv")?
