@@ -8,7 +8,8 @@ started again), then checks:
   * memory: each process's VmRSS, sampled every few seconds, does not grow by more
     than --rss-limit after warm-up (median of the last quarter against the first
     quarter; 5% for runs of 5 minutes or more, whose warm-up is the first minute, 10%
-    for shorter ones);
+    for shorter ones); the JSON also gives the same figures for RssAnon (RSS less the
+    binary's and libraries' pages);
   * accounting: every sender that exits by itself or on SIGINT balances its books
     (sent = acked + lost + dropped + abandoned, "unaccounted" 0), and for every sender
     that lived inside one receiver's lifetime the receiver delivered each acked ADU
@@ -52,14 +53,15 @@ def free_port():
 
 
 def rss_kb(pid):
+    """(VmRSS, RssAnon) in kB, or None. RssAnon leaves out the pages of the binary and
+    its libraries, which code paths run for the first time (an outage's, a reconnect's)
+    bring in: bounded by their size, and what the rest of RSS grows by."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(fields["VmRSS"].split()[0]), int(fields["RssAnon"].split()[0])
+    except (OSError, KeyError, ValueError):
         return None
-    return None
 
 
 def median(xs):
@@ -344,7 +346,7 @@ def main():
     t0 = time.monotonic()
     now = lambda: time.monotonic() - t0  # noqa: E731
     rx = Receiver()
-    samples = []  # (t, role, index, kB)
+    samples = []  # (t, role, index, VmRSS kB, RssAnon kB)
     procs = []
     excused = [(s, e + RESUME_GRACE_S) for s, e, links in outages if len(links) == 2]
     events = []
@@ -412,11 +414,11 @@ def main():
             for p in (emu, receivers[-1], senders[-1]):
                 kb = rss_kb(p.pid) if p.alive() else None
                 if kb is not None:
-                    samples.append((now(), p.role, p.index, kb))
+                    samples.append((now(), p.role, p.index, *kb))
             next_sample = t + sample_s
         if t >= next_progress:
             last = rx.intervals[-1][3] if rx.intervals else 0
-            rss = {r: kb for _, r, _, kb in samples[-3:]}
+            rss = {r: kb for _, r, _, kb, _ in samples[-3:]}
             log(f"send #{senders[-1].index} rss {rss.get('send', '?')} kB, "
                 f"recv #{receivers[-1].index} rss {rss.get('recv', '?')} kB, "
                 f"emu rss {rss.get('emu', '?')} kB; last interval delivered {last} ADUs")
@@ -502,16 +504,20 @@ def main():
     # Memory: per process instance, after warm-up.
     rss = []
     for p in procs:
-        xs = [kb for t, role, idx, kb in samples
-              if role == p.role and idx == p.index and t - p.start >= warmup_s]
-        if len(xs) < 8:
+        mine = [(kb, anon) for t, role, idx, kb, anon in samples
+                if role == p.role and idx == p.index and t - p.start >= warmup_s]
+        if len(mine) < 8:
             continue
+        xs, anons = [kb for kb, _ in mine], [anon for _, anon in mine]
         q = len(xs) // 4
         first, last = median(xs[:q]), median(xs[-q:])
+        first_anon, last_anon = median(anons[:q]), median(anons[-q:])
         rss.append({"role": p.role, "index": p.index, "samples": len(xs),
                     "first_quarter_kb": first, "last_quarter_kb": last,
                     "min_kb": min(xs), "max_kb": max(xs),
-                    "growth": round(last / first, 4), "ok": last <= rss_limit * first})
+                    "growth": round(last / first, 4), "ok": last <= rss_limit * first,
+                    "anon_first_quarter_kb": first_anon, "anon_last_quarter_kb": last_anon,
+                    "anon_growth": round(last_anon / first_anon, 4)})
 
     checks = {
         "accounting": accounting_check(accounting),

@@ -2,11 +2,16 @@
 # Tunnel forwarding benchmark: TCP through `horde tunnel` between two namespaces over
 # four unshaped veth paths (encrypted, one channel per path), and in the same run a
 # user-space WireGuard tunnel (wireguard-go + wg) over the first of the same veth pairs.
-# Prints Gbit/s (the TCP transfer's goodput) and packets/s (the client TUN device's
-# transmitted packets over the transfer) for each, RUNS transfers of BYTES each (median).
+# Prints Gbit/s (the TCP transfer's goodput), packets/s (the client TUN device's
+# transmitted packets over the transfer; with offloads a super packet counts once) and the
+# CPU time both ends of the tunnel spent per byte carried (their processes' user and
+# system time, so not the kernel TCP of the sender and receiver) for each, RUNS transfers
+# of BYTES each (median).
 #
 #   sudo sh scripts/tunnel-bench.sh             # after: cargo build --release -p horde-cli
 #   RUNS=5 BYTES=500000000 sudo sh scripts/tunnel-bench.sh
+#   QDISC=chap sudo sh scripts/tunnel-bench.sh  # the client's ingress queue (docs/tunnel.md)
+#   OFFLOAD=off sudo sh scripts/tunnel-bench.sh  # TUN offloads off at both ends (default on)
 #
 # Both tunnels carry the same inner MTU (1380). Everything lives in the namespaces
 # hbench-a (client) and hbench-b (server), deleted at the end.
@@ -14,6 +19,13 @@ set -eu
 HORDE=${HORDE:-./target/release/horde}
 RUNS=${RUNS:-3}
 BYTES=${BYTES:-200000000}
+QDISC=${QDISC:-fifo}
+OFFLOAD=${OFFLOAD:-on}
+case $OFFLOAD in
+    on) OFFLOAD_TOML=true ;;
+    off) OFFLOAD_TOML=false ;;
+    *) echo "tunnel-bench: OFFLOAD must be on or off, not \"$OFFLOAD\"" >&2; exit 2 ;;
+esac
 MTU=1380
 if [ "$(id -u)" != 0 ]; then
     echo "tunnel-bench: skipped: needs root (network namespaces, TUN devices)"
@@ -52,21 +64,36 @@ ip -n $B link set lo up
 
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-# One transfer from A to SERVER_ADDR; DEV is A's tunnel device. Prints "gbps pps".
+# CPU time (user + system, clock ticks) used so far by the processes TUNNEL_PIDS: both
+# ends of the tunnel under test.
+cpu_ticks() {
+    t=0
+    for pid in $TUNNEL_PIDS; do
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+    done
+    echo $t
+}
+HZ=$(getconf CLK_TCK)
+
+# One transfer from A to SERVER_ADDR; DEV is A's tunnel device. Prints "gbps pps cpu",
+# cpu being the tunnel's CPU time (both ends) per byte carried, in nanoseconds.
 measure() {
     dev=$1; to=$2
     p0=$(ip netns exec $A cat /sys/class/net/$dev/statistics/tx_packets)
+    c0=$(cpu_ticks)
     out=$(ip netns exec $A "$HORDE" flow client --connect "$to" --bytes "$BYTES")
+    c1=$(cpu_ticks)
     p1=$(ip netns exec $A cat /sys/class/net/$dev/statistics/tx_packets)
     echo "$out" | grep -q '"checksum_ok":true' || { echo "transfer failed: $out" >&2; exit 1; }
-    echo "$out" | awk -v p="$((p1 - p0))" -F'"seconds":' '{split($2, s, ","); split($0, g, "\"goodput_mbps\":"); split(g[2], m, ","); printf "%.3f %.0f\n", m[1] / 1000, p / s[1]}'
+    echo "$out" | awk -v p="$((p1 - p0))" -v c="$((c1 - c0))" -v hz="$HZ" -v b="$BYTES" -F'"seconds":' '{split($2, s, ","); split($0, g, "\"goodput_mbps\":"); split(g[2], m, ","); printf "%.3f %.0f %.2f\n", m[1] / 1000, p / s[1], c / hz * 1e9 / b}'
 }
 
 report() {
     name=$1; file=$2
     g=$(cut -d' ' -f1 "$file" | median)
     p=$(cut -d' ' -f2 "$file" | median)
-    printf '%-34s %8s Gbit/s %10s packets/s   (median of %s x %s bytes)\n' "$name" "$g" "$p" "$RUNS" "$BYTES"
+    c=$(cut -d' ' -f3 "$file" | median)
+    printf '%-52s %8s Gbit/s %10s packets/s %6s ns CPU/byte   (median of %s x %s bytes)\n' "$name" "$g" "$p" "$c" "$RUNS" "$BYTES"
 }
 
 # --- Horde: four channels, one per veth pair ---------------------------------------
@@ -78,6 +105,7 @@ mtu = $MTU
 [tun]
 name = "horde0"
 addresses = ["10.77.0.1/24"]
+offload = $OFFLOAD_TOML
 [[interfaces]]
 bind = "0.0.0.0:7700"
 [[clients]]
@@ -85,7 +113,7 @@ key = "$BUS_PUB"
 addresses = ["10.77.0.2/32"]
 TOML
 {
-    printf 'key_file = "client.key"\npeer_key = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\n' "$SRV_PUB"
+    printf 'key_file = "client.key"\npeer_key = "%s"\nqdisc = "%s"\n[tun]\nname = "horde0"\naddresses = ["10.77.0.2/24"]\noffload = %s\n' "$SRV_PUB" "$QDISC" "$OFFLOAD_TOML"
     for i in 1 2 3 4; do
         printf '[[channels]]\nbind = "192.168.8%s.2:0"\nremote = "192.168.8%s.1:7700"\nmtu = %s\n' $i $i $MTU
     done
@@ -97,8 +125,9 @@ for _ in $(seq 100); do ip -n $A link show horde0 > /dev/null 2>&1 && break; sle
 ip netns exec $B "$HORDE" flow server --tcp-only --listen 10.77.0.1:5201 > /dev/null 2>&1 &
 sleep 0.3
 : > "$DIR/horde.txt"
+TUNNEL_PIDS=$(pgrep -f "$HORDE tunnel (server|client) $DIR/")
 for _ in $(seq "$RUNS"); do measure horde0 10.77.0.1:5201 >> "$DIR/horde.txt"; done
-report "horde tunnel (4 paths, encrypted)" "$DIR/horde.txt"
+report "horde tunnel (4 paths, encrypted, ingress $QDISC, offload $OFFLOAD)" "$DIR/horde.txt"
 
 # --- WireGuard (user space) over veth pair 1 ------------------------------------------
 if ! command -v wireguard-go > /dev/null || ! command -v wg > /dev/null; then
@@ -122,5 +151,6 @@ ip -n $B link set hbwg-b mtu $MTU up
 ip netns exec $B "$HORDE" flow server --tcp-only --listen 10.88.0.1:5201 > /dev/null 2>&1 &
 sleep 0.3
 : > "$DIR/wg.txt"
+TUNNEL_PIDS=$(pgrep -f "wireguard-go hbwg-")
 for _ in $(seq "$RUNS"); do measure hbwg-a 10.88.0.1:5201 >> "$DIR/wg.txt"; done
 report "wireguard-go (1 path, encrypted)" "$DIR/wg.txt"

@@ -81,7 +81,8 @@ remote = "$o1:7700"
 TOML
 "$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
 c=$!
-until ip link show htl0 > /dev/null 2>&1; do sleep 0.05; done
+# The device exists a moment before its address: wait for the address.
+until ip -o addr show dev htl0 2>/dev/null | grep -q '10.77.0.2/'; do sleep 0.05; done
 "$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 --count 1 > /dev/null 2>&1 &
 f=$!
 touch "$DIR/ready"

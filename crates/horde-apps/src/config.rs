@@ -42,6 +42,8 @@ pub struct SendConfig {
     #[serde(default = "default_reconnect_give_up")]
     pub reconnect_give_up_s: f64,
     pub channels: Vec<SendChannel>,
+    /// Synthetic streams; none when the file only serves to send a file (`--file`).
+    #[serde(default)]
     pub streams: Vec<SendStream>,
 }
 
@@ -81,6 +83,15 @@ pub struct RecvConfig {
     /// How long the in-order delay measure waits for a missing ADU before giving it up.
     #[serde(default = "default_in_order_hold")]
     pub in_order_hold_ms: f64,
+    /// This server's id behind a UDP load balancer, `ID/BYTES` (e.g. `7/1`): the
+    /// sessions it accepts get indices that carry it (docs/load-balancing.md).
+    #[serde(default)]
+    pub server_id: Option<String>,
+    /// Settings of every session the receiver accepts (keepalive, idle timeout...): a
+    /// server of many quiet senders lengthens its keepalive so that idle sessions cost
+    /// little.
+    #[serde(default)]
+    pub session: SessionConfig,
     pub interfaces: Vec<RecvInterface>,
 }
 

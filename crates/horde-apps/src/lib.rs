@@ -1,9 +1,11 @@
 //! Horde's two applications, `send` and `recv`: the files that describe them and their
 //! checks, the connection setup, the sender's loop over synthetic workloads and the
-//! receiver's loop over any number of senders. Each returns its report as data; the
+//! receiver's loop over any number of senders, and the transfer of a file or a pipe
+//! ([`file`]). Each returns its report as data; the
 //! command line prints it.
 
 pub mod config;
+pub mod file;
 pub mod hose;
 pub mod inorder;
 pub mod latency;

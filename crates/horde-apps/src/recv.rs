@@ -1,7 +1,7 @@
 //! The `recv` application: accept senders on the file's interfaces and measure what
 //! each delivers, until the senders are done, an idle timeout, a run length or Ctrl-C.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::time::Duration;
 
@@ -92,6 +92,9 @@ impl Receiver {
                 .collect(),
         );
         host_cfg.allowed_peers = self.allowed.clone();
+        host_cfg.session = self.cfg.session.clone();
+        host_cfg.handshakes.server_id =
+            self.cfg.server_id.as_deref().map(str::parse).transpose()?;
         crate::send::bind(host_cfg).await
     }
 
@@ -102,6 +105,14 @@ impl Receiver {
             idle: self.idle,
             sigint,
             server,
+        }
+    }
+
+    /// The limits of a file transfer (`recv --out`) starting now.
+    pub fn file_limits(&self) -> crate::file::recv::FileLimits {
+        crate::file::recv::FileLimits {
+            deadline: self.until.map(|d| Instant::now() + d),
+            idle: self.idle,
         }
     }
 
@@ -206,6 +217,8 @@ pub struct Serve {
     senders: BTreeMap<usize, SenderRx>,
     /// Connections accepted so far: the next id.
     accepted: usize,
+    /// Finished connections still kept, oldest first.
+    finished: VecDeque<usize>,
     /// Finished connections let go beyond [`KEPT_FINISHED`].
     senders_omitted: u64,
     open: usize,
@@ -219,6 +232,7 @@ impl Serve {
             all: RecvReport::new(hold, stamp::unix_micros()),
             senders: BTreeMap::new(),
             accepted: 0,
+            finished: VecDeque::new(),
             senders_omitted: 0,
             open: 0,
             last_end: None,
@@ -313,10 +327,7 @@ impl Serve {
                         progress(Progress::Closed { id, reason });
                     }
                     Some((id, None)) => {
-                        if let Some(s) = self.senders.get_mut(&id) {
-                            s.finish();
-                        }
-                        self.let_old_summaries_go();
+                        self.finish_sender(id);
                         self.open -= 1;
                         let closed = matches!(
                             self.last_end,
@@ -369,23 +380,20 @@ impl Serve {
         self.senders_omitted
     }
 
-    /// Keep at most [`KEPT_FINISHED`] finished connections, the latest.
-    fn let_old_summaries_go(&mut self) {
-        let finished = self
-            .senders
-            .values()
-            .filter(|s| s.finished.is_some())
-            .count();
-        let excess = finished.saturating_sub(KEPT_FINISHED);
-        let old: Vec<usize> = self
-            .senders
-            .iter()
-            .filter(|(_, s)| s.finished.is_some())
-            .map(|(&id, _)| id)
-            .take(excess)
-            .collect();
-        for id in old {
-            self.senders.remove(&id);
+    /// Connection `id` is over: its summary is kept, and of the finished connections
+    /// only the latest [`KEPT_FINISHED`].
+    fn finish_sender(&mut self, id: usize) {
+        if let Some(s) = self.senders.get_mut(&id) {
+            if s.finished.is_none() {
+                s.finish();
+                self.finished.push_back(id);
+            }
+        }
+        while self.finished.len() > KEPT_FINISHED {
+            let Some(old) = self.finished.pop_front() else {
+                break;
+            };
+            self.senders.remove(&old);
             self.senders_omitted += 1;
         }
     }
@@ -407,16 +415,15 @@ mod sender_rx_tests {
         let mut serve = Serve::new(Duration::from_millis(100));
         for id in 0..KEPT_FINISHED + 5 {
             serve.accepted += 1;
-            let mut s = SenderRx {
+            let s = SenderRx {
                 id,
                 peer: "k".into(),
                 report: RecvReport::new(Duration::from_millis(100), 1_000_000),
                 end: Some(CloseReason::PeerClosed),
                 finished: None,
             };
-            s.finish();
             serve.senders.insert(id, s);
-            serve.let_old_summaries_go();
+            serve.finish_sender(id);
         }
         assert_eq!(serve.senders.len(), KEPT_FINISHED);
         assert_eq!(serve.senders_omitted(), 5);

@@ -12,6 +12,9 @@ use horde_net::{Connection, Host, HostConfig, NetError, Reconnect, SchedulerFact
 use horde_proto::{CloseReason, StreamConfig};
 
 use crate::config::{base_dir, public_key, read_key, seconds, SendChannel, SendConfig};
+use crate::file::send::{FileSent, Progress as FileProgress};
+use crate::file::source::Source;
+use crate::file::wire::DATA_HEADER;
 use crate::live::Live;
 use crate::recent::Recent;
 use crate::report::{books, SendInterval, SendReport, StreamBooks};
@@ -195,6 +198,23 @@ impl Sender {
             .collect()
     }
 
+    /// The synthetic streams the file declares.
+    pub fn stream_count(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// Send what `source` reads, instead of the streams, until the receiver has checked
+    /// it (see [`crate::file`]); `tick` gets progress once a second.
+    pub async fn send_file(
+        &self,
+        conn: Connection,
+        source: Source,
+        tick: impl FnMut(&FileProgress),
+    ) -> Result<FileSent> {
+        let piece = self.max_adu as usize - DATA_HEADER;
+        crate::file::send::send_file(conn, source.spawn(piece), rand::random(), tick).await
+    }
+
     /// Run the streams for the run length or until Ctrl-C, drain and close; `row` gets
     /// each interval's rows, about once a second.
     pub async fn run(
@@ -202,6 +222,10 @@ impl Sender {
         conn: Connection,
         mut row: impl FnMut(&SendInterval),
     ) -> Result<SendOutcome> {
+        anyhow::ensure!(
+            !self.plans.is_empty(),
+            "the send file declares no [[streams]]: declare one, or send a file with --file"
+        );
         let live = Arc::new(Mutex::new(Live::default()));
         let report = Arc::new(Mutex::new(SendReport::new(
             sender::names(&self.plans),

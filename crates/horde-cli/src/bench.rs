@@ -1,7 +1,14 @@
 //! `horde bench links`: elastic bulk over a scenario's links under each congestion
 //! controller, in the simulator and in real time through the emulator, reported as goodput
 //! against the links' capacity, per-packet one-way delay, and declared against actual loss;
-//! with a throughput-delay plot in the Pantheon style.
+//! with a throughput-delay plot in the Pantheon style. With `--kernel`, Horde, kernel TCP
+//! and MPTCP over the same `horde shell` links instead (`kernel`).
+
+mod horde_peer;
+mod kernel;
+mod shell_log;
+mod shell_run;
+mod tcp_sink;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,6 +35,10 @@ pub enum Command {
     /// encrypted sockets. Prints goodput as a fraction of the links' capacity, per-packet
     /// one-way delay (p50, p95) and declared against actual loss for each controller.
     Links(LinksArgs),
+    /// N simulated vehicles (three channels each, one process) against a real `horde recv
+    /// --server`: server memory and CPU per idle vehicle, fairness under load, and
+    /// reconnection after the server is killed and restarted. See docs/fleet.md.
+    Fleet(crate::fleet::FleetArgs),
 }
 
 #[derive(clap::Args)]
@@ -35,9 +46,10 @@ pub struct LinksArgs {
     /// Scenario whose channels (links, mtu) are used; its streams are replaced by one
     /// elastic bulk stream [default: scenarios/cellular3.toml, built in with its traces]
     scenario: Option<PathBuf>,
-    /// Controllers to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "aimd,cubic,bbr,copa")]
-    cc: Vec<String>,
+    /// Controllers to compare, comma-separated [default: aimd,cubic,bbr,copa,ontime; with
+    /// --kernel: the default controller].
+    #[arg(long, value_delimiter = ',')]
+    cc: Option<Vec<String>>,
     /// Seconds per run.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
@@ -45,6 +57,12 @@ pub struct LinksArgs {
     /// again per controller).
     #[arg(long)]
     realtime: bool,
+    /// Instead of the simulator and the emulator: Horde (`horde send`/`horde recv`
+    /// processes), kernel TCP (one flow per link) and MPTCP (one subflow per link), each
+    /// TCP under cubic and bbr, one after another over `horde shell` links built from the
+    /// scenario's channels. Root.
+    #[arg(long, conflicts_with = "realtime")]
+    kernel: bool,
     /// Write results.json, results.csv and tput_delay.svg here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -56,6 +74,7 @@ pub struct LinksArgs {
 /// One controller's run in one mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// `sim`, `realtime`; with --kernel the contender: `horde`, `tcp`, `mptcp`.
     pub mode: &'static str,
     pub cc: String,
     pub duration_s: f64,
@@ -68,24 +87,35 @@ pub struct Row {
     /// propagation), ms.
     pub delay_p50_ms: f64,
     pub delay_p95_ms: f64,
-    /// Packets the sender declared lost (net of late acks) and packets the links dropped,
-    /// as fractions of data packets sent.
-    pub declared_loss: f64,
+    /// Packets the sender declared lost (net of late acks; Horde's own runs only) and
+    /// packets the links dropped, as fractions of data packets sent.
+    pub declared_loss: Option<f64>,
     pub actual_loss: f64,
     /// Losses declared and then acknowledged after all (counted in real time only).
     pub late_acks: Option<u64>,
+    /// IP throughput of each link's data direction, Mbit/s (--kernel, from the packet log).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_mbps: Option<Vec<f64>>,
 }
+
+/// The controllers compared when `--cc` is not given.
+const DEFAULT_CCS: [&str; 5] = ["aimd", "cubic", "bbr", "copa", "ontime"];
 
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Links(args) => links(args),
+        Command::Fleet(args) => crate::fleet::run(args),
     }
 }
 
 fn links(args: LinksArgs) -> Result<ExitCode> {
     let duration = crate::emu::seconds(args.duration)?;
-    let ccs = args
-        .cc
+    let names = match (&args.cc, args.kernel) {
+        (Some(names), _) => names.clone(),
+        (None, true) => vec![CcConfig::default().kind().to_string()],
+        (None, false) => DEFAULT_CCS.iter().map(|s| s.to_string()).collect(),
+    };
+    let ccs = names
         .iter()
         .map(|k| parse_cc(k).map(|c| (k.clone(), c)))
         .collect::<Result<Vec<_>>>()?;
@@ -97,18 +127,23 @@ fn links(args: LinksArgs) -> Result<ExitCode> {
             (s, Some(dir))
         }
     };
-    let mut rows = Vec::new();
-    for (name, cc) in &ccs {
-        eprintln!("simulating {name} for {} s", duration.as_secs_f64());
-        rows.push(simulate(&base, name, cc, duration)?);
-        if args.realtime {
-            eprintln!(
-                "running {name} in real time for {} s",
-                duration.as_secs_f64()
-            );
-            rows.push(realtime(&base, name, cc, duration)?);
+    let rows = if args.kernel {
+        kernel::run(&base, &names, duration)?
+    } else {
+        let mut rows = Vec::new();
+        for (name, cc) in &ccs {
+            eprintln!("simulating {name} for {} s", duration.as_secs_f64());
+            rows.push(simulate(&base, name, cc, duration)?);
+            if args.realtime {
+                eprintln!(
+                    "running {name} in real time for {} s",
+                    duration.as_secs_f64()
+                );
+                rows.push(realtime(&base, name, cc, duration)?);
+            }
         }
-    }
+        rows
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -236,9 +271,10 @@ fn simulate(base: &Scenario, name: &str, cc: &CcConfig, duration: Duration) -> R
         utilization: goodput / capacity,
         delay_p50_ms: delay.0,
         delay_p95_ms: delay.1,
-        declared_loss: ratio(declared, sent),
+        declared_loss: Some(ratio(declared, sent)),
         actual_loss: ratio(dropped, sent),
         late_acks: None,
+        link_mbps: None,
     })
 }
 
@@ -371,9 +407,10 @@ async fn realtime_run(
         utilization: goodput / capacity,
         delay_p50_ms: transit.quantile(0.5).as_secs_f64() * 1e3,
         delay_p95_ms: transit.quantile(0.95).as_secs_f64() * 1e3,
-        declared_loss: ratio(stats.adus_lost - stats.adus_late_acked, sent),
+        declared_loss: Some(ratio(stats.adus_lost - stats.adus_late_acked, sent)),
         actual_loss: ratio(dropped, sent),
         late_acks: Some(stats.adus_late_acked),
+        link_mbps: None,
     })
 }
 
@@ -423,11 +460,26 @@ fn print_table(rows: &[Row]) {
             format!("{:.1}%", r.utilization * 100.0),
             format!("{:.0}", r.delay_p50_ms),
             format!("{:.0}", r.delay_p95_ms),
-            format!("{:.2}%", r.declared_loss * 100.0),
+            r.declared_loss
+                .map_or("-".into(), |l| format!("{:.2}%", l * 100.0)),
             format!("{:.2}%", r.actual_loss * 100.0),
         ]);
+        if let Some(links) = &r.link_mbps {
+            table.last_mut().expect("row pushed").push(per_link(links));
+        }
+    }
+    if rows.iter().any(|r| r.link_mbps.is_some()) {
+        table[0].push("per link Mb/s".into());
     }
     print!("{}", crate::table::render(&table));
+}
+
+/// Each link's throughput, `/`-separated.
+fn per_link(mbps: &[f64]) -> String {
+    mbps.iter()
+        .map(|m| format!("{m:.2}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
@@ -437,11 +489,11 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
         serde_json::to_string_pretty(rows)?,
     )?;
     let mut csv = String::from(
-        "mode,cc,duration_s,capacity_mbps,goodput_mbps,utilization,delay_p50_ms,delay_p95_ms,declared_loss,actual_loss,late_acks\n",
+        "mode,cc,duration_s,capacity_mbps,goodput_mbps,utilization,delay_p50_ms,delay_p95_ms,declared_loss,actual_loss,late_acks,link_mbps\n",
     );
     for r in rows {
         csv.push_str(&format!(
-            "{},{},{:.1},{:.3},{:.3},{:.4},{:.1},{:.1},{:.5},{:.5},{}\n",
+            "{},{},{:.1},{:.3},{:.3},{:.4},{:.1},{:.1},{},{:.5},{},{}\n",
             r.mode,
             r.cc,
             r.duration_s,
@@ -450,9 +502,14 @@ fn write_outputs(dir: &Path, rows: &[Row]) -> Result<()> {
             r.utilization,
             r.delay_p50_ms,
             r.delay_p95_ms,
-            r.declared_loss,
+            r.declared_loss.map_or(String::new(), |l| format!("{l:.5}")),
             r.actual_loss,
-            r.late_acks.map_or(String::new(), |n| n.to_string())
+            r.late_acks.map_or(String::new(), |n| n.to_string()),
+            r.link_mbps.as_deref().map_or(String::new(), |l| l
+                .iter()
+                .map(|m| format!("{m:.3}"))
+                .collect::<Vec<_>>()
+                .join(";"))
         ));
     }
     std::fs::write(dir.join("results.csv"), csv)?;
@@ -486,17 +543,39 @@ fn plot(path: &Path, rows: &[Row]) -> Result<()> {
         .y_desc("goodput (Mbit/s)")
         .draw()?;
     let palette = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
-    let mut names: Vec<&str> = rows.iter().map(|r| r.cc.as_str()).collect();
-    names.dedup();
+    // One colour per controller, one marker per mode.
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.cc.as_str()) {
+            names.push(&r.cc);
+        }
+    }
     for (i, name) in names.iter().enumerate() {
         let color = palette[i % palette.len()];
         for r in rows.iter().filter(|r| r.cc == *name) {
             let at = (r.delay_p95_ms, r.goodput_mbps);
             let label = format!("{} ({})", r.cc, r.mode);
-            if r.mode == "sim" {
-                chart.draw_series(std::iter::once(Circle::new(at, 6, color.filled())))?;
-            } else {
-                chart.draw_series(std::iter::once(TriangleMarker::new(at, 7, color.filled())))?;
+            match r.mode {
+                "sim" => {
+                    chart.draw_series(std::iter::once(Circle::new(at, 6, color.filled())))?;
+                }
+                "tcp" => {
+                    chart.draw_series(std::iter::once(Cross::new(at, 6, color.stroke_width(2))))?;
+                }
+                "mptcp" => {
+                    chart.draw_series(std::iter::once(Circle::new(
+                        at,
+                        6,
+                        color.stroke_width(2),
+                    )))?;
+                }
+                _ => {
+                    chart.draw_series(std::iter::once(TriangleMarker::new(
+                        at,
+                        7,
+                        color.filled(),
+                    )))?;
+                }
             }
             chart.draw_series(std::iter::once(Text::new(
                 label,

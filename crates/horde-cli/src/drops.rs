@@ -1,4 +1,5 @@
-//! The secure layer's drop counters, per reason, for `recv`'s text and JSON output.
+//! The secure layer's drop counters, per reason, and the data sockets' kernel filter's
+//! count, for `recv`'s text and JSON output.
 
 use horde_crypto::DropCounters;
 
@@ -29,6 +30,12 @@ pub fn render(drops: &DropCounters) -> String {
     }
 }
 
+/// One line: what the data sockets' kernel filter dropped before Horde read it
+/// (datagrams no live session here could own).
+pub fn render_kernel(kernel_dropped: u64) -> String {
+    format!("datagrams dropped by the kernel filter (no live session could own them): {kernel_dropped}\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +51,10 @@ mod tests {
         assert_eq!(
             render(&d),
             "datagrams dropped by the secure layer: 3 (not_allowed 1, bad_mac 2)\n"
+        );
+        assert_eq!(
+            render_kernel(7),
+            "datagrams dropped by the kernel filter (no live session could own them): 7\n"
         );
         let j = to_json(&d);
         assert_eq!(j["bad_mac"], 2);

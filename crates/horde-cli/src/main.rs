@@ -1,6 +1,7 @@
 //! `horde`: run Horde's demo, simulator, emulator, sender and receiver, check hose
 //! objectives, and make and measure link traces.
 
+mod allocator;
 mod analyze;
 mod bench;
 mod demo;
@@ -8,12 +9,14 @@ mod demo_setup;
 mod docgen;
 mod drops;
 mod emu;
+mod fleet;
 mod flow;
 mod flows;
 mod hint;
 mod hose;
 mod keygen;
 mod live;
+mod metrics;
 mod peer;
 mod pipe;
 mod report;
@@ -24,7 +27,9 @@ mod sim;
 mod status;
 mod table;
 mod trace;
+mod transfer;
 mod tunnel;
+mod up;
 mod verdict;
 mod vopr;
 
@@ -51,9 +56,11 @@ enum Command {
     Sim(sim::Args),
     /// Run the real-time link emulator.
     Emu(emu::Args),
-    /// Send streams to a receiver over real UDP channels.
+    /// Send synthetic streams, or a file or a pipe (`--file`), to a receiver over real
+    /// UDP channels.
     Send(peer::SendArgs),
-    /// Receive streams from senders over real UDP channels.
+    /// Receive streams from senders over real UDP channels, or one file or pipe
+    /// (`--out`).
     Recv(peer::RecvArgs),
     /// Show the peers, handshakes and channels of a running `horde send`/`recv` started
     /// with `--status FILE`, in the manner of `wg show`.
@@ -80,6 +87,11 @@ enum Command {
         #[command(subcommand)]
         command: tunnel::Command,
     },
+    /// A tunnel end with the host's network set up around it, like `wg-quick up`:
+    /// per-link policy routing (client), forwarding and NAT (server); undone on exit (root).
+    Up(up::UpArgs),
+    /// Undo what a killed `horde up CONFIG` left behind (root).
+    Down(up::DownArgs),
     /// Run a command in a network namespace whose interfaces are emulated links (root).
     Shell(shell::Args),
     /// Kernel TCP/MPTCP bulk transfer: `flow server`, `flow client --bytes N`.
@@ -106,10 +118,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::keep_large_blocks_mapped();
     let cli = Cli::parse();
     // `send` and `recv` say by default when a session ends, reconnects or gives up.
     let default_filter = match cli.command {
         Command::Send(_) | Command::Recv(_) => "warn,horde_host=info",
+        // The simulated hosts' own warnings (an initiation a fault corrupted) are the
+        // faults working; the run's report says what matters.
+        Command::Vopr(_) => "warn,horde_host=error",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -149,6 +165,8 @@ fn main() -> ExitCode {
         Command::Bench { command } => bench::run(command),
         Command::Shell(a) => shell::run(a),
         Command::Tunnel { command } => tunnel::run(command),
+        Command::Up(a) => up::up(a),
+        Command::Down(a) => up::down(a),
         Command::Flow { command } => flow::run(command),
         Command::Flows { command } => flows::run(command),
         Command::Completions(a) => docgen::completions(a),

@@ -10,6 +10,7 @@ use horde_apps::send::{SendOutcome, Sender, Verdict};
 
 pub(crate) use horde_apps::{base_dir, public_key, read_key};
 
+use crate::metrics::{Exporter, StreamFeed};
 use crate::report::{render_recv, render_send};
 
 /// The exit codes of `horde send`, for its `--help`.
@@ -21,7 +22,12 @@ Exit status:
   2  a usage error
   3  not one ADU was acked
   4  the receiver left (closed, crashed, unreachable; reconnecting gave up or the run
-     ended while it was away) and ADUs were abandoned";
+     ended while it was away) and ADUs were abandoned; with --file, the transfer did not
+     complete because of the receiver (it did not come back, could not resume, or gave up)
+  5  with --file: the receiver holds other bytes than were sent (checksum mismatch)
+
+With --file, 0 means the receiver checked the whole file (length and SHA-256), and 1
+also covers a source that cannot be read and Ctrl-C.";
 
 /// Not one ADU was acked.
 const EXIT_NOTHING_ACKED: u8 = 3;
@@ -36,12 +42,23 @@ pub struct SendArgs {
     /// Override the run length in seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Send this file (`-`: standard input) over every channel instead of the
+    /// configuration's synthetic streams, to `horde recv --out`, and check it at the
+    /// end: the receiver compares length and SHA-256. Each piece is kept until the
+    /// receiver confirms it written, so a receiver restarted with the same --out
+    /// resumes. Runs until the receiver's verdict; see docs/cli.md.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["duration", "status"])]
+    file: Option<PathBuf>,
     /// Print one JSON object (intervals and summary) at the end instead of tables.
     #[arg(long)]
     json: bool,
     /// Rewrite FILE every second with the peer and its channels, for `horde status FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR", conflicts_with = "file")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args)]
@@ -66,6 +83,17 @@ pub struct RecvArgs {
     /// FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR", conflicts_with = "out")]
+    metrics: Option<std::net::SocketAddr>,
+    /// Receive one file from `horde send --file` into PATH (`-`: standard output), and
+    /// check its length and SHA-256 at the end (exit 0 when it matches, 5 when not, 1
+    /// when the transfer did not complete). A file is written at each piece's offset and
+    /// flushed; PATH.horde-resume records how far, so that a receiver restarted with the
+    /// same --out resumes. Standard output cannot resume. Messages go to stderr.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["server", "status"])]
+    out: Option<PathBuf>,
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -86,6 +114,15 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     let (cfg, warnings) = horde_apps::config::load_send(&args.config)?;
     warn(&warnings);
     let app = Sender::new(cfg, &args.config, args.duration)?;
+    if let Some(file) = &args.file {
+        return crate::transfer::send(app, &args.config, file, args.json);
+    }
+    anyhow::ensure!(
+        app.stream_count() > 0,
+        "{} declares no [[streams]]: declare one, or send a file with --file",
+        args.config.display()
+    );
+    let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
     let our_key = app.our_key();
     let peer = app.peer();
     let sigint = crate::sigint::install()?;
@@ -95,11 +132,13 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             .connect(&host)
             .await
             .map_err(|e| crate::hint::handshake(e, &our_key, app.peer_key_text()))?;
+        let registry = crate::status::Registry::default();
+        registry.track(peer.to_string(), conn.handle().clone());
         let status = args.status.clone().map(|path| {
-            let registry = crate::status::Registry::default();
-            registry.track(peer.to_string(), conn.handle().clone());
-            crate::status::spawn_writer(path, "send", our_key.to_string(), registry)
+            crate::status::spawn_writer(path, "send", our_key.to_string(), registry.clone())
         });
+        let feed = StreamFeed::default();
+        let metrics = serve_metrics(metrics, "send", our_key.to_string(), &registry, &feed, &host)?;
         let channels_json: Vec<serde_json::Value> = app
             .channels(host.local_addrs())
             .iter()
@@ -114,12 +153,13 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         let json = args.json;
         let outcome = app
             .run(conn, |row| {
+                feed.send_interval(row);
                 if !json {
                     print!("{}", render_send(row));
                 }
             })
             .await?;
-        if let Some(task) = status {
+        for task in status.into_iter().chain(metrics) {
             task.abort();
         }
         // The connection is closed; the host waits for any other Close to be acked.
@@ -168,6 +208,29 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     })
 }
 
+/// Serve `--metrics`, if it was given, for this process's connections and streams.
+fn serve_metrics(
+    listener: Option<std::net::TcpListener>,
+    role: &'static str,
+    public_key: String,
+    registry: &crate::status::Registry,
+    streams: &StreamFeed,
+    host: &horde_net::Host,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    listener
+        .map(|listener| {
+            let exporter = Exporter {
+                role,
+                public_key,
+                registry: registry.clone(),
+                streams: streams.clone(),
+                host: Some(host.stats_handle()),
+            };
+            crate::metrics::spawn(listener, exporter)
+        })
+        .transpose()
+}
+
 /// The exit status for a run's verdict (see [`SEND_EXIT_CODES`]).
 fn exit_code(v: Verdict) -> u8 {
     match v {
@@ -194,6 +257,10 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
     let (cfg, warnings) = horde_apps::config::load_recv(&args.config)?;
     warn(&warnings);
     let app = Receiver::new(cfg, &args.config, args.duration, args.idle_timeout)?;
+    let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
+    if let Some(out) = &args.out {
+        return crate::transfer::recv(app, out, args.json);
+    }
     let our_key = app.our_key().to_string();
     let json = args.json;
     let sigint = crate::sigint::install()?;
@@ -210,10 +277,11 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         let limits = app.limits(&sigint, args.server);
         let mut serve = app.serve();
         let registry = crate::status::Registry::default();
-        let status = args
-            .status
-            .clone()
-            .map(|path| crate::status::spawn_writer(path, "recv", our_key, registry.clone()));
+        let status = args.status.clone().map(|path| {
+            crate::status::spawn_writer(path, "recv", our_key.clone(), registry.clone())
+        });
+        let feed = StreamFeed::default();
+        let metrics = serve_metrics(metrics, "recv", our_key, &registry, &feed, &host)?;
         let end = serve
             .run(listener, &limits, |p| match p {
                 Progress::Connected { id, peer, handle } => {
@@ -228,13 +296,14 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     }
                 }
                 Progress::Row(row) => {
+                    feed.recv_interval(row);
                     if !json {
                         print!("{}", render_recv(row));
                     }
                 }
             })
             .await;
-        if let Some(task) = status {
+        for task in status.into_iter().chain(metrics) {
             task.abort();
         }
         let stats = host.stats().await?;
@@ -248,6 +317,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                         "end": "no sender",
                         "services_refused": stats.services_refused,
                         "dropped_by_reason": crate::drops::to_json(&stats.dropped),
+                        "kernel_dropped": stats.kernel_dropped,
                     })
                 );
             } else {
@@ -260,6 +330,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                     );
                 }
                 print!("{}", crate::drops::render(&stats.dropped));
+                print!("{}", crate::drops::render_kernel(stats.kernel_dropped));
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -313,6 +384,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 }
             }
             print!("{}", crate::drops::render(&stats.dropped));
+            print!("{}", crate::drops::render_kernel(stats.kernel_dropped));
         }
         Ok(ExitCode::SUCCESS)
     })

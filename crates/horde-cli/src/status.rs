@@ -197,7 +197,7 @@ impl Registry {
         });
     }
 
-    async fn snapshot(&self, role: &str, public_key: &str) -> Snapshot {
+    pub(crate) async fn snapshot(&self, role: &str, public_key: &str) -> Snapshot {
         type Row = (String, Option<String>, Instant, ConnectionHandle);
         let tracked: Vec<Row> = {
             let list = self.0.lock().expect("status registry lock");

@@ -11,7 +11,7 @@ use anyhow::Result;
 use horde_crypto::PublicKey;
 use horde_net::{ConnectionHandle, Host, HostStats, NetError};
 use horde_tunnel::config::{self, ClientConfig, ServerConfig};
-use horde_tunnel::{server, Observer, Outcome, Run, Snapshot, Until, Up};
+use horde_tunnel::{server, Observer, Outcome, Reload, Run, Snapshot, Until, Up};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -37,26 +37,46 @@ pub struct RunArgs {
     /// channels, for `horde status FILE`.
     #[arg(long, value_name = "FILE")]
     status: Option<PathBuf>,
+    /// Serve metrics at ADDR (e.g. 127.0.0.1:9477): OpenMetrics at /metrics, a live page
+    /// at /; see docs/monitoring.md.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+/// A tunnel file, read and checked, for the end it is for.
+pub(crate) enum Loaded {
+    Client(ClientConfig),
+    Server(ServerConfig),
 }
 
 pub fn run(command: Command) -> Result<ExitCode> {
-    let root = horde_emu::sys::is_root();
-    let (args, which) = match &command {
-        Command::Client(a) => (a, "client"),
-        Command::Server(a) => (a, "server"),
-    };
     // Check the file first, so that its errors are not hidden behind the root check.
-    match &command {
-        Command::Client(a) => drop(load::<ClientConfig>(a)?),
-        Command::Server(a) => drop(load::<ServerConfig>(a)?),
-    }
+    let (args, loaded) = match command {
+        Command::Client(a) => {
+            let cfg = load(&a)?;
+            (a, Loaded::Client(cfg))
+        }
+        Command::Server(a) => {
+            let cfg = load(&a)?;
+            (a, Loaded::Server(cfg))
+        }
+    };
+    run_loaded(&args, loaded)
+}
+
+/// Run the tunnel end of a file already read and checked.
+pub(crate) fn run_loaded(args: &RunArgs, loaded: Loaded) -> Result<ExitCode> {
+    let which = match &loaded {
+        Loaded::Client(_) => "client",
+        Loaded::Server(_) => "server",
+    };
     anyhow::ensure!(
-        root,
+        horde_emu::sys::is_root(),
         "horde tunnel {which} needs root (CAP_NET_ADMIN) to create its TUN device; run it with sudo"
     );
-    let report = match &command {
-        Command::Client(a) => client(a)?,
-        Command::Server(a) => server(a)?,
+    let report = match loaded {
+        Loaded::Client(cfg) => client(args, cfg)?,
+        Loaded::Server(cfg) => server(args, cfg)?,
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -66,17 +86,30 @@ pub fn run(command: Command) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+impl RunArgs {
+    /// The tunnel file.
+    pub fn config(&self) -> &std::path::Path {
+        &self.config
+    }
+}
+
 /// Read, parse and check the file; warnings go to stderr.
 fn load<T: serde::de::DeserializeOwned + horde_config::Validate>(args: &RunArgs) -> Result<T> {
-    let checked = config::load::<T>(&args.config)?;
+    load_file(&args.config)
+}
+
+/// Read, parse and check a tunnel file; warnings go to stderr.
+pub(crate) fn load_file<T: serde::de::DeserializeOwned + horde_config::Validate>(
+    path: &std::path::Path,
+) -> Result<T> {
+    let checked = config::load::<T>(path)?;
     for w in &checked.warnings {
         eprintln!("warning: {w}");
     }
     Ok(checked.value)
 }
 
-fn client(args: &RunArgs) -> Result<Report> {
-    let cfg: ClientConfig = load(args)?;
+fn client(args: &RunArgs, cfg: ClientConfig) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
@@ -86,8 +119,11 @@ fn client(args: &RunArgs) -> Result<Report> {
         .as_deref()
         .map(horde_apps::hose::scheduler)
         .transpose()?;
-    let until = until(args)?;
-    let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key);
+    let path = args.config.clone();
+    let until = until(args, move || {
+        Ok(Reload::Channels(load_file::<ClientConfig>(&path)?.channels))
+    })?;
+    let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key)?;
     let run = Run {
         keypair,
         scheduler,
@@ -98,30 +134,23 @@ fn client(args: &RunArgs) -> Result<Report> {
     Ok(Report::new("client", outcome))
 }
 
-fn server(args: &RunArgs) -> Result<Report> {
-    let cfg: ServerConfig = load(args)?;
+fn server(args: &RunArgs, cfg: ServerConfig) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
-    let clients = cfg
-        .clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            Ok(server::Client {
-                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
-                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
-                prefixes: c.prefixes(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let clients = clients_of(&cfg)?;
     let scheduler = cfg
         .scheduler
         .as_deref()
         .map(horde_apps::hose::scheduler)
         .transpose()?;
-    let until = until(args)?;
-    let observer = Front::new(args, "tunnel server", our_key, "");
+    let path = args.config.clone();
+    let until = until(args, move || {
+        Ok(Reload::Clients(clients_of(&load_file::<ServerConfig>(
+            &path,
+        )?)?))
+    })?;
+    let observer = Front::new(args, "tunnel server", our_key, "")?;
     let run = Run {
         keypair,
         scheduler,
@@ -132,13 +161,32 @@ fn server(args: &RunArgs) -> Result<Report> {
     Ok(Report::new("server", outcome))
 }
 
-/// The run ends on Ctrl-C or after `--duration`.
-fn until(args: &RunArgs) -> Result<Until> {
+/// The clients a server's file lists, with their keys decoded.
+fn clients_of(cfg: &ServerConfig) -> Result<Vec<server::Client>> {
+    cfg.clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            Ok(server::Client {
+                name: c.name.clone().unwrap_or_else(|| format!("client {i}")),
+                key: crate::peer::public_key(&c.key, &format!("clients[{i}].key"))?,
+                prefixes: c.prefixes(),
+            })
+        })
+        .collect()
+}
+
+/// The run ends on Ctrl-C or after `--duration`; SIGHUP re-reads the file with `reread`.
+fn until(args: &RunArgs, mut reread: impl FnMut() -> Result<Reload> + 'static) -> Result<Until> {
     let duration = args.duration.map(crate::emu::seconds).transpose()?;
     let sigint = crate::sigint::install()?;
+    horde_emu::sys::catch_reload_signal().map_err(|e| anyhow::anyhow!("sigaction: {e}"))?;
     Ok(Until {
         deadline: duration.map(|d| Instant::now() + d),
         interrupted: Box::new(move || sigint.interrupted()),
+        reload: Box::new(move || {
+            horde_emu::sys::take_reload_request().then(|| reread().map_err(|e| format!("{e:#}")))
+        }),
     })
 }
 
@@ -148,22 +196,31 @@ struct Front {
     role: &'static str,
     status: Option<PathBuf>,
     registry: crate::status::Registry,
-    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The status writer and the metrics endpoint, while the run lasts.
+    writer: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The metrics endpoint's socket, bound before the run and served once it starts.
+    metrics: Mutex<Option<std::net::TcpListener>>,
     our_key: PublicKey,
     peer_key: String,
 }
 
 impl Front {
-    fn new(args: &RunArgs, role: &'static str, our_key: PublicKey, peer_key: &str) -> Arc<Self> {
-        Arc::new(Self {
+    fn new(
+        args: &RunArgs,
+        role: &'static str,
+        our_key: PublicKey,
+        peer_key: &str,
+    ) -> Result<Arc<Self>> {
+        Ok(Arc::new(Self {
             json: args.json,
             role,
             status: args.status.clone(),
             registry: crate::status::Registry::default(),
-            writer: Mutex::new(None),
+            writer: Mutex::new(Vec::new()),
+            metrics: Mutex::new(args.metrics.map(crate::metrics::bind).transpose()?),
             our_key,
             peer_key: peer_key.to_string(),
-        })
+        }))
     }
 }
 
@@ -178,16 +235,29 @@ impl Observer for Front {
     }
 
     fn started(&self, host: &Host) {
-        // The status writer, if `--status` asked for one.
-        let task = self.status.clone().map(|path| {
+        // The status writer and the metrics endpoint, if asked for.
+        let mut tasks = self.writer.lock().expect("status writer lock");
+        tasks.extend(self.status.clone().map(|path| {
             crate::status::spawn_writer(
                 path,
                 self.role,
                 host.public_key().to_string(),
                 self.registry.clone(),
             )
-        });
-        *self.writer.lock().expect("status writer lock") = task;
+        }));
+        if let Some(listener) = self.metrics.lock().expect("metrics lock").take() {
+            let exporter = crate::metrics::Exporter {
+                role: self.role,
+                public_key: host.public_key().to_string(),
+                registry: self.registry.clone(),
+                streams: crate::metrics::StreamFeed::default(),
+                host: Some(host.stats_handle()),
+            };
+            match crate::metrics::spawn(listener, exporter) {
+                Ok(task) => tasks.push(task),
+                Err(e) => eprintln!("warning: no metrics endpoint: {e:#}"),
+            }
+        }
     }
 
     fn track(&self, name: Option<&str>, key: &PublicKey, handle: &ConnectionHandle) {
@@ -210,7 +280,7 @@ impl Observer for Front {
     }
 
     fn ending(&self) {
-        if let Some(task) = self.writer.lock().expect("status writer lock").take() {
+        for task in self.writer.lock().expect("status writer lock").drain(..) {
             task.abort();
         }
     }
@@ -267,8 +337,8 @@ impl Report {
             self.end, c.tun_in, c.tun_in_bytes, c.tun_out, c.tun_out_bytes, c.mss_clamped
         );
         s += &format!(
-            "dropped: from the TUN device {} malformed, {} without a route, {} link-scoped, {} too big; from the peer {} malformed, {} with a foreign source, {} on another stream; {} TUN write errors\n",
-            c.tun_malformed, c.tun_no_route, c.tun_link_scoped, c.tun_too_big, c.peer_malformed, c.peer_spoofed, c.peer_foreign_stream, c.tun_write_errors
+            "dropped: from the TUN device {} malformed, {} without a route, {} link-scoped, {} too big; from the peer {} malformed, {} with a foreign source, {} on another stream; {} TUN write errors; {} by the ingress queue\n",
+            c.tun_malformed, c.tun_no_route, c.tun_link_scoped, c.tun_too_big, c.peer_malformed, c.peer_spoofed, c.peer_foreign_stream, c.tun_write_errors, c.ingress_dropped
         );
         s += &format!(
             "datagrams in {}, out {}; unroutable {}; reconnects {}\n",

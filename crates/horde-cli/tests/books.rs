@@ -5,18 +5,22 @@
 //! dropped + abandoned, with the reasons adding up), says how the connection ended, and
 //! exits with the status for "the receiver left and ADUs were abandoned" (4) without a
 //! flood of log lines. Also: a sender asking for a service the receiver does not serve
-//! is refused by name, and `recv --json` counts each sender's channels.
+//! is refused by name, `recv --json` counts each sender's channels, and a sender whose
+//! receiver never acknowledges anything exits with "not one ADU was acked" (3).
 
+use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, text};
+use common::{keygen, text};
 
 /// The exit status of a run whose receiver left with ADUs abandoned.
 const PEER_LEFT: i32 = 4;
+/// The exit status of a run in which not one ADU was acked.
+const NOTHING_ACKED: i32 = 3;
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -65,11 +69,7 @@ fn setup(tag: &str, duration_s: u32, channels: usize, extra: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-books-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (receiver, sender) = (key("r.key"), key("s.key"));
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -334,5 +334,115 @@ fn recv_json_counts_each_senders_channels() {
         .map(|c| c["received"].as_u64().unwrap())
         .collect();
     assert_eq!(per, all, "{rx}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A UDP relay in front of the receiver that passes everything the sender sends but,
+/// of what comes back, only handshake answers (responses and cookie replies): the
+/// session is established and the receiver gets the data, but no ack ever reaches the
+/// sender. Returns the relay's address and a handle that stops it and reports how many
+/// datagrams it withheld from the sender.
+fn ack_black_hole(receiver: SocketAddr) -> (SocketAddr, impl FnOnce() -> u64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+    back.connect(receiver).unwrap();
+    for s in [&front, &back] {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    }
+    let addr = front.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let withheld = Arc::new(AtomicU64::new(0));
+    let sender = Arc::new(Mutex::new(None::<SocketAddr>));
+    let (front2, back2) = (front.try_clone().unwrap(), back.try_clone().unwrap());
+    let (stop2, sender2) = (stop.clone(), sender.clone());
+    let up = std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while !stop2.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = front2.recv_from(&mut buf) {
+                *sender2.lock().unwrap() = Some(from);
+                let _ = back2.send(&buf[..n]);
+            }
+        }
+    });
+    let (stop3, withheld3) = (stop.clone(), withheld.clone());
+    let down = std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while !stop3.load(Ordering::Relaxed) {
+            let Ok(n) = back.recv(&mut buf) else { continue };
+            let handshake = n > 0
+                && [horde_crypto::TYPE_RESPONSE, horde_crypto::TYPE_COOKIE_REPLY].contains(&buf[0]);
+            match *sender.lock().unwrap() {
+                Some(to) if handshake => {
+                    let _ = front.send_to(&buf[..n], to);
+                }
+                _ => {
+                    withheld3.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let finish = move || {
+        stop.store(true, Ordering::Relaxed);
+        up.join().unwrap();
+        down.join().unwrap();
+        withheld.load(Ordering::Relaxed)
+    };
+    (addr, finish)
+}
+
+/// The receiver answers the handshake but none of its acks reach the sender: the
+/// session dies of silence, every ADU is lost or abandoned, and the sender says that
+/// not one was acked, with exit status 3.
+#[test]
+fn a_sender_whose_receiver_never_acks_exits_with_nothing_acked() {
+    let dir = setup(
+        "nothing-acked",
+        20,
+        1,
+        "reconnect = false\n[session]\nidle_timeout_ms = 1500",
+    );
+    let recv_file = std::fs::read_to_string(dir.join("recv.toml")).unwrap();
+    let receiver: SocketAddr = recv_file
+        .lines()
+        .find_map(|l| l.strip_prefix("bind = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (relay, stop_relay) = ack_black_hole(receiver);
+    let send_file = std::fs::read_to_string(dir.join("send.toml")).unwrap();
+    std::fs::write(
+        dir.join("send.toml"),
+        send_file.replace(&receiver.to_string(), &relay.to_string()),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = run(&dir, &["--duration", "10"], Some);
+    let withheld = stop_relay();
+    // The run of 20 s ends when the silent session does, not at its end.
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(withheld > 0, "the relay withheld nothing");
+    let tx = json(&out);
+    let b = balanced(&tx);
+    assert_eq!(b["acked"], 0, "{b}");
+    // What was sent was declared lost or abandoned when the session died, not dropped.
+    assert!(
+        b["lost"].as_u64().unwrap() + b["abandoned"].as_u64().unwrap() > 0,
+        "{b}"
+    );
+    assert_eq!(tx["end"]["by"], "peer", "{tx}");
+    let why = tx["end"]["peer_left"].as_str().unwrap_or("");
+    assert!(["idle timeout", "peer unreachable"].contains(&why), "{tx}");
+    assert_eq!(tx["exit_code"], NOTHING_ACKED, "{tx}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error: not one ADU was acked"), "{stderr}");
+    assert!(warnings(&stderr) <= 1, "{stderr}");
+    assert_eq!(out.status.code(), Some(NOTHING_ACKED), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }

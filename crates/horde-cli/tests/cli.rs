@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde_in_repo as horde, repo, text};
+use common::{horde_in_repo as horde, keygen, repo, text};
 
 #[test]
 fn sim_json_is_byte_identical_for_the_same_seed() {
@@ -372,11 +372,7 @@ fn tunnel_and_shell_each_have_their_own_description() {
 fn peer_configs(tag: &str, duration_s: u32, streams: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-cli-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let (sender_pub, receiver_pub) = (key("s.key"), key("r.key"));
     // A free port for the receiver.
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -565,8 +561,10 @@ fn recv_stops_on_its_idle_timeout_and_rates_are_per_interval() {
     let summary = rx["summary"]["streams"][0]["goodput_kbps"]
         .as_f64()
         .unwrap();
+    // Averaged over the idle wait too it would be near 200; a short span of data at
+    // 400 kbit/s reads a little high when the first interval catches up.
     assert!(
-        (300.0..=500.0).contains(&summary),
+        (300.0..=600.0).contains(&summary),
         "summary rate over the data, not the idle wait: {summary}"
     );
     std::fs::remove_dir_all(dir).unwrap();
@@ -857,6 +855,82 @@ fn bench_links_compares_controllers_over_the_cellular_links() {
     assert!(!bad.status.success());
     assert!(text(&bad.stderr).contains("unknown congestion controller \"vegas\""));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `ontime` over two generated cellular uplinks (fixed seeds, 150 kB buffers, 30 and
+/// 40 ms one way), in the simulator beside `cubic` and `copa`: it keeps most of the
+/// capacity at a p95 one-way delay within 120 ms of the slower link's base, where `cubic`
+/// queues for several hundred ms, and it delivers more than `copa`.
+#[test]
+fn bench_links_ontime_is_on_time_and_keeps_the_links_busy() {
+    let dir = std::env::temp_dir().join(format!("horde-cli-ontime-{}", std::process::id()));
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for (name, mbps, seed) in [("a.up", "4", "11"), ("b.up", "8", "12")] {
+        let out = horde(&[
+            "trace",
+            "gen",
+            "--mean-mbps",
+            mbps,
+            "--duration-s",
+            "30",
+            "--seed",
+            seed,
+            "--out",
+            traces.join(name).to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let link = |trace: &str, ms: u32| {
+        format!(
+            "mtu = 1400\nup = {{ rate = {{ model = \"trace\", path = \"traces/{trace}\" }}, \
+             buffer_bytes = 150000, delay = {{ model = \"constant\", ms = {ms} }} }}\n\
+             down = {{ delay = {{ model = \"constant\", ms = {ms} }} }}\n"
+        )
+    };
+    let scenario = format!(
+        "name = \"gen2\"\nseed = 5\nduration_s = 30\n[scheduler]\nkind = \"rrr\"\ncycle_ms = 0\n\
+         [[hosts]]\nname = \"a\"\n[[hosts]]\nname = \"b\"\n\
+         [[channels]]\nname = \"x\"\n{}[[channels]]\nname = \"y\"\n{}\
+         [[streams]]\nid = 1\nelastic = true\nworkload = {{ kind = \"bulk\", adu_bytes = 1400 }}\n",
+        link("a.up", 30),
+        link("b.up", 40)
+    );
+    let path = dir.join("gen2.toml");
+    std::fs::write(&path, scenario).unwrap();
+    let out = horde(&[
+        "bench",
+        "links",
+        path.to_str().unwrap(),
+        "--cc",
+        "ontime,cubic,copa",
+        "--duration",
+        "30",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = json_of(&out);
+    let row = |cc: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cc"] == cc)
+            .unwrap_or_else(|| panic!("no {cc} row in {rows}"))
+            .clone()
+    };
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    let (ontime, cubic, copa) = (row("ontime"), row("cubic"), row("copa"));
+    assert!(f(&ontime, "utilization") >= 0.65, "{ontime}");
+    assert!(f(&ontime, "delay_p95_ms") <= 40.0 + 120.0, "{ontime}");
+    assert!(
+        f(&ontime, "delay_p95_ms") * 2.0 < f(&cubic, "delay_p95_ms"),
+        "{ontime} against {cubic}"
+    );
+    assert!(
+        f(&ontime, "goodput_mbps") > 1.1 * f(&copa, "goodput_mbps"),
+        "{ontime} against {copa}"
+    );
 }
 
 /// Without a scenario, `horde bench links` runs its built-in one (the cellular scenario

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use common::{horde, text};
+use common::{keygen, text};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -59,11 +59,7 @@ fn setup(tag: &str, senders: usize, duration_s: u32, extra: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("horde-life-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
+    let key = |name: &str| keygen(&dir, name);
     let receiver = key("r.key");
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()

@@ -2,22 +2,13 @@
 //! processes keep their status files current, and the view names each peer's key, the
 //! handshake's age and every channel with its endpoint, state and traffic.
 
-use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, text};
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{horde, text, two_channel_pair};
 
 fn spawn(dir: &Path, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -65,32 +56,11 @@ fn wait_for_traffic(
 fn status_shows_the_peer_and_its_channels_of_a_running_pair() {
     let dir = std::env::temp_dir().join(format!("horde-cli-status-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let key = |name: &str| {
-        let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    };
-    let (send_pub, recv_pub) = (key("s.key"), key("r.key"));
-    let (p0, p1) = (free_port(), free_port());
-    std::fs::write(
-        dir.join("recv.toml"),
-        format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{send_pub}\"]\n\
-             [[interfaces]]\nbind = \"127.0.0.1:{p0}\"\n\
-             [[interfaces]]\nbind = \"127.0.0.1:{p1}\"\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("send.toml"),
-        format!(
-            "key_file = \"s.key\"\npeer_key = \"{recv_pub}\"\nduration_s = 6\n\
-             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{p0}\"\n\
-             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{p1}\"\n\
-             [[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 200, adu_bytes = 500 }}\n"
-        ),
-    )
-    .unwrap();
+    let (send_pub, recv_pub, [p0, p1]) = two_channel_pair(
+        &dir,
+        6,
+        "[[streams]]\nid = 1\nworkload = { kind = \"cbr\", kbps = 200, adu_bytes = 500 }\n",
+    );
     let (recv_status, send_status) = (dir.join("recv.status"), dir.join("send.status"));
     let mut recv = spawn(
         &dir,

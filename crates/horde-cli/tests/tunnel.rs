@@ -363,8 +363,11 @@ k=${HORDE_SHELL_NETNS#horde-shell-}
   echo moved > "$DIR/moved" ) &
 "$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
 cpid=$!
+# The device exists a moment before its addresses: wait for both, or the flow servers
+# cannot bind them.
 i=0
-until ip link show hdt0 > /dev/null 2>&1; do
+until ip -o addr show dev hdt0 2>/dev/null | grep -q 'fd77::2/' &&
+      ip -o addr show dev hdt0 | grep -q '10.77.0.2/'; do
   i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
 done
 "$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 --count 1 > "$DIR/flow4.json" 2>/dev/null &
@@ -977,4 +980,745 @@ fn tunnel_status_shows_clients_channels_and_key_rotations() {
         interrupt(child);
         assert!(child.wait().unwrap().success());
     }
+}
+
+/// The shell's script for the ingress test: the client over two emulated links, a
+/// flow server on its tunnel address, `ready`, and a clean stop once `$DIR/done` exists.
+const INGRESS_SCRIPT: &str = r#"set -e
+o1=$(echo "$HORDE_SHELL_LINK1" | awk -F. '{print $1"."$2"."$3"."($4-1)}')
+cat > "$DIR/client.toml" <<EOF
+key_file = "client.key"
+peer_key = "$SRV_PUB"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24"]
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link0"
+remote = "$HORDE_SHELL_HOST:7700"
+[[channels]]
+bind = "0.0.0.0:0"
+device = "link1"
+remote = "$o1:7700"
+EOF
+"$HORDE" tunnel client "$DIR/client.toml" --json > "$DIR/client.json" 2> "$DIR/client.err" &
+cpid=$!
+# The device exists a moment before its address: wait for the address.
+i=0
+until ip -o addr show dev hdt0 2>/dev/null | grep -q '10.77.0.2/'; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
+done
+"$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 > /dev/null 2> "$DIR/flow.err" &
+i=0
+until ss -ltn | grep -q '10.77.0.2:5201 '; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/flow.err"; exit 1; }; sleep 0.05
+done
+echo ready
+i=0
+until [ -e "$DIR/done" ]; do
+  i=$((i+1)); [ $i -lt 1200 ] || exit 1; sleep 0.05
+done
+kill -INT $cpid
+wait $cpid
+"#;
+
+/// Median ping RTT (ms) from `ns` to `to`.
+fn ping_median_ms(ns: &Netns, to: &str, count: u32) -> f64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ping", "-n", "-i", "0.2", "-W", "2"])
+        .args(["-c", &count.to_string(), to])
+        .output()
+        .expect("ping (iputils-ping) is installed");
+    let mut rtts: Vec<f64> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(!rtts.is_empty(), "no ping answered: {}", text(&out.stdout));
+    rtts.sort_by(f64::total_cmp);
+    rtts[rtts.len() / 2]
+}
+
+/// Idle and loaded ping RTT (ms) through a tunnel whose server's ingress queue is
+/// `qdisc`, with a Cubic bulk download from the server to the vehicle as the load.
+fn ping_under_download(qdisc: &str) -> (f64, f64) {
+    let (dir, srv_pub, _) = server_and_client_keys(&format!("ingress-{qdisc}"), "");
+    // Top-level keys go before the file's tables. Each channel is paced below its link's
+    // rate, so the links' buffers stay short and the backlog is the ingress queue's.
+    let file = dir.join("server.toml");
+    let body = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("qdisc = \"{qdisc}\"\ncongestion = {{ kind = \"cbr\", kbps = 3600 }}\n{body}"),
+    )
+    .unwrap();
+    let srv = Netns::new(&format!("q{qdisc}"));
+    let server = start_server(&srv, &dir);
+    let mut shell = srv
+        .horde(&[
+            "shell",
+            "--link",
+            "rate=4mbit,delay=15ms,buffer=60kb",
+            "--link",
+            "rate=4mbit,delay=15ms,buffer=60kb",
+            "--",
+            "sh",
+            "-c",
+            INGRESS_SCRIPT,
+        ])
+        .env("HORDE", horde_bin())
+        .env("DIR", &dir)
+        .env("SRV_PUB", &srv_pub)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(shell.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let idle = ping_median_ms(&srv, "10.77.0.2", 10);
+    let download = srv
+        .horde(&[
+            "flow",
+            "client",
+            "--connect",
+            "10.77.0.2:5201",
+            "--bytes",
+            "5000000",
+            "--cc",
+            "cubic",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let Cubic fill whatever queue it finds, then measure under the load.
+    std::thread::sleep(Duration::from_secs(3));
+    let loaded = ping_median_ms(&srv, "10.77.0.2", 15);
+    let out = download.wait_with_output().unwrap();
+    assert!(out.status.success(), "download: {}", text(&out.stderr));
+    let flow = report(&text(&out.stdout));
+    std::fs::write(dir.join("done"), "").unwrap();
+    let out = shell.wait_with_output().unwrap();
+    assert!(out.status.success(), "shell: {}", text(&out.stderr));
+    let server = stop(server);
+    eprintln!(
+        "{qdisc}: ping idle {idle:.1} ms, under a download {loaded:.1} ms; download {:.2} Mbit/s; ingress drops {}",
+        flow["goodput_mbps"].as_f64().unwrap_or(0.0),
+        count(&server, &["counters", "ingress_dropped"])
+    );
+    (idle, loaded)
+}
+
+/// CHAP (and fq_codel) at the tunnel's ingress keep a ping next to a bulk download near
+/// its idle RTT; FIFO queues it behind the download.
+#[test]
+fn chap_or_fq_codel_at_the_ingress_keep_a_ping_near_idle_under_a_download() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (fifo_idle, fifo_loaded) = ping_under_download("fifo");
+    let fifo_excess = fifo_loaded - fifo_idle;
+    for qdisc in ["chap", "fq_codel"] {
+        let (idle, loaded) = ping_under_download(qdisc);
+        let excess = loaded - idle;
+        assert!(
+            excess < 40.0,
+            "{qdisc}: {loaded:.1} ms under load against {idle:.1} ms idle"
+        );
+        assert!(
+            fifo_excess > 50.0 && fifo_excess > 2.0 * excess,
+            "FIFO should queue the ping behind the download: {fifo_loaded:.1} ms against \
+             {fifo_idle:.1} ms idle, {qdisc} {loaded:.1} against {idle:.1}"
+        );
+    }
+}
+
+/// The vehicle's file for `horde up`: two channels bound to the two links by device,
+/// both to the server's address on the first link, the far network routed in.
+fn up_client_toml(srv_pub: &str) -> String {
+    format!(
+        r#"key_file = "client.key"
+peer_key = "{srv_pub}"
+[tun]
+name = "hdt0"
+addresses = ["10.77.0.2/24"]
+routes = ["10.200.0.0/24"]
+[[channels]]
+bind = "0.0.0.0:0"
+device = "hdtb1"
+remote = "192.168.71.1:7700"
+[[channels]]
+bind = "0.0.0.0:0"
+device = "hdtb2"
+remote = "192.168.71.1:7700"
+"#
+    )
+}
+
+/// Starts `horde up FILE` in `ns`, returning once the tunnel device is up.
+fn start_up(ns: &Netns, dir: &Path, file: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["up", file, "--state-dir"];
+    let state = dir.join("state");
+    args.push(state.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let mut child = ns
+        .horde(&args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::File::create(dir.join(format!("{file}.err"))).ok();
+    first_line_with(child.stderr.take().unwrap(), "device hdt0 up", log);
+    child
+}
+
+fn shown(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .args(args)
+        .output()
+        .unwrap();
+    text(&out.stdout) + &text(&out.stderr)
+}
+
+/// `horde up` on both ends: per-link policy routing on the vehicle (each channel leaves
+/// through its own link), NAT on the server to a network behind it; a link that goes
+/// down and comes back gets its route again; on exit, and after a crash with `horde
+/// down`, nothing is left behind.
+#[test]
+fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (dir, srv_pub, _) = server_and_client_keys("up", "");
+    let file = dir.join("server.toml");
+    let body = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{body}[up]\nmasquerade_out = \"hdto\"\n")).unwrap();
+    std::fs::write(dir.join("client.toml"), up_client_toml(&srv_pub)).unwrap();
+    let (bus, srv, far) = (Netns::new("ubus"), Netns::new("usrv"), Netns::new("ufar"));
+    veth_pair_of_links(&bus, &srv);
+    // Two modems: the second's default route has a higher metric, as a second uplink's.
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.71.1",
+        "dev",
+        "hdtb1",
+    ]);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.72.1",
+        "dev",
+        "hdtb2",
+        "metric",
+        "200",
+    ]);
+    // A network behind the server, with no route back to the tunnel's prefix.
+    run(&[
+        "ip", "link", "add", "hdto", "netns", &srv.0, "type", "veth", "peer", "name", "hdtn",
+        "netns", &far.0,
+    ]);
+    srv.ip(&["addr", "add", "10.200.0.1/24", "dev", "hdto"]);
+    far.ip(&["addr", "add", "10.200.0.2/24", "dev", "hdtn"]);
+    srv.ip(&["link", "set", "hdto", "up"]);
+    far.ip(&["link", "set", "hdtn", "up"]);
+
+    let server = start_up(&srv, &dir, "server.toml", &["--json"]);
+    let status = dir.join("client.status");
+    let client = start_up(
+        &bus,
+        &dir,
+        "client.toml",
+        &["--json", "--status", status.to_str().unwrap()],
+    );
+    assert!(shown(&bus, &["ip", "rule"]).contains("oif hdtb2 lookup 7701"));
+    assert!(shown(&srv, &["nft", "list", "ruleset"]).contains("masquerade"));
+
+    let mut flow = far
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.200.0.2:5201",
+            "--count",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // 20 MB from the vehicle to the far network, through the tunnel and the server's NAT.
+    let first = transfer(&bus, "10.200.0.2:5201", 20_000_000);
+    eprintln!(
+        "20 MB through `horde up`: {:.0} Mbit/s",
+        first["goodput_mbps"].as_f64().unwrap()
+    );
+    // Both channels carried it: each left through its own link.
+    let s = status_when(&status, |s| {
+        s["peers"][0]["channels"].as_array().is_some_and(|c| {
+            c.len() == 2 && c.iter().all(|c| c["packets_acked"].as_u64() > Some(100))
+        })
+    });
+    eprintln!("client status: {s}");
+
+    // Link 2 goes down: its table loses its route. The transfer goes on over link 1.
+    bus.ip(&["link", "set", "hdtb2", "down"]);
+    transfer(&bus, "10.200.0.2:5201", 2_000_000);
+    assert!(shown(&bus, &["ip", "route", "show", "table", "7701"])
+        .trim()
+        .is_empty());
+    bus.ip(&["link", "set", "hdtb2", "up"]);
+    let back = Instant::now();
+    while !shown(&bus, &["ip", "route", "show", "table", "7701"]).contains("via 192.168.72.1") {
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "link 2's route never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    transfer(&bus, "10.200.0.2:5201", 2_000_000);
+    let _ = flow.kill();
+    let _ = flow.wait();
+
+    // A clean exit undoes everything.
+    let client = stop(client);
+    assert!(
+        count(&client, &["counters", "tun_in_bytes"]) >= 20_000_000,
+        "{client}"
+    );
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(!rules.contains("lookup 770"), "{rules}");
+    for table in ["7700", "7701"] {
+        let routes = shown(&bus, &["ip", "route", "show", "table", table]);
+        assert!(
+            routes.trim().is_empty() || routes.contains("does not exist"),
+            "{routes}"
+        );
+    }
+    assert!(!dir.join("state/hdt0-client.json").exists());
+    // A crash leaves the server's NAT behind; `horde down` removes it.
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = server.wait_with_output();
+    assert!(shown(&srv, &["nft", "list", "ruleset"]).contains("horde_hdt0"));
+    let state = dir.join("state");
+    let out = srv
+        .horde(&[
+            "down",
+            "server.toml",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .current_dir(&*dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ruleset = shown(&srv, &["nft", "list", "ruleset"]);
+    assert!(!ruleset.contains("horde"), "{ruleset}");
+    assert_eq!(
+        shown(&srv, &["sysctl", "-n", "net.ipv4.ip_forward"]).trim(),
+        "0"
+    );
+    let again = srv
+        .horde(&[
+            "down",
+            "server.toml",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ])
+        .current_dir(&*dir)
+        .output()
+        .unwrap();
+    assert!(
+        text(&again.stdout).contains("nothing to undo"),
+        "{}",
+        text(&again.stdout)
+    );
+}
+
+/// Wait until the log file `log` has a line containing `want` (panics after 15 s,
+/// showing the log).
+fn log_line(log: &Path, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let all = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = all.lines().find(|l| l.contains(want)) {
+            return line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line with {want:?} in {}:\n{all}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn hangup(child: &Child) {
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
+}
+
+/// Whether `ping` from `ns` gets an answer from `to` (a few tries, one second each).
+fn pings(ns: &Netns, to: &str) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ping", "-c", "1", "-W", "1", to])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+        || Command::new("ip")
+            .args(["netns", "exec", &ns.0, "ping", "-c", "3", "-W", "1", to])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// A 2 MB transfer from `bus` to a flow server on the tunnel server's address in
+/// `srv`; then, in the client's status file, the channel `which` picks must have sent
+/// more than 100 kB (the file is rewritten every second).
+fn carries(bus: &Netns, srv: &Netns, status: &Path, which: impl Fn(&serde_json::Value) -> bool) {
+    let mut sink = srv
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "10.77.0.1:5201",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    transfer(bus, "10.77.0.1:5201", 2_000_000);
+    assert!(sink.wait().unwrap().success());
+    status_when(status, |v| {
+        v["peers"][0]["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ch| which(ch) && ch["bytes_sent"].as_u64() > Some(100_000))
+    });
+}
+
+#[test]
+fn a_reload_takes_a_new_client_and_a_new_channel_and_running_sessions_go_on() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let dir = workdir("reload");
+    let srv_pub = keygen(&dir, "server.key");
+    let one = keygen(&dir, "client.key");
+    let two = keygen(&dir, "two.key");
+    let bus_2 =
+        format!("[[clients]]\nname = \"bus-2\"\nkey = \"{two}\"\naddresses = [\"10.77.0.3/32\"]\n");
+    std::fs::write(dir.join("server.toml"), server_toml(&one)).unwrap();
+    // bus-1 starts with its first link only; its second is in the file it reloads.
+    let one_toml = veth_client_toml(&srv_pub, r#"["10.77.0.2/24"]"#, "");
+    let (first_link, _) = one_toml.split_at(one_toml.rfind("[[channels]]").unwrap());
+    std::fs::write(dir.join("client.toml"), first_link).unwrap();
+    std::fs::write(
+        dir.join("two.toml"),
+        format!(
+            "key_file = \"two.key\"\npeer_key = \"{srv_pub}\"\n[tun]\nname = \"hdt0\"\naddresses = [\"10.77.0.3/24\"]\n[[channels]]\nbind = \"192.168.73.2:0\"\nremote = \"192.168.73.1:7700\"\n"
+        ),
+    )
+    .unwrap();
+    let (bus, other, srv) = (Netns::new("rbus"), Netns::new("rtwo"), Netns::new("rsrv"));
+    veth_pair_of_links(&bus, &srv);
+    veth(&other, "hdtc3", &srv, 3);
+    let (srv_status, bus_status) = (dir.join("server.status"), dir.join("client.status"));
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let mut client = start_with_status(&bus, &dir, "client", &bus_status);
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(1)
+    });
+    assert!(pings(&bus, "10.77.0.1"), "bus-1 cannot reach the server");
+
+    // bus-2 is not in the server's file yet: its handshakes are refused.
+    let two_log = dir.join("two.err");
+    let mut second = other
+        .horde(&["tunnel", "client", dir.join("two.toml").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&two_log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = status_when(&srv_status, |_| true);
+    assert_eq!(before["peers"].as_array().unwrap().len(), 1, "{before}");
+
+    // A file that does not parse changes nothing.
+    let server_log = dir.join("server.err");
+    std::fs::write(dir.join("server.toml"), "[[clients]\n").unwrap();
+    hangup(&server);
+    log_line(&server_log, "reload refused, nothing changed");
+    assert!(pings(&bus, "10.77.0.1"), "a refused reload broke bus-1");
+
+    // The server takes bus-2 on a reload; bus-2's next handshake gets through.
+    std::fs::write(
+        dir.join("server.toml"),
+        format!("{}{bus_2}", server_toml(&one)),
+    )
+    .unwrap();
+    hangup(&server);
+    let line = log_line(&server_log, "reloaded: clients");
+    assert!(
+        line.contains("added: bus-2; removed: none; changed: none"),
+        "{line}"
+    );
+    log_line(&server_log, "client bus-2 connected");
+    assert!(pings(&other, "10.77.0.1"), "bus-2 cannot reach the server");
+
+    // bus-1 takes its second link on a reload; the server sees both channels and data
+    // goes over the new one.
+    std::fs::write(dir.join("client.toml"), &one_toml).unwrap();
+    hangup(&client);
+    let bus_log = dir.join("client.err");
+    let line = log_line(&bus_log, "reloaded: channels");
+    assert!(line.contains("added: ch1; removed: none"), "{line}");
+    status_when(&srv_status, |v| {
+        v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "bus-1" && p["channels"].as_array().map(Vec::len) == Some(2))
+    });
+    // A 2 MB transfer sends more than 100 kB over the new link.
+    carries(&bus, &srv, &bus_status, |ch| {
+        ch["endpoint"] == "192.168.72.1:7700"
+    });
+
+    // Taken off the file, bus-2 is cut off; bus-1 goes on.
+    std::fs::write(dir.join("server.toml"), server_toml(&one)).unwrap();
+    hangup(&server);
+    let line = log_line(&server_log, "removed: bus-2");
+    assert!(line.contains("added: none"), "{line}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !pings(&other, "10.77.0.1"),
+        "bus-2 still reaches the server"
+    );
+    assert!(pings(&bus, "10.77.0.1"), "bus-1 lost its tunnel");
+
+    // bus-1's one session carried it through all of this.
+    let bus_text = std::fs::read_to_string(&bus_log).unwrap();
+    assert!(!bus_text.contains("reconnecting"), "{bus_text}");
+    let srv_text = std::fs::read_to_string(&server_log).unwrap();
+    assert_eq!(
+        srv_text.matches("client bus-1 connected").count(),
+        1,
+        "{srv_text}"
+    );
+    for child in [&mut second, &mut client, &mut server] {
+        interrupt(child);
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (dir, srv_pub, _) = server_and_client_keys("late", "");
+    // Both channels send to the server's first address; the second modem, hdtb2, does
+    // not exist yet, and once it does it reaches that address only through its gateway.
+    std::fs::write(dir.join("client.toml"), up_client_toml(&srv_pub)).unwrap();
+    let (bus, srv) = (Netns::new("lbus"), Netns::new("lsrv"));
+    veth(&bus, "hdtb1", &srv, 1);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.71.1",
+        "dev",
+        "hdtb1",
+    ]);
+    let srv_status = dir.join("server.status");
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let status = dir.join("client.status");
+    let client = start_up(
+        &bus,
+        &dir,
+        "client.toml",
+        &["--json", "--status", status.to_str().unwrap()],
+    );
+    let log = dir.join("client.toml.err");
+    log_line(&log, "hdtb2 (table 7701) once it appears");
+    log_line(
+        &log,
+        "no network interface named \"hdtb2\" on this host yet",
+    );
+    // (`ip rule` shows a rule for a device not there yet as "oif hdtb2 [detached]".)
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.contains("oif hdtb2") && l.contains("lookup 7701")),
+        "{rules}"
+    );
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(1)
+    });
+    assert!(pings(&bus, "10.77.0.1"), "no tunnel over the first modem");
+
+    // The second modem enumerates and gets its address and gateway: its table gets its
+    // route, its channel comes up, and it carries data.
+    veth(&bus, "hdtb2", &srv, 2);
+    bus.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "192.168.72.1",
+        "dev",
+        "hdtb2",
+        "metric",
+        "200",
+    ]);
+    log_line(&log, "hdtb2 is back; its route is restored");
+    assert!(shown(&bus, &["ip", "route", "show", "table", "7701"]).contains("via 192.168.72.1"));
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(2)
+    });
+    carries(&bus, &srv, &status, |ch| ch["interface"] == 1);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("reconnecting"), "{text}");
+    stop(client);
+    assert!(!shown(&bus, &["ip", "rule"]).contains("lookup 7701"));
+    interrupt(&server);
+    assert!(server.wait().unwrap().success());
+}
+
+/// Bytes each way through the tunnel in the offload tests.
+const OFFLOAD_BYTES: u64 = 50_000_000;
+
+/// Tunnel 50 MB each way over two veth links, with TUN offloads at the client and the
+/// server as given; `horde flow` checks every byte. Each end says whether its device
+/// runs with offloads, and nothing was dropped as malformed on the way.
+fn offload_transfers(client_offload: bool, server_offload: bool) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let tag = format!("offload-{client_offload}-{server_offload}");
+    let dir = workdir(&tag);
+    let srv_pub = keygen(&dir, "server.key");
+    let bus_pub = keygen(&dir, "client.key");
+    let with_offload = |toml: String, on: bool| {
+        toml.replacen(
+            "name = \"hdt0\"\n",
+            &format!("name = \"hdt0\"\noffload = {on}\n"),
+            1,
+        )
+    };
+    std::fs::write(
+        dir.join("server.toml"),
+        with_offload(server_toml(&bus_pub), server_offload),
+    )
+    .unwrap();
+    let client_file = dir.join("client.toml");
+    let client_toml = veth_client_toml(&srv_pub, r#"["10.77.0.2/24"]"#, "");
+    std::fs::write(&client_file, with_offload(client_toml, client_offload)).unwrap();
+    let bus = Netns::new("obus");
+    let srv = Netns::new("osrv");
+    veth_pair_of_links(&bus, &srv);
+    let log = std::fs::File::create(dir.join("server.err")).ok();
+    let (server, server_up) = start_json(&srv, "server", &dir.join("server.toml"), log);
+    let (client, client_up) = start_json(&bus, "client", &client_file, None);
+    let says = |on: bool| format!("offloads {}", if on { "on" } else { "off" });
+    assert!(server_up.contains(&says(server_offload)), "{server_up}");
+    assert!(client_up.contains(&says(client_offload)), "{client_up}");
+
+    let flow_server = |ns: &Netns, listen: &str| {
+        ns.horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            listen,
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+    };
+    let mut up = flow_server(&srv, "10.77.0.1:5201");
+    let mut down = flow_server(&bus, "10.77.0.2:5202");
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    transfer(&bus, "10.77.0.1:5201", OFFLOAD_BYTES);
+    transfer(&srv, "10.77.0.2:5202", OFFLOAD_BYTES);
+    eprintln!(
+        "{tag}: 2 x 50 MB through the tunnel in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(up.wait().unwrap().success());
+    assert!(down.wait().unwrap().success());
+    let client = stop(client);
+    let server = stop(server);
+    // The kernel's TCP handed over super packets where offloads were on, and only there;
+    // segments from the peer were coalesced into super packets there, and only there.
+    for (end, r, on) in [
+        ("client", &client, client_offload),
+        ("server", &server, server_offload),
+    ] {
+        let supers = count(r, &["counters", "tun_super_packets"]);
+        assert_eq!(
+            supers > 0,
+            on,
+            "{end}: {supers} super packets, offload {on}"
+        );
+        let coalesced = count(r, &["counters", "tun_coalesced"]);
+        assert_eq!(
+            coalesced > 0,
+            on,
+            "{end}: {coalesced} coalesced writes, offload {on}"
+        );
+    }
+    for (end, r) in [("client", &client), ("server", &server)] {
+        assert!(
+            count(r, &["counters", "tun_out_bytes"]) >= OFFLOAD_BYTES,
+            "{end}: {r}"
+        );
+        assert!(
+            count(r, &["counters", "tun_in_bytes"]) >= OFFLOAD_BYTES,
+            "{end}: {r}"
+        );
+        for refused in ["tun_malformed", "tun_too_big", "peer_malformed"] {
+            assert_eq!(count(r, &["counters", refused]), 0, "{end} {refused}: {r}");
+        }
+    }
+}
+
+#[test]
+fn fifty_megabytes_each_way_with_offloads_at_both_ends() {
+    offload_transfers(true, true);
+}
+
+#[test]
+fn fifty_megabytes_each_way_without_offloads() {
+    offload_transfers(false, false);
+}
+
+#[test]
+fn fifty_megabytes_each_way_with_offloads_at_the_client_only() {
+    offload_transfers(true, false);
 }

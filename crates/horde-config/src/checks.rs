@@ -48,6 +48,37 @@ pub fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
         CcConfig::Bbr {
             initial_window_packets,
             cwnd_gain,
+            min_rtt_window_s,
+            probe_rtt_ms,
+            loss_threshold,
+            beta,
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(
+                key("cwnd_gain"),
+                "cwnd_gain",
+                *cwnd_gain,
+                limits::BBR_CWND_GAIN,
+            );
+            c.in_range(
+                key("loss_threshold"),
+                "bbr loss_threshold",
+                *loss_threshold,
+                limits::BBR_LOSS_THRESHOLD,
+            );
+            c.in_range(key("beta"), "bbr beta", *beta, limits::BBR_BETA);
+            controller_time(
+                c,
+                key("min_rtt_window_s"),
+                "min_rtt_window_s",
+                *min_rtt_window_s,
+                1.0,
+            );
+            controller_time(c, key("probe_rtt_ms"), "probe_rtt_ms", *probe_rtt_ms, 1e-3);
+        }
+        CcConfig::Bbr1 {
+            initial_window_packets,
+            cwnd_gain,
             bw_window_rounds,
             min_rtt_window_s,
             probe_rtt_ms,
@@ -88,6 +119,32 @@ pub fn congestion(c: &mut Checks, at: &str, cc: &CcConfig) {
                 "min_rtt_window_s",
                 *min_rtt_window_s,
                 1.0,
+            );
+        }
+        CcConfig::Ontime {
+            initial_window_packets,
+            delay_target_ms,
+            confidence,
+            volatility,
+        } => {
+            window(c, *initial_window_packets);
+            c.in_range(
+                key("delay_target_ms"),
+                "ontime delay_target_ms",
+                *delay_target_ms,
+                limits::ONTIME_DELAY_TARGET_MS,
+            );
+            c.in_range(
+                key("confidence"),
+                "ontime confidence",
+                *confidence,
+                limits::ONTIME_CONFIDENCE,
+            );
+            c.in_range(
+                key("volatility"),
+                "ontime volatility",
+                *volatility,
+                limits::ONTIME_VOLATILITY,
             );
         }
         CcConfig::Verb {

@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{CryptoRng, RngCore, SeedableRng};
@@ -338,7 +339,8 @@ impl KnownInitiations {
 /// decrypted ([`KNOWN_INITIATIONS`]), so unauthenticated traffic cannot grow it.
 pub struct Responder {
     local: Keypair,
-    allowed: HashSet<PublicKey>,
+    /// Shared with the jobs in flight; changed by copy-on-write.
+    allowed: Arc<HashSet<PublicKey>>,
     peers: HashMap<PublicKey, PeerRecord>,
     /// Ephemeral key of each peer's last accepted initiation, to recognise retransmissions
     /// without any Diffie-Hellman work.
@@ -357,7 +359,7 @@ impl Responder {
         let mac_keys = MacKeys::for_responder(local.public());
         Self {
             local,
-            allowed: allowed.into_iter().collect(),
+            allowed: Arc::new(allowed.into_iter().collect()),
             peers: HashMap::new(),
             by_ephemeral: HashMap::new(),
             mac_keys,
@@ -374,7 +376,7 @@ impl Responder {
 
     /// Adds a peer to the allow-list. Returns false if it was already there.
     pub fn allow(&mut self, peer: PublicKey) -> bool {
-        self.allowed.insert(peer)
+        Arc::make_mut(&mut self.allowed).insert(peer)
     }
 
     /// Removes a peer from the allow-list and forgets its handshake record. Returns false if
@@ -383,7 +385,7 @@ impl Responder {
         if let Some(record) = self.peers.remove(peer) {
             self.by_ephemeral.remove(&record.ephemeral);
         }
-        self.allowed.remove(peer)
+        Arc::make_mut(&mut self.allowed).remove(peer)
     }
 
     /// Whether `peer` is on the allow-list.
@@ -411,6 +413,18 @@ impl Responder {
             return None;
         }
         let noise = &datagram[..MAC1_OFFSET];
+        // A peer's current initiation, even once the bounded memory has let it go.
+        let ephemeral = &noise[PREFIX_LEN..PREFIX_LEN + 32];
+        if let Some(peer) = self.by_ephemeral.get(ephemeral) {
+            if let Some(record) = self.peers.get(peer) {
+                if record.initiation == noise {
+                    return Some(Ok(Reply::Resend {
+                        peer: *peer,
+                        response: record.response.clone(),
+                    }));
+                }
+            }
+        }
         let result = match self.known.get(noise)? {
             Known::Authentic { peer, timestamp } => {
                 let record = self.peers.get(&peer)?;
@@ -466,32 +480,170 @@ impl Responder {
         local_index: u32,
         rng: &mut R,
     ) -> Result<Reply, DropReason> {
-        let sender_index = match classify(datagram)? {
-            Packet::Initiation { sender_index } => sender_index,
-            _ => return Err(DropReason::UnexpectedType),
-        };
+        if !matches!(classify(datagram)?, Packet::Initiation { .. }) {
+            return Err(DropReason::UnexpectedType);
+        }
         if !self.mac_keys.mac1_ok(datagram) {
             return Err(DropReason::BadMac);
-        }
-        // The Noise part; the MACs may differ between copies (a cookie adds mac2).
-        let noise = &datagram[..MAC1_OFFSET];
-        let mut ephemeral = [0u8; 32];
-        ephemeral.copy_from_slice(&datagram[PREFIX_LEN..PREFIX_LEN + 32]);
-
-        if let Some(peer) = self.by_ephemeral.get(&ephemeral) {
-            if let Some(record) = self.peers.get(peer) {
-                if record.initiation == noise {
-                    return Ok(Reply::Resend {
-                        peer: *peer,
-                        response: record.response.clone(),
-                    });
-                }
-            }
         }
         if let Some(known) = self.recognise_inner(datagram) {
             return known;
         }
+        let work = self.job(datagram)?.run(local_index, rng);
+        self.finish_inner(work)
+    }
 
+    /// The Diffie-Hellman part of answering `datagram`, as a job that owns everything it
+    /// needs, so that it can run on another thread; [`Responder::finish`] takes its
+    /// result. The caller checks the datagram first (`mac1`, [`Responder::recognise`],
+    /// the [`HandshakeGate`](crate::HandshakeGate)): the job checks only its length and
+    /// type. The job carries a copy of this responder's static key and allow-list.
+    pub fn job(&self, datagram: &[u8]) -> Result<RespondJob, DropReason> {
+        let sender_index = match classify(datagram)? {
+            Packet::Initiation { sender_index } => sender_index,
+            _ => return Err(DropReason::UnexpectedType),
+        };
+        Ok(RespondJob {
+            local: self.local.clone(),
+            allowed: Arc::clone(&self.allowed),
+            sender_index,
+            initiation: datagram[..MAC1_OFFSET].to_vec(),
+        })
+    }
+
+    /// Takes the result of a [`RespondJob`]: checks the peer against the allow-list and
+    /// the timestamp of its last accepted initiation, remembers the initiation, and returns
+    /// the reply. A job for a copy of the initiation just accepted from the same peer (two
+    /// copies were in flight at once) gives [`Reply::Resend`]. Errors as
+    /// [`Responder::respond`]; they are counted in [`Responder::drop_counters`].
+    pub fn finish(&mut self, work: RespondWork) -> Result<Reply, DropReason> {
+        let result = self.finish_inner(work);
+        counted(&mut self.drops, result)
+    }
+
+    fn finish_inner(&mut self, work: RespondWork) -> Result<Reply, DropReason> {
+        let RespondWork { initiation, result } = work;
+        let noise = &initiation[..];
+        let done = match result {
+            Err(reason) => return Err(reason),
+            Ok(JobResult::NotAllowed(peer)) => return self.refuse_key(noise, peer),
+            Ok(JobResult::Done(done)) => done,
+        };
+        let Done {
+            peer,
+            timestamp,
+            response,
+            session,
+        } = *done;
+        if !self.allowed.contains(&peer) {
+            // Revoked while the job ran.
+            return self.refuse_key(noise, peer);
+        }
+        if let Some(record) = self.peers.get(&peer) {
+            if record.initiation == noise {
+                return Ok(Reply::Resend {
+                    peer,
+                    response: record.response.clone(),
+                });
+            }
+        }
+        self.known
+            .insert(noise, Known::Authentic { peer, timestamp });
+        if let Some(record) = self.peers.get(&peer) {
+            if timestamp <= record.timestamp {
+                return Err(DropReason::StaleInitiation);
+            }
+        }
+        let mut ephemeral = [0u8; 32];
+        ephemeral.copy_from_slice(&noise[PREFIX_LEN..PREFIX_LEN + 32]);
+        let record = PeerRecord {
+            timestamp,
+            ephemeral,
+            initiation: noise.to_vec(),
+            response: response.clone(),
+        };
+        if let Some(old) = self.peers.insert(peer, record) {
+            self.by_ephemeral.remove(&old.ephemeral);
+        }
+        self.by_ephemeral.insert(ephemeral, peer);
+        Ok(Reply::NewSession {
+            peer,
+            response,
+            session,
+        })
+    }
+
+    fn refuse_key(&mut self, noise: &[u8], peer: PublicKey) -> Result<Reply, DropReason> {
+        self.rejected = Some(peer);
+        self.known.insert(noise, Known::NotAllowed(peer));
+        Err(DropReason::NotAllowed)
+    }
+
+    /// The static key of the most recent initiation refused with [`DropReason::NotAllowed`],
+    /// taken (so each refusal is reported once).
+    pub fn take_rejected_key(&mut self) -> Option<PublicKey> {
+        self.rejected.take()
+    }
+
+    /// Initiations dropped by [`Responder::respond`], per reason.
+    pub fn drop_counters(&self) -> &DropCounters {
+        &self.drops
+    }
+}
+
+/// The Diffie-Hellman work of answering one initiation ([`Responder::job`]): owned data,
+/// `Send`, run wherever the caller likes.
+pub struct RespondJob {
+    local: Keypair,
+    allowed: Arc<HashSet<PublicKey>>,
+    sender_index: u32,
+    /// The initiation up to `mac1` (its Noise part).
+    initiation: Vec<u8>,
+}
+
+/// What a [`RespondJob`] found, for [`Responder::finish`].
+pub struct RespondWork {
+    initiation: Vec<u8>,
+    result: Result<JobResult, DropReason>,
+}
+
+enum JobResult {
+    /// Authentic, but from a key not on the allow-list (no response was written).
+    NotAllowed(PublicKey),
+    Done(Box<Done>),
+}
+
+/// An accepted initiation's response and session, not yet checked against the
+/// responder's records.
+struct Done {
+    peer: PublicKey,
+    timestamp: u64,
+    response: Vec<u8>,
+    session: Box<Session>,
+}
+
+impl RespondJob {
+    /// Reads the initiation (two X25519 operations) and, for a peer on the allow-list,
+    /// writes the response (three more), for a new session under `local_index`. `rng`
+    /// supplies the responder's ephemeral key.
+    pub fn run<R: RngCore + CryptoRng + ?Sized>(
+        self,
+        local_index: u32,
+        rng: &mut R,
+    ) -> RespondWork {
+        let result = self.run_inner(local_index, rng);
+        RespondWork {
+            initiation: self.initiation,
+            result,
+        }
+    }
+
+    fn run_inner<R: RngCore + CryptoRng + ?Sized>(
+        &self,
+        local_index: u32,
+        rng: &mut R,
+    ) -> Result<JobResult, DropReason> {
+        let datagram = &self.initiation;
         let prologue = prologue(&datagram[..PREFIX_LEN]);
         let mut state = Builder::with_resolver(params(), SeededResolver::boxed(rng))
             .local_private_key(self.local.private_bytes())
@@ -511,22 +663,12 @@ impl Responder {
             PublicKey::from_bytes(key)
         };
         if !self.allowed.contains(&peer) {
-            self.rejected = Some(peer);
-            self.known.insert(noise, Known::NotAllowed(peer));
-            return Err(DropReason::NotAllowed);
+            return Ok(JobResult::NotAllowed(peer));
         }
         let timestamp = u64::from_le_bytes(payload);
-        self.known
-            .insert(noise, Known::Authentic { peer, timestamp });
-        if let Some(record) = self.peers.get(&peer) {
-            if timestamp <= record.timestamp {
-                return Err(DropReason::StaleInitiation);
-            }
-        }
-
         let mut response = vec![0u8; RESPONSE_LEN];
         response[0] = TYPE_RESPONSE;
-        response[1..PREFIX_LEN].copy_from_slice(&sender_index.to_le_bytes());
+        response[1..PREFIX_LEN].copy_from_slice(&self.sender_index.to_le_bytes());
         let written = state
             .write_message(&local_index.to_le_bytes(), &mut response[PREFIX_LEN..])
             .expect("the second IK message fits its buffer");
@@ -535,37 +677,37 @@ impl Responder {
         let session = Session::new(
             SessionKeys::new(to_initiator, to_responder),
             local_index,
-            sender_index,
+            self.sender_index,
             peer,
             false,
         );
-
-        let record = PeerRecord {
-            timestamp,
-            ephemeral,
-            initiation: noise.to_vec(),
-            response: response.clone(),
-        };
-        if let Some(old) = self.peers.insert(peer, record) {
-            self.by_ephemeral.remove(&old.ephemeral);
-        }
-        self.by_ephemeral.insert(ephemeral, peer);
-        Ok(Reply::NewSession {
+        Ok(JobResult::Done(Box::new(Done {
             peer,
+            timestamp,
             response,
             session: Box::new(session),
-        })
+        })))
     }
+}
 
-    /// The static key of the most recent initiation refused with [`DropReason::NotAllowed`],
-    /// taken (so each refusal is reported once).
-    pub fn take_rejected_key(&mut self) -> Option<PublicKey> {
-        self.rejected.take()
+impl fmt::Debug for RespondJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RespondJob")
+            .field("sender_index", &self.sender_index)
+            .finish_non_exhaustive()
     }
+}
 
-    /// Initiations dropped by [`Responder::respond`], per reason.
-    pub fn drop_counters(&self) -> &DropCounters {
-        &self.drops
+impl fmt::Debug for RespondWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let result = match &self.result {
+            Err(r) => r.as_str(),
+            Ok(JobResult::NotAllowed(_)) => "not allowed",
+            Ok(JobResult::Done(_)) => "done",
+        };
+        f.debug_struct("RespondWork")
+            .field("result", &result)
+            .finish_non_exhaustive()
     }
 }
 

@@ -178,6 +178,19 @@ impl Keypair {
             self.public
         )
     }
+
+    /// Writes the key file at `path` (replacing one there), created with mode 0600 so that
+    /// it is never readable by others, not even between its creation and a later chmod.
+    pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options
+            .open(path)?
+            .write_all(self.to_file_string().as_bytes())
+    }
 }
 
 impl FromStr for Keypair {
@@ -355,6 +368,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use rand::SeedableRng;
+
+    #[test]
+    #[cfg(unix)]
+    fn a_written_key_file_is_private_and_reads_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("horde-key-{}.key", std::process::id()));
+        std::fs::write(&path, "an older, world-readable file").unwrap();
+        let kp = Keypair::generate();
+        kp.write_file(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back: Keypair = text.parse().unwrap();
+        assert_eq!(back.public(), kp.public());
+        std::fs::remove_file(&path).unwrap();
+        // A file created by it is 0600 from the start.
+        kp.write_file(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(mode, 0o600);
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

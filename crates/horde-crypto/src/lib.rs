@@ -44,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+mod by_channel;
 mod cookie;
 mod drop;
 mod handshake;
@@ -52,11 +53,15 @@ mod packet;
 mod ratelimit;
 pub mod rekey;
 mod replay;
+mod server_id;
 mod session;
 
 pub use cookie::{Admission, HandshakeGate, COOKIE_SECRET_LIFETIME};
 pub use drop::{DropCounters, DropReason};
-pub use handshake::{random_index, Initiator, Reply, Responder, KNOWN_INITIATIONS, NOISE_PATTERN};
+pub use handshake::{
+    random_index, Initiator, Reply, RespondJob, RespondWork, Responder, KNOWN_INITIATIONS,
+    NOISE_PATTERN,
+};
 pub use keys::{KeyError, Keypair, PublicKey, KEY_LEN, KEY_TEXT_LEN};
 pub use packet::{
     classify, nonce, split_nonce, Packet, COOKIE_REPLY_LEN, COUNTER_BITS, COUNTER_LIMIT,
@@ -68,6 +73,7 @@ pub use packet::{
 pub use ratelimit::{RateLimit, RateLimiter};
 pub use rekey::{KeyStatus, RekeyPolicy};
 pub use replay::{ReplayWindow, REPLAY_WINDOW};
+pub use server_id::{id_of_index, redial_index, routed_id, ServerId, ServerIdError, INDEX_OFFSET};
 pub use session::{SealError, SealKey, Session};
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::by_channel::ByChannel;
 use crate::drop::counted;
 use crate::packet::{
     self, classify, Packet, COUNTER_LIMIT, KEY_PHASE_BIT, MAX_PLAINTEXT, TAG_LEN,
@@ -28,8 +29,6 @@ impl SessionKeys {
         }
     }
 }
-
-const CHANNELS: usize = 256;
 
 /// A sending key, shared with a thread that encrypts datagrams prepared by
 /// [`Session::prepare_append`]. Cheap to clone (a reference count); the key stays alive
@@ -91,10 +90,10 @@ pub struct Session {
     remote_static: PublicKey,
     initiator: bool,
     confirmed: bool,
-    /// Next counter to send, per channel.
-    send_next: Box<[u64]>,
+    /// Next counter to send, per channel sent on.
+    send_next: ByChannel<u64>,
     /// Replay window per channel, allocated on the first authenticated packet.
-    windows: Box<[Option<Box<ReplayWindow>>]>,
+    windows: ByChannel<Box<ReplayWindow>>,
     drops: DropCounters,
 }
 
@@ -121,8 +120,8 @@ impl Session {
             // The initiator has just authenticated the response; the responder has seen only a
             // (possibly replayed) first message until the initiator's first datagram arrives.
             confirmed: initiator,
-            send_next: vec![0; CHANNELS].into_boxed_slice(),
-            windows: (0..CHANNELS).map(|_| None).collect(),
+            send_next: ByChannel::default(),
+            windows: ByChannel::default(),
             drops: DropCounters::new(),
         }
     }
@@ -178,7 +177,7 @@ impl Session {
                 max: MAX_PLAINTEXT,
             });
         }
-        let counter = self.send_next[usize::from(channel)];
+        let counter = self.next_counter(channel);
         if counter >= COUNTER_LIMIT {
             return Err(SealError::CounterExhausted { channel });
         }
@@ -199,7 +198,7 @@ impl Session {
         out.extend_from_slice(plaintext);
         out.extend_from_slice(&[0; TAG_LEN]);
         self.send.used(self.clock);
-        self.send_next[usize::from(channel)] = counter + 1;
+        *self.send_next.get_or_default(channel) = counter + 1;
         Ok(counter)
     }
 
@@ -307,7 +306,7 @@ impl Session {
 
     /// Marks an authenticated datagram's counter seen and the session confirmed.
     fn accept(&mut self, channel: u8, counter: u64) -> Result<(), DropReason> {
-        let window = self.windows[usize::from(channel)].get_or_insert_with(Default::default);
+        let window = self.windows.get_or_default(channel);
         // Cannot fail: checked before decrypting and nothing ran in between.
         window.accept(counter)?;
         self.confirmed = true;
@@ -331,7 +330,7 @@ impl Session {
         if receiver_index != self.local_index {
             return Err(DropReason::WrongIndex);
         }
-        if let Some(window) = &self.windows[usize::from(channel)] {
+        if let Some(window) = self.windows.get(channel) {
             window.check(counter)?;
         }
         if packet::nonce(channel, counter) == u64::MAX {
@@ -416,7 +415,7 @@ impl Session {
 
     /// The counter the next [`Session::seal`] on `channel` will use.
     pub fn next_counter(&self, channel: u8) -> u64 {
-        self.send_next[usize::from(channel)]
+        self.send_next.get(channel).copied().unwrap_or(0)
     }
 
     /// Datagrams dropped by [`Session::open`], per reason.
@@ -426,12 +425,12 @@ impl Session {
 
     #[cfg(test)]
     pub(crate) fn set_next_counter(&mut self, channel: u8, counter: u64) {
-        self.send_next[usize::from(channel)] = counter;
+        *self.send_next.get_or_default(channel) = counter;
     }
 
     #[cfg(test)]
     pub(crate) fn window_top(&self, channel: u8) -> Option<u64> {
-        self.windows[usize::from(channel)].as_ref().map(|w| w.top())
+        self.windows.get(channel).map(|w| w.top())
     }
 }
 

@@ -426,3 +426,35 @@ fn rejected_key_is_reported_once() {
     assert_eq!(s.responder.take_rejected_key(), Some(*stranger.public()));
     assert_eq!(s.responder.take_rejected_key(), None);
 }
+
+/// A job's outcome is decided against the responder's records when it comes back: a
+/// second copy of an initiation whose first copy's job finished first gets the same
+/// response again, and a key revoked while its job ran is refused.
+#[test]
+fn jobs_finish_against_the_responders_records() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let client = Keypair::generate_with(&mut rng);
+    let server = Keypair::generate_with(&mut rng);
+    let mut responder = Responder::new(server.clone(), [*client.public()]);
+    let init = Initiator::new(&client, server.public(), 1, 10, &mut rng);
+    let a = responder.job(init.initiation()).unwrap().run(7, &mut rng);
+    let b = responder.job(init.initiation()).unwrap().run(8, &mut rng);
+    let first = responder.finish(a).unwrap();
+    assert!(matches!(first, Reply::NewSession { .. }));
+    let second = responder.finish(b).unwrap();
+    assert!(matches!(second, Reply::Resend { .. }));
+    assert_eq!(first.response(), second.response());
+
+    let newer = Initiator::new(&client, server.public(), 2, 20, &mut rng);
+    let job = responder.job(newer.initiation()).unwrap();
+    responder.revoke(client.public());
+    assert_eq!(
+        responder.finish(job.run(9, &mut rng)).unwrap_err(),
+        DropReason::NotAllowed
+    );
+    // A job is only made for an initiation.
+    assert_eq!(
+        responder.job(&[3u8; 64]).unwrap_err(),
+        DropReason::UnexpectedType
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use horde_links::{Delivery, Link, Verdict};
+use horde_links::{Delivery, FlowKey, Link, Verdict};
 
 use crate::packet_log::{Fate, PacketLogging, PacketRecord};
 use crate::schedule::LinkState;
@@ -144,6 +144,8 @@ pub(crate) struct Core {
     /// pending, `Some(ZERO)` while it is busy and will look again anyway.
     pub armed: Option<Duration>,
     scratch: Vec<Delivery>,
+    /// Ids of packets the links lost or dropped after taking them, per collection.
+    lost_scratch: Vec<u64>,
     log: PacketLog,
 }
 
@@ -177,6 +179,7 @@ impl Core {
             channels,
             armed: Some(Duration::ZERO),
             scratch: Vec::new(),
+            lost_scratch: Vec::new(),
             log: PacketLog {
                 logging,
                 records: Vec::new(),
@@ -210,8 +213,14 @@ impl Core {
             return None;
         }
         let size = u32::try_from(len).unwrap_or(u32::MAX);
+        // A link whose queue tells flows apart (`qdisc`) sees each IP packet's 5-tuple.
+        let flow = FlowKey::from_ip(&payload);
         let id = d.slab.insert(now, payload);
-        if d.link.enqueue(now, id, size) == Verdict::QueueFull {
+        let verdict = match flow {
+            Some(flow) => d.link.enqueue_flow(now, id, size, &flow),
+            None => d.link.enqueue(now, id, size),
+        };
+        if verdict == Verdict::QueueFull {
             d.slab.take(id);
             d.stats.dropped_queue += 1;
             let next = d.link.next_delivery();
@@ -225,6 +234,7 @@ impl Core {
     /// their channel is down, or replies with no client address yet, are dropped here.
     pub fn collect_due(&mut self, now: Duration, out: &mut Vec<Outgoing>) {
         let mut due = std::mem::take(&mut self.scratch);
+        let mut lost = std::mem::take(&mut self.lost_scratch);
         let log = &mut self.log;
         for (ci, ch) in self.channels.iter_mut().enumerate() {
             let down = ch.state.is_down(now);
@@ -236,7 +246,14 @@ impl Core {
                     _ => continue,
                 }
                 due.clear();
-                d.link.deliver(now, &mut due);
+                lost.clear();
+                d.link.deliver_and_report_losses(now, &mut due, &mut lost);
+                // Lost on the link, or dropped by its queue after it took them.
+                for id in &lost {
+                    if let Some((at, p)) = d.slab.take_stored(*id) {
+                        log.drop(ci, dir, at, p.len(), Fate::DroppedLoss);
+                    }
+                }
                 for del in &due {
                     let Some((arrived, payload)) = d.slab.take_stored(del.id) else {
                         d.stats.dropped_other += 1;
@@ -271,6 +288,8 @@ impl Core {
         }
         due.clear();
         self.scratch = due;
+        lost.clear();
+        self.lost_scratch = lost;
     }
 
     /// Record the outcome of sends.
@@ -417,6 +436,66 @@ mod tests {
             )],
             PacketLogging::Off,
         )
+    }
+
+    /// An IPv4 UDP packet of `len` bytes from source port `port`.
+    fn udp(port: u16, len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        p[20..22].copy_from_slice(&port.to_be_bytes());
+        p
+    }
+
+    /// Through a link with `qdisc`, when a small flow's packet that arrived behind a
+    /// bulk flow's backlog comes out: its place among the packets delivered.
+    fn small_flow_place(qdisc: horde_links::QdiscKind) -> usize {
+        let spec = horde_links::LinkSpec {
+            rate: Some(horde_links::RateSpec::Constant { kbps: 8000.0 }),
+            buffer_bytes: Some(200_000),
+            qdisc: Some(qdisc),
+            ..horde_links::LinkSpec::default()
+        };
+        let link = spec.build(1, std::path::Path::new(".")).unwrap();
+        let mut core = Core::new(
+            vec![ChannelState::new(
+                "c".into(),
+                "127.0.0.1:1".parse().unwrap(),
+                Some("127.0.0.1:2".parse().unwrap()),
+                LinkState::new(vec![]),
+                link,
+                Box::new(IdealLink::new()),
+            )],
+            PacketLogging::Off,
+        );
+        let t = Duration::from_millis(1);
+        for _ in 0..60 {
+            core.offer(0, Direction::Up, t, udp(5000, 1400));
+        }
+        core.offer(0, Direction::Up, t, udp(6000, 100));
+        let mut out = Vec::new();
+        let mut now = t;
+        while out.iter().all(|o: &Outgoing| o.payload.len() != 100) {
+            now += Duration::from_millis(1);
+            assert!(
+                now < Duration::from_secs(1),
+                "the small packet never came out"
+            );
+            core.collect_due(now, &mut out);
+        }
+        out.iter().position(|o| o.payload.len() == 100).unwrap()
+    }
+
+    #[test]
+    fn a_chap_or_fq_codel_link_serves_a_small_flow_before_a_bulk_backlog() {
+        use horde_links::QdiscKind;
+        assert_eq!(small_flow_place(QdiscKind::Fifo), 60);
+        for qdisc in [QdiscKind::Chap, QdiscKind::FqCodel] {
+            let place = small_flow_place(qdisc);
+            assert!(place <= 2, "{qdisc}: the small packet came out {place}th");
+        }
     }
 
     #[test]

@@ -82,6 +82,38 @@ impl CorrInfo {
     }
 }
 
+/// A term's solo kernel reads no variable besides its member's.
+const SOLO_NONE: u8 = u8::MAX - 1;
+
+/// A term without a solo kernel.
+const NOT_SOLO: u8 = u8::MAX;
+
+/// Last cycle's contexts with each row given by its index among its variable's
+/// candidates (its *rank*).
+///
+/// When every ADU variable's filter reads only the candidate itself, the contexts
+/// are a function of the candidate lists alone, and only through their shape: how
+/// many candidates of each variable are schedule ADUs (they come first, the rows
+/// being ascending) and how many are history ADUs, and which variables share their
+/// candidates. A new cycle whose candidates have the same shape has the same
+/// contexts in rank space, in the same order, with the same members' positions,
+/// bounds, reads and pair kernels, so they are renumbered (ranks to this cycle's
+/// rows, and the solo kernels, which name history rows) instead of enumerated.
+/// Between two cycles most ADUs stay queued and the streams' shares of the queue
+/// change little, so the shape usually repeats.
+#[derive(Debug, Default)]
+struct KeptContexts {
+    /// `ranks` describes the current contexts.
+    valid: bool,
+    /// Per variable: candidates that are schedule ADUs, candidates in the history.
+    shape: Vec<(u32, u32)>,
+    /// Per pair of variables `(v, w)`, `v < w`, in order: whether their candidates
+    /// are the same rows (else they share none).
+    same: Vec<bool>,
+    /// Per term and variable: the rank of the row bound, or `NO_ROW`.
+    ranks: Vec<u32>,
+}
+
 /// Programs with at most this many variables keep a [`MaskInfo`] per mask.
 const MASKED_VARS: usize = 8;
 
@@ -188,6 +220,21 @@ pub(crate) struct PreparedHose {
     kernel: Vec<u32>,
     /// Per term: its solo kernel (see `solo_kernel`), else `NO_KERNEL`.
     solo: Vec<u32>,
+    /// Per term: the variables bound to schedule ADUs (a bit mask).
+    sched_mask: Vec<u32>,
+    /// Per term: the `other` variable its solo kernel is a function of
+    /// ([`SOLO_NONE`] for none, [`NOT_SOLO`] if the term has no solo kernel).
+    solo_other: Vec<u8>,
+    /// Renumber last cycle's contexts instead of enumerating them again when the
+    /// candidates have the same shape (see [`KeptContexts`]).
+    incremental: bool,
+    /// Every ADU variable's filter reads only its own candidate, and no stream
+    /// variable is read: the contexts are then fixed by the candidate lists.
+    product_form: bool,
+    kept: KeptContexts,
+    /// Cycles whose contexts were renumbered rather than enumerated.
+    #[cfg(test)]
+    renumbered: usize,
     /// History rows in the cycle, plus one: the stride of solo kernel ids.
     solo_stride: u32,
     /// What the atoms make of a context, per set of variables bound to schedule
@@ -237,6 +284,16 @@ impl PreparedHose {
             reads: Vec::new(),
             kernel: Vec::new(),
             solo: Vec::new(),
+            sched_mask: Vec::new(),
+            solo_other: Vec::new(),
+            incremental: true,
+            product_form: ir.vars.iter().all(|v| match v {
+                VarIr::Adu { dep, .. } => dep.is_empty(),
+                VarIr::Stream(_) => true,
+            }),
+            kept: KeptContexts::default(),
+            #[cfg(test)]
+            renumbered: 0,
             solo_stride: 1,
             by_mask: if nv <= MASKED_VARS {
                 (0..1u32 << nv)
@@ -343,14 +400,6 @@ impl PreparedHose {
         self.hist_lat.clear();
         self.hist_lat
             .extend(input.history.iter().map(history_latency));
-        self.binds.clear();
-        self.member_start.clear();
-        self.member_start.push(0);
-        self.members.clear();
-        self.required.clear();
-        self.reads.clear();
-        self.kernel.clear();
-        self.solo.clear();
         self.solo_stride = u32::try_from(input.history.len())
             .unwrap_or(u32::MAX)
             .saturating_add(1);
@@ -358,8 +407,16 @@ impl PreparedHose {
         self.memo_hits = 0;
         self.memo_misses = 0;
         self.evaluations = 0;
-        self.truncated = false;
         self.enumerate();
+    }
+
+    /// Whether contexts are renumbered across cycles (true, the default) or
+    /// enumerated anew every cycle.
+    pub fn set_incremental(&mut self, on: bool) {
+        self.incremental = on;
+        if !on {
+            self.kept.valid = false;
+        }
     }
 
     /// Whether some contexts were dropped because there were more than [`MAX_CONTEXTS`].
@@ -405,6 +462,26 @@ impl PreparedHose {
                 }
             }
         }
+        let reusable = self.incremental
+            && self.product_form
+            && self.streams.iter().all(Option::is_none)
+            && self.note_shape(&cands);
+        if reusable && self.kept.valid {
+            self.renumber(&cands);
+            self.cands = cands;
+            return;
+        }
+        self.binds.clear();
+        self.member_start.clear();
+        self.member_start.push(0);
+        self.members.clear();
+        self.required.clear();
+        self.reads.clear();
+        self.kernel.clear();
+        self.solo.clear();
+        self.sched_mask.clear();
+        self.solo_other.clear();
+        self.truncated = false;
         // Stream variables whose fields are read depend on the schedule's ADUs.
         let streams_bring_schedule = self.streams.iter().flatten().any(|s| !s.rows.is_empty());
         let last_adu = self
@@ -426,6 +503,8 @@ impl PreparedHose {
         self.reads.reserve(estimate);
         self.kernel.reserve(estimate);
         self.solo.reserve(estimate);
+        self.sched_mask.reserve(estimate);
+        self.solo_other.reserve(estimate);
         let mut binding = [NO_ROW; MAX_VARS];
         let ir = Arc::clone(&self.ir);
         self.dfs(
@@ -436,7 +515,100 @@ impl PreparedHose {
             last_adu,
             &cands,
         );
+        if reusable && !self.truncated {
+            self.keep_ranks(&cands);
+        } else {
+            self.kept.valid = false;
+        }
         self.cands = cands;
+    }
+
+    /// Compare the candidates' shape with the kept one, and keep this one. Returns
+    /// false when the shape cannot describe the contexts (two variables share
+    /// some candidates but not all), which also forgets the kept contexts.
+    fn note_shape(&mut self, cands: &[Vec<u32>]) -> bool {
+        let n = self.n as u32;
+        let kept = &mut self.kept;
+        let mut same_shape = kept.shape.len() == cands.len();
+        kept.shape.resize(cands.len(), (0, 0));
+        for (s, c) in kept.shape.iter_mut().zip(cands) {
+            let sched = c.partition_point(|&r| r < n) as u32;
+            let shape = (sched, c.len() as u32 - sched);
+            same_shape &= *s == shape;
+            *s = shape;
+        }
+        let mut i = 0;
+        for v in 0..cands.len() {
+            for w in v + 1..cands.len() {
+                let (a, b) = (&cands[v], &cands[w]);
+                let same = a == b;
+                if !same && !disjoint(a, b) {
+                    kept.valid = false;
+                    return false;
+                }
+                if i < kept.same.len() {
+                    same_shape &= kept.same[i] == same;
+                    kept.same[i] = same;
+                } else {
+                    same_shape = false;
+                    kept.same.push(same);
+                }
+                i += 1;
+            }
+        }
+        kept.same.truncate(i);
+        kept.valid &= same_shape;
+        true
+    }
+
+    /// Record the contexts just enumerated in rank space.
+    fn keep_ranks(&mut self, cands: &[Vec<u32>]) {
+        let kept = &mut self.kept;
+        kept.ranks.clear();
+        kept.ranks.extend(
+            self.binds
+                .chunks_exact(self.nv.max(1))
+                .flat_map(|b| b.iter().zip(cands))
+                .map(|(&r, c)| {
+                    if r == NO_ROW {
+                        NO_ROW
+                    } else {
+                        c.binary_search(&r).map_or(NO_ROW, |k| k as u32)
+                    }
+                }),
+        );
+        kept.valid = true;
+    }
+
+    /// Last cycle's contexts with this cycle's rows: the bindings, the members
+    /// (schedule rows, in the same positions) and the solo kernels (which name
+    /// history rows). Everything else about a term depends only on its ranks.
+    fn renumber(&mut self, cands: &[Vec<u32>]) {
+        let nv = self.nv;
+        let n = self.n as u32;
+        let ranks = std::mem::take(&mut self.kept.ranks);
+        self.members.clear();
+        for (t, term_ranks) in ranks.chunks_exact(nv.max(1)).enumerate() {
+            let binding = &mut self.binds[t * nv..(t + 1) * nv];
+            for ((b, &k), c) in binding.iter_mut().zip(term_ranks).zip(cands) {
+                *b = if k == NO_ROW { NO_ROW } else { c[k as usize] };
+                if *b != NO_ROW && *b < n {
+                    self.members.push(*b);
+                }
+            }
+            let other = match self.solo_other[t] {
+                NOT_SOLO => continue,
+                SOLO_NONE => None,
+                v => Some(v),
+            };
+            self.solo[t] =
+                self.solo_kernel_of(&self.binds[t * nv..(t + 1) * nv], self.sched_mask[t], other);
+        }
+        self.kept.ranks = ranks;
+        #[cfg(test)]
+        {
+            self.renumbered += 1;
+        }
     }
 
     fn dfs(
@@ -543,16 +715,26 @@ impl PreparedHose {
         } else {
             NO_KERNEL
         };
-        let solo = match info.solo_other {
+        let solo_other = match info.solo_other {
             Some(other)
                 if self.memo_mode == MemoMode::Shared
                     && required == 1
                     && self.members.len() - start == 1 =>
             {
-                self.solo_kernel_of(binding, sched_vars, other)
+                Some(other)
             }
-            _ => NO_KERNEL,
+            _ => None,
         };
+        let solo = match solo_other {
+            Some(other) => self.solo_kernel_of(binding, sched_vars, other),
+            None => NO_KERNEL,
+        };
+        self.sched_mask.push(sched_vars);
+        self.solo_other.push(match solo_other {
+            None => NOT_SOLO,
+            Some(None) => SOLO_NONE,
+            Some(Some(v)) => v,
+        });
         self.binds.extend_from_slice(binding);
         self.member_start.push(self.members.len() as u32);
         self.required.push(required as u8);
@@ -697,6 +879,19 @@ impl PreparedHose {
     }
 }
 
+/// Whether two ascending lists share no element.
+fn disjoint(a: &[u32], b: &[u32]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return false,
+        }
+    }
+    true
+}
+
 /// The stream ids that pass every conjunct of `indep` (variable `v`'s own filter),
 /// when each conjunct is built only of `stream_id == literal` tests joined by `||`
 /// and `&&` (`stream_id == 0 || stream_id == 3`, the usual filter); `None` when a
@@ -757,6 +952,10 @@ fn history_latency(h: &HistoryEntry) -> i64 {
 impl Reprepare for PreparedHose {
     fn reprepare(&mut self, input: &ScheduleInput<'_>) {
         self.prepare(input);
+    }
+
+    fn set_incremental(&mut self, on: bool) {
+        PreparedHose::set_incremental(self, on);
     }
 }
 
@@ -983,6 +1182,74 @@ mod tests {
                 .collect();
             assert_eq!(p.cands[0], by_evaluator, "{filter}");
         }
+    }
+
+    /// The fields of a preparation every term reads.
+    fn terms_of(p: &PreparedHose) -> impl PartialEq + std::fmt::Debug {
+        (
+            p.binds.clone(),
+            p.member_start.clone(),
+            p.members.clone(),
+            p.required.clone(),
+            p.reads.clone(),
+            p.kernel.clone(),
+            p.solo.clone(),
+            p.solo_kernels(),
+            p.truncated,
+        )
+    }
+
+    /// X4 over a queue whose stream-0 ADUs and history move to other rows from one
+    /// cycle to the next, but keep their counts except every third cycle: the kept
+    /// preparation renumbers when the shape repeats, enumerates when it does not,
+    /// and always equals a fresh one.
+    #[test]
+    fn renumbered_contexts_equal_enumerated_ones() {
+        let o = crate::thesis("x4").unwrap();
+        let set = ObjectiveSet::new();
+        let mut kept: Option<PreparedHose> = None;
+        let mut history: Vec<HistoryEntry> = Vec::new();
+        for cycle in 0..12u64 {
+            let extra = u64::from(cycle % 3 == 2);
+            let adus: Vec<AduView> = (0..12 + extra)
+                .map(|i| AduView {
+                    stream_id: ((i + cycle) % 3) as u32,
+                    ..adu(100 * cycle + i)
+                })
+                .collect();
+            let input = ScheduleInput {
+                history: &history,
+                ..adus_only(&adus, &set)
+            };
+            let fresh = PreparedHose::new(Arc::clone(&o.ir), &input);
+            let p = kept.get_or_insert_with(|| PreparedHose::new(Arc::clone(&o.ir), &input));
+            p.reprepare(&input);
+            assert_eq!(terms_of(p), terms_of(&fresh), "cycle {cycle}");
+            assert!(p.terms() > 0);
+            history = adus[..4]
+                .iter()
+                .map(|a| HistoryEntry {
+                    adu: a.clone(),
+                    slot: TxSlot {
+                        channel: ChannelId::new(0),
+                        sequence: a.id,
+                        loss_probability: 0.1,
+                        expected_rtt_ms: 50.0,
+                        wait_ms: 0.0,
+                        max_size: 1200,
+                        cost_per_kb: 0.0,
+                        phantom: None,
+                        burst_correlation: [0.5; CORRELATION_SPAN],
+                    },
+                    outcome: Outcome::Pending,
+                })
+                .collect();
+        }
+        let renumbered = kept.map_or(0, |p| p.renumbered);
+        assert!(
+            (4..12).contains(&renumbered),
+            "some cycles renumber, some enumerate ({renumbered})"
+        );
     }
 
     #[test]

@@ -21,8 +21,10 @@ pub(crate) struct PendingHandshake {
 
 /// Where a connection is in its life.
 pub(crate) enum ConnState {
-    /// This end opened the connection and waits for the handshake response.
-    Dialing(PendingHandshake),
+    /// This end opened the connection and waits for the handshake response. (Boxed,
+    /// as in `Redialing`: a handshake state is large, and every connection of a server
+    /// would carry its room.)
+    Dialing(Box<PendingHandshake>),
     /// The peer's handshake is done; its first datagram must be a hello.
     AwaitingHello { crypto: Box<SecureSession> },
     /// A session is up (or closing, until its last timer has run).
@@ -35,7 +37,7 @@ pub(crate) enum ConnState {
     /// A persistent connection's session ended; this end handshakes again. The ended
     /// session holds the streams until the new one takes them over.
     Redialing {
-        handshake: PendingHandshake,
+        handshake: Box<PendingHandshake>,
         old: Box<Session>,
         handle: SessionHandle,
         reason: CloseReason,
@@ -109,19 +111,9 @@ impl Conn {
         }
     }
 
-    /// The session whose events the application hears: the live one, or while
-    /// reconnecting the ended one that keeps the streams.
-    pub fn event_source(&mut self) -> Option<&mut Session> {
-        match &mut self.state {
-            ConnState::Established { session, .. } => Some(session),
-            ConnState::Redialing { old, .. } => Some(old),
-            _ => None,
-        }
-    }
-
     pub fn handshake(&mut self) -> Option<&mut PendingHandshake> {
         match &mut self.state {
-            ConnState::Dialing(h) | ConnState::Redialing { handshake: h, .. } => Some(h),
+            ConnState::Dialing(h) | ConnState::Redialing { handshake: h, .. } => Some(h.as_mut()),
             _ => None,
         }
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use horde_crypto::{random_index, DropReason, Initiator};
+use horde_crypto::{random_index, redial_index, DropReason, Initiator};
 use horde_proto::{ChannelId, CloseReason, ConnectOptions};
 
 use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
@@ -44,16 +44,16 @@ impl Host {
             &mut self.rng,
         );
         let key = self.issue_key();
-        self.by_index.insert(index, key);
+        self.index_insert(index, key);
         self.timers.set(key, Timer::Resend, now);
         self.timers
             .set(key, Timer::GiveUp, now + config.handshake_timeout);
         let mut conn = Conn::new(
-            ConnState::Dialing(PendingHandshake {
+            ConnState::Dialing(Box::new(PendingHandshake {
                 initiator,
                 retry: INITIATION_RETRY,
                 seen: HandshakeSeen::default(),
-            }),
+            })),
             index,
         );
         conn.reconnect = reconnect;
@@ -74,9 +74,16 @@ impl Host {
         };
         let peer = config.peer;
         conn.refused.clear();
-        self.by_index.remove(&conn.index);
+        self.index_remove(conn.index);
         let by_index = &self.by_index;
-        let index = random_index(&mut self.rng, |i| by_index.contains_key(&i));
+        let in_use = |i| by_index.contains_key(&i);
+        // Back to the same server behind a load balancer (docs/load-balancing.md).
+        let index = match &conn.state {
+            ConnState::Established { crypto, .. } => {
+                redial_index(&mut self.rng, crypto.remote_index(), in_use)
+            }
+            _ => random_index(&mut self.rng, in_use),
+        };
         let initiator = Initiator::new(
             &self.keypair,
             &peer,
@@ -84,15 +91,15 @@ impl Host {
             self.unix_micros(now),
             &mut self.rng,
         );
-        self.by_index.insert(index, key);
+        self.index_insert(index, key);
         conn.index = index;
         tracing::info!("session ended ({}); reconnecting", reason.as_str());
         conn.redialing_since = Some(now);
-        let handshake = PendingHandshake {
+        let handshake = Box::new(PendingHandshake {
             initiator,
             retry: policy.initial,
             seen: HandshakeSeen::default(),
-        };
+        });
         conn.state = match conn.state {
             ConnState::Established {
                 session, handle, ..
@@ -105,6 +112,9 @@ impl Host {
             other => other,
         };
         self.conns.insert(key, conn);
+        // The ended session runs no timers; its events are still drained.
+        self.timers.stop(key, Timer::Session);
+        self.touch(key);
         self.timers.set(key, Timer::Resend, now);
         self.timers
             .set(key, Timer::GiveUp, now + policy.give_up_after);
@@ -129,14 +139,13 @@ impl Host {
         self.counters.sessions_removed += 1;
     }
 
-    /// Handshakes whose resend or give-up is due.
-    pub(crate) fn handshake_timers(&mut self, now: Duration) {
-        let mut due = Vec::new();
-        self.timers.expired(now, &mut due);
+    /// Handshakes whose resend or give-up is due (`due`, in connection order).
+    pub(crate) fn handshake_timers(&mut self, now: Duration, due: Vec<(u64, Timer)>) {
         for (key, timer) in due {
             match timer {
                 Timer::GiveUp => self.give_up(key),
                 Timer::Resend => self.resend_initiation(key, now),
+                Timer::Session => {}
             }
         }
     }
@@ -279,7 +288,8 @@ impl Host {
                 return;
             }
         };
-        self.timers.stop_all(key);
+        self.timers.stop_handshake(key);
+        self.touch(key);
         let conn = self.conns.get_mut(&key).expect("checked above");
         p.1.set_successor_expected(conn.reconnect.is_some());
         // `Session::connect` numbers the channels 0.. in order.

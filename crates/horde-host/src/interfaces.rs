@@ -34,10 +34,11 @@ impl Host {
     /// Interface `i` is open again: the channels this end opened over it are added back.
     pub fn interface_up(&mut self, now: Duration, i: usize) {
         self.set_interface(i, InterfaceState::Open);
-        for c in self.conns.values_mut() {
+        for (&key, c) in self.conns.iter_mut() {
             if c.session().is_none() || !c.parked.iter().any(|t| t.interface == i) {
                 continue;
             }
+            self.touched.touch(key);
             let (back, rest): (Vec<_>, Vec<_>) = c.parked.drain(..).partition(|t| t.interface == i);
             c.parked = rest;
             let ConnState::Established { session: p, .. } = &mut c.state else {
@@ -65,13 +66,14 @@ impl Host {
     /// channels this end opened are remembered to be added again when `i` comes back;
     /// without, they are forgotten.
     fn drop_channels_on(&mut self, i: usize, now: Duration, park: bool) {
-        for c in self.conns.values_mut() {
+        for (&key, c) in self.conns.iter_mut() {
             if !park {
                 c.parked.retain(|t| t.interface != i);
             }
             let ConnState::Established { session: p, .. } = &mut c.state else {
                 continue;
             };
+            self.touched.touch(key);
             let gone: Vec<ChannelId> = p
                 .channels()
                 .iter()

@@ -3,22 +3,36 @@
 //!
 //! A [`Host`] owns every connection's secure session and protocol session and makes each
 //! decision about them: routing datagrams by crypto index, the initiator's handshake and
-//! its retries, accepting a peer's hello for a served service, replacing a peer's old
-//! session when it restarts, reconnecting a persistent connection with the old
-//! session's unacknowledged ADUs, closing, and taking channels out and back with their
-//! interfaces. It opens sessions through a [`horde_proto::Endpoint`].
+//! its retries, the responder's admission of initiations, accepting a peer's hello for a
+//! served service, replacing a peer's old session when it restarts, reconnecting a
+//! persistent connection with the old session's unacknowledged ADUs, closing, and taking
+//! channels out and back with their interfaces. It opens sessions through a
+//! [`horde_proto::Endpoint`].
+//!
+//! As responder it checks each initiation cheaply, in this order: the header, `mac1`,
+//! its memory of initiations it decrypted before (a replay is refused, or a lost response
+//! resent, before any token is taken), then cookies and per-flow and per-address token
+//! buckets under its load state (see `docs/crypto.md`). What passes becomes a
+//! [`HandshakeJob`]: the Diffie-Hellman work, owned and `Send`, which the driver takes
+//! with [`Host::poll_handshake_job`], runs where it likes ([`HandshakeJob::run`]: on a
+//! worker thread, or inline in a simulation) and hands back with
+//! [`Host::handle_handshake_done`]. The allow-list, the timestamps and the new session
+//! are decided then, here. The initiator's own Diffie-Hellman (an initiation when it
+//! dials, a response when it arrives) runs inline: it costs this host only for the
+//! handshakes it opens itself.
 //!
 //! It has no sockets, threads or clock. A driver feeds it:
 //! - [`Host::handle_datagram`] for each received datagram;
-//! - [`Host::handle_handshake_done`] with a responder's answer to an initiation (the
-//!   Diffie-Hellman work runs wherever the driver likes; [`Inbound::Initiation`] tells it
-//!   one arrived);
-//! - [`Host::connect`], [`Host::listen`] and [`Host::handle_command`] for the application;
+//! - [`Host::handle_handshake_done`] with the outcome of each job from
+//!   [`Host::poll_handshake_job`];
+//! - [`Host::connect`], [`Host::listen`], [`Host::allow_peer`] and
+//!   [`Host::handle_command`] for the application;
 //! - [`Host::handle_timeout`] once [`Host::poll_timeout`] has passed;
 //!
-//! and drains [`Host::poll_handshake_transmit`] (handshake datagrams, sent as they are),
-//! [`Host::poll_transmit`] (protocol datagrams, sealed with [`Host::crypto_mut`] of their
-//! connection) and [`Host::poll_event`].
+//! and drains [`Host::poll_handshake_transmit`] (handshake datagrams: initiations,
+//! responses, cookie replies, sent as they are), [`Host::poll_transmit`] (protocol
+//! datagrams, sealed with [`Host::crypto_mut`] of their connection) and
+//! [`Host::poll_event`].
 
 mod config;
 mod conn;
@@ -29,12 +43,16 @@ mod ops;
 mod plaintext;
 mod receive;
 mod refusal;
+mod respond;
 mod run_op;
 mod timers;
+mod touched;
 mod transmit;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walk_tests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -51,10 +69,13 @@ pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
 pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
+pub use refusal::{InitiationLog, REJECT_LOG_EVERY};
+pub use respond::{HandshakeJob, HandshakeOutcome, ResponderSettings, LOAD_HOLD};
 pub use transmit::HostTransmit;
 
 use conn::{Conn, ConnState};
-use timers::TimerTable;
+use timers::{Timer, TimerTable};
+use touched::Touched;
 
 /// Interval between a new connection's handshake initiations.
 const INITIATION_RETRY: Duration = Duration::from_millis(500);
@@ -87,6 +108,8 @@ pub struct HostSettings {
     /// Wall-clock time at `now == 0`, in microseconds since the UNIX epoch: initiations
     /// carry `unix_micros_at_start + now`, which must grow across restarts.
     pub unix_micros_at_start: u64,
+    /// Who may connect, and how initiations are admitted.
+    pub responder: ResponderSettings,
 }
 
 /// Whether an interface can carry channels.
@@ -146,9 +169,6 @@ pub enum HostEvent {
 pub enum Inbound {
     /// Handled (or dropped and counted).
     Handled,
-    /// A handshake initiation: the driver's responder checks it and answers through
-    /// [`Host::handle_handshake_done`].
-    Initiation,
     /// An initiation in an older handshake format.
     LegacyHandshake,
 }
@@ -201,6 +221,21 @@ pub struct Host {
     conns: BTreeMap<u64, Conn>,
     /// Local crypto index -> connection key.
     by_index: HashMap<u32, u64>,
+    /// Bumped whenever `by_index` changes, so that a driver mirroring the indices (a
+    /// kernel filter) rebuilds its copy only then.
+    indices_generation: u64,
+    /// The responder's live sessions by peer key and service: the ones a new session
+    /// from the same peer replaces.
+    by_peer: HashMap<(PublicKey, u32), Vec<u64>>,
+    /// Connections to walk for datagrams, or to drain of events.
+    touched: Touched,
+    /// Reference mode: every connection is walked and polled on every call, as if each
+    /// had been touched (tests compare the two).
+    #[cfg(test)]
+    full_walk: bool,
+    /// Whether `poll_event` is inside a drain (between its first call and its `None`).
+    #[cfg(test)]
+    draining: bool,
     interfaces: Vec<InterfaceState>,
     next_key: u64,
     rng: StdRng,
@@ -213,6 +248,8 @@ pub struct Host {
     plaintext: PlaintextChunks,
     counters: HostCounters,
     refusals: refusal::RefusalLog,
+    /// Initiations from peers: their checks, their jobs.
+    responding: respond::Responding,
     /// A deliberate bug, for checking that the fault simulator catches it.
     #[cfg(feature = "planted-bugs")]
     planted: PlantedBug,
@@ -233,7 +270,10 @@ pub enum PlantedBug {
 impl Host {
     /// A host with no connection yet.
     pub fn new(settings: HostSettings) -> Self {
+        let responding =
+            respond::Responding::new(settings.keypair.clone(), settings.responder, settings.seed);
         Host {
+            responding,
             keypair: settings.keypair,
             rekey: settings.rekey,
             unix_micros_at_start: settings.unix_micros_at_start,
@@ -241,6 +281,13 @@ impl Host {
             endpoint: Endpoint::new(settings.endpoint),
             conns: BTreeMap::new(),
             by_index: HashMap::new(),
+            indices_generation: 0,
+            by_peer: HashMap::new(),
+            touched: Touched::default(),
+            #[cfg(test)]
+            full_walk: false,
+            #[cfg(test)]
+            draining: false,
             interfaces: vec![InterfaceState::Open; settings.interfaces],
             next_key: 1,
             rng: StdRng::seed_from_u64(settings.seed),
@@ -298,6 +345,18 @@ impl Host {
         self.by_index.keys().copied()
     }
 
+    /// Changes whenever a local crypto index is taken or freed: a copy of
+    /// [`Host::local_indices`] made at the same generation is current.
+    pub fn local_indices_generation(&self) -> u64 {
+        self.indices_generation
+    }
+
+    /// The connections the next [`Host::poll_transmit`] walk visits: those something
+    /// happened to since the last one. The others' sessions have not changed since.
+    pub fn touched_connections(&self) -> impl Iterator<Item = u64> + '_ {
+        self.touched.transmit.iter().copied()
+    }
+
     /// The connections there are now.
     pub fn len(&self) -> usize {
         self.conns.len()
@@ -335,25 +394,50 @@ impl Host {
         }
     }
 
-    /// The next deadline: a session's timer or a handshake's resend or give-up.
+    /// The next deadline: a session's timer or a handshake's resend or give-up. The
+    /// deadline of each session the host has walked is kept in its timer table; only
+    /// sessions touched since are asked.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
-        let sessions = self
-            .conns
-            .values()
-            .filter_map(|c| c.session()?.poll_timeout(now));
-        sessions.chain(self.timers.next()).min()
+        #[cfg(test)]
+        if self.full_walk {
+            let sessions = self
+                .conns
+                .values()
+                .filter_map(|c| c.session()?.poll_timeout(now));
+            return sessions.chain(self.timers.next()).min();
+        }
+        let touched = self
+            .touched
+            .transmit
+            .iter()
+            .filter_map(|k| self.conns.get(k)?.session()?.poll_timeout(now));
+        touched.chain(self.timers.next()).min()
     }
 
     /// Run the sessions' due timers and the handshakes' resends and give-ups.
     pub fn handle_timeout(&mut self, now: Duration) {
-        for c in self.conns.values_mut() {
-            if let Some(p) = c.session_mut() {
+        #[cfg(test)]
+        if self.full_walk {
+            self.touch_all();
+        }
+        let mut due = Vec::new();
+        self.timers.expired(now, &mut due);
+        for &(key, timer) in &due {
+            if timer == Timer::Session {
+                self.touched.touch(key);
+            }
+        }
+        // A session's deadline read at its last walk and passed, or one touched since
+        // (its kept deadline may be stale): each runs what is due.
+        for key in &self.touched.transmit {
+            if let Some(p) = self.conns.get_mut(key).and_then(Conn::session_mut) {
                 if p.poll_timeout(now).is_some_and(|t| t <= now) {
                     p.handle_timeout(now);
                 }
             }
         }
-        self.handshake_timers(now);
+        due.retain(|&(_, timer)| timer != Timer::Session);
+        self.handshake_timers(now, due);
     }
 
     /// The next handshake datagram to send.
@@ -362,23 +446,32 @@ impl Host {
     }
 
     /// The next thing the driver must pass on: the host's own events first, then each
-    /// connection's session events in connection order.
+    /// touched connection's session events in connection order.
     pub fn poll_event(&mut self) -> Option<HostEvent> {
+        #[cfg(test)]
+        if self.full_walk && !self.draining {
+            self.draining = true;
+            self.touched.events.extend(self.conns.keys().copied());
+        }
         loop {
             if let Some(e) = self.events.pop_front() {
                 return Some(e);
             }
-            let Some((&key, conn)) = self.conns.range_mut(self.event_cursor..).next() else {
+            let Some(&key) = self.touched.events.range(self.event_cursor..).next() else {
                 self.event_cursor = 0;
+                #[cfg(test)]
+                {
+                    self.draining = false;
+                }
                 return None;
             };
-            match conn
-                .event_source()
-                .and_then(horde_proto::Session::poll_event)
-            {
-                Some(e) => conn.deliver(key, e, &mut self.events),
-                None => self.event_cursor = key + 1,
+            // All of a connection's events at once: one lookup for the lot, not one
+            // per event (an ack is an event, so this runs for every packet).
+            if let Some(conn) = self.conns.get_mut(&key) {
+                conn.drain_events(key, &mut self.events);
             }
+            self.touched.events.remove(&key);
+            self.event_cursor = key + 1;
         }
     }
 
@@ -391,6 +484,7 @@ impl Host {
         if total > told {
             p.consumed(now, (total - told) as usize);
             conn.read_told = total;
+            self.touched.touch(key);
         }
         p_reopen(conn, total)
     }
@@ -399,6 +493,7 @@ impl Host {
     pub fn handle_refused(&mut self, key: u64, channel: ChannelId) {
         if let Some(c) = self.conns.get_mut(&key) {
             *c.refused.entry(channel).or_default() += 1;
+            self.touched.touch(key);
         }
     }
 
@@ -411,6 +506,7 @@ impl Host {
                 "accept backlog full: connection closed"
             );
             p.close(now);
+            self.touched.touch(key);
         }
     }
 
@@ -421,6 +517,7 @@ impl Host {
         for key in keys {
             let conn = self.conns.get_mut(&key).expect("key just listed");
             conn.reconnect = None;
+            self.touched.touch(key);
             match &mut conn.state {
                 ConnState::Redialing { .. } => {
                     self.end_redial(key, horde_proto::CloseReason::LocalClose);
@@ -436,6 +533,39 @@ impl Host {
         self.conns
             .values()
             .any(|c| c.session().is_some_and(|p| p.close_reason().is_none()))
+    }
+
+    /// Connection `key`'s session may have changed: walk it and drain its events.
+    fn touch(&mut self, key: u64) {
+        self.touched.touch(key);
+    }
+
+    /// Reference mode: as if every connection had been touched.
+    #[cfg(test)]
+    fn touch_all(&mut self) {
+        for &key in self.conns.keys() {
+            self.touched.touch(key);
+        }
+    }
+
+    /// Walk and poll every connection on every call, touched or not: the reference
+    /// the tests compare the host with.
+    #[cfg(test)]
+    pub(crate) fn set_full_walk(&mut self, on: bool) {
+        self.full_walk = on;
+    }
+
+    /// Local crypto index `index` now routes to connection `key`.
+    fn index_insert(&mut self, index: u32, key: u64) {
+        self.by_index.insert(index, key);
+        self.indices_generation += 1;
+    }
+
+    /// Local crypto index `index` routes nowhere any more.
+    fn index_remove(&mut self, index: u32) {
+        if self.by_index.remove(&index).is_some() {
+            self.indices_generation += 1;
+        }
     }
 
     /// A new connection key.
@@ -462,9 +592,11 @@ impl Host {
             self.endpoint.forget(h);
         }
         if self.by_index.get(&c.index) == Some(&key) {
-            self.by_index.remove(&c.index);
+            self.index_remove(c.index);
         }
+        self.unlist_peer(key, &c);
         self.timers.stop_all(key);
+        self.touched.forget(key);
         c.drain_events(key, &mut self.events);
         Some(c)
     }

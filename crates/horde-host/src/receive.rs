@@ -24,7 +24,7 @@ impl Host {
         match classify(data) {
             Err(DropReason::LegacyHandshake) => return Inbound::LegacyHandshake,
             Err(reason) => self.counters.dropped.record(reason),
-            Ok(Packet::Initiation { .. }) => return Inbound::Initiation,
+            Ok(Packet::Initiation { .. }) => self.on_initiation(now, iface, src, data),
             Ok(Packet::Response { receiver_index }) => self.on_response(receiver_index, data, now),
             Ok(Packet::CookieReply { receiver_index }) => {
                 self.on_cookie_reply(receiver_index, data, now)
@@ -48,6 +48,7 @@ impl Host {
             self.counters.dropped.record(DropReason::WrongIndex);
             return;
         };
+        self.touched.touch(key);
         let conn = self.conns.get_mut(&key).expect("indexed connection exists");
         conn.refused.clear();
         let crypto = match &mut conn.state {
@@ -75,7 +76,7 @@ impl Host {
 
     /// The responder's answer to an initiation that arrived on `iface` from `src`: its
     /// response goes out, and a new secure session waits for the peer's hello.
-    pub fn handle_handshake_done(
+    pub(crate) fn install_reply(
         &mut self,
         now: Duration,
         iface: usize,
@@ -110,7 +111,7 @@ impl Host {
             session.tick(now);
             let key = self.issue_key();
             let index = session.local_index();
-            self.by_index.insert(index, key);
+            self.index_insert(index, key);
             self.conns.insert(
                 key,
                 Conn::new(ConnState::AwaitingHello { crypto: session }, index),
@@ -165,6 +166,8 @@ impl Host {
             other => other,
         };
         self.conns.insert(key, conn);
+        self.by_peer.entry((peer, service)).or_default().push(key);
+        self.touch(key);
         self.events
             .push_back(HostEvent::Accepted { key, service, peer });
     }
@@ -175,16 +178,10 @@ impl Host {
     /// is abandoned, and their state is freed. Its sessions to other services stay.
     fn replace_sessions_of(&mut self, peer: &PublicKey, service: u32, new: u64, now: Duration) {
         let old: Vec<u64> = self
-            .conns
-            .iter()
-            .filter(|(&k, c)| {
-                k != new
-                    && c.session().is_some_and(|p| p.service() == service)
-                    && c.crypto()
-                        .is_some_and(|k| !k.is_initiator() && k.remote_static() == peer)
-            })
-            .map(|(&k, _)| k)
-            .collect();
+            .by_peer
+            .get(&(*peer, service))
+            .map(|keys| keys.iter().copied().filter(|&k| k != new).collect())
+            .unwrap_or_default();
         for key in old {
             if let Some(p) = self.conns.get_mut(&key).and_then(Conn::session_mut) {
                 p.replaced(now);
@@ -194,6 +191,26 @@ impl Host {
             }
             self.counters.sessions_replaced += 1;
             tracing::info!(peer = %peer, "new handshake from the peer replaces its old session");
+        }
+    }
+}
+
+impl Host {
+    /// A connection leaving: it no longer stands for its peer among the responder's
+    /// sessions.
+    pub(crate) fn unlist_peer(&mut self, key: u64, conn: &Conn) {
+        let (Some(crypto), Some(p)) = (conn.crypto(), conn.session()) else {
+            return;
+        };
+        if crypto.is_initiator() {
+            return;
+        }
+        let listed = (*crypto.remote_static(), p.service());
+        if let Some(keys) = self.by_peer.get_mut(&listed) {
+            keys.retain(|&k| k != key);
+            if keys.is_empty() {
+                self.by_peer.remove(&listed);
+            }
         }
     }
 }

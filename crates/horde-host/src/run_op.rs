@@ -18,14 +18,23 @@ impl Host {
         let Some(conn) = self.conns.get_mut(&key) else {
             return;
         };
-        // The keys live in the secure layer, not in the protocol session.
+        // The keys live in the secure layer, not in the protocol session; their age
+        // counts to now, not to the last time the connection was walked.
         let op = match op {
             ConnOp::Keys(reply) => {
-                reply(conn.crypto().map(|c| c.key_status()));
+                let crypto = match &mut conn.state {
+                    ConnState::AwaitingHello { crypto } | ConnState::Established { crypto, .. } => {
+                        crypto.tick(now);
+                        Some(crypto.key_status())
+                    }
+                    _ => None,
+                };
+                reply(crypto);
                 return;
             }
             op => op,
         };
+        self.touched.touch(key);
         let redialing = matches!(conn.state, ConnState::Redialing { .. });
         if redialing && matches!(op, ConnOp::Close) {
             self.end_redial(key, CloseReason::LocalClose);

@@ -1,13 +1,13 @@
 //! Two hosts wired back to back in virtual time: every datagram one sends reaches the
 //! other at the next step (unless the link is cut), sealed and opened as on a real wire,
-//! with a responder standing in for the handshake worker.
+//! with the hosts' handshake jobs run inline, as the handshake worker would.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_crypto::{random_index, Keypair, Responder};
+use horde_crypto::Keypair;
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, CloseReason, Event, InFlightPolicy, StreamConfig};
 use rand::rngs::StdRng;
@@ -24,7 +24,6 @@ fn keypair(seed: u64) -> Keypair {
 
 struct Node {
     host: Host,
-    responder: Responder,
     addr: SocketAddr,
     rng: StdRng,
     events: Vec<HostEvent>,
@@ -44,10 +43,13 @@ impl Node {
             seed,
             // A restarted host's initiations must be newer than its last ones.
             unix_micros_at_start: 1_000_000 + now.as_micros() as u64,
+            responder: ResponderSettings {
+                allowed: allowed.iter().map(|k| *k.public()).collect(),
+                ..ResponderSettings::default()
+            },
         });
         Node {
             host,
-            responder: Responder::new(key.clone(), allowed.iter().map(|k| *k.public())),
             addr: addr.parse().unwrap(),
             rng: StdRng::seed_from_u64(seed ^ 0x5eed),
             events: Vec::new(),
@@ -144,14 +146,11 @@ impl World {
                 continue;
             }
             let n = &mut self.nodes[to];
-            match n.host.handle_datagram(now, 0, from, &data) {
-                Inbound::Initiation => {
-                    let host = &n.host;
-                    let index = random_index(&mut n.rng, |i| host.index_in_use(i));
-                    let result = n.responder.respond(&data, index, &mut n.rng);
-                    n.host.handle_handshake_done(now, 0, from, result);
-                }
-                Inbound::Handled | Inbound::LegacyHandshake => {}
+            n.host.handle_datagram(now, 0, from, &data);
+            // The handshake worker's jobs, done inline.
+            while let Some(job) = n.host.poll_handshake_job() {
+                let outcome = job.run(&mut n.rng);
+                n.host.handle_handshake_done(now, outcome);
             }
             data.clear();
         }

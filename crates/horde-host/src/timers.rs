@@ -1,6 +1,7 @@
-//! The host's own deadlines, per connection: when to send the next handshake initiation
-//! and when to give the handshake up. Each is set or stopped where it changes, so the
-//! next one is always at hand.
+//! The host's deadlines, per connection: when to send the next handshake initiation,
+//! when to give the handshake up, and when its session's next timer is due. Each is set
+//! or stopped where it changes, so the next one is always at hand and an idle
+//! connection costs one entry, not a look per driver turn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -8,6 +9,9 @@ use std::time::Duration;
 /// Which of a connection's deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Timer {
+    /// The session's earliest timer (`Session::poll_timeout`), as read when the host
+    /// last walked the connection.
+    Session,
     /// The handshake is given up (checked before a resend due at the same time); on
     /// the responder's side, the wait for the hello ends.
     GiveUp,
@@ -24,6 +28,9 @@ pub(crate) struct TimerTable {
 impl TimerTable {
     pub fn set(&mut self, conn: u64, timer: Timer, at: Duration) {
         if let Some(old) = self.at.insert((conn, timer), at) {
+            if old == at {
+                return;
+            }
             self.queue.remove(&(old, timer, conn));
         }
         self.queue.insert((at, timer, conn));
@@ -35,9 +42,23 @@ impl TimerTable {
         }
     }
 
-    pub fn stop_all(&mut self, conn: u64) {
+    /// Set `timer` to `at`, or stop it when there is no deadline.
+    pub fn set_or_stop(&mut self, conn: u64, timer: Timer, at: Option<Duration>) {
+        match at {
+            Some(at) => self.set(conn, timer, at),
+            None => self.stop(conn, timer),
+        }
+    }
+
+    /// The handshake's deadlines stop (the session's, if any, stays).
+    pub fn stop_handshake(&mut self, conn: u64) {
         self.stop(conn, Timer::GiveUp);
         self.stop(conn, Timer::Resend);
+    }
+
+    pub fn stop_all(&mut self, conn: u64) {
+        self.stop_handshake(conn);
+        self.stop(conn, Timer::Session);
     }
 
     pub fn next(&self) -> Option<Duration> {
@@ -56,6 +77,13 @@ impl TimerTable {
             out.push((conn, timer));
         }
         out.sort_by_key(|&(conn, timer)| (conn, timer));
+    }
+
+    /// Deadlines set (tests).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        debug_assert_eq!(self.at.len(), self.queue.len());
+        self.at.len()
     }
 }
 
@@ -80,5 +108,24 @@ mod tests {
         t.expired(ms(30), &mut due);
         assert_eq!(due, vec![(1, Timer::Resend)]);
         assert_eq!(t.next(), None);
+    }
+
+    #[test]
+    fn a_session_deadline_set_again_at_the_same_time_stays_one_entry() {
+        let ms = Duration::from_millis;
+        let mut t = TimerTable::default();
+        t.set_or_stop(1, Timer::Session, Some(ms(10)));
+        t.set_or_stop(1, Timer::Session, Some(ms(10)));
+        t.set(1, Timer::Resend, ms(10));
+        assert_eq!(t.len(), 2);
+        t.stop_handshake(1);
+        assert_eq!(t.len(), 1);
+        t.set_or_stop(1, Timer::Session, None);
+        assert_eq!((t.len(), t.next()), (0, None));
+        t.set(2, Timer::Session, ms(7));
+        t.set(2, Timer::GiveUp, ms(7));
+        let mut due = Vec::new();
+        t.expired(ms(7), &mut due);
+        assert_eq!(due, vec![(2, Timer::Session), (2, Timer::GiveUp)]);
     }
 }

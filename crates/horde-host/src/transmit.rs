@@ -7,6 +7,7 @@ use std::time::Duration;
 use horde_proto::{ChannelId, CloseReason, TransmitAdus};
 
 use crate::conn::ConnState;
+use crate::timers::Timer;
 use crate::{Host, REFUSED_SENDS};
 
 /// One protocol datagram, in the caller's buffer, to seal with the connection's
@@ -27,8 +28,8 @@ pub struct HostTransmit {
     pub adus: TransmitAdus,
 }
 
-/// A walk over the connections by [`Host::poll_transmit`], from its first call to the
-/// `None` that ends it.
+/// A walk over the touched connections by [`Host::poll_transmit`], from its first call
+/// to the `None` that ends it.
 #[derive(Debug, Default)]
 pub(crate) struct Walk {
     /// The connections to walk, listed when it starts (kept between walks).
@@ -45,16 +46,23 @@ pub(crate) struct Walk {
 
 impl Host {
     /// The next datagram to send, written into `buf`. Repeated until `None`, it walks
-    /// every connection once; after a connection's last datagram the host settles its
-    /// fate, and at the end of the walk removes closed connections and starts
-    /// reconnections.
+    /// once every connection touched since the last walk (a datagram, a command, a due
+    /// timer); after a connection's last datagram the host settles its fate and keeps
+    /// its session's next deadline, and at the end of the walk removes closed
+    /// connections and starts reconnections. A connection nothing happened to has
+    /// nothing to send and is not visited.
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<HostTransmit> {
         if !self.walk.started {
             self.walk.started = true;
             self.walk.at = 0;
             self.walk.entered = false;
             self.walk.keys.clear();
-            self.walk.keys.extend(self.conns.keys().copied());
+            #[cfg(test)]
+            if self.full_walk {
+                self.touch_all();
+            }
+            let touched = std::mem::take(&mut self.touched.transmit);
+            self.walk.keys.extend(touched);
         }
         while let Some(&key) = self.walk.keys.get(self.walk.at) {
             if let Some(ConnState::Established {
@@ -76,6 +84,8 @@ impl Host {
                     });
                 }
                 self.settle(key, now);
+                self.touched.events.insert(key);
+                self.keep_deadline(key, now);
             }
             self.walk.at += 1;
             self.walk.entered = false;
@@ -89,6 +99,20 @@ impl Host {
             self.start_redial(key, reason, now);
         }
         None
+    }
+
+    /// A walked connection's session's next deadline, kept until something touches it.
+    fn keep_deadline(&mut self, key: u64, now: Duration) {
+        #[cfg(test)]
+        if self.full_walk {
+            return;
+        }
+        let at = self
+            .conns
+            .get(&key)
+            .and_then(|c| c.session())
+            .and_then(|p| p.poll_timeout(now));
+        self.timers.set_or_stop(key, Timer::Session, at);
     }
 
     /// A connection has sent what it had: is its peer unreachable, and has its session

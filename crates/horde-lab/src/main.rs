@@ -2,6 +2,8 @@
 //! runners start the `horde` binary for `horde shell` and `horde tunnel`; see
 //! [`horde_binary`] for how they find it.
 
+mod atp;
+mod chap;
 mod pluribus;
 
 use std::path::PathBuf;
@@ -23,6 +25,16 @@ enum Command {
     Pluribus {
         #[command(subcommand)]
         command: pluribus::Command,
+    },
+    /// The ATP experiments: `atp table1` reproduces the ATP paper's Table 1.
+    Atp {
+        #[command(subcommand)]
+        command: atp::Command,
+    },
+    /// The CHAP experiments: `chap multi-app` reproduces the dissertation's Table 6.10.
+    Chap {
+        #[command(subcommand)]
+        command: chap::Command,
     },
 }
 
@@ -50,6 +62,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Pluribus { command } => pluribus::run(command),
+        Command::Atp { command } => atp::run(command),
+        Command::Chap { command } => chap::run(command),
     };
     match result {
         Ok(code) => code,

@@ -11,7 +11,9 @@
 //! [`LinkSpec::build`]. A built link is a pipeline:
 //!
 //! 1. a **bottleneck**: a FIFO served at a rate (unlimited, constant, or a Mahimahi
-//!    [`Trace`]) behind an optional drop-tail byte buffer ([`Verdict::QueueFull`]);
+//!    [`Trace`]) behind an optional drop-tail byte buffer ([`Verdict::QueueFull`]), or
+//!    another queue discipline ([`QdiscKind`]: strict priority, CHAP, fq_codel) at a
+//!    constant or stepped rate;
 //! 2. a **loss process** (none, Bernoulli, Gilbert-Elliott, or the thesis's burst-loss
 //!    Markov chain) applied to packets as they leave the bottleneck, so lost packets still
 //!    used capacity;
@@ -19,7 +21,8 @@
 //!    which are delivered in delivery-time order, ties in arrival order.
 //!
 //! [`cellular`] generates cellular-like traces and [`TraceStats`] summarises any trace;
-//! see `docs/traces.md`.
+//! see `docs/traces.md`. [`wifi`] models the airtime of 802.11 frames, retries included;
+//! see `docs/quality.md`.
 //!
 //! See `docs/links.md` for the models, the TOML format and how they are tested.
 
@@ -33,12 +36,15 @@ mod error;
 mod limits;
 mod link;
 mod loss;
+mod qdisc_link;
 mod rate_steps;
 mod spec;
 mod trace;
 mod trace_stats;
+pub mod wifi;
 
 pub use error::{CellularError, LinkError, TraceError};
+pub use horde_qdisc::{FlowKey, QdiscError, QdiscKind};
 pub use limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 pub use rate_steps::RateStep;
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
@@ -85,6 +91,12 @@ pub struct LinkStats {
 pub trait Link: Send {
     /// Offer a packet of `size` bytes at time `now` (monotonically non-decreasing).
     fn enqueue(&mut self, now: Duration, id: u64, size: u32) -> Verdict;
+    /// [`Link::enqueue`] for a packet of `flow`. Only a link whose queue tells flows
+    /// apart (a `qdisc` other than FIFO) looks at `flow`; the others ignore it.
+    fn enqueue_flow(&mut self, now: Duration, id: u64, size: u32, flow: &FlowKey) -> Verdict {
+        let _ = flow;
+        self.enqueue(now, id, size)
+    }
     /// The earliest time at which a packet will come out, if any is pending.
     fn next_delivery(&self) -> Option<Duration>;
     /// Move every packet whose delivery time is `<= now` into `out`, in delivery order.

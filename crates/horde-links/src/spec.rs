@@ -12,9 +12,10 @@ use crate::error::LinkError;
 use crate::limits::{MAX_DELAY_MS, MAX_RATE_KBPS};
 use crate::link::ModelLink;
 use crate::loss::{self, BurstMarkov, GilbertElliott, LossProcess};
+use crate::qdisc_link::{self, QdiscLink};
 use crate::rate_steps::{RateStep, RateSteps};
 use crate::trace::Trace;
-use crate::Link;
+use crate::{Link, QdiscKind};
 
 /// One direction of a link: bottleneck rate and buffer, then loss, then delay.
 ///
@@ -42,6 +43,10 @@ pub struct LinkSpec {
     /// Delay added to surviving packets; `None` adds nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<DelaySpec>,
+    /// Queue discipline at the bottleneck (`"fifo"`, `"spq"`, `"chap"`, `"fq_codel"`);
+    /// `None` is FIFO drop-tail. See `docs/links.md`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc: Option<QdiscKind>,
 }
 
 /// The bottleneck's service rate.
@@ -167,7 +172,13 @@ impl LinkSpec {
                 mean_ms: delay_mean_ms,
                 sd_ms: delay_sd_ms,
             }),
+            qdisc: None,
         }
+    }
+
+    /// The queue discipline, if it is one that picks among flows (not FIFO).
+    fn flow_qdisc(&self) -> Option<QdiscKind> {
+        self.qdisc.filter(|k| *k != QdiscKind::Fifo)
     }
 
     /// Check every parameter (trace files are only read by [`LinkSpec::build`]).
@@ -195,6 +206,18 @@ impl LinkSpec {
         if self.buffer_bytes == Some(0) {
             return Err(LinkError::invalid("buffer_bytes", "at least 1", 0));
         }
+        if let Some(kind) = self.flow_qdisc() {
+            if matches!(
+                self.rate,
+                Some(RateSpec::Trace { .. } | RateSpec::Cdma1xRtt(_))
+            ) {
+                return Err(LinkError::invalid(
+                    "qdisc",
+                    "fifo with a trace or cdma1x_rtt rate (other disciplines need a constant or stepped rate)",
+                    kind,
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -213,6 +236,15 @@ impl LinkSpec {
             return Ok(Box::new(link));
         }
         let rate = self.rate_model(Some(base_dir))?;
+        if let Some(kind) = self.flow_qdisc() {
+            return Ok(Box::new(QdiscLink::new(
+                qdisc_link::build_qdisc(kind, self.buffer_bytes)?,
+                rate,
+                self.loss_model()?,
+                self.delay_model()?,
+                seed,
+            )));
+        }
         Ok(Box::new(ModelLink::new(
             Bottleneck::new(rate, self.buffer_bytes),
             self.loss_model()?,

@@ -110,13 +110,29 @@ impl Host {
         let _ = self.cmd.send(Command::RemoveInterface(index));
     }
 
+    /// Let `peer` connect from now on, as if it had been in
+    /// [`HostConfig::allowed_peers`] from the start (a server taking a new client on a
+    /// reload).
+    pub fn allow_peer(&self, peer: PublicKey) {
+        let _ = self.cmd.send(Command::AllowPeer(peer, true));
+    }
+
+    /// Refuse `peer`'s handshakes from now on. Its established sessions go on; close
+    /// them through their handles.
+    pub fn revoke_peer(&self, peer: PublicKey) {
+        let _ = self.cmd.send(Command::AllowPeer(peer, false));
+    }
+
     /// Host-wide counters (datagrams, drops, interfaces coming and going, sessions).
     pub async fn stats(&self) -> Result<HostStats, NetError> {
-        let (tx, rx) = oneshot::channel();
-        self.cmd
-            .send(Command::Stats(tx))
-            .map_err(|_| NetError::HostGone)?;
-        rx.await.map_err(|_| NetError::HostGone)
+        self.stats_handle().get().await
+    }
+
+    /// A cheap handle that reads [`Host::stats`] from another task (a metrics exporter).
+    pub fn stats_handle(&self) -> HostStatsHandle {
+        HostStatsHandle {
+            cmd: self.cmd.clone(),
+        }
     }
 
     /// Close every connection (waiting, at most its `close_timeout_ms`, for the peers to
@@ -136,5 +152,22 @@ impl Listener {
     /// The next connection a peer opened to this service; `None` once the host is gone.
     pub async fn accept(&mut self) -> Option<Connection> {
         self.rx.recv().await
+    }
+}
+
+/// Reads a host's counters from any task; see [`Host::stats_handle`].
+#[derive(Clone)]
+pub struct HostStatsHandle {
+    cmd: mpsc::UnboundedSender<Command>,
+}
+
+impl HostStatsHandle {
+    /// The host's counters now; [`NetError::HostGone`] once it has shut down.
+    pub async fn get(&self) -> Result<HostStats, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Stats(tx))
+            .map_err(|_| NetError::HostGone)?;
+        rx.await.map_err(|_| NetError::HostGone)
     }
 }

@@ -18,6 +18,8 @@ pub(crate) enum Command {
     Listen(u32, mpsc::Sender<Connection>),
     AddInterface(InterfaceConfig, Reply<(usize, SocketAddr)>),
     RemoveInterface(usize),
+    /// Allow a peer's key to connect (`true`) or no longer (`false`).
+    AllowPeer(horde_crypto::PublicKey, bool),
     Stats(oneshot::Sender<HostStats>),
     Conn(u64, ConnOp),
     Shutdown,

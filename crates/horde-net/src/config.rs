@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use std::time::Duration;
 
-use horde_crypto::{Keypair, PublicKey, RateLimit, RekeyPolicy};
+use horde_crypto::{Keypair, PublicKey, RateLimit, RekeyPolicy, ServerId};
 use horde_proto::{ChannelConfig, SessionConfig};
 
 /// The connection side of the configuration lives with the host's connection logic.
@@ -85,7 +85,7 @@ pub struct HostConfig {
 /// The default [`HostConfig::seal_worker`]: on when this machine runs two or more
 /// threads at once (`std::thread::available_parallelism`), off on one core, where a
 /// second thread could only take turns with the driver. Measured on a 2-core machine
-/// (`docs/results.md`, "The sealing worker, adaptive, measured on and off"): a
+/// (`docs/results.md`, "Runtime throughput", the sealing worker): a
 /// lightly loaded connection seals on the driver as without a worker (no latency
 /// cost), and under bulk load the worker takes the AES-GCM off the driver thread.
 pub fn default_seal_worker() -> bool {
@@ -146,18 +146,23 @@ impl HostConfig {
 /// How the host defends its handshake path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandshakeSettings {
-    /// Initiations waiting for the worker; more are dropped (`queue_full`).
+    /// The host's handshake jobs waiting for the worker or running; initiations past
+    /// that are dropped (`queue_full`).
     pub queue: usize,
     /// Per-source-address limit on initiations that reach the worker.
     pub rate_limit: RateLimit,
     /// The host is *under load* (and asks for cookies) while at least `queue / 8`
     /// initiations wait, or more than this many arrived with a valid `mac1` in the last
-    /// second; it stays so for one second (`handshake::LOAD_HOLD`) after the last such moment.
+    /// second; it stays so for one second (`horde_host::LOAD_HOLD`) after the last such moment.
     pub load_rate: u32,
     /// Receive initiations on a socket of their own on each interface's port, read by the
-    /// handshake worker (when the kernel can steer them there), so that a flood of them
-    /// costs the driver nothing. Off: they arrive with the data and the driver checks them.
+    /// handshake worker (when the kernel can steer them there), which drops those with a
+    /// bad header or `mac1` before they cost the driver anything and hands the rest to the
+    /// host. Off: they arrive with the data and the host checks them all.
     pub separate_socket: bool,
+    /// This server's id behind a load balancer: the sessions it accepts get indices that
+    /// carry it (`docs/load-balancing.md`). `None`: indices are wholly random.
+    pub server_id: Option<ServerId>,
 }
 
 impl Default for HandshakeSettings {
@@ -167,6 +172,7 @@ impl Default for HandshakeSettings {
             rate_limit: RateLimit::default(),
             load_rate: 100,
             separate_socket: true,
+            server_id: None,
         }
     }
 }

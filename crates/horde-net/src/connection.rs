@@ -193,6 +193,25 @@ impl ConnectionHandle {
         .await
     }
 
+    /// Queue an ADU now and get a future of its handle: a caller that queues many before
+    /// awaiting the first pays one turn of the host for all of them, not one each. ADUs
+    /// are queued in the order of the calls.
+    pub fn send_adu_pipelined(
+        &self,
+        stream: u32,
+        payload: Bytes,
+        fields: Fields,
+    ) -> Result<impl std::future::Future<Output = Result<AduHandle, NetError>>, NetError> {
+        let (tx, rx) = oneshot::channel();
+        self.op(ConnOp::Send {
+            stream,
+            payload,
+            fields,
+            reply: Some(answer(tx)),
+        })?;
+        Ok(async move { rx.await.map_err(|_| NetError::HostGone)? })
+    }
+
     /// Queue an ADU without waiting for its handle (the fast path). Errors such as an
     /// oversized ADU are logged by the host.
     pub fn send_adu_nowait(

@@ -26,6 +26,9 @@ pub enum NetError {
     #[error("configuration: {0}")]
     /// The host or connection configuration cannot work.
     Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    /// The message layer refused the call (see `horde_proto::message`).
+    Message(#[from] horde_proto::message::MessageError),
 }
 
 impl From<HostError> for NetError {

@@ -2,6 +2,8 @@
 //! real time, with every datagram authenticated and encrypted.
 //!
 //! See `examples/telemetry.rs` for a runnable sender and receiver with objectives.
+//! See `examples/messages.rs` for messages with priorities and deadlines over several
+//! channels ([`MessageEndpoint`]).
 //!
 //! # Example
 //!
@@ -77,13 +79,13 @@ mod driver;
 mod error;
 pub mod handshake;
 mod index_filter;
+pub mod messages;
 mod pool;
 mod read_progress;
-mod refusals;
 mod socket;
 mod stats;
 
-pub use api::{Host, Listener};
+pub use api::{Host, HostStatsHandle, Listener};
 pub use config::{
     default_seal_worker, ChannelTarget, ConfigError, ConnectConfig, HandshakeSettings, HostConfig,
     InterfaceConfig, SchedulerFactory, DEFAULT_ACCEPT_BACKLOG, DEFAULT_INTERFACE_POLL,
@@ -93,4 +95,5 @@ pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
 pub use horde_host::{ChannelStatus, HandshakeSeen, Reconnect};
 pub use horde_proto::MTU_RANGE;
+pub use messages::{DeadlineCheck, EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
 pub use stats::HostStats;

@@ -36,14 +36,15 @@ async fn a_live_session_keeps_delivering_under_a_handshake_flood() {
     }
 }
 
-/// Without a socket of their own, initiations reach the driver, which defends the same way.
+/// Without a socket of their own, initiations reach the driver, and the host defends the
+/// same way: replays too are refused by its memory before they can take a token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initiations_on_the_data_socket_are_defended_too() {
     let options = FloodOptions {
         separate_socket: false,
         ..FloodOptions::default()
     };
-    for kind in [FloodKind::Random, FloodKind::Disallowed] {
+    for kind in [FloodKind::Random, FloodKind::Replay, FloodKind::Disallowed] {
         let r = live_session_with(
             None,
             Some((kind, RATE)),

@@ -18,10 +18,7 @@
 //! them) and is deleted when the test ends, even on panic; the host's own interfaces,
 //! addresses and routes are never touched.
 
-use std::fs::File;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,6 +32,9 @@ use horde_net::{
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, ChannelId, Event, StreamConfig};
 use tokio::sync::oneshot;
+
+mod common;
+use common::netns::{delete_namespaces, in_netns, ip, may_run, wait_until_up};
 
 const SERVICE: u32 = 11;
 /// One ADU every `SEND_EVERY`: 500 ADUs/s of 200 bytes, about 100 kB/s.
@@ -50,34 +50,6 @@ const MAX_STALL: Duration = Duration::from_millis(300);
 /// intervals (the next poll, plus slack for a loaded machine).
 fn max_detection() -> Duration {
     DEFAULT_INTERFACE_POLL * 3
-}
-
-fn may_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "CI is set but the network-namespace test is not running as root"
-    );
-    eprintln!("netns: skipped, needs root to create network namespaces (set CI=true to make this an error)");
-    false
-}
-
-/// Run `ip` with `args`; panics with its error output if it fails.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run ip: {e}"));
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Two namespaces joined by two veth pairs; deleted on drop (which destroys the veths).
@@ -118,59 +90,15 @@ impl Topology {
             ip(&["-n", a, "link", "set", &va, "up"]);
             ip(&["-n", b, "link", "set", &vb, "up"]);
         }
-        // Carrier comes with both ends up, but the operational state follows a little
-        // later; start once all four report it, so the hosts begin with usable devices.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for (ns, dev) in [(a, "va0"), (a, "va1"), (b, "vb0"), (b, "vb1")] {
-            loop {
-                let out = Command::new("ip")
-                    .args(["-n", ns, "-o", "link", "show", "dev", dev])
-                    .output()
-                    .unwrap();
-                if String::from_utf8_lossy(&out.stdout).contains("state UP") {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "{dev} in {ns} never came up");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        wait_until_up(&[(a, "va0"), (a, "va1"), (b, "vb0"), (b, "vb1")]);
         t
     }
 }
 
 impl Drop for Topology {
     fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let ok = Command::new("ip")
-                .args(["netns", "del", ns])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if !ok {
-                eprintln!("netns: could not delete namespace {ns}");
-            }
-        }
+        delete_namespaces(&[&self.a, &self.b]);
     }
-}
-
-/// Run `f` on a new thread inside network namespace `ns`, with a single-threaded tokio
-/// runtime created there (so every socket and the driver live in that namespace).
-fn in_netns<T, F>(ns: &str, f: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<T>
-where
-    T: Send + 'static,
-    F: std::future::Future<Output = T>,
-{
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: a valid namespace descriptor; only this thread changes namespace.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(f())
-    })
 }
 
 fn iface(bind: &str, device: &str) -> InterfaceConfig {
@@ -255,7 +183,7 @@ fn summary(log: &Log) -> String {
 
 #[test]
 fn a_path_that_goes_down_is_removed_and_re_added_when_it_returns() {
-    if !may_run() {
+    if !may_run("netns") {
         return;
     }
     let t0 = Instant::now();

@@ -64,6 +64,12 @@ pub trait Objective: Send + Sync + fmt::Debug {
 pub trait Reprepare: PreparedObjective + Send {
     /// Prepare for the cycle over `input`; the result is as if prepared afresh.
     fn reprepare(&mut self, input: &ScheduleInput<'_>);
+
+    /// Whether [`Reprepare::reprepare`] may reuse work of the last cycle (true, the
+    /// default of implementations that can) or must redo all of it. The result is
+    /// the same either way; the switch keeps the full rebuild reachable for tests
+    /// and benchmarks.
+    fn set_incremental(&mut self, _on: bool) {}
 }
 
 /// Which properties of its members' slots a term's value depends on (besides which
@@ -328,6 +334,7 @@ impl ObjectiveSet {
             }
             cache.unkeepable = None;
         }
+        let incremental = !cache.full_rebuild;
         let same = cache.entries.len() == self.active.len()
             && cache
                 .entries
@@ -336,6 +343,7 @@ impl ObjectiveSet {
                 .all(|((c, _), (_, o))| same_objective(c, o));
         if same {
             for (_, p) in cache.entries.iter_mut() {
+                p.set_incremental(incremental);
                 p.reprepare(input);
             }
         } else if !cache.rebuild(&self.active, input) {
@@ -363,9 +371,19 @@ pub struct PreparedCache {
     entries: Vec<Kept>,
     /// An active objective without an owned preparation, when there is one.
     unkeepable: Option<Arc<dyn Objective>>,
+    /// Prepare every cycle from scratch instead of reusing the last cycle's work
+    /// ([`Reprepare::set_incremental`]).
+    full_rebuild: bool,
 }
 
 impl PreparedCache {
+    /// Redo every preparation in full each cycle (`true`) or let the preparations
+    /// reuse the last cycle's work where they can (`false`, the default). Schedules
+    /// are the same either way.
+    pub fn set_full_rebuild(&mut self, full: bool) {
+        self.full_rebuild = full;
+    }
+
     /// Match the active objectives again after the set changed: keep the entries of
     /// objectives still active, prepare the new ones. Returns false (and empties the
     /// cache) if some objective has no owned preparation.
@@ -379,11 +397,15 @@ impl PreparedCache {
             match old.iter().position(|(c, _)| same_objective(c, o)) {
                 Some(i) => {
                     let (c, mut p) = old.swap_remove(i);
+                    p.set_incremental(!self.full_rebuild);
                     p.reprepare(input);
                     self.entries.push((c, p));
                 }
                 None => match o.prepare_owned(input) {
-                    Some(p) => self.entries.push((Arc::clone(o), p)),
+                    Some(mut p) => {
+                        p.set_incremental(!self.full_rebuild);
+                        self.entries.push((Arc::clone(o), p));
+                    }
                     None => {
                         self.entries.clear();
                         self.unkeepable = Some(Arc::clone(o));

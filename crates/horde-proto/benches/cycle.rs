@@ -9,7 +9,9 @@
 //! It prints a scaling table (N = 8, 16, 32, 64, 128) with the time (wall clock and
 //! the thread's CPU time, which a busy machine does not stretch) and the heap
 //! allocations of one cycle, for the default scheduler (`rrr`) and the objective-driven
-//! ones (`directed`, `directed-fast` with a budget of 1500 spent open first,
+//! ones (`directed`, `directed-full` with every cycle's preparation rebuilt in full (the
+//! same schedules at the cost before contexts were kept across cycles), `directed-fast`
+//! with a budget of 1500 spent open first,
 //! `directed-open` with the budget that follows the open terms, `directed-no-search`
 //! with no search budget (what every directed cycle pays before it searches),
 //! `random-walk` with k = 25), and the allocations of everything else

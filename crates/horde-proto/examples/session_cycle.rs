@@ -6,7 +6,7 @@
 //! perf record --call-graph dwarf target/release/examples/session_cycle directed 32 3000
 //! ```
 //!
-//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-fast`, `directed-open`,
+//! Arguments: SCHEDULER (`rrr`, `directed`, `directed-full`, `directed-fast`, `directed-open`,
 //! `directed-no-search`, `random-walk`), N real (= phantom) slots
 //! per cycle (a multiple of 4), CYCLES timed after the warm-up. Prints the median
 //! wall-clock and CPU time of one cycle and the allocations per cycle.

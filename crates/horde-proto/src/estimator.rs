@@ -181,6 +181,59 @@ impl LossPrior {
     }
 }
 
+/// The last [`LOSS_WINDOW`] outcomes (lost or not), oldest first, a bit each: 128 bytes
+/// in the estimator itself rather than a kilobyte of `bool`s on the heap per channel.
+#[derive(Debug, Clone, Default)]
+struct Outcomes {
+    bits: [u64; LOSS_WINDOW / 64],
+    /// The oldest outcome's position in `bits`.
+    head: usize,
+    len: usize,
+}
+
+impl Outcomes {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn at(&self, i: usize) -> (usize, u64) {
+        let pos = (self.head + i) % LOSS_WINDOW;
+        (pos / 64, 1 << (pos % 64))
+    }
+
+    /// The outcome `i` places after the oldest.
+    fn get(&self, i: usize) -> bool {
+        let (word, bit) = self.at(i);
+        self.bits[word] & bit != 0
+    }
+
+    fn clear(&mut self, i: usize) {
+        let (word, bit) = self.at(i);
+        self.bits[word] &= !bit;
+    }
+
+    fn push_back(&mut self, lost: bool) {
+        debug_assert!(self.len < LOSS_WINDOW);
+        let (word, bit) = self.at(self.len);
+        if lost {
+            self.bits[word] |= bit;
+        } else {
+            self.bits[word] &= !bit;
+        }
+        self.len += 1;
+    }
+
+    fn pop_front(&mut self) -> Option<bool> {
+        if self.len == 0 {
+            return None;
+        }
+        let oldest = self.get(0);
+        self.head = (self.head + 1) % LOSS_WINDOW;
+        self.len -= 1;
+        Some(oldest)
+    }
+}
+
 /// Loss rate, burst lengths and burst correlation of one channel, fed with the outcome of
 /// every packet in sequence order.
 #[derive(Debug, Clone)]
@@ -188,7 +241,7 @@ pub struct LossEstimator {
     /// The prior's loss rate and weight in packets (0, 0 without one).
     prior_rate: f64,
     prior_packets: f64,
-    window: std::collections::VecDeque<bool>,
+    window: Outcomes,
     window_losses: usize,
     total: u64,
     lost: u64,
@@ -222,7 +275,7 @@ impl LossEstimator {
         Self {
             prior_rate,
             prior_packets,
-            window: std::collections::VecDeque::with_capacity(LOSS_WINDOW),
+            window: Outcomes::default(),
             window_losses: 0,
             total: 0,
             lost: 0,
@@ -276,8 +329,8 @@ impl LossEstimator {
         else {
             return;
         };
-        if self.window[idx] {
-            self.window[idx] = false;
+        if self.window.get(idx) {
+            self.window.clear(idx);
             self.window_losses -= 1;
             self.lost -= 1;
         }
@@ -482,5 +535,35 @@ mod tests {
         for c in l.burst_correlation() {
             assert!((c - 0.053).abs() < 0.05, "{c}");
         }
+    }
+
+    #[test]
+    fn the_outcome_bits_keep_what_a_queue_of_bools_keeps() {
+        let mut bits = Outcomes::default();
+        let mut queue = std::collections::VecDeque::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..5 * LOSS_WINDOW {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let lost = x.is_multiple_of(7);
+            if queue.len() == LOSS_WINDOW {
+                assert_eq!(bits.pop_front(), queue.pop_front());
+            }
+            bits.push_back(lost);
+            queue.push_back(lost);
+            if step.is_multiple_of(11) {
+                let i = (x >> 20) as usize % queue.len();
+                bits.clear(i);
+                queue[i] = false;
+            }
+            assert_eq!(bits.len(), queue.len());
+            let i = (x >> 40) as usize % queue.len();
+            assert_eq!(bits.get(i), queue[i], "step {step}, outcome {i}");
+        }
+        while let Some(q) = queue.pop_front() {
+            assert_eq!(bits.pop_front(), Some(q));
+        }
+        assert_eq!(bits.pop_front(), None);
     }
 }

@@ -13,6 +13,8 @@
 //!   [`ChannelStats`]).
 //! - [`wire`], the packet codec, and [`recovery`]'s frame codec and building blocks, for
 //!   tools, benchmarks and fuzzing; [`cc`], the congestion-control interface.
+//! - [`message`]: messages with priorities and deadlines over all channels, their
+//!   reassembly, and host bandwidth notifications (not yet wired into [`Session`]).
 //! - `harness` (feature `harness`): sessions on in-memory paths, for tests.
 //!
 //! # Example
@@ -99,6 +101,7 @@ mod event;
 mod fair_share;
 #[cfg(feature = "harness")]
 pub mod harness;
+pub mod message;
 mod packing;
 pub mod recovery;
 mod session;

@@ -34,6 +34,7 @@ mod pending;
 mod plan;
 mod receive;
 mod recovery_hooks;
+mod scratch;
 mod sender;
 mod succession;
 mod timeouts;

@@ -6,7 +6,7 @@
 
 mod cycle_pair;
 
-use cycle_pair::{directed, directed_fast, random_walk, rrr, MakeScheduler, Pair};
+use cycle_pair::{directed, directed_fast, directed_full, random_walk, rrr, MakeScheduler, Pair};
 
 fn steady_state_allocations(pack_adus: bool, small_adus: bool, lose_every: u64) -> (u64, u64, u64) {
     allocations_with(rrr, 4, pack_adus, small_adus, lose_every)
@@ -64,9 +64,10 @@ fn acks_that_report_holes_allocate_nothing_either() {
 #[test]
 fn objective_driven_cycles_allocate_nothing_at_steady_state() {
     // 8 real + 8 phantom slots and 16 ADUs a cycle; 32 + 32 with 64 ADUs for directed.
-    let cases: [(&str, MakeScheduler, usize); 4] = [
+    let cases: [(&str, MakeScheduler, usize); 5] = [
         ("directed", directed, 2),
         ("directed", directed, 8),
+        ("directed-full", directed_full, 8),
         ("directed-fast", directed_fast, 8),
         ("random-walk", random_walk, 2),
     ];

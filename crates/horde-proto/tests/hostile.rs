@@ -367,9 +367,10 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
     let before = [p.client().stats(), p.server().stats()];
     let mut expect = [Expect::default(); 2];
     // Datagrams for our connection the server accepted: without the secure layer each is
-    // trusted, and each may cost one real ADU: a forged data packet or ping shadows the
-    // real packet with the same channel and number, and a replayed hello restarts its
-    // channel at the peer (as a re-added channel must), dropping what was in flight.
+    // trusted, and each may cost one real ADU: a forged data packet (plain or packed) or
+    // ping shadows the real packet with the same channel and number, and a replayed hello
+    // restarts its channel at the peer (as a re-added channel must), dropping what was in
+    // flight.
     let mut shadows = 0u64;
     let mut closed = false;
     for (to_server, a) in attacks {
@@ -382,9 +383,13 @@ fn run_attack(attacks: &[(bool, Attack)]) -> Result<(), TestCaseError> {
         match &decoded {
             Err(_) => e.malformed += 1,
             Ok(pk) if pk.conn() != CONN => e.foreign += 1,
-            Ok(Packet::Data { .. } | Packet::Ping { .. } | Packet::Hello { .. }) if *to_server => {
-                shadows += 1
-            }
+            // A packed data packet shadows a real one as a plain data packet does.
+            Ok(
+                Packet::Data { .. }
+                | Packet::Packed { .. }
+                | Packet::Ping { .. }
+                | Packet::Hello { .. },
+            ) if *to_server => shadows += 1,
             // A well-formed Close for the connection is the peer's own word (the secure
             // layer vouches for every datagram here): it ends the session.
             Ok(Packet::Close { .. }) => closed = true,

@@ -21,7 +21,7 @@ use std::fmt;
 use std::time::Duration;
 
 use horde_emu::ScheduleStep;
-use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec, RateStep};
+use horde_links::{DelaySpec, LinkSpec, LossSpec, QdiscKind, RateSpec, RateStep};
 
 /// One parsed `--link`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -65,6 +65,7 @@ struct Partial {
     loss: Option<LossSpec>,
     /// `rate_at` changes, in the order given.
     rate_changes: Vec<RateStep>,
+    qdisc: Option<QdiscKind>,
 }
 
 impl Partial {
@@ -80,6 +81,7 @@ impl Partial {
             } else {
                 self.rate_changes.clone()
             },
+            qdisc: self.qdisc.or(base.qdisc),
         }
     }
 
@@ -110,6 +112,7 @@ impl Partial {
             buffer_bytes: self.buffer,
             loss: self.loss,
             delay,
+            qdisc: self.qdisc,
         })
     }
 }
@@ -156,6 +159,11 @@ impl LinkArg {
                 "jitter" => part.jitter_ms = Some(millis(key, value)?),
                 "buffer" => part.buffer = Some(bytes(value)?),
                 "loss" => part.loss = Some(loss(value)?),
+                "qdisc" => {
+                    part.qdisc = Some(value.parse().map_err(|e: horde_links::QdiscError| {
+                        LinkArgError(format!("qdisc: {e}"))
+                    })?)
+                }
                 "rate_at" => part.rate_changes.push(rate_change(value)?),
                 "down_at" => {
                     let (start, length) = outage(value)?;
@@ -170,7 +178,7 @@ impl LinkArg {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, down_at, rate_at, up or down)"
+                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, qdisc, down_at, rate_at, up or down)"
                     ))
                 }
             }

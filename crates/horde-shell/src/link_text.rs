@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
+use horde_links::{DelaySpec, LinkSpec, LossSpec, QdiscKind, RateSpec};
 
 /// `up=...,down=...` for `horde shell --link`; trace paths become absolute (the shell
 /// resolves them against its working directory, the scenario against its own folder).
@@ -18,6 +18,9 @@ pub fn link_text(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<Stri
 
 fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
     let mut keys = Vec::new();
+    if let Some(kind) = spec.qdisc.filter(|k| *k != QdiscKind::Fifo) {
+        keys.push(format!("qdisc={kind}"));
+    }
     match &spec.rate {
         None | Some(RateSpec::Unlimited {}) => {}
         Some(RateSpec::Constant { kbps }) => keys.push(format!("rate={kbps}kbit")),
@@ -94,6 +97,7 @@ mod tests {
                 mean_ms: 40.0,
                 sd_ms: 2.5,
             }),
+            qdisc: None,
         };
         let down = LinkSpec {
             rate: Some(RateSpec::Trace {
@@ -102,6 +106,7 @@ mod tests {
             buffer_bytes: None,
             loss: Some(LossSpec::Bernoulli { p: 0.02 }),
             delay: Some(DelaySpec::Constant { ms: 20.0 }),
+            qdisc: None,
         };
         let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces");
         let text = link_text(&up, &down, &traces).unwrap();
@@ -146,5 +151,21 @@ mod tests {
             ..LinkSpec::default()
         };
         assert!(link_text(&burst, &burst, &traces).is_err());
+        // A queue discipline goes through, and reads back as the same link.
+        let chap = LinkSpec {
+            rate: Some(RateSpec::Constant { kbps: 20000.0 }),
+            qdisc: Some(QdiscKind::Chap),
+            ..LinkSpec::default()
+        };
+        let text = link_text(&LinkSpec::default(), &chap, &traces).unwrap();
+        assert!(text.contains("down=qdisc=chap,rate=20000kbit"), "{text}");
+        let back = crate::link_arg::LinkArg::parse(&text).unwrap();
+        assert_eq!(back.down.qdisc, Some(QdiscKind::Chap));
+        assert_eq!(back.up.qdisc, None);
+        let fifo = LinkSpec {
+            qdisc: Some(QdiscKind::Fifo),
+            ..LinkSpec::default()
+        };
+        assert!(link_text(&fifo, &fifo, &traces).is_ok());
     }
 }

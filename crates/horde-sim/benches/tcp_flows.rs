@@ -19,6 +19,7 @@ fn link() -> LinkSpec {
         buffer_bytes: Some(375_000),
         loss: None,
         delay: Some(DelaySpec::Constant { ms: 20.0 }),
+        qdisc: None,
     }
 }
 

@@ -2,19 +2,19 @@
 //! channel per direction, workloads feeding streams, and a metrics collector watching
 //! it all, on a nanosecond virtual clock.
 //!
-//! Every step advances the clock to the earliest of: a packet leaving a link, a session
-//! timer, a workload's next frame, or the end. Everything is kept in ordered containers
+//! The clock, the links and the datagrams inside them are a [`World`]; every step
+//! advances it to the earliest of: a packet leaving a link, a session timer, a
+//! workload's next frame, or the end. Everything is kept in ordered containers
 //! and every random draw comes from seeds derived from the run's seed, so the same
 //! [`Topology`] and seed give the same run, bit for bit.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_links::{Delivery, Link, LinkSpec};
+use horde_links::LinkSpec;
 use horde_policy::{Objective, Value};
 use horde_proto::wire;
 use horde_proto::{
@@ -25,6 +25,7 @@ use thiserror::Error;
 
 use crate::metrics::{Metrics, MetricsChannel, Report};
 use crate::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
+use crate::world::{earliest, Arrival, World};
 
 /// One channel between two hosts: settings of its endpoints and a link per direction.
 #[derive(Debug, Clone)]
@@ -84,7 +85,7 @@ pub enum SimError {
     Session(#[from] horde_proto::SessionError),
 }
 
-/// A datagram inside a link.
+/// A datagram inside a link, as the world carries it.
 struct InFlight {
     to_host: usize,
     to_iface: u16,
@@ -162,22 +163,20 @@ fn bulk_low_water(topo: &Topology, channels: &[usize]) -> usize {
 }
 
 pub struct Simulation {
-    now: Duration,
+    /// The clock, a link per channel and direction (`up` from the channel's `a` to its
+    /// `b`), and the datagrams inside them.
+    world: World<InFlight>,
     end: Duration,
     topo: Topology,
     /// One endpoint per host: it routes arriving datagrams and accepts hellos.
     endpoints: Vec<Endpoint>,
     pairs: Vec<Pair>,
-    /// Per global channel: (up link, down link) and the metrics id.
-    links: Vec<[Box<dyn Link>; 2]>,
+    /// Per global channel: the metrics id.
     metric_channels: Vec<MetricsChannel>,
-    in_flight: BTreeMap<u64, InFlight>,
-    next_packet: u64,
     streams: Vec<StreamRun>,
     metrics: Metrics,
     scratch: Vec<u8>,
-    deliveries: Vec<Delivery>,
-    lost_ids: Vec<u64>,
+    arrivals: Vec<Arrival<InFlight>>,
     adu_specs: Vec<AduSpec>,
 }
 
@@ -344,26 +343,22 @@ impl Simulation {
         }
 
         Ok(Self {
-            now: Duration::ZERO,
+            world: World::new(links),
             end: topo.duration,
             topo,
             endpoints,
             pairs,
-            links,
             metric_channels,
-            in_flight: BTreeMap::new(),
-            next_packet: 0,
             streams,
             metrics,
             scratch: Vec::with_capacity(2048),
-            deliveries: Vec::new(),
-            lost_ids: Vec::new(),
+            arrivals: Vec::new(),
             adu_specs: Vec::new(),
         })
     }
 
     pub fn now(&self) -> Duration {
-        self.now
+        self.world.now()
     }
 
     pub fn duration(&self) -> Duration {
@@ -385,17 +380,19 @@ impl Simulation {
     /// simulated second.
     pub fn run(&mut self, mut progress: impl FnMut(Duration)) -> Report {
         let mut next_tick = Duration::ZERO;
+        let mut arrivals = std::mem::take(&mut self.arrivals);
         self.step_sessions();
-        while let Some(t) = self.next_event() {
-            if t > self.end {
-                break;
-            }
-            self.now = t;
+        while let Some(t) = self
+            .world
+            .step(self.next_driver_event(), self.end, &mut arrivals)
+        {
             if t >= next_tick {
                 progress(t);
                 next_tick = t + Duration::from_secs(1);
             }
-            self.deliver_links();
+            for a in arrivals.drain(..) {
+                self.arrive(a);
+            }
             self.feed_workloads();
             for p in &mut self.pairs {
                 p.client_session.handle_timeout(t);
@@ -405,73 +402,48 @@ impl Simulation {
             }
             self.step_sessions();
         }
-        self.now = self.end;
+        self.arrivals = arrivals;
+        self.world.advance_to(self.end);
         progress(self.end);
-        for (i, l) in self.links.iter().enumerate() {
-            let (up, down) = (l[0].stats(), l[1].stats());
+        for i in 0..self.world.link_count() {
+            let (up, down) = (self.world.link_stats(i, 0), self.world.link_stats(i, 1));
             self.metrics
                 .link_stats(self.metric_channels[i], sum_link_stats(up, down));
         }
         self.metrics.report(self.end)
     }
 
-    /// The next event time.
-    fn next_event(&self) -> Option<Duration> {
-        let mut t: Option<Duration> = None;
-        let mut consider = |x: Option<Duration>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        for l in &self.links {
-            consider(l[0].next_delivery());
-            consider(l[1].next_delivery());
-        }
+    /// The earliest of the sessions' timers and the workloads' next frames (the world
+    /// adds its links' deliveries).
+    fn next_driver_event(&self) -> Option<Duration> {
+        let now = self.world.now();
+        let mut t = None;
         for p in &self.pairs {
-            consider(p.client_session.poll_timeout(self.now));
-            consider(
-                p.server_session
-                    .as_ref()
-                    .and_then(|s| s.poll_timeout(self.now)),
+            t = earliest(t, p.client_session.poll_timeout(now));
+            t = earliest(
+                t,
+                p.server_session.as_ref().and_then(|s| s.poll_timeout(now)),
             );
         }
         for s in &self.streams {
-            consider(s.workload.next_at());
+            t = earliest(t, s.workload.next_at());
         }
-        // Never step backwards; a timer already due runs now.
-        t.map(|t| t.max(self.now))
+        t
     }
 
-    fn deliver_links(&mut self) {
-        for g in 0..self.links.len() {
-            for dir in 0..2 {
-                self.deliveries.clear();
-                self.lost_ids.clear();
-                self.links[g][dir].deliver_and_report_losses(
-                    self.now,
-                    &mut self.deliveries,
-                    &mut self.lost_ids,
-                );
-                // A lost packet's payload would otherwise be held until the end.
-                for id in &self.lost_ids {
-                    self.in_flight.remove(id);
-                }
-                for d in std::mem::take(&mut self.deliveries) {
-                    if let Some(pkt) = self.in_flight.remove(&d.id) {
-                        if let Some(g) = pkt.up_channel {
-                            let delay = self.now.saturating_sub(pkt.sent_at);
-                            self.metrics
-                                .packet_delivered(self.metric_channels[g], delay);
-                        }
-                        self.receive(pkt);
-                    }
-                }
-            }
+    /// A datagram out of its link: counted, then handed to its host.
+    fn arrive(&mut self, a: Arrival<InFlight>) {
+        let pkt = a.payload;
+        if let Some(g) = pkt.up_channel {
+            let delay = self.world.now().saturating_sub(pkt.sent_at);
+            self.metrics
+                .packet_delivered(self.metric_channels[g], delay);
         }
+        self.receive(pkt);
     }
 
     fn receive(&mut self, pkt: InFlight) {
-        let now = self.now;
+        let now = self.world.now();
         let host = pkt.to_host;
         match self.endpoints[host].handle(now, pkt.to_iface, pkt.from, &pkt.bytes) {
             DatagramEvent::Connection(h) => {
@@ -515,7 +487,7 @@ impl Simulation {
     }
 
     fn feed_workloads(&mut self) {
-        let now = self.now;
+        let now = self.world.now();
         for k in 0..self.streams.len() {
             let st = &mut self.streams[k];
             let p = &mut self.pairs[st.pair];
@@ -570,7 +542,7 @@ impl Simulation {
 
     /// Drain every session's transmits into the links and its events into the metrics.
     fn step_sessions(&mut self) {
-        let now = self.now;
+        let now = self.world.now();
         for pi in 0..self.pairs.len() {
             for side in 0..2 {
                 loop {
@@ -588,30 +560,24 @@ impl Simulation {
                     };
                     let g = p.channels[usize::from(t.channel)];
                     let to_host = if side == 0 { p.server } else { p.client };
+                    let flow = flow_key(host, to_host, t.adus.iter().next().map(|a| a.stream));
                     self.account_sent(g, &t);
-                    let id = self.next_packet;
-                    self.next_packet += 1;
                     let bytes = Bytes::copy_from_slice(&self.scratch);
                     let dir = if host == self.topo.channels[g].a {
                         0
                     } else {
                         1
                     };
-                    if self.links[g][dir].enqueue(now, id, bytes.len() as u32)
-                        == horde_links::Verdict::Queued
-                    {
-                        self.in_flight.insert(
-                            id,
-                            InFlight {
-                                to_host,
-                                to_iface: u16::from(t.channel),
-                                from: label(host, t.local),
-                                bytes,
-                                sent_at: now,
-                                up_channel: (dir == 0).then_some(g),
-                            },
-                        );
-                    }
+                    let size = bytes.len() as u32;
+                    let pkt = InFlight {
+                        to_host,
+                        to_iface: u16::from(t.channel),
+                        from: label(host, t.local),
+                        bytes,
+                        sent_at: now,
+                        up_channel: (dir == 0).then_some(g),
+                    };
+                    self.world.offer(g, dir, size, Some(&flow), pkt);
                 }
                 let p = &mut self.pairs[pi];
                 let session = if side == 0 {
@@ -636,12 +602,25 @@ impl Simulation {
             Some(seq) => {
                 for a in t.adus.iter() {
                     self.metrics
-                        .adu_sent(adu_id(a.stream, a.seq), ch, seq, self.now);
+                        .adu_sent(adu_id(a.stream, a.seq), ch, seq, self.world.now());
                 }
             }
             None => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
     }
+}
+
+/// The flow a datagram belongs to, for links whose queue tells flows apart: the hosts
+/// as addresses and the stream of its first ADU as the ports (a packed datagram goes
+/// with its first ADU's stream; acks and other control datagrams form a flow of their
+/// own per direction).
+fn flow_key(from: usize, to: usize, stream: Option<u32>) -> horde_links::FlowKey {
+    let addr = |h: usize| [10, (h >> 16) as u8, (h >> 8) as u8, h as u8];
+    let (hi, lo) = match stream {
+        Some(s) => (((s >> 16) as u16).wrapping_add(1), s as u16),
+        None => (0, 0),
+    };
+    horde_links::FlowKey::udp(addr(from), hi, addr(to), lo)
 }
 
 /// Feed a session event to the metrics, naming ADUs by their (stream, stream_seq).

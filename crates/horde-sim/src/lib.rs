@@ -2,9 +2,11 @@
 //! schedulers) run unchanged over modelled links in virtual time, so that a run is
 //! deterministic for its seed.
 //!
+//! - [`world`] is the one virtual network every simulator below steps: the clock, the
+//!   link models and the datagrams inside them.
 //! - [`scenario`] reads a scenario file (hosts, channels, streams, scheduler) and
-//!   [`build`] turns it into the [`engine`]'s topology; the engine steps sessions,
-//!   links and [`workload`]s on a nanosecond clock and feeds [`metrics`], whose report
+//!   [`build`] turns it into the [`engine`]'s topology; the engine steps sessions and
+//!   [`workload`]s over a world and feeds [`metrics`], whose report
 //!   `horde sim` prints. [`fairness`] checks streams against their bandwidth allocation.
 //! - [`faults`] is the fault-injection simulator behind `horde vopr`: seeded runs with
 //!   faults, invariants and replay.
@@ -23,4 +25,5 @@ pub mod faults;
 pub mod flows;
 pub mod metrics;
 pub mod scenario;
+pub mod world;
 pub use horde_workload as workload;

@@ -28,6 +28,7 @@ fn channel(name: &str, kbps: f64, delay_ms: f64, loss: f64) -> ChannelSetup {
             buffer_bytes: Some(64_000),
             loss: (loss > 0.0).then_some(LossSpec::Bernoulli { p: loss }),
             delay: Some(DelaySpec::Constant { ms: delay_ms }),
+            qdisc: None,
         },
         down: LinkSpec::default(),
     }

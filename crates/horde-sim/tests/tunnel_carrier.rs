@@ -18,6 +18,7 @@ fn link(kbps: f64, ms: f64, loss: LossSpec) -> LinkSpec {
         buffer_bytes: Some(200_000),
         loss: Some(loss),
         delay: Some(DelaySpec::Constant { ms }),
+        qdisc: None,
     }
 }
 

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 /// One channel: a local socket (or device) and the peer's address it sends to. The
 /// MTU's default is the end's own (`DEFAULT_MTU`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelEntry<const DEFAULT_MTU: u32> {
     /// Label in reports (default `ch0`, `ch1`, ... by position).
@@ -74,13 +74,36 @@ impl<const M: u32> ChannelEntry<M> {
 
     /// The host's interfaces, one per channel, in order.
     pub fn interfaces(channels: &[Self]) -> Vec<InterfaceConfig> {
-        channels
-            .iter()
-            .map(|c| InterfaceConfig {
-                bind: c.bind,
-                device: c.device.clone(),
-            })
-            .collect()
+        channels.iter().map(Self::interface).collect()
+    }
+
+    /// The entry's name, or `ch{position}` when it has none.
+    pub fn label(&self, position: usize) -> String {
+        self.name.clone().unwrap_or_else(|| format!("ch{position}"))
+    }
+
+    /// The host interface this channel sends from.
+    pub fn interface(&self) -> InterfaceConfig {
+        InterfaceConfig {
+            bind: self.bind,
+            device: self.device.clone(),
+        }
+    }
+
+    /// This channel over the host's interface `interface`.
+    pub fn target(&self, interface: usize) -> ChannelTarget {
+        ChannelTarget {
+            interface,
+            remote: self.remote,
+            config: ChannelConfig {
+                mtu: self.mtu,
+                congestion: self.congestion.clone(),
+                cost_per_kb: self.cost_per_kb,
+                datagram_overhead: datagram_overhead(&self.remote),
+                pace_acks: true,
+                ..ChannelConfig::default()
+            },
+        }
     }
 
     /// Whom to connect to and over which channels: channel `i` on interface `i`.
@@ -96,18 +119,7 @@ impl<const M: u32> ChannelEntry<M> {
             channels: channels
                 .iter()
                 .enumerate()
-                .map(|(i, c)| ChannelTarget {
-                    interface: i,
-                    remote: c.remote,
-                    config: ChannelConfig {
-                        mtu: c.mtu,
-                        congestion: c.congestion.clone(),
-                        cost_per_kb: c.cost_per_kb,
-                        datagram_overhead: datagram_overhead(&c.remote),
-                        pace_acks: true,
-                        ..ChannelConfig::default()
-                    },
-                })
+                .map(|(i, c)| c.target(i))
                 .collect(),
             handshake_timeout,
         }
@@ -124,12 +136,20 @@ pub fn datagram_overhead(remote: &SocketAddr) -> u32 {
 
 /// A network device named in a file must exist on this host.
 pub fn device(c: &mut Checks, at: &str, dev: &str) {
-    let known =
-        !dev.is_empty() && !dev.contains('/') && Path::new("/sys/class/net").join(dev).exists();
-    if !known {
-        c.error(
+    // Linux names: 1 to 15 bytes (IFNAMSIZ less its NUL), no '/', no whitespace.
+    let valid = (1..=15).contains(&dev.len())
+        && !dev.contains('/')
+        && !dev.chars().any(char::is_whitespace)
+        && dev != "."
+        && dev != "..";
+    if !valid {
+        c.error(at, format!("\"{dev}\" is not a network interface name"));
+    } else if !Path::new("/sys/class/net").join(dev).exists() {
+        // A modem that enumerates after boot: the host starts its interface down and
+        // brings it up when the device appears.
+        c.warn(
             at,
-            format!("no network interface named \"{dev}\" on this host"),
+            format!("no network interface named \"{dev}\" on this host yet: its channels wait until it appears"),
         );
     }
 }

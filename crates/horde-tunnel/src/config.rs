@@ -9,10 +9,13 @@ use std::path::{Path, PathBuf};
 use crate::Prefix;
 use horde_config::checks::{channel_count, congestion, session, widened};
 use horde_config::{Checks, Validate};
+use horde_crypto::ServerId;
 use horde_proto::{AckFrequency, CcConfig, RecoveryMode, SessionConfig, StreamConfig};
+use horde_qdisc::QdiscKind;
 use serde::Deserialize;
 
 use crate::channels::{device, ChannelEntry};
+use crate::deploy::UpConfig;
 use crate::rekey::RekeyConfig;
 
 /// Channel MTUs (largest ADU, hence largest tunnelled IP packet) a tunnel accepts: IPv4
@@ -56,6 +59,14 @@ pub struct TunConfig {
     /// send everything but the tunnel's own datagrams through it).
     #[serde(default)]
     pub routes: Vec<String>,
+    /// TUN offloads (docs/tunnel.md, "Offloads"): on by default, used when the kernel
+    /// has them; `false` reads and writes one plain packet at a time.
+    #[serde(default = "default_offload")]
+    pub offload: bool,
+}
+
+fn default_offload() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +92,13 @@ pub struct ClientConfig {
     /// `fixed`; the server should use the same.
     #[serde(default = "default_acks")]
     pub acks: AckFrequency,
+    /// The ingress queue for packets from the TUN device: `fifo` (the default: straight
+    /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
+    #[serde(default)]
+    pub qdisc: Option<String>,
+    /// What `horde up` sets up besides the TUN device (docs/deploy.md).
+    #[serde(default)]
+    pub up: UpConfig,
     pub tun: TunConfig,
     pub channels: Vec<ClientChannel>,
 }
@@ -116,6 +134,17 @@ pub struct ServerConfig {
     /// How the channels ack, as the client's `acks`.
     #[serde(default = "default_acks")]
     pub acks: AckFrequency,
+    /// This server's id behind a UDP load balancer, `ID/BYTES` (e.g. `7/1`): the
+    /// sessions it accepts get indices that carry it (docs/load-balancing.md).
+    #[serde(default)]
+    pub server_id: Option<String>,
+    /// The ingress queue for packets from the TUN device: `fifo` (the default: straight
+    /// into the session's stream), `chap` or `fq_codel` (docs/tunnel.md, "Ingress queue").
+    #[serde(default)]
+    pub qdisc: Option<String>,
+    /// What `horde up` sets up besides the TUN device (docs/deploy.md).
+    #[serde(default)]
+    pub up: UpConfig,
     pub tun: TunConfig,
     pub interfaces: Vec<ServerInterface>,
     pub clients: Vec<ClientEntry>,
@@ -240,6 +269,7 @@ fn common(
     scheduler: Option<&str>,
     s: &SessionConfig,
     stream: &StreamConfig,
+    qdisc: Option<&str>,
 ) {
     if key_file.as_os_str().is_empty() {
         c.error(
@@ -254,6 +284,28 @@ fn common(
     }
     session(c, s);
     horde_config::checks::stream(c, "stream", stream);
+    if let Err(e) = ingress_qdisc(qdisc) {
+        c.error("qdisc", e);
+    }
+}
+
+/// The ingress discipline `qdisc` names: `None` for FIFO, the direct path.
+pub fn ingress_qdisc(qdisc: Option<&str>) -> Result<Option<QdiscKind>, String> {
+    let Some(name) = qdisc else {
+        return Ok(None);
+    };
+    match name.parse::<QdiscKind>() {
+        Ok(QdiscKind::Fifo) => Ok(None),
+        Ok(QdiscKind::Spq) => Err(
+            "qdisc = \"spq\" needs traffic classes, which a tunnel file does not describe; \
+             use fifo, chap or fq_codel"
+                .into(),
+        ),
+        Ok(kind) => Ok(Some(kind)),
+        Err(_) => Err(format!(
+            "qdisc must be fifo, chap or fq_codel, not {name:?}"
+        )),
+    }
 }
 
 impl Validate for ClientConfig {
@@ -264,6 +316,7 @@ impl Validate for ClientConfig {
             self.scheduler.as_deref(),
             &self.session,
             &self.stream,
+            self.qdisc.as_deref(),
         );
         self.rekey.check(c);
         if let Err(e) = self.peer_key.trim().parse::<horde_crypto::PublicKey>() {
@@ -282,6 +335,7 @@ impl Validate for ServerConfig {
             self.scheduler.as_deref(),
             &self.session,
             &self.stream,
+            self.qdisc.as_deref(),
         );
         self.rekey.check(c);
         mtu(c, "mtu", self.mtu);
@@ -296,6 +350,9 @@ impl Validate for ServerConfig {
             congestion(c, &format!("channel_congestion[{i}]"), cc);
         }
         self.tun.check(c, self.tunnel_mtu());
+        if let Some(Err(e)) = self.server_id.as_deref().map(str::parse::<ServerId>) {
+            c.error("server_id", format!("server_id: {e}"));
+        }
         if self.interfaces.is_empty() {
             c.error("", "at least one [[interfaces]] entry is needed");
         }
@@ -558,9 +615,9 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
             (
                 true,
                 "bind = \"0.0.0.0:0\"\nremote = \"192",
-                "bind = \"0.0.0.0:0\"\ndevice = \"nosuchdev0\"\nremote = \"192",
+                "bind = \"0.0.0.0:0\"\ndevice = \"eth0/1\"\nremote = \"192",
                 "c.toml:14:10: ",
-                "nosuchdev0",
+                "\"eth0/1\" is not a network interface name",
             ),
             (
                 false,
@@ -568,6 +625,27 @@ addresses = ["10.77.0.3/32", "10.78.3.0/24"]
                 "mtu = 70000",
                 "s.toml:2:7: ",
                 "mtu must be in",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nserver_id = \"70000/2\"",
+                "s.toml:3:13: ",
+                "server id 70000 does not fit in 2 byte(s)",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nqdisc = \"spq\"",
+                "s.toml:3:9: ",
+                "needs traffic classes",
+            ),
+            (
+                false,
+                "mtu = 1380",
+                "mtu = 1380\nqdisc = \"red\"",
+                "s.toml:3:9: ",
+                "qdisc must be fifo, chap or fq_codel, not \"red\"",
             ),
             (
                 false,

@@ -16,6 +16,12 @@ pub struct Counters {
     pub tun_out_bytes: AtomicU64,
     /// SYNs whose MSS option was lowered.
     pub mss_clamped: AtomicU64,
+    /// Reads from the TUN device (with offloads) that were TCP super packets, cut into
+    /// segments.
+    pub tun_super_packets: AtomicU64,
+    /// Writes to the TUN device (with offloads) that carried several TCP segments of
+    /// one flow, coalesced.
+    pub tun_coalesced: AtomicU64,
     /// Read from the TUN device but not an IP packet the tunnel carries.
     pub tun_malformed: AtomicU64,
     /// Read from the TUN device for an address no client is routed to (server), or
@@ -33,6 +39,8 @@ pub struct Counters {
     pub peer_foreign_stream: AtomicU64,
     /// Writes to the TUN device that failed.
     pub tun_write_errors: AtomicU64,
+    /// Packets the ingress queue discipline dropped (full, or CoDel).
+    pub ingress_dropped: AtomicU64,
 }
 
 /// A snapshot, for the report.
@@ -43,6 +51,8 @@ pub struct Snapshot {
     pub tun_out: u64,
     pub tun_out_bytes: u64,
     pub mss_clamped: u64,
+    pub tun_super_packets: u64,
+    pub tun_coalesced: u64,
     pub tun_malformed: u64,
     pub tun_no_route: u64,
     pub tun_link_scoped: u64,
@@ -51,6 +61,7 @@ pub struct Snapshot {
     pub peer_spoofed: u64,
     pub peer_foreign_stream: u64,
     pub tun_write_errors: u64,
+    pub ingress_dropped: u64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -79,6 +90,10 @@ impl Counters {
         add(&self.tun_malformed, 1);
     }
 
+    pub fn ingress_dropped(&self, n: usize) {
+        add(&self.ingress_dropped, n as u64);
+    }
+
     pub fn peer_refused(&self, e: PacketError) {
         tracing::debug!(error = %e, "dropped a malformed packet from the peer");
         add(&self.peer_malformed, 1);
@@ -92,6 +107,8 @@ impl Counters {
             tun_out: g(&self.tun_out),
             tun_out_bytes: g(&self.tun_out_bytes),
             mss_clamped: g(&self.mss_clamped),
+            tun_super_packets: g(&self.tun_super_packets),
+            tun_coalesced: g(&self.tun_coalesced),
             tun_malformed: g(&self.tun_malformed),
             tun_no_route: g(&self.tun_no_route),
             tun_link_scoped: g(&self.tun_link_scoped),
@@ -100,6 +117,7 @@ impl Counters {
             peer_spoofed: g(&self.peer_spoofed),
             peer_foreign_stream: g(&self.peer_foreign_stream),
             tun_write_errors: g(&self.tun_write_errors),
+            ingress_dropped: g(&self.ingress_dropped),
         }
     }
 }

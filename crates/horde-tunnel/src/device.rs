@@ -1,6 +1,8 @@
 //! The tunnel's TUN device: created with `horde-emu`'s [`TunDevice`], given its MTU,
 //! addresses and routes with iproute2, and read asynchronously on the tokio runtime.
-//! Closing it (drop) removes the interface with its addresses and routes.
+//! Closing it (drop) removes the interface with its addresses and routes. With offloads
+//! (the default when the kernel has them) every read starts with a `virtio_net_hdr` and
+//! may be a TCP super packet, which [`crate::forward::from_tun`] cuts into IP packets.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -22,13 +24,31 @@ impl AsRawFd for Fd {
 pub struct Tun {
     fd: AsyncFd<Fd>,
     name: String,
+    /// Why offloads were asked for but not had: the kernel's refusal.
+    offloads_refused: Option<String>,
 }
 
 impl Tun {
     /// Create `name` in this network namespace, up, with `mtu`, `addresses` and
-    /// `routes` into it. Needs `CAP_NET_ADMIN`.
-    pub fn open(name: &str, mtu: u32, addresses: &[Prefix], routes: &[Prefix]) -> Result<Tun> {
-        let dev = TunDevice::create(name).with_context(|| format!("create TUN device {name}"))?;
+    /// `routes` into it, with TUN offloads if `offloads` asks for them and the kernel
+    /// has them (without them otherwise). Needs `CAP_NET_ADMIN`.
+    pub fn open(
+        name: &str,
+        mtu: u32,
+        addresses: &[Prefix],
+        routes: &[Prefix],
+        offloads: bool,
+    ) -> Result<Tun> {
+        let mut offloads_refused = None;
+        let dev = match offloads.then(|| TunDevice::create_with_offloads(name)) {
+            Some(Ok(dev)) => dev,
+            other => {
+                if let Some(Err(e)) = other {
+                    offloads_refused = Some(e.to_string());
+                }
+                TunDevice::create(name).with_context(|| format!("create TUN device {name}"))?
+            }
+        };
         if addresses.iter().chain(routes).any(|p| p.addr.is_ipv6()) {
             // A namespace may have IPv6 off by default; this device needs it.
             let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "0");
@@ -51,6 +71,7 @@ impl Tun {
         Ok(Tun {
             fd,
             name: name.to_string(),
+            offloads_refused,
         })
     }
 
@@ -58,7 +79,18 @@ impl Tun {
         &self.name
     }
 
-    /// The next packet the kernel routed into the tunnel.
+    /// Whether reads start with a `virtio_net_hdr` (see [`crate::offload`]).
+    pub fn offloads(&self) -> bool {
+        self.fd.get_ref().0.offloads()
+    }
+
+    /// Offloads were asked for but the kernel refused them, for this reason.
+    pub fn offloads_refused(&self) -> Option<&str> {
+        self.offloads_refused.as_deref()
+    }
+
+    /// The next read from the device: a packet the kernel routed into the tunnel, after a
+    /// `virtio_net_hdr` with offloads.
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let mut guard = self.fd.readable().await?;
@@ -69,7 +101,14 @@ impl Tun {
         }
     }
 
-    /// Hand a packet to the kernel, as if it arrived on the device.
+    /// Hand `bytes` to the kernel as they are (with offloads, a `virtio_net_hdr` and its
+    /// packet).
+    pub fn send_raw(&self, bytes: &[u8]) -> io::Result<()> {
+        self.fd.get_ref().0.write_raw(bytes)
+    }
+
+    /// Hand a packet to the kernel, as if it arrived on the device (after a header that
+    /// asks for nothing, with offloads).
     pub fn send(&self, packet: &[u8]) -> io::Result<()> {
         self.fd.get_ref().0.send(packet, None)
     }

@@ -1,15 +1,47 @@
 //! The two halves of forwarding, the same at both ends: a packet read from the TUN
 //! device is checked and clamped before it becomes an ADU; an ADU from the peer is
 //! checked (and, at the server, its source matched against the client's addresses)
-//! before it is written to the TUN device.
+//! before it is written to the TUN device. With offloads, a read from the TUN device is
+//! first cut into IP packets ([`from_tun`]).
 
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use crate::{clamp_mss, max_mss, parse, IpHeader, Prefix};
+use crate::{clamp_mss, max_mss, offload, parse, IpHeader, Prefix};
 
 use crate::counters::Counters;
 use crate::device::Tun;
+use crate::gro::Coalescer;
+
+/// Bytes to read from the TUN device at once: the largest IP packet (a TCP super packet
+/// with offloads) and its `virtio_net_hdr`.
+pub const READ_BUFFER: usize = 65_536 + offload::VNET_HDR_LEN;
+
+/// The IP packets of one read from the TUN device, each handed to `each`: the read
+/// itself without offloads; with them, the packets [`offload::split`] makes of it
+/// (whole, checksummed, at most one segment each). A read it cannot split is counted as
+/// malformed. `scratch` holds segments and is reused from read to read.
+pub fn from_tun(
+    read: &mut [u8],
+    offloads: bool,
+    scratch: &mut Vec<u8>,
+    counters: &Counters,
+    mut each: impl FnMut(&mut [u8]),
+) {
+    if !offloads {
+        each(read);
+        return;
+    }
+    match offload::split(read, scratch, &mut each) {
+        Ok(1) => {}
+        Ok(_) => Counters::count(&counters.tun_super_packets),
+        Err(e) => {
+            tracing::debug!(error = %e, "dropped a read from the TUN device");
+            Counters::count(&counters.tun_malformed);
+        }
+    }
+}
 
 /// Check a packet read from the TUN device and clamp its MSS; `None` if it is not
 /// to be sent (counted).
@@ -35,11 +67,58 @@ pub fn outbound(packet: &mut [u8], mtu: u32, counters: &Counters) -> Option<IpHe
     Some(header)
 }
 
+/// How many events a writer takes at once before writing to the TUN device: the batch
+/// in which segments are coalesced.
+pub const WRITE_BATCH: usize = 64;
+
+/// Writes to the TUN device a batch at a time: with offloads, consecutive segments of
+/// one TCP flow are coalesced into one write ([`Coalescer`]); call [`flush`](Self::flush)
+/// at the end of each batch.
+pub struct TunWriter {
+    tun: Arc<Tun>,
+    gro: Option<Coalescer>,
+}
+
+impl TunWriter {
+    pub fn new(tun: Arc<Tun>) -> TunWriter {
+        let gro = tun.offloads().then(Coalescer::default);
+        TunWriter { tun, gro }
+    }
+
+    fn write(&mut self, packet: &[u8], counters: &Counters) {
+        counters.left_tunnel(packet.len());
+        let tun = &self.tun;
+        match &mut self.gro {
+            Some(gro) => gro.push(packet, &mut |w| written(tun.send_raw(w), counters)),
+            None => written(tun.send(packet), counters),
+        }
+    }
+
+    /// Write what the batch left.
+    pub fn flush(&mut self, counters: &Counters) {
+        let tun = &self.tun;
+        if let Some(gro) = &mut self.gro {
+            gro.flush(&mut |w| written(tun.send_raw(w), counters));
+            let n = gro.take_coalesced();
+            if n > 0 {
+                counters.tun_coalesced.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn written(r: std::io::Result<()>, counters: &Counters) {
+    if let Err(e) = r {
+        tracing::debug!(error = %e, "TUN write failed");
+        counters.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Write an ADU from the peer to the TUN device if it is a well-formed IP packet (from
 /// one of `sources`, when given), clamping the MSS of a SYN to this end's MTU too, so
 /// that segments fit both ends' MTUs.
 pub fn inbound(
-    tun: &Tun,
+    out: &mut TunWriter,
     payload: &[u8],
     mtu: u32,
     sources: Option<&[Prefix]>,
@@ -68,13 +147,7 @@ pub fn inbound(
         }
         packet = &copy;
     }
-    match tun.send(packet) {
-        Ok(()) => counters.left_tunnel(packet.len()),
-        Err(e) => {
-            tracing::debug!(error = %e, "TUN write failed");
-            counters.tun_write_errors.fetch_add(1, Ordering::Relaxed);
-        }
-    }
+    out.write(packet, counters);
 }
 
 /// Multicast and link-local destinations belong to the link they were sent on (router

@@ -4,8 +4,9 @@
 //! (docs/tunnel.md).
 //!
 //! - The packet logic, with no sockets and no devices: [`ip`] reads and checks the IP
-//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, and [`prefix`] is
-//!   the server's table from tunnel prefixes to clients.
+//!   headers, [`mss`] clamps the TCP MSS of SYNs to the tunnel MTU, [`offload`] cuts
+//!   the TUN device's super packets into segments and [`gro`] coalesces segments before
+//!   the TUN write, and [`prefix`] is the server's table from tunnel prefixes to clients.
 //! - The files: [`config`] (with [`rekey`] and the connecting end's [`channels`]).
 //! - The runs: [`client::run`] and [`server::run`] over a [`device::Tun`], forwarding
 //!   with [`forward`] and counting in [`counters`]. What a run shows the user goes
@@ -15,12 +16,18 @@ pub mod channels;
 pub mod client;
 pub mod config;
 pub mod counters;
+pub mod deploy;
 pub mod device;
 pub mod forward;
+pub mod gro;
+pub mod ingress;
 pub mod ip;
+mod live_channels;
 pub mod mss;
+pub mod offload;
 pub mod prefix;
 pub mod rekey;
+mod roster;
 pub mod server;
 
 use std::fmt;
@@ -28,6 +35,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use config::ClientChannel;
 use horde_crypto::{Keypair, PublicKey};
 use horde_net::{ConnectionHandle, Host, HostStats, NetError, SchedulerFactory};
 use tokio::time::Instant;
@@ -74,6 +82,8 @@ pub struct Up<'a> {
     pub role: &'static str,
     pub device: &'a str,
     pub mtu: u32,
+    /// Whether the TUN device runs with offloads.
+    pub offloads: bool,
     pub local_addrs: &'a [SocketAddr],
 }
 
@@ -82,36 +92,64 @@ impl fmt::Display for Up<'_> {
         let addrs: Vec<String> = self.local_addrs.iter().map(|a| a.to_string()).collect();
         write!(
             f,
-            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), channels on {}",
+            "tunnel {}: device {} up, mtu {} (TCP MSS clamped to {} over IPv4, {} over IPv6), offloads {}, channels on {}",
             self.role,
             self.device,
             self.mtu,
             max_mss(self.mtu, false),
             max_mss(self.mtu, true),
+            if self.offloads { "on" } else { "off" },
             addrs.join(", ")
         )
     }
 }
 
 /// When a run ends: at the deadline, when `interrupted` says so, or when its
-/// connections do.
+/// connections do; and when it reloads its file.
 pub struct Until {
     pub deadline: Option<Instant>,
     pub interrupted: Box<dyn Fn() -> bool>,
+    /// Polled with the others: `Some` once a reload was asked for (SIGHUP), with what
+    /// the file says now or why it could not be read.
+    pub reload: Box<dyn FnMut() -> Option<Result<Reload, String>>>,
+}
+
+/// What a reload re-read from the tunnel's file: the part a running tunnel takes without
+/// dropping its sessions (docs/tunnel.md, "Reload").
+pub enum Reload {
+    /// A client's `[[channels]]`.
+    Channels(Vec<ClientChannel>),
+    /// A server's `[[clients]]`.
+    Clients(Vec<server::Client>),
+}
+
+/// What [`Until::next`] returns.
+enum Next {
+    /// The run ends, for this reason.
+    End(&'static str),
+    /// Apply this, then wait again.
+    Reload(Reload),
 }
 
 impl Until {
-    /// Wait for an interruption, the deadline, or `done()`; returns why it stopped.
-    async fn wait(&self, done: impl Fn() -> bool) -> &'static str {
+    /// Wait for an interruption, the deadline, `done()`, or a reload.
+    async fn next(&mut self, done: impl Fn() -> bool, observer: &dyn Observer) -> Next {
         loop {
             if (self.interrupted)() {
-                return "interrupted";
+                return Next::End("interrupted");
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                return "duration reached";
+                return Next::End("duration reached");
             }
             if done() {
-                return "session closed";
+                return Next::End("session closed");
+            }
+            match (self.reload)() {
+                Some(Ok(reload)) => return Next::Reload(reload),
+                Some(Err(e)) => {
+                    observer.notice(&format!("reload refused, nothing changed: {e}"));
+                }
+                None => {}
             }
             tokio::time::sleep(POLL).await;
         }

@@ -2,26 +2,24 @@
 //! authenticated by its key (only the keys in the file may connect) and owns the tunnel
 //! prefixes of its entry: packets from the TUN device go to the client whose prefix
 //! holds the destination (longest match), and a client's packets are written to the
-//! TUN device only if their source is one of its prefixes.
+//! TUN device only if their source is one of its prefixes. A reload takes new clients
+//! and drops removed ones without touching the others' sessions (`roster`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
-use crate::{Prefix, PrefixTable};
+use crate::Prefix;
 use anyhow::Result;
 use bytes::Bytes;
 use horde_crypto::PublicKey;
-use horde_net::{ConnectionHandle, Host, HostConfig, InterfaceConfig};
+use horde_net::{Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
 use horde_proto::{ChannelConfig, Event};
 
-use crate::config::ServerConfig;
+use crate::config::{ingress_qdisc, ServerConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::{forward, Outcome, Run, Up, STREAM};
-
-/// One client's live session, if any: a generation number (so that a session that
-/// ended does not remove its successor) and the handle to send on.
-type Slot = Option<(u64, ConnectionHandle)>;
+use crate::roster::Roster;
+use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
 /// A client the server serves: only these keys may connect.
 pub struct Client {
@@ -37,7 +35,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     let Run {
         keypair,
         scheduler,
-        until,
+        mut until,
         observer,
     } = run;
     let mtu = cfg.tunnel_mtu();
@@ -52,6 +50,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
             .collect(),
     );
     host_cfg.allowed_peers = clients.iter().map(|c| c.key).collect();
+    host_cfg.handshakes.server_id = cfg.server_id.as_deref().map(str::parse).transpose()?;
     host_cfg.session = cfg.session.clone();
     host_cfg.rekey = cfg.rekey.policy();
     host_cfg.scheduler = scheduler;
@@ -85,28 +84,35 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
         mtu,
         &cfg.tun.addresses(),
         &cfg.tun.routes(),
+        cfg.tun.offload,
     )?);
+    if let Some(why) = tun.offloads_refused() {
+        observer.notice(&format!(
+            "TUN offloads refused by the kernel ({why}); running without"
+        ));
+    }
     observer.up(&Up {
         role: "server",
         device: tun.name(),
         mtu,
+        offloads: tun.offloads(),
         local_addrs: host.local_addrs(),
     });
     observer.started(&host);
     let counters = Arc::new(Counters::default());
-    let mut table = PrefixTable::default();
-    for (i, c) in clients.iter().enumerate() {
-        for p in &c.prefixes {
-            table.insert(*p, i);
-        }
-    }
-    let slots: Arc<Mutex<Vec<Slot>>> = Arc::new(Mutex::new(vec![None; clients.len()]));
-    let clients = Arc::new(clients);
+    let qdisc = ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)?;
+    let roster = Arc::new(RwLock::new(Roster::new(
+        clients,
+        qdisc,
+        cfg.stream.max_queue_bytes as u64,
+    )?));
 
-    let (t, c, s) = (tun.clone(), counters.clone(), slots.clone());
+    let (t, c, r) = (tun.clone(), counters.clone(), roster.clone());
     let reader = tokio::spawn(async move {
         let fields = Fields::default();
-        let mut buf = vec![0u8; 65_536];
+        let offloads = t.offloads();
+        let mut buf = vec![0u8; forward::READ_BUFFER];
+        let mut scratch = Vec::new();
         loop {
             let n = match t.recv(&mut buf).await {
                 Ok(n) => n,
@@ -115,37 +121,40 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                     continue;
                 }
             };
-            let Some(header) = forward::outbound(&mut buf[..n], mtu, &c) else {
-                continue;
-            };
-            let handle = table
-                .lookup(header.dst)
-                .and_then(|&i| s.lock().expect("slots lock")[i].clone());
-            let Some((_, handle)) = handle else {
-                Counters::count(&c.tun_no_route);
-                continue;
-            };
-            c.entered_tunnel(n);
-            let payload = Bytes::copy_from_slice(&buf[..n]);
-            let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+            forward::from_tun(&mut buf[..n], offloads, &mut scratch, &c, |packet| {
+                let Some(header) = forward::outbound(packet, mtu, &c) else {
+                    return;
+                };
+                let Some((handle, ingress)) = r.read().expect("roster lock").route(header.dst)
+                else {
+                    Counters::count(&c.tun_no_route);
+                    return;
+                };
+                c.entered_tunnel(packet.len());
+                let payload = Bytes::copy_from_slice(packet);
+                match ingress {
+                    Some(ingress) => ingress.push(&header, payload, &c),
+                    None => {
+                        let _ = handle.send_adu_nowait(STREAM, payload, fields.clone());
+                    }
+                }
+            });
         }
     });
 
     let mut listener = host.listen(cfg.service);
     let stream_cfg = cfg.stream.clone();
-    let (t, c, s, cl, o) = (
+    let (t, c, r, o) = (
         tun.clone(),
         counters.clone(),
-        slots.clone(),
-        clients.clone(),
+        roster.clone(),
         observer.clone(),
     );
     let acceptor = tokio::spawn(async move {
-        let mut generation = 0u64;
         while let Some(conn) = listener.accept().await {
             let Some(i) = conn
                 .peer()
-                .and_then(|k| cl.iter().position(|c| &c.key == k))
+                .and_then(|k| r.read().expect("roster lock").find(k))
             else {
                 let _ = conn.close();
                 continue;
@@ -154,49 +163,72 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                 tracing::warn!(error = %e, "cannot open the tunnel stream");
                 continue;
             }
-            generation += 1;
-            let me = generation;
             let (handle, mut events) = conn.split();
-            o.track(Some(&cl[i].name), &cl[i].key, &handle);
-            s.lock().expect("slots lock")[i] = Some((me, handle));
-            o.notice(&format!("client {} connected", cl[i].name));
-            let (t, c, s, cl, o) = (t.clone(), c.clone(), s.clone(), cl.clone(), o.clone());
+            let (name, generation) = {
+                let mut roster = r.write().expect("roster lock");
+                let generation = roster.attach(i, handle.clone(), &c);
+                (roster.clients[i].client.name.clone(), generation)
+            };
+            o.track(
+                Some(&name),
+                &r.read().expect("roster lock").clients[i].client.key,
+                &handle,
+            );
+            o.notice(&format!("client {name} connected"));
+            let (t, c, r, o) = (t.clone(), c.clone(), r.clone(), o.clone());
             tokio::spawn(async move {
-                while let Some(e) = events.recv().await {
-                    match e {
-                        Event::Received {
-                            stream: STREAM,
-                            payload,
-                            ..
-                        } => forward::inbound(&t, &payload, mtu, Some(&cl[i].prefixes), &c),
-                        Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
-                        Event::Closed { reason } => {
-                            o.notice(&format!("client {}: {}", cl[i].name, reason.as_str()));
-                            break;
+                let mut out = forward::TunWriter::new(t);
+                'events: while let Some(first) = events.recv().await {
+                    // What is already there joins the batch, for segments to be coalesced.
+                    let rest = std::iter::from_fn(|| events.try_recv().ok());
+                    for e in std::iter::once(first)
+                        .chain(rest)
+                        .take(forward::WRITE_BATCH)
+                    {
+                        match e {
+                            Event::Received {
+                                stream: STREAM,
+                                payload,
+                                ..
+                            } => {
+                                let roster = r.read().expect("roster lock");
+                                let prefixes = &roster.clients[i].client.prefixes;
+                                forward::inbound(&mut out, &payload, mtu, Some(prefixes), &c);
+                            }
+                            Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
+                            Event::Closed { reason } => {
+                                o.notice(&format!("client {name}: {}", reason.as_str()));
+                                break 'events;
+                            }
+                            _ => {}
                         }
-                        _ => {}
                     }
+                    out.flush(&c);
                 }
-                let mut slots = s.lock().expect("slots lock");
-                if slots[i].as_ref().is_some_and(|(g, _)| *g == me) {
-                    slots[i] = None;
-                }
+                out.flush(&c);
+                r.write().expect("roster lock").detach(i, generation);
             });
         }
     });
-    let end = until.wait(|| acceptor.is_finished()).await;
+    let end = loop {
+        match until.next(|| acceptor.is_finished(), &*observer).await {
+            Next::End(why) => break why,
+            Next::Reload(Reload::Clients(wanted)) => {
+                let line = roster.write().expect("roster lock").reload(wanted, &host)?;
+                observer.notice(&line);
+            }
+            Next::Reload(Reload::Channels(_)) => {
+                observer.notice("reload refused: a server's file has no [[channels]]");
+            }
+        }
+    };
     reader.abort();
     acceptor.abort();
+    roster.write().expect("roster lock").stop_pumps();
     observer.ending();
     let host_stats = host.stats().await?;
     host.shutdown().await;
-    let clients = slots
-        .lock()
-        .expect("slots lock")
-        .iter()
-        .zip(clients.iter())
-        .map(|(s, c)| (c.name.clone(), s.is_some()))
-        .collect();
+    let clients = roster.read().expect("roster lock").connected();
     Ok(Outcome {
         end,
         mtu,

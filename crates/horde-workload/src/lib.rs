@@ -30,6 +30,7 @@
 //!   each call appends `batch` ADUs. Keeping the queue just that deep keeps the source
 //!   saturating without inflating queueing delay.
 
+pub mod apps;
 mod bulk;
 mod clock;
 mod ekg;

@@ -28,6 +28,12 @@
 //! carry their offset; whatever is nacked as lost is sent again; the receiver puts every
 //! piece at its offset, and the copy is checked against the original.
 //!
+//! An [`Event::Ack`] says the ADU reached the receiving host, not that the receiving
+//! application wrote it: this example forgets a piece once acked, which is right while
+//! the receiver lives. `horde send --file` and `horde recv --out` (`docs/cli.md`, "Carry
+//! a file or a pipe") keep each piece until the receiver confirms it written and
+//! flushed, so that a receiver killed and restarted resumes without a hole.
+//!
 //! ```
 //! use std::collections::HashMap;
 //! use std::time::Duration;

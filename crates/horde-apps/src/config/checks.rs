@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use horde_config::checks::session;
 use horde_config::{Checks, Validate};
+use horde_crypto::ServerId;
 use horde_policy::{AduView, Objective, ObjectiveSet, ScheduleInput, StreamStats, TxSlot};
 use horde_proto::{ChannelId, MTU_RANGE};
 use horde_workload::{burst_fits_the_queue, stream_seed, WorkloadSpec};
@@ -39,9 +40,6 @@ impl Validate for SendConfig {
             }
         }
         super::SendChannel::check_all(c, &self.channels, MTU_RANGE);
-        if self.streams.is_empty() {
-            c.error("", "at least one [[streams]] entry is needed");
-        }
         for (i, s) in self.streams.iter().enumerate() {
             let at = |k: &str| format!("streams[{i}].{k}");
             if self.streams[..i].iter().any(|o| o.id == s.id) {
@@ -67,6 +65,7 @@ impl Validate for RecvConfig {
                 "key_file must name a key file (see `horde keygen`)",
             );
         }
+        session(c, &self.session);
         if self.allowed_keys.is_empty() {
             c.error(
                 "allowed_keys",
@@ -92,6 +91,10 @@ impl Validate for RecvConfig {
             self.in_order_hold_ms,
         );
         c.not_too_long("idle_timeout_s", "idle_timeout_s", self.idle_timeout_s, 1.0);
+        if let Some(Err(e)) = self.server_id.as_deref().map(str::parse::<ServerId>) {
+            c.error("server_id", format!("server_id: {e}"));
+        }
+
         c.not_too_long(
             "in_order_hold_ms",
             "in_order_hold_ms",
@@ -294,6 +297,14 @@ bind = "127.0.0.1:7000"
         let s = parse_checked::<SendConfig>(&send_toml(), "send.toml").unwrap();
         assert!(s.warnings.is_empty());
         parse_checked::<RecvConfig>(&recv_toml(), "recv.toml").unwrap();
+        // A server of many quiet senders sets its sessions' timers.
+        let timers = recv_toml().replace(
+            "[[interfaces]]",
+            "[session]\nkeepalive_ms = 25000\nidle_timeout_ms = 75000\n\n[[interfaces]]",
+        );
+        let r = parse_checked::<RecvConfig>(&timers, "recv.toml").unwrap();
+        assert_eq!(r.value.session.keepalive_ms, 25_000.0);
+        assert_eq!(r.value.session.idle_timeout_ms, 75_000.0);
     }
 
     /// One row per bad value: (edit of the good file, expected `file:line:col: ` and
@@ -316,7 +327,7 @@ bind = "127.0.0.1:7000"
             ("name = \"modem-b\"", "name = \"modem-a\"", "send.toml:18:8: ", "two [[channels]] are named \"modem-a\""),
             ("name = \"modem-b\"", "name = \"\"", "send.toml:18:8: ", "channel name must not be empty"),
             ("remote = \"127.0.0.1:7000\"\nmtu", "remote = \"127.0.0.1:0\"\nmtu", "send.toml:13:10: ", "not an address one can send to"),
-            ("bind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "bind = \"127.0.0.1:0\"\ndevice = \"nosuchdev0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "send.toml:20:10: ", "no network interface named \"nosuchdev0\""),
+            ("bind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:7000\"\ncongestion", "bind = \"127.0.0.1:0\"\ndevice = \"no/such\"\nremote = \"127.0.0.1:7000\"\ncongestion", "send.toml:20:10: ", "\"no/such\" is not a network interface name"),
             ("kind = \"cubic\" }", "kind = \"cubic\", beta = 1.5 }", "send.toml:15:39: ", "cubic beta"),
             ("kind = \"cubic\" }", "kind = \"cubic\", initial_window_packets = 0 }", "send.toml:15:57: ", "initial_window_packets"),
             ("id = 2", "id = 1", "send.toml:29:6: ", "two [[streams]] have id 1"),
@@ -354,6 +365,9 @@ bind = "127.0.0.1:7000"
             ("kind = \"cubic\" }", "kind = \"bbr\", min_rtt_window_s = 1e7 }", "send.toml:15:49: ", "min_rtt_window_s must be at most 1000000"),
             ("kind = \"cubic\" }", "kind = \"bbr\", probe_rtt_ms = 1e10 }", "send.toml:15:45: ", "probe_rtt_ms must be at most 1000000000"),
             ("kind = \"cubic\" }", "kind = \"copa\", delta = 1000 }", "send.toml:15:39: ", "copa delta must be in 0.001..=100"),
+            ("kind = \"cubic\" }", "kind = \"ontime\", confidence = 1.5 }", "send.toml:15:46: ", "ontime confidence must be in 0.5..=0.999, got 1.5"),
+            ("kind = \"cubic\" }", "kind = \"ontime\", volatility = 0 }", "send.toml:15:46: ", "ontime volatility must be in 0.01..=100"),
+            ("kind = \"cubic\" }", "kind = \"ontime\", delay_target_ms = 0.1 }", "send.toml:15:51: ", "ontime delay_target_ms must be in 1..=60000"),
             ("kind = \"cubic\" }", "kind = \"verb\", period_s = 1e7 }", "send.toml:15:42: ", "verb period_s must be at most 1000000"),
             ("kind = \"cubic\" }", "kind = \"verb\", rtt_rise = 20 }", "send.toml:15:42: ", "verb rtt_rise must be in 1.01..=10"),
             ("kind = \"cubic\" }", "kind = \"verb\", initial_kbps = 1e7 }", "send.toml:15:46: ", "verb initial_kbps must be in 1..=1000000"),
@@ -409,15 +423,33 @@ bind = "127.0.0.1:7000"
             ),
             (
                 "bind = \"127.0.0.1:7000\"",
-                "bind = \"127.0.0.1:7000\"\ndevice = \"nosuchdev0\"",
+                "bind = \"127.0.0.1:7000\"\ndevice = \"no such\"",
                 "recv.toml:8:10: ",
-                "nosuchdev0",
+                "\"no such\" is not a network interface name",
             ),
             (
                 "key_file = \"receiver.key\"",
                 "key_file = \"\"",
                 "recv.toml:1:12: ",
                 "key_file must name",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = 100\nserver_id = \"300/1\"",
+                "recv.toml:5:13: ",
+                "server id 300 does not fit in 1 byte",
+            ),
+            (
+                "in_order_hold_ms = 100",
+                "in_order_hold_ms = 100\nserver_id = \"7\"",
+                "recv.toml:5:13: ",
+                "ID/BYTES",
+            ),
+            (
+                "[[interfaces]]",
+                "[session]\nkeepalive_ms = -5\n\n[[interfaces]]",
+                "recv.toml:7:16: ",
+                "keepalive_ms",
             ),
         ];
         for (from, to, at, message) in recv {
@@ -449,6 +481,20 @@ bind = "127.0.0.1:7000"
         let (cfg, warnings) = check_send(&text, "send.toml", &base).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert!(cfg.streams.iter().all(|s| !s.objectives.is_empty()));
+
+        // A modem that is not there yet is a warning: its channel waits for it.
+        let later = text.replacen(
+            "name = \"modem-b\"",
+            "name = \"modem-b\"\ndevice = \"nosuchdev0\"",
+            1,
+        );
+        let (_, warnings) = check_send(&later, "send.toml", &base).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let w = warnings[0].to_string();
+        assert!(
+            w.contains("no network interface named \"nosuchdev0\" on this host yet"),
+            "{w}"
+        );
 
         let text = text.replacen("scenarios/demo/iframes.hose", "objectives/y1.hose", 1);
         let (_, warnings) = check_send(&text, "send.toml", &base).unwrap();

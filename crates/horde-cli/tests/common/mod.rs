@@ -32,3 +32,49 @@ pub fn repo() -> PathBuf {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Writes a new key pair to `dir/name` with `horde keygen` and returns its public key.
+pub fn keygen(dir: &std::path::Path, name: &str) -> String {
+    let out = horde(&["keygen", "--out", dir.join(name).to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// The keys and files of a `horde recv` / `horde send` pair on loopback in `dir`: the
+/// receiver on two free ports, the sender with one channel to each, running for
+/// `duration_s` with `streams` (TOML `[[streams]]` tables). Returns the sender's and
+/// the receiver's public keys and the two ports.
+pub fn two_channel_pair(
+    dir: &std::path::Path,
+    duration_s: u32,
+    streams: &str,
+) -> (String, String, [u16; 2]) {
+    let (send_pub, recv_pub) = (keygen(dir, "s.key"), keygen(dir, "r.key"));
+    let port = || {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (p0, p1) = (port(), port());
+    std::fs::write(
+        dir.join("recv.toml"),
+        format!(
+            "key_file = \"r.key\"\nallowed_keys = [\"{send_pub}\"]\n\
+             [[interfaces]]\nbind = \"127.0.0.1:{p0}\"\n\
+             [[interfaces]]\nbind = \"127.0.0.1:{p1}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("send.toml"),
+        format!(
+            "key_file = \"s.key\"\npeer_key = \"{recv_pub}\"\nduration_s = {duration_s}\n\
+             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{p0}\"\n\
+             [[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{p1}\"\n{streams}"
+        ),
+    )
+    .unwrap();
+    (send_pub, recv_pub, [p0, p1])
+}

@@ -22,6 +22,7 @@ pub fn rate_link(mbps: f64) -> Box<dyn Link> {
         buffer_bytes: Some(1_000_000),
         delay: Some(DelaySpec::Constant { ms: 10.0 }),
         loss: None,
+        qdisc: None,
     };
     spec.build(1, Path::new(".")).expect("valid spec")
 }

@@ -13,8 +13,11 @@ pub mod tun;
 
 pub use netns::enter_netns;
 pub use process::{interrupt, is_root, kill};
-pub use signals::{catch_stop_signals, default_sigpipe, interrupted, stop_signal, SigintGuard};
+pub use signals::{
+    catch_reload_signal, catch_stop_signals, default_sigpipe, interrupted, stop_signal,
+    take_reload_request, SigintGuard,
+};
 pub use tcp::{
     is_mptcp, mptcp_subflow_infos, set_tcp_congestion, stream_socket, tcp_congestion, tcp_info,
 };
-pub use tun::open_tun;
+pub use tun::{open_tun, open_tun_with_offloads, VNET_HDR_LEN};

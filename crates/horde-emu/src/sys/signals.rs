@@ -1,5 +1,6 @@
 //! Signal dispositions: Ctrl-C as a flag a run polls (so that it can print its summary
-//! before it exits), the signals that ask a process to stop, and SIGPIPE.
+//! before it exits), SIGHUP as a request to reload, the signals that ask a process to
+//! stop, and SIGPIPE.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -51,6 +52,33 @@ impl Drop for SigintGuard {
             libc::sigaction(libc::SIGINT, &self.previous, std::ptr::null_mut());
         }
     }
+}
+
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sighup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::SeqCst);
+}
+
+/// From now on SIGHUP asks for a reload ([`take_reload_request`]) instead of ending the
+/// process; the error is `sigaction`'s.
+pub fn catch_reload_signal() -> io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic, which
+    // is async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sighup as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGHUP, &action, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGHUP came since the last call (after [`catch_reload_signal`]).
+pub fn take_reload_request() -> bool {
+    RELOAD.swap(false, Ordering::SeqCst)
 }
 
 /// The signal that asked the process to stop (0: none yet).

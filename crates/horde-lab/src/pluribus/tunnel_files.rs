@@ -31,25 +31,14 @@ pub struct Keys {
     pub dir: PathBuf,
 }
 
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("create {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
-}
-
 /// Fresh key pairs for both ends, written into `dir`.
 pub fn write_keys(dir: &Path) -> Result<Keys> {
     let (server, client) = (Keypair::generate(), Keypair::generate());
-    write_private(&dir.join("server.key"), &server.to_file_string())?;
-    write_private(&dir.join("client.key"), &client.to_file_string())?;
+    for (key, name) in [(&server, "server.key"), (&client, "client.key")] {
+        let path = dir.join(name);
+        key.write_file(&path)
+            .with_context(|| format!("create {}", path.display()))?;
+    }
     Ok(Keys {
         server: server.public().to_string(),
         client: client.public().to_string(),

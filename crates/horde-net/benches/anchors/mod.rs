@@ -1,18 +1,12 @@
 //! Anchors measured in the same run as Horde: plain UDP and QUIC (quinn).
 
+mod cpu;
 pub mod quic;
 pub mod udp;
 
-use std::time::Duration;
+pub use cpu::cpu_time;
 
-/// Process CPU time (user + system), all threads.
-pub fn cpu_time() -> Duration {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
+use std::time::Duration;
 
 /// What one run delivered: packets, payload bytes, the span from first to last arrival
 /// and the process CPU time the run took.

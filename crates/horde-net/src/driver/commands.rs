@@ -8,11 +8,7 @@ impl Driver {
         let now = self.now();
         match cmd {
             Command::Connect(config, reconnect, reply) => {
-                let handshakes = &self.handshakes;
-                match self
-                    .host
-                    .connect(now, config, reconnect, |i| handshakes.is_reserved(i))
-                {
+                match self.host.connect(now, config, reconnect, |_| false) {
                     Ok(key) => {
                         self.dialing.insert(key, reply);
                     }
@@ -30,6 +26,7 @@ impl Driver {
                 let _ = reply.send(r);
             }
             Command::RemoveInterface(i) => self.remove_interface(i, now),
+            Command::AllowPeer(peer, allowed) => self.host.allow_peer(peer, allowed),
             Command::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }

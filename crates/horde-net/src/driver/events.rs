@@ -54,7 +54,11 @@ impl Driver {
     /// The application's end of connection `key`.
     fn open_app(&mut self, key: u64, peer: Option<horde_crypto::PublicKey>) -> Connection {
         let (tx, rx) = mpsc::unbounded_channel();
-        let read = Arc::new(ReadProgress::new(self.reader_woke.clone()));
+        let read = Arc::new(ReadProgress::new(
+            self.reader_woke.clone(),
+            key,
+            self.read_log.clone(),
+        ));
         let events = EventReceiver::new(rx, read.clone());
         self.apps.insert(key, App { events: tx, read });
         Connection::new(key, self.cmd_tx.clone(), events, peer)

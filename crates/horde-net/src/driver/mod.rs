@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use horde_host::{HostSettings, Inbound};
+use horde_host::{HostSettings, Inbound, ResponderSettings};
 use horde_proto::{ChannelId, EndpointConfig, Event};
 use quinn_udp::RecvMeta;
 use tokio::sync::{mpsc, Notify};
@@ -37,9 +37,9 @@ use crate::command::{Command, Reply as Answer};
 use crate::config::{HostConfig, InterfaceConfig};
 use crate::connection::Connection;
 use crate::error::NetError;
-use crate::handshake::{Done, Gate, Handshakes};
+use crate::handshake::{FromWorker, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
-use crate::read_progress::ReadProgress;
+use crate::read_progress::{ReadLog, ReadProgress};
 use crate::socket::{self, ChannelSocket};
 use crate::stats::HostStats;
 
@@ -71,7 +71,8 @@ struct Driver {
     /// Per interface, parallel to `sockets`.
     ifaces: Vec<Iface>,
     monitor: pool::Monitor,
-    /// Initiations: cheap checks here, Diffie-Hellman on the handshake worker.
+    /// The handshake worker: it reads the handshake sockets and runs the host's
+    /// Diffie-Hellman jobs.
     handshakes: Handshakes,
     /// Every connection's state and decisions.
     host: horde_host::Host,
@@ -99,9 +100,15 @@ struct Driver {
     sealer_done: Arc<Notify>,
     /// Set by an application whose reading lets a shut receive window reopen.
     reader_woke: Arc<Notify>,
+    /// The connections whose applications have read since the last flush.
+    read_log: Arc<ReadLog>,
+    /// Connections to tell the host of their reading (kept between flushes).
+    to_tell: Vec<u64>,
     /// The indices the data sockets' kernel filters let through (sorted); `None`: a socket
     /// has no filter yet.
     filtered_indices: Option<Vec<u32>>,
+    /// The host's index generation `filtered_indices` was made at.
+    filtered_generation: u64,
     /// What the kernel dropped at data sockets since closed.
     kernel_dropped_closed: u64,
 }
@@ -120,7 +127,29 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let mut addrs = Vec::new();
     let mut ifaces = Vec::new();
     for iface in &config.interfaces {
-        let s = socket::bind(iface, config.udp_offload, config.handshakes.separate_socket)?;
+        let s = match socket::bind(iface, config.udp_offload, config.handshakes.separate_socket) {
+            Ok(s) => s,
+            Err(e) if waits_for_device(iface, &e) => {
+                // A modem not there yet (or without its address yet): the interface
+                // starts down, and the monitor brings it up when the device is usable.
+                tracing::warn!(
+                    device = iface.device.as_deref().unwrap_or(""),
+                    bind = %iface.bind,
+                    error = %e,
+                    "device not usable yet: its channels wait for it"
+                );
+                addrs.push(iface.bind);
+                sockets.push(None);
+                ifaces.push(Iface {
+                    config: iface.clone(),
+                    bound: iface.bind,
+                    ifindex: None,
+                    state: IfaceState::Down,
+                });
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let bound = s.local_addr()?;
         addrs.push(bound);
         sockets.push(Some(s));
@@ -131,13 +160,23 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             state: IfaceState::Open,
         });
     }
+    if !sockets.is_empty() && sockets.iter().all(Option::is_none) {
+        let devices: Vec<&str> = config
+            .interfaces
+            .iter()
+            .filter_map(|i| i.device.as_deref())
+            .collect();
+        return Err(NetError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "none of the interfaces' devices is usable yet ({}): nothing to send from",
+                devices.join(", ")
+            ),
+        )));
+    }
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let split_handshakes = config.handshakes.separate_socket;
-    let mut handshakes = Handshakes::spawn(
-        config.keypair.clone(),
-        config.allowed_peers.iter().copied(),
-        config.handshakes.clone(),
-    )?;
+    let mut handshakes = Handshakes::spawn(config.keypair.public())?;
     for (i, s) in sockets.iter().enumerate() {
         let hs = s
             .as_ref()
@@ -145,7 +184,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
             .cloned();
         handshakes.set_socket(i, hs);
     }
-    let host = horde_host::Host::new(HostSettings {
+    let mut host = horde_host::Host::new(HostSettings {
         keypair: config.keypair,
         rekey: config.rekey,
         endpoint: EndpointConfig {
@@ -164,7 +203,19 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         interfaces: sockets.len(),
         seed: rand::random(),
         unix_micros_at_start: unix_micros(),
+        responder: ResponderSettings {
+            allowed: config.allowed_peers.clone(),
+            queue: config.handshakes.queue,
+            rate_limit: config.handshakes.rate_limit,
+            load_rate: config.handshakes.load_rate,
+            server_id: config.handshakes.server_id,
+        },
     });
+    for (i, iface) in ifaces.iter().enumerate() {
+        if iface.state == IfaceState::Down {
+            host.interface_down(Duration::ZERO, i);
+        }
+    }
     let sealer = if config.seal_worker {
         Some(sealer::Sealer::spawn()?)
     } else {
@@ -177,7 +228,10 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     let driver = Driver {
         start: Instant::now(),
         reader_woke: Arc::new(Notify::new()),
+        read_log: Arc::default(),
+        to_tell: Vec::new(),
         filtered_indices: None,
+        filtered_generation: 0,
         kernel_dropped_closed: 0,
         tx: sockets.iter().map(|_| TxQueue::default()).collect(),
         sockets,
@@ -205,6 +259,12 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
     Ok((cmd_tx, addrs, task))
 }
 
+/// Whether binding `iface` failed only because its device is not there yet (`ENODEV`) or
+/// lacks the address to bind (`EADDRNOTAVAIL`): a modem that comes later.
+fn waits_for_device(iface: &InterfaceConfig, e: &std::io::Error) -> bool {
+    iface.device.is_some() && matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EADDRNOTAVAIL))
+}
+
 fn unix_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -219,8 +279,8 @@ impl Driver {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.receive_all();
-            while let Some(done) = self.handshakes.try_done() {
-                self.on_handshake_done(done);
+            while let Some(m) = self.handshakes.try_next() {
+                self.on_worker(m);
             }
             loop {
                 match cmd_rx.try_recv() {
@@ -229,6 +289,7 @@ impl Driver {
                     Err(_) => break,
                 }
             }
+            self.hand_out_jobs();
             self.forward_events();
             let now = self.now();
             self.watch_interfaces(now);
@@ -249,9 +310,9 @@ impl Driver {
                 _ = readable => {}
                 _ = self.reader_woke.notified() => {}
                 _ = self.sealer_done.notified() => {}
-                done = self.handshakes.next_done() => {
-                    if let Some(done) = done {
-                        self.on_handshake_done(done);
+                m = self.handshakes.next() => {
+                    if let Some(m) = m {
+                        self.on_worker(m);
                     }
                 }
                 _ = sleep => {}
@@ -311,19 +372,23 @@ impl Driver {
         self.host.set_local_aliases(aliases);
     }
 
-    /// The handshake worker's answer to an initiation.
-    fn on_handshake_done(&mut self, done: Done) {
-        let Done {
-            iface, src, result, ..
-        } = done;
+    /// Initiations the handshake worker read, or a job's outcome: for the host.
+    fn on_worker(&mut self, m: FromWorker) {
         let now = self.now();
-        self.host.handle_handshake_done(now, iface, src, result);
+        match m {
+            FromWorker::Initiations(batch) => {
+                for f in batch {
+                    self.on_datagram(f.iface, f.src, &f.datagram, now);
+                }
+            }
+            FromWorker::Done(outcome) => self.host.handle_handshake_done(now, outcome),
+        }
     }
 
-    /// Queue a handshake datagram for the next flush.
-    fn send_raw(&mut self, iface: usize, dst: SocketAddr, bytes: &[u8]) {
-        if let Some(q) = self.tx.get_mut(iface) {
-            q.push(dst, Owner::Handshake, bytes, 1);
+    /// The host's Diffie-Hellman jobs go to the handshake worker.
+    fn hand_out_jobs(&mut self) {
+        while let Some(job) = self.host.poll_handshake_job() {
+            self.handshakes.submit(job);
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Receiving: datagrams from the sockets into the host, initiations through the
-//! handshake gate to the worker, and the kernel filter that keeps datagrams for indices not
+//! Receiving: datagrams from the sockets into the host (initiations too: the host checks
+//! them and makes jobs for the handshake worker), and the kernel filter that keeps datagrams for indices not
 //! in use from waking the driver at all.
 
 use super::*;
@@ -51,6 +51,11 @@ impl Driver {
     /// socket is new). Called before each flush, so that the first datagram sent from a new
     /// index (an initiation, a response) goes out only once its answers can come in.
     pub(super) fn refresh_index_filter(&mut self) {
+        let generation = self.host.local_indices_generation();
+        if self.filtered_indices.is_some() && self.filtered_generation == generation {
+            return;
+        }
+        self.filtered_generation = generation;
         let mut indices: Vec<u32> = self.host.local_indices().collect();
         indices.sort_unstable();
         if self.filtered_indices.as_ref() == Some(&indices) {
@@ -74,28 +79,16 @@ impl Driver {
             .fold(self.kernel_dropped_closed, u64::saturating_add)
     }
 
-    fn on_datagram(&mut self, iface: usize, src: SocketAddr, data: &[u8], now: Duration) {
+    pub(super) fn on_datagram(
+        &mut self,
+        iface: usize,
+        src: SocketAddr,
+        data: &[u8],
+        now: Duration,
+    ) {
         match self.host.handle_datagram(now, iface, src, data) {
             Inbound::Handled => {}
             Inbound::LegacyHandshake => self.handshakes.on_legacy(src, &mut self.stats.dropped),
-            Inbound::Initiation => self.on_initiation(iface, src, data, now),
-        }
-    }
-
-    /// Only the cheap checks here; the handshake worker answers later
-    /// ([`Driver::on_handshake_done`]).
-    fn on_initiation(&mut self, iface: usize, src: SocketAddr, data: &[u8], now: Duration) {
-        let host = &self.host;
-        let gate = self.handshakes.on_initiation(
-            data,
-            iface,
-            src,
-            now,
-            |i| host.index_in_use(i),
-            &mut self.stats.dropped,
-        );
-        if let Gate::Send(cookie_reply) = gate {
-            self.send_raw(iface, src, &cookie_reply);
         }
     }
 }

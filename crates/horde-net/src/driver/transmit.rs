@@ -4,6 +4,32 @@ use super::sealer::{SealBatch, Sealer};
 use super::*;
 
 impl Driver {
+    /// Tell the host how far each application that read has got, and for each
+    /// connection the host is about to walk, or walked at the last flush (a datagram or
+    /// a send may have moved its receive window), when to wake the driver: the others'
+    /// windows have not moved since they were last told.
+    fn tell_reading(&mut self, now: Duration) {
+        let mut keys = std::mem::take(&mut self.to_tell);
+        let walked_before = keys.len();
+        keys.extend(self.host.touched_connections());
+        let to_walk = keys.len();
+        self.read_log.take(&mut keys);
+        let mut walking: Vec<u64> = keys[walked_before..to_walk].to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        for &key in &keys {
+            let Some(app) = self.apps.get(&key) else {
+                continue;
+            };
+            app.read.unlist();
+            let reopen = self.host.bytes_read(now, key, app.read.read());
+            app.read.wake_when_read(reopen);
+        }
+        // Told again at the next flush, after their walk.
+        walking.sort_unstable();
+        self.to_tell = walking;
+    }
+
     /// Seal the host's pending datagrams into the per-socket queues, sending each queue
     /// as it fills and all of them at the end. The host settles each connection's fate
     /// as it walks them.
@@ -20,10 +46,7 @@ impl Driver {
             }
         }
         self.send_queues().await;
-        for (&key, app) in &self.apps {
-            let reopen = self.host.bytes_read(now, key, app.read.read());
-            app.read.wake_when_read(reopen);
-        }
+        self.tell_reading(now);
         // A flush starts on the plain path (sealed straight into the socket queues)
         // while the sealer holds nothing: a flush of a few datagrams (acks, a
         // lightly loaded connection) then costs exactly what it costs without a

@@ -67,34 +67,46 @@ impl Pair {
         ip(&["-n", b, "addr", "add", b_addr, "dev", "vb"]);
         ip(&["-n", a, "link", "set", "va", "up"]);
         ip(&["-n", b, "link", "set", "vb", "up"]);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for (ns, dev) in [(a, "va"), (b, "vb")] {
-            loop {
-                let out = Command::new("ip")
-                    .args(["-n", ns, "-o", "link", "show", "dev", dev])
-                    .output()
-                    .unwrap();
-                if String::from_utf8_lossy(&out.stdout).contains("state UP") {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "{dev} in {ns} never came up");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        wait_until_up(&[(a, "va"), (b, "vb")]);
         p
     }
 }
 
 impl Drop for Pair {
     fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let ok = Command::new("ip")
-                .args(["netns", "del", ns])
+        delete_namespaces(&[&self.a, &self.b]);
+    }
+}
+
+/// Waits (up to 5 s) until each `(namespace, device)` reports operational state UP:
+/// carrier comes with both ends up, but the state follows a little later, and hosts
+/// should begin with usable devices.
+pub fn wait_until_up(devices: &[(&str, &str)]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (ns, dev) in devices {
+        loop {
+            let out = Command::new("ip")
+                .args(["-n", ns, "-o", "link", "show", "dev", dev])
                 .output()
-                .is_ok_and(|o| o.status.success());
-            if !ok {
-                eprintln!("netns: could not delete namespace {ns}");
+                .unwrap();
+            if String::from_utf8_lossy(&out.stdout).contains("state UP") {
+                break;
             }
+            assert!(Instant::now() < deadline, "{dev} in {ns} never came up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Deletes the namespaces (which destroys their veths); says so if one cannot be.
+pub fn delete_namespaces(names: &[&str]) {
+    for ns in names {
+        let ok = Command::new("ip")
+            .args(["netns", "del", ns])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("netns: could not delete namespace {ns}");
         }
     }
 }

@@ -67,6 +67,11 @@ pub struct Directed {
     /// the session cycle at N = 32 under 100 µs but weakens X4 in the thesis's S4
     /// (docs/schedulers.md, "A budget that follows the open terms").
     pub search_per_member: Option<usize>,
+    /// Rebuild the objectives' preparations in full every cycle (false by
+    /// default, [`Directed::full_rebuild`]) instead of renumbering the contexts
+    /// of ADUs that stay queued. The schedules are the same; the full rebuild is
+    /// kept to check that and to measure what the reuse saves.
+    pub full_rebuild: bool,
     hungarian: Hungarian,
     search: LocalSearch,
     matcher: RandomMatcher,
@@ -97,6 +102,7 @@ impl Default for Directed {
             search_budget: DEFAULT_SEARCH_BUDGET,
             open_first: false,
             search_per_member: None,
+            full_rebuild: false,
             hungarian: Hungarian::default(),
             search: LocalSearch::default(),
             matcher: RandomMatcher::default(),
@@ -130,6 +136,16 @@ impl Directed {
         Directed {
             search_budget: FAST_SEARCH_BUDGET,
             open_first: true,
+            ..Directed::default()
+        }
+    }
+
+    /// The default search with every cycle's preparation rebuilt in full: the
+    /// same schedules as [`Directed::default`], at the cost of the scheduler
+    /// before contexts were kept across cycles.
+    pub fn full_rebuild() -> Self {
+        Directed {
+            full_rebuild: true,
             ..Directed::default()
         }
     }
@@ -383,6 +399,7 @@ impl Scheduler for Directed {
         // Taken out of `self` for the cycle so that `self` stays free to borrow.
         let mut cache = std::mem::take(&mut self.cache);
         let mut model = std::mem::take(&mut self.model);
+        cache.set_full_rebuild(self.full_rebuild);
         let mut set = input.objectives.prepare_reusing(input, &mut cache);
         self.build(&mut set, input, out, &mut model);
         self.place(&model, input, rng, out);

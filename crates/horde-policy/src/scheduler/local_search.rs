@@ -72,6 +72,9 @@ struct KernelEdge {
     other: u32,
     /// Whether the member is the term's first (the table's row).
     first: bool,
+    /// The kernel reads its slots only through their loss correlation
+    /// (`Model::kernel_by_correlation`).
+    by_correlation: bool,
     /// Where this member's table starts: the kernel's table if it is the first
     /// member, the transposed one if not.
     table: u32,
@@ -506,6 +509,7 @@ impl LocalSearch {
                         kernel: k,
                         other: if first { q } else { p },
                         first,
+                        by_correlation: model.kernel_by_correlation[k as usize],
                         table: ((half + k as usize) * model.m * model.m) as u32,
                     });
                 }
@@ -591,28 +595,74 @@ impl LocalSearch {
                 }
                 continue;
             };
-            for k in lo..hi {
-                let e = self.kedges[k];
-                if !earlier.is_empty() && earlier.contains(&(e.other as usize)) {
-                    // Scored with the earlier ADU, whose sum also held its old value.
-                    gain += i128::from(self.cur[e.term as usize]);
-                    continue;
+            let mut k = lo;
+            while k < hi {
+                // Known values in a plain loop over borrowed tables; an unknown
+                // one leaves it to be computed (which needs `self` mutably).
+                let (missing, spent) =
+                    self.scan_known_kernels(ctx.model.m, work, earlier, own, &mut k, hi, &mut gain);
+                ctx.spent += spent;
+                if let Some((e, t)) = missing {
+                    let (s, t) = if e.first { (own, t) } else { (t, own) };
+                    gain += i128::from(self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t));
+                    k += 1;
                 }
-                ctx.spent += 1;
-                let Some(t) = work[e.other as usize] else {
-                    continue;
-                };
-                let v = match self.known_kernel(ctx.model, &e, own, t) {
-                    UNKNOWN => {
-                        let (s, t) = if e.first { (own, t) } else { (t, own) };
-                        self.fill_kernel(ctx.model, ctx.set, e.kernel, s, t)
-                    }
-                    v => v,
-                };
-                gain += i128::from(v);
             }
         }
         gain
+    }
+
+    /// Add to `gain` the kernel terms of edges `*k..hi` of an ADU in slot `own`
+    /// whose values are known, stopping at the first whose value is not (returned
+    /// with its other member's slot, `*k` left on it). Returns the budget units
+    /// charged: one per term scored here.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn scan_known_kernels(
+        &self,
+        m: usize,
+        work: &Assignment,
+        earlier: &[usize],
+        own: usize,
+        k: &mut usize,
+        hi: usize,
+        gain: &mut i128,
+    ) -> (Option<(KernelEdge, usize)>, usize) {
+        let (kedges, channel, off, cur) = (
+            &self.kedges[..],
+            &self.channel[..],
+            &self.off_channel_pair[..],
+            &self.cur[..],
+        );
+        let own_channel = channel[own];
+        let mut spent = 0;
+        while *k < hi {
+            let e = kedges[*k];
+            if !earlier.is_empty() && earlier.contains(&(e.other as usize)) {
+                // Scored with the earlier ADU, whose sum also held its old value.
+                *gain += i128::from(cur[e.term as usize]);
+                *k += 1;
+                continue;
+            }
+            spent += 1;
+            let Some(t) = work[e.other as usize] else {
+                *k += 1;
+                continue;
+            };
+            let mut v = UNKNOWN;
+            if e.by_correlation && channel[t] != own_channel {
+                v = off[e.kernel as usize];
+            }
+            if v == UNKNOWN {
+                v = self.ktab.get(e.index(m, own, t));
+            }
+            if v == UNKNOWN {
+                return (Some((e, t)), spent);
+            }
+            *gain += i128::from(v);
+            *k += 1;
+        }
+        (None, spent)
     }
 
     /// Record the pair-kernel terms of `moved` whose value the applied moves

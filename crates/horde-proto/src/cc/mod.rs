@@ -10,10 +10,13 @@ use std::time::Duration;
 
 mod aimd;
 mod bbr;
+mod bbr1;
 mod cbr;
 mod copa;
 mod cubic;
 mod filter;
+mod forecast;
+mod ontime;
 mod pacer;
 #[cfg(test)]
 mod testbed;
@@ -22,9 +25,11 @@ mod verb;
 // The controllers themselves are reached through `CcConfig::build`.
 pub(crate) use aimd::Aimd;
 pub(crate) use bbr::{Bbr, BbrParams};
+pub(crate) use bbr1::{Bbr1, Bbr1Params};
 pub(crate) use cbr::Cbr;
 pub(crate) use copa::{Copa, CopaParams};
 pub(crate) use cubic::{Cubic, CubicParams};
+pub(crate) use ontime::{Ontime, OntimeParams};
 pub(crate) use pacer::Pacer;
 pub(crate) use verb::{Verb, VerbParams};
 
@@ -168,8 +173,32 @@ pub enum CcConfig {
         #[serde(default = "yes")]
         link_loss_reduces: bool,
     },
-    /// BBR version 1: paced at the measured bottleneck rate, window twice the BDP.
+    /// BBR version 3 (draft-ietf-ccwg-bbr): BBR's model bounded by the loss rate
+    /// (`inflight_hi`) and by recent losses (`bw_lo`, `inflight_lo`).
     Bbr {
+        /// Congestion window at start and after a reset, packets of one MTU.
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        /// The window as a multiple of the estimated bandwidth-delay product.
+        #[serde(default = "default_bbr_cwnd_gain")]
+        cwnd_gain: f64,
+        /// How long a minimum RTT stands, in s; ProbeRTT refreshes it after half of it.
+        #[serde(default = "default_min_rtt_window_s")]
+        min_rtt_window_s: f64,
+        /// How long ProbeRTT holds the flight at half a BDP, in ms.
+        #[serde(default = "default_bbr_probe_rtt_ms")]
+        probe_rtt_ms: f64,
+        /// Largest share of a probing round's data that may be lost before `inflight_hi`
+        /// bounds the flight.
+        #[serde(default = "default_bbr_loss_threshold")]
+        loss_threshold: f64,
+        /// Multiplicative decrease of `bw_lo` and `inflight_lo` per round with losses.
+        #[serde(default = "default_bbr_beta")]
+        beta: f64,
+    },
+    /// BBR version 1: paced at the measured bottleneck rate, window twice the BDP; kept
+    /// for comparison with `bbr`.
+    Bbr1 {
         /// Congestion window at start and after a reset, packets of one MTU.
         #[serde(default = "default_modern_initial_window")]
         initial_window_packets: u32,
@@ -202,6 +231,23 @@ pub enum CcConfig {
         #[serde(default = "yes")]
         drain_cap: bool,
     },
+    /// `ontime`: sends what a forecast of the link's rate, made from the acks alone, says
+    /// will arrive within a delay target (docs/congestion.md).
+    Ontime {
+        /// Congestion window at start and after a reset, packets of one MTU.
+        #[serde(default = "default_modern_initial_window")]
+        initial_window_packets: u32,
+        /// The queueing delay each packet should stay within, ms.
+        #[serde(default = "default_ontime_delay_target_ms")]
+        delay_target_ms: f64,
+        /// Probability with which the forecast must hold.
+        #[serde(default = "default_ontime_confidence")]
+        confidence: f64,
+        /// Relative standard deviation of the link rate's moves per square root of a
+        /// second: how fast the forecast expects the rate to wander.
+        #[serde(default = "default_ontime_volatility")]
+        volatility: f64,
+    },
     /// `verb`, the thesis's CDMA2000 controller (§7.4.1): rate plateaus, a coarse timer
     /// resetting to goodput, delay-based back-off (docs/cdma.md).
     Verb {
@@ -217,6 +263,15 @@ pub enum CcConfig {
     },
 }
 
+fn default_ontime_delay_target_ms() -> f64 {
+    OntimeParams::default().delay_target.as_secs_f64() * 1e3
+}
+fn default_ontime_confidence() -> f64 {
+    OntimeParams::default().confidence
+}
+fn default_ontime_volatility() -> f64 {
+    OntimeParams::default().volatility
+}
 fn default_verb_period_s() -> f64 {
     VerbParams::default().period.as_secs_f64()
 }
@@ -249,7 +304,13 @@ fn default_bbr_cwnd_gain() -> f64 {
     BbrParams::default().cwnd_gain
 }
 fn default_bbr_bw_window_rounds() -> u32 {
-    BbrParams::default().bw_window_rounds as u32
+    Bbr1Params::default().bw_window_rounds as u32
+}
+fn default_bbr_loss_threshold() -> f64 {
+    BbrParams::default().loss_threshold
+}
+fn default_bbr_beta() -> f64 {
+    BbrParams::default().beta
 }
 fn default_min_rtt_window_s() -> f64 {
     10.0
@@ -275,6 +336,12 @@ pub mod limits {
     pub const BBR_CWND_GAIN: RangeInclusive<f64> = 1.0..=10.0;
     /// Copa's `delta`.
     pub const COPA_DELTA: RangeInclusive<f64> = 1e-3..=100.0;
+    /// Ontime's `delay_target_ms`.
+    pub const ONTIME_DELAY_TARGET_MS: RangeInclusive<f64> = 1.0..=60_000.0;
+    /// Ontime's `confidence`.
+    pub const ONTIME_CONFIDENCE: RangeInclusive<f64> = 0.5..=0.999;
+    /// Ontime's `volatility`.
+    pub const ONTIME_VOLATILITY: RangeInclusive<f64> = 0.01..=100.0;
     /// Verb's `rtt_rise`.
     pub const VERB_RTT_RISE: RangeInclusive<f64> = 1.01..=10.0;
     /// Verb's `initial_kbps`.
@@ -285,8 +352,12 @@ pub mod limits {
     /// bandwidth-delay product, so that a slip is refused rather than taken as "no
     /// congestion control until the first loss".
     pub const INITIAL_WINDOW_PACKETS: RangeInclusive<u32> = 1..=100_000;
-    /// BBR's `bw_window_rounds`.
+    /// BBR v1's `bw_window_rounds`.
     pub const BW_WINDOW_ROUNDS: RangeInclusive<u32> = 1..=10_000;
+    /// BBR's `loss_threshold`.
+    pub const BBR_LOSS_THRESHOLD: RangeInclusive<f64> = 1e-4..=0.5;
+    /// BBR's `beta`.
+    pub const BBR_BETA: RangeInclusive<f64> = 0.1..=0.95;
 }
 
 /// `x` if it is a finite number in `range`, else `default` (configuration layers
@@ -331,6 +402,14 @@ impl CcConfig {
             "bbr" => CcConfig::Bbr {
                 initial_window_packets: default_modern_initial_window(),
                 cwnd_gain: default_bbr_cwnd_gain(),
+                min_rtt_window_s: default_min_rtt_window_s(),
+                probe_rtt_ms: default_bbr_probe_rtt_ms(),
+                loss_threshold: default_bbr_loss_threshold(),
+                beta: default_bbr_beta(),
+            },
+            "bbr1" => CcConfig::Bbr1 {
+                initial_window_packets: default_modern_initial_window(),
+                cwnd_gain: default_bbr_cwnd_gain(),
                 bw_window_rounds: default_bbr_bw_window_rounds(),
                 min_rtt_window_s: default_min_rtt_window_s(),
                 probe_rtt_ms: default_bbr_probe_rtt_ms(),
@@ -340,6 +419,12 @@ impl CcConfig {
                 delta: default_copa_delta(),
                 min_rtt_window_s: default_min_rtt_window_s(),
                 drain_cap: true,
+            },
+            "ontime" => CcConfig::Ontime {
+                initial_window_packets: default_modern_initial_window(),
+                delay_target_ms: default_ontime_delay_target_ms(),
+                confidence: default_ontime_confidence(),
+                volatility: default_ontime_volatility(),
             },
             "verb" => CcConfig::Verb {
                 period_s: default_verb_period_s(),
@@ -357,7 +442,9 @@ impl CcConfig {
             CcConfig::Cbr { .. } => "cbr",
             CcConfig::Cubic { .. } => "cubic",
             CcConfig::Bbr { .. } => "bbr",
+            CcConfig::Bbr1 { .. } => "bbr1",
             CcConfig::Copa { .. } => "copa",
+            CcConfig::Ontime { .. } => "ontime",
             CcConfig::Verb { .. } => "verb",
         }
     }
@@ -399,14 +486,39 @@ impl CcConfig {
             CcConfig::Bbr {
                 initial_window_packets,
                 cwnd_gain,
-                bw_window_rounds,
                 min_rtt_window_s,
                 probe_rtt_ms,
+                loss_threshold,
+                beta,
             } => {
                 let d = BbrParams::default();
                 Box::new(Bbr::new(
                     mss,
                     BbrParams {
+                        initial_window_packets: initial_window_packets.max(4),
+                        cwnd_gain: within(cwnd_gain, limits::BBR_CWND_GAIN, d.cwnd_gain),
+                        min_rtt_window: secs(min_rtt_window_s, 10.0),
+                        probe_rtt_duration: secs(probe_rtt_ms / 1e3, 0.2),
+                        loss_threshold: within(
+                            loss_threshold,
+                            limits::BBR_LOSS_THRESHOLD,
+                            d.loss_threshold,
+                        ),
+                        beta: within(beta, limits::BBR_BETA, d.beta),
+                    },
+                ))
+            }
+            CcConfig::Bbr1 {
+                initial_window_packets,
+                cwnd_gain,
+                bw_window_rounds,
+                min_rtt_window_s,
+                probe_rtt_ms,
+            } => {
+                let d = Bbr1Params::default();
+                Box::new(Bbr1::new(
+                    mss,
+                    Bbr1Params {
                         initial_window_packets: initial_window_packets.max(4),
                         cwnd_gain: within(cwnd_gain, limits::BBR_CWND_GAIN, d.cwnd_gain),
                         bw_window_rounds: u64::from(bw_window_rounds.max(1)),
@@ -429,6 +541,28 @@ impl CcConfig {
                         delta: within(delta, limits::COPA_DELTA, d.delta),
                         min_rtt_window: secs(min_rtt_window_s, 10.0),
                         drain_cap,
+                    },
+                ))
+            }
+            CcConfig::Ontime {
+                initial_window_packets,
+                delay_target_ms,
+                confidence,
+                volatility,
+            } => {
+                let d = OntimeParams::default();
+                let target_ms = d.delay_target.as_secs_f64() * 1e3;
+                Box::new(Ontime::new(
+                    mss,
+                    OntimeParams {
+                        initial_window_packets: initial_window_packets.max(2),
+                        delay_target: Duration::from_secs_f64(
+                            within(delay_target_ms, limits::ONTIME_DELAY_TARGET_MS, target_ms)
+                                / 1e3,
+                        ),
+                        confidence: within(confidence, limits::ONTIME_CONFIDENCE, d.confidence),
+                        volatility: within(volatility, limits::ONTIME_VOLATILITY, d.volatility),
+                        ..d
                     },
                 ))
             }
@@ -471,7 +605,7 @@ mod config_tests {
 
     #[test]
     fn every_controller_is_configured_by_kind_alone() {
-        for kind in ["aimd", "cubic", "bbr", "copa", "verb"] {
+        for kind in ["aimd", "cubic", "bbr", "bbr1", "copa", "ontime", "verb"] {
             let c = parse(&format!("congestion = {{ kind = \"{kind}\" }}")).unwrap();
             assert_eq!(c.kind(), kind);
             assert_eq!(CcConfig::with_defaults(kind), Some(c.clone()));

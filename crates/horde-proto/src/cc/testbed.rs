@@ -419,8 +419,10 @@ mod tests {
             ("aimd", CcConfig::default()),
             ("cubic", toml("kind = 'cubic'")),
             ("bbr", toml("kind = 'bbr'")),
+            ("bbr1", toml("kind = 'bbr1'")),
             ("copa", toml("kind = 'copa'")),
             ("copa-nocap", toml("kind = 'copa'\ndrain_cap = false")),
+            ("ontime", toml("kind = 'ontime'")),
         ];
         let links = [
             (
@@ -430,6 +432,13 @@ mod tests {
             ("cellular 30ms", Link::cellular(ms(30), 7)),
             ("cellular 30ms b", Link::cellular(ms(30), 11)),
             ("fading 30ms", Link::fading(ms(30), 7)),
+            (
+                "cellular 150kB",
+                Link {
+                    buffer: 150_000,
+                    ..Link::cellular(ms(30), 7)
+                },
+            ),
         ];
         let (from, to) = (ms(2000), ms(30_000));
         let mut p95 = std::collections::HashMap::new();

@@ -79,6 +79,21 @@ const MAX_REO_WND_MULT: u32 = 64;
 const REO_WND_PERSIST: u32 = 16;
 /// Timer granularity: runtimes wake on timers of about a millisecond.
 const GRANULARITY: Duration = Duration::from_millis(1);
+/// Room the ADU log, the fates and the loss memory always keep: steady state stays
+/// within it (or within twice what it holds) and never reallocates.
+const KEEP_ROOM: usize = 1024;
+
+/// The capacity a buffer holding `len` entries in `capacity` gives back to, if it should:
+/// once it holds under a quarter of its room, it keeps twice what it holds (at least
+/// [`KEEP_ROOM`]). An outage fills these buffers with the packets sent into it, declared
+/// lost and remembered for late acks; without this their peak room stayed allocated for
+/// the session's life, and a sender's resident memory crept up outage after outage
+/// (`docs/results.md`, "Soak"). Shrinking at a quarter to a half leaves the room to
+/// double again before the next shrink, so it costs O(1) per entry, amortized.
+fn shrunk_capacity(len: usize, capacity: usize) -> Option<usize> {
+    let target = (2 * len).max(KEEP_ROOM);
+    (capacity > 4 * len && capacity > target).then_some(target)
+}
 
 /// How an acked or lost packet was resolved.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -176,6 +191,17 @@ impl SentTracker {
     #[cfg(test)]
     fn adu_log_len(&self) -> usize {
         self.adus.len()
+    }
+
+    /// Room allocated for the ADU log, the fates and the loss memory, in entries (tests:
+    /// an outage's peak is given back).
+    #[cfg(test)]
+    fn room(&self) -> (usize, usize, usize) {
+        (
+            self.adus.capacity(),
+            self.fates.capacity(),
+            self.lost.capacity(),
+        )
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -510,7 +536,8 @@ impl SentTracker {
     /// Drop the ADU log's entries no packet in flight or in the loss memory refers to.
     /// Both are in send order, so the oldest entry still needed belongs to the first of
     /// either. Entries go in batches of at least half the log: amortized O(1) per ADU,
-    /// without reallocating.
+    /// without reallocating. Then give back the room an outage left (see
+    /// [`shrunk_capacity`]).
     fn forget_adus(&mut self) {
         let end = self.adus_base + self.adus.len() as u64;
         let in_flight = self.fates.iter().find_map(|f| match f {
@@ -523,6 +550,15 @@ impl SentTracker {
         if drop > 0 && drop * 2 >= self.adus.len() {
             self.adus.drain(..drop);
             self.adus_base += drop as u64;
+        }
+        if let Some(c) = shrunk_capacity(self.adus.len(), self.adus.capacity()) {
+            self.adus.shrink_to(c);
+        }
+        if let Some(c) = shrunk_capacity(self.fates.len(), self.fates.capacity()) {
+            self.fates.shrink_to(c);
+        }
+        if let Some(c) = shrunk_capacity(self.lost.len(), self.lost.capacity()) {
+            self.lost.shrink_to(c);
         }
     }
 
@@ -667,6 +703,62 @@ mod tests {
             history: None,
             payload: 100,
         }
+    }
+
+    /// An outage fills the log, the fates and the loss memory with what was sent into it;
+    /// once those losses are forgotten, the room they took is given back.
+    #[test]
+    fn an_outage_gives_its_room_back_once_its_losses_are_forgotten() {
+        let mut s = SentTracker::new(t(0));
+        let mut est = LossEstimator::new();
+        let mut next_adu = 0;
+        let mut send = |s: &mut SentTracker, at: Duration| {
+            let adus: Vec<_> = (0..10).map(|k| sent_adu(next_adu + k)).collect();
+            next_adu += 10;
+            s.on_send(at, 1000, &adus)
+        };
+        // One second of 5000 packets of 10 ADUs each into a dead link, then declared lost.
+        for k in 0..5000 {
+            send(&mut s, Duration::from_micros(200 * k));
+        }
+        assert!(s.room().1 >= 5000, "{:?}", s.room());
+        let mut lost = 0;
+        s.declare_all_lost(t(1000), &mut est, |_, _, a, _| lost += a.len());
+        assert_eq!(lost, 50_000);
+        let (log, _, memory) = s.room();
+        assert!(
+            log >= 40_000 && memory >= LATE_ACK_MEMORY_PACKETS,
+            "{:?}",
+            s.room()
+        );
+        // The link is back: packets are sent and acked one by one, past the loss memory.
+        for round in 0..100 {
+            let now = t(1000 + 50 * round);
+            let seq = send(&mut s, now);
+            s.on_ack(
+                now + t(20),
+                &frame(seq, seq),
+                None,
+                false,
+                &mut est,
+                |_, _, _, _| {},
+            );
+            // As the channel does after every ack.
+            s.detect_losses(
+                now + t(20),
+                t(1),
+                &mut est,
+                |_| LossKind::Link,
+                |_, _, _, _| {},
+            );
+        }
+        let (log, fates, memory) = s.room();
+        assert!(
+            log <= 2 * KEEP_ROOM && fates <= 2 * KEEP_ROOM && memory <= 2 * KEEP_ROOM,
+            "room kept after the outage: {:?}",
+            s.room()
+        );
+        assert_eq!(s.adu_log_len(), 0);
     }
 
     #[test]

@@ -70,6 +70,9 @@ impl ChannelSet {
 
     /// Add a channel last; returns its index.
     pub(super) fn push(&mut self, ch: Channel) -> usize {
+        // Channels come a few at a time and a channel is large: no room for a fourth
+        // when three are opened (a server keeps thousands of sessions).
+        self.list.reserve_exact(1);
         self.list.push(ch);
         self.list.len() - 1
     }

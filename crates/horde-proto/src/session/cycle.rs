@@ -5,19 +5,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use horde_policy::{
-    AduView, Allocator, Assignment, Demand, HistoryEntry, Outcome, ScheduleInput, StreamStats,
-    TxSlot,
-};
+use horde_policy::{AduView, Demand, HistoryEntry, Outcome, ScheduleInput, TxSlot};
 
 use super::channels::ChannelSet;
 use super::flow::{Blocked, Flow, ZERO_WINDOW_PROBE};
+use super::scratch::{CycleScratch, StreamCursor};
 use super::sender::Sender;
 use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
-use crate::packing::{packed_capacity, Packer, PlanInput};
+use crate::packing::{packed_capacity, PlanInput};
 use crate::recovery::RecoveryLayer;
 use crate::stream::{InFlightPolicy, QueuedAdu, SendStream};
 use crate::wire::{FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
@@ -31,48 +29,6 @@ pub(super) const DEFERRAL_BUDGET_SECS: f64 = 0.15;
 /// How long an event-driven session waits after a cycle that sent nothing before trying
 /// again without news.
 pub(super) const IDLE_CYCLE_RETRY: Duration = Duration::from_millis(1);
-
-/// Working space of the scheduling cycle, reused so that a cycle at steady state does
-/// not touch the heap.
-#[derive(Debug, Default)]
-pub(super) struct CycleScratch {
-    pub(super) slots: Vec<TxSlot>,
-    pub(super) adus: Vec<AduView>,
-    pub(super) assignment: Assignment,
-    /// Per collected ADU: whether the fairness pass lets it wait for a phantom slot.
-    pub(super) may_wait: Vec<bool>,
-    /// Per channel: real slots offered this cycle.
-    pub(super) real_counts: Vec<usize>,
-    /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
-    /// period, where its phantom slots begin.
-    pub(super) phantom_starts: Vec<Option<f64>>,
-    /// Per channel: packets given to its slots so far this cycle.
-    pub(super) used: Vec<usize>,
-    pub(super) streams: Vec<StreamStats>,
-    pub(super) demands: Vec<Demand>,
-    pub(super) allocations: Vec<f64>,
-    pub(super) allocator: Allocator,
-    /// Per stream with ADUs waiting, in collection priority order.
-    pub(super) cursors: Vec<StreamCursor>,
-    pub(super) packer: Packer,
-    /// The ADUs of the packet being sent.
-    pub(super) sent_adus: Vec<SentAdu>,
-    pub(super) packet_adus: Vec<PendingAdu>,
-}
-
-/// A stream's place in [`Sender::collect_adus`].
-#[derive(Debug, Clone, Copy)]
-pub(super) struct StreamCursor {
-    pub(super) id: u32,
-    /// Position among the streams with ADUs waiting, by id.
-    pub(super) index: usize,
-    pub(super) owed_secs: f64,
-    /// ADUs taken from the front of its queue so far.
-    pub(super) taken: usize,
-    pub(super) credit: f64,
-    pub(super) owed: bool,
-    pub(super) patient: bool,
-}
 
 /// Whether a stream with ADUs waiting wants more than its allocation: min-max fairness
 /// holds it at the fair-share level.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use horde_policy::{AduView, ChannelId, TxSlot};
 
 use super::channels::ChannelSet;
-use super::cycle::{CycleContext, CycleScratch};
+use super::cycle::CycleContext;
+use super::scratch::CycleScratch;
 use super::sender::Sender;
 use crate::stream::QueuedAdu;
 

@@ -8,8 +8,8 @@ use horde_policy::{HistoryEntry, ObjectiveSet, RandomizedRoundRobin, Scheduler};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::cycle::CycleScratch;
 use super::plan::SlotPlan;
+use super::scratch::CycleScratch;
 use crate::fair_share::FairShare;
 use crate::stream::SendStream;
 

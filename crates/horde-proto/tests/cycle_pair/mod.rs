@@ -314,6 +314,12 @@ pub fn directed() -> Box<dyn Scheduler> {
     Box::new(Directed::default())
 }
 
+/// `directed` with every cycle's preparation rebuilt in full, as before contexts were
+/// kept across cycles: the same schedules, the old cost.
+pub fn directed_full() -> Box<dyn Scheduler> {
+    Box::new(Directed::full_rebuild())
+}
+
 /// `Directed::fast`: 1500 units of search, the ADUs with the most open utility first.
 pub fn directed_fast() -> Box<dyn Scheduler> {
     Box::new(Directed::fast())
@@ -342,9 +348,10 @@ pub type MakeScheduler = fn() -> Box<dyn Scheduler>;
 
 /// Every scheduler the cycle bench and `session_cycle` time, by the name each takes
 /// on the command line.
-pub const SCHEDULERS: [(&str, MakeScheduler); 6] = [
+pub const SCHEDULERS: [(&str, MakeScheduler); 7] = [
     ("rrr", rrr),
     ("directed", directed),
+    ("directed-full", directed_full),
     ("directed-fast", directed_fast),
     ("directed-open", directed_open),
     ("directed-no-search", directed_no_search),

@@ -61,6 +61,7 @@ fn plan(setup: &LinkDeathSetup) -> RunPlan {
         buffer_bytes: Some(((kbps * 1000.0 / 8.0 * 0.2) as u64).max(8_000)),
         loss: None,
         delay: Some(DelaySpec::Constant { ms: setup.delay_ms }),
+        qdisc: None,
     };
     let links = setup
         .kbps

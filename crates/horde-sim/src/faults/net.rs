@@ -2,6 +2,10 @@
 //! and on top of it the packet faults a plan injects (death, extra loss, duplication,
 //! reordering, bit flips, truncation).
 //!
+//! The clock, the links and the datagrams inside them are a [`World`]; the packet
+//! faults act on a datagram as it is offered, and a reorder fault holds it back after
+//! its link delivered it.
+//!
 //! What the network carries are the hosts' real datagrams: handshakes and AEAD-sealed
 //! protocol packets. A damaged or copied datagram reaches the receiving host as it is,
 //! and its secure layer (authentication tag, replay window) decides what becomes of it.
@@ -11,17 +15,15 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_links::{Delivery, Link, Verdict};
+use horde_links::Verdict;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::plan::{FaultKind, LinkPlan};
 use super::SimFailure;
-
-/// Direction indices.
-pub const UP: usize = 0;
-pub const DOWN: usize = 1;
+use crate::world::{earliest, Arrival, World};
+pub use crate::world::{DOWN, UP};
 
 /// A datagram in the network.
 #[derive(Debug, Clone)]
@@ -65,15 +67,13 @@ pub struct NetStats {
 }
 
 pub struct Net {
-    links: Vec<[Box<dyn Link>; 2]>,
+    /// Each datagram inside a link with the extra delay a reorder fault gave it.
+    world: World<(Datagram, Duration)>,
     faults: Vec<LinkFaults>,
-    in_flight: BTreeMap<u64, (Datagram, Duration)>,
     /// Datagrams out of their link, held back by a reorder fault, by release time.
     held: BTreeMap<(Duration, u64), Datagram>,
-    next_id: u64,
     rng: ChaCha8Rng,
-    deliveries: Vec<Delivery>,
-    lost: Vec<u64>,
+    arrivals: Vec<Arrival<(Datagram, Duration)>>,
     pub stats: NetStats,
     /// Wire bytes delivered per link in the up direction, for throughput figures.
     pub up_bytes: Vec<u64>,
@@ -95,19 +95,26 @@ impl Net {
         Ok(Self {
             faults: vec![LinkFaults::default(); built.len()],
             up_bytes: vec![0; built.len()],
-            links: built,
-            in_flight: BTreeMap::new(),
+            world: World::new(built),
             held: BTreeMap::new(),
-            next_id: 0,
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x4E45_5400),
-            deliveries: Vec::new(),
-            lost: Vec::new(),
+            arrivals: Vec::new(),
             stats: NetStats::default(),
         })
     }
 
     pub fn link_count(&self) -> usize {
-        self.links.len()
+        self.world.link_count()
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Duration {
+        self.world.now()
+    }
+
+    /// Move the clock to `t` (never back).
+    pub fn advance_to(&mut self, t: Duration) {
+        self.world.advance_to(t);
     }
 
     /// Start (`on`) or end a link-level fault.
@@ -145,7 +152,7 @@ impl Net {
     }
 
     /// Put a datagram on its link, applying the faults that hold now.
-    pub fn send(&mut self, now: Duration, mut d: Datagram) {
+    pub fn send(&mut self, mut d: Datagram) {
         self.stats.sent += 1;
         let Some(f) = self.faults.get(d.link).copied() else {
             return;
@@ -183,58 +190,38 @@ impl Net {
             } else {
                 Duration::ZERO
             };
-            let id = self.next_id;
-            self.next_id += 1;
             let size = d.bytes.len().max(1) as u32;
-            match self.links[d.link][d.dir].enqueue(now, id, size) {
-                Verdict::Queued => {
-                    self.in_flight.insert(id, (d.clone(), extra));
-                }
-                Verdict::QueueFull => self.stats.queue_drops += 1,
+            let (link, dir) = (d.link, d.dir);
+            let verdict = self.world.offer(link, dir, size, None, (d.clone(), extra));
+            if verdict == Verdict::QueueFull {
+                self.stats.queue_drops += 1;
             }
         }
     }
 
-    pub fn next_delivery(&self) -> Option<Duration> {
-        let mut t = self.held.keys().next().map(|k| k.0);
-        for l in &self.links {
-            for x in [l[0].next_delivery(), l[1].next_delivery()]
-                .into_iter()
-                .flatten()
-            {
-                t = Some(t.map_or(x, |t: Duration| t.min(x)));
-            }
-        }
-        t
+    /// The next event: the earliest of the network's next delivery (out of a link or
+    /// out of a reorder fault's hold) and `driver` (the hosts', feeds' and faults' next
+    /// event), never before now.
+    pub fn next_event(&self, driver: Option<Duration>) -> Option<Duration> {
+        let held = self.held.keys().next().map(|k| k.0);
+        self.world.next_event(earliest(held, driver))
     }
 
-    /// Datagrams arriving by `now`, in a deterministic order.
-    pub fn deliver(&mut self, now: Duration, out: &mut Vec<Datagram>) {
-        for link in 0..self.links.len() {
-            for dir in [UP, DOWN] {
-                self.deliveries.clear();
-                self.lost.clear();
-                self.links[link][dir].deliver_and_report_losses(
-                    now,
-                    &mut self.deliveries,
-                    &mut self.lost,
-                );
-                for id in &self.lost {
-                    self.in_flight.remove(id);
-                }
-                for k in 0..self.deliveries.len() {
-                    let id = self.deliveries[k].id;
-                    let Some((d, extra)) = self.in_flight.remove(&id) else {
-                        continue;
-                    };
-                    if extra > Duration::ZERO {
-                        self.held.insert((now + extra, id), d);
-                    } else {
-                        self.arrive(d, out);
-                    }
-                }
+    /// Datagrams arriving by now, in the world's order; those a reorder fault holds
+    /// back come after, by release time.
+    pub fn deliver(&mut self, out: &mut Vec<Datagram>) {
+        let now = self.world.now();
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        self.world.deliver(&mut arrivals);
+        for a in arrivals.drain(..) {
+            let (d, extra) = a.payload;
+            if extra > Duration::ZERO {
+                self.held.insert((now + extra, a.id), d);
+            } else {
+                self.arrive(d, out);
             }
         }
+        self.arrivals = arrivals;
         while let Some(entry) = self.held.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -259,6 +246,6 @@ impl Net {
 
     /// Datagrams inside the network now (a bound the harness checks).
     pub fn in_flight(&self) -> usize {
-        self.in_flight.len() + self.held.len()
+        self.world.in_flight() + self.held.len()
     }
 }

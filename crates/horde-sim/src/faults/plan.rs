@@ -170,6 +170,7 @@ fn draw_link(rng: &mut ChaCha8Rng) -> LinkPlan {
         buffer_bytes: buffer(kbps),
         loss: loss.clone(),
         delay: Some(delay.clone()),
+        qdisc: None,
     };
     let congestion = match rng.gen_range(0..3) {
         0 => CcConfig::with_defaults("cubic"),

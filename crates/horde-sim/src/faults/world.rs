@@ -1,7 +1,7 @@
 //! The two hosts of a fault run and the clock that drives them. Each is a
 //! `horde_host::Host`, the host that ships, on seeded keys: the client keeps one
 //! persistent connection (the host redials it and carries the unacknowledged ADUs over),
-//! the server listens, answers handshakes with a `horde_crypto::Responder` run inline,
+//! the server listens, runs its host's handshake jobs inline as they come,
 //! lets a restarted peer's new session replace its old one, and reads what it is handed
 //! unless its application is paused. Every datagram is a real handshake message or an
 //! AEAD-sealed packet. Both hosts can crash (the `Host` is dropped) and restart (a new
@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_crypto::{random_index, DropReason, Keypair, RekeyPolicy, Responder};
+use horde_crypto::{DropReason, Keypair, RekeyPolicy};
 use horde_host::{
-    ChannelTarget, ConnOp, ConnectConfig, Host, HostError, HostEvent, HostSettings, Inbound,
-    Reconnect,
+    ChannelTarget, ConnOp, ConnectConfig, Host, HostError, HostEvent, HostSettings, Reconnect,
+    ResponderSettings,
 };
 use horde_policy::Fields;
 use horde_proto::{AduHandle, ChannelConfig, EndpointConfig, Event, InFlightPolicy, Session};
@@ -103,8 +103,8 @@ struct Client {
 
 struct Server {
     keypair: Keypair,
-    /// The running process and its handshake responder; `None` while it is down.
-    host: Option<(Host, Responder)>,
+    /// The running process; `None` while it is down.
+    host: Option<Host>,
     incarnation: u32,
     clock: Duration,
     /// Payload bytes each connection has handed the application; told to the host as
@@ -124,6 +124,7 @@ struct AllocMeter {
 }
 
 pub struct World {
+    /// The network's clock as of this step (the network's world owns the clock).
     pub now: Duration,
     end: Duration,
     plan: RunPlan,
@@ -272,6 +273,7 @@ impl World {
                         "stuck",
                         format!("no progress past {:.3} s", t.as_secs_f64()),
                     ));
+                    self.net.advance_to(self.end);
                     self.now = self.end;
                     return;
                 }
@@ -279,12 +281,15 @@ impl World {
                 same = 0;
                 last = t;
             }
+            self.net.advance_to(t);
             self.now = t;
             self.step();
         }
+        self.net.advance_to(until);
         self.now = until;
     }
 
+    /// The next event: the network's next delivery or the hosts', feeds' or faults'.
     fn next_event(&self) -> Option<Duration> {
         let now = self.now;
         let mut t: Option<Duration> = None;
@@ -293,7 +298,6 @@ impl World {
                 t = Some(t.map_or(x, |t: Duration| t.min(x)));
             }
         };
-        consider(self.net.next_delivery());
         consider(self.schedule.first().map(|s| s.0));
         if !self.client.closing {
             consider(Some(self.plan.close_at));
@@ -310,10 +314,10 @@ impl World {
             }
         }
         let sc = self.server.clock;
-        if let Some((h, _)) = self.server.host.as_ref() {
+        if let Some(h) = self.server.host.as_ref() {
             consider(h.poll_timeout(now + sc).map(|x| x.saturating_sub(sc)));
         }
-        t.map(|t| t.max(now))
+        self.net.next_event(t)
     }
 
     fn step(&mut self) {
@@ -330,7 +334,7 @@ impl World {
         }
         let mut arrivals = std::mem::take(&mut self.arrivals);
         arrivals.clear();
-        self.net.deliver(now, &mut arrivals);
+        self.net.deliver(&mut arrivals);
         for d in arrivals.drain(..) {
             self.arrive(d);
         }
@@ -343,7 +347,7 @@ impl World {
             }
         }
         let sc = now + self.server.clock;
-        if let Some((h, _)) = self.server.host.as_mut() {
+        if let Some(h) = self.server.host.as_mut() {
             h.handle_timeout(sc);
         }
         self.flush();
@@ -421,7 +425,7 @@ impl World {
     }
 
     fn server_kill(&mut self) {
-        let Some((h, _)) = self.server.host.take() else {
+        let Some(h) = self.server.host.take() else {
             return;
         };
         self.retire(&h);
@@ -470,6 +474,13 @@ impl World {
             interfaces: self.plan.links.len(),
             seed: self.rng.gen(),
             unix_micros_at_start: UNIX_MICROS_AT_START,
+            responder: ResponderSettings {
+                allowed: server
+                    .then(|| *self.client.keypair.public())
+                    .into_iter()
+                    .collect(),
+                ..ResponderSettings::default()
+            },
         });
         if let Some(hook) = self.hook {
             hook(&mut host);
@@ -720,16 +731,15 @@ impl World {
         let key = self.server.keypair.clone();
         let mut host = self.build_host(&key, true);
         host.listen(SERVICE);
-        let responder = Responder::new(key, [*self.client.keypair.public()]);
         self.server.incarnation += 1;
         self.server.received.clear();
-        self.server.host = Some((host, responder));
+        self.server.host = Some(host);
     }
 
     /// The server host's events: accepted sessions, and what the application is handed.
     fn drain_server_events(&mut self) {
         loop {
-            let Some(e) = self.server.host.as_mut().and_then(|(h, _)| h.poll_event()) else {
+            let Some(e) = self.server.host.as_mut().and_then(Host::poll_event) else {
                 break;
             };
             match e {
@@ -772,14 +782,14 @@ impl World {
     fn arrive(&mut self, d: Datagram) {
         if d.dir == UP {
             let now = self.now + self.server.clock;
-            let Some((host, responder)) = self.server.host.as_mut() else {
+            let Some(host) = self.server.host.as_mut() else {
                 return;
             };
-            if host.handle_datagram(now, d.link, d.from, &d.bytes) == Inbound::Initiation {
-                // The handshake worker's job, done inline.
-                let index = random_index(&mut self.rng, |i| host.index_in_use(i));
-                let result = responder.respond(&d.bytes, index, &mut self.rng);
-                host.handle_handshake_done(now, d.link, d.from, result);
+            host.handle_datagram(now, d.link, d.from, &d.bytes);
+            // The handshake worker's jobs, done inline and at once.
+            while let Some(job) = host.poll_handshake_job() {
+                let outcome = job.run(&mut self.rng);
+                host.handle_handshake_done(now, outcome);
             }
         } else {
             if d.dst != client_addr(d.link, self.client.nat_epoch) {
@@ -851,7 +861,7 @@ impl World {
             if self.server.paused {
                 break;
             }
-            let Some((h, _)) = self.server.host.as_mut() else {
+            let Some(h) = self.server.host.as_mut() else {
                 break;
             };
             for (&key, &total) in &self.server.received {
@@ -866,11 +876,11 @@ impl World {
             .server
             .host
             .as_mut()
-            .and_then(|(h, _)| h.poll_handshake_transmit())
+            .and_then(Host::poll_handshake_transmit)
         {
             self.send(t.iface, DOWN, server_addr(t.iface), t.dst, &t.datagram);
         }
-        while let Some((h, _)) = self.server.host.as_mut() {
+        while let Some(h) = self.server.host.as_mut() {
             self.scratch.clear();
             let Some(t) = h.poll_transmit(snow, &mut self.scratch) else {
                 break;
@@ -903,7 +913,7 @@ impl World {
                 dst,
                 bytes: Bytes::copy_from_slice(bytes),
             };
-            self.net.send(self.now, d);
+            self.net.send(d);
         } else {
             self.violations.push(Violation::new(
                 "bad_interface",
@@ -962,7 +972,7 @@ impl World {
                 }
             }
         }
-        let server = self.server.host.as_ref().map(|(h, _)| h);
+        let server = self.server.host.as_ref();
         let held = server.map_or(0, Host::len);
         if held > MAX_SERVER_SESSIONS {
             found = Some(format!(
@@ -998,7 +1008,7 @@ impl World {
         if let Some(h) = self.client.host.take() {
             self.retire(&h);
         }
-        if let Some((h, _)) = self.server.host.take() {
+        if let Some(h) = self.server.host.take() {
             self.retire(&h);
         }
         self.ledger.check_final();

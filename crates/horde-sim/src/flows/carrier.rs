@@ -5,10 +5,11 @@
 //! model per direction. A tunnel that stripes packets over several channels implements
 //! the same trait.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use horde_links::{Delivery, Link, LinkStats, Verdict};
+use horde_links::{Link, LinkStats};
+
+use crate::world::{Arrival, World, DOWN, UP};
 
 /// The two ends of a simulated path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,80 +69,59 @@ impl AssignedRates {
 
 /// One link model per direction: the single-path baseline.
 pub struct DirectLink {
-    up: Box<dyn Link>,
-    down: Box<dyn Link>,
-    /// Payloads inside the links, by id.
-    payloads: HashMap<u64, Vec<u8>>,
-    next_id: u64,
-    deliveries: Vec<Delivery>,
-    lost: Vec<u64>,
+    /// One link, `up` carrying client-to-server packets, with the packets' bytes.
+    world: World<Vec<u8>>,
+    arrivals: Vec<Arrival<Vec<u8>>>,
 }
 
 impl DirectLink {
     /// `up` carries client-to-server packets, `down` the others.
     pub fn new(up: Box<dyn Link>, down: Box<dyn Link>) -> Self {
         DirectLink {
-            up,
-            down,
-            payloads: HashMap::new(),
-            next_id: 0,
-            deliveries: Vec::new(),
-            lost: Vec::new(),
-        }
-    }
-
-    /// Drain one direction into `out`, releasing payloads of lost packets.
-    fn drain(&mut self, now: Duration, up: bool, out: &mut Vec<(Side, Vec<u8>)>) {
-        let link = if up { &mut self.up } else { &mut self.down };
-        link.deliver_and_report_losses(now, &mut self.deliveries, &mut self.lost);
-        for id in self.lost.drain(..) {
-            self.payloads.remove(&id);
-        }
-        let to = if up { Side::Server } else { Side::Client };
-        for d in self.deliveries.drain(..) {
-            if let Some(p) = self.payloads.remove(&d.id) {
-                out.push((to, p));
-            }
+            world: World::new(vec![[up, down]]),
+            arrivals: Vec::new(),
         }
     }
 }
 
 impl Carrier for DirectLink {
     fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let link = match from {
-            Side::Client => &mut self.up,
-            Side::Server => &mut self.down,
+        self.world.advance_to(now);
+        let dir = match from {
+            Side::Client => UP,
+            Side::Server => DOWN,
         };
-        if link.enqueue(now, id, packet.len() as u32) == Verdict::Queued {
-            self.payloads.insert(id, packet);
-        }
+        self.world.offer(0, dir, packet.len() as u32, None, packet);
     }
 
     fn next_delivery(&self) -> Option<Duration> {
-        match (self.up.next_delivery(), self.down.next_delivery()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.world.next_delivery()
     }
 
     fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>) {
-        self.drain(now, true, out);
-        self.drain(now, false, out);
+        self.world.advance_to(now);
+        self.world.deliver(&mut self.arrivals);
+        for a in self.arrivals.drain(..) {
+            let to = if a.dir == UP {
+                Side::Server
+            } else {
+                Side::Client
+            };
+            out.push((to, a.payload));
+        }
     }
 
     fn stats(&self) -> CarrierStats {
         CarrierStats {
-            up: self.up.stats(),
-            down: self.down.stats(),
+            up: self.world.link_stats(0, UP),
+            down: self.world.link_stats(0, DOWN),
         }
     }
 
     fn assigned_kbps(&self) -> AssignedRates {
         AssignedRates {
-            up_kbps: self.up.mean_assigned_kbps(),
-            down_kbps: self.down.mean_assigned_kbps(),
+            up_kbps: self.world.link(0, UP).mean_assigned_kbps(),
+            down_kbps: self.world.link(0, DOWN).mean_assigned_kbps(),
         }
     }
 }
@@ -157,6 +137,7 @@ mod tests {
             buffer_bytes: None,
             loss,
             delay: Some(DelaySpec::Constant { ms }),
+            qdisc: None,
         }
         .build(1, std::path::Path::new("."))
         .unwrap()
@@ -188,7 +169,7 @@ mod tests {
         let mut out = Vec::new();
         c.deliver(Duration::from_secs(1), &mut out);
         assert!(out.is_empty());
-        assert!(c.payloads.is_empty());
+        assert_eq!(c.world.in_flight(), 0);
         assert_eq!(c.stats().up.lost, 10);
     }
 }

@@ -7,19 +7,19 @@
 //! real tunnel runs, with the stream's [`StreamConfig`] (ordering, loss recovery, queue
 //! limits) and the scheduler taken from the scenario.
 //!
-//! The carrier is driven by the flow simulator's own event loop: [`Carrier::deliver`]
-//! hands arrived datagrams and due timers to the sessions and
-//! [`Carrier::next_delivery`] includes the sessions' timers, so there is no second
-//! driver loop here.
+//! The links, the clock and the datagrams inside them are a [`World`], which the flow
+//! simulator's own event loop drives through the carrier: [`Carrier::deliver`] moves
+//! the world's clock, hands arrived datagrams and due timers to the sessions, and
+//! [`Carrier::next_delivery`] adds the sessions' timers to the world's next delivery,
+//! so there is no second driver loop here.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_links::{Delivery, Link, LinkSpec, LinkStats, Verdict};
+use horde_links::{LinkSpec, LinkStats};
 use horde_policy::Fields;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
@@ -30,6 +30,7 @@ use serde::Serialize;
 use super::carrier::{Carrier, CarrierStats, Side};
 use crate::engine::SchedulerFactory;
 use crate::workload::stream_seed;
+use crate::world::{Arrival, World, DOWN, UP};
 
 /// The stream carrying client-to-server packets.
 pub const UP_STREAM: u32 = 1;
@@ -187,28 +188,17 @@ impl QueueTrace {
     }
 }
 
-/// A datagram inside a link.
-struct InFlight {
-    /// Towards the server.
-    up: bool,
-    channel: u16,
-    bytes: Bytes,
-}
-
 /// The client session, the server session once the handshake reached it, and the links.
 pub struct TunnelCarrier {
-    now: Duration,
+    /// The clock and the links, `[up, down]` each, carrying datagram bytes; link `i` is
+    /// both ends' channel `i`.
+    world: World<Bytes>,
     client: Session,
     server: Option<Session>,
     setup: TunnelSetup,
-    /// Per link: `[up, down]`.
-    links: Vec<[Box<dyn Link>; 2]>,
-    in_flight: BTreeMap<u64, InFlight>,
-    next_id: u64,
     stats: TunnelStats,
     scratch: Vec<u8>,
-    deliveries: Vec<Delivery>,
-    lost: Vec<u64>,
+    arrivals: Vec<Arrival<Bytes>>,
     /// Received packets not yet handed out.
     held: Vec<(Side, Vec<u8>)>,
     /// The entries' stream queues: `[up, down]`.
@@ -264,16 +254,12 @@ impl TunnelCarrier {
         client.set_scheduler((setup.scheduler)());
         client.open_stream(UP_STREAM, setup.stream.clone())?;
         let mut c = TunnelCarrier {
-            now: Duration::ZERO,
+            world: World::new(links),
             client,
             server: None,
-            links,
-            in_flight: BTreeMap::new(),
-            next_id: 0,
             stats: TunnelStats::default(),
             scratch: Vec::with_capacity(2048),
-            deliveries: Vec::new(),
-            lost: Vec::new(),
+            arrivals: Vec::new(),
             held: Vec::new(),
             queues: [QueueTrace::default(); 2],
             setup,
@@ -290,8 +276,11 @@ impl TunnelCarrier {
             .setup
             .links
             .iter()
-            .zip(&self.links)
-            .map(|(l, m)| (l.name.clone(), m[0].stats(), m[1].stats()))
+            .enumerate()
+            .map(|(i, l)| {
+                let stats = |dir| self.world.link_stats(i, dir);
+                (l.name.clone(), stats(UP), stats(DOWN))
+            })
             .collect();
         // Each end's stats of both streams: its sending side of one, receiving of the other.
         let ends = [
@@ -329,22 +318,22 @@ impl TunnelCarrier {
         self.server.as_ref()
     }
 
-    /// Hand a datagram that left link `channel` to the session at its far end; the
-    /// server session is created from the first hello.
-    fn arrive(&mut self, pkt: InFlight) {
-        let now = self.now;
-        if !pkt.up {
-            let from = label(true, pkt.channel);
-            self.client
-                .handle_datagram(now, pkt.channel, from, pkt.bytes);
+    /// Hand a datagram that left its link to the session at its far end; the server
+    /// session is created from the first hello.
+    fn arrive(&mut self, a: Arrival<Bytes>) {
+        let now = self.world.now();
+        let (channel, bytes) = (a.link as u16, a.payload);
+        if a.dir == DOWN {
+            let from = label(true, channel);
+            self.client.handle_datagram(now, channel, from, bytes);
             return;
         }
-        let from = label(false, pkt.channel);
+        let from = label(false, channel);
         if let Some(s) = self.server.as_mut() {
-            s.handle_datagram(now, pkt.channel, from, pkt.bytes);
+            s.handle_datagram(now, channel, from, bytes);
             return;
         }
-        if !wire::is_hello(&pkt.bytes) {
+        if !wire::is_hello(&bytes) {
             return;
         }
         let configs: Vec<ChannelConfig> = self
@@ -363,9 +352,9 @@ impl TunnelCarrier {
         if let Ok(mut s) = Session::accept(
             config,
             now,
-            pkt.channel,
+            channel,
             from,
-            pkt.bytes,
+            bytes,
             aliases,
             Arc::new(move |id| configs.get(usize::from(id)).cloned().unwrap_or_default()),
         ) {
@@ -381,7 +370,7 @@ impl TunnelCarrier {
     /// Move every datagram both sessions want to send into the links, and every ADU
     /// they received into `out`.
     fn pump(&mut self, out: &mut Vec<(Side, Vec<u8>)>) {
-        let now = self.now;
+        let now = self.world.now();
         for up in [true, false] {
             let session = if up {
                 &mut self.client
@@ -400,22 +389,13 @@ impl TunnelCarrier {
                 dir.datagrams += 1;
                 dir.wire_bytes += self.scratch.len() as u64;
                 let link = usize::from(t.channel);
-                let Some(l) = self.links.get_mut(link) else {
+                if link >= self.world.link_count() {
                     continue;
-                };
-                let id = self.next_id;
-                self.next_id += 1;
-                let m = &mut l[usize::from(!up)];
-                if m.enqueue(now, id, self.scratch.len() as u32) == Verdict::Queued {
-                    self.in_flight.insert(
-                        id,
-                        InFlight {
-                            up,
-                            channel: u16::from(t.channel),
-                            bytes: Bytes::copy_from_slice(&self.scratch),
-                        },
-                    );
                 }
+                let dir = if up { UP } else { DOWN };
+                let bytes = Bytes::copy_from_slice(&self.scratch);
+                self.world
+                    .offer(link, dir, self.scratch.len() as u32, None, bytes);
             }
             while let Some(e) = session.poll_event() {
                 if let Event::Received { payload, .. } = e {
@@ -436,15 +416,15 @@ impl TunnelCarrier {
 
 impl Carrier for TunnelCarrier {
     fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
-        self.now = self.now.max(now);
+        self.world.advance_to(now);
+        let now = self.world.now();
         let (session, stream, dir) = match from {
             Side::Client => (Some(&mut self.client), UP_STREAM, &mut self.stats.up),
             Side::Server => (self.server.as_mut(), DOWN_STREAM, &mut self.stats.down),
         };
         dir.packets_in += 1;
         dir.bytes_in += packet.len() as u64;
-        let sent =
-            session.map(|s| s.send_adu(self.now, stream, Bytes::from(packet), Fields::new()));
+        let sent = session.map(|s| s.send_adu(now, stream, Bytes::from(packet), Fields::new()));
         if !matches!(sent, Some(Ok(_))) {
             dir.refused += 1;
         }
@@ -466,42 +446,32 @@ impl Carrier for TunnelCarrier {
     }
 
     fn next_delivery(&self) -> Option<Duration> {
-        let links = self
-            .links
-            .iter()
-            .flat_map(|l| [l[0].next_delivery(), l[1].next_delivery()]);
+        let now = self.world.now();
         let timers = [
-            self.client.poll_timeout(self.now),
-            self.server.as_ref().and_then(|s| s.poll_timeout(self.now)),
+            self.client.poll_timeout(now),
+            self.server.as_ref().and_then(|s| s.poll_timeout(now)),
         ];
-        let held = (!self.held.is_empty()).then_some(self.now);
-        links.chain(timers).chain([held]).flatten().min()
+        let held = (!self.held.is_empty()).then_some(now);
+        [self.world.next_delivery()]
+            .into_iter()
+            .chain(timers)
+            .chain([held])
+            .flatten()
+            .min()
     }
 
     fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>) {
-        self.now = self.now.max(now);
-        for link in 0..self.links.len() {
-            for dir in 0..2 {
-                self.deliveries.clear();
-                self.lost.clear();
-                self.links[link][dir].deliver_and_report_losses(
-                    self.now,
-                    &mut self.deliveries,
-                    &mut self.lost,
-                );
-                for id in &self.lost {
-                    self.in_flight.remove(id);
-                }
-                for d in std::mem::take(&mut self.deliveries) {
-                    if let Some(pkt) = self.in_flight.remove(&d.id) {
-                        self.arrive(pkt);
-                    }
-                }
-            }
+        self.world.advance_to(now);
+        let now = self.world.now();
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        self.world.deliver(&mut arrivals);
+        for a in arrivals.drain(..) {
+            self.arrive(a);
         }
-        self.client.handle_timeout(self.now);
+        self.arrivals = arrivals;
+        self.client.handle_timeout(now);
         if let Some(s) = self.server.as_mut() {
-            s.handle_timeout(self.now);
+            s.handle_timeout(now);
         }
         out.append(&mut self.held);
         self.pump(out);
@@ -509,9 +479,8 @@ impl Carrier for TunnelCarrier {
 
     fn stats(&self) -> CarrierStats {
         let sum = |dir: usize| {
-            self.links
-                .iter()
-                .map(|l| l[dir].stats())
+            (0..self.world.link_count())
+                .map(|i| self.world.link_stats(i, dir))
                 .fold(LinkStats::default(), |a, b| LinkStats {
                     offered: a.offered + b.offered,
                     queue_drops: a.queue_drops + b.queue_drops,
@@ -521,8 +490,8 @@ impl Carrier for TunnelCarrier {
                 })
         };
         CarrierStats {
-            up: sum(0),
-            down: sum(1),
+            up: sum(UP),
+            down: sum(DOWN),
         }
     }
 }

@@ -199,7 +199,7 @@ fn syntax_and_type_errors_carry_line_and_column() {
         (edit("adu_bytes = 768 }", "adu_bytes = 768, burst = 2 }"), "bad.toml:22:12: unknown field `burst`, expected `kbps` or `adu_bytes`"),
         (edit("kind = \"cbr\", kbps = 80", "kind = \"vbr\", kbps = 80"), "bad.toml:22:21: unknown variant `vbr`, expected one of `cbr`, `video`, `audio`, `ekg`, `bulk`"),
         // Inside a link spec (horde_links::LinkSpec) and a congestion table.
-        (edit("up = { }", "up = { bufer_bytes = 3 }"), "bad.toml:16:8: unknown field `bufer_bytes`, expected one of `rate`, `buffer_bytes`, `loss`, `delay`"),
+        (edit("up = { }", "up = { bufer_bytes = 3 }"), "bad.toml:16:8: unknown field `bufer_bytes`, expected one of `rate`, `buffer_bytes`, `loss`, `delay`, `qdisc`"),
         (edit("up = { }", "up = { loss = { model = \"bernoulli\", p = \"x\" } }"), "bad.toml:16:15: invalid type: string \"x\", expected f64"),
         (edit("{ kind = \"aimd\" }", "{ kind = \"aimd\", kbps = 3 }"), "bad.toml:14:14: unknown field `kbps`, expected `initial_window_packets`"),
     ];
@@ -222,7 +222,8 @@ fn validation_errors_point_at_the_offending_value() {
         (edit("kbps = 120 }\nup", "kbps = 1e300 }\nup"), "bad.toml:8:14: cbr kbps must be at most 100000000 kbit/s (100 Gbit/s), got 1e300"),
         (edit("{ kind = \"aimd\" }", "{ kind = \"cubic\", c = 1e30 }"), "bad.toml:14:14: cubic c must be in 0.001..=1000, got 1e30"),
         (edit("{ kind = \"aimd\" }", "{ kind = \"aimd\", initial_window_packets = 4000000000 }"), "bad.toml:14:14: initial_window_packets must be in 1..=100000, got 4000000000"),
-        (edit("{ kind = \"aimd\" }", "{ kind = \"bbr\", bw_window_rounds = 0 }"), "bad.toml:14:14: bw_window_rounds must be in 1..=10000, got 0"),
+        (edit("{ kind = \"aimd\" }", "{ kind = \"bbr1\", bw_window_rounds = 0 }"), "bad.toml:14:14: bw_window_rounds must be in 1..=10000, got 0"),
+        (edit("{ kind = \"aimd\" }", "{ kind = \"bbr\", loss_threshold = 0.9 }"), "bad.toml:14:14: bbr loss_threshold must be in 0.0001..=0.5, got 0.9"),
         (edit("{ kind = \"aimd\" }", "{ kind = \"verb\", period_s = 0 }"), "bad.toml:14:14: verb period_s must be a positive number, got 0"),
         (edit("cost_per_kb = 2.5", "cost_per_kb = -2.5"), "bad.toml:15:15: cost_per_kb must be zero or positive, got -2.5"),
         (edit("cost_per_kb = 2.5", "loss_prior = { rate = 2, packets = 10 }"), "bad.toml:15:14: loss_prior.rate must be in [0, 1], got 2"),

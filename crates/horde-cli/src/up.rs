@@ -1,0 +1,262 @@
+//! `horde up CONFIG` and `horde down CONFIG`: a tunnel end with the host's network set up
+//! around it, in the manner of `wg-quick` (docs/deploy.md).
+//!
+//! `up` applies the plan of `horde_tunnel::deploy` (per-channel policy routing on a
+//! client, forwarding and NAT on a server), records each change with its undo in a state
+//! file, runs the tunnel in the foreground, and undoes everything when the tunnel ends.
+//! While it runs it puts back a channel's route when its interface comes back (the kernel
+//! drops a device's routes when it goes down). `down` undoes what a state file records,
+//! for an `up` that was killed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use horde_tunnel::deploy::{self, LinkRoute, Step, UpConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::tunnel::{self, Loaded, RunArgs};
+
+/// How often `up` checks that each channel's table still has its route.
+const ROUTE_CHECK: Duration = Duration::from_secs(1);
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Where the record of the changes is kept, for `horde down` after a crash.
+    #[arg(long, value_name = "DIR", default_value = "/run/horde")]
+    state_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct DownArgs {
+    /// The tunnel file `horde up` was started with.
+    config: PathBuf,
+    /// Where `horde up` kept its record.
+    #[arg(long, value_name = "DIR", default_value = "/run/horde")]
+    state_dir: PathBuf,
+}
+
+impl Loaded {
+    fn read(path: &Path) -> Result<Loaded> {
+        let text = horde_config::input::read_to_string(path, horde_config::input::Kind::CONFIG)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let table: toml::Table = toml::from_str(&text)
+            .with_context(|| format!("{}: not a TOML file", path.display()))?;
+        if table.contains_key("peer_key") {
+            Ok(Loaded::Client(tunnel::load_file(path)?))
+        } else if table.contains_key("clients") {
+            Ok(Loaded::Server(tunnel::load_file(path)?))
+        } else {
+            bail!(
+                "{}: neither a tunnel client file (it has peer_key) nor a server file (it has [[clients]])",
+                path.display()
+            )
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Loaded::Client(_) => "client",
+            Loaded::Server(_) => "server",
+        }
+    }
+
+    fn tun(&self) -> &str {
+        match self {
+            Loaded::Client(c) => &c.tun.name,
+            Loaded::Server(s) => &s.tun.name,
+        }
+    }
+}
+
+/// What a state file holds: the changes made, in order.
+#[derive(Serialize, Deserialize, Default)]
+struct State {
+    config: PathBuf,
+    steps: Vec<Step>,
+}
+
+fn state_file(dir: &Path, role: &Loaded) -> PathBuf {
+    dir.join(format!("{}-{}.json", role.tun(), role.name()))
+}
+
+/// Runs one command; its stderr on failure.
+fn exec(argv: &[String]) -> Result<String> {
+    let out = Process::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .with_context(|| format!("cannot run {} (is it installed?)", argv[0]))?;
+    if !out.status.success() {
+        bail!(
+            "`{}` failed: {}",
+            argv.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The gateway of `device`'s default route in the main table, if it has one.
+fn gateway(device: &str, v6: bool) -> Option<std::net::IpAddr> {
+    let family = if v6 { "-6" } else { "-4" };
+    let out = exec(&[
+        "ip".into(),
+        family.into(),
+        "-j".into(),
+        "route".into(),
+        "show".into(),
+        "default".into(),
+        "dev".into(),
+        device.into(),
+    ])
+    .ok()?;
+    let routes: Vec<serde_json::Value> = serde_json::from_str(&out).ok()?;
+    routes
+        .iter()
+        .find_map(|r| r["gateway"].as_str()?.parse().ok())
+}
+
+/// Undo `steps` in reverse; every undo is tried, failures are reported.
+fn undo(steps: &[Step]) {
+    for step in steps.iter().rev() {
+        for argv in &step.undo {
+            if let Err(e) = exec(argv) {
+                eprintln!("warning: undoing \"{}\": {e:#}", step.what);
+            }
+        }
+    }
+}
+
+fn write_state(path: &Path, state: &State) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(state)?)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Undo what an earlier `up` recorded at `path`, if anything.
+fn undo_recorded(path: &Path) -> Result<bool> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(false);
+    };
+    let state: State = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a horde up state file", path.display()))?;
+    undo(&state.steps);
+    std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))?;
+    Ok(true)
+}
+
+fn plan(role: &Loaded) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
+    Ok(match role {
+        Loaded::Client(c) => {
+            let links = deploy::client_links(c, gateway, |dev| {
+                Path::new("/sys/class/net").join(dev).exists()
+            });
+            (deploy::client_plan(&c.up, &links), links, c.up.clone())
+        }
+        Loaded::Server(s) => {
+            let was = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
+                .unwrap_or_else(|_| "0".into());
+            (
+                deploy::server_plan(&s.up, s, &was),
+                Vec::new(),
+                s.up.clone(),
+            )
+        }
+    })
+}
+
+/// Puts back each link's route when its table has lost it, until `stop`.
+fn keep_routes(up: UpConfig, links: Vec<LinkRoute>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(ROUTE_CHECK);
+        for (i, link) in links.iter().enumerate() {
+            let table = (up.table + i as u32).to_string();
+            let family = if link.v6 { "-6" } else { "-4" };
+            let shown = exec(&[
+                "ip".into(),
+                family.into(),
+                "route".into(),
+                "show".into(),
+                "table".into(),
+                table,
+            ]);
+            // A table that never had a route (its device was not there at the start)
+            // does not exist: `ip` fails on it.
+            if shown.is_err() || shown.is_ok_and(|s| s.trim().is_empty()) {
+                let now = LinkRoute {
+                    gateway: gateway(&link.device, link.v6).or(link.gateway),
+                    ..link.clone()
+                };
+                if exec(&deploy::link_route(&up, i, &now)).is_ok() {
+                    eprintln!(
+                        "channel {i}: {} is back; its route is restored",
+                        link.device
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub fn up(args: UpArgs) -> Result<ExitCode> {
+    anyhow::ensure!(
+        horde_emu::sys::is_root(),
+        "horde up changes routes and creates a TUN device: run it as root"
+    );
+    let role = Loaded::read(args.run.config())?;
+    let path = state_file(&args.state_dir, &role);
+    if undo_recorded(&path)? {
+        eprintln!("undid what an earlier `horde up` left ({})", path.display());
+    }
+    let (steps, links, up) = plan(&role)?;
+    let mut state = State {
+        config: args.run.config().to_path_buf(),
+        steps: Vec::new(),
+    };
+    for step in steps {
+        let applied = step.apply.iter().try_for_each(|argv| exec(argv).map(drop));
+        state.steps.push(step);
+        write_state(&path, &state)?;
+        if let Err(e) = applied {
+            undo(&state.steps);
+            let _ = std::fs::remove_file(&path);
+            return Err(e.context(format!(
+                "setting up \"{}\"",
+                state.steps.last().map_or("", |s| s.what.as_str())
+            )));
+        }
+        eprintln!("up: {}", state.steps.last().map_or("", |s| s.what.as_str()));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = (!links.is_empty()).then(|| {
+        let stop = stop.clone();
+        std::thread::spawn(move || keep_routes(up, links, stop))
+    });
+    let result = tunnel::run_loaded(&args.run, role);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    undo(&state.steps);
+    let _ = std::fs::remove_file(&path);
+    eprintln!("down: every change undone");
+    result
+}
+
+pub fn down(args: DownArgs) -> Result<ExitCode> {
+    let role = Loaded::read(&args.config)?;
+    let path = state_file(&args.state_dir, &role);
+    if undo_recorded(&path)? {
+        println!("undid what `horde up` recorded in {}", path.display());
+    } else {
+        println!("nothing to undo: no {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

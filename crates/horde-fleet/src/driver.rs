@@ -1,0 +1,332 @@
+//! The one thread that drives every vehicle: datagrams from the epoll set to their
+//! vehicle's host, due deadlines from a heap, and after either, that vehicle alone is
+//! served (timers, events, ADUs offered, datagrams sealed and sent). A vehicle with
+//! nothing to do costs nothing.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use bytes::{BufMut, Bytes, BytesMut};
+use horde_host::{ConnOp, HostEvent};
+use horde_policy::Fields;
+use horde_proto::{Event, StreamConfig};
+
+use crate::sockets::Epoll;
+use crate::vehicle::{Vehicle, CHANNELS, STREAM};
+
+/// Datagrams read from one socket per wake before others get their turn.
+const READ_BATCH: usize = 32;
+/// ADUs one vehicle offers per service, so that one vehicle cannot hold the thread.
+const OFFER_BATCH: usize = 16;
+/// The size of the ADU every vehicle sends once connected.
+const FIRST_ADU_BYTES: usize = 100;
+/// A deadline that is already due after a service is tried again this much later, so
+/// that a timer that does not move cannot spin the thread.
+const MIN_REARM: Duration = Duration::from_millis(1);
+
+/// What the vehicles' applications do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// Nothing: keepalives only.
+    Idle,
+    /// Keep the stream's queue full (elastic bulk).
+    Bulk,
+    /// One ADU per interval each.
+    Telemetry(Duration),
+}
+
+/// Datagram counters of the whole fleet.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+    pub send_errors: u64,
+}
+
+pub struct Fleet {
+    pub vehicles: Vec<Vehicle>,
+    pub mode: Mode,
+    pub adu_bytes: usize,
+    pub traffic: Traffic,
+    start: Instant,
+    epoll: Epoll,
+    heap: BinaryHeap<Reverse<(Duration, u32)>>,
+    dirty: Vec<u32>,
+    ready: Vec<u64>,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    sealed: Vec<u8>,
+}
+
+impl Fleet {
+    pub fn new(start: Instant, adu_bytes: usize) -> Result<Self> {
+        Ok(Fleet {
+            vehicles: Vec::new(),
+            mode: Mode::Idle,
+            adu_bytes,
+            traffic: Traffic::default(),
+            start,
+            epoll: Epoll::new()?,
+            heap: BinaryHeap::new(),
+            dirty: Vec::new(),
+            ready: Vec::new(),
+            buf: vec![0; 65_536],
+            scratch: Vec::with_capacity(2048),
+            sealed: Vec::with_capacity(2048),
+        })
+    }
+
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Add a vehicle; it is served at once (its first initiation leaves).
+    pub fn add(&mut self, v: Vehicle) -> Result<()> {
+        let id = self.vehicles.len() as u32;
+        for (c, s) in v.socks.iter().enumerate() {
+            self.epoll
+                .add(s.raw(), u64::from(id) * CHANNELS as u64 + c as u64)?;
+        }
+        self.vehicles.push(v);
+        self.mark(id);
+        Ok(())
+    }
+
+    /// Serve every vehicle once (after the mode changed).
+    pub fn kick_all(&mut self) {
+        for id in 0..self.vehicles.len() as u32 {
+            self.mark(id);
+        }
+    }
+
+    fn mark(&mut self, id: u32) {
+        let v = &mut self.vehicles[id as usize];
+        if !v.dirty {
+            v.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    /// Run for `span`, or until `done` says so (checked after each turn).
+    pub fn run_for(&mut self, span: Duration, mut done: impl FnMut(&Fleet) -> bool) -> Result<()> {
+        let until = self.now() + span;
+        loop {
+            let now = self.now();
+            if now >= until || done(self) {
+                return Ok(());
+            }
+            self.turn(until - now)?;
+        }
+    }
+
+    /// One wait on the sockets (at most `max_wait`, less if a deadline comes first),
+    /// then every vehicle that got datagrams or whose deadline passed is served.
+    fn turn(&mut self, max_wait: Duration) -> Result<()> {
+        let now = self.now();
+        let mut wait = max_wait.min(Duration::from_millis(100));
+        if !self.dirty.is_empty() {
+            wait = Duration::ZERO;
+        } else if let Some(Reverse((t, _))) = self.heap.peek() {
+            wait = wait.min(t.saturating_sub(now));
+        }
+        let ms = wait.as_micros().div_ceil(1000) as i32;
+        self.ready.clear();
+        self.epoll.wait(ms, &mut self.ready)?;
+        let now = self.now();
+        for i in 0..self.ready.len() {
+            let token = self.ready[i];
+            let (id, iface) = (
+                (token / CHANNELS as u64) as u32,
+                (token % CHANNELS as u64) as usize,
+            );
+            let v = &mut self.vehicles[id as usize];
+            for _ in 0..READ_BATCH {
+                match v.socks[iface].recv_from(&mut self.buf) {
+                    Ok(Some((n, src))) => {
+                        self.traffic.received += 1;
+                        // Vehicles listen on nothing: an initiation is not theirs to answer.
+                        v.host.handle_datagram(now, iface, src, &self.buf[..n]);
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            self.mark(id);
+        }
+        while let Some(&Reverse((t, id))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.heap.pop();
+            // Entries of deadlines since moved are stale: only the current one counts.
+            if self.vehicles[id as usize].deadline == Some(t) {
+                self.vehicles[id as usize].deadline = None;
+                self.mark(id);
+            }
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for &id in &dirty {
+            self.vehicles[id as usize].dirty = false;
+            self.serve(id, now);
+        }
+        let mut dirty = dirty;
+        dirty.clear();
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+        Ok(())
+    }
+
+    /// Everything one vehicle has to do now.
+    fn serve(&mut self, id: u32, now: Duration) {
+        let mode = self.mode;
+        let adu_bytes = self.adu_bytes;
+        let v = &mut self.vehicles[id as usize];
+        v.host.handle_timeout(now);
+        drain_events(v, now);
+        offer(v, mode, adu_bytes, now);
+        while let Some(t) = v.host.poll_handshake_transmit() {
+            send(v, &mut self.traffic, t.iface, t.dst, &t.datagram);
+        }
+        loop {
+            self.scratch.clear();
+            let Some(t) = v.host.poll_transmit(now, &mut self.scratch) else {
+                break;
+            };
+            self.sealed.clear();
+            let Some(crypto) = v.host.crypto_mut(t.conn) else {
+                continue;
+            };
+            if crypto
+                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
+                .is_err()
+            {
+                continue;
+            }
+            send(v, &mut self.traffic, t.iface, t.dst, &self.sealed);
+        }
+        drain_events(v, now);
+        // The session ended: the connection has none up while it handshakes again. (Its
+        // `Reconnecting` event can reach the application only once the new session is
+        // up, so it does not tell when.)
+        if v.watch_loss && v.lost_at.is_none() && v.host.sessions().next().is_none() {
+            v.lost_at = Some(now);
+        }
+        if v.reconnected_at.is_none() && v.host.counters().reconnects > v.reconnects_base {
+            v.reconnected_at = Some(now);
+            v.acked_at_reconnect = v.acked;
+        }
+        let mut next = v.host.poll_timeout(now);
+        if let Mode::Telemetry(_) = mode {
+            next = Some(next.map_or(v.next_telemetry, |t| t.min(v.next_telemetry)));
+        }
+        let next = next.map(|t| t.max(now + MIN_REARM));
+        if next != v.deadline {
+            v.deadline = next;
+            if let Some(t) = next {
+                self.heap.push(Reverse((t, id)));
+            }
+        }
+    }
+}
+
+fn send(v: &Vehicle, traffic: &mut Traffic, iface: usize, dst: std::net::SocketAddr, b: &[u8]) {
+    match v.socks.get(iface).map(|s| s.send_to(b, dst)) {
+        Some(Ok(())) => traffic.sent += 1,
+        _ => traffic.send_errors += 1,
+    }
+}
+
+fn drain_events(v: &mut Vehicle, now: Duration) {
+    while let Some(e) = v.host.poll_event() {
+        match e {
+            HostEvent::Connected { key, .. } if key == v.conn => {
+                v.connected_at.get_or_insert(now);
+                if !v.stream_open {
+                    v.host.handle_command(
+                        now,
+                        key,
+                        ConnOp::OpenStream(STREAM, StreamConfig::default(), Box::new(|_| {})),
+                    );
+                    v.stream_open = true;
+                    // One ADU at once, so that every vehicle is known to move data
+                    // before anything is measured.
+                    offer_one(v, now);
+                }
+            }
+            HostEvent::ConnectFailed { error, .. } => v.failed = Some(error.to_string()),
+            HostEvent::Removed { key } if key == v.conn => {
+                v.failed.get_or_insert_with(|| "connection removed".into());
+            }
+            // The first ADU given up (its session died with it in flight): it is sent
+            // again, or the vehicle would never show that it moves data.
+            HostEvent::Conn {
+                event: Event::Nack { .. },
+                ..
+            } if v.first_acked_at.is_none() => offer_one(v, now),
+            HostEvent::Conn {
+                event: Event::Ack { .. },
+                ..
+            } => {
+                v.acked += 1;
+                v.first_acked_at.get_or_insert(now);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The vehicle's application: ADUs stamped as `horde send` stamps them (send time,
+/// sequence), so that the server's own report reads them as it reads any sender's.
+fn offer(v: &mut Vehicle, mode: Mode, adu_bytes: usize, now: Duration) {
+    let count = match mode {
+        Mode::Idle => 0,
+        Mode::Bulk => OFFER_BATCH,
+        Mode::Telemetry(every) => {
+            if now < v.next_telemetry {
+                0
+            } else {
+                v.next_telemetry = now + every;
+                1
+            }
+        }
+    };
+    for _ in 0..count {
+        if !v.writable() {
+            break;
+        }
+        send_adu(v, adu_bytes, now);
+    }
+}
+
+/// The first ADU, sent as soon as the stream is open.
+fn offer_one(v: &mut Vehicle, now: Duration) {
+    send_adu(v, FIRST_ADU_BYTES, now);
+}
+
+fn send_adu(v: &mut Vehicle, size: usize, now: Duration) {
+    let payload = stamp(size, v.offered);
+    v.offered += 1;
+    v.host.handle_command(
+        now,
+        v.conn,
+        ConnOp::Send {
+            stream: STREAM,
+            payload,
+            fields: Fields::new(),
+            reply: None,
+        },
+    );
+}
+
+fn stamp(size: usize, seq: u64) -> Bytes {
+    let unix_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let mut b = BytesMut::with_capacity(size.max(16));
+    b.put_u64(unix_us);
+    b.put_u64(seq);
+    b.resize(size.max(16), 0);
+    b.freeze()
+}

@@ -1,0 +1,337 @@
+//! A bulk TCP download at segment level: Cubic congestion control (RFC 9438) with SACK
+//! loss recovery (RFC 6675) and a 200 ms minimum RTO, as the Linux 2.6 sender of the
+//! dissertation's FTP runs behaves, and a receiver that acknowledges every second segment
+//! and at once when data arrives out of order.
+//!
+//! The FTP of the CHAP experiments uses it instead of the flow simulator's smoltcp:
+//! smoltcp retransmits one segment per three duplicate ACKs, ignores SACK and waits at
+//! least 1 s for a timeout, so behind a 35-packet drop-tail queue its bulk flow falls to
+//! a few Mbit/s where the dissertation's Cubic holds 23 Mbit/s (docs/chap-experiments.md).
+//! Segments are numbered, not byte-addressed, and the handshake is not modelled.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Payload bytes of a full segment (1500-byte IP packets, 40 bytes of headers).
+pub const MSS: u32 = 1460;
+/// IP packet sizes of a data segment and of an ACK (with room for SACK blocks).
+pub const DATA_BYTES: u32 = 1500;
+pub const ACK_BYTES: u32 = 52;
+
+const INITIAL_CWND: f64 = 10.0;
+const DUP_THRESH: usize = 3;
+const CUBIC_C: f64 = 0.4;
+const CUBIC_BETA: f64 = 0.7;
+const MIN_RTO: Duration = Duration::from_millis(200);
+const MAX_RTO: Duration = Duration::from_secs(60);
+const DELAYED_ACK: Duration = Duration::from_millis(40);
+
+/// An acknowledgement: the next segment expected and every segment held above it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    pub cumulative: u64,
+    pub sacked: Vec<u64>,
+}
+
+/// The sending side.
+#[derive(Debug)]
+pub struct Sender {
+    cwnd: f64,
+    ssthresh: f64,
+    una: u64,
+    next_new: u64,
+    sacked: BTreeSet<u64>,
+    /// Segments deemed lost and not yet sent again.
+    lost: BTreeSet<u64>,
+    /// Segments sent again since they were last deemed lost.
+    resent: BTreeSet<u64>,
+    recovery_until: Option<u64>,
+    /// Send time of segments sent once (Karn: retransmissions give no RTT sample).
+    sent_at: std::collections::BTreeMap<u64, Duration>,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    rto_at: Option<Duration>,
+    w_max: f64,
+    epoch: Option<Duration>,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+}
+
+impl Default for Sender {
+    fn default() -> Self {
+        Sender {
+            cwnd: INITIAL_CWND,
+            ssthresh: f64::INFINITY,
+            una: 0,
+            next_new: 0,
+            sacked: BTreeSet::new(),
+            lost: BTreeSet::new(),
+            resent: BTreeSet::new(),
+            recovery_until: None,
+            sent_at: Default::default(),
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: Duration::from_secs(1),
+            rto_at: None,
+            w_max: 0.0,
+            epoch: None,
+            retransmissions: 0,
+            timeouts: 0,
+        }
+    }
+}
+
+impl Sender {
+    /// Segments in the network: sent, not acknowledged, not SACKed, not deemed lost.
+    fn pipe(&self) -> f64 {
+        let outstanding = self.next_new - self.una;
+        (outstanding - self.sacked.len() as u64 - self.lost.len() as u64) as f64
+    }
+
+    /// Send what the window allows: lost segments first, then new ones.
+    pub fn transmit(&mut self, now: Duration, out: &mut Vec<u64>) {
+        while self.pipe() < self.cwnd.floor().max(1.0) {
+            let seg = if let Some(s) = self.lost.pop_first() {
+                self.resent.insert(s);
+                self.sent_at.remove(&s);
+                self.retransmissions += 1;
+                s
+            } else {
+                let s = self.next_new;
+                self.next_new += 1;
+                self.sent_at.insert(s, now);
+                s
+            };
+            out.push(seg);
+            if self.rto_at.is_none() {
+                self.rto_at = Some(now + self.rto);
+            }
+        }
+    }
+
+    fn sample_rtt(&mut self, rtt: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                let diff = srtt.abs_diff(rtt);
+                self.rttvar = self.rttvar * 3 / 4 + diff / 4;
+                self.srtt = Some(srtt * 7 / 8 + rtt / 8);
+            }
+        }
+        let srtt = self.srtt.unwrap_or(rtt);
+        self.rto = (srtt + 4 * self.rttvar).clamp(MIN_RTO, MAX_RTO);
+    }
+
+    fn on_congestion(&mut self, now: Duration) {
+        self.w_max = self.cwnd;
+        self.cwnd = (self.cwnd * CUBIC_BETA).max(2.0);
+        self.ssthresh = self.cwnd;
+        self.epoch = None;
+        self.recovery_until = Some(self.next_new);
+        let _ = now;
+    }
+
+    /// Cubic's window growth for `acked` newly acknowledged segments.
+    fn grow(&mut self, now: Duration, acked: u64) {
+        for _ in 0..acked {
+            if self.cwnd < self.ssthresh {
+                self.cwnd += 1.0;
+                continue;
+            }
+            let epoch = *self.epoch.get_or_insert(now);
+            let k = (self.w_max.max(self.cwnd) * (1.0 - CUBIC_BETA) / CUBIC_C).cbrt();
+            let t = (now - epoch).as_secs_f64() + self.srtt.unwrap_or_default().as_secs_f64();
+            let target = CUBIC_C * (t - k).powi(3) + self.w_max.max(self.cwnd);
+            self.cwnd += if target > self.cwnd {
+                ((target - self.cwnd) / self.cwnd).min(1.0)
+            } else {
+                0.01 / self.cwnd
+            };
+        }
+    }
+
+    /// An ACK arrived; returns the segments to send.
+    pub fn on_ack(&mut self, now: Duration, ack: &Ack, out: &mut Vec<u64>) {
+        let cum = ack.cumulative.min(self.next_new);
+        let acked = cum.saturating_sub(self.una);
+        if acked > 0 {
+            if let Some(t) = self.sent_at.get(&(cum - 1)).copied() {
+                self.sample_rtt(now - t);
+            }
+            self.sent_at = self.sent_at.split_off(&cum);
+            self.una = cum;
+            self.sacked = self.sacked.split_off(&cum);
+            self.lost = self.lost.split_off(&cum);
+            self.resent = self.resent.split_off(&cum);
+            self.rto_at = (self.una < self.next_new).then_some(now + self.rto);
+        }
+        for &s in &ack.sacked {
+            if s >= self.una && s < self.next_new && self.sacked.insert(s) {
+                self.lost.remove(&s);
+                self.resent.remove(&s);
+                self.sent_at.remove(&s);
+            }
+        }
+        if self.recovery_until.is_some_and(|r| self.una >= r) {
+            self.recovery_until = None;
+        }
+        // RFC 6675: a hole with DupThresh SACKed segments above it is lost.
+        let mut newly_lost = false;
+        if self.sacked.len() >= DUP_THRESH {
+            let threshold = *self
+                .sacked
+                .iter()
+                .rev()
+                .nth(DUP_THRESH - 1)
+                .expect("len checked");
+            for s in self.una..threshold {
+                if !self.sacked.contains(&s) && !self.resent.contains(&s) && self.lost.insert(s) {
+                    newly_lost = true;
+                }
+            }
+        }
+        if newly_lost && self.recovery_until.is_none() {
+            self.on_congestion(now);
+        } else if self.recovery_until.is_none() {
+            self.grow(now, acked);
+        }
+        self.transmit(now, out);
+    }
+
+    pub fn timer(&self) -> Option<Duration> {
+        self.rto_at
+    }
+
+    /// The retransmission timer fired: everything outstanding is lost, the window
+    /// restarts from one segment.
+    pub fn on_timeout(&mut self, now: Duration, out: &mut Vec<u64>) {
+        self.timeouts += 1;
+        self.on_congestion(now);
+        self.cwnd = 1.0;
+        self.resent.clear();
+        self.lost = (self.una..self.next_new)
+            .filter(|s| !self.sacked.contains(s))
+            .collect();
+        self.rto = (self.rto * 2).min(MAX_RTO);
+        self.rto_at = None;
+        self.transmit(now, out);
+        if self.rto_at.is_none() && self.una < self.next_new {
+            self.rto_at = Some(now + self.rto);
+        }
+    }
+}
+
+/// The receiving side.
+#[derive(Debug, Default)]
+pub struct Receiver {
+    pub next: u64,
+    held: BTreeSet<u64>,
+    unacked: u32,
+    ack_at: Option<Duration>,
+}
+
+impl Receiver {
+    /// Segment `seg` arrived; returns an ACK to send now, if one is due.
+    pub fn on_data(&mut self, now: Duration, seg: u64) -> Option<Ack> {
+        let in_order = seg == self.next && self.held.is_empty();
+        if seg == self.next {
+            self.next += 1;
+            while self.held.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if seg > self.next {
+            self.held.insert(seg);
+        }
+        if in_order {
+            self.unacked += 1;
+            if self.unacked < 2 {
+                self.ack_at.get_or_insert(now + DELAYED_ACK);
+                return None;
+            }
+        }
+        Some(self.ack())
+    }
+
+    fn ack(&mut self) -> Ack {
+        self.unacked = 0;
+        self.ack_at = None;
+        Ack {
+            cumulative: self.next,
+            sacked: self.held.iter().copied().collect(),
+        }
+    }
+
+    pub fn timer(&self) -> Option<Duration> {
+        self.ack_at
+    }
+
+    /// The delayed-ACK timer fired.
+    pub fn on_timeout(&mut self) -> Ack {
+        self.ack()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_lost_segment_is_resent_after_three_sacked_segments_and_the_window_shrinks() {
+        let mut s = Sender::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        let mut r = Receiver::default();
+        // Segment 2 is lost; the others arrive.
+        let mut acks = Vec::new();
+        for seg in (0..10).filter(|&x| x != 2) {
+            acks.extend(r.on_data(ms(5), seg));
+        }
+        assert_eq!(r.next, 2);
+        out.clear();
+        for a in &acks {
+            s.on_ack(ms(10), a, &mut out);
+        }
+        assert!(out.contains(&2), "{out:?}");
+        assert_eq!(s.retransmissions, 1);
+        assert!(s.cwnd < 10.0 + 2.0, "{}", s.cwnd);
+        let ack = r
+            .on_data(ms(15), 2)
+            .expect("a filled hole is acknowledged at once");
+        assert_eq!(ack.cumulative, 10);
+        assert!(ack.sacked.is_empty());
+    }
+
+    #[test]
+    fn a_timeout_resends_from_the_first_unacknowledged_segment_with_one_segment_window() {
+        let mut s = Sender::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        let at = s.timer().expect("armed");
+        out.clear();
+        s.on_timeout(at, &mut out);
+        assert_eq!(out, vec![0]);
+        assert_eq!(s.timeouts, 1);
+        assert!(s.timer().unwrap() > at);
+    }
+
+    #[test]
+    fn every_second_in_order_segment_is_acknowledged() {
+        let mut r = Receiver::default();
+        assert_eq!(r.on_data(ms(0), 0), None);
+        assert_eq!(r.timer(), Some(ms(40)));
+        assert_eq!(r.on_data(ms(1), 1).unwrap().cumulative, 2);
+        assert_eq!(r.timer(), None);
+        // Out of order: at once, with the segment held.
+        let a = r.on_data(ms(2), 3).unwrap();
+        assert_eq!((a.cumulative, a.sacked), (2, vec![3]));
+    }
+}

@@ -1,0 +1,566 @@
+//! One run of the CHAP dissertation's multiple-applications experiment (seed 001 §6.8):
+//! game, VoIP, video, Web and FTP behind one access point, under one queue discipline,
+//! in virtual time, and the quality metrics of each application over the measurement
+//! window (§2.5, §6.5).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use horde_analyze::quality::{
+    game_mos, playable, voip_mos, FrameKind, PageFetch, VideoFrame, G_MODEL_MAX,
+};
+use horde_links::wifi::{Channel, Phy, Shadowing, Transmitter};
+use horde_qdisc::{
+    Chap, ChapConfig, Fifo, FlowKey, FqCodel, FqCodelConfig, Limit, Qdisc, QdiscKind, Spq,
+    SpqConfig, SpqRule,
+};
+use horde_sim::flows::{Exchange, FlowSim, FlowSpec, PlannedFlow, TcpSettings};
+use horde_workload::apps::{self, Fec, FrameType, VideoParams, VideoSource, WebPages, WebParams};
+use serde::Serialize;
+
+use super::air::{AccessPoint, Content, Ftp, Sent, UdpApp, UdpLog, UdpSource, Wiring};
+
+/// When the applications run and when they are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Schedule {
+    /// Game, VoIP, video and Web start (the dissertation's "Application 1").
+    pub apps_start_s: f64,
+    /// The FTP download starts (its "Application 2").
+    pub ftp_start_s: f64,
+    /// The metrics count what was sent in `[window_start_s, window_end_s)`.
+    pub window_start_s: f64,
+    pub window_end_s: f64,
+    /// The simulation stops; what is still on its way then counts as lost.
+    pub end_s: f64,
+}
+
+impl Schedule {
+    /// Seed §6.5: Application 1 from 30 s, Application 2 from 90 s, metrics over 90 to
+    /// 270 s. Nothing after the window changes a metric, so the run stops 1 s after it.
+    pub fn dissertation() -> Schedule {
+        Schedule {
+            apps_start_s: 30.0,
+            ftp_start_s: 90.0,
+            window_start_s: 90.0,
+            window_end_s: 270.0,
+            end_s: 271.0,
+        }
+    }
+
+    /// A short run with the same shape, for tests: FTP joins 5 s after the applications
+    /// and is measured from 5 s after it starts, for 60 s.
+    pub fn short() -> Schedule {
+        Schedule {
+            apps_start_s: 0.0,
+            ftp_start_s: 5.0,
+            window_start_s: 10.0,
+            window_end_s: 70.0,
+            end_s: 71.0,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let ok = [
+            self.apps_start_s,
+            self.ftp_start_s,
+            self.window_start_s,
+            self.window_end_s,
+            self.end_s,
+        ]
+        .iter()
+        .all(|t| t.is_finite() && *t >= 0.0);
+        if !ok
+            || self.window_end_s <= self.window_start_s
+            || self.end_s < self.window_end_s
+            || self.end_s > 1e6
+        {
+            return Err(anyhow!(
+                "schedule: times must be finite and >= 0 with window start < window end <= end <= 1e6 s, got {self:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn window(&self) -> (Duration, Duration) {
+        (secs(self.window_start_s), secs(self.window_end_s))
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// Everything one run depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RunConfig {
+    pub scenario: Scenario,
+    #[serde(serialize_with = "kind_name")]
+    pub discipline: QdiscKind,
+    #[serde(serialize_with = "fec_name")]
+    pub fec: Fec,
+    pub seed: u64,
+    pub schedule: Schedule,
+    /// The AP's queue limit in packets (seed: 35).
+    pub queue_packets: usize,
+    /// CHAP's increment I in ms (seed: 25).
+    pub increment_ms: f64,
+    /// Distance of every station from the AP (seed: 1 m).
+    pub distance_m: f64,
+}
+
+/// Which applications run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// §6.8: game, VoIP, video, Web and one FTP download, each on its own station.
+    MultiApp,
+    /// §6.9: one application against 10 parallel TCP downloads to one station (P2P).
+    P2p(TestApp),
+}
+
+/// The application under test of a P2P run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestApp {
+    Game,
+    Voip,
+    Video,
+    Web,
+}
+
+impl Scenario {
+    fn runs(self, app: UdpApp) -> bool {
+        match self {
+            Scenario::MultiApp => true,
+            Scenario::P2p(t) => matches!(
+                (t, app),
+                (TestApp::Game, UdpApp::Game)
+                    | (TestApp::Voip, UdpApp::Voip)
+                    | (TestApp::Video, UdpApp::Video)
+            ),
+        }
+    }
+
+    fn runs_web(self) -> bool {
+        matches!(self, Scenario::MultiApp | Scenario::P2p(TestApp::Web))
+    }
+
+    /// The downloads' 5-tuples, server to station.
+    fn downloads(self) -> Vec<FlowKey> {
+        match self {
+            Scenario::MultiApp => vec![FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000)],
+            Scenario::P2p(_) => (0..P2P_FLOWS)
+                .map(|i| {
+                    FlowKey::tcp(
+                        [10, 0, 10 + i, 1],
+                        6881,
+                        [10, 1, 0, 4],
+                        40_000 + u16::from(i),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Parallel TCP flows of the P2P application (seed §6.1.6).
+pub const P2P_FLOWS: u8 = 10;
+
+fn kind_name<S: serde::Serializer>(k: &QdiscKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
+}
+
+fn fec_name<S: serde::Serializer>(f: &Fec, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(fec_label(*f))
+}
+
+pub fn fec_label(f: Fec) -> &'static str {
+    match f {
+        Fec::None => "none",
+        Fec::Small => "small",
+        Fec::Large => "large",
+    }
+}
+
+impl RunConfig {
+    /// The dissertation's §6.8 settings under `discipline`.
+    pub fn table_6_10(discipline: QdiscKind, fec: Fec, seed: u64, schedule: Schedule) -> Self {
+        RunConfig::new(Scenario::MultiApp, discipline, fec, seed, schedule)
+    }
+
+    /// The dissertation's settings (q = 35, I = 25 ms, 1 m) for `scenario`.
+    pub fn new(
+        scenario: Scenario,
+        discipline: QdiscKind,
+        fec: Fec,
+        seed: u64,
+        schedule: Schedule,
+    ) -> Self {
+        RunConfig {
+            scenario,
+            discipline,
+            fec,
+            seed,
+            schedule,
+            queue_packets: 35,
+            increment_ms: 25.0,
+            distance_m: 1.0,
+        }
+    }
+}
+
+/// The VoIP receiver's jitter buffer: the seed counts its delay in the E-model's `d` but
+/// does not give its size (docs/chap-experiments.md).
+pub const JITTER_BUFFER_MS: f64 = 10.0;
+/// The G-model is scored per window of this length and averaged (seed §6.2, Fig. 6.4).
+pub const GAME_WINDOW: Duration = Duration::from_secs(5);
+/// A request carries at least the flow protocol's header.
+const MIN_REQUEST: u64 = 24;
+
+/// One run's metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub config: RunConfig,
+    pub game_mos: Option<f64>,
+    pub voip_mos: Option<f64>,
+    pub video_fps: Option<f64>,
+    /// Each Web page requested in the window, in order.
+    #[serde(skip)]
+    pub pages: Vec<PageFetch>,
+    /// Mean response time of the pages of this run that completed.
+    pub web_ms: Option<f64>,
+    pub web_pages: usize,
+    /// Goodput of the FTP, or of all P2P flows together, over the window.
+    pub ftp_mbps: f64,
+    /// Mean one-way delay of the game's downstream packets in the window.
+    pub game_down_ms: Option<f64>,
+    pub voip_loss: Option<f64>,
+    /// Packets the AP's queue dropped over the run.
+    pub ap_drops: u64,
+    /// Fraction of the run's time the channel carried the AP's and the stations' frames.
+    pub ap_airtime_share: f64,
+    pub station_airtime_share: f64,
+}
+
+fn build_qdisc(c: &RunConfig, downloads: &[FlowKey]) -> Result<Box<dyn Qdisc<Content>>> {
+    let limit = Limit::packets(c.queue_packets);
+    Ok(match c.discipline {
+        QdiscKind::Fifo => Box::new(Fifo::new(limit)?),
+        QdiscKind::Chap => Box::new(Chap::new(ChapConfig {
+            increment: Duration::from_secs_f64(c.increment_ms / 1e3),
+            limit,
+            ..ChapConfig::default()
+        })?),
+        // Two classes (seed §6.8): the delay-sensitive applications, then FTP.
+        QdiscKind::Spq => Box::new(Spq::new(SpqConfig {
+            bands: 2,
+            rules: downloads
+                .iter()
+                .map(|d| SpqRule {
+                    band: 1,
+                    protocol: Some(d.protocol),
+                    src: Some(d.src),
+                    src_ports: Some(d.src_port..=d.src_port),
+                    ..SpqRule::default()
+                })
+                .collect(),
+            default_band: 0,
+            limit,
+        })?),
+        QdiscKind::FqCodel => Box::new(FqCodel::new(FqCodelConfig {
+            limit,
+            ..FqCodelConfig::default()
+        })?),
+    })
+}
+
+/// Sub-seeds of a run's seed, one per random process.
+fn sub_seed(seed: u64, k: u64) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(k.wrapping_mul(0xbf58_476d_1ce4_e5b9))
+}
+
+/// The Web's connections, one per page, in start order. Pages are requested open loop:
+/// each a reading time after the previous request. A page is its HTML object and, when
+/// it has embedded objects, one more exchange for their sum (seed §6.1.4).
+fn web_plan(c: &RunConfig) -> Result<(Vec<FlowSpec>, Vec<PlannedFlow>)> {
+    let s = &c.schedule;
+    let specs = vec![FlowSpec::RequestResponse {
+        name: Some("web".to_string()),
+        request_bytes: MIN_REQUEST,
+        response_bytes: 1,
+        rate_per_s: 1.0,
+        start_s: 0.0,
+        stop_s: None,
+    }];
+    let mut flows = Vec::new();
+    let pages = WebPages::new(WebParams::default(), sub_seed(c.seed, 4)).map_err(|e| anyhow!(e))?;
+    let mut t = secs(s.apps_start_s);
+    for page in pages {
+        if t >= secs(s.window_end_s) {
+            break;
+        }
+        let mut exchanges = vec![Exchange {
+            up: u64::from(page.request_bytes).max(MIN_REQUEST),
+            down: page.html_bytes,
+        }];
+        if let Some(req) = page.embedded_request_bytes {
+            exchanges.push(Exchange {
+                up: u64::from(req).max(MIN_REQUEST),
+                down: page.embedded_bytes,
+            });
+        }
+        flows.push(PlannedFlow {
+            id: flows.len() as u32,
+            class: 0,
+            start: t,
+            interval: Duration::ZERO,
+            exchanges,
+        });
+        t += page.reading;
+    }
+    Ok((specs, flows))
+}
+
+/// The UDP applications: game, VoIP and video from the applications' start.
+fn udp_sources(c: &RunConfig) -> Result<Vec<UdpSource>> {
+    let start = secs(c.schedule.apps_start_s);
+    let stop = secs(c.schedule.end_s);
+    let video = VideoSource::new(
+        VideoParams {
+            fec: c.fec,
+            ..VideoParams::default()
+        },
+        sub_seed(c.seed, 3),
+    )
+    .map_err(|e| anyhow!(e))?;
+    Ok(vec![
+        UdpSource::new(
+            UdpApp::Game,
+            start,
+            stop,
+            Box::new(apps::game(sub_seed(c.seed, 1))),
+        ),
+        UdpSource::new(
+            UdpApp::Voip,
+            start,
+            stop,
+            Box::new(apps::voip(sub_seed(c.seed, 2))),
+        ),
+        UdpSource::new(UdpApp::Video, start, stop, Box::new(video)),
+    ]
+    .into_iter()
+    .filter(|s| c.scenario.runs(s.app))
+    .collect())
+}
+
+/// Run one configuration.
+pub fn run(c: &RunConfig) -> Result<RunResult> {
+    c.schedule.validate()?;
+    if !(c.distance_m.is_finite() && c.distance_m >= 0.0) {
+        return Err(anyhow!("distance must be >= 0 m, got {}", c.distance_m));
+    }
+    let (specs, mut plan) = web_plan(c)?;
+    if !c.scenario.runs_web() {
+        plan.clear();
+    }
+    let phy = Phy::dot11g(54.0);
+    let channel = Channel::at_distance(c.distance_m, &Shadowing::dissertation())?;
+    let window = c.schedule.window();
+    let keys = c.scenario.downloads();
+    let downloads: Vec<Ftp> = keys
+        .iter()
+        .map(|&k| Ftp::new(k, secs(c.schedule.ftp_start_s), window))
+        .collect();
+    let ap = AccessPoint::new(
+        Wiring::default(),
+        build_qdisc(c, &keys).with_context(|| format!("{} queue", c.discipline))?,
+        Transmitter::new(phy, sub_seed(c.seed, 5))?,
+        Transmitter::new(phy, sub_seed(c.seed, 6))?,
+        channel,
+        udp_sources(c)?,
+        downloads,
+    );
+    let web_ids: Vec<(u32, Duration)> = plan.iter().map(|f| (f.id, f.start)).collect();
+    let end = secs(c.schedule.end_s);
+    // The flow simulator stops once every planned flow has finished; a flow planned
+    // after the end keeps it (and the access point inside it) running until the end.
+    plan.push(PlannedFlow {
+        id: plan.len() as u32,
+        class: 0,
+        start: end + Duration::from_secs(1),
+        interval: Duration::ZERO,
+        exchanges: vec![Exchange {
+            up: MIN_REQUEST,
+            down: 1,
+        }],
+    });
+    let tcp = TcpSettings::default();
+    let mut sim = FlowSim::new(ap, tcp, specs, plan, sub_seed(c.seed, 7));
+    let (records, _) = sim.run_in_place(end)?;
+    let ap = sim.carrier();
+
+    let pages: Vec<PageFetch> = web_ids
+        .iter()
+        .filter(|(_, start)| *start >= window.0 && *start < window.1)
+        .map(|&(id, start)| {
+            let done = records
+                .iter()
+                .find(|r| r.id == id)
+                .and_then(|r| r.completion_ms)
+                .map(|ms| start + Duration::from_secs_f64(ms / 1e3))
+                .filter(|&t| t <= end);
+            PageFetch {
+                requested: start,
+                completed: done,
+            }
+        })
+        .collect();
+    let web_ms = horde_analyze::quality::mean_response_time_ms(&pages).ok();
+    let runs = |app| c.scenario.runs(app);
+    let log = &ap.log;
+    let in_window = |s: &&Sent| s.at >= window.0 && s.at < window.1;
+    let voip: Vec<Option<f64>> = log
+        .down(UdpApp::Voip)
+        .iter()
+        .filter(in_window)
+        .map(Sent::owd_ms)
+        .collect();
+    let voip_lost = voip.iter().filter(|d| d.is_none()).count();
+    let game_down: Vec<f64> = log
+        .down(UdpApp::Game)
+        .iter()
+        .filter(in_window)
+        .filter_map(Sent::owd_ms)
+        .collect();
+    let span = (window.1 - window.0).as_secs_f64();
+    let end_s = secs(c.schedule.end_s).as_secs_f64();
+    let ftp_bytes: u64 = ap.downloads.iter().map(|d| d.bytes_in_window).sum();
+    Ok(RunResult {
+        config: *c,
+        game_mos: runs(UdpApp::Game)
+            .then(|| windowed_game_mos(log, window))
+            .transpose()?,
+        voip_mos: runs(UdpApp::Voip)
+            .then(|| voip_mos(&voip, JITTER_BUFFER_MS))
+            .transpose()?,
+        video_fps: runs(UdpApp::Video)
+            .then(|| video_fps(log.down(UdpApp::Video), window))
+            .transpose()?,
+        web_ms,
+        web_pages: pages.len(),
+        pages,
+        ftp_mbps: ftp_bytes as f64 * 8.0 / span / 1e6,
+        game_down_ms: runs(UdpApp::Game)
+            .then(|| game_down.iter().sum::<f64>() / game_down.len().max(1) as f64),
+        voip_loss: runs(UdpApp::Voip).then(|| voip_lost as f64 / voip.len().max(1) as f64),
+        ap_drops: ap.ap_drops,
+        ap_airtime_share: ap.ap_airtime.as_secs_f64() / end_s,
+        station_airtime_share: ap.station_airtime.as_secs_f64() / end_s,
+    })
+}
+
+/// The G-model MOS per [`GAME_WINDOW`] of the measurement window, averaged.
+fn windowed_game_mos(log: &UdpLog, window: (Duration, Duration)) -> Result<f64> {
+    let owds = |sent: &[Sent], from: Duration, to: Duration| -> Vec<Option<f64>> {
+        sent.iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .map(Sent::owd_ms)
+            .collect()
+    };
+    let mut scores = Vec::new();
+    let mut from = window.0;
+    while from < window.1 {
+        let to = (from + GAME_WINDOW).min(window.1);
+        let down = owds(log.down(UdpApp::Game), from, to);
+        let up = owds(log.up(UdpApp::Game), from, to);
+        if !down.is_empty() && !up.is_empty() {
+            scores.push(game_mos(&down, &up)?);
+        }
+        from = to;
+    }
+    if scores.is_empty() {
+        return Err(anyhow!("game MOS: no game packets in the window"));
+    }
+    let mos = scores.iter().sum::<f64>() / scores.len() as f64;
+    debug_assert!(mos <= G_MODEL_MAX);
+    Ok(mos)
+}
+
+/// Playable frames sent in the window, per second. Playability is decided over the
+/// whole stream, so a B frame at the window's edge keeps its next anchor.
+fn video_fps(sent: &[Sent], window: (Duration, Duration)) -> Result<f64> {
+    let mut frames: Vec<(Duration, VideoFrame)> = Vec::new();
+    for s in sent {
+        let info = s
+            .frame
+            .ok_or_else(|| anyhow!("a video packet without its frame"))?;
+        let n = info.frame as usize;
+        while frames.len() <= n {
+            frames.push((
+                s.at,
+                VideoFrame {
+                    kind: FrameKind::I,
+                    needed: 1,
+                    arrived: 0,
+                },
+            ));
+        }
+        let f = &mut frames[n];
+        f.0 = s.at;
+        f.1.kind = match info.kind {
+            FrameType::I => FrameKind::I,
+            FrameType::P => FrameKind::P,
+            FrameType::B => FrameKind::B,
+        };
+        f.1.needed = info.needed;
+        f.1.arrived += u32::from(s.arrived.is_some());
+    }
+    let ok = playable(&frames.iter().map(|f| f.1).collect::<Vec<_>>());
+    let played = frames
+        .iter()
+        .zip(ok)
+        .filter(|((at, _), ok)| *ok && *at >= window.0 && *at < window.1)
+        .count();
+    Ok(played as f64 / (window.1 - window.0).as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brief() -> Schedule {
+        Schedule {
+            apps_start_s: 0.0,
+            ftp_start_s: 1.0,
+            window_start_s: 2.0,
+            window_end_s: 8.0,
+            end_s: 9.0,
+        }
+    }
+
+    #[test]
+    fn a_seed_fixes_the_run_and_another_seed_changes_it() {
+        let config = |seed| RunConfig::table_6_10(QdiscKind::Chap, Fec::Small, seed, brief());
+        let json = |seed| serde_json::to_string(&run(&config(seed)).unwrap()).unwrap();
+        let a = json(7);
+        assert_eq!(a, json(7));
+        assert_ne!(a, json(8));
+    }
+
+    #[test]
+    fn bad_schedules_and_distances_are_refused_with_what_was_wrong() {
+        let mut c = RunConfig::table_6_10(QdiscKind::Fifo, Fec::None, 1, brief());
+        c.schedule.window_end_s = 1.0;
+        let err = run(&c).unwrap_err().to_string();
+        assert!(err.contains("window start < window end"), "{err}");
+        let mut c = RunConfig::table_6_10(QdiscKind::Fifo, Fec::None, 1, brief());
+        c.distance_m = -1.0;
+        let err = run(&c).unwrap_err().to_string();
+        assert!(err.contains("distance must be >= 0 m"), "{err}");
+        let mut c = RunConfig::table_6_10(QdiscKind::Chap, Fec::None, 1, brief());
+        c.queue_packets = 1;
+        let err = format!("{:#}", run(&c).unwrap_err());
+        assert!(err.contains("chap limit"), "{err}");
+    }
+}

@@ -1,0 +1,265 @@
+//! What the channels say about a piece handed to the session now: when it lands, and how
+//! many bytes may wait unacknowledged without building queues.
+//!
+//! The session, not this layer, puts each ADU on a channel, so a piece handed over now
+//! may take any live channel. Its expected arrival is therefore the latest of the
+//! channels' landing times: per channel, the smoothed time from hand-over to arrival of
+//! our recent pieces (an ack's latency less the return path's base delay, half the
+//! channel's smallest round trip), plus a margin of its deviation. The scheduler sees one
+//! channel with the channels' summed rate and that delay (see `docs/messages.md`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use horde_proto::message::ChannelEstimate;
+use horde_proto::ChannelId;
+
+use crate::ChannelStatus;
+
+/// Weight of a new landing-time sample.
+const LANDING_GAIN: f64 = 0.125;
+/// Weight of a new landing-time deviation sample.
+const DEVIATION_GAIN: f64 = 0.25;
+/// Deviations of landing time added to its mean in the arrival estimate.
+const DEVIATION_MARGIN: f64 = 2.0;
+/// Weight of a new delivery-rate sample.
+const DELIVERY_GAIN: f64 = 0.25;
+/// How much the window may exceed the measured delivery over a round trip: it grows by
+/// half each refresh while the channels carry it.
+const WINDOW_GAIN: f64 = 1.5;
+/// The window never shrinks below this many pieces, so that the rate can be measured.
+const MIN_WINDOW_PIECES: usize = 8;
+
+#[derive(Debug, Default)]
+struct Track {
+    /// The smallest round trip an ack reported: the path without its queue.
+    min_rtt: Option<Duration>,
+    /// Smoothed hand-over to arrival time, seconds, and its mean deviation.
+    landing: Option<f64>,
+    landing_dev: f64,
+    /// The same with the return path taken as half the transmission's round trip, which
+    /// counts only half of a queue on the forward path: the hand-over check's measure.
+    handover_landing: Option<f64>,
+    /// Bytes of our ADUs acked since the last refresh, and their smoothed rate.
+    acked_bytes: usize,
+    delivery_rate: f64,
+}
+
+/// Per channel, what our acked pieces measured.
+#[derive(Debug, Default)]
+pub(crate) struct Tracks {
+    channels: HashMap<ChannelId, Track>,
+    last_refresh: Duration,
+}
+
+impl Tracks {
+    /// One of our ADUs of `bytes` was acked on `channel`, `latency` after it was handed to
+    /// the session, over a transmission of round trip `rtt`.
+    pub(crate) fn on_ack(
+        &mut self,
+        channel: ChannelId,
+        rtt: Duration,
+        latency: Duration,
+        bytes: usize,
+    ) {
+        let t = self.channels.entry(channel).or_default();
+        t.acked_bytes += bytes;
+        let min_rtt = *t.min_rtt.insert(t.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        let sample = latency.saturating_sub(min_rtt / 2).as_secs_f64();
+        match &mut t.landing {
+            Some(landing) => {
+                t.landing_dev += DEVIATION_GAIN * ((sample - *landing).abs() - t.landing_dev);
+                *landing += LANDING_GAIN * (sample - *landing);
+            }
+            None => t.landing = Some(sample),
+        }
+        let old = latency.saturating_sub(rtt / 2).as_secs_f64();
+        let handover = t.handover_landing.get_or_insert(old);
+        *handover += LANDING_GAIN * (old - *handover);
+    }
+
+    /// An ADU of `bytes` was acked after being declared lost: it counts as delivered.
+    pub(crate) fn on_late_ack(&mut self, channel: ChannelId, bytes: usize) {
+        self.channels.entry(channel).or_default().acked_bytes += bytes;
+    }
+
+    /// Folds the bytes acked since the last refresh into each channel's delivery rate.
+    pub(crate) fn refresh(&mut self, now: Duration) {
+        let elapsed = now.saturating_sub(self.last_refresh).as_secs_f64();
+        self.last_refresh = now;
+        if elapsed <= 0.0 {
+            return;
+        }
+        for t in self.channels.values_mut() {
+            let sample = t.acked_bytes as f64 / elapsed;
+            t.delivery_rate += DELIVERY_GAIN * (sample - t.delivery_rate);
+            t.acked_bytes = 0;
+        }
+    }
+
+    /// When a piece handed over now lands on `c`, seconds from now: the later of its
+    /// measured landing time plus a margin, and what the bytes in flight on it predict;
+    /// half its round trip before any piece was acked on it.
+    ///
+    /// The measure lags by a round trip and its smoothing; the prediction sees a queue
+    /// grow at the next refresh. The bytes in flight on a channel are in its queue, on
+    /// the forward path, or delivered with their ack on the way back; at the delivery
+    /// rate `r` the last of `F` bytes arrives `F / r` after it is sent, less the return
+    /// path's half round trip.
+    fn landing(&self, c: &ChannelStatus) -> f64 {
+        let half_rtt = c.srtt_ms.unwrap_or(0.0).max(0.0) / 2e3;
+        let Some(t) = self.channels.get(&c.id) else {
+            return half_rtt;
+        };
+        let Some(landing) = t.landing else {
+            return half_rtt;
+        };
+        let measured = landing + DEVIATION_MARGIN * t.landing_dev;
+        let predicted = match (in_flight_bytes(c), t.min_rtt) {
+            (Some(bytes), Some(min_rtt)) if t.delivery_rate > 0.0 => {
+                bytes / t.delivery_rate - min_rtt.as_secs_f64() / 2.0
+            }
+            _ => 0.0,
+        };
+        measured.max(predicted).max(0.0)
+    }
+
+    /// What `c` is expected to carry, bytes/s: its controller's rate, which can be several
+    /// times what the path carries (a window over a round trip inflated by the queue it
+    /// built), capped at `WINDOW_GAIN` times what our pieces were measured to get through,
+    /// so that it can still grow. Before any ack, the controller's rate.
+    fn rate(&self, c: &ChannelStatus) -> f64 {
+        match self.channels.get(&c.id).filter(|t| t.delivery_rate > 0.0) {
+            Some(t) => c.rate_bytes_per_s.min(WINDOW_GAIN * t.delivery_rate),
+            None => c.rate_bytes_per_s,
+        }
+    }
+
+    /// One estimate for the channels the session may put a piece on: their summed rate,
+    /// and the latest of their landing times. Empty when no channel carries anything.
+    pub(crate) fn arrival_estimate(&self, channels: &[ChannelStatus]) -> Vec<ChannelEstimate> {
+        let usable = || channels.iter().filter(|c| usable(c));
+        let rate: f64 = usable().map(|c| self.rate(c)).sum();
+        let Some(delay) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
+            return Vec::new();
+        };
+        vec![ChannelEstimate {
+            rate,
+            delay: Duration::from_secs_f64(delay),
+        }]
+    }
+
+    /// One estimate per channel, as the hand-over check sees them: the controller's rate
+    /// and the larger of half the smoothed round trip and the hand-over landing time.
+    pub(crate) fn per_channel_estimates(&self, channels: &[ChannelStatus]) -> Vec<ChannelEstimate> {
+        channels
+            .iter()
+            .map(|c| ChannelEstimate {
+                rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
+                delay: Duration::from_secs_f64(
+                    (c.srtt_ms.unwrap_or(0.0) / 2e3)
+                        .max(
+                            self.channels
+                                .get(&c.id)
+                                .and_then(|t| t.handover_landing)
+                                .unwrap_or(0.0),
+                        )
+                        .max(0.0),
+                ),
+            })
+            .collect()
+    }
+
+    /// Bytes that may be unacknowledged at once when deadlines are checked at arrival:
+    /// per channel, what it delivers (at most what its controller expects, and up to
+    /// `WINDOW_GAIN` times what it was measured to deliver) over its empty round trip
+    /// plus `queue_ahead`. A channel then holds about `queue_ahead` of its rate in its
+    /// queues, which the landing estimate sees.
+    pub(crate) fn arrival_window(
+        &self,
+        channels: &[ChannelStatus],
+        queue_ahead: Duration,
+        piece: usize,
+    ) -> usize {
+        let bytes: f64 = channels
+            .iter()
+            .filter(|c| usable(c))
+            .filter_map(|c| {
+                let t = self.channels.get(&c.id)?;
+                let rtt = t.min_rtt.unwrap_or_default() + queue_ahead;
+                Some(self.rate(c) * rtt.as_secs_f64())
+            })
+            .sum();
+        (bytes as usize).max(MIN_WINDOW_PIECES * piece)
+    }
+
+    /// What the usable channels are expected to carry together, bytes/s.
+    pub(crate) fn capacity(&self, channels: &[ChannelStatus]) -> f64 {
+        channels
+            .iter()
+            .filter(|c| usable(c))
+            .map(|c| self.rate(c))
+            .sum()
+    }
+
+    /// Whether some channel holds more than its round trip plus `queue_ahead` of its rate
+    /// in flight: the session would put further pieces on whichever channels have room in
+    /// their controllers' windows, and a full one would queue them, so none are handed
+    /// over until it has drained.
+    pub(crate) fn some_queue_full(
+        &self,
+        channels: &[ChannelStatus],
+        queue_ahead: Duration,
+    ) -> bool {
+        channels.iter().filter(|c| usable(c)).any(|c| {
+            let (Some(t), Some(bytes)) = (self.channels.get(&c.id), in_flight_bytes(c)) else {
+                return false;
+            };
+            let Some(min_rtt) = t.min_rtt else {
+                return false;
+            };
+            t.delivery_rate > 0.0 && bytes > t.delivery_rate * (min_rtt + queue_ahead).as_secs_f64()
+        })
+    }
+
+    /// The window of the hand-over check: the smaller of the controllers' rates and
+    /// `WINDOW_GAIN` times the measured delivery, over the longest channel's empty round
+    /// trip plus `queue_ahead`.
+    pub(crate) fn handover_window(
+        &self,
+        estimates: &[ChannelEstimate],
+        queue_ahead: Duration,
+        piece: usize,
+    ) -> usize {
+        let rtt = self
+            .channels
+            .values()
+            .filter_map(|t| t.min_rtt)
+            .max()
+            .unwrap_or_default()
+            + queue_ahead;
+        let expected: f64 = estimates.iter().map(|e| e.rate).sum::<f64>() * rtt.as_secs_f64();
+        let delivered: f64 = self.channels.values().map(|t| t.delivery_rate).sum();
+        let measured = WINDOW_GAIN * delivered * rtt.as_secs_f64();
+        (expected.min(measured) as usize).max(MIN_WINDOW_PIECES * piece)
+    }
+}
+
+/// Bytes sent on the channels and neither acked nor declared lost.
+pub(crate) fn channels_in_flight(channels: &[ChannelStatus]) -> f64 {
+    channels.iter().filter_map(in_flight_bytes).sum()
+}
+
+/// Bytes sent on the channel and neither acked nor declared lost, counting each packet
+/// at the channel's mean packet size.
+fn in_flight_bytes(c: &ChannelStatus) -> Option<f64> {
+    let s = &c.stats;
+    let packets = s.packets_sent.checked_sub(s.acked + s.lost)?;
+    let mean = s.bytes_sent as f64 / s.packets_sent.max(1) as f64;
+    Some(packets as f64 * mean)
+}
+
+/// Whether the session may put a piece on the channel.
+fn usable(c: &ChannelStatus) -> bool {
+    c.alive && c.rate_bytes_per_s > 0.0
+}

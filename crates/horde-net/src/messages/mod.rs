@@ -1,0 +1,365 @@
+//! Messages with priorities and deadlines over a connection: the sans-IO message core of
+//! `horde_proto::message` driven by a task of its own above the session.
+//!
+//! A [`MessageEndpoint`] takes a [`Connection`] whole. Its task reads the connection's
+//! events, carries message pieces as ADUs on [`MESSAGE_STREAM`] and cancels on
+//! [`MESSAGE_CONTROL_STREAM`], feeds the scheduler the channels' rates and delays, and
+//! reports what happens as [`MessageNotice`]s; every other connection event is passed on
+//! as [`MessageNotice::Connection`]. Both ends of a connection can use one: each sends and
+//! receives. The layering and its limits are written in `docs/messages.md`.
+
+mod arrival;
+mod pump;
+mod slots;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_proto::message::{
+    codec, BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier,
+    ChannelEstimate, EstimatorConfig, MessageConfig, MessageError, MessageEvent, MessageId,
+    MessageScheduler, MessageSource, MessageSpec, MessageStatus, QueueId, RangeId, Reassembly,
+    ReceivedMessage,
+};
+use horde_proto::{Event, StreamConfig};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use crate::connection::{Connection, ConnectionHandle};
+use crate::error::NetError;
+
+/// The stream that carries message pieces, one piece per ADU.
+pub const MESSAGE_STREAM: u32 = 0xFFFF_FF00;
+/// The stream that carries cancels, so that a cancel does not wait behind the pieces it
+/// cancels.
+pub const MESSAGE_CONTROL_STREAM: u32 = 0xFFFF_FF01;
+
+/// The largest ADU of a session with the default channel settings.
+const DEFAULT_SLOT_ADU: u32 = 1200;
+
+/// Settings of a [`MessageEndpoint`]. A piece plus its header
+/// ([`codec::PIECE_HEADER_LEN`]) must fit in one ADU of the session: a piece the session
+/// refuses cancels its message with [`MessageNotice::SendFailed`].
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// The sender's settings (piece size, admission, check interval...).
+    pub messages: MessageConfig,
+    /// Most bytes the receiver holds for partial messages.
+    pub receive_limit: u64,
+    /// How often the channels' rates and delays are read again.
+    pub refresh: Duration,
+    /// Extra time of sending, beyond each channel's round trip, that may sit unacknowledged
+    /// in the session: enough to keep the channels busy, little enough that a more
+    /// important message does not wait behind many pieces already handed over.
+    pub queue_ahead: Duration,
+    /// What a message's deadline is checked against.
+    pub deadline_check: DeadlineCheck,
+    /// The bandwidth estimate behind [`MessageNotice::Bandwidth`]; it is sampled once per
+    /// `bandwidth.tick`.
+    pub bandwidth: EstimatorConfig,
+}
+
+/// What a message's deadline is checked against (`docs/messages.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeadlineCheck {
+    /// The expected arrival of its pieces: a piece is cut only if it lands in time on
+    /// whichever channel the session puts it (the latest channel's landing time), the
+    /// unacknowledged bytes are held to each channel's round trip plus `queue_ahead`, and
+    /// pieces in flight are checked again as the channels' queues change.
+    #[default]
+    Arrival,
+    /// The hand-over of its last piece to the session, each piece judged on a channel of
+    /// the endpoint's own choosing that the session need not take: a message can arrive
+    /// after its deadline without an early callback. For comparison.
+    Handover,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            // A piece and its header fill one ADU of the default channel slot.
+            messages: MessageConfig {
+                piece_size: DEFAULT_SLOT_ADU - codec::PIECE_HEADER_LEN as u32,
+                ..MessageConfig::default()
+            },
+            receive_limit: 256 << 20,
+            refresh: Duration::from_millis(50),
+            queue_ahead: Duration::from_millis(30),
+            deadline_check: DeadlineCheck::Arrival,
+            bandwidth: EstimatorConfig::default(),
+        }
+    }
+}
+
+/// What a [`MessageEndpoint`] reports, in order.
+#[derive(Debug)]
+pub enum MessageNotice {
+    /// About a message this end sent: its early callback or its fate.
+    Sender(MessageEvent),
+    /// A whole message from the peer.
+    Received(ReceivedMessage),
+    /// A message-stream ADU from the peer that is not a valid item, or a piece the receiver
+    /// refused (too large, inconsistent): dropped.
+    Dropped {
+        /// What was wrong with it.
+        error: String,
+    },
+    /// Handing a piece to the session failed; the message was cancelled.
+    SendFailed {
+        /// The message.
+        id: MessageId,
+        /// The session's error.
+        error: NetError,
+    },
+    /// The bandwidth estimate left a range registered with
+    /// [`MessageHandle::register_bandwidth_range`]; the range is gone, and the application
+    /// may register a new one around `available`.
+    Bandwidth(BandwidthEvent),
+    /// Any other event of the connection.
+    Connection(Event),
+}
+
+/// The scheduler, the bytes of live messages and the receiver, shared by the API and the
+/// task. Never held across an await.
+pub(crate) struct State {
+    pub(crate) scheduler: MessageScheduler,
+    /// Where each live message's bytes are read from, a piece at a time.
+    pub(crate) sources: std::collections::HashMap<MessageId, Box<dyn MessageSource + Send>>,
+    pub(crate) reassembly: Reassembly,
+    pub(crate) estimates: Vec<ChannelEstimate>,
+    /// Pieces of undelivered messages taken back from the session's queue.
+    pub(crate) withdrawn_pieces: u64,
+    /// The connection's bandwidth estimate over all its channels, and the ranges on it.
+    pub(crate) bandwidth: BandwidthEstimator,
+    pub(crate) ranges: BandwidthNotifier,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    pub(crate) wake: Notify,
+    start: Instant,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the scheduler half-changed in a way
+        // worse than stopping; keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
+/// Prioritised messages with deadlines over one connection. See the [module](self)
+/// documentation.
+pub struct MessageEndpoint {
+    api: MessageHandle,
+    notices: mpsc::UnboundedReceiver<MessageNotice>,
+}
+
+/// The calls of a [`MessageEndpoint`], cheap to clone and share between tasks while one
+/// of them reads the notices.
+#[derive(Clone)]
+pub struct MessageHandle {
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+}
+
+impl MessageEndpoint {
+    /// Takes the connection over: opens the message streams and starts the task on the
+    /// current tokio runtime. The task stops when the endpoint is dropped or the
+    /// connection is gone.
+    pub async fn new(conn: Connection, config: EndpointConfig) -> Result<Self, NetError> {
+        let scheduler = MessageScheduler::new(config.messages.clone())?;
+        let bandwidth = BandwidthEstimator::new(config.bandwidth.clone())?;
+        let (handle, events) = conn.split();
+        for stream in [MESSAGE_STREAM, MESSAGE_CONTROL_STREAM] {
+            handle.open_stream(stream, StreamConfig::default()).await?;
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                scheduler,
+                sources: Default::default(),
+                reassembly: Reassembly::new(config.receive_limit, config.messages.remembered_fates),
+                estimates: Vec::new(),
+                withdrawn_pieces: 0,
+                bandwidth,
+                ranges: BandwidthNotifier::new(),
+            }),
+            wake: Notify::new(),
+            start: Instant::now(),
+        });
+        let (tx, notices) = mpsc::unbounded_channel();
+        tokio::spawn(pump::run(
+            shared.clone(),
+            handle.clone(),
+            events,
+            tx,
+            config,
+        ));
+        Ok(Self {
+            api: MessageHandle { shared, handle },
+            notices,
+        })
+    }
+
+    /// The next notice; `None` once the connection is gone.
+    pub async fn next_notice(&mut self) -> Option<MessageNotice> {
+        self.notices.recv().await
+    }
+
+    /// A handle for the calls, for other tasks.
+    pub fn handle(&self) -> MessageHandle {
+        self.api.clone()
+    }
+}
+
+impl std::ops::Deref for MessageEndpoint {
+    type Target = MessageHandle;
+    fn deref(&self) -> &MessageHandle {
+        &self.api
+    }
+}
+
+impl MessageHandle {
+    /// The endpoint's clock, the one deadlines are on: time since it was created.
+    pub fn now(&self) -> Duration {
+        self.shared.now()
+    }
+
+    /// Submits a message of `payload` (its length must be `spec.size`); its deadline, if
+    /// any, is on [`now`](Self::now)'s clock. Refused with the core's typed errors
+    /// ([`MessageError::Refused`] by admission control).
+    pub fn submit(&self, spec: MessageSpec, payload: Bytes) -> Result<MessageId, MessageError> {
+        if spec.size != payload.len() as u64 {
+            return Err(MessageError::InvalidConfig {
+                what: "message size",
+                why: format!(
+                    "the spec says {} bytes, the payload has {}",
+                    spec.size,
+                    payload.len()
+                ),
+            });
+        }
+        self.submit_source(spec, Box::new(payload))
+    }
+
+    /// Submits a message whose `spec.size` bytes are read from `source` a piece at a time
+    /// as they are sent, so that a large message (a file: `BufReader<File>`) never sits in
+    /// memory whole. A source that turns out shorter than `spec.size` cancels the message
+    /// when the missing piece is due.
+    pub fn submit_source(
+        &self,
+        spec: MessageSpec,
+        source: Box<dyn MessageSource + Send>,
+    ) -> Result<MessageId, MessageError> {
+        let now = self.now();
+        let id = {
+            let mut state = self.shared.lock();
+            let id = state.scheduler.submit(now, spec)?;
+            state.sources.insert(id, source);
+            id
+        };
+        self.shared.wake.notify_one();
+        Ok(id)
+    }
+
+    /// Submits `payload` at `priority` on queue 0, due `within` from now (`None`: no
+    /// deadline).
+    pub fn send(
+        &self,
+        priority: u8,
+        within: Option<Duration>,
+        payload: Bytes,
+    ) -> Result<MessageId, MessageError> {
+        let mut spec = MessageSpec::new(priority, payload.len() as u64);
+        spec.deadline = within.map(|w| self.now() + w);
+        self.submit(spec, payload)
+    }
+
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut MessageScheduler, Duration) -> Result<T, MessageError>,
+    ) -> Result<T, MessageError> {
+        let now = self.now();
+        let result = f(&mut self.shared.lock().scheduler, now);
+        self.shared.wake.notify_one();
+        result
+    }
+
+    /// Cancels a message; the receiver frees what it holds of it.
+    pub fn cancel(&self, id: MessageId) -> Result<(), MessageError> {
+        self.change(|s, now| s.cancel(now, id))
+    }
+
+    /// Sends a suspended message again (after an early callback: "continue").
+    pub fn resume(&self, id: MessageId) -> Result<(), MessageError> {
+        self.change(|s, _| s.resume(id))
+    }
+
+    /// Gives a message a new deadline on [`now`](Self::now)'s clock, or none.
+    pub fn defer(&self, id: MessageId, deadline: Option<Duration>) -> Result<(), MessageError> {
+        self.change(|s, now| s.defer(now, id, deadline))
+    }
+
+    /// Moves a message to another priority level.
+    pub fn reprioritise(&self, id: MessageId, priority: u8) -> Result<(), MessageError> {
+        self.change(|s, _| s.reprioritise(id, priority))
+    }
+
+    /// A new message queue with `weight`.
+    pub fn create_queue(&self, weight: u32) -> Result<QueueId, MessageError> {
+        self.change(|s, _| s.create_queue(weight))
+    }
+
+    /// Where a live message stands.
+    pub fn status(&self, id: MessageId) -> Result<MessageStatus, MessageError> {
+        self.shared.lock().scheduler.status(id)
+    }
+
+    /// The channel estimates the scheduler works with now (rate in bytes/s, one-way delay).
+    pub fn estimates(&self) -> Vec<ChannelEstimate> {
+        self.shared.lock().estimates.clone()
+    }
+
+    /// Pieces of cancelled or expired messages taken back from the session's queue before
+    /// they were sent.
+    pub fn withdrawn_pieces(&self) -> u64 {
+        self.shared.lock().withdrawn_pieces
+    }
+
+    /// Asks for a [`MessageNotice::Bandwidth`] when the bandwidth estimate (bytes/s)
+    /// leaves `min..=max`: once, at the next estimate that is outside. A range with
+    /// `min > max` or a bound that is not a finite rate >= 0 is refused.
+    pub fn register_bandwidth_range(&self, min: f64, max: f64) -> Result<RangeId, MessageError> {
+        self.shared.lock().ranges.register(min, max)
+    }
+
+    /// Withdraws a range that has not fired; `false` if it is unknown or already fired.
+    pub fn unregister_bandwidth_range(&self, range: RangeId) -> bool {
+        self.shared.lock().ranges.unregister(range)
+    }
+
+    /// The last bandwidth estimate, once one tick has passed.
+    pub fn bandwidth(&self) -> Option<BandwidthEstimate> {
+        self.shared.lock().bandwidth.current()
+    }
+
+    /// Bytes the receiver holds for partial messages from the peer.
+    pub fn held_bytes(&self) -> u64 {
+        self.shared.lock().reassembly.held_bytes()
+    }
+
+    /// Partial messages from the peer the receiver holds.
+    pub fn partial_messages(&self) -> usize {
+        self.shared.lock().reassembly.partial_messages()
+    }
+
+    /// The connection's command handle, for plain streams and status.
+    pub fn connection(&self) -> &ConnectionHandle {
+        &self.handle
+    }
+}

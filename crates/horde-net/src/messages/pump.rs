@@ -1,0 +1,507 @@
+//! The endpoint's task: reads the connection's events, cuts pieces while the channels have
+//! room, re-sends lost ones, confirms delivery from the session's ADU acks, and reports.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_policy::Fields;
+use horde_proto::message::codec::{self, Item};
+use horde_proto::message::{ControlItem, Fate, MessageEvent, MessageId, Piece, UsageSample};
+use horde_proto::{AduHandle, Event};
+use tokio::sync::mpsc;
+
+use super::arrival::{channels_in_flight, Tracks};
+use super::slots::Slots;
+use super::{
+    DeadlineCheck, EndpointConfig, MessageNotice, Shared, MESSAGE_CONTROL_STREAM, MESSAGE_STREAM,
+};
+use crate::connection::{ConnectionHandle, EventReceiver};
+
+/// What an ADU of ours in the session carries.
+enum Carried {
+    Piece { id: MessageId, offset: u64 },
+    Control,
+}
+
+struct InFlight {
+    carried: Carried,
+    handle: AduHandle,
+    adu: Bytes,
+    /// When it was handed to the session.
+    handed: Duration,
+}
+
+struct Pump {
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+    tx: mpsc::UnboundedSender<MessageNotice>,
+    config: EndpointConfig,
+    slots: Slots,
+    /// Our ADUs the session has not acked or nacked yet, by (stream, ADU id).
+    in_flight: HashMap<(u32, u64), InFlight>,
+    in_flight_bytes: usize,
+    /// Offsets of each live message's pieces handed over but not acked.
+    unacked: HashMap<MessageId, BTreeSet<u64>>,
+    /// Bytes that may be unacked at once; see `refresh_channels`.
+    window: usize,
+    /// What our acked pieces measured of each channel.
+    tracks: Tracks,
+    /// The latest landing time of a piece handed over now (the arrival check).
+    landing: Duration,
+    /// The channels' sent bytes at the last bandwidth sample.
+    sent_bytes: Option<u64>,
+}
+
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+    mut events: EventReceiver,
+    tx: mpsc::UnboundedSender<MessageNotice>,
+    config: EndpointConfig,
+) {
+    let mut refresh = tokio::time::interval(config.refresh);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let piece = config.messages.piece_size as usize;
+    let mut pump = Pump {
+        shared,
+        handle,
+        tx,
+        config,
+        slots: Slots::default(),
+        in_flight: HashMap::new(),
+        in_flight_bytes: 0,
+        unacked: HashMap::new(),
+        window: 4 * piece,
+        tracks: Tracks::default(),
+        landing: Duration::ZERO,
+        sent_bytes: None,
+    };
+    let mut bandwidth_tick = tokio::time::interval(pump.config.bandwidth.tick);
+    bandwidth_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        pump.send_controls().await;
+        pump.send_pieces().await;
+        let fates = pump.take_events();
+        pump.withdraw(&fates).await;
+        if !pump.report(fates) {
+            return;
+        }
+        let timeout = pump.shared.lock().scheduler.poll_timeout();
+        let sleep = async {
+            match timeout {
+                Some(t) => {
+                    let wait = t.saturating_sub(pump.shared.now());
+                    tokio::time::sleep(wait).await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => pump.on_event(event).await,
+                None => return,
+            },
+            _ = pump.shared.wake.notified() => {}
+            _ = refresh.tick() => pump.refresh_channels().await,
+            _ = bandwidth_tick.tick() => pump.sample_bandwidth().await,
+            _ = sleep => {
+                let now = pump.shared.now();
+                pump.shared.lock().scheduler.handle_timeout(now);
+            }
+            _ = pump.tx.closed() => return,
+        }
+    }
+}
+
+impl Pump {
+    /// Reads the channels' rates and what our pieces measured into the scheduler's
+    /// estimates and the window, and checks the pieces in flight against their deadlines.
+    async fn refresh_channels(&mut self) {
+        let Ok(channels) = self.handle.channels().await else {
+            return;
+        };
+        let now = self.shared.now();
+        self.tracks.refresh(now);
+        let piece = self.config.messages.piece_size as usize;
+        let ahead = self.config.queue_ahead;
+        let estimates = match self.config.deadline_check {
+            DeadlineCheck::Arrival => {
+                // A channel whose queue is full holds every piece back until the next
+                // refresh, since the session may put the next one on it.
+                self.window = if self.tracks.some_queue_full(&channels, ahead) {
+                    0
+                } else {
+                    self.tracks.arrival_window(&channels, ahead, piece)
+                };
+                self.tracks.arrival_estimate(&channels)
+            }
+            DeadlineCheck::Handover => {
+                let estimates = self.tracks.per_channel_estimates(&channels);
+                self.window = self.tracks.handover_window(&estimates, ahead, piece);
+                self.slots.resize(estimates.len());
+                estimates
+            }
+        };
+        self.landing = estimates.first().map(|e| e.delay).unwrap_or_default();
+        {
+            let mut state = self.shared.lock();
+            // Rates come from the session and are finite and non-negative; keep the last
+            // good estimates otherwise.
+            if state.scheduler.set_channels(now, &estimates).is_ok() {
+                state.estimates = estimates;
+            }
+        }
+        if self.config.deadline_check == DeadlineCheck::Arrival {
+            self.check_in_flight(now);
+        }
+    }
+
+    /// Tells the scheduler when the pieces of each message still in flight are expected
+    /// to land: hand-over plus the channels' current landing time. The queues may have
+    /// grown since a piece was cut; a message that will now land after its deadline fires
+    /// early, before the deadline. A piece not acked within twice the landing time is
+    /// presumed lost: it lands, once nacked and sent again, a landing time from now at
+    /// the earliest.
+    fn check_in_flight(&mut self, now: Duration) {
+        let mut latest: HashMap<MessageId, Duration> = HashMap::new();
+        for flight in self.in_flight.values() {
+            if let Carried::Piece { id, .. } = flight.carried {
+                let overdue = now.saturating_sub(flight.handed) > 2 * self.landing;
+                let from = if overdue { now } else { flight.handed };
+                let at = from + self.landing;
+                let entry = latest.entry(id).or_insert(at);
+                *entry = (*entry).max(at);
+            }
+        }
+        let mut state = self.shared.lock();
+        for (id, at) in latest {
+            // A message that met its fate meanwhile is no longer the scheduler's.
+            let _ = state.scheduler.expect_arrival(now, id, at);
+        }
+    }
+
+    /// One tick of the bandwidth estimate: the bytes the channels sent since the last, our
+    /// pieces still in the session's queue (unacked bytes beyond what the channels have
+    /// in flight) as the backlog, and the channels' summed rate as the cap. Ranges the
+    /// estimate left are reported.
+    async fn sample_bandwidth(&mut self) {
+        let Ok(channels) = self.handle.channels().await else {
+            return;
+        };
+        let sent: u64 = channels.iter().map(|c| c.stats.bytes_sent).sum();
+        // The first tick only sets the counter; a new session's counters start over.
+        let Some(last) = self.sent_bytes.replace(sent) else {
+            return;
+        };
+        let sample = UsageSample {
+            sent_bytes: sent.saturating_sub(last),
+            backlog_bytes: (self.in_flight_bytes as f64 - channels_in_flight(&channels)).max(0.0)
+                as u64,
+            capacity: Some(self.tracks.capacity(&channels)),
+        };
+        let events: Vec<_> = {
+            let mut state = self.shared.lock();
+            let estimate = state.bandwidth.on_tick(sample);
+            state.ranges.on_estimate(&estimate);
+            std::iter::from_fn(|| state.ranges.poll_event()).collect()
+        };
+        for event in events {
+            let _ = self.tx.send(MessageNotice::Bandwidth(event));
+        }
+    }
+
+    async fn send_controls(&mut self) {
+        loop {
+            let Some(item) = self.shared.lock().scheduler.poll_control() else {
+                return;
+            };
+            let mut adu = Vec::with_capacity(codec::CANCEL_LEN);
+            codec::encode_control(&item, &mut adu);
+            let ControlItem::Cancel(id) = item;
+            self.unacked.remove(&id);
+            self.hand_over(MESSAGE_CONTROL_STREAM, Bytes::from(adu), Carried::Control)
+                .await;
+        }
+    }
+
+    /// Cuts pieces while the unacked bytes are under the window. They are all queued on
+    /// the session before the first handle is awaited: one turn of the host for the lot.
+    async fn send_pieces(&mut self) {
+        let mut queued = Vec::new();
+        let mut queued_bytes = 0;
+        while self.in_flight_bytes + queued_bytes < self.window {
+            let Some((piece, slice)) = self.next_piece() else {
+                break;
+            };
+            let mut adu = Vec::with_capacity(codec::PIECE_HEADER_LEN + slice.len());
+            codec::encode_piece_header(&piece.header(), &mut adu);
+            adu.extend_from_slice(&slice);
+            self.unacked
+                .entry(piece.message)
+                .or_default()
+                .insert(piece.offset);
+            let carried = Carried::Piece {
+                id: piece.message,
+                offset: piece.offset,
+            };
+            let adu = Bytes::from(adu);
+            queued_bytes += adu.len();
+            let handle = self
+                .handle
+                .send_adu_pipelined(MESSAGE_STREAM, adu.clone(), Fields::new());
+            queued.push((handle, adu, carried));
+        }
+        for (handle, adu, carried) in queued {
+            let handle = match handle {
+                Ok(pending) => pending.await,
+                Err(e) => Err(e),
+            };
+            self.settle(MESSAGE_STREAM, adu, carried, handle);
+        }
+    }
+
+    /// The next piece and its bytes. Checked at arrival, it is cut for the one estimate
+    /// that covers every channel; checked at hand-over, for the channel whose slot is free
+    /// first among those where some message's piece lands in time.
+    fn next_piece(&mut self) -> Option<(Piece, Bytes)> {
+        let now = self.shared.now();
+        let mut state = self.shared.lock();
+        let estimates = state.estimates.clone();
+        let order = match self.config.deadline_check {
+            DeadlineCheck::Arrival => (0..estimates.len()).collect(),
+            DeadlineCheck::Handover => self.slots.order(now, &estimates),
+        };
+        for c in order {
+            let Ok(Some(piece)) = state.scheduler.poll_piece(now, c) else {
+                continue;
+            };
+            if self.config.deadline_check == DeadlineCheck::Handover {
+                self.slots.take(now, c, piece.len, estimates[c].rate);
+            }
+            let slice = match state.sources.get_mut(&piece.message) {
+                Some(source) => source.read_piece(&piece),
+                None => Ok(Bytes::new()),
+            };
+            match slice {
+                Ok(slice) => return Some((piece, slice)),
+                Err(_) => {
+                    // The payload's length was checked at submission; a short read means
+                    // the message cannot be sent.
+                    let _ = state.scheduler.cancel(now, piece.message);
+                    continue;
+                }
+            }
+        }
+        None
+    }
+
+    /// Queues one ADU on the session and remembers it until it is acked or nacked.
+    async fn hand_over(&mut self, stream: u32, adu: Bytes, carried: Carried) {
+        let handle = self
+            .handle
+            .send_adu(stream, adu.clone(), Fields::new())
+            .await;
+        self.settle(stream, adu, carried, handle);
+    }
+
+    /// Remembers an ADU the session took until it is acked or nacked; a session that
+    /// refused it cancels the message it carried.
+    fn settle(
+        &mut self,
+        stream: u32,
+        adu: Bytes,
+        carried: Carried,
+        handle: Result<AduHandle, crate::error::NetError>,
+    ) {
+        match handle {
+            Ok(handle) => {
+                self.in_flight_bytes += adu.len();
+                self.in_flight.insert(
+                    (stream, handle.id),
+                    InFlight {
+                        carried,
+                        handle,
+                        adu,
+                        handed: self.shared.now(),
+                    },
+                );
+            }
+            Err(error) => {
+                if let Carried::Piece { id, .. } = carried {
+                    let now = self.shared.now();
+                    let _ = self.shared.lock().scheduler.cancel(now, id);
+                    self.unacked.remove(&id);
+                    let _ = self.tx.send(MessageNotice::SendFailed { id, error });
+                }
+            }
+        }
+    }
+
+    async fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Ack {
+                stream,
+                adu,
+                channel,
+                rtt,
+                latency,
+                ..
+            } if is_ours(stream) => {
+                if let Some(bytes) = self.on_acked(stream, adu) {
+                    self.tracks.on_ack(channel, rtt, latency, bytes);
+                }
+            }
+            Event::LateAck {
+                stream,
+                adu,
+                channel,
+                ..
+            } if is_ours(stream) => {
+                if let Some(bytes) = self.on_acked(stream, adu) {
+                    self.tracks.on_late_ack(channel, bytes);
+                }
+            }
+            Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu).await,
+            Event::Received {
+                stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
+                payload,
+                ..
+            } => self.on_received(payload),
+            Event::Writable { stream } | Event::Throttle { stream, .. } if is_ours(stream) => {}
+            other => {
+                let _ = self.tx.send(MessageNotice::Connection(other));
+            }
+        }
+    }
+
+    /// Forgets an acked ADU of ours and confirms its message once every piece is acked.
+    /// The ADU's length, if it was still in flight.
+    fn on_acked(&mut self, stream: u32, adu: u64) -> Option<usize> {
+        let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
+            return None; // a late ack of an ADU already re-sent
+        };
+        let bytes = flight.adu.len();
+        self.in_flight_bytes -= bytes;
+        let Carried::Piece { id, offset } = flight.carried else {
+            return Some(bytes);
+        };
+        let Some(unacked) = self.unacked.get_mut(&id) else {
+            return Some(bytes); // the message met another fate meanwhile
+        };
+        unacked.remove(&offset);
+        if unacked.is_empty() {
+            let now = self.shared.now();
+            let mut state = self.shared.lock();
+            if state.scheduler.status(id).is_ok_and(|s| s.fully_sent)
+                && state.scheduler.confirm_delivered(now, id).is_ok()
+            {
+                self.unacked.remove(&id);
+            }
+        }
+        Some(bytes)
+    }
+
+    /// A lost ADU of a message still live, or a cancel, is sent again.
+    async fn on_lost(&mut self, stream: u32, adu: u64) {
+        let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
+            return;
+        };
+        self.in_flight_bytes -= flight.adu.len();
+        let wanted = match &flight.carried {
+            Carried::Piece { id, offset } => self
+                .unacked
+                .get(id)
+                .is_some_and(|pending| pending.contains(offset)),
+            Carried::Control => true,
+        };
+        if wanted {
+            self.hand_over(flight.handle.stream, flight.adu, flight.carried)
+                .await;
+        }
+    }
+
+    fn on_received(&mut self, payload: Bytes) {
+        let notice = {
+            let mut state = self.shared.lock();
+            match codec::decode(payload) {
+                Ok(Item::Piece(header, slice)) => match state.reassembly.on_piece(header, slice) {
+                    Ok(Some(message)) => Some(MessageNotice::Received(message)),
+                    Ok(None) => None,
+                    Err(e) => Some(MessageNotice::Dropped {
+                        error: e.to_string(),
+                    }),
+                },
+                Ok(Item::Control(item)) => {
+                    state.reassembly.on_control(item);
+                    None
+                }
+                Err(e) => Some(MessageNotice::Dropped {
+                    error: e.to_string(),
+                }),
+            }
+        };
+        if let Some(notice) = notice {
+            let _ = self.tx.send(notice);
+        }
+    }
+
+    /// The scheduler's events; finished messages' bytes and unacked pieces are forgotten.
+    fn take_events(&mut self) -> Vec<MessageEvent> {
+        let mut events = Vec::new();
+        let mut state = self.shared.lock();
+        while let Some(event) = state.scheduler.poll_event() {
+            if let MessageEvent::Finished { id, .. } = &event {
+                state.sources.remove(id);
+                self.unacked.remove(id);
+            }
+            events.push(event);
+        }
+        events
+    }
+
+    /// Passes the events on. `false` once nobody listens.
+    fn report(&mut self, events: Vec<MessageEvent>) -> bool {
+        for event in events {
+            if self.tx.send(MessageNotice::Sender(event)).is_err() {
+                return false;
+            }
+        }
+        !self.tx.is_closed()
+    }
+
+    /// Takes the pieces of messages that ended undelivered out of the session's queue,
+    /// where they would otherwise still be sent (and dropped by the receiver), before the
+    /// application hears of the fate. Pieces already on a channel stay; the session nacks
+    /// the withdrawn ones, which are then forgotten.
+    async fn withdraw(&mut self, events: &[MessageEvent]) {
+        let undelivered: Vec<MessageId> = events
+            .iter()
+            .filter_map(|e| match e {
+                MessageEvent::Finished { id, fate, .. } if *fate != Fate::Delivered => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if undelivered.is_empty() {
+            return;
+        }
+        let queued: Vec<AduHandle> = self
+            .in_flight
+            .values()
+            .filter(|f| matches!(f.carried, Carried::Piece { id, .. } if undelivered.contains(&id)))
+            .map(|f| f.handle)
+            .collect();
+        let mut withdrawn = 0;
+        for handle in queued {
+            if let Ok(true) = self.handle.remove_adu(handle).await {
+                withdrawn += 1;
+            }
+        }
+        self.shared.lock().withdrawn_pieces += withdrawn;
+    }
+}
+
+fn is_ours(stream: u32) -> bool {
+    stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM
+}

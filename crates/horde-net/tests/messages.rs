@@ -1,0 +1,672 @@
+//! Messages with priorities and deadlines over three emulated channels on real sockets:
+//! the early callback fires before the deadline when the bandwidth drops, a cancel frees
+//! what the receiver holds, every message ends in exactly one fate, no message arrives
+//! after its deadline without an early callback first, and bad calls get the core's typed
+//! errors.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use horde_emu::LinkSpec;
+use horde_net::{EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
+use horde_proto::message::{Fate, MessageError, MessageEvent, MessageId, MessageSpec};
+use horde_proto::ChannelConfig;
+use tokio::sync::mpsc;
+use tokio::time::{sleep, timeout, Instant};
+
+/// A link whose rate steps from `kbps` to `kbps / divisor` at `drop_s` after the emulator
+/// starts.
+fn dropping_link(kbps: f64, delay_ms: f64, drop_s: f64, divisor: f64) -> LinkSpec {
+    let after = kbps / divisor;
+    toml::from_str(&format!(
+        "rate = {{ model = \"steps\", steps = [{{ at_s = 0, kbps = {kbps} }}, {{ at_s = {drop_s}, kbps = {after} }}] }}\n\
+         delay = {{ model = \"constant\", ms = {delay_ms} }}\nbuffer_bytes = 40000\n"
+    ))
+    .unwrap()
+}
+
+fn payload(id_hint: u8, len: usize) -> Bytes {
+    Bytes::from((0..len).map(|i| (i as u8) ^ id_hint).collect::<Vec<u8>>())
+}
+
+/// The receiver's whole messages, read on a task of their own.
+fn collect_received(mut endpoint: MessageEndpoint) -> mpsc::UnboundedReceiver<(MessageId, Bytes)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(notice) = endpoint.next_notice().await {
+            if let MessageNotice::Received(m) = notice {
+                if tx.send((m.id, m.payload)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// The sender's events, with the time each was read.
+struct Sender {
+    endpoint: MessageEndpoint,
+    early: HashMap<MessageId, (Duration, Duration)>,
+    fates: HashMap<MessageId, Vec<Fate>>,
+}
+
+impl Sender {
+    /// Reads events until `done` holds or `limit` passes.
+    async fn until(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
+        let end = Instant::now() + limit;
+        while !done(self) {
+            let Ok(Some(notice)) = timeout(
+                end.saturating_duration_since(Instant::now()),
+                self.endpoint.next_notice(),
+            )
+            .await
+            else {
+                return false;
+            };
+            match notice {
+                MessageNotice::Sender(MessageEvent::Early {
+                    id, at, deadline, ..
+                }) => {
+                    self.early.insert(id, (at, deadline));
+                }
+                MessageNotice::Sender(MessageEvent::Finished { id, fate, .. }) => {
+                    self.fates.entry(id).or_default().push(fate);
+                }
+                MessageNotice::SendFailed { id, error } => panic!("{id}: {error}"),
+                _ => {}
+            }
+        }
+        true
+    }
+}
+
+async fn wait_receiver_empty(receiver: &MessageHandle, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if receiver.partial_messages() == 0 && receiver.held_bytes() == 0 {
+            return true;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fates_are_single() {
+    const DROP_S: f64 = 4.0;
+    let links = [
+        (
+            "a",
+            dropping_link(2000.0, 20.0, DROP_S, 8.0),
+            common::link(100_000.0, 20.0, 0.0),
+        ),
+        (
+            "b",
+            dropping_link(1500.0, 40.0, DROP_S, 8.0),
+            common::link(100_000.0, 40.0, 0.0),
+        ),
+        (
+            "c",
+            dropping_link(1000.0, 60.0, DROP_S, 8.0),
+            common::link(100_000.0, 60.0, 0.0),
+        ),
+    ];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let emu = s.emu.as_ref().unwrap();
+    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver_handle = receiver.handle();
+    let mut received = collect_received(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+
+    // A bulk message without deadline keeps the channels busy so that their rate
+    // estimates grow to what the links carry.
+    let bulk_bytes = payload(7, 3_000_000);
+    let bulk = sender.endpoint.send(7, None, bulk_bytes).unwrap();
+    let mut small = Vec::new();
+    let mut refused = 0;
+    while emu.elapsed() < Duration::from_secs_f64(DROP_S - 1.5) {
+        for priority in 0..4u8 {
+            let bytes = payload(priority, 3_000);
+            let within = Duration::from_millis(400 + 200 * u64::from(priority));
+            match sender.endpoint.send(priority, Some(within), bytes.clone()) {
+                Ok(id) => small.push((id, bytes)),
+                Err(MessageError::Refused(_)) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        sender.until(Duration::from_millis(100), |_| false).await;
+    }
+    // The small messages end (their deadlines are at most 1 s away), so that the next one
+    // endangers none of them.
+    sender
+        .until(Duration::from_millis(1200), |s| {
+            small.iter().all(|(id, _)| s.fates.contains_key(id))
+        })
+        .await;
+
+    // A message that needs half its time at the estimated rate (or the links', if
+    // lower): admitted, until the rate drops to an eighth a moment later.
+    let estimated: f64 = sender.endpoint.estimates().iter().map(|e| e.rate).sum();
+    assert!(estimated > 0.0, "the channels' rates are known");
+    let links_rate = (2000.0 + 1500.0 + 1000.0) * 1000.0 / 8.0;
+    let capacity = estimated.min(links_rate);
+    let window = Duration::from_millis(3000);
+    let big_len = (capacity * window.as_secs_f64() * 0.5) as usize;
+    let big = sender
+        .endpoint
+        .send(0, Some(window), payload(0, big_len))
+        .unwrap_or_else(|e| panic!("{big_len} bytes at {capacity} B/s: {e}"));
+    let big_deadline = sender.endpoint.status(big).unwrap().deadline.unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(6), |s| s.early.contains_key(&big)
+                || s.fates.contains_key(&big))
+            .await,
+        "no event for the big message"
+    );
+    let (at, deadline) = *sender
+        .early
+        .get(&big)
+        .unwrap_or_else(|| panic!("no early callback; fate {:?}", sender.fates.get(&big)));
+    assert_eq!(deadline, big_deadline);
+    assert!(at < deadline, "early at {at:?}, deadline {deadline:?}");
+    assert!(
+        emu.elapsed() > Duration::from_secs_f64(DROP_S),
+        "fired after the drop"
+    );
+
+    // The application gives up on it and on the bulk message: both end once, and the
+    // receiver frees what it held of them.
+    assert!(receiver_handle.partial_messages() > 0);
+    sender.endpoint.cancel(big).unwrap();
+    sender.endpoint.cancel(bulk).unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(2), |s| s.fates.contains_key(&big)
+                && s.fates.contains_key(&bulk))
+            .await
+    );
+    assert_eq!(sender.fates[&big], [Fate::Early]);
+    assert_eq!(sender.fates[&bulk], [Fate::Cancelled]);
+    assert_eq!(
+        sender.endpoint.cancel(big),
+        Err(MessageError::AlreadyFinished {
+            id: big,
+            fate: Fate::Early
+        })
+    );
+    assert!(
+        wait_receiver_empty(&receiver_handle, Duration::from_secs(5)).await,
+        "receiver still holds {} bytes of {} messages",
+        receiver_handle.held_bytes(),
+        receiver_handle.partial_messages()
+    );
+
+    // Every small message ends exactly once; the delivered ones arrived whole.
+    assert!(
+        sender
+            .until(Duration::from_secs(5), |s| small
+                .iter()
+                .all(|(id, _)| s.fates.contains_key(id)))
+            .await,
+        "some messages never ended"
+    );
+    sender.until(Duration::from_millis(300), |_| false).await;
+    let mut delivered = 0;
+    for (id, _) in &small {
+        assert_eq!(sender.fates[id].len(), 1, "{id}: {:?}", sender.fates[id]);
+        delivered += usize::from(sender.fates[id][0] == Fate::Delivered);
+    }
+    assert!(
+        delivered > 0,
+        "none of {} small messages delivered",
+        small.len()
+    );
+    let mut arrived = HashMap::new();
+    while let Ok((id, bytes)) = received.try_recv() {
+        assert!(arrived.insert(id, bytes).is_none(), "{id} arrived twice");
+    }
+    for (id, bytes) in &small {
+        if sender.fates[id][0] == Fate::Delivered {
+            assert_eq!(
+                arrived.get(id),
+                Some(bytes),
+                "{id} delivered but not received"
+            );
+        }
+    }
+    if let Some((id, _)) = small
+        .iter()
+        .find(|(id, _)| sender.fates[id][0] == Fate::Delivered)
+    {
+        assert_eq!(
+            sender.endpoint.cancel(*id),
+            Err(MessageError::AlreadyDelivered(*id))
+        );
+    }
+    eprintln!(
+        "small: {} admitted ({delivered} delivered), {refused} refused; big {big_len} B early at {at:?} for {deadline:?}",
+        small.len()
+    );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+/// The receiver's whole messages with the time each arrived.
+fn collect_arrivals(
+    mut endpoint: MessageEndpoint,
+) -> mpsc::UnboundedReceiver<(MessageId, Instant)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(notice) = endpoint.next_notice().await {
+            if let MessageNotice::Received(m) = notice {
+                if tx.send((m.id, Instant::now())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_message_arrives_after_its_deadline_without_an_early_callback_first() {
+    // Three links whose rates halve midway; their 40 kB buffers hold up to 320 ms of the
+    // slowest one's queue, which the channels' loss-based controllers fill.
+    const DROP_S: f64 = 3.0;
+    const SEND_FOR: Duration = Duration::from_secs(6);
+    let links = [
+        (
+            "a",
+            dropping_link(2000.0, 15.0, DROP_S, 2.0),
+            common::link(100_000.0, 15.0, 0.0),
+        ),
+        (
+            "b",
+            dropping_link(1500.0, 40.0, DROP_S, 2.0),
+            common::link(100_000.0, 40.0, 0.0),
+        ),
+        (
+            "c",
+            dropping_link(1000.0, 120.0, DROP_S, 2.0),
+            common::link(100_000.0, 120.0, 0.0),
+        ),
+    ];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    let mut arrivals = collect_arrivals(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    while sender.endpoint.estimates().iter().all(|e| e.rate <= 0.0) {
+        sleep(Duration::from_millis(20)).await;
+    }
+
+    // Four classes every 250 ms, about 490 kB/s against 560 kB/s of links, then 280.
+    let classes: [(usize, u64); 4] = [
+        (2_000, 300),
+        (10_000, 600),
+        (30_000, 1_500),
+        (80_000, 4_000),
+    ];
+    let mut sent: HashMap<MessageId, (Instant, Duration)> = HashMap::new();
+    let start = Instant::now();
+    while start.elapsed() < SEND_FOR {
+        for (priority, &(bytes, deadline_ms)) in classes.iter().enumerate() {
+            let within = Duration::from_millis(deadline_ms);
+            match sender
+                .endpoint
+                .send(priority as u8, Some(within), payload(priority as u8, bytes))
+            {
+                Ok(id) => {
+                    sent.insert(id, (Instant::now(), within));
+                }
+                Err(MessageError::Refused(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // Early callbacks are answered by continuing: the message is still delivered if
+        // it can be, late but announced.
+        let until = Instant::now() + Duration::from_millis(250);
+        while Instant::now() < until {
+            let before: Vec<MessageId> = sender.early.keys().copied().collect();
+            sender
+                .until(until - Instant::now(), |s| s.early.len() > before.len())
+                .await;
+            for id in sender.early.keys().filter(|id| !before.contains(id)) {
+                let _ = sender.endpoint.resume(*id);
+            }
+        }
+    }
+    assert!(
+        sender
+            .until(Duration::from_secs(10), |s| sent
+                .keys()
+                .all(|id| s.fates.contains_key(id)))
+            .await,
+        "some messages never ended"
+    );
+    sleep(Duration::from_millis(200)).await;
+
+    let mut arrived = HashMap::new();
+    while let Ok((id, at)) = arrivals.try_recv() {
+        arrived.insert(id, at);
+    }
+    let (mut on_time, mut late_announced, mut late_unannounced) = (0, 0, Vec::new());
+    for (id, (submitted, within)) in &sent {
+        if sender.fates[id] != [Fate::Delivered] {
+            continue;
+        }
+        let took = arrived
+            .get(id)
+            .unwrap_or_else(|| panic!("{id} delivered but not received"))
+            .duration_since(*submitted);
+        if took <= *within {
+            on_time += 1;
+        } else if sender.early.contains_key(id) {
+            late_announced += 1;
+        } else {
+            late_unannounced.push((*id, took, *within));
+        }
+    }
+    eprintln!(
+        "{} admitted: {on_time} delivered by the deadline, {late_announced} late after an early \
+         callback, {} late without one, {} early callbacks",
+        sent.len(),
+        late_unannounced.len(),
+        sender.early.len()
+    );
+    assert!(
+        on_time > sent.len() / 2,
+        "{on_time} of {} on time",
+        sent.len()
+    );
+    assert!(
+        late_unannounced.is_empty(),
+        "late without an early callback (id, took, deadline): {late_unannounced:?}"
+    );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
+    // A slow link with a short buffer: the channel's controller keeps a small window, and
+    // the pieces the endpoint's window lets through wait in the session's queue.
+    let slow: LinkSpec = toml::from_str(
+        "rate = { model = \"constant\", kbps = 500 }\ndelay = { model = \"constant\", ms = 20 }\nbuffer_bytes = 8000\n",
+    )
+    .unwrap();
+    let links = [("a", slow, common::link(2000.0, 20.0, 0.0))];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    // A window of seconds of sending.
+    let config = EndpointConfig {
+        queue_ahead: Duration::from_secs(3),
+        ..EndpointConfig::default()
+    };
+    let sender = MessageEndpoint::new(s.conn, config.clone()).await.unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, config).await.unwrap();
+    let receiver_handle = receiver.handle();
+    let mut received = collect_received(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    let big = sender.endpoint.send(3, None, payload(3, 400_000)).unwrap();
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(sender.endpoint.withdrawn_pieces(), 0);
+
+    sender.endpoint.cancel(big).unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(2), |s| s.fates.contains_key(&big))
+            .await
+    );
+    assert_eq!(sender.fates[&big], [Fate::Cancelled]);
+    let withdrawn = sender.endpoint.withdrawn_pieces();
+    eprintln!("{withdrawn} pieces withdrawn");
+    assert!(withdrawn >= 1, "{withdrawn} pieces withdrawn");
+    assert!(
+        wait_receiver_empty(&receiver_handle, Duration::from_secs(5)).await,
+        "the receiver still holds {} bytes",
+        receiver_handle.held_bytes()
+    );
+
+    // The stream goes on: the next message is delivered whole, and nothing of the
+    // cancelled one arrives.
+    let next_bytes = payload(1, 3_000);
+    let next = sender.endpoint.send(1, None, next_bytes.clone()).unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(10), |s| s.fates.contains_key(&next))
+            .await
+    );
+    assert_eq!(sender.fates[&next], [Fate::Delivered]);
+    let (id, bytes) = timeout(Duration::from_secs(2), received.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((id, bytes), (next, next_bytes));
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_read_from_a_file_arrives_whole_and_a_short_file_cancels_its_message() {
+    let links = [
+        (
+            "a",
+            common::link(20_000.0, 5.0, 0.0),
+            common::link(20_000.0, 5.0, 0.0),
+        ),
+        (
+            "b",
+            common::link(20_000.0, 10.0, 0.0),
+            common::link(20_000.0, 10.0, 0.0),
+        ),
+    ];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let config = EndpointConfig::default();
+    let sender = MessageEndpoint::new(s.conn, config.clone()).await.unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, config).await.unwrap();
+    let mut received = collect_received(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    let dir = std::env::temp_dir().join(format!("horde-message-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("message.bin");
+    let contents = payload(7, 2_000_000);
+    std::fs::write(&path, &contents).unwrap();
+    let open = || Box::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+
+    let whole = sender
+        .endpoint
+        .submit_source(MessageSpec::new(2, contents.len() as u64), open())
+        .unwrap();
+    // Declared one byte longer than the file: its last piece cannot be read.
+    let short = sender
+        .endpoint
+        .submit_source(MessageSpec::new(2, contents.len() as u64 + 1), open())
+        .unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(20), |s| s.fates.contains_key(&whole)
+                && s.fates.contains_key(&short))
+            .await,
+        "fates so far: {:?}",
+        sender.fates
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(sender.fates[&whole], [Fate::Delivered]);
+    assert_eq!(sender.fates[&short], [Fate::Cancelled]);
+    let (id, bytes) = timeout(Duration::from_secs(2), received.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id, whole);
+    assert!(bytes == contents, "the file's bytes arrived changed");
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+/// Reads the sender's notices for `limit`, keeping the bandwidth ones with their time.
+async fn bandwidth_notices(
+    endpoint: &mut MessageEndpoint,
+    limit: Duration,
+) -> Vec<(Instant, horde_proto::message::BandwidthEvent)> {
+    let end = Instant::now() + limit;
+    let mut out = Vec::new();
+    while let Ok(Some(notice)) = timeout(
+        end.saturating_duration_since(Instant::now()),
+        endpoint.next_notice(),
+    )
+    .await
+    {
+        if let MessageNotice::Bandwidth(event) = notice {
+            out.push((Instant::now(), event));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bandwidth_range_fires_once_when_the_estimate_leaves_it_and_not_before() {
+    const DROP_S: f64 = 4.0;
+    let links = [(
+        "a",
+        dropping_link(2000.0, 20.0, DROP_S, 5.0),
+        common::link(100_000.0, 20.0, 0.0),
+    )];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let emu = s.emu.as_ref().unwrap();
+    let mut config = EndpointConfig::default();
+    config.bandwidth.tick = Duration::from_millis(250);
+    let mut sender = MessageEndpoint::new(s.conn, config).await.unwrap();
+    let _receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        sender.register_bandwidth_range(2.0, 1.0),
+        Err(MessageError::InvalidRange { .. })
+    ));
+
+    // A bulk message keeps the link busy; the estimate settles near 250 kB/s.
+    sender.send(7, None, payload(7, 4_000_000)).unwrap();
+    assert!(bandwidth_notices(&mut sender, Duration::from_millis(2500))
+        .await
+        .is_empty());
+    let before = sender
+        .bandwidth()
+        .expect("an estimate after ten ticks")
+        .available;
+    let links_rate = 2000.0 * 1000.0 / 8.0;
+    assert!(before > links_rate / 4.0, "estimate {before} B/s");
+
+    // A wide range around it: nothing fires until the drop to 50 kB/s takes the
+    // estimate below its floor.
+    let (min, max) = (0.4 * before, 4.0 * links_rate);
+    let range = sender.register_bandwidth_range(min, max).unwrap();
+    let spare = sender
+        .register_bandwidth_range(0.0, 8.0 * links_rate)
+        .unwrap();
+    let until_drop = Duration::from_secs_f64(DROP_S).saturating_sub(emu.elapsed());
+    let early = bandwidth_notices(&mut sender, until_drop).await;
+    assert!(early.is_empty(), "fired before the drop: {early:?}");
+    let after = bandwidth_notices(&mut sender, Duration::from_secs(4)).await;
+    let fired: Vec<_> = after.iter().filter(|(_, e)| e.range == range).collect();
+    assert_eq!(fired.len(), 1, "{after:?}");
+    let event = fired[0].1;
+    assert_eq!((event.min, event.max), (min, max));
+    assert!(event.available < min, "{event:?}");
+    // A range the estimate stays inside does not fire and can still be withdrawn; the
+    // one that fired is gone.
+    assert!(after.iter().all(|(_, e)| e.range != spare), "{after:?}");
+    assert!(sender.unregister_bandwidth_range(spare));
+    assert!(!sender.unregister_bandwidth_range(range));
+    eprintln!(
+        "estimate {before:.0} B/s before the drop; range [{min:.0}, {max:.0}] left at {:.0} B/s",
+        event.available
+    );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_calls_get_the_cores_typed_errors() {
+    let links = [(
+        "a",
+        common::link(2000.0, 20.0, 0.0),
+        common::link(2000.0, 20.0, 0.0),
+    )];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let endpoint = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let data = Bytes::from_static(b"abc");
+    assert_eq!(
+        endpoint.send(8, None, data.clone()),
+        Err(MessageError::InvalidPriority {
+            priority: 8,
+            levels: 8
+        })
+    );
+    let now = endpoint.now();
+    let past = MessageSpec::new(0, 3).with_deadline(now.saturating_sub(Duration::from_millis(1)));
+    assert!(matches!(
+        endpoint.submit(past, data.clone()),
+        Err(MessageError::DeadlineInPast { .. })
+    ));
+    assert!(matches!(
+        endpoint.submit(MessageSpec::new(0, 4), data.clone()),
+        Err(MessageError::InvalidConfig {
+            what: "message size",
+            ..
+        })
+    ));
+    assert_eq!(
+        endpoint.cancel(MessageId(99)),
+        Err(MessageError::UnknownMessage(MessageId(99)))
+    );
+    // 1 MB over a 2 Mbit/s link takes 4 s: due in 200 ms it cannot be met, and the margin
+    // keeps the deadline from passing before the call checks it on a busy machine.
+    assert!(matches!(
+        endpoint.send(0, Some(Duration::from_millis(200)), payload(1, 1_000_000)),
+        Err(MessageError::Refused(_))
+    ));
+    let mut config = EndpointConfig::default();
+    config.messages.piece_size = 0;
+    let other = s.accepted;
+    assert!(matches!(
+        MessageEndpoint::new(other, config).await,
+        Err(horde_net::NetError::Message(MessageError::InvalidConfig {
+            what: "piece_size",
+            ..
+        }))
+    ));
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}

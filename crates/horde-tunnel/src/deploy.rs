@@ -1,0 +1,344 @@
+//! What `horde up` changes in the host's network besides the TUN device, as a list of
+//! commands, each with the commands that undo it (docs/deploy.md).
+//!
+//! - **Client:** each `[[channels]]` entry with a `device` gets a routing table of its
+//!   own, holding a default route through that interface's gateway, and a rule sending
+//!   whatever leaves through the interface (a channel's socket is bound to it) to that
+//!   table. So each channel goes out through its own modem, whatever the main table's
+//!   default route is, and the tunnel's own routes never catch the channels' datagrams.
+//! - **Server:** with `[up] masquerade_out`, IPv4 forwarding on and an nftables table
+//!   that masquerades the clients' prefixes out of that interface.
+//!
+//! The plan is computed from the file and the interfaces' gateways (passed in), so it is
+//! testable without touching the host.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ClientConfig, ServerConfig};
+use crate::Prefix;
+
+/// The `[up]` table of a tunnel file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpConfig {
+    /// The first of the client's per-channel routing tables (one per channel with a
+    /// device, in order) and the priority of the first rule.
+    #[serde(default = "default_table")]
+    pub table: u32,
+    /// Server: masquerade the clients' IPv4 prefixes out of this interface, with
+    /// forwarding on.
+    #[serde(default)]
+    pub masquerade_out: Option<String>,
+}
+
+impl Default for UpConfig {
+    fn default() -> Self {
+        Self {
+            table: default_table(),
+            masquerade_out: None,
+        }
+    }
+}
+
+fn default_table() -> u32 {
+    7700
+}
+
+/// One change and how to undo it; each is an argument vector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// What it is for, for the log.
+    pub what: String,
+    pub apply: Vec<Vec<String>>,
+    pub undo: Vec<Vec<String>>,
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// A channel's link: its device, the family of its remote, its gateway if the device
+/// has one (a point-to-point modem has none: the route is on-link), and whether the
+/// device exists yet.
+#[derive(Debug, Clone)]
+pub struct LinkRoute {
+    pub device: String,
+    pub v6: bool,
+    pub gateway: Option<IpAddr>,
+    pub present: bool,
+}
+
+/// The client's links, in the order of its channels that name a device.
+pub fn client_links(
+    cfg: &ClientConfig,
+    gateway: impl Fn(&str, bool) -> Option<IpAddr>,
+    present: impl Fn(&str) -> bool,
+) -> Vec<LinkRoute> {
+    cfg.channels
+        .iter()
+        .filter_map(|c| {
+            let device = c.device.clone()?;
+            let v6 = c.remote.is_ipv6();
+            let gateway = gateway(&device, v6);
+            let present = present(&device);
+            Some(LinkRoute {
+                device,
+                v6,
+                gateway,
+                present,
+            })
+        })
+        .collect()
+}
+
+/// The route of link `i` in its own table: what `horde up` adds, and adds again when
+/// the link comes back (the kernel drops a device's routes when it goes down).
+pub fn link_route(up: &UpConfig, i: usize, link: &LinkRoute) -> Vec<String> {
+    let table = (up.table + i as u32).to_string();
+    let mut route = argv(&[
+        "ip",
+        if link.v6 { "-6" } else { "-4" },
+        "route",
+        "replace",
+        "default",
+    ]);
+    if let Some(g) = link.gateway {
+        route.extend(argv(&["via", &g.to_string()]));
+    }
+    route.extend(argv(&["dev", &link.device, "table", &table]));
+    route
+}
+
+/// The client's steps: per link, its table's default route and the rule that sends
+/// the link's traffic there. A device that does not exist yet gets only its rule; its
+/// route is added when it appears (`horde up` checks each table every second).
+pub fn client_plan(up: &UpConfig, links: &[LinkRoute]) -> Vec<Step> {
+    links
+        .iter()
+        .enumerate()
+        .map(|(i, link)| {
+            let table = (up.table + i as u32).to_string();
+            let family = if link.v6 { "-6" } else { "-4" };
+            let rule = |verb: &str| {
+                argv(&[
+                    "ip",
+                    family,
+                    "rule",
+                    verb,
+                    "oif",
+                    &link.device,
+                    "lookup",
+                    &table,
+                    "priority",
+                    &table,
+                ])
+            };
+            let (what, apply) = if link.present {
+                (
+                    format!("channel {i}: out through {} (table {table})", link.device),
+                    vec![link_route(up, i, link), rule("add")],
+                )
+            } else {
+                (
+                    format!(
+                        "channel {i}: out through {} (table {table}) once it appears",
+                        link.device
+                    ),
+                    vec![rule("add")],
+                )
+            };
+            Step {
+                what,
+                apply,
+                undo: vec![
+                    rule("del"),
+                    argv(&["ip", family, "route", "flush", "table", &table]),
+                ],
+            }
+        })
+        .collect()
+}
+
+/// The nftables table a server's masquerade lives in: one per TUN device.
+pub fn nft_table(tun: &str) -> String {
+    let name: String = tun
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("horde_{name}")
+}
+
+/// The server's steps: forwarding, and masquerading `prefixes` (IPv4 only) out of
+/// `up.masquerade_out`. `forwarding_was` is the value of `net.ipv4.ip_forward` before,
+/// which the undo puts back.
+pub fn server_plan(up: &UpConfig, cfg: &ServerConfig, forwarding_was: &str) -> Vec<Step> {
+    let Some(out) = &up.masquerade_out else {
+        return Vec::new();
+    };
+    let table = nft_table(&cfg.tun.name);
+    let prefixes: Vec<Prefix> = cfg
+        .clients
+        .iter()
+        .flat_map(|c| c.prefixes())
+        .filter(|p| p.addr.is_ipv4())
+        .collect();
+    let mut apply = vec![
+        argv(&["nft", "add", "table", "ip", &table]),
+        argv(&[
+            "nft",
+            "add",
+            "chain",
+            "ip",
+            &table,
+            "postrouting",
+            "{ type nat hook postrouting priority srcnat; }",
+        ]),
+    ];
+    for p in &prefixes {
+        apply.push(argv(&[
+            "nft",
+            "add",
+            "rule",
+            "ip",
+            &table,
+            "postrouting",
+            "oifname",
+            out,
+            "ip",
+            "saddr",
+            &p.to_string(),
+            "masquerade",
+        ]));
+    }
+    vec![
+        Step {
+            what: "IPv4 forwarding on".into(),
+            apply: vec![argv(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])],
+            undo: vec![argv(&[
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.ip_forward={}", forwarding_was.trim()),
+            ])],
+        },
+        Step {
+            what: format!(
+                "masquerade the clients' prefixes out of {out} (nftables table ip {table})"
+            ),
+            apply,
+            undo: vec![argv(&["nft", "delete", "table", "ip", &table])],
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_config::{parse, parse_checked};
+
+    const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+    /// Parsed only: the devices it names do not exist here.
+    fn parse_client(text: &str) -> ClientConfig {
+        parse::<ClientConfig>(text, "c.toml").unwrap()
+    }
+
+    fn parse_checked_server(text: &str) -> ServerConfig {
+        parse_checked::<ServerConfig>(text, "s.toml").unwrap().value
+    }
+
+    #[test]
+    fn each_channel_with_a_device_gets_a_table_and_a_rule() {
+        let cfg = parse_client(&format!(
+            "key_file = \"c.key\"\npeer_key = \"{KEY}\"\n[tun]\naddresses = [\"10.77.0.2/24\"]\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan0\"\nremote = \"198.51.100.1:7700\"\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\nremote = \"198.51.100.1:7700\"\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan1\"\nremote = \"198.51.100.1:7700\"\n"
+        ));
+        let links = client_links(
+            &cfg,
+            |dev, _| (dev == "wwan0").then(|| "192.0.2.1".parse().unwrap()),
+            |_| true,
+        );
+        let up = UpConfig::default();
+        let plan = client_plan(&up, &links);
+        assert_eq!(plan.len(), 2, "the channel without a device is left alone");
+        assert_eq!(
+            plan[0].apply[0].join(" "),
+            "ip -4 route replace default via 192.0.2.1 dev wwan0 table 7700"
+        );
+        assert_eq!(
+            plan[0].apply[1].join(" "),
+            "ip -4 rule add oif wwan0 lookup 7700 priority 7700"
+        );
+        // A modem without a gateway (point to point) gets an on-link route.
+        assert_eq!(
+            plan[1].apply[0].join(" "),
+            "ip -4 route replace default dev wwan1 table 7701"
+        );
+        assert_eq!(
+            plan[1].undo,
+            vec![
+                argv(&[
+                    "ip", "-4", "rule", "del", "oif", "wwan1", "lookup", "7701", "priority", "7701"
+                ]),
+                argv(&["ip", "-4", "route", "flush", "table", "7701"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_device_not_there_yet_gets_its_rule_and_no_route() {
+        let cfg = parse_client(&format!(
+            "key_file = \"c.key\"\npeer_key = \"{KEY}\"\n[tun]\naddresses = [\"10.77.0.2/24\"]\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan0\"\nremote = \"198.51.100.1:7700\"\n\
+             [[channels]]\nbind = \"0.0.0.0:0\"\ndevice = \"wwan1\"\nremote = \"198.51.100.1:7700\"\n"
+        ));
+        let links = client_links(&cfg, |_, _| None, |dev| dev == "wwan0");
+        let plan = client_plan(&UpConfig::default(), &links);
+        assert_eq!(plan[0].apply.len(), 2);
+        assert_eq!(
+            plan[1].apply,
+            vec![argv(&[
+                "ip", "-4", "rule", "add", "oif", "wwan1", "lookup", "7701", "priority", "7701"
+            ])]
+        );
+        assert!(
+            plan[1].what.ends_with("once it appears"),
+            "{}",
+            plan[1].what
+        );
+        // Its undo is the same: the route, if it came, is flushed with its table.
+        assert_eq!(plan[1].undo.len(), 2);
+    }
+
+    #[test]
+    fn a_server_masquerades_its_clients_ipv4_prefixes_and_restores_forwarding() {
+        let cfg = parse_checked_server(&format!(
+            "key_file = \"s.key\"\n[up]\nmasquerade_out = \"eth0\"\n[tun]\nname = \"hd-0\"\naddresses = [\"10.77.0.1/24\"]\n\
+             [[interfaces]]\nbind = \"0.0.0.0:7700\"\n\
+             [[clients]]\nkey = \"{KEY}\"\naddresses = [\"10.77.0.2/32\", \"fd77::2/128\", \"10.78.0.0/24\"]\n"
+        ));
+        let up = cfg.up.clone();
+        let plan = server_plan(&up, &cfg, "0\n");
+        assert_eq!(plan.len(), 2);
+        assert_eq!(
+            plan[0].undo[0].join(" "),
+            "sysctl -q -w net.ipv4.ip_forward=0"
+        );
+        let rules: Vec<String> = plan[1].apply.iter().map(|a| a.join(" ")).collect();
+        assert_eq!(rules[0], "nft add table ip horde_hd_0");
+        assert_eq!(
+            rules[2..],
+            [
+                "nft add rule ip horde_hd_0 postrouting oifname eth0 ip saddr 10.77.0.2/32 masquerade",
+                "nft add rule ip horde_hd_0 postrouting oifname eth0 ip saddr 10.78.0.0/24 masquerade",
+            ]
+        );
+        assert_eq!(plan[1].undo[0].join(" "), "nft delete table ip horde_hd_0");
+        // Without masquerade_out a server changes nothing.
+        assert!(server_plan(&UpConfig::default(), &cfg, "0").is_empty());
+    }
+}
