@@ -154,6 +154,18 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// scheduling cycle.
 pub const MAX_REAL_SLOTS_PER_CYCLE: usize = 64;
 const MAX_PHANTOM_SLOTS: usize = 64;
+/// What [`Channel::period_slots`] appended for one channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PeriodSlots {
+    /// The first slots, open now: usable at once.
+    pub open: usize,
+    /// All of them: the open ones, then those due later in the period.
+    pub total: usize,
+    /// The wait after the last one, in seconds, where phantom slots begin (`None` when
+    /// only open slots were offered).
+    pub phantom_start: Option<f64>,
+}
+
 /// Slots offered per channel over one period of a periodic cycle, so that a long period
 /// on a fast channel stays a bounded scheduling problem.
 pub const MAX_PERIOD_SLOTS: usize = 256;
@@ -455,20 +467,24 @@ impl Channel {
     /// (times [`PERIOD_RATE_GAIN`]) opens before the period ends, each with its wait, the
     /// time from now at which it is due. The window's headroom is what is open now; the
     /// acks expected over the period reopen it at about the rate. With a zero period this
-    /// is [`Channel::real_slots`]. Returns how many were appended and the wait after the
-    /// last one, in seconds, where phantom slots would begin.
+    /// is [`Channel::real_slots`]. Only the open slots may be used at once; the others
+    /// are due at their wait and only if the controller then allows a send.
     pub fn period_slots(
         &self,
         now: Duration,
         period: Duration,
         out: &mut Vec<TxSlot>,
-    ) -> (usize, Option<f64>) {
+    ) -> PeriodSlots {
         let open = self.real_slots(now, out);
         let rate = self.rate() * PERIOD_RATE_GAIN;
         // A fixed-rate token bucket that banks a period's tokens (as the simulator sets it
         // up) already offers the period's slots at the cycle, as the thesis's channels do.
         if period.is_zero() || rate <= 0.0 || self.cc.name() == "cbr" {
-            return (open, None);
+            return PeriodSlots {
+                open,
+                total: open,
+                phantom_start: None,
+            };
         }
         let spacing = f64::from(self.slot_wire_bytes()) / rate;
         let first = self.first_wait(now, open, spacing);
@@ -481,7 +497,11 @@ impl Channel {
             k += 1;
             wait = first + k as f64 * spacing;
         }
-        (open + k, Some(wait))
+        PeriodSlots {
+            open,
+            total: open + k,
+            phantom_start: Some(wait),
+        }
     }
 
     /// Seconds from now to the first slot after `open` real ones, slots `spacing` apart:

@@ -257,20 +257,26 @@ impl Session {
         Ok(())
     }
 
-    /// ADUs waiting in a stream's send queue.
+    /// ADUs waiting in a stream's send queue, counting those a periodic cycle holds for
+    /// a slot later in its period.
     pub fn queued(&self, stream: u32) -> usize {
-        self.sender
+        let queue = self
+            .sender
             .streams
             .get(&stream)
-            .map_or(0, |s| s.queue.len())
+            .map_or(0, |s| s.queue.len());
+        queue + self.sender.plan.held(stream).0
     }
 
-    /// Payload bytes waiting in a stream's send queue.
+    /// Payload bytes waiting in a stream's send queue, counting those a periodic cycle
+    /// holds for a slot later in its period.
     pub fn queued_bytes(&self, stream: u32) -> usize {
-        self.sender
+        let queue = self
+            .sender
             .streams
             .get(&stream)
-            .map_or(0, |s| s.queued_bytes)
+            .map_or(0, |s| s.queued_bytes);
+        queue + self.sender.plan.held(stream).1
     }
 
     /// Whether the application may queue more on `stream` now: `false` from the moment

@@ -66,19 +66,21 @@ fn flow_block(cx: &mut CycleContext<'_>, now: Duration, need: u64) {
     flow.blocked = Some(Blocked { since, need });
 }
 
-/// The wait of the next unused slot of the channel that real slot `slot` belongs to
-/// (slots are grouped by channel, `real_counts` of each), counting it used.
-fn nth_slot_wait(real_counts: &[usize], used: &mut [usize], slots: &[TxSlot], slot: usize) -> f64 {
+/// When the next unused slot of the channel that slot `slot` belongs to is due, counting
+/// it used: `None` if it is one of the channel's open slots (send now), else its wait in
+/// ms (due then, and only if the channel's controller allows a send). Slots are grouped
+/// by channel, `real_counts` of each, the first `open_counts` of them open.
+fn next_slot_wait(cy: &mut CycleScratch, slot: usize) -> Option<f64> {
     let mut start = 0;
-    for (c, &n) in real_counts.iter().enumerate() {
+    for (c, &n) in cy.real_counts.iter().enumerate() {
         if slot < start + n {
-            let k = used[c].min(n - 1);
-            used[c] += 1;
-            return slots[start + k].wait_ms;
+            let k = cy.used[c].min(n - 1);
+            cy.used[c] += 1;
+            return (k >= cy.open_counts[c]).then(|| cy.slots[start + k].wait_ms);
         }
         start += n;
     }
-    slots[slot].wait_ms
+    None
 }
 
 impl Session {
@@ -209,11 +211,13 @@ impl Sender {
 
         cy.slots.clear();
         cy.real_counts.clear();
+        cy.open_counts.clear();
         cy.phantom_starts.clear();
         for c in cx.channels.iter() {
-            let (real, start) = c.period_slots(now, period, &mut cy.slots);
-            cy.real_counts.push(real);
-            cy.phantom_starts.push(start);
+            let p = c.period_slots(now, period, &mut cy.slots);
+            cy.real_counts.push(p.total);
+            cy.open_counts.push(p.open);
+            cy.phantom_starts.push(p.phantom_start);
         }
         let n_real = cy.slots.len();
         if n_real == 0 {
@@ -318,12 +322,14 @@ impl Sender {
             }
             // A channel's packets go out in its slots' order, each at the time of the
             // next slot of the channel: slots the scheduler left empty leave no gaps.
+            // A slot that is not open now waits in the plan even when it is due at once:
+            // the plan sends it only when the controller allows.
             let wait = if period.is_zero() {
-                0.0
+                None
             } else {
-                nth_slot_wait(&cy.real_counts, &mut cy.used, &cy.slots, slot)
+                next_slot_wait(&mut cy, slot)
             };
-            if wait > 0.0 {
+            if let Some(wait) = wait {
                 let at = now + Duration::from_secs_f64(wait / 1e3);
                 self.plan_packet(at, slot, members, &cy);
                 continue;

@@ -107,6 +107,20 @@ impl SlotPlan {
             .map(|(_, q)| q)
     }
 
+    /// How many ADUs of `stream` the plan holds, and their payload bytes: they are still
+    /// queued as far as the application can tell.
+    pub(super) fn held(&self, stream: u32) -> (usize, usize) {
+        let from = self
+            .packets
+            .get(self.head)
+            .map_or(self.adus.len(), |p| p.first);
+        self.adus[from..]
+            .iter()
+            .flatten()
+            .filter(|(s, _)| *s == stream)
+            .fold((0, 0), |(n, b), (_, q)| (n + 1, b + q.payload.len()))
+    }
+
     pub(super) fn take_adu(&mut self, k: usize) -> Option<(u32, QueuedAdu)> {
         self.adus.get_mut(k).and_then(Option::take)
     }

@@ -18,6 +18,9 @@ pub(super) struct CycleScratch {
     pub(super) may_wait: Vec<bool>,
     /// Per channel: real slots offered this cycle.
     pub(super) real_counts: Vec<usize>,
+    /// Per channel: how many of its real slots are open now (the rest are due later in
+    /// a periodic cycle's period).
+    pub(super) open_counts: Vec<usize>,
     /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
     /// period, where its phantom slots begin.
     pub(super) phantom_starts: Vec<Option<f64>>,
