@@ -15,7 +15,7 @@ use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
-use crate::packing::{packed_capacity, PlanInput};
+use crate::packing::{packed_capacity, Packer, PlanInput};
 use crate::recovery::RecoveryLayer;
 use crate::stream::{InFlightPolicy, QueuedAdu, SendStream};
 use crate::wire::{FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
@@ -66,21 +66,56 @@ fn flow_block(cx: &mut CycleContext<'_>, now: Duration, need: u64) {
     flow.blocked = Some(Blocked { since, need });
 }
 
-/// When the next unused slot of the channel that slot `slot` belongs to is due, counting
-/// it used: `None` if it is one of the channel's open slots (send now), else its wait in
-/// ms (due then, and only if the channel's controller allows a send). Slots are grouped
-/// by channel, `real_counts` of each, the first `open_counts` of them open.
-fn next_slot_wait(cy: &mut CycleScratch, slot: usize) -> Option<f64> {
+/// The channel index of real slot `slot` and the index of its channel's first slot (slots
+/// are grouped by channel, `real_counts` of each).
+fn slot_channel(real_counts: &[usize], slot: usize) -> (usize, usize) {
     let mut start = 0;
-    for (c, &n) in cy.real_counts.iter().enumerate() {
+    for (c, &n) in real_counts.iter().enumerate() {
         if slot < start + n {
-            let k = cy.used[c].min(n - 1);
-            cy.used[c] += 1;
-            return (k >= cy.open_counts[c]).then(|| cy.slots[start + k].wait_ms);
+            return (c, start);
         }
         start += n;
     }
-    None
+    (real_counts.len(), start)
+}
+
+/// Which of its channel's slot times each packet of a periodic cycle takes: its rank
+/// among the channel's packets by collection order (the order in which the streams are
+/// owed), not by the slot the scheduler chose. An objective puts the streams it favours
+/// in the earliest slots, and the last slots of a period are those a window may not open
+/// in time; ranking by collection order spreads that risk over the streams as their
+/// shares do. Fills `cy.ranks` with one entry per packet, in the packer's order.
+fn rank_packets(cy: &mut CycleScratch, packer: &Packer) {
+    cy.order.clear();
+    for (k, (slot, members)) in packer.packets().enumerate() {
+        let (c, _) = slot_channel(&cy.real_counts, slot);
+        let first = members.iter().copied().min().unwrap_or(usize::MAX);
+        cy.order.push((c, first, k));
+    }
+    cy.order.sort_unstable();
+    cy.ranks.clear();
+    cy.ranks.resize(cy.order.len(), 0);
+    let mut last = None;
+    let mut rank = 0;
+    for &(c, _, k) in &cy.order {
+        if last != Some(c) {
+            last = Some(c);
+            rank = 0;
+        }
+        cy.ranks[k] = rank;
+        rank += 1;
+    }
+}
+
+/// When packet `k` (of real slot `slot`) is due: `None` if its rank falls on one of its
+/// channel's open slots (send now), else the wait in ms of the slot of its rank (due
+/// then, and only if the channel's controller allows a send). The first `open_counts`
+/// of a channel's slots are open.
+fn packet_wait(cy: &CycleScratch, k: usize, slot: usize) -> Option<f64> {
+    let (c, start) = slot_channel(&cy.real_counts, slot);
+    let n = *cy.real_counts.get(c)?;
+    let rank = cy.ranks[k].min(n - 1);
+    (rank >= cy.open_counts[c]).then(|| cy.slots[start + rank].wait_ms)
 }
 
 impl Session {
@@ -310,9 +345,10 @@ impl Sender {
             offset: choice.offset,
         });
         let packer = std::mem::take(&mut cy.packer);
-        cy.used.clear();
-        cy.used.resize(cy.real_counts.len(), 0);
-        for (slot, members) in packer.packets() {
+        if !period.is_zero() {
+            rank_packets(&mut cy, &packer);
+        }
+        for (k, (slot, members)) in packer.packets().enumerate() {
             // The peer's credit bounds what may be out toward it; the first packet
             // that does not fit stops the cycle, so a stream is never reordered.
             let bytes: u64 = members.iter().map(|&a| u64::from(cy.adus[a].length)).sum();
@@ -327,7 +363,7 @@ impl Sender {
             let wait = if period.is_zero() {
                 None
             } else {
-                next_slot_wait(&mut cy, slot)
+                packet_wait(&cy, k, slot)
             };
             if let Some(wait) = wait {
                 let at = now + Duration::from_secs_f64(wait / 1e3);

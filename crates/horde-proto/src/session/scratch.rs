@@ -24,8 +24,12 @@ pub(super) struct CycleScratch {
     /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
     /// period, where its phantom slots begin.
     pub(super) phantom_starts: Vec<Option<f64>>,
-    /// Per channel: packets given to its slots so far this cycle.
-    pub(super) used: Vec<usize>,
+    /// Per packet of a periodic cycle: (channel, first collected ADU, packet), sorted
+    /// to rank each channel's packets.
+    pub(super) order: Vec<(usize, usize, usize)>,
+    /// Per packet of a periodic cycle, in the packer's order: which of its channel's
+    /// slot times it takes.
+    pub(super) ranks: Vec<usize>,
     pub(super) streams: Vec<StreamStats>,
     pub(super) demands: Vec<Demand>,
     pub(super) allocations: Vec<f64>,
