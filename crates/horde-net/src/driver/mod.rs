@@ -279,7 +279,8 @@ impl Driver {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.receive_all();
-            while let Some(m) = self.handshakes.try_next() {
+            let mut budget = crate::handshake::INITIATIONS_PER_TURN;
+            while let Some(m) = self.handshakes.try_next(&mut budget) {
                 self.on_worker(m);
             }
             loop {
