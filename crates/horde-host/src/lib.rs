@@ -31,7 +31,8 @@
 //!
 //! and drains [`Host::poll_handshake_transmit`] (handshake datagrams: initiations,
 //! responses, cookie replies, sent as they are), [`Host::poll_transmit`] (protocol
-//! datagrams, sealed with [`Host::crypto_mut`] of their connection) and
+//! datagrams, sealed with [`Host::crypto_mut`] of their connection; or
+//! [`Host::poll_datagram`], the same without the ADUs each carries) and
 //! [`Host::poll_event`].
 
 mod config;
