@@ -16,6 +16,7 @@ mod hint;
 mod hose;
 mod keygen;
 mod live;
+mod messages;
 mod metrics;
 mod peer;
 mod pipe;
