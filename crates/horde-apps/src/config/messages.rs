@@ -274,6 +274,23 @@ on_early = "cancel"
     }
 
     #[test]
+    fn the_shipped_message_file_loads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/messages.toml");
+        let shipped = std::fs::read_to_string(path).unwrap();
+        // The file asks for the receiver's key; give it one.
+        let peer = shipped
+            .lines()
+            .find(|l| l.starts_with("peer_key"))
+            .expect("peer_key line");
+        let key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        let text = shipped.replace(peer, &format!("peer_key = \"{key}\""));
+        let cfg = parse_checked::<SendConfig>(&text, path).unwrap();
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        assert_eq!(cfg.value.messages.len(), 3);
+        assert!(cfg.value.streams.is_empty());
+    }
+
+    #[test]
     fn bad_message_values_are_named_at_their_position() {
         let cases: &[(&str, &str, &str, &str)] = &[
             ("size = 2000", "size = -5", "send.toml:14:8: ", "a message size must be in 16..=1073741824 bytes (the header every message starts with, up to 1 GiB), got -5"),

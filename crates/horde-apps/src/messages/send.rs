@@ -382,11 +382,30 @@ impl Run<'_> {
             }
             Err(MessageError::Refused(why)) => {
                 row.refused += 1;
-                match why {
-                    Refusal::Unreachable { .. } => row.refused_unreachable += 1,
-                    Refusal::Endangers { .. } => row.refused_endangers += 1,
-                }
-                row.last_refusal = Some(why.to_string());
+                // The deadlines are on the endpoint's clock, which means nothing to a
+                // reader: the counts say why.
+                let reason = match why {
+                    Refusal::Unreachable {
+                        needed, capacity, ..
+                    } => {
+                        row.refused_unreachable += 1;
+                        format!(
+                            "it cannot meet its own deadline: {needed} pieces needed, {capacity} can arrive in time"
+                        )
+                    }
+                    Refusal::Endangers {
+                        endangered,
+                        needed,
+                        capacity,
+                        ..
+                    } => {
+                        row.refused_endangers += 1;
+                        format!(
+                            "it would make message {endangered} miss its deadline: {needed} pieces needed, {capacity} can arrive in time"
+                        )
+                    }
+                };
+                row.last_refusal = Some(reason);
                 Ok(())
             }
             Err(e) => {
