@@ -127,7 +127,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     }
     anyhow::ensure!(
         app.stream_count() > 0,
-        "{} declares no [[streams]] and no [[messages]]: declare one, or send a file with --file",
+        "{} declares no [[streams]]: declare one (or [[messages]]), or send a file with --file",
         args.config.display()
     );
     let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
