@@ -3,7 +3,8 @@
 //! sender's books balance (every message offered is refused or sent, every one sent ends
 //! in exactly one fate) and the receiver counts what the sender counts delivered; a link
 //! through `horde emu` whose rate drops to a tenth, where the low priority's early
-//! callbacks fire and the high priority still gets through; and bad `[[messages]]`
+//! callbacks fire, the high priority still gets through, and messages cancelled after
+//! a while are freed at the receiver; and bad `[[messages]]`
 //! values refused at their position.
 
 use std::path::{Path, PathBuf};
@@ -199,7 +200,9 @@ fn a_rate_drop_makes_low_priority_deadlines_fire_early() {
         6,
         "[[messages]]\nname = \"alarm\"\npriority = 1\nsize = 2000\nrate = 10\ndeadline_ms = 500\n\
          [[messages]]\nname = \"bulk\"\npriority = 6\nsize = 40000\ninterval_ms = 200\n\
-         deadline_ms = 1500\n",
+         deadline_ms = 1500\n\
+         [[messages]]\nname = \"snapshot\"\npriority = 7\nsize = 100000\ninterval_ms = 1000\n\
+         cancel_after_ms = 100\n",
     );
     // One link of 4 Mbit/s that drops to 0.4 Mbit/s 3 s in; the sender's 220 kB/s
     // fit before, not after.
@@ -219,11 +222,12 @@ fn a_rate_drop_makes_low_priority_deadlines_fire_early() {
     let (tx, rx, code) = run(&dir, Duration::from_secs(25));
     assert_eq!(code, Some(0), "{tx}");
     let rows = balanced(&tx);
-    let (alarm, bulk) = (&rows[0], &rows[1]);
-    assert_eq!(
-        (alarm["priority"].as_u64(), bulk["priority"].as_u64()),
-        (Some(1), Some(6))
-    );
+    let (alarm, bulk, snapshot) = (&rows[0], &rows[1], &rows[2]);
+    let priorities: Vec<u64> = rows
+        .iter()
+        .map(|r| r["priority"].as_u64().unwrap())
+        .collect();
+    assert_eq!(priorities, [1, 6, 7], "{tx}");
     let n = |b: &serde_json::Value, k: &str| b[k].as_u64().unwrap();
     // The low priority's admitted messages cannot all make it after the drop: their
     // early callbacks fire.
@@ -237,6 +241,13 @@ fn a_rate_drop_makes_low_priority_deadlines_fire_early() {
         let r = received(&rx, n(b, "priority"));
         assert_eq!(r["received"], b["delivered"], "{r} vs {b}");
     }
+    // A snapshot takes longer than its 100 ms to send: each is cancelled, and the
+    // receiver frees what it held of it.
+    assert!(n(snapshot, "cancels_after") >= 1, "{snapshot}");
+    assert_eq!(n(snapshot, "cancelled"), n(snapshot, "sent"), "{snapshot}");
+    let freed = received(&rx, 7);
+    assert!(n(&freed, "cancelled") >= 1, "{rx}");
+    assert!(n(&freed, "freed_bytes") > 0, "{rx}");
     // Only a message that ended undelivered is cancelled at the receiver.
     let cancels = rx["messages"]["cancelled"].as_u64().unwrap();
     let undelivered: u64 = rows
