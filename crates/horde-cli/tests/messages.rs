@@ -308,3 +308,40 @@ fn bad_message_values_are_refused_by_name_before_anything_runs() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_run_that_delivers_no_message_exits_3_with_every_refusal_counted() {
+    let port = free_port();
+    // A 1 µs deadline: no piece can arrive in time, so admission refuses every message.
+    let dir = setup(
+        "none",
+        port,
+        &[port],
+        1,
+        "[[messages]]\npriority = 3\nsize = 5000\nrate = 10\ndeadline_ms = 0.001\n",
+    );
+    let recv = Running::spawn(&["recv", &path(&dir, "recv.toml"), "--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Running::spawn(&["send", &path(&dir, "send.toml"), "--json"])
+        .finish(Duration::from_secs(20));
+    drop(recv);
+    let tx = json(&out);
+    assert_eq!(out.status.code(), Some(3), "{tx}");
+    assert_eq!(tx["exit_code"], 3, "{tx}");
+    assert!(
+        text(&out.stderr).contains("error: not one message was delivered"),
+        "{}",
+        text(&out.stderr)
+    );
+    let rows = balanced(&tx);
+    let b = &rows[0];
+    assert_eq!(b["sent"], 0, "{b}");
+    assert_eq!(b["refused"], b["refused_unreachable"], "{b}");
+    assert!(
+        b["last_refusal"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("it cannot meet its own deadline")),
+        "{b}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

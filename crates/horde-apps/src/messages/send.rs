@@ -408,6 +408,15 @@ impl Run<'_> {
                 row.last_refusal = Some(reason);
                 Ok(())
             }
+            // A deadline shorter than the time between taking the clock and the
+            // submission: it cannot be met either.
+            Err(MessageError::DeadlineInPast { .. }) => {
+                row.refused += 1;
+                row.refused_unreachable += 1;
+                row.last_refusal =
+                    Some("it cannot meet its own deadline: it passed as it was submitted".into());
+                Ok(())
+            }
             Err(e) => {
                 let name = &self.plans[class].name;
                 Err(anyhow::anyhow!("submitting a message of {name:?}: {e}"))
