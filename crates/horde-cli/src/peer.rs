@@ -117,9 +117,17 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     if let Some(file) = &args.file {
         return crate::transfer::send(app, &args.config, file, args.json);
     }
+    if app.message_class_count() > 0 {
+        anyhow::ensure!(
+            args.status.is_none() && args.metrics.is_none(),
+            "--status and --metrics do not serve a message workload ([[messages]] in {})",
+            args.config.display()
+        );
+        return crate::messages::send(app, &args.config, args.json);
+    }
     anyhow::ensure!(
         app.stream_count() > 0,
-        "{} declares no [[streams]]: declare one, or send a file with --file",
+        "{} declares no [[streams]]: declare one (or [[messages]]), or send a file with --file",
         args.config.display()
     );
     let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
@@ -232,7 +240,7 @@ fn serve_metrics(
 }
 
 /// The exit status for a run's verdict (see [`SEND_EXIT_CODES`]).
-fn exit_code(v: Verdict) -> u8 {
+pub(crate) fn exit_code(v: Verdict) -> u8 {
     match v {
         Verdict::Delivered => 0,
         Verdict::ServiceRefused(_) => 1,
@@ -357,6 +365,10 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
                 "kernel_dropped": stats.kernel_dropped,
             });
+            let mut out = out;
+            if serve.messages.seen {
+                out["messages"] = serde_json::to_value(serve.messages.report())?;
+            }
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             println!("ended: {}", end.as_str());
@@ -382,6 +394,9 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                         st["goodput_kbps"].as_f64().unwrap_or(0.0)
                     );
                 }
+            }
+            if serve.messages.seen {
+                print!("{}", serve.messages.report().render());
             }
             print!("{}", crate::drops::render(&stats.dropped));
             print!("{}", crate::drops::render_kernel(stats.kernel_dropped));

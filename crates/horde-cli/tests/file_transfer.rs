@@ -399,7 +399,7 @@ fn bad_inputs_get_clear_errors() {
         (
             vec!["send", no_streams.to_str().unwrap()],
             1,
-            "declares no [[streams]]: declare one, or send a file with --file",
+            "declares no [[streams]]: declare one (or [[messages]]), or send a file with --file",
         ),
         (
             vec!["recv", &recv, "--out", "/nonexistent-dir/out.bin"],

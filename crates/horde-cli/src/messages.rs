@@ -1,0 +1,80 @@
+//! `horde send` with a message workload (`[[messages]]` in its file): connect, run the
+//! classes through the message API, and print each priority's books, as text or JSON.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use horde_apps::send::{Sender, Verdict};
+
+use crate::peer::{exit_code, runtime};
+
+/// Runs the message workload of `app` (read from `config`) and reports it.
+pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
+    let our_key = app.our_key();
+    let sigint = crate::sigint::install()?;
+    runtime()?.block_on(async move {
+        let host = app.bind().await?;
+        let conn = app
+            .connect(&host)
+            .await
+            .map_err(|e| crate::hint::handshake(e, &our_key, app.peer_key_text()))?;
+        let channels: Vec<serde_json::Value> = app
+            .channels(host.local_addrs())
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if !json {
+                    println!("channel {}: {} -> {}", c.name, c.local, c.remote);
+                }
+                serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
+            })
+            .collect();
+        let outcome = app.run_messages(conn).await?;
+        let stats = host.stats().await?;
+        host.shutdown().await;
+        let verdict = outcome.verdict(app.service());
+        if json {
+            let out = serde_json::json!({
+                "role": "send",
+                "channels": channels,
+                "messages": {
+                    "seconds": outcome.seconds,
+                    "priorities": outcome.books,
+                    "unaccounted": outcome.unaccounted,
+                },
+                "reconnects": stats.reconnects,
+                "interrupted": sigint.interrupted(),
+                "end": {
+                    "by": if outcome.end.peer_ended.is_some() { "peer" } else { "local" },
+                    "peer_left": outcome.end.peer_left().map(|r| r.as_str()),
+                    "gave_up_reconnecting": outcome.end.gave_up,
+                    "at_s": outcome.end.at_s,
+                    "text": outcome.end.describe(),
+                },
+                "exit_code": exit_code(verdict),
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("{}", outcome.render());
+            println!("connection {}", outcome.end.describe());
+            println!(
+                "reconnects: {}; messages unaccounted for: {}",
+                stats.reconnects, outcome.unaccounted
+            );
+        }
+        match verdict {
+            Verdict::ServiceRefused(service) => anyhow::bail!(
+                "the receiver refused service {service}: it does not listen on it (`service` in {})",
+                config.display()
+            ),
+            Verdict::NothingAcked => eprintln!("error: not one message was delivered"),
+            Verdict::PeerLeft(reason) => eprintln!(
+                "error: the receiver left ({}) and messages were abandoned",
+                reason.as_str()
+            ),
+            Verdict::Delivered => {}
+        }
+        Ok(ExitCode::from(exit_code(verdict)))
+    })
+}
