@@ -180,13 +180,58 @@ fn two_priorities_with_deadlines_balance_their_books_at_both_ends() {
         assert!(r["delay_ms"]["p95"].as_f64().is_some(), "{r}");
         assert!(r["lateness_ms"]["p50"].as_f64().is_some(), "{r}");
     }
-    // Unshaped loopback: nearly every message gets through in time.
+    // Unshaped loopback: nearly every message gets through in time, and admission,
+    // which sees the channels' rates and not just the little offered so far, refuses
+    // almost none.
+    for b in &rows {
+        let (refused, offered) = (
+            b["refused"].as_u64().unwrap(),
+            b["offered"].as_u64().unwrap(),
+        );
+        assert!(refused * 10 <= offered, "{b}");
+    }
     let alarm = &rows[0];
     assert!(
         alarm["delivered"].as_u64().unwrap() >= 40,
         "3 s at 20 messages/s: {alarm}"
     );
     assert_eq!(rx["messages"]["dropped"], 0, "{rx}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A light offer (a few small messages a second, and now and then a large one) is
+/// admitted on unshaped links: admission reads the channels' rates, not just the little
+/// that was offered so far.
+#[test]
+fn a_light_offer_is_admitted_on_unshaped_links() {
+    let p0 = free_port();
+    let dir = setup(
+        "light",
+        p0,
+        &[p0, p0],
+        4,
+        "[[messages]]\nname = \"alarm\"\npriority = 0\nsize = 2000\nrate = 4\ndeadline_ms = 300\n\
+         [[messages]]\nname = \"snapshot\"\npriority = 5\nsize = 200000\ninterval_ms = 1000\n\
+         deadline_ms = 3000\n",
+    );
+    let (tx, _rx, code) = run(&dir, Duration::from_secs(25));
+    assert_eq!(code, Some(0), "{tx}");
+    let rows = balanced(&tx);
+    let n = |b: &serde_json::Value, k: &str| b[k].as_u64().unwrap();
+    let alarm = &rows[0];
+    assert!(n(alarm, "refused") * 10 <= n(alarm, "offered"), "{alarm}");
+    assert!(
+        n(alarm, "delivered") * 10 >= n(alarm, "offered") * 9,
+        "{alarm}"
+    );
+    // The first snapshot is submitted as the session starts, when the channels' rates
+    // are still their controllers' first guesses; it may be refused, no later one.
+    let snapshot = &rows[1];
+    assert!(n(snapshot, "refused") <= 1, "{snapshot}");
+    assert!(
+        n(snapshot, "delivered") + 1 >= n(snapshot, "offered"),
+        "{snapshot}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
