@@ -187,7 +187,10 @@ impl Routing {
     /// dropped from the record.
     fn apply(&mut self, step: Step) -> Result<()> {
         self.state.steps.push(step);
-        write_state(&self.path, &self.state)?;
+        if let Err(e) = write_state(&self.path, &self.state) {
+            self.state.steps.pop();
+            return Err(e);
+        }
         let step = self.state.steps.last().expect("just pushed");
         if let Err(e) = step.apply.iter().try_for_each(|argv| exec(argv).map(drop)) {
             let step = self.state.steps.pop().expect("just pushed");
