@@ -5,9 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use horde_apps::send::{Sender, Verdict};
+use horde_apps::send::Sender;
 
-use crate::peer::{exit_code, runtime};
+use crate::peer::{conclude, exit_code, runtime};
 
 /// Runs the message workload of `app` (read from `config`) and reports it.
 pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
@@ -63,18 +63,6 @@ pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
                 stats.reconnects, outcome.unaccounted
             );
         }
-        match verdict {
-            Verdict::ServiceRefused(service) => anyhow::bail!(
-                "the receiver refused service {service}: it does not listen on it (`service` in {})",
-                config.display()
-            ),
-            Verdict::NothingAcked => eprintln!("error: not one message was delivered"),
-            Verdict::PeerLeft(reason) => eprintln!(
-                "error: the receiver left ({}) and messages were abandoned",
-                reason.as_str()
-            ),
-            Verdict::Delivered => {}
-        }
-        Ok(ExitCode::from(exit_code(verdict)))
+        conclude(verdict, "message", "delivered", config)
     })
 }

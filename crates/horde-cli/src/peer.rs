@@ -1,7 +1,7 @@
 //! `horde send` and `horde recv`: the two ends as separate processes (or hosts), with
 //! streams, channels and keys from TOML files; their arguments and what they print.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -200,20 +200,31 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 stats.reconnects, outcome.unaccounted
             );
         }
-        match verdict {
-            Verdict::ServiceRefused(service) => anyhow::bail!(
-                "the receiver refused service {service}: it does not listen on it (`service` in {})",
-                args.config.display()
-            ),
-            Verdict::NothingAcked => eprintln!("error: not one ADU was acked"),
-            Verdict::PeerLeft(reason) => eprintln!(
-                "error: the receiver left ({}) and ADUs were abandoned",
-                reason.as_str()
-            ),
-            Verdict::Delivered => {}
-        }
-        Ok(ExitCode::from(exit_code(verdict)))
+        conclude(verdict, "ADU", "acked", &args.config)
     })
+}
+
+/// Says what went wrong, if anything, and gives the exit status for a run's verdict.
+/// `unit` is what the run sends ("ADU", "message"), `done` what became of the good ones.
+pub(crate) fn conclude(
+    verdict: Verdict,
+    unit: &str,
+    done: &str,
+    config: &Path,
+) -> Result<ExitCode> {
+    match verdict {
+        Verdict::ServiceRefused(service) => anyhow::bail!(
+            "the receiver refused service {service}: it does not listen on it (`service` in {})",
+            config.display()
+        ),
+        Verdict::NothingAcked => eprintln!("error: not one {unit} was {done}"),
+        Verdict::PeerLeft(reason) => eprintln!(
+            "error: the receiver left ({}) and {unit}s were abandoned",
+            reason.as_str()
+        ),
+        Verdict::Delivered => {}
+    }
+    Ok(ExitCode::from(exit_code(verdict)))
 }
 
 /// Serve `--metrics`, if it was given, for this process's connections and streams.
