@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{keygen, text};
+use common::{finish_within, keygen, text};
 
 /// The exit status of a run whose receiver left with ADUs abandoned.
 const PEER_LEFT: i32 = 4;
@@ -37,24 +37,6 @@ fn signal(child: &Child, sig: &str) {
         .status()
         .unwrap();
     assert!(ok.success());
-}
-
-/// Wait for the process to exit (killing it after `limit`, which fails the test).
-fn finish_within(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "process did not exit within {limit:?}\n{}\n{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.wait_with_output().unwrap()
 }
 
 fn json(out: &Output) -> serde_json::Value {

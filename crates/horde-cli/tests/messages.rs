@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde, keygen, text};
+use common::{finish_within, horde, keygen, text};
 
 /// A child process killed when the test is done with it, also when it fails.
 struct Running(Option<Child>);
@@ -31,21 +31,7 @@ impl Running {
 
     /// Waits for it to exit (killing it after `limit`, which fails the test).
     fn finish(mut self, limit: Duration) -> Output {
-        let mut child = self.0.take().unwrap();
-        let end = Instant::now() + limit;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > end {
-                let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
-                panic!(
-                    "process did not exit within {limit:?}\n{}\n{}",
-                    text(&out.stdout),
-                    text(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        child.wait_with_output().unwrap()
+        finish_within(self.0.take().unwrap(), limit)
     }
 }
 

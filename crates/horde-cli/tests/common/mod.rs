@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 /// Runs `horde` with `args` in the test's working directory and waits for it.
 pub fn horde(args: &[&str]) -> Output {
@@ -77,4 +78,23 @@ pub fn two_channel_pair(
     )
     .unwrap();
     (send_pub, recv_pub, [p0, p1])
+}
+
+/// Waits for `child` to exit, killing it after `limit` (which fails the test, with its
+/// output).
+pub fn finish_within(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "process did not exit within {limit:?}\n{}\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
 }
