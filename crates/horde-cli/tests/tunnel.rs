@@ -1173,6 +1173,21 @@ fn start_up(ns: &Netns, dir: &Path, file: &str, extra: &[&str]) -> Child {
     child
 }
 
+/// After `horde up` ends on the vehicle: no modem's rule, route or table is left
+/// (tables 7700 and 7701), nor the state record.
+fn assert_client_routing_undone(bus: &Netns, dir: &Path) {
+    let rules = shown(bus, &["ip", "rule"]);
+    assert!(!rules.contains("lookup 770"), "{rules}");
+    for table in ["7700", "7701"] {
+        let routes = shown(bus, &["ip", "route", "show", "table", table]);
+        assert!(
+            routes.trim().is_empty() || routes.contains("does not exist"),
+            "table {table}: {routes}"
+        );
+    }
+    assert!(!dir.join("state/hdt0-client.json").exists());
+}
+
 fn shown(ns: &Netns, args: &[&str]) -> String {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0])
@@ -1295,16 +1310,7 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
         count(&client, &["counters", "tun_in_bytes"]) >= 20_000_000,
         "{client}"
     );
-    let rules = shown(&bus, &["ip", "rule"]);
-    assert!(!rules.contains("lookup 770"), "{rules}");
-    for table in ["7700", "7701"] {
-        let routes = shown(&bus, &["ip", "route", "show", "table", table]);
-        assert!(
-            routes.trim().is_empty() || routes.contains("does not exist"),
-            "{routes}"
-        );
-    }
-    assert!(!dir.join("state/hdt0-client.json").exists());
+    assert_client_routing_undone(&bus, &dir);
     // A crash leaves the server's NAT behind; `horde down` removes it.
     unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGKILL) };
     let _ = server.wait_with_output();
@@ -1676,16 +1682,7 @@ fn a_reload_under_up_routes_a_new_modem_and_its_channel_joins() {
 
     // `up` ends: neither modem's rule, route or table is left, nor the record.
     stop(client);
-    let rules = shown(&bus, &["ip", "rule"]);
-    assert!(!rules.contains("lookup 770"), "{rules}");
-    for table in ["7700", "7701"] {
-        let routes = shown(&bus, &["ip", "route", "show", "table", table]);
-        assert!(
-            routes.trim().is_empty() || routes.contains("does not exist"),
-            "table {table}: {routes}"
-        );
-    }
-    assert!(!dir.join("state/hdt0-client.json").exists());
+    assert_client_routing_undone(&bus, &dir);
     interrupt(&server);
     assert!(server.wait().unwrap().success());
 }
