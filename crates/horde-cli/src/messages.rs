@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use horde_apps::send::Sender;
 
-use crate::peer::{conclude, exit_code, runtime};
+use crate::peer::{announce_channels, conclude, exit_code, runtime};
 
 /// Runs the message workload of `app` (read from `config`) and reports it.
 pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
@@ -19,17 +19,7 @@ pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
             .connect(&host)
             .await
             .map_err(|e| crate::hint::handshake(e, &our_key, app.peer_key_text()))?;
-        let channels: Vec<serde_json::Value> = app
-            .channels(host.local_addrs())
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if !json {
-                    println!("channel {}: {} -> {}", c.name, c.local, c.remote);
-                }
-                serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
-            })
-            .collect();
+        let channels = announce_channels(&app, &host, json);
         let outcome = app.run_messages(conn).await?;
         let stats = host.stats().await?;
         host.shutdown().await;

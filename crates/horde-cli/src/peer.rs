@@ -146,18 +146,15 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             crate::status::spawn_writer(path, "send", our_key.to_string(), registry.clone())
         });
         let feed = StreamFeed::default();
-        let metrics = serve_metrics(metrics, "send", our_key.to_string(), &registry, &feed, &host)?;
-        let channels_json: Vec<serde_json::Value> = app
-            .channels(host.local_addrs())
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if !args.json {
-                    println!("channel {}: {} -> {}", c.name, c.local, c.remote);
-                }
-                serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
-            })
-            .collect();
+        let metrics = serve_metrics(
+            metrics,
+            "send",
+            our_key.to_string(),
+            &registry,
+            &feed,
+            &host,
+        )?;
+        let channels_json = announce_channels(&app, &host, args.json);
         let json = args.json;
         let outcome = app
             .run(conn, |row| {
@@ -202,6 +199,24 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
         }
         conclude(verdict, "ADU", "acked", &args.config)
     })
+}
+
+/// The sender's channels as JSON, each also printed as a line unless `json`.
+pub(crate) fn announce_channels(
+    app: &Sender,
+    host: &horde_net::Host,
+    json: bool,
+) -> Vec<serde_json::Value> {
+    app.channels(host.local_addrs())
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if !json {
+                println!("channel {}: {} -> {}", c.name, c.local, c.remote);
+            }
+            serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
+        })
+        .collect()
 }
 
 /// Says what went wrong, if anything, and gives the exit status for a run's verdict.

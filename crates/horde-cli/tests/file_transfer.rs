@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 mod common;
 
-use common::{finish_within, text};
+use common::{finish_within, free_port, text};
 
 const SIZE: usize = 50_000_000;
 /// `send`'s and `recv`'s status when the receiver left and the transfer did not complete.
@@ -75,11 +75,7 @@ impl Setup {
             text(&out.stdout).trim().to_string()
         };
         let (receiver, sender) = (key("r.key"), key("s.key"));
-        let port = std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let pace = pace_kbps.map_or(String::new(), |k| {
             format!("congestion = {{ kind = \"cbr\", kbps = {k} }}\n")
         });

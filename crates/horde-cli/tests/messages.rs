@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{finish_within, horde, keygen, text};
+use common::{finish_within, free_port, horde, keygen, path, text, write_recv_config};
 
 /// A child process killed when the test is done with it, also when it fails.
 struct Running(Option<Child>);
@@ -44,14 +44,6 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)))
@@ -76,18 +68,8 @@ fn setup(tag: &str, port: u16, remotes: &[u16], duration_s: u32, body: &str) -> 
         ),
     )
     .unwrap();
-    std::fs::write(
-        dir.join("recv.toml"),
-        format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{sender}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
-        ),
-    )
-    .unwrap();
+    write_recv_config(&dir, &sender, port);
     dir
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_str().unwrap().to_string()
 }
 
 /// Runs the receiver, then the sender, both with `--json`; returns their reports and
