@@ -15,7 +15,8 @@ started again), then checks:
     that lived inside one receiver's lifetime the receiver delivered each acked ADU
     (acked <= received <= acked + lost + abandoned, per stream);
   * stalls: no gap over 2 s between receiver intervals that delivered data, outside the
-    scripted outages and restarts (each excused until 2 s after it ends).
+    scripted outages and restarts (each excused until 2 s after it ends);
+  * lifetimes: the emulator and the receivers end only when the soak stops them.
 
 Progress lines go to stderr; the verdict and a JSON object to stdout (and --json FILE).
 A check with nothing to look at (e.g. no sender lived inside one receiver) is "no data"
@@ -179,6 +180,9 @@ class Proc:
             self.err.append(line.rstrip("\n"))
 
     def signal(self, name):
+        # A process that already ended keeps "exited by itself", which the checks report.
+        if self.p.poll() is not None:
+            return
         self.stop_requested = (time.monotonic() - self.t0, name)
         os.kill(self.pid, getattr(signal, "SIG" + name))
 
@@ -519,7 +523,13 @@ def main():
                     "anon_first_quarter_kb": first_anon, "anon_last_quarter_kb": last_anon,
                     "anon_growth": round(last_anon / first_anon, 4)})
 
+    # Lifetimes: the emulator and the receivers end only when the soak stops them.
+    early_exits = [{"role": p.role, "index": p.index, "end_s": round(p.end, 2),
+                    "exit": p.p.returncode, "stderr": p.err[-3:]}
+                   for p in procs if p.role in ("emu", "recv") and p.how == "exited by itself"]
+
     checks = {
+        "no_early_exit": not early_exits,
         "accounting": accounting_check(accounting),
         "agreement": all_ok([a["ok"] for a in agreement]),
         # No delivering interval at all is one stall over the whole run, not "no data".
@@ -537,6 +547,7 @@ def main():
         "delivering_intervals": len(data),
         "longest_unexcused_gap_s": round(max(gaps, default=0.0), 2),
         "gaps_over_1s": raw_gaps, "stalls": stalls, "rss": rss, "rss_samples": len(samples),
+        "early_exits": early_exits,
     }
     text = json.dumps(verdict, indent=1)
     if args.json:

@@ -13,6 +13,7 @@ use horde_workload::WorkloadSpec;
 use serde::Deserialize;
 
 mod checks;
+pub mod messages;
 pub use checks::{check_send, load_recv, load_send, matches_any_stream};
 use horde_tunnel::channels::{device, ChannelEntry};
 
@@ -45,6 +46,12 @@ pub struct SendConfig {
     /// Synthetic streams; none when the file only serves to send a file (`--file`).
     #[serde(default)]
     pub streams: Vec<SendStream>,
+    /// Message queues besides the default one.
+    #[serde(default)]
+    pub message_queues: Vec<messages::MessageQueue>,
+    /// A message workload, instead of streams (docs/messages.md).
+    #[serde(default)]
+    pub messages: Vec<messages::MessageClass>,
 }
 
 /// A channel of `horde send`: 1200-byte ADUs unless its `mtu` says otherwise.

@@ -1,5 +1,6 @@
 //! Horde's two applications, `send` and `recv`: the files that describe them and their
-//! checks, the connection setup, the sender's loop over synthetic workloads and the
+//! checks, the connection setup, the sender's loop over synthetic workloads or a
+//! message workload ([`messages`]) and the
 //! receiver's loop over any number of senders, and the transfer of a file or a pipe
 //! ([`file`]). Each returns its report as data; the
 //! command line prints it.
@@ -10,6 +11,7 @@ pub mod hose;
 pub mod inorder;
 pub mod latency;
 pub mod live;
+pub mod messages;
 pub mod recent;
 pub mod recv;
 pub mod report;

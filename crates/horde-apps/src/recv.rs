@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::config::{base_dir, public_key, read_key, seconds, RecvConfig};
+use crate::messages::recv::{is_message_stream, MessageRx, MessageStats};
 use crate::report::{RecvInterval, RecvReport};
 use crate::stamp;
 
@@ -176,6 +177,8 @@ pub struct SenderRx {
     /// each) is dropped then, so that a server's memory does not grow with every
     /// connection it has served.
     finished: Option<serde_json::Value>,
+    /// Its partial messages.
+    messages: MessageRx,
 }
 
 impl SenderRx {
@@ -184,6 +187,7 @@ impl SenderRx {
         let summary = self.summarize();
         self.finished = Some(summary);
         self.report = RecvReport::new(Duration::ZERO, 0);
+        self.messages = MessageRx::default();
     }
 
     /// The sender's id, key, end, first arrival and summary.
@@ -213,6 +217,8 @@ pub struct Serve {
     hold: Duration,
     /// All senders together.
     pub all: RecvReport,
+    /// The messages of all senders together.
+    pub messages: MessageStats,
     /// The connections, by id (their order of acceptance).
     senders: BTreeMap<usize, SenderRx>,
     /// Connections accepted so far: the next id.
@@ -230,6 +236,7 @@ impl Serve {
         Self {
             hold,
             all: RecvReport::new(hold, stamp::unix_micros()),
+            messages: MessageStats::default(),
             senders: BTreeMap::new(),
             accepted: 0,
             finished: VecDeque::new(),
@@ -261,6 +268,7 @@ impl Serve {
                 report: RecvReport::new(self.hold, stamp::unix_micros()),
                 end: None,
                 finished: None,
+                messages: MessageRx::default(),
             },
         );
         self.open += 1;
@@ -311,6 +319,14 @@ impl Serve {
                     None => listening = false,
                 },
                 m = rx.recv() => match m {
+                    Some((id, Some(Event::Received { stream, payload, .. })))
+                        if is_message_stream(stream) =>
+                    {
+                        if let Some(s) = self.senders.get_mut(&id) {
+                            s.messages.on_adu(payload, stamp::unix_micros(), &mut self.messages);
+                        }
+                        idle_at = limits.idle.map(|d| Instant::now() + d);
+                    }
                     Some((id, Some(Event::Received { stream, channel, payload, .. }))) => {
                         let now = stamp::unix_micros();
                         self.all.on_received(stream, u8::from(channel), &payload, now);
@@ -421,6 +437,7 @@ mod sender_rx_tests {
                 report: RecvReport::new(Duration::from_millis(100), 1_000_000),
                 end: Some(CloseReason::PeerClosed),
                 finished: None,
+                messages: MessageRx::default(),
             };
             serve.senders.insert(id, s);
             serve.finish_sender(id);
@@ -439,6 +456,7 @@ mod sender_rx_tests {
             report: RecvReport::new(Duration::from_millis(100), 1_000_000),
             end: Some(CloseReason::PeerClosed),
             finished: None,
+            messages: MessageRx::default(),
         };
         for i in 0..50u64 {
             let at = 1_000_000 + i * 10_000;

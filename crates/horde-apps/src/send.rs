@@ -16,6 +16,7 @@ use crate::file::send::{FileSent, Progress as FileProgress};
 use crate::file::source::Source;
 use crate::file::wire::DATA_HEADER;
 use crate::live::Live;
+use crate::messages::send::{run_messages, ClassPlan, MessageOutcome};
 use crate::recent::Recent;
 use crate::report::{books, SendInterval, SendReport, StreamBooks};
 use crate::sender::{self, ConnEnd, StreamPlan};
@@ -35,6 +36,9 @@ pub struct Sender {
     max_adu: u32,
     channel_names: Vec<String>,
     reconnect_give_up: Duration,
+    /// The message workload: its classes and the queues besides the default one.
+    message_plans: Vec<ClassPlan>,
+    message_queues: Vec<(String, u32)>,
 }
 
 /// A channel as the sender set it up.
@@ -88,6 +92,20 @@ impl SendOutcome {
     }
 }
 
+impl MessageOutcome {
+    /// Whether the message run did what was asked: as [`SendOutcome::verdict`], with
+    /// delivered messages in place of acked ADUs and messages without a fate in place of
+    /// abandoned ADUs.
+    pub fn verdict(&self, service: u32) -> Verdict {
+        match self.end.peer_left() {
+            Some(CloseReason::ServiceRefused) => Verdict::ServiceRefused(service),
+            _ if self.delivered() == 0 => Verdict::NothingAcked,
+            Some(reason) if self.abandoned() > 0 => Verdict::PeerLeft(reason),
+            _ => Verdict::Delivered,
+        }
+    }
+}
+
 impl Sender {
     /// `cfg` was read from `path` (its relative paths start there); `duration`, in
     /// seconds, overrides the file's.
@@ -127,6 +145,17 @@ impl Sender {
             .enumerate()
             .map(|(i, c)| c.name.clone().unwrap_or_else(|| format!("ch{i}")))
             .collect();
+        let message_plans = cfg
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ClassPlan::new(i, c))
+            .collect();
+        let message_queues = cfg
+            .message_queues
+            .iter()
+            .map(|q| (q.name.clone(), q.weight as u32))
+            .collect();
         Ok(Self {
             cfg,
             keypair,
@@ -137,6 +166,8 @@ impl Sender {
             max_adu,
             channel_names,
             reconnect_give_up,
+            message_plans,
+            message_queues,
         })
     }
 
@@ -146,6 +177,11 @@ impl Sender {
 
     pub fn peer(&self) -> PublicKey {
         self.peer
+    }
+
+    /// The service the sender asks for.
+    pub fn service(&self) -> u32 {
+        self.cfg.service
     }
 
     /// The receiver's key as the file wrote it.
@@ -201,6 +237,25 @@ impl Sender {
     /// The synthetic streams the file declares.
     pub fn stream_count(&self) -> usize {
         self.plans.len()
+    }
+
+    /// The `[[messages]]` classes the file declares.
+    pub fn message_class_count(&self) -> usize {
+        self.message_plans.len()
+    }
+
+    /// Run the message workload for the run length or until Ctrl-C, let the live
+    /// messages meet their fates, and close (see [`crate::messages::send`]).
+    pub async fn run_messages(&self, conn: Connection) -> Result<MessageOutcome> {
+        run_messages(
+            conn,
+            &self.message_plans,
+            &self.message_queues,
+            self.duration,
+            self.cfg.seed,
+            self.max_adu,
+        )
+        .await
     }
 
     /// Send what `source` reads, instead of the streams, until the receiver has checked

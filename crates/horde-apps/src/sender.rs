@@ -84,18 +84,18 @@ impl ConnEnd {
 /// Follows the connection's events for its end: a session that ended and a
 /// reconnection, or the final [`Event::Closed`].
 #[derive(Debug, Default)]
-struct EndWatch {
+pub(crate) struct EndWatch {
     /// The session ended for this reason and a new one is being opened.
     reconnecting: Option<CloseReason>,
-    end: ConnEnd,
+    pub(crate) end: ConnEnd,
     /// The final `Closed` arrived, or the event stream ended.
-    over: bool,
+    pub(crate) over: bool,
     /// This end has asked for the close.
     closing: bool,
 }
 
 impl EndWatch {
-    fn see(&mut self, e: &Event, at: Duration) {
+    pub(crate) fn see(&mut self, e: &Event, at: Duration) {
         match e {
             Event::Reconnecting { reason, .. } => self.reconnecting = Some(*reason),
             Event::Connected => self.reconnecting = None,
@@ -112,7 +112,7 @@ impl EndWatch {
     }
 
     /// The event stream ended (the host let the connection go).
-    fn gone(&mut self, at: Duration) {
+    pub(crate) fn gone(&mut self, at: Duration) {
         if !self.over && !self.closing {
             self.end.peer_ended = Some(self.reconnecting.unwrap_or(CloseReason::Unreachable));
             self.end.at_s = at.as_secs_f64();
@@ -121,7 +121,7 @@ impl EndWatch {
     }
 
     /// This end closes the connection now.
-    fn close(&mut self, at: Duration) {
+    pub(crate) fn close(&mut self, at: Duration) {
         self.closing = true;
         if self.end.peer_ended.is_none() {
             self.end.away_at_close = self.reconnecting;

@@ -16,6 +16,7 @@ mod hint;
 mod hose;
 mod keygen;
 mod live;
+mod messages;
 mod metrics;
 mod peer;
 mod pipe;
@@ -56,8 +57,8 @@ enum Command {
     Sim(sim::Args),
     /// Run the real-time link emulator.
     Emu(emu::Args),
-    /// Send synthetic streams, or a file or a pipe (`--file`), to a receiver over real
-    /// UDP channels.
+    /// Send synthetic streams, prioritised messages with deadlines (`[[messages]]`), or a
+    /// file or a pipe (`--file`), to a receiver over real UDP channels.
     Send(peer::SendArgs),
     /// Receive streams from senders over real UDP channels, or one file or pipe
     /// (`--out`).

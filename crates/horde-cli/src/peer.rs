@@ -1,7 +1,7 @@
 //! `horde send` and `horde recv`: the two ends as separate processes (or hosts), with
 //! streams, channels and keys from TOML files; their arguments and what they print.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -117,9 +117,17 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
     if let Some(file) = &args.file {
         return crate::transfer::send(app, &args.config, file, args.json);
     }
+    if app.message_class_count() > 0 {
+        anyhow::ensure!(
+            args.status.is_none() && args.metrics.is_none(),
+            "--status and --metrics do not serve a message workload ([[messages]] in {})",
+            args.config.display()
+        );
+        return crate::messages::send(app, &args.config, args.json);
+    }
     anyhow::ensure!(
         app.stream_count() > 0,
-        "{} declares no [[streams]]: declare one, or send a file with --file",
+        "{} declares no [[streams]]: declare one (or [[messages]]), or send a file with --file",
         args.config.display()
     );
     let metrics = args.metrics.map(crate::metrics::bind).transpose()?;
@@ -138,18 +146,15 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
             crate::status::spawn_writer(path, "send", our_key.to_string(), registry.clone())
         });
         let feed = StreamFeed::default();
-        let metrics = serve_metrics(metrics, "send", our_key.to_string(), &registry, &feed, &host)?;
-        let channels_json: Vec<serde_json::Value> = app
-            .channels(host.local_addrs())
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if !args.json {
-                    println!("channel {}: {} -> {}", c.name, c.local, c.remote);
-                }
-                serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
-            })
-            .collect();
+        let metrics = serve_metrics(
+            metrics,
+            "send",
+            our_key.to_string(),
+            &registry,
+            &feed,
+            &host,
+        )?;
+        let channels_json = announce_channels(&app, &host, args.json);
         let json = args.json;
         let outcome = app
             .run(conn, |row| {
@@ -192,20 +197,49 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 stats.reconnects, outcome.unaccounted
             );
         }
-        match verdict {
-            Verdict::ServiceRefused(service) => anyhow::bail!(
-                "the receiver refused service {service}: it does not listen on it (`service` in {})",
-                args.config.display()
-            ),
-            Verdict::NothingAcked => eprintln!("error: not one ADU was acked"),
-            Verdict::PeerLeft(reason) => eprintln!(
-                "error: the receiver left ({}) and ADUs were abandoned",
-                reason.as_str()
-            ),
-            Verdict::Delivered => {}
-        }
-        Ok(ExitCode::from(exit_code(verdict)))
+        conclude(verdict, "ADU", "acked", &args.config)
     })
+}
+
+/// The sender's channels as JSON, each also printed as a line unless `json`.
+pub(crate) fn announce_channels(
+    app: &Sender,
+    host: &horde_net::Host,
+    json: bool,
+) -> Vec<serde_json::Value> {
+    app.channels(host.local_addrs())
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if !json {
+                println!("channel {}: {} -> {}", c.name, c.local, c.remote);
+            }
+            serde_json::json!({ "id": i, "name": c.name, "local": c.local.to_string(), "remote": c.remote.to_string() })
+        })
+        .collect()
+}
+
+/// Says what went wrong, if anything, and gives the exit status for a run's verdict.
+/// `unit` is what the run sends ("ADU", "message"), `done` what became of the good ones.
+pub(crate) fn conclude(
+    verdict: Verdict,
+    unit: &str,
+    done: &str,
+    config: &Path,
+) -> Result<ExitCode> {
+    match verdict {
+        Verdict::ServiceRefused(service) => anyhow::bail!(
+            "the receiver refused service {service}: it does not listen on it (`service` in {})",
+            config.display()
+        ),
+        Verdict::NothingAcked => eprintln!("error: not one {unit} was {done}"),
+        Verdict::PeerLeft(reason) => eprintln!(
+            "error: the receiver left ({}) and {unit}s were abandoned",
+            reason.as_str()
+        ),
+        Verdict::Delivered => {}
+    }
+    Ok(ExitCode::from(exit_code(verdict)))
 }
 
 /// Serve `--metrics`, if it was given, for this process's connections and streams.
@@ -232,7 +266,7 @@ fn serve_metrics(
 }
 
 /// The exit status for a run's verdict (see [`SEND_EXIT_CODES`]).
-fn exit_code(v: Verdict) -> u8 {
+pub(crate) fn exit_code(v: Verdict) -> u8 {
     match v {
         Verdict::Delivered => 0,
         Verdict::ServiceRefused(_) => 1,
@@ -357,6 +391,10 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 "dropped_by_reason": crate::drops::to_json(&stats.dropped),
                 "kernel_dropped": stats.kernel_dropped,
             });
+            let mut out = out;
+            if serve.messages.seen {
+                out["messages"] = serde_json::to_value(serve.messages.report())?;
+            }
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             println!("ended: {}", end.as_str());
@@ -382,6 +420,9 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                         st["goodput_kbps"].as_f64().unwrap_or(0.0)
                     );
                 }
+            }
+            if serve.messages.seen {
+                print!("{}", serve.messages.report().render());
             }
             print!("{}", crate::drops::render(&stats.dropped));
             print!("{}", crate::drops::render_kernel(stats.kernel_dropped));

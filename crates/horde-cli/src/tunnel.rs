@@ -61,11 +61,19 @@ pub fn run(command: Command) -> Result<ExitCode> {
             (a, Loaded::Server(cfg))
         }
     };
-    run_loaded(&args, loaded)
+    run_loaded(&args, loaded, None)
 }
 
+/// Called on a client's reload with the file as read again, before its channels are
+/// handed to the running tunnel (`horde up` routes new devices there).
+pub(crate) type OnReload = Box<dyn FnMut(&ClientConfig)>;
+
 /// Run the tunnel end of a file already read and checked.
-pub(crate) fn run_loaded(args: &RunArgs, loaded: Loaded) -> Result<ExitCode> {
+pub(crate) fn run_loaded(
+    args: &RunArgs,
+    loaded: Loaded,
+    on_reload: Option<OnReload>,
+) -> Result<ExitCode> {
     let which = match &loaded {
         Loaded::Client(_) => "client",
         Loaded::Server(_) => "server",
@@ -75,7 +83,7 @@ pub(crate) fn run_loaded(args: &RunArgs, loaded: Loaded) -> Result<ExitCode> {
         "horde tunnel {which} needs root (CAP_NET_ADMIN) to create its TUN device; run it with sudo"
     );
     let report = match loaded {
-        Loaded::Client(cfg) => client(args, cfg)?,
+        Loaded::Client(cfg) => client(args, cfg, on_reload)?,
         Loaded::Server(cfg) => server(args, cfg)?,
     };
     if args.json {
@@ -109,7 +117,7 @@ pub(crate) fn load_file<T: serde::de::DeserializeOwned + horde_config::Validate>
     Ok(checked.value)
 }
 
-fn client(args: &RunArgs, cfg: ClientConfig) -> Result<Report> {
+fn client(args: &RunArgs, cfg: ClientConfig, mut on_reload: Option<OnReload>) -> Result<Report> {
     let base = crate::peer::base_dir(&args.config);
     let keypair = crate::peer::read_key(&cfg.key_file, &base)?;
     let our_key = *keypair.public();
@@ -121,7 +129,11 @@ fn client(args: &RunArgs, cfg: ClientConfig) -> Result<Report> {
         .transpose()?;
     let path = args.config.clone();
     let until = until(args, move || {
-        Ok(Reload::Channels(load_file::<ClientConfig>(&path)?.channels))
+        let cfg = load_file::<ClientConfig>(&path)?;
+        if let Some(hook) = on_reload.as_mut() {
+            hook(&cfg);
+        }
+        Ok(Reload::Channels(cfg.channels))
     })?;
     let observer = Front::new(args, "tunnel client", our_key, &cfg.peer_key)?;
     let run = Run {

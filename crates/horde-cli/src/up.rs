@@ -5,20 +5,22 @@
 //! client, forwarding and NAT on a server), records each change with its undo in a state
 //! file, runs the tunnel in the foreground, and undoes everything when the tunnel ends.
 //! While it runs it puts back a channel's route when its interface comes back (the kernel
-//! drops a device's routes when it goes down). `down` undoes what a state file records,
+//! drops a device's routes when it goes down), and on a client's reload gives a device
+//! it does not route yet a table of its own. `down` undoes what a state file records,
 //! for an `up` that was killed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use horde_tunnel::config::ClientConfig;
 use horde_tunnel::deploy::{self, LinkRoute, Step, UpConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::tunnel::{self, Loaded, RunArgs};
+use crate::tunnel::{self, Loaded, OnReload, RunArgs};
 
 /// How often `up` checks that each channel's table still has its route.
 const ROUTE_CHECK: Duration = Duration::from_secs(1);
@@ -155,9 +157,7 @@ fn undo_recorded(path: &Path) -> Result<bool> {
 fn plan(role: &Loaded) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
     Ok(match role {
         Loaded::Client(c) => {
-            let links = deploy::client_links(c, gateway, |dev| {
-                Path::new("/sys/class/net").join(dev).exists()
-            });
+            let links = deploy::client_links(c, gateway, present);
             (deploy::client_plan(&c.up, &links), links, c.up.clone())
         }
         Loaded::Server(s) => {
@@ -172,10 +172,68 @@ fn plan(role: &Loaded) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
     })
 }
 
-/// Puts back each link's route when its table has lost it, until `stop`.
-fn keep_routes(up: UpConfig, links: Vec<LinkRoute>, stop: Arc<AtomicBool>) {
+/// What `up` has changed so far and the links it routes, shared by the tunnel's reloads
+/// and the route check.
+struct Routing {
+    up: UpConfig,
+    /// Link `i` has table `up.table + i`.
+    links: Vec<LinkRoute>,
+    state: State,
+    path: PathBuf,
+}
+
+impl Routing {
+    /// Record `step` in the state file, then apply it. A step that fails is undone and
+    /// dropped from the record.
+    fn apply(&mut self, step: Step) -> Result<()> {
+        self.state.steps.push(step);
+        if let Err(e) = write_state(&self.path, &self.state) {
+            self.state.steps.pop();
+            return Err(e);
+        }
+        let step = self.state.steps.last().expect("just pushed");
+        if let Err(e) = step.apply.iter().try_for_each(|argv| exec(argv).map(drop)) {
+            let step = self.state.steps.pop().expect("just pushed");
+            undo(std::slice::from_ref(&step));
+            write_state(&self.path, &self.state)?;
+            return Err(e.context(format!("setting up \"{}\"", step.what)));
+        }
+        Ok(())
+    }
+
+    /// On a reload: a table, rule and route for each device the file now names and `up`
+    /// does not route yet. A failure is a warning; the channel is still added.
+    fn route_new_devices(&mut self, cfg: &ClientConfig) {
+        let wanted = deploy::client_links(cfg, gateway, present);
+        for (link, step) in deploy::reload_plan(&self.up, &self.links, &wanted) {
+            let what = step.what.clone();
+            match self.apply(step) {
+                Ok(()) => {
+                    eprintln!("up: {what}");
+                    self.links.push(link);
+                }
+                Err(e) => eprintln!(
+                    "warning: reload: no policy route for {}: {e:#}",
+                    link.device
+                ),
+            }
+        }
+    }
+}
+
+fn present(device: &str) -> bool {
+    Path::new("/sys/class/net").join(device).exists()
+}
+
+/// Puts back each link's route when its table has lost it, until `stop`. Links a reload
+/// adds are checked from the next round on.
+fn keep_routes(routing: Arc<Mutex<Routing>>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(ROUTE_CHECK);
+        let (up, links) = {
+            let r = routing.lock().expect("routing lock");
+            (r.up.clone(), r.links.clone())
+        };
         for (i, link) in links.iter().enumerate() {
             let table = (up.table + i as u32).to_string();
             let family = if link.v6 { "-6" } else { "-4" };
@@ -216,35 +274,45 @@ pub fn up(args: UpArgs) -> Result<ExitCode> {
         eprintln!("undid what an earlier `horde up` left ({})", path.display());
     }
     let (steps, links, up) = plan(&role)?;
-    let mut state = State {
-        config: args.run.config().to_path_buf(),
-        steps: Vec::new(),
-    };
+    let is_client = matches!(role, Loaded::Client(_));
+    let routing = Arc::new(Mutex::new(Routing {
+        up,
+        links: Vec::new(),
+        state: State {
+            config: args.run.config().to_path_buf(),
+            steps: Vec::new(),
+        },
+        path: path.clone(),
+    }));
     for step in steps {
-        let applied = step.apply.iter().try_for_each(|argv| exec(argv).map(drop));
-        state.steps.push(step);
-        write_state(&path, &state)?;
-        if let Err(e) = applied {
-            undo(&state.steps);
+        let what = step.what.clone();
+        let mut r = routing.lock().expect("routing lock");
+        if let Err(e) = r.apply(step) {
+            undo(&r.state.steps);
             let _ = std::fs::remove_file(&path);
-            return Err(e.context(format!(
-                "setting up \"{}\"",
-                state.steps.last().map_or("", |s| s.what.as_str())
-            )));
+            return Err(e);
         }
-        eprintln!("up: {}", state.steps.last().map_or("", |s| s.what.as_str()));
+        eprintln!("up: {what}");
     }
+    routing.lock().expect("routing lock").links = links;
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = (!links.is_empty()).then(|| {
-        let stop = stop.clone();
-        std::thread::spawn(move || keep_routes(up, links, stop))
+    // A client's reload may add links, so its routes are watched even if it has none yet.
+    let watcher = is_client.then(|| {
+        let (routing, stop) = (routing.clone(), stop.clone());
+        std::thread::spawn(move || keep_routes(routing, stop))
     });
-    let result = tunnel::run_loaded(&args.run, role);
+    // Runs on the tunnel's thread while it reloads: the few `ip` commands of a new device
+    // come before its channel's first datagram.
+    let on_reload: OnReload = {
+        let routing = routing.clone();
+        Box::new(move |cfg| routing.lock().expect("routing lock").route_new_devices(cfg))
+    };
+    let result = tunnel::run_loaded(&args.run, role, is_client.then_some(on_reload));
     stop.store(true, Ordering::Relaxed);
     if let Some(w) = watcher {
         let _ = w.join();
     }
-    undo(&state.steps);
+    undo(&routing.lock().expect("routing lock").state.steps);
     let _ = std::fs::remove_file(&path);
     eprintln!("down: every change undone");
     result

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{keygen, text};
+use common::{finish_within, free_port, keygen, path, text, write_recv_config};
 
 /// The exit status of a run whose receiver left with ADUs abandoned.
 const PEER_LEFT: i32 = 4;
@@ -39,24 +39,6 @@ fn signal(child: &Child, sig: &str) {
     assert!(ok.success());
 }
 
-/// Wait for the process to exit (killing it after `limit`, which fails the test).
-fn finish_within(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "process did not exit within {limit:?}\n{}\n{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.wait_with_output().unwrap()
-}
-
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)))
@@ -71,11 +53,7 @@ fn setup(tag: &str, duration_s: u32, channels: usize, extra: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let key = |name: &str| keygen(&dir, name);
     let (receiver, sender) = (key("r.key"), key("s.key"));
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let channel = format!("[[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n");
     std::fs::write(
         dir.join("send.toml"),
@@ -86,18 +64,8 @@ fn setup(tag: &str, duration_s: u32, channels: usize, extra: &str) -> PathBuf {
         ),
     )
     .unwrap();
-    std::fs::write(
-        dir.join("recv.toml"),
-        format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{sender}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
-        ),
-    )
-    .unwrap();
+    write_recv_config(&dir, &sender, port);
     dir
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_str().unwrap().to_string()
 }
 
 /// Stream 1's books, checked to balance with their reasons; returns them.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{horde_in_repo as horde, keygen, repo, text};
+use common::{free_port, horde_in_repo as horde, keygen, repo, text};
 
 #[test]
 fn sim_json_is_byte_identical_for_the_same_seed() {
@@ -375,11 +375,7 @@ fn peer_configs(tag: &str, duration_s: u32, streams: &str) -> PathBuf {
     let key = |name: &str| keygen(&dir, name);
     let (sender_pub, receiver_pub) = (key("s.key"), key("r.key"));
     // A free port for the receiver.
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     std::fs::write(
         dir.join("recv.toml"),
         format!("key_file = \"r.key\"\nallowed_keys = [\"{sender_pub}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"),

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 mod common;
 
-use common::text;
+use common::{finish_within, free_port, text};
 
 const SIZE: usize = 50_000_000;
 /// `send`'s and `recv`'s status when the receiver left and the transfer did not complete.
@@ -34,24 +34,6 @@ fn spawn(args: &[&str], stdin: Stdio) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Wait for the process to exit, killing it after `limit` (which fails the test).
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "process did not exit within {limit:?}\n{}\n{}",
-                text(&out.stdout),
-                text(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.wait_with_output().unwrap()
 }
 
 fn kill(child: &mut Child) {
@@ -93,11 +75,7 @@ impl Setup {
             text(&out.stdout).trim().to_string()
         };
         let (receiver, sender) = (key("r.key"), key("s.key"));
-        let port = std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let pace = pace_kbps.map_or(String::new(), |k| {
             format!("congestion = {{ kind = \"cbr\", kbps = {k} }}\n")
         });
@@ -183,8 +161,8 @@ fn a_50_mb_file_goes_over_two_channels_and_its_checksum_matches() {
     let recv = s.recv(&s.path("out.bin"), true);
     std::thread::sleep(Duration::from_millis(300));
     let send = s.send(&s.path("in.bin"), Stdio::null());
-    let tx = finish(send, Duration::from_secs(40));
-    let rx = finish(recv, Duration::from_secs(20));
+    let tx = finish_within(send, Duration::from_secs(40));
+    let rx = finish_within(recv, Duration::from_secs(20));
     let tx_json = verified_send(&tx, &s.input);
     assert!(
         text(&tx.stderr).contains("--file replaces the 1 synthetic stream(s)"),
@@ -233,9 +211,9 @@ fn a_pipe_goes_to_a_pipe() {
             stdin.write_all(chunk).unwrap();
         }
     });
-    let tx = finish(send, Duration::from_secs(40));
+    let tx = finish_within(send, Duration::from_secs(40));
     writer.join().unwrap();
-    let rx = finish(recv, Duration::from_secs(20));
+    let rx = finish_within(recv, Duration::from_secs(20));
     verified_send(&tx, &s.input);
     assert!(rx.status.success(), "recv: {}", text(&rx.stderr));
     let got = reader.join().unwrap();
@@ -270,8 +248,8 @@ fn a_receiver_killed_mid_transfer_and_restarted_completes_the_file() {
     assert!(written < SIZE as u64, "killed too late: {written} written");
     std::thread::sleep(Duration::from_millis(500));
     let recv = s.recv(&out, true);
-    let tx = finish(send, Duration::from_secs(40));
-    let rx = finish(recv, Duration::from_secs(20));
+    let tx = finish_within(send, Duration::from_secs(40));
+    let rx = finish_within(recv, Duration::from_secs(20));
     let tx_json = verified_send(&tx, &s.input);
     assert!(tx_json["reconnects"].as_u64().unwrap() >= 1, "{tx_json}");
     assert!(rx.status.success(), "recv: {}", text(&rx.stderr));
@@ -309,8 +287,8 @@ fn a_copy_changed_on_disk_is_a_checksum_mismatch_at_both_ends() {
     let first = !s.input[0];
     std::os::unix::fs::FileExt::write_all_at(&file, &[first], 0).unwrap();
     drop(file);
-    let tx = finish(send, Duration::from_secs(40));
-    let rx = finish(recv, Duration::from_secs(20));
+    let tx = finish_within(send, Duration::from_secs(40));
+    let rx = finish_within(recv, Duration::from_secs(20));
     assert_eq!(tx.status.code(), Some(MISMATCH), "{}", text(&tx.stderr));
     assert!(
         text(&tx.stderr).contains("checksum mismatch"),
@@ -344,8 +322,8 @@ fn a_pipe_receiver_restarted_cannot_resume_and_both_ends_say_so() {
     kill(&mut recv);
     std::thread::sleep(Duration::from_millis(300));
     let recv = drained(s.recv("-", false));
-    let tx = finish(send, Duration::from_secs(30));
-    let rx = finish(recv, Duration::from_secs(30));
+    let tx = finish_within(send, Duration::from_secs(30));
+    let rx = finish_within(recv, Duration::from_secs(30));
     assert_eq!(
         tx.status.code(),
         Some(RECEIVER_LEFT),
@@ -399,7 +377,7 @@ fn bad_inputs_get_clear_errors() {
         (
             vec!["send", no_streams.to_str().unwrap()],
             1,
-            "declares no [[streams]]: declare one, or send a file with --file",
+            "declares no [[streams]]: declare one (or [[messages]]), or send a file with --file",
         ),
         (
             vec!["recv", &recv, "--out", "/nonexistent-dir/out.bin"],
@@ -428,7 +406,7 @@ fn bad_inputs_get_clear_errors() {
         ),
     ];
     for (args, code, message) in cases {
-        let out = finish(spawn(&args, Stdio::null()), Duration::from_secs(10));
+        let out = finish_within(spawn(&args, Stdio::null()), Duration::from_secs(10));
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(message), "{args:?}: {err}");

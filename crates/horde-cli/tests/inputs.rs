@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{horde, text};
+use common::{free_port, horde, text, write_recv_config};
 
 /// What a run of `horde` gave, with its own peak memory.
 struct Run {
@@ -226,17 +226,9 @@ fn a_key_file_others_may_read_gets_a_warning_as_wg_gives() {
     let sender = keygen(&dir.join("s.key"));
     let key = dir.join("r.key");
     keygen(&key);
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
+    write_recv_config(&dir, &sender, port);
     let cfg = dir.join("recv.toml");
-    std::fs::write(
-        &cfg,
-        format!("key_file = \"r.key\"\nallowed_keys = [\"{sender}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"),
-    )
-    .unwrap();
     let cases = [
         (0o600, None),
         (0o400, None),

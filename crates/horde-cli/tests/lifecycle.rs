@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use common::{keygen, text};
+use common::{free_port, keygen, path, text};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_horde"))
@@ -61,11 +61,7 @@ fn setup(tag: &str, senders: usize, duration_s: u32, extra: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let key = |name: &str| keygen(&dir, name);
     let receiver = key("r.key");
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut allowed = Vec::new();
     for i in 0..senders {
         let public = key(&format!("s{i}.key"));
@@ -90,10 +86,6 @@ fn setup(tag: &str, senders: usize, duration_s: u32, extra: &str) -> PathBuf {
     )
     .unwrap();
     dir
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_str().unwrap().to_string()
 }
 
 /// The sender's stream 1 summary, checked to balance.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::keygen;
+use common::{free_port, keygen, write_recv_config};
 
 /// How long the sender runs.
 const RUN_S: u64 = 30;
@@ -53,11 +53,7 @@ fn send_and_recv_memory_stays_flat_as_adus_pass() {
     std::fs::create_dir_all(&dir).unwrap();
     let key = |name: &str| keygen(&dir, name);
     let (receiver, sender) = (key("r.key"), key("s.key"));
-    let port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let channel = format!(
         "[[channels]]\nbind = \"127.0.0.1:0\"\nremote = \"127.0.0.1:{port}\"\n\
          congestion = {{ kind = \"cbr\", kbps = 20000 }}\n"
@@ -71,13 +67,7 @@ fn send_and_recv_memory_stays_flat_as_adus_pass() {
         ),
     )
     .unwrap();
-    std::fs::write(
-        dir.join("recv.toml"),
-        format!(
-            "key_file = \"r.key\"\nallowed_keys = [\"{sender}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
-        ),
-    )
-    .unwrap();
+    write_recv_config(&dir, &sender, port);
     let bin = env!("CARGO_BIN_EXE_horde");
     let recv = Command::new(bin)
         .args(["recv", dir.join("recv.toml").to_str().unwrap(), "--json"])

@@ -7,16 +7,12 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{keygen, text};
+use common::{free_port, keygen, text};
 
 /// Writes `recv.toml` in `dir` for key `r.key`, allowing `allowed`, on a free local port,
 /// and returns the port.
 fn write_receiver(dir: &std::path::Path, allowed: &str) -> u16 {
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     std::fs::write(
         dir.join("recv.toml"),
         format!(

@@ -30,7 +30,13 @@ fn a_short_soak_keeps_its_invariants_through_outages_and_restarts() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: no JSON verdict\n{stderr}"));
     let report = format!("{v:#}\n{stderr}");
-    for check in ["accounting", "agreement", "no_stall", "rss_flat"] {
+    for check in [
+        "no_early_exit",
+        "accounting",
+        "agreement",
+        "no_stall",
+        "rss_flat",
+    ] {
         assert_eq!(v["checks"][check], true, "{check} failed: {report}");
     }
     assert_eq!(v["pass"], true, "{report}");

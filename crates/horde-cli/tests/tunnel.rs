@@ -1173,6 +1173,21 @@ fn start_up(ns: &Netns, dir: &Path, file: &str, extra: &[&str]) -> Child {
     child
 }
 
+/// After `horde up` ends on the vehicle: no modem's rule, route or table is left
+/// (tables 7700 and 7701), nor the state record.
+fn assert_client_routing_undone(bus: &Netns, dir: &Path) {
+    let rules = shown(bus, &["ip", "rule"]);
+    assert!(!rules.contains("lookup 770"), "{rules}");
+    for table in ["7700", "7701"] {
+        let routes = shown(bus, &["ip", "route", "show", "table", table]);
+        assert!(
+            routes.trim().is_empty() || routes.contains("does not exist"),
+            "table {table}: {routes}"
+        );
+    }
+    assert!(!dir.join("state/hdt0-client.json").exists());
+}
+
 fn shown(ns: &Netns, args: &[&str]) -> String {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0])
@@ -1295,16 +1310,7 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
         count(&client, &["counters", "tun_in_bytes"]) >= 20_000_000,
         "{client}"
     );
-    let rules = shown(&bus, &["ip", "rule"]);
-    assert!(!rules.contains("lookup 770"), "{rules}");
-    for table in ["7700", "7701"] {
-        let routes = shown(&bus, &["ip", "route", "show", "table", table]);
-        assert!(
-            routes.trim().is_empty() || routes.contains("does not exist"),
-            "{routes}"
-        );
-    }
-    assert!(!dir.join("state/hdt0-client.json").exists());
+    assert_client_routing_undone(&bus, &dir);
     // A crash leaves the server's NAT behind; `horde down` removes it.
     unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGKILL) };
     let _ = server.wait_with_output();
@@ -1601,6 +1607,82 @@ fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
     assert!(!text.contains("reconnecting"), "{text}");
     stop(client);
     assert!(!shown(&bus, &["ip", "rule"]).contains("lookup 7701"));
+    interrupt(&server);
+    assert!(server.wait().unwrap().success());
+}
+
+/// Under `horde up`, a reload that adds a channel on a modem `up` does not route yet
+/// gives that modem the next table, its route and its rule, recorded in the state file;
+/// the channel joins and carries data; when `up` ends, nothing is left.
+#[test]
+fn a_reload_under_up_routes_a_new_modem_and_its_channel_joins() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let (dir, srv_pub, _) = server_and_client_keys("upreload", "");
+    // The vehicle starts with its first modem's channel only.
+    let both = up_client_toml(&srv_pub);
+    let (first, _) = both.split_at(both.rfind("[[channels]]").unwrap());
+    std::fs::write(dir.join("client.toml"), first).unwrap();
+    let (bus, srv) = (Netns::new("rubus"), Netns::new("rusrv"));
+    veth_pair_of_links(&bus, &srv);
+    for (gw, dev, metric) in [
+        ("192.168.71.1", "hdtb1", "100"),
+        ("192.168.72.1", "hdtb2", "200"),
+    ] {
+        bus.ip(&[
+            "route", "add", "default", "via", gw, "dev", dev, "metric", metric,
+        ]);
+    }
+    let srv_status = dir.join("server.status");
+    let mut server = start_with_status(&srv, &dir, "server", &srv_status);
+    let status = dir.join("client.status");
+    let client = start_up(
+        &bus,
+        &dir,
+        "client.toml",
+        &["--json", "--status", status.to_str().unwrap()],
+    );
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(rules.contains("oif hdtb1 lookup 7700"), "{rules}");
+    assert!(!rules.contains("hdtb2"), "{rules}");
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(1)
+    });
+
+    // The second modem's channel is added to the file, and `up` reloads it.
+    std::fs::write(dir.join("client.toml"), &both).unwrap();
+    hangup(&client);
+    let log = dir.join("client.toml.err");
+    log_line(&log, "up: channel 1: out through hdtb2 (table 7701)");
+    let line = log_line(&log, "reloaded: channels");
+    assert!(line.contains("added: ch1; removed: none"), "{line}");
+    let rules = shown(&bus, &["ip", "rule"]);
+    assert!(
+        rules.contains("7701:\tfrom all oif hdtb2 lookup 7701"),
+        "{rules}"
+    );
+    let table = shown(&bus, &["ip", "route", "show", "table", "7701"]);
+    assert!(
+        table.contains("default via 192.168.72.1 dev hdtb2"),
+        "{table}"
+    );
+    // Recorded for `horde down`, should `up` be killed.
+    let state = std::fs::read_to_string(dir.join("state/hdt0-client.json")).unwrap();
+    assert!(state.contains("\"7701\""), "{state}");
+
+    // The new channel joins the session and carries data.
+    status_when(&srv_status, |v| {
+        v["peers"][0]["channels"].as_array().map(Vec::len) == Some(2)
+    });
+    carries(&bus, &srv, &status, |ch| ch["interface"] == 1);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("reconnecting"), "{text}");
+
+    // `up` ends: neither modem's rule, route or table is left, nor the record.
+    stop(client);
+    assert_client_routing_undone(&bus, &dir);
     interrupt(&server);
     assert!(server.wait().unwrap().success());
 }

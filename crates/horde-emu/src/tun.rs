@@ -44,6 +44,46 @@ impl TunDevice {
         })
     }
 
+    /// With offloads if `want` asks for them and the kernel takes them, without them
+    /// otherwise. When the kernel refuses them, the half-made device is closed (which
+    /// removes it) and `name` is opened again without the `virtio_net_hdr`; the refusal
+    /// comes back with the device, for the log.
+    pub fn create_preferring_offloads(
+        name: &str,
+        want: bool,
+    ) -> io::Result<(TunDevice, Option<io::Error>)> {
+        Self::create_preferring_offloads_by(name, want, crate::sys::tun::set_offloads)
+    }
+
+    /// As [`create_preferring_offloads`](Self::create_preferring_offloads), with
+    /// `set_offloads` in place of the call that asks the kernel for them
+    /// ([`set_offloads`](crate::sys::tun::set_offloads)), so that a refusal can be driven.
+    pub fn create_preferring_offloads_by(
+        name: &str,
+        want: bool,
+        set_offloads: impl FnOnce(&File) -> io::Result<()>,
+    ) -> io::Result<(TunDevice, Option<io::Error>)> {
+        if !want {
+            return Ok((Self::create(name)?, None));
+        }
+        match crate::sys::tun::open_tun_with_offloads_by(name, set_offloads) {
+            Ok(file) => Ok((
+                TunDevice {
+                    file,
+                    name: name.to_string(),
+                    offloads: true,
+                },
+                None,
+            )),
+            Err(refused) => Ok((Self::create(name)?, Some(refused))),
+        }
+    }
+
+    /// Whether the kernel puts a `virtio_net_hdr` before each packet, as it says.
+    pub fn kernel_vnet_header(&self) -> io::Result<bool> {
+        crate::sys::tun::has_vnet_header(&self.file)
+    }
+
     /// Write `bytes` as they are: with offloads, a `virtio_net_hdr` and its packet (e.g.
     /// a TCP super packet for the kernel to take as segments).
     pub fn write_raw(&self, bytes: &[u8]) -> io::Result<()> {

@@ -31,7 +31,8 @@
 //!
 //! and drains [`Host::poll_handshake_transmit`] (handshake datagrams: initiations,
 //! responses, cookie replies, sent as they are), [`Host::poll_transmit`] (protocol
-//! datagrams, sealed with [`Host::crypto_mut`] of their connection) and
+//! datagrams, sealed with [`Host::crypto_mut`] of their connection; or
+//! [`Host::poll_datagram`], the same without the ADUs each carries) and
 //! [`Host::poll_event`].
 
 mod config;
@@ -71,7 +72,7 @@ pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
 pub use refusal::{InitiationLog, REJECT_LOG_EVERY};
 pub use respond::{HandshakeJob, HandshakeOutcome, ResponderSettings, LOAD_HOLD};
-pub use transmit::HostTransmit;
+pub use transmit::{HostDatagram, HostTransmit};
 
 use conn::{Conn, ConnState};
 use timers::{Timer, TimerTable};
@@ -354,7 +355,7 @@ impl Host {
     /// The connections the next [`Host::poll_transmit`] walk visits: those something
     /// happened to since the last one. The others' sessions have not changed since.
     pub fn touched_connections(&self) -> impl Iterator<Item = u64> + '_ {
-        self.touched.transmit.iter().copied()
+        self.touched.transmit().iter().copied()
     }
 
     /// The connections there are now.
@@ -408,7 +409,7 @@ impl Host {
         }
         let touched = self
             .touched
-            .transmit
+            .transmit()
             .iter()
             .filter_map(|k| self.conns.get(k)?.session()?.poll_timeout(now));
         touched.chain(self.timers.next()).min()
@@ -429,7 +430,7 @@ impl Host {
         }
         // A session's deadline read at its last walk and passed, or one touched since
         // (its kept deadline may be stale): each runs what is due.
-        for key in &self.touched.transmit {
+        for key in self.touched.transmit() {
             if let Some(p) = self.conns.get_mut(key).and_then(Conn::session_mut) {
                 if p.poll_timeout(now).is_some_and(|t| t <= now) {
                     p.handle_timeout(now);
@@ -451,13 +452,15 @@ impl Host {
         #[cfg(test)]
         if self.full_walk && !self.draining {
             self.draining = true;
-            self.touched.events.extend(self.conns.keys().copied());
+            for &key in self.conns.keys() {
+                self.touched.touch_events(key);
+            }
         }
         loop {
             if let Some(e) = self.events.pop_front() {
                 return Some(e);
             }
-            let Some(&key) = self.touched.events.range(self.event_cursor..).next() else {
+            let Some(key) = self.touched.take_event_from(self.event_cursor) else {
                 self.event_cursor = 0;
                 #[cfg(test)]
                 {
@@ -470,7 +473,6 @@ impl Host {
             if let Some(conn) = self.conns.get_mut(&key) {
                 conn.drain_events(key, &mut self.events);
             }
-            self.touched.events.remove(&key);
             self.event_cursor = key + 1;
         }
     }

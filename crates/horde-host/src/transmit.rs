@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use horde_proto::{ChannelId, CloseReason, TransmitAdus};
+use horde_proto::{ChannelId, CloseReason, Transmit, TransmitAdus};
 
 use crate::conn::ConnState;
 use crate::timers::Timer;
@@ -26,6 +26,23 @@ pub struct HostTransmit {
     pub seq: Option<u64>,
     /// The ADUs it carries, in packet order; empty for control packets.
     pub adus: TransmitAdus,
+}
+
+/// [`HostTransmit`] without its ADUs, for a driver that only seals and sends: the ADU
+/// list is held inline (hundreds of bytes), and copying it for every datagram cost the
+/// runtime more than all the rest of the host's part of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostDatagram {
+    /// The connection.
+    pub conn: u64,
+    /// The interface (socket) to send from.
+    pub iface: usize,
+    /// Where to.
+    pub dst: SocketAddr,
+    /// The channel it belongs to (its AEAD channel byte).
+    pub channel: ChannelId,
+    /// The channel sequence number it carries (data, packed data and pings).
+    pub seq: Option<u64>,
 }
 
 /// A walk over the touched connections by [`Host::poll_transmit`], from its first call
@@ -52,6 +69,35 @@ impl Host {
     /// connections and starts reconnections. A connection nothing happened to has
     /// nothing to send and is not visited.
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<HostTransmit> {
+        self.walk_transmit(now, buf, |conn, t| HostTransmit {
+            conn,
+            iface: usize::from(t.local),
+            dst: t.dst,
+            channel: t.channel,
+            seq: t.seq,
+            adus: t.adus,
+        })
+    }
+
+    /// [`Host::poll_transmit`], without the ADUs each datagram carries.
+    pub fn poll_datagram(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<HostDatagram> {
+        self.walk_transmit(now, buf, |conn, t| HostDatagram {
+            conn,
+            iface: usize::from(t.local),
+            dst: t.dst,
+            channel: t.channel,
+            seq: t.seq,
+        })
+    }
+
+    /// The walk of [`Host::poll_transmit`], handing each datagram's connection and
+    /// transmit to `out`, which takes what its caller needs.
+    fn walk_transmit<R>(
+        &mut self,
+        now: Duration,
+        buf: &mut Vec<u8>,
+        out: impl FnOnce(u64, &Transmit) -> R,
+    ) -> Option<R> {
         if !self.walk.started {
             self.walk.started = true;
             self.walk.at = 0;
@@ -61,8 +107,7 @@ impl Host {
             if self.full_walk {
                 self.touch_all();
             }
-            let touched = std::mem::take(&mut self.touched.transmit);
-            self.walk.keys.extend(touched);
+            self.touched.take_transmit(&mut self.walk.keys);
         }
         while let Some(&key) = self.walk.keys.get(self.walk.at) {
             if let Some(ConnState::Established {
@@ -74,17 +119,10 @@ impl Host {
                     self.walk.entered = true;
                 }
                 if let Some(t) = session.poll_transmit(now, buf) {
-                    return Some(HostTransmit {
-                        conn: key,
-                        iface: usize::from(t.local),
-                        dst: t.dst,
-                        channel: t.channel,
-                        seq: t.seq,
-                        adus: t.adus,
-                    });
+                    return Some(out(key, &t));
                 }
                 self.settle(key, now);
-                self.touched.events.insert(key);
+                self.touched.touch_events(key);
                 self.keep_deadline(key, now);
             }
             self.walk.at += 1;

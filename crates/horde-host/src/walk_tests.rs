@@ -385,7 +385,7 @@ fn an_idle_server_visits_no_connection_between_keepalives() {
     let host = &run.server.host;
     assert_eq!(host.len(), 4);
     assert_eq!(host.timers.len(), 4);
-    assert!(host.touched.transmit.is_empty());
+    assert!(host.touched.transmit().is_empty());
     let next = host.poll_timeout(run.now).expect("keepalives are due");
     assert!(next > run.now, "next deadline {next:?} at {:?}", run.now);
     // Its deadline comes, and the connection it belongs to answers.

@@ -64,7 +64,9 @@ impl ReadProgress {
     /// Application side: `bytes` more were read.
     pub fn add(&self, bytes: u64) {
         let read = self.read.fetch_add(bytes, Ordering::AcqRel) + bytes;
-        if !self.listed.swap(true, Ordering::AcqRel) {
+        // Called per payload read: a plain load first spares the swap's locked write
+        // while the connection is listed already, as it mostly is.
+        if !self.listed.load(Ordering::Acquire) && !self.listed.swap(true, Ordering::AcqRel) {
             self.log.list(self.key);
         }
         if read >= self.wake_at.load(Ordering::Relaxed) {

@@ -9,6 +9,8 @@
 //! - **Server:** with `[up] masquerade_out`, IPv4 forwarding on and an nftables table
 //!   that masquerades the clients' prefixes out of that interface.
 //!
+//! A client's reload adds a table for each device it does not route yet ([`reload_plan`]).
+//!
 //! The plan is computed from the file and the interfaces' gateways (passed in), so it is
 //! testable without touching the host.
 
@@ -118,47 +120,74 @@ pub fn client_plan(up: &UpConfig, links: &[LinkRoute]) -> Vec<Step> {
     links
         .iter()
         .enumerate()
-        .map(|(i, link)| {
-            let table = (up.table + i as u32).to_string();
-            let family = if link.v6 { "-6" } else { "-4" };
-            let rule = |verb: &str| {
-                argv(&[
-                    "ip",
-                    family,
-                    "rule",
-                    verb,
-                    "oif",
-                    &link.device,
-                    "lookup",
-                    &table,
-                    "priority",
-                    &table,
-                ])
-            };
-            let (what, apply) = if link.present {
-                (
-                    format!("channel {i}: out through {} (table {table})", link.device),
-                    vec![link_route(up, i, link), rule("add")],
-                )
-            } else {
-                (
-                    format!(
-                        "channel {i}: out through {} (table {table}) once it appears",
-                        link.device
-                    ),
-                    vec![rule("add")],
-                )
-            };
-            Step {
-                what,
-                apply,
-                undo: vec![
-                    rule("del"),
-                    argv(&["ip", family, "route", "flush", "table", &table]),
-                ],
-            }
-        })
+        .map(|(i, link)| link_step(up, i, link))
         .collect()
+}
+
+/// What a reload adds to the links already routed (`routed`, table `up.table + i` for
+/// the `i`th): a table of its own, the next free one, for each device and family in
+/// `wanted` that no routed link has yet, each once. A routed link that `wanted` no
+/// longer names is left as it is: its rule concerns only datagrams that leave through
+/// its device, and a channel that names the device again finds its table ready.
+pub fn reload_plan(
+    up: &UpConfig,
+    routed: &[LinkRoute],
+    wanted: &[LinkRoute],
+) -> Vec<(LinkRoute, Step)> {
+    let mut known: Vec<(String, bool)> = routed.iter().map(|l| (l.device.clone(), l.v6)).collect();
+    let mut added = Vec::new();
+    for link in wanted {
+        let key = (link.device.clone(), link.v6);
+        if known.contains(&key) {
+            continue;
+        }
+        known.push(key);
+        let step = link_step(up, routed.len() + added.len(), link);
+        added.push((link.clone(), step));
+    }
+    added
+}
+
+/// The step of link `i`: its table's default route (if its device is there) and its rule.
+fn link_step(up: &UpConfig, i: usize, link: &LinkRoute) -> Step {
+    let table = (up.table + i as u32).to_string();
+    let family = if link.v6 { "-6" } else { "-4" };
+    let rule = |verb: &str| {
+        argv(&[
+            "ip",
+            family,
+            "rule",
+            verb,
+            "oif",
+            &link.device,
+            "lookup",
+            &table,
+            "priority",
+            &table,
+        ])
+    };
+    let (what, apply) = if link.present {
+        (
+            format!("channel {i}: out through {} (table {table})", link.device),
+            vec![link_route(up, i, link), rule("add")],
+        )
+    } else {
+        (
+            format!(
+                "channel {i}: out through {} (table {table}) once it appears",
+                link.device
+            ),
+            vec![rule("add")],
+        )
+    };
+    Step {
+        what,
+        apply,
+        undo: vec![
+            rule("del"),
+            argv(&["ip", family, "route", "flush", "table", &table]),
+        ],
+    }
 }
 
 /// The nftables table a server's masquerade lives in: one per TUN device.
@@ -312,6 +341,49 @@ mod tests {
         );
         // Its undo is the same: the route, if it came, is flushed with its table.
         assert_eq!(plan[1].undo.len(), 2);
+    }
+
+    #[test]
+    fn a_reload_gives_each_new_device_the_next_free_table_once() {
+        let link = |device: &str, v6: bool| LinkRoute {
+            device: device.into(),
+            v6,
+            gateway: None,
+            present: true,
+        };
+        let up = UpConfig::default();
+        let routed = [link("wwan0", false), link("wwan1", false)];
+        let wanted = [
+            link("wwan1", false),
+            link("wwan2", false),
+            link("wwan2", false),
+            link("wwan0", true),
+        ];
+        let added = reload_plan(&up, &routed, &wanted);
+        let devices: Vec<(&str, bool)> = added
+            .iter()
+            .map(|(l, _)| (l.device.as_str(), l.v6))
+            .collect();
+        assert_eq!(
+            devices,
+            [("wwan2", false), ("wwan0", true)],
+            "a device already routed in that family is not routed again"
+        );
+        assert_eq!(
+            added[0].1.apply,
+            vec![
+                argv(&["ip", "-4", "route", "replace", "default", "dev", "wwan2", "table", "7702"]),
+                argv(&[
+                    "ip", "-4", "rule", "add", "oif", "wwan2", "lookup", "7702", "priority", "7702"
+                ]),
+            ]
+        );
+        assert_eq!(
+            added[1].1.undo[0].join(" "),
+            "ip -6 rule del oif wwan0 lookup 7703 priority 7703"
+        );
+        // A reload that names only routed devices, or fewer of them, adds nothing.
+        assert!(reload_plan(&up, &routed, &routed[..1]).is_empty());
     }
 
     #[test]

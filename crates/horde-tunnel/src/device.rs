@@ -39,16 +39,9 @@ impl Tun {
         routes: &[Prefix],
         offloads: bool,
     ) -> Result<Tun> {
-        let mut offloads_refused = None;
-        let dev = match offloads.then(|| TunDevice::create_with_offloads(name)) {
-            Some(Ok(dev)) => dev,
-            other => {
-                if let Some(Err(e)) = other {
-                    offloads_refused = Some(e.to_string());
-                }
-                TunDevice::create(name).with_context(|| format!("create TUN device {name}"))?
-            }
-        };
+        let (dev, refused) = TunDevice::create_preferring_offloads(name, offloads)
+            .with_context(|| format!("create TUN device {name}"))?;
+        let offloads_refused = refused.map(|e| e.to_string());
         if addresses.iter().chain(routes).any(|p| p.addr.is_ipv6()) {
             // A namespace may have IPv6 off by default; this device needs it.
             let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "0");

@@ -112,16 +112,21 @@ fn complete_checksum(packet: &mut [u8], start: usize, offset: usize) -> Result<(
             len: packet.len(),
         });
     }
-    let sum = fold(add(0, &packet[start..]));
+    let value = transport_checksum(add(0, &packet[start..]));
     let field = start + offset;
-    // As the kernel does: a computed zero goes out as 0xffff, since UDP reads zero as
-    // "no checksum" and the two are the same number to TCP.
-    let value = match !sum {
-        0 => 0xffff,
-        v => v,
-    };
     packet[field..field + 2].copy_from_slice(&value.to_be_bytes());
     Ok(())
+}
+
+/// The checksum field's value for an unfolded sum. A computed zero goes out as 0xffff,
+/// as the kernel writes it: UDP reads zero as "no checksum", and the two are the same
+/// number to TCP. One rule for every path, so a packet's bytes do not depend on whether
+/// it was segmented here or completed whole.
+fn transport_checksum(sum: u64) -> u16 {
+    match !fold(sum) {
+        0 => 0xffff,
+        v => v,
+    }
 }
 
 /// Cut a TCP super packet into segments of `gso_size` payload bytes each, as a NIC's TSO
@@ -212,7 +217,7 @@ fn finish_segment(seg: &mut [u8], v6: bool, tcp_at: usize) {
         s + tcp_bytes as u64 + u64::from(PROTO_TCP)
     };
     seg[tcp_at + 16..tcp_at + 18].copy_from_slice(&[0, 0]);
-    let c = !fold(add(pseudo, &seg[tcp_at..]));
+    let c = transport_checksum(add(pseudo, &seg[tcp_at..]));
     seg[tcp_at + 16..tcp_at + 18].copy_from_slice(&c.to_be_bytes());
 }
 

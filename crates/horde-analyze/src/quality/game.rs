@@ -51,7 +51,9 @@ pub fn game_mos(
     }
     let down_mean = mean(&down);
     let down_min = down.iter().copied().fold(f64::INFINITY, f64::min);
-    g_model_mos(down_mean + mean(&up), down_mean - down_min)
+    // The mean of equal delays can round to just below their minimum.
+    let jitter = (down_mean - down_min).max(0.0);
+    g_model_mos(down_mean + mean(&up), jitter)
 }
 
 #[cfg(test)]
@@ -104,5 +106,13 @@ mod tests {
             "{err}"
         );
         assert!(g_model_mos(-1.0, 0.0).is_err());
+    }
+
+    #[test]
+    fn equal_delays_whose_mean_rounds_below_them_have_no_jitter() {
+        let down = [Some(0.1); 10];
+        assert!(down.iter().flatten().sum::<f64>() / 10.0 < 0.1);
+        let mos = game_mos(&down, &[Some(0.1)]).unwrap();
+        assert!(close(mos, g_model_mos(0.2, 0.0).unwrap()), "{mos}");
     }
 }

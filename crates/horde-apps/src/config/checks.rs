@@ -54,6 +54,12 @@ impl Validate for SendConfig {
                 Ok(()) => burst_fits_the_queue(c, &at("workload"), &s.workload),
             }
         }
+        super::messages::check(
+            c,
+            &self.message_queues,
+            &self.messages,
+            !self.streams.is_empty(),
+        );
     }
 }
 

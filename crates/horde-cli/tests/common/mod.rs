@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 /// Runs `horde` with `args` in the test's working directory and waits for it.
 pub fn horde(args: &[&str]) -> Output {
@@ -50,14 +51,7 @@ pub fn two_channel_pair(
     streams: &str,
 ) -> (String, String, [u16; 2]) {
     let (send_pub, recv_pub) = (keygen(dir, "s.key"), keygen(dir, "r.key"));
-    let port = || {
-        std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
-    let (p0, p1) = (port(), port());
+    let (p0, p1) = (free_port(), free_port());
     std::fs::write(
         dir.join("recv.toml"),
         format!(
@@ -77,4 +71,49 @@ pub fn two_channel_pair(
     )
     .unwrap();
     (send_pub, recv_pub, [p0, p1])
+}
+
+/// Waits for `child` to exit, killing it after `limit` (which fails the test, with its
+/// output).
+pub fn finish_within(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "process did not exit within {limit:?}\n{}\n{}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A UDP port on loopback that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `dir/name` as a string, for a command's arguments.
+pub fn path(dir: &std::path::Path, name: &str) -> String {
+    dir.join(name).to_str().unwrap().to_string()
+}
+
+/// Writes `dir/recv.toml`: a receiver with key `r.key` on loopback `port`, allowing the
+/// sender whose public key is `sender`.
+pub fn write_recv_config(dir: &std::path::Path, sender: &str, port: u16) {
+    std::fs::write(
+        dir.join("recv.toml"),
+        format!(
+            "key_file = \"r.key\"\nallowed_keys = [\"{sender}\"]\n[[interfaces]]\nbind = \"127.0.0.1:{port}\"\n"
+        ),
+    )
+    .unwrap();
 }

@@ -9,6 +9,8 @@ use std::os::unix::fs::OpenOptionsExt;
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `TUNSETOFFLOAD` = `_IOW('T', 208, unsigned int)`.
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// `TUNGETIFF` = `_IOR('T', 210, unsigned int)`.
+const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
 /// `TUNSETVNETHDRSZ` = `_IOW('T', 216, int)`.
 const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 /// Every packet is preceded by a `virtio_net_hdr`.
@@ -35,18 +37,48 @@ pub fn open_tun(name: &str) -> io::Result<File> {
 /// to 64 KB to segment (TSO) and checksums to complete. Fails (and the interface is
 /// gone again) if the kernel refuses any of it.
 pub fn open_tun_with_offloads(name: &str) -> io::Result<File> {
+    open_tun_with_offloads_by(name, set_offloads)
+}
+
+/// As [`open_tun_with_offloads`], with `set_offloads` in place of [`set_offloads`], the
+/// call that asks the kernel for them: a kernel that refuses them can be stood in for.
+pub fn open_tun_with_offloads_by(
+    name: &str,
+    set_offloads: impl FnOnce(&File) -> io::Result<()>,
+) -> io::Result<File> {
     let file = open(name, IFF_VNET_HDR)?;
     let size = VNET_HDR_LEN as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int, which lives for the call.
     if unsafe { libc::ioctl(file.as_raw_fd(), TUNSETVNETHDRSZ as _, &size) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    set_offloads(&file)?;
+    Ok(file)
+}
+
+/// Ask the kernel for the offloads the reader takes (`TUNSETOFFLOAD`) on a device opened
+/// with a `virtio_net_hdr`.
+pub fn set_offloads(file: &File) -> io::Result<()> {
     let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
     // SAFETY: TUNSETOFFLOAD takes its flags by value.
     if unsafe { libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD as _, offloads) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(file)
+    Ok(())
+}
+
+/// Whether the kernel puts a `virtio_net_hdr` before each packet of this device
+/// (`IFF_VNET_HDR` in its `TUNGETIFF` flags).
+pub fn has_vnet_header(file: &File) -> io::Result<bool> {
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    // SAFETY: TUNGETIFF writes one ifreq, which lives for the call.
+    if unsafe { libc::ioctl(file.as_raw_fd(), TUNGETIFF as _, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: TUNGETIFF fills in the flags member.
+    let flags = unsafe { req.ifr_ifru.ifru_flags } as libc::c_int;
+    Ok(flags & IFF_VNET_HDR != 0)
 }
 
 fn open(name: &str, extra_flags: libc::c_int) -> io::Result<File> {

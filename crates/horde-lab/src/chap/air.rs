@@ -123,10 +123,11 @@ impl Default for Wiring {
 }
 
 /// Who transmits a frame on the shared channel: the AP, or one of the stations.
-/// Stations: 0 game, 1 VoIP, 2 video, 3 Web, 4 the downloads (FTP or P2P).
-const STATIONS: usize = 5;
-const WEB_STATION: usize = 3;
-const FTP_STATION: usize = 4;
+/// Stations: 0 game, 1 VoIP, 2 video, 3 Web, 4 the downloads (FTP or P2P); a download
+/// may be placed on another station (the fairness runs put their first on station 3).
+pub const STATIONS: usize = 5;
+pub const WEB_STATION: usize = 3;
+pub const FTP_STATION: usize = 4;
 
 #[derive(Debug)]
 enum Event {
@@ -168,6 +169,10 @@ pub struct Ftp {
     /// Payload bytes delivered in order within `window`.
     pub window: (Duration, Duration),
     pub bytes_in_window: u64,
+    /// The station it downloads to.
+    pub station: usize,
+    /// One-way latency of its server's path beyond the wiring's, each way.
+    pub extra_latency: Duration,
 }
 
 impl Ftp {
@@ -181,6 +186,8 @@ impl Ftp {
             receiver: Receiver::default(),
             window,
             bytes_in_window: 0,
+            station: FTP_STATION,
+            extra_latency: Duration::ZERO,
         }
     }
 
@@ -236,7 +243,8 @@ pub struct AccessPoint {
     drops: Vec<Packet<Content>>,
     ap_tx: Transmitter,
     station_tx: Transmitter,
-    channel: Channel,
+    /// The channel between the AP and each station.
+    channels: [Channel; STATIONS],
     stations: [VecDeque<(FlowKey, u32, Content)>; STATIONS],
     /// Round-robin position over the contenders: 0 is the AP, 1.. the stations.
     turn: usize,
@@ -265,7 +273,7 @@ impl AccessPoint {
         qdisc: Box<dyn Qdisc<Content>>,
         ap_tx: Transmitter,
         station_tx: Transmitter,
-        channel: Channel,
+        channels: [Channel; STATIONS],
         sources: Vec<UdpSource>,
         downloads: Vec<Ftp>,
     ) -> AccessPoint {
@@ -275,7 +283,7 @@ impl AccessPoint {
             drops: Vec::new(),
             ap_tx,
             station_tx,
-            channel,
+            channels,
             stations: Default::default(),
             turn: 0,
             on_air: None,
@@ -357,12 +365,18 @@ impl AccessPoint {
                 continue;
             };
             let from_ap = who == 0;
+            let station = if from_ap {
+                self.station_of(&content)
+            } else {
+                who - 1
+            };
+            let channel = self.channels[station];
             let tx = if from_ap {
                 &mut self.ap_tx
             } else {
                 &mut self.station_tx
             };
-            let outcome = tx.send(len, &self.channel);
+            let outcome = tx.send(len, &channel);
             self.turn = (who + 1) % (STATIONS + 1);
             self.on_air = Some(OnAir {
                 until: now + outcome.airtime,
@@ -374,6 +388,15 @@ impl AccessPoint {
                 content,
             });
             return;
+        }
+    }
+
+    /// The station a downstream frame goes to.
+    fn station_of(&self, content: &Content) -> usize {
+        match content {
+            Content::Tcp(_) => WEB_STATION,
+            Content::Udp { app, .. } => app.index(),
+            Content::FtpData { dl, .. } | Content::FtpAck { dl, .. } => self.downloads[*dl].station,
         }
     }
 
@@ -409,6 +432,7 @@ impl AccessPoint {
                         self.schedule(at, Event::UdpAtServer { app, record })
                     }
                     Content::FtpAck { dl, ack } => {
+                        let at = at + self.downloads[dl].extra_latency;
                         self.schedule(at, Event::FtpAckAtServer { dl, ack })
                     }
                     Content::FtpData { .. } => {}
@@ -442,15 +466,18 @@ impl AccessPoint {
             dst_port: k.src_port,
             protocol: k.protocol,
         };
-        self.enqueue_station(FTP_STATION, up, ACK_BYTES, Content::FtpAck { dl, ack });
+        let station = self.downloads[dl].station;
+        self.enqueue_station(station, up, ACK_BYTES, Content::FtpAck { dl, ack });
         self.start_frame(now);
     }
 
     /// Put download `dl`'s new segments on the wire towards the AP.
     fn send_ftp_segments(&mut self, now: Duration, dl: usize) {
         let segs = std::mem::take(&mut self.segs);
+        let extra = self.downloads[dl].extra_latency;
         for &seg in &segs {
-            let at = self.wire_down(now, DATA_BYTES);
+            // The shared wire keeps its order; the server's own path adds its latency.
+            let at = self.wire_down(now, DATA_BYTES) + extra;
             self.schedule(
                 at,
                 Event::AtAp {

@@ -18,7 +18,11 @@ use horde_sim::flows::{Exchange, FlowSim, FlowSpec, PlannedFlow, TcpSettings};
 use horde_workload::apps::{self, Fec, FrameType, VideoParams, VideoSource, WebPages, WebParams};
 use serde::Serialize;
 
-use super::air::{AccessPoint, Content, Ftp, Sent, UdpApp, UdpLog, UdpSource, Wiring};
+use super::air::{
+    AccessPoint, Content, Ftp, Sent, UdpApp, UdpLog, UdpSource, Wiring, FTP_STATION, STATIONS,
+    WEB_STATION,
+};
+use super::bulk_tcp::{Congestion, Sender};
 
 /// When the applications run and when they are measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -104,8 +108,10 @@ pub struct RunConfig {
     pub queue_packets: usize,
     /// CHAP's increment I in ms (seed: 25).
     pub increment_ms: f64,
-    /// Distance of every station from the AP (seed: 1 m).
+    /// Distance of the application stations from the AP (seed: 1 m).
     pub distance_m: f64,
+    /// Distance of the downloading station from the AP (seed: 1 m).
+    pub ftp_distance_m: f64,
 }
 
 /// Which applications run.
@@ -116,6 +122,15 @@ pub enum Scenario {
     MultiApp,
     /// §6.9: one application against 10 parallel TCP downloads to one station (P2P).
     P2p(TestApp),
+    /// §6.6-6.7: one application against one FTP download.
+    OneApp(TestApp),
+    /// §6.13: two FTP downloads to two stations; the first from 30 s (the schedule's
+    /// applications' start) over a path of `ftp1_latency_ms` one way from its server to
+    /// the AP, the second from the FTP start over the default 2 ms.
+    Fairness {
+        ftp1_latency_ms: u32,
+        tcp: Congestion,
+    },
 }
 
 /// The application under test of a P2P run.
@@ -132,7 +147,8 @@ impl Scenario {
     fn runs(self, app: UdpApp) -> bool {
         match self {
             Scenario::MultiApp => true,
-            Scenario::P2p(t) => matches!(
+            Scenario::Fairness { .. } => false,
+            Scenario::P2p(t) | Scenario::OneApp(t) => matches!(
                 (t, app),
                 (TestApp::Game, UdpApp::Game)
                     | (TestApp::Voip, UdpApp::Voip)
@@ -142,13 +158,22 @@ impl Scenario {
     }
 
     fn runs_web(self) -> bool {
-        matches!(self, Scenario::MultiApp | Scenario::P2p(TestApp::Web))
+        matches!(
+            self,
+            Scenario::MultiApp | Scenario::P2p(TestApp::Web) | Scenario::OneApp(TestApp::Web)
+        )
     }
 
     /// The downloads' 5-tuples, server to station.
     fn downloads(self) -> Vec<FlowKey> {
         match self {
-            Scenario::MultiApp => vec![FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000)],
+            Scenario::MultiApp | Scenario::OneApp(_) => {
+                vec![FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000)]
+            }
+            Scenario::Fairness { .. } => vec![
+                FlowKey::tcp([10, 0, 4, 1], 20, [10, 1, 0, 4], 40_000),
+                FlowKey::tcp([10, 0, 5, 1], 20, [10, 1, 0, 5], 40_000),
+            ],
             Scenario::P2p(_) => (0..P2P_FLOWS)
                 .map(|i| {
                     FlowKey::tcp(
@@ -205,6 +230,7 @@ impl RunConfig {
             queue_packets: 35,
             increment_ms: 25.0,
             distance_m: 1.0,
+            ftp_distance_m: 1.0,
         }
     }
 }
@@ -232,6 +258,8 @@ pub struct RunResult {
     pub web_pages: usize,
     /// Goodput of the FTP, or of all P2P flows together, over the window.
     pub ftp_mbps: f64,
+    /// Goodput of each download over the window.
+    pub download_mbps: Vec<f64>,
     /// Mean one-way delay of the game's downstream packets in the window.
     pub game_down_ms: Option<f64>,
     pub voip_loss: Option<f64>,
@@ -357,27 +385,58 @@ fn udp_sources(c: &RunConfig) -> Result<Vec<UdpSource>> {
 /// Run one configuration.
 pub fn run(c: &RunConfig) -> Result<RunResult> {
     c.schedule.validate()?;
-    if !(c.distance_m.is_finite() && c.distance_m >= 0.0) {
-        return Err(anyhow!("distance must be >= 0 m, got {}", c.distance_m));
+    for d in [c.distance_m, c.ftp_distance_m] {
+        if !(d.is_finite() && d >= 0.0) {
+            return Err(anyhow!("distance must be >= 0 m, got {d}"));
+        }
+    }
+    if let Scenario::Fairness {
+        ftp1_latency_ms, ..
+    } = c.scenario
+    {
+        if Duration::from_millis(u64::from(ftp1_latency_ms)) < Wiring::default().latency {
+            return Err(anyhow!(
+                "FTP 1 latency must be at least the wiring's {:?}, got {ftp1_latency_ms} ms",
+                Wiring::default().latency
+            ));
+        }
     }
     let (specs, mut plan) = web_plan(c)?;
     if !c.scenario.runs_web() {
         plan.clear();
     }
     let phy = Phy::dot11g(54.0);
-    let channel = Channel::at_distance(c.distance_m, &Shadowing::dissertation())?;
+    let near = Channel::at_distance(c.distance_m, &Shadowing::dissertation())?;
+    let mut channels = [near; STATIONS];
+    channels[FTP_STATION] = Channel::at_distance(c.ftp_distance_m, &Shadowing::dissertation())?;
     let window = c.schedule.window();
     let keys = c.scenario.downloads();
-    let downloads: Vec<Ftp> = keys
+    let mut downloads: Vec<Ftp> = keys
         .iter()
         .map(|&k| Ftp::new(k, secs(c.schedule.ftp_start_s), window))
         .collect();
+    if let Scenario::Fairness {
+        ftp1_latency_ms,
+        tcp,
+    } = c.scenario
+    {
+        // FTP 1 on the otherwise idle Web station, as Application 1 of the schedule.
+        channels[WEB_STATION] = channels[FTP_STATION];
+        let first = &mut downloads[0];
+        first.station = WEB_STATION;
+        first.start = secs(c.schedule.apps_start_s);
+        first.extra_latency =
+            Duration::from_millis(u64::from(ftp1_latency_ms)) - Wiring::default().latency;
+        for d in &mut downloads {
+            d.sender = Sender::new(tcp);
+        }
+    }
     let ap = AccessPoint::new(
         Wiring::default(),
         build_qdisc(c, &keys).with_context(|| format!("{} queue", c.discipline))?,
         Transmitter::new(phy, sub_seed(c.seed, 5))?,
         Transmitter::new(phy, sub_seed(c.seed, 6))?,
-        channel,
+        channels,
         udp_sources(c)?,
         downloads,
     );
@@ -451,6 +510,11 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         web_pages: pages.len(),
         pages,
         ftp_mbps: ftp_bytes as f64 * 8.0 / span / 1e6,
+        download_mbps: ap
+            .downloads
+            .iter()
+            .map(|d| d.bytes_in_window as f64 * 8.0 / span / 1e6)
+            .collect(),
         game_down_ms: runs(UdpApp::Game)
             .then(|| game_down.iter().sum::<f64>() / game_down.len().max(1) as f64),
         voip_loss: runs(UdpApp::Voip).then(|| voip_lost as f64 / voip.len().max(1) as f64),

@@ -19,7 +19,7 @@ mod receive;
 mod sealer;
 mod transmit;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::poll_fn;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
@@ -79,7 +79,9 @@ struct Driver {
     /// How long a closing session waits for its peer (for the shutdown).
     close_timeout: Duration,
     /// The application's side of each connection the host has handed out.
-    apps: HashMap<u64, App>,
+    /// (Looked up for every event: keys are small and issued in order, so an ordered
+    /// map finds them faster than hashing would.)
+    apps: BTreeMap<u64, App>,
     /// Connections being opened, with the caller waiting for each.
     dialing: HashMap<u64, Answer<Connection>>,
     listeners: HashMap<u32, mpsc::Sender<Connection>>,
@@ -104,6 +106,8 @@ struct Driver {
     read_log: Arc<ReadLog>,
     /// Connections to tell the host of their reading (kept between flushes).
     to_tell: Vec<u64>,
+    /// Scratch for the connections told at a flush (empty between flushes).
+    tell_keys: Vec<u64>,
     /// The indices the data sockets' kernel filters let through (sorted); `None`: a socket
     /// has no filter yet.
     filtered_indices: Option<Vec<u32>>,
@@ -230,6 +234,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         reader_woke: Arc::new(Notify::new()),
         read_log: Arc::default(),
         to_tell: Vec::new(),
+        tell_keys: Vec::new(),
         filtered_indices: None,
         filtered_generation: 0,
         kernel_dropped_closed: 0,
@@ -242,7 +247,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         handshakes,
         host,
         close_timeout: Duration::from_secs_f64(config.session.close_timeout_ms.max(0.0) / 1e3),
-        apps: HashMap::new(),
+        apps: BTreeMap::new(),
         dialing: HashMap::new(),
         listeners: HashMap::new(),
         cmd_tx: cmd_tx.clone(),
@@ -279,7 +284,8 @@ impl Driver {
     async fn run(mut self, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
         loop {
             self.receive_all();
-            while let Some(m) = self.handshakes.try_next() {
+            let mut budget = crate::handshake::INITIATIONS_PER_TURN;
+            while let Some(m) = self.handshakes.try_next(&mut budget) {
                 self.on_worker(m);
             }
             loop {

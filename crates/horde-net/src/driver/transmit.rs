@@ -9,12 +9,13 @@ impl Driver {
     /// a send may have moved its receive window), when to wake the driver: the others'
     /// windows have not moved since they were last told.
     fn tell_reading(&mut self, now: Duration) {
-        let mut keys = std::mem::take(&mut self.to_tell);
-        let walked_before = keys.len();
-        keys.extend(self.host.touched_connections());
-        let to_walk = keys.len();
+        // Both lists keep their buffers from flush to flush: a flush allocates nothing.
+        let mut keys = std::mem::take(&mut self.tell_keys);
+        keys.append(&mut self.to_tell);
+        // Told again at the next flush, after their walk (listed in key order).
+        self.to_tell.extend(self.host.touched_connections());
+        keys.extend_from_slice(&self.to_tell);
         self.read_log.take(&mut keys);
-        let mut walking: Vec<u64> = keys[walked_before..to_walk].to_vec();
         keys.sort_unstable();
         keys.dedup();
         for &key in &keys {
@@ -25,9 +26,8 @@ impl Driver {
             let reopen = self.host.bytes_read(now, key, app.read.read());
             app.read.wake_when_read(reopen);
         }
-        // Told again at the next flush, after their walk.
-        walking.sort_unstable();
-        self.to_tell = walking;
+        keys.clear();
+        self.tell_keys = keys;
     }
 
     /// Seal the host's pending datagrams into the per-socket queues, sending each queue
@@ -57,7 +57,8 @@ impl Driver {
             Some(sealer) if sealer.running() => 0,
             Some(_) => usize::MAX,
         };
-        while let Some(t) = self.host.poll_transmit(now, &mut self.tx_buf) {
+        // The datagrams without their ADU lists: this driver only seals and sends them.
+        while let Some(t) = self.host.poll_datagram(now, &mut self.tx_buf) {
             let iface = t.iface;
             let (Some(Some(s)), Some(q)) = (self.sockets.get(iface), self.tx.get_mut(iface)) else {
                 continue;

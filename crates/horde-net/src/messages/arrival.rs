@@ -50,6 +50,10 @@ struct Track {
 pub(crate) struct Tracks {
     channels: HashMap<ChannelId, Track>,
     last_refresh: Duration,
+    /// Whether pieces waited for the window since the last refresh but one. If not, the
+    /// pump sent all it had: what was acked is what was offered, not what the channels
+    /// carry.
+    window_limited: bool,
 }
 
 impl Tracks {
@@ -84,7 +88,11 @@ impl Tracks {
     }
 
     /// Folds the bytes acked since the last refresh into each channel's delivery rate.
-    pub(crate) fn refresh(&mut self, now: Duration) {
+    /// `window_limited`: pieces waited for the window since then. A sample taken while
+    /// none did measures the application's offer, so it may raise a channel's rate, never
+    /// lower it (as BBR treats application-limited samples).
+    pub(crate) fn refresh(&mut self, now: Duration, window_limited: bool) {
+        self.window_limited = window_limited;
         let elapsed = now.saturating_sub(self.last_refresh).as_secs_f64();
         self.last_refresh = now;
         if elapsed <= 0.0 {
@@ -92,7 +100,9 @@ impl Tracks {
         }
         for t in self.channels.values_mut() {
             let sample = t.acked_bytes as f64 / elapsed;
-            t.delivery_rate += DELIVERY_GAIN * (sample - t.delivery_rate);
+            if window_limited || sample > t.delivery_rate {
+                t.delivery_rate += DELIVERY_GAIN * (sample - t.delivery_rate);
+            }
             t.acked_bytes = 0;
         }
     }
@@ -127,8 +137,12 @@ impl Tracks {
     /// What `c` is expected to carry, bytes/s: its controller's rate, which can be several
     /// times what the path carries (a window over a round trip inflated by the queue it
     /// built), capped at `WINDOW_GAIN` times what our pieces were measured to get through,
-    /// so that it can still grow. Before any ack, the controller's rate.
+    /// so that it can still grow. Before any ack, and while the pump sends all it has (the
+    /// measure then shows only the offer), the controller's rate.
     fn rate(&self, c: &ChannelStatus) -> f64 {
+        if !self.window_limited {
+            return c.rate_bytes_per_s;
+        }
         match self.channels.get(&c.id).filter(|t| t.delivery_rate > 0.0) {
             Some(t) => c.rate_bytes_per_s.min(WINDOW_GAIN * t.delivery_rate),
             None => c.rate_bytes_per_s,
@@ -262,4 +276,68 @@ fn in_flight_bytes(c: &ChannelStatus) -> Option<f64> {
 /// Whether the session may put a piece on the channel.
 fn usable(c: &ChannelStatus) -> bool {
     c.alive && c.rate_bytes_per_s > 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_proto::ChannelStats;
+
+    const CHANNEL: ChannelId = ChannelId::new(0);
+
+    fn status(rate_bytes_per_s: f64) -> ChannelStatus {
+        ChannelStatus {
+            id: CHANNEL,
+            interface: 0,
+            remote: "127.0.0.1:1".parse().unwrap(),
+            alive: true,
+            srtt_ms: Some(20.0),
+            rate_bytes_per_s,
+            loss: 0.0,
+            congestion: "cubic",
+            stats: ChannelStats::default(),
+        }
+    }
+
+    /// Ten refreshes of 100 ms in which `bytes` were acked on channel 0 in each.
+    fn deliver(tracks: &mut Tracks, from: Duration, bytes: usize, window_limited: bool) {
+        for i in 1..=10 {
+            tracks.on_ack(
+                CHANNEL,
+                Duration::from_millis(20),
+                Duration::from_millis(15),
+                bytes,
+            );
+            tracks.refresh(from + Duration::from_millis(100 * i), window_limited);
+        }
+    }
+
+    /// An application that offers little measures its offer, not the channel: its
+    /// estimate stays the controller's, and its samples never lower what a backlogged
+    /// period measured.
+    #[test]
+    fn an_application_limited_offer_does_not_shrink_the_estimate() {
+        let channels = [status(1_000_000.0)];
+        let mut tracks = Tracks::default();
+        deliver(&mut tracks, Duration::ZERO, 100, false);
+        assert_eq!(tracks.capacity(&channels), 1_000_000.0);
+
+        // Backlogged at 200 kB/s: capped at WINDOW_GAIN times what got through.
+        deliver(&mut tracks, Duration::from_secs(1), 20_000, true);
+        let backlogged = tracks.capacity(&channels);
+        assert!(
+            (200_000.0..=WINDOW_GAIN * 200_000.0).contains(&backlogged),
+            "{backlogged}"
+        );
+        let rate = tracks.channels[&CHANNEL].delivery_rate;
+
+        // Then a trickle: the measured rate holds, and the estimate is the controller's.
+        deliver(&mut tracks, Duration::from_secs(2), 100, false);
+        assert_eq!(tracks.channels[&CHANNEL].delivery_rate, rate);
+        assert_eq!(tracks.capacity(&channels), 1_000_000.0);
+
+        // A backlogged trickle (the channel carries little) lowers it.
+        deliver(&mut tracks, Duration::from_secs(3), 100, true);
+        assert!(tracks.capacity(&channels) < 0.5 * backlogged);
+    }
 }

@@ -42,6 +42,8 @@ struct Pump {
     /// Our ADUs the session has not acked or nacked yet, by (stream, ADU id).
     in_flight: HashMap<(u32, u64), InFlight>,
     in_flight_bytes: usize,
+    /// Whether `send_pieces` stopped at the window since the last refresh.
+    window_limited: bool,
     /// Offsets of each live message's pieces handed over but not acked.
     unacked: HashMap<MessageId, BTreeSet<u64>>,
     /// Bytes that may be unacked at once; see `refresh_channels`.
@@ -72,6 +74,7 @@ pub(super) async fn run(
         slots: Slots::default(),
         in_flight: HashMap::new(),
         in_flight_bytes: 0,
+        window_limited: false,
         unacked: HashMap::new(),
         window: 4 * piece,
         tracks: Tracks::default(),
@@ -123,7 +126,8 @@ impl Pump {
             return;
         };
         let now = self.shared.now();
-        self.tracks.refresh(now);
+        self.tracks
+            .refresh(now, std::mem::take(&mut self.window_limited));
         let piece = self.config.messages.piece_size as usize;
         let ahead = self.config.queue_ahead;
         let estimates = match self.config.deadline_check {
@@ -231,7 +235,11 @@ impl Pump {
     async fn send_pieces(&mut self) {
         let mut queued = Vec::new();
         let mut queued_bytes = 0;
-        while self.in_flight_bytes + queued_bytes < self.window {
+        loop {
+            if self.in_flight_bytes + queued_bytes >= self.window {
+                self.window_limited |= self.shared.lock().scheduler.has_unsent();
+                break;
+            }
             let Some((piece, slice)) = self.next_piece() else {
                 break;
             };

@@ -395,6 +395,11 @@ impl MessageScheduler {
         })
     }
 
+    /// Whether some message waits with pieces not yet handed out.
+    pub fn has_unsent(&self) -> bool {
+        self.queues.values().any(|q| !q.is_empty())
+    }
+
     /// Messages not yet finished.
     pub fn live_messages(&self) -> usize {
         self.messages.len()
