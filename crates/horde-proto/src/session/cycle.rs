@@ -320,14 +320,18 @@ impl Sender {
             // periodic sources and slot clocks and favour one channel for them.
             offset: (cx.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         };
-        self.fair_share.enforce(
-            &cy.slots,
-            n_real,
-            &cy.adus[..n_sched],
-            &cy.may_wait[..n_sched],
-            &mut cy.assignment,
-            choice,
-        );
+        if period.is_zero() {
+            self.fair_share.enforce(
+                &cy.slots,
+                n_real,
+                &cy.adus[..n_sched],
+                &cy.may_wait[..n_sched],
+                &mut cy.assignment,
+                choice,
+            );
+        } else {
+            self.enforce_on_open_slots(n_sched, choice, &mut cy);
+        }
         if cx.config.phantom_wait_ms > 0.0 {
             self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
         }
@@ -390,6 +394,51 @@ impl Sender {
         }
         cy.packer = packer;
         self.cycle = cy;
+    }
+
+    /// The fairness pass for a periodic cycle. Only the slots open now are sure to be
+    /// sent: a slot later in the period goes out only if its channel's window opens in
+    /// time, else its ADU is taken back at the next cycle. So the fair set is owed the
+    /// open slots, and the slots due later count as the ones to come: an owed ADU the
+    /// scheduler put there may stay while its stream may wait, as on a phantom. Without
+    /// this, an objective that keeps sending some streams to the later slots of a slow
+    /// channel leaves those streams short cycle after cycle.
+    fn enforce_on_open_slots(&mut self, n_sched: usize, choice: SlotChoice, cy: &mut CycleScratch) {
+        cy.fair_order.clear();
+        let mut first = 0;
+        for (&total, &open) in cy.real_counts.iter().zip(&cy.open_counts) {
+            cy.fair_order.extend(first..first + open);
+            first += total;
+        }
+        let n_open = cy.fair_order.len();
+        let mut first = 0;
+        for (&total, &open) in cy.real_counts.iter().zip(&cy.open_counts) {
+            cy.fair_order.extend(first + open..first + total);
+            first += total;
+        }
+        cy.fair_order.extend(first..cy.slots.len());
+        cy.fair_position.clear();
+        cy.fair_position.resize(cy.slots.len(), 0);
+        for (at, &s) in cy.fair_order.iter().enumerate() {
+            cy.fair_position[s] = at;
+        }
+        cy.fair_slots.clear();
+        cy.fair_slots
+            .extend(cy.fair_order.iter().map(|&s| cy.slots[s].clone()));
+        cy.fair_assignment.clear();
+        cy.fair_assignment
+            .extend(cy.assignment.iter().map(|s| s.map(|s| cy.fair_position[s])));
+        self.fair_share.enforce(
+            &cy.fair_slots,
+            n_open,
+            &cy.adus[..n_sched],
+            &cy.may_wait[..n_sched],
+            &mut cy.fair_assignment,
+            choice,
+        );
+        for (a, s) in cy.assignment.iter_mut().zip(&cy.fair_assignment) {
+            *a = s.map(|s| cy.fair_order[s]);
+        }
     }
 
     /// Start the patience clock of each ADU left on a phantom slot for the first time

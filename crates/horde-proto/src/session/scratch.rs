@@ -30,6 +30,13 @@ pub(super) struct CycleScratch {
     /// Per packet of a periodic cycle, in the packer's order: which of its channel's
     /// slot times it takes.
     pub(super) ranks: Vec<usize>,
+    /// The fairness pass over a periodic cycle's slots: the slots in the order it sees
+    /// them (open now first), where each original slot went, and the assignment in that
+    /// order.
+    pub(super) fair_order: Vec<usize>,
+    pub(super) fair_position: Vec<usize>,
+    pub(super) fair_slots: Vec<TxSlot>,
+    pub(super) fair_assignment: Assignment,
     pub(super) streams: Vec<StreamStats>,
     pub(super) demands: Vec<Demand>,
     pub(super) allocations: Vec<f64>,
