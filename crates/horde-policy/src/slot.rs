@@ -1,8 +1,9 @@
 //! Transmission tokens (`txSlot`s, thesis ch. 4, Fig. 4-1).
 //!
-//! A real slot is a capability to send one packet on a channel now; a phantom slot is a
-//! channel manager's prediction of a slot to come (look-ahead, §4.2). The scheduler
-//! decides only from what is in these values.
+//! A real slot is a capability to send one packet on a channel, now or (in a periodic
+//! cycle) at its `wait_ms` within the cycle's period; a phantom slot is a channel
+//! manager's prediction of a slot to come (look-ahead, §4.2). The scheduler decides only
+//! from what is in these values.
 
 use crate::ChannelId;
 
@@ -21,7 +22,7 @@ pub struct TxSlot {
     pub loss_probability: f64,
     /// Expected time from transmission in this slot to reception of its ack, in ms.
     pub expected_rtt_ms: f64,
-    /// How long from now until the slot can be used, in ms (0 for real slots).
+    /// How long from now until the slot can be used, in ms (0 for real slots open now).
     pub wait_ms: f64,
     /// The most bytes a packet in this slot can carry.
     pub max_size: u32,

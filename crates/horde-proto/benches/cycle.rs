@@ -16,8 +16,10 @@
 //! with no search budget (what every directed cycle pays before it searches),
 //! `random-walk` with k = 25), and the allocations of everything else
 //! a sender does per cycle (encoding the cycle's datagrams, processing the acks); then
-//! criterion times the N = 32 cycle. Only the `poll_transmit` call that runs the cycle is timed; the pair's
-//! own network (copying datagrams into `Bytes`) is outside every figure.
+//! a periodic-cycle table (10 ms cycles over AIMD channels: the cycle, and the release
+//! of the packets it planned for later slots); then criterion times the N = 32 cycle.
+//! Only the `poll_transmit` call that runs the cycle is timed; the pair's own network
+//! (copying datagrams into `Bytes`) is outside every figure.
 //!
 //! A counting global allocator counts every `alloc`, `alloc_zeroed` and `realloc`.
 
@@ -80,8 +82,48 @@ fn table() {
     println!();
 }
 
+/// Periodic cycles over AIMD channels ([`Pair::periodic`]): the cycle's thread CPU and
+/// allocations, and what releasing the packets it planned for later slots costs over
+/// the rest of the period.
+fn periodic_table() {
+    const PERIODS: u32 = 100;
+    println!(
+        "periodic 10 ms cycles over {CHANNELS} AIMD channels (one datagram in 20 lost), \
+         median of {PERIODS} periods after warm-up"
+    );
+    println!(
+        "{:>11} {:>11} {:>13} {:>16} {:>21}",
+        "scheduler", "cpu/cycle", "allocs/cycle", "released/period", "release allocs/period"
+    );
+    for (name, make) in SCHEDULERS {
+        let mut pair = Pair::periodic(make, 20);
+        pair.warm();
+        let mut cpu = Vec::with_capacity(PERIODS as usize);
+        let (mut cycle_allocs, mut released, mut release_allocs) = (0, 0, 0);
+        for _ in 0..PERIODS {
+            let s = pair.step();
+            cpu.push(s.cycle_cpu);
+            cycle_allocs += s.cycle_allocs;
+            released += s.released;
+            release_allocs += s.release_allocs;
+        }
+        cpu.sort_unstable();
+        let per = |x: u64| x as f64 / f64::from(PERIODS);
+        println!(
+            "{:>11} {:>8.1} µs {:>13.2} {:>16.1} {:>21.2}",
+            name,
+            cpu[cpu.len() / 2].as_secs_f64() * 1e6,
+            per(cycle_allocs),
+            per(released),
+            per(release_allocs),
+        );
+    }
+    println!();
+}
+
 fn cycle(c: &mut Criterion) {
     table();
+    periodic_table();
     let mut group = c.benchmark_group("session_cycle_32+32_slots_64_adus_x1-x4");
     for (name, make) in SCHEDULERS {
         let mut pair = Pair::new(32 / CHANNELS, make);

@@ -31,6 +31,7 @@ mod flow;
 mod handshake;
 mod lifecycle;
 mod pending;
+mod plan;
 mod receive;
 mod recovery_hooks;
 mod scratch;
@@ -326,6 +327,12 @@ impl Session {
                 .filter_map(|c| c.next_send_at(now))
                 .min();
             t = min_opt(t, slot_at.map(|s| s.max(self.sender.next_cycle)));
+            if self.sender.has_queued() {
+                t = min_opt(t, self.next_refill(now));
+            }
+        }
+        if self.life.state == State::Connected && self.receiver.flow.may_send() {
+            t = min_opt(t, self.sender.next_release(&self.channels, now));
         }
         t
     }
@@ -341,6 +348,8 @@ impl Session {
             if self.cycle_due(now) {
                 self.run_cycle(now);
                 self.note_drained();
+            } else if !self.sender.plan.is_empty() {
+                self.release_planned(now);
             } else if !self.sender.has_queued() {
                 if self.offer_spare_slots(now) && self.cycle_due(now) {
                     self.run_cycle(now);

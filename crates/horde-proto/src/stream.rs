@@ -231,6 +231,14 @@ impl SendStream {
         Some(adu)
     }
 
+    /// Return an ADU taken from the queue and not sent, to its place by id (ids grow in
+    /// queue order).
+    pub fn put_back(&mut self, adu: QueuedAdu) {
+        let at = self.queue.partition_point(|q| q.id < adu.id);
+        self.queued_bytes += adu.payload.len();
+        self.queue.insert(at, adu);
+    }
+
     pub fn find_mut(&mut self, id: u64) -> Option<&mut QueuedAdu> {
         let pos = self.position(id)?;
         self.queue.get_mut(pos)

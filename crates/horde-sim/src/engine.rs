@@ -116,12 +116,31 @@ struct StreamRun {
     /// Whether the stream flows client -> server in its pair.
     forward: bool,
     workload: Box<dyn Workload>,
-    /// A bulk source is topped up to this many ADUs waiting in Horde.
-    low_water: usize,
+    /// A cycle's slots on the stream's fixed-rate channels ([`bulk_low_water`]).
+    cbr_slots: usize,
+    /// With periodic cycles: the cycle period plus the look-ahead, in seconds, and the
+    /// wire bytes of the smallest full slot of the stream's channels, from which
+    /// [`period_low_water`] follows the channels' rates.
+    period: Option<(f64, f64)>,
+}
+
+/// How many slots a periodic cycle can issue now over `session`'s channels beyond what
+/// [`bulk_low_water`] counts for fixed-rate ones: for each other channel, those open
+/// now, and at its rate (with a quarter to spare, as the cycle projects) one per
+/// `slot_wire` bytes over `horizon_s`, plus two. A bulk stream with fewer waiting would
+/// leave slots of the period empty; one with more makes its ADUs wait longer.
+fn period_low_water(session: &Session, now: Duration, horizon_s: f64, slot_wire: f64) -> usize {
+    session
+        .channels()
+        .iter()
+        .filter(|c| c.congestion_control() != "cbr")
+        .map(|c| c.open_slots(now) + (c.rate() * 1.25 * horizon_s / slot_wire).ceil() as usize + 2)
+        .sum()
 }
 
 /// Bulk sources are topped up while fewer than this many of their ADUs wait in Horde, or
-/// fewer than one cycle's slots (`bulk_low_water`), whichever is more.
+/// fewer than one cycle's slots (`bulk_low_water`, and `period_low_water` with periodic
+/// cycles), whichever is more.
 const BULK_LOW_WATER: usize = 16;
 
 /// How many slots, real and phantom, one scheduling cycle can offer on `channels` (CBR
@@ -131,7 +150,7 @@ const BULK_LOW_WATER: usize = 16;
 /// slot of tokens and predicts phantoms for the look-ahead.
 fn bulk_low_water(topo: &Topology, channels: &[usize]) -> usize {
     let horizon = topo.session.cycle_ms.max(0.0) + topo.session.lookahead_ms.max(0.0);
-    let slots: usize = channels
+    channels
         .iter()
         .map(|&g| match topo.channels[g].config.congestion {
             horde_proto::CcConfig::Cbr { kbps, .. } if kbps > 0.0 => {
@@ -141,8 +160,7 @@ fn bulk_low_water(topo: &Topology, channels: &[usize]) -> usize {
             }
             _ => 0,
         })
-        .sum();
-    slots.max(BULK_LOW_WATER)
+        .sum()
 }
 
 pub struct Simulation {
@@ -304,13 +322,24 @@ impl Simulation {
                     pairs[pair].client_session.inject_objective(o.clone());
                 }
             }
-            let low_water = bulk_low_water(&topo, &pairs[pair].channels);
+            let cbr_slots = bulk_low_water(&topo, &pairs[pair].channels);
+            let period = (topo.session.cycle_ms > 0.0).then(|| {
+                let horizon = (topo.session.cycle_ms + topo.session.lookahead_ms.max(0.0)) / 1e3;
+                let mtu = pairs[pair]
+                    .channels
+                    .iter()
+                    .map(|&g| topo.channels[g].config.mtu)
+                    .min()
+                    .unwrap_or(0);
+                (horizon, f64::from(mtu) + wire::DATA_HEADER_LEN as f64)
+            });
             streams.push(StreamRun {
                 setup: s.clone(),
                 pair,
                 forward,
                 workload,
-                low_water,
+                cbr_slots,
+                period,
             });
         }
 
@@ -474,13 +503,34 @@ impl Simulation {
             if st.workload.is_bulk() {
                 if session.is_connected() {
                     // Top up to the low-water mark at once: a cycle may have taken many.
-                    let want = st.low_water.saturating_sub(session.queued(st.setup.id));
+                    let slots = match st.period {
+                        Some((horizon, wire)) => {
+                            st.cbr_slots + period_low_water(session, now, horizon, wire)
+                        }
+                        None => st.cbr_slots,
+                    };
+                    let low_water = slots.max(BULK_LOW_WATER);
+                    let want = low_water.saturating_sub(session.queued(st.setup.id));
+                    // A long period on fast channels can hold more slots than the stream's
+                    // queue limit: stop short of it rather than have the queue drop its
+                    // oldest ADUs.
+                    let cap = st.period.map(|_| st.setup.config.max_queue_bytes);
+                    let mut bytes = session.queued_bytes(st.setup.id);
+                    let mut batch = 0;
                     while self.adu_specs.len() < want {
+                        if cap.is_some_and(|cap| bytes + batch > cap) {
+                            break;
+                        }
                         let before = self.adu_specs.len();
                         st.workload.emit(now, &mut self.adu_specs);
                         if self.adu_specs.len() == before {
                             break;
                         }
+                        batch = self.adu_specs[before..]
+                            .iter()
+                            .map(|a| a.size as usize)
+                            .sum();
+                        bytes += batch;
                     }
                 }
             } else if st.workload.next_at().is_some_and(|t| t <= now) {

@@ -154,6 +154,26 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// scheduling cycle.
 pub const MAX_REAL_SLOTS_PER_CYCLE: usize = 64;
 const MAX_PHANTOM_SLOTS: usize = 64;
+/// What [`Channel::period_slots`] appended for one channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PeriodSlots {
+    /// The first slots, open now: usable at once.
+    pub open: usize,
+    /// All of them: the open ones, then those due later in the period.
+    pub total: usize,
+    /// The wait after the last one, in seconds, where phantom slots begin (`None` when
+    /// only open slots were offered).
+    pub phantom_start: Option<f64>,
+}
+
+/// Slots offered per channel over one period of a periodic cycle, so that a long period
+/// on a fast channel stays a bounded scheduling problem.
+pub const MAX_PERIOD_SLOTS: usize = 256;
+/// A periodic cycle projects this much more than the channel's rate estimate over its
+/// period: a window that grows within the period would otherwise find nothing planned
+/// and go idle until the next cycle. What the channel does not open in time goes back to
+/// the streams at the next cycle.
+const PERIOD_RATE_GAIN: f64 = 1.25;
 /// A loss is put down to congestion when the round trip of the packet that revealed it
 /// had at least this fraction of the largest queueing delay seen: a drop-tail queue drops
 /// when it is full, a radio loses packets at any queue level.
@@ -442,13 +462,66 @@ impl Channel {
         n
     }
 
+    /// Append the slots of a cycle period of length `period` that begins now: the real
+    /// slots open now ([`Channel::real_slots`]), then one per full slot the channel's rate
+    /// (times [`PERIOD_RATE_GAIN`]) opens before the period ends, each with its wait, the
+    /// time from now at which it is due. The window's headroom is what is open now; the
+    /// acks expected over the period reopen it at about the rate. With a zero period this
+    /// is [`Channel::real_slots`]. Only the open slots may be used at once; the others
+    /// are due at their wait and only if the controller then allows a send.
+    pub fn period_slots(
+        &self,
+        now: Duration,
+        period: Duration,
+        out: &mut Vec<TxSlot>,
+    ) -> PeriodSlots {
+        let open = self.real_slots(now, out);
+        let rate = self.rate() * PERIOD_RATE_GAIN;
+        // A fixed-rate token bucket that banks a period's tokens (as the simulator sets it
+        // up) already offers the period's slots at the cycle, as the thesis's channels do.
+        if period.is_zero() || rate <= 0.0 || self.cc.name() == "cbr" {
+            return PeriodSlots {
+                open,
+                total: open,
+                phantom_start: None,
+            };
+        }
+        let spacing = f64::from(self.slot_wire_bytes()) / rate;
+        let first = self.first_wait(now, open, spacing);
+        let horizon = period.as_secs_f64();
+        let next = self.sent.next_seq() + open as u64;
+        let mut k = 0;
+        let mut wait = first;
+        while open + k < MAX_PERIOD_SLOTS && wait < horizon {
+            out.push(self.slot(next + k as u64, wait * 1e3, None));
+            k += 1;
+            wait = first + k as f64 * spacing;
+        }
+        PeriodSlots {
+            open,
+            total: open + k,
+            phantom_start: Some(wait),
+        }
+    }
+
+    /// Seconds from now to the first slot after `open` real ones, slots `spacing` apart:
+    /// with none open, when the pacing next allows a send.
+    fn first_wait(&self, now: Duration, open: usize, spacing: f64) -> f64 {
+        match self.cc.next_allowance_at(now) {
+            Some(t) if open == 0 => t.saturating_sub(now).as_secs_f64(),
+            _ => spacing,
+        }
+    }
+
     /// Append phantom slots predicted for the next `lookahead`, after `real` real ones:
-    /// ⌊λ/τ⌋ of them for slot period τ at the current rate (thesis §7.2.1).
+    /// ⌊λ/τ⌋ of them for slot period τ at the current rate (thesis §7.2.1). `start`, when
+    /// given, is the wait of the first one in seconds (after a periodic cycle's slots).
     pub fn phantom_slots(
         &self,
         now: Duration,
         lookahead: Duration,
         real: usize,
+        start: Option<f64>,
         out: &mut Vec<TxSlot>,
     ) {
         let rate = self.rate();
@@ -456,10 +529,7 @@ impl Channel {
             return;
         }
         let period = f64::from(self.slot_wire_bytes()) / rate;
-        let first = match self.cc.next_allowance_at(now) {
-            Some(t) if real == 0 => t.saturating_sub(now).as_secs_f64(),
-            _ => period,
-        };
+        let first = start.unwrap_or_else(|| self.first_wait(now, real, period));
         let horizon = lookahead.as_secs_f64();
         let next = self.sent.next_seq();
         let mut k = 0;

@@ -222,11 +222,12 @@ impl Session {
         name: &str,
         value: Value,
     ) -> Result<(), SessionError> {
-        let q = self
-            .sender
+        let sender = &mut self.sender;
+        let q = sender
             .streams
             .get_mut(&adu.stream)
             .and_then(|s| s.find_mut(adu.id))
+            .or_else(|| sender.plan.find_mut(adu.stream, adu.id))
             .ok_or(SessionError::AduNotQueued(adu))?;
         q.fields.set(name, value);
         Ok(())
@@ -236,6 +237,8 @@ impl Session {
     /// [`NackReason::Removed`]. Fails with [`SessionError::AduNotQueued`] if it already
     /// left the queue (sent or dropped).
     pub fn remove_adu(&mut self, adu: AduHandle) -> Result<(), SessionError> {
+        // An ADU held for a slot later in the period has not left: it can still go.
+        self.sender.take_back_plan();
         let removed = self
             .sender
             .streams
@@ -254,20 +257,26 @@ impl Session {
         Ok(())
     }
 
-    /// ADUs waiting in a stream's send queue.
+    /// ADUs waiting in a stream's send queue, counting those a periodic cycle holds for
+    /// a slot later in its period.
     pub fn queued(&self, stream: u32) -> usize {
-        self.sender
+        let queue = self
+            .sender
             .streams
             .get(&stream)
-            .map_or(0, |s| s.queue.len())
+            .map_or(0, |s| s.queue.len());
+        queue + self.sender.plan.held(stream).0
     }
 
-    /// Payload bytes waiting in a stream's send queue.
+    /// Payload bytes waiting in a stream's send queue, counting those a periodic cycle
+    /// holds for a slot later in its period.
     pub fn queued_bytes(&self, stream: u32) -> usize {
-        self.sender
+        let queue = self
+            .sender
             .streams
             .get(&stream)
-            .map_or(0, |s| s.queued_bytes)
+            .map_or(0, |s| s.queued_bytes);
+        queue + self.sender.plan.held(stream).1
     }
 
     /// Whether the application may queue more on `stream` now: `false` from the moment

@@ -58,6 +58,7 @@ impl Session {
 
     /// Nack every queued ADU as [`NackReason::Closed`].
     pub(super) fn nack_queued(&mut self) {
+        self.sender.take_back_plan();
         for s in self.sender.streams.values_mut() {
             for q in s.queue.drain(..) {
                 self.events.push_back(Event::Nack {
@@ -76,6 +77,8 @@ impl Session {
     /// kept for the successor if its stream resends), queued ADUs are nacked unless a
     /// successor will take them, and the application hears [`Event::Closed`].
     pub(super) fn finish(&mut self, now: Duration, reason: CloseReason) {
+        // ADUs held for slots later in the period are queued ADUs again.
+        self.sender.take_back_plan();
         let mut out = Vec::new();
         for c in self.channels.iter_mut() {
             c.abandon(now, &mut out);

@@ -15,7 +15,7 @@ use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
-use crate::packing::{packed_capacity, PlanInput};
+use crate::packing::{packed_capacity, Packer, PlanInput};
 use crate::recovery::RecoveryLayer;
 use crate::stream::{InFlightPolicy, QueuedAdu, SendStream};
 use crate::wire::{FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
@@ -66,6 +66,58 @@ fn flow_block(cx: &mut CycleContext<'_>, now: Duration, need: u64) {
     flow.blocked = Some(Blocked { since, need });
 }
 
+/// The channel index of real slot `slot` and the index of its channel's first slot (slots
+/// are grouped by channel, `real_counts` of each).
+fn slot_channel(real_counts: &[usize], slot: usize) -> (usize, usize) {
+    let mut start = 0;
+    for (c, &n) in real_counts.iter().enumerate() {
+        if slot < start + n {
+            return (c, start);
+        }
+        start += n;
+    }
+    (real_counts.len(), start)
+}
+
+/// Which of its channel's slot times each packet of a periodic cycle takes: its rank
+/// among the channel's packets by collection order (the order in which the streams are
+/// owed), not by the slot the scheduler chose. An objective puts the streams it favours
+/// in the earliest slots, and the last slots of a period are those a window may not open
+/// in time; ranking by collection order spreads that risk over the streams as their
+/// shares do. Fills `cy.ranks` with one entry per packet, in the packer's order.
+fn rank_packets(cy: &mut CycleScratch, packer: &Packer) {
+    cy.order.clear();
+    for (k, (slot, members)) in packer.packets().enumerate() {
+        let (c, _) = slot_channel(&cy.real_counts, slot);
+        let first = members.iter().copied().min().unwrap_or(usize::MAX);
+        cy.order.push((c, first, k));
+    }
+    cy.order.sort_unstable();
+    cy.ranks.clear();
+    cy.ranks.resize(cy.order.len(), 0);
+    let mut last = None;
+    let mut rank = 0;
+    for &(c, _, k) in &cy.order {
+        if last != Some(c) {
+            last = Some(c);
+            rank = 0;
+        }
+        cy.ranks[k] = rank;
+        rank += 1;
+    }
+}
+
+/// When packet `k` (of real slot `slot`) is due: `None` if its rank falls on one of its
+/// channel's open slots (send now), else the wait in ms of the slot of its rank (due
+/// then, and only if the channel's controller allows a send). The first `open_counts`
+/// of a channel's slots are open.
+fn packet_wait(cy: &CycleScratch, k: usize, slot: usize) -> Option<f64> {
+    let (c, start) = slot_channel(&cy.real_counts, slot);
+    let n = *cy.real_counts.get(c)?;
+    let rank = cy.ranks[k].min(n - 1);
+    (rank >= cy.open_counts[c]).then(|| cy.slots[start + rank].wait_ms)
+}
+
 impl Session {
     /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
     pub(super) fn wake_cycle(&mut self, now: Duration) {
@@ -92,10 +144,39 @@ impl Session {
         if now >= self.sender.next_cycle {
             return true;
         }
+        if self.refill_due(now) {
+            return true;
+        }
         self.config.early_cycle_slots.is_some_and(|m| {
             let n: usize = self.channels.iter().map(|c| c.real_slot_count(now)).sum();
             n >= m
         })
+    }
+
+    /// A periodic cycle's channel that was given packets for later in the period, has
+    /// sent them all and may send more (its window opened faster than the period's slots
+    /// foresaw) starts a cycle early rather than stand idle until the period ends. A
+    /// channel the cycle gave nothing to later in the period waits for the next one.
+    fn refill_due(&self, now: Duration) -> bool {
+        self.config.cycle_ms > 0.0
+            && now >= self.sender.refill_after
+            && self.channels.iter().any(|c| {
+                c.next_send_at(now).is_some_and(|t| t <= now) && self.sender.plan.exhausted(c.id)
+            })
+    }
+
+    /// When [`Session::refill_due`] may next hold, as far as the channels' controllers
+    /// tell.
+    pub(super) fn next_refill(&self, now: Duration) -> Option<Duration> {
+        if self.config.cycle_ms <= 0.0 {
+            return None;
+        }
+        self.channels
+            .iter()
+            .filter(|c| self.sender.plan.exhausted(c.id))
+            .filter_map(|c| c.next_send_at(now))
+            .min()
+            .map(|t| t.max(self.sender.refill_after))
     }
 
     /// Run one scheduling cycle over the session's parts.
@@ -119,6 +200,24 @@ impl Session {
             .map(|b| b.since + ZERO_WINDOW_PROBE);
         self.life.zero_window_probe_at(probe);
     }
+
+    /// Send the packets a periodic cycle planned whose time has come.
+    pub(super) fn release_planned(&mut self, now: Duration) {
+        if self.sender.plan.is_empty() {
+            return;
+        }
+        let mut cx = CycleContext {
+            send_ts: self.send_ts(now),
+            config: &self.config,
+            channels: &mut self.channels,
+            flow: &mut self.receiver.flow,
+            recovery: &mut self.recovery,
+            resend: &mut self.life.resend,
+            events: &mut self.events,
+            stats: &mut self.stats,
+        };
+        self.sender.release_planned(now, &mut cx);
+    }
 }
 
 impl Sender {
@@ -127,17 +226,33 @@ impl Sender {
     /// assignments. Works in `self.cycle`'s reused buffers: no allocation at steady state.
     pub(super) fn run_cycle(&mut self, now: Duration, cx: &mut CycleContext<'_>) {
         cx.stats.cycles += 1;
-        if cx.config.cycle_ms > 0.0 {
+        // A periodic cycle issues the slots of its whole period, each with its time; an
+        // event-driven one only those open now.
+        let period = if cx.config.cycle_ms > 0.0 {
             let period = ms(cx.config.cycle_ms);
-            self.next_cycle = (self.next_cycle + period).max(now);
-        }
+            // A refill cycle before the period ends keeps the cycles' clock.
+            if now >= self.next_cycle {
+                self.next_cycle = (self.next_cycle + period).max(now);
+            }
+            self.refill_after = now + IDLE_CYCLE_RETRY;
+            period
+        } else {
+            Duration::ZERO
+        };
+        // What the last period's plan still holds is scheduled afresh.
+        self.take_back_plan();
         let mut cy = std::mem::take(&mut self.cycle);
         self.update_allocations(now, cx, &mut cy);
 
         cy.slots.clear();
         cy.real_counts.clear();
+        cy.open_counts.clear();
+        cy.phantom_starts.clear();
         for c in cx.channels.iter() {
-            cy.real_counts.push(c.real_slots(now, &mut cy.slots));
+            let p = c.period_slots(now, period, &mut cy.slots);
+            cy.real_counts.push(p.total);
+            cy.open_counts.push(p.open);
+            cy.phantom_starts.push(p.phantom_start);
         }
         let n_real = cy.slots.len();
         if n_real == 0 {
@@ -145,8 +260,18 @@ impl Sender {
             return;
         }
         let lookahead = ms(cx.config.lookahead_ms);
-        for (c, &real) in cx.channels.iter().zip(&cy.real_counts) {
-            c.phantom_slots(now, lookahead, real, &mut cy.slots);
+        if !lookahead.is_zero() {
+            // Phantoms look `lookahead` beyond the slots the cycle issues.
+            let counts = cy.real_counts.iter().zip(&cy.phantom_starts);
+            for (c, (&real, &start)) in cx.channels.iter().zip(counts) {
+                let horizon = lookahead
+                    + if start.is_some() {
+                        period
+                    } else {
+                        Duration::ZERO
+                    };
+                c.phantom_slots(now, horizon, real, start, &mut cy.slots);
+            }
         }
 
         // One ADU per slot for the scheduler; with packing, more after them, as many as
@@ -195,14 +320,18 @@ impl Sender {
             // periodic sources and slot clocks and favour one channel for them.
             offset: (cx.stats.cycles.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize,
         };
-        self.fair_share.enforce(
-            &cy.slots,
-            n_real,
-            &cy.adus[..n_sched],
-            &cy.may_wait[..n_sched],
-            &mut cy.assignment,
-            choice,
-        );
+        if period.is_zero() {
+            self.fair_share.enforce(
+                &cy.slots,
+                n_real,
+                &cy.adus[..n_sched],
+                &cy.may_wait[..n_sched],
+                &mut cy.assignment,
+                choice,
+            );
+        } else {
+            self.enforce_on_open_slots(n_sched, choice, &mut cy);
+        }
         if cx.config.phantom_wait_ms > 0.0 {
             self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
         }
@@ -220,13 +349,30 @@ impl Sender {
             offset: choice.offset,
         });
         let packer = std::mem::take(&mut cy.packer);
-        for (slot, members) in packer.packets() {
+        if !period.is_zero() {
+            rank_packets(&mut cy, &packer);
+        }
+        for (k, (slot, members)) in packer.packets().enumerate() {
             // The peer's credit bounds what may be out toward it; the first packet
             // that does not fit stops the cycle, so a stream is never reordered.
             let bytes: u64 = members.iter().map(|&a| u64::from(cy.adus[a].length)).sum();
-            if !cx.flow.allows(bytes) {
+            if !cx.flow.allows(bytes + self.plan.held_bytes) {
                 flow_block(cx, now, bytes);
                 break;
+            }
+            // A channel's packets go out in its slots' order, each at the time of the
+            // next slot of the channel: slots the scheduler left empty leave no gaps.
+            // A slot that is not open now waits in the plan even when it is due at once:
+            // the plan sends it only when the controller allows.
+            let wait = if period.is_zero() {
+                None
+            } else {
+                packet_wait(&cy, k, slot)
+            };
+            if let Some(wait) = wait {
+                let at = now + Duration::from_secs_f64(wait / 1e3);
+                self.plan_packet(at, slot, members, &cy);
+                continue;
             }
             let slot = cy.slots[slot].clone();
             self.transmit_packet(now, &slot, members, cx, &mut cy);
@@ -240,6 +386,7 @@ impl Sender {
         if app_limited {
             cx.channels.mark_idle_app_limited(now);
         }
+
         // Event-driven cycles: one that sent nothing (every waiting stream over its rate,
         // say) would otherwise run again at once, forever; wait for news or a moment.
         if cx.config.cycle_ms <= 0.0 && packer.len() == 0 {
@@ -247,6 +394,51 @@ impl Sender {
         }
         cy.packer = packer;
         self.cycle = cy;
+    }
+
+    /// The fairness pass for a periodic cycle. Only the slots open now are sure to be
+    /// sent: a slot later in the period goes out only if its channel's window opens in
+    /// time, else its ADU is taken back at the next cycle. So the fair set is owed the
+    /// open slots, and the slots due later count as the ones to come: an owed ADU the
+    /// scheduler put there may stay while its stream may wait, as on a phantom. Without
+    /// this, an objective that keeps sending some streams to the later slots of a slow
+    /// channel leaves those streams short cycle after cycle.
+    fn enforce_on_open_slots(&mut self, n_sched: usize, choice: SlotChoice, cy: &mut CycleScratch) {
+        cy.fair_order.clear();
+        let mut first = 0;
+        for (&total, &open) in cy.real_counts.iter().zip(&cy.open_counts) {
+            cy.fair_order.extend(first..first + open);
+            first += total;
+        }
+        let n_open = cy.fair_order.len();
+        let mut first = 0;
+        for (&total, &open) in cy.real_counts.iter().zip(&cy.open_counts) {
+            cy.fair_order.extend(first + open..first + total);
+            first += total;
+        }
+        cy.fair_order.extend(first..cy.slots.len());
+        cy.fair_position.clear();
+        cy.fair_position.resize(cy.slots.len(), 0);
+        for (at, &s) in cy.fair_order.iter().enumerate() {
+            cy.fair_position[s] = at;
+        }
+        cy.fair_slots.clear();
+        cy.fair_slots
+            .extend(cy.fair_order.iter().map(|&s| cy.slots[s].clone()));
+        cy.fair_assignment.clear();
+        cy.fair_assignment
+            .extend(cy.assignment.iter().map(|s| s.map(|s| cy.fair_position[s])));
+        self.fair_share.enforce(
+            &cy.fair_slots,
+            n_open,
+            &cy.adus[..n_sched],
+            &cy.may_wait[..n_sched],
+            &mut cy.fair_assignment,
+            choice,
+        );
+        for (a, s) in cy.assignment.iter_mut().zip(&cy.fair_assignment) {
+            *a = s.map(|s| cy.fair_order[s]);
+        }
     }
 
     /// Start the patience clock of each ADU left on a phantom slot for the first time
@@ -485,57 +677,86 @@ impl Sender {
             let Some(q) = stream.take(view.id) else {
                 continue;
             };
-            let (ch, p) = (slot.channel, slot.loss_probability);
-            cx.recovery
-                .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
-            stream.credit -= q.payload.len() as f64;
-            if let Some(d) = self.debt.get_mut(&view.stream_id) {
-                *d -= q.payload.len() as f64;
-            }
-            if stream.config.on_reconnect == InFlightPolicy::Resend {
-                cx.resend.insert(q.id, (view.stream_id, q.clone()));
-            }
-            let mut flags = if stream.config.ordered {
-                FLAG_ORDERED
-            } else {
-                0
-            };
-            if stream.config.recovery.is_on() {
-                flags |= FLAG_RECOVERY;
-            }
-            let history = if self.objectives.is_empty() {
-                None
-            } else {
-                let h = self.history_base + self.history.len() as u64;
-                let mut s = slot.clone();
-                s.sequence = seq_peek;
-                self.history.push_back(HistoryEntry {
-                    adu: view.clone(),
-                    slot: s,
-                    outcome: Outcome::Pending,
-                });
-                while self.history.len() > cx.config.history_len {
-                    self.history.pop_front();
-                    self.history_base += 1;
-                }
-                Some(h)
-            };
-            cy.sent_adus.push(SentAdu {
-                adu: q.id,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                inserted: q.inserted,
-                history,
-                payload: q.payload.len() as u32,
-            });
-            cy.packet_adus.push(PendingAdu {
-                id: q.id,
-                flags,
-                stream: view.stream_id,
-                stream_seq: q.seq,
-                payload: q.payload,
-            });
+            let out = (&mut cy.sent_adus, &mut cy.packet_adus);
+            self.add_to_packet(view, q, slot, seq_peek, cx, out);
         }
+        self.send_packet(idx, now, cx, cy);
+    }
+
+    /// Account for ADU `q` (seen by the scheduler as `view`) going out in `slot` as packet
+    /// `seq_peek`, and add it to the packet being built in `out`.
+    pub(super) fn add_to_packet(
+        &mut self,
+        view: &AduView,
+        q: QueuedAdu,
+        slot: &TxSlot,
+        seq_peek: u64,
+        cx: &mut CycleContext<'_>,
+        out: (&mut Vec<SentAdu>, &mut Vec<PendingAdu>),
+    ) {
+        let Some(stream) = self.streams.get_mut(&view.stream_id) else {
+            return;
+        };
+        let (ch, p) = (slot.channel, slot.loss_probability);
+        cx.recovery
+            .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
+        stream.credit -= q.payload.len() as f64;
+        if let Some(d) = self.debt.get_mut(&view.stream_id) {
+            *d -= q.payload.len() as f64;
+        }
+        if stream.config.on_reconnect == InFlightPolicy::Resend {
+            cx.resend.insert(q.id, (view.stream_id, q.clone()));
+        }
+        let mut flags = if stream.config.ordered {
+            FLAG_ORDERED
+        } else {
+            0
+        };
+        if stream.config.recovery.is_on() {
+            flags |= FLAG_RECOVERY;
+        }
+        let history = if self.objectives.is_empty() {
+            None
+        } else {
+            let h = self.history_base + self.history.len() as u64;
+            let mut s = slot.clone();
+            s.sequence = seq_peek;
+            self.history.push_back(HistoryEntry {
+                adu: view.clone(),
+                slot: s,
+                outcome: Outcome::Pending,
+            });
+            while self.history.len() > cx.config.history_len {
+                self.history.pop_front();
+                self.history_base += 1;
+            }
+            Some(h)
+        };
+        out.0.push(SentAdu {
+            adu: q.id,
+            stream: view.stream_id,
+            stream_seq: q.seq,
+            inserted: q.inserted,
+            history,
+            payload: q.payload.len() as u32,
+        });
+        out.1.push(PendingAdu {
+            id: q.id,
+            flags,
+            stream: view.stream_id,
+            stream_seq: q.seq,
+            payload: q.payload,
+        });
+    }
+
+    /// Hand the packet built in `cy` to the channel at `idx`.
+    pub(super) fn send_packet(
+        &mut self,
+        idx: usize,
+        now: Duration,
+        cx: &mut CycleContext<'_>,
+        cy: &mut CycleScratch,
+    ) {
         if cy.packet_adus.is_empty() {
             return;
         }

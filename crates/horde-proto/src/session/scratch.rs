@@ -18,6 +18,25 @@ pub(super) struct CycleScratch {
     pub(super) may_wait: Vec<bool>,
     /// Per channel: real slots offered this cycle.
     pub(super) real_counts: Vec<usize>,
+    /// Per channel: how many of its real slots are open now (the rest are due later in
+    /// a periodic cycle's period).
+    pub(super) open_counts: Vec<usize>,
+    /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
+    /// period, where its phantom slots begin.
+    pub(super) phantom_starts: Vec<Option<f64>>,
+    /// Per packet of a periodic cycle: (channel, first collected ADU, packet), sorted
+    /// to rank each channel's packets.
+    pub(super) order: Vec<(usize, usize, usize)>,
+    /// Per packet of a periodic cycle, in the packer's order: which of its channel's
+    /// slot times it takes.
+    pub(super) ranks: Vec<usize>,
+    /// The fairness pass over a periodic cycle's slots: the slots in the order it sees
+    /// them (open now first), where each original slot went, and the assignment in that
+    /// order.
+    pub(super) fair_order: Vec<usize>,
+    pub(super) fair_position: Vec<usize>,
+    pub(super) fair_slots: Vec<TxSlot>,
+    pub(super) fair_assignment: Assignment,
     pub(super) streams: Vec<StreamStats>,
     pub(super) demands: Vec<Demand>,
     pub(super) allocations: Vec<f64>,

@@ -8,6 +8,7 @@ use horde_policy::{HistoryEntry, ObjectiveSet, RandomizedRoundRobin, Scheduler};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::plan::SlotPlan;
 use super::scratch::CycleScratch;
 use crate::fair_share::FairShare;
 use crate::stream::SendStream;
@@ -25,6 +26,8 @@ pub(super) struct Sender {
     pub(super) rng: ChaCha8Rng,
     pub(super) next_adu_id: u64,
     pub(super) next_cycle: Duration,
+    /// A periodic session starts no refill cycle before this (see `Session::refill_due`).
+    pub(super) refill_after: Duration,
     pub(super) last_refill: Duration,
     pub(super) cycle: CycleScratch,
     pub(super) fair_share: FairShare,
@@ -34,6 +37,8 @@ pub(super) struct Sender {
     /// capped: it is what the fairness pass checks before letting a stream wait for
     /// phantom slots.
     pub(super) debt: BTreeMap<u32, f64>,
+    /// Packets a periodic cycle put in slots later in its period, until they are due.
+    pub(super) plan: SlotPlan,
 }
 
 impl Sender {
@@ -47,10 +52,12 @@ impl Sender {
             rng: ChaCha8Rng::seed_from_u64(seed),
             next_adu_id: 0,
             next_cycle: now,
+            refill_after: now,
             last_refill: now,
             cycle: CycleScratch::default(),
             fair_share: FairShare::default(),
             debt: BTreeMap::new(),
+            plan: SlotPlan::default(),
         }
     }
 

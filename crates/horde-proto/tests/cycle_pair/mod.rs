@@ -82,7 +82,19 @@ pub struct Step {
     pub packets: u64,
     /// Whether the poll ran a cycle (not before the handshake is done).
     pub ran: bool,
+    /// Periodic pairs: allocations of the ticks within the period, where the session
+    /// releases the packets the cycle planned for later slots (and handles acks).
+    pub release_allocs: u64,
+    /// Periodic pairs: data packets sent in those ticks without a cycle, that is, planned
+    /// packets released.
+    pub released: u64,
+    /// Cycles the session ran in the step, ticks included.
+    pub cycles: u64,
 }
+
+/// A periodic pair's period is run in this many ticks: the cycle at the first, the
+/// packets it planned for later slots released in the others.
+pub const TICKS: u32 = 10;
 
 pub struct Pair {
     now: Duration,
@@ -98,6 +110,9 @@ pub struct Pair {
     /// Drop every this many-th datagram the client sends (0: none).
     pub lose_every: u64,
     sent: u64,
+    /// Whether the session runs periodic cycles (one per [`CYCLE`]) over window-based
+    /// channels, rather than one event-driven cycle per step over CBR ones.
+    periodic: bool,
 }
 
 impl Pair {
@@ -115,8 +130,11 @@ impl Pair {
         adu_bytes: usize,
     ) -> Self {
         let rate_bps = (per_channel as f64 + 0.5) * SLOT_BYTES / CYCLE.as_secs_f64();
+        // The steps drive the cycles, one per step: the event-driven cycle. A periodic
+        // one would also plan packets for slots later in its period, which nothing
+        // between the steps releases.
         let config = SessionConfig {
-            cycle_ms: CYCLE.as_secs_f64() * 1e3,
+            cycle_ms: 0.0,
             lookahead_ms: CYCLE.as_secs_f64() * 1e3,
             pack_adus,
             ..SessionConfig::default()
@@ -160,7 +178,55 @@ impl Pair {
             server_config: config,
             lose_every: 0,
             sent: 0,
+            periodic: false,
         }
+    }
+
+    /// A pair whose session runs a periodic cycle every [`CYCLE`] over AIMD channels:
+    /// each cycle issues the slots of its period and plans packets for the later ones,
+    /// which the ticks of [`Pair::step`] release as the acks open the windows. One
+    /// datagram in `lose_every` is lost, which keeps the windows from growing without
+    /// end on a wire of unbounded capacity.
+    pub fn periodic(scheduler: MakeScheduler, lose_every: u64) -> Self {
+        let mut pair = Self::with_packing(2, scheduler, true, MTU as usize);
+        let config = SessionConfig {
+            cycle_ms: CYCLE.as_secs_f64() * 1e3,
+            lookahead_ms: CYCLE.as_secs_f64() * 1e3,
+            pack_adus: true,
+            ..SessionConfig::default()
+        };
+        let channel = ChannelConfig {
+            mtu: MTU,
+            congestion: CcConfig::Aimd {
+                initial_window_packets: 4,
+            },
+            ..ChannelConfig::default()
+        };
+        let specs = (0..CHANNELS as u16)
+            .map(|i| ChannelSpec {
+                local: i,
+                remote: addr(2, i),
+                config: channel.clone(),
+            })
+            .collect();
+        let aliases = (0..CHANNELS as u16).map(|i| addr(1, i)).collect();
+        let mut client =
+            Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
+        client.set_scheduler(scheduler());
+        for name in ["x1", "x2", "x3", "x4"] {
+            let o = horde_hose::thesis(name).expect("thesis objective compiles");
+            client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
+        }
+        for s in 0..STREAMS {
+            client.open_stream(s, StreamConfig::default()).unwrap();
+        }
+        pair.client = client;
+        pair.server_config = config;
+        pair.lose_every = lose_every;
+        // A period's slots at 1.25 times the windows' rate: keep a few periods waiting.
+        pair.queued_per_stream = 64;
+        pair.periodic = true;
+        pair
     }
 
     fn deliver(&mut self) -> u64 {
@@ -240,9 +306,35 @@ impl Pair {
         }
     }
 
-    /// Advance one cycle period and run the cycle.
+    /// Advance one cycle period and run the cycle. A periodic pair first runs the
+    /// period's other ticks, which release what the last cycle planned.
     pub fn step(&mut self) -> Step {
-        self.now += CYCLE;
+        let (mut release_allocs, mut released) = (0, 0);
+        let cycles_before = self.client.stats().cycles;
+        if self.periodic {
+            let tick = CYCLE / TICKS;
+            for _ in 1..TICKS {
+                self.now += tick;
+                release_allocs += self.deliver();
+                let a = allocs();
+                self.client.handle_timeout(self.now);
+                release_allocs += allocs() - a;
+                if let Some(s) = self.server.as_mut() {
+                    s.handle_timeout(self.now);
+                }
+                self.drain(false);
+                let cycles = self.client.stats().cycles;
+                let (counted, packets) = self.drain(true);
+                release_allocs += counted;
+                // Data sent at a tick without a cycle came from the plan.
+                if self.client.stats().cycles == cycles {
+                    released += packets;
+                }
+            }
+            self.now += CYCLE - tick * (TICKS - 1);
+        } else {
+            self.now += CYCLE;
+        }
         let mut other = self.deliver();
         let a = allocs();
         self.client.handle_timeout(self.now);
@@ -278,6 +370,9 @@ impl Pair {
             other_allocs: other + encode_allocs,
             packets: packets + more,
             ran,
+            release_allocs,
+            released,
+            cycles: self.client.stats().cycles - cycles_before,
         }
     }
 
