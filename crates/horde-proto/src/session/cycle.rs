@@ -181,17 +181,7 @@ impl Session {
 
     /// Run one scheduling cycle over the session's parts.
     pub(super) fn run_cycle(&mut self, now: Duration) {
-        let mut cx = CycleContext {
-            send_ts: self.send_ts(now),
-            config: &self.config,
-            channels: &mut self.channels,
-            flow: &mut self.receiver.flow,
-            recovery: &mut self.recovery,
-            resend: &mut self.life.resend,
-            events: &mut self.events,
-            stats: &mut self.stats,
-        };
-        self.sender.run_cycle(now, &mut cx);
+        self.with_sender(now, |sender, cx| sender.run_cycle(now, cx));
         // The peer's credit may have run out in the cycle: probe for a lost update.
         let probe = self
             .receiver
@@ -206,6 +196,11 @@ impl Session {
         if self.sender.plan.is_empty() {
             return;
         }
+        self.with_sender(now, |sender, cx| sender.release_planned(now, cx));
+    }
+
+    /// Run `f` on the sender with the session's other parts it works on.
+    fn with_sender(&mut self, now: Duration, f: impl FnOnce(&mut Sender, &mut CycleContext<'_>)) {
         let mut cx = CycleContext {
             send_ts: self.send_ts(now),
             config: &self.config,
@@ -216,7 +211,7 @@ impl Session {
             events: &mut self.events,
             stats: &mut self.stats,
         };
-        self.sender.release_planned(now, &mut cx);
+        f(&mut self.sender, &mut cx);
     }
 }
 

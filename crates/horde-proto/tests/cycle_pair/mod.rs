@@ -115,6 +115,30 @@ pub struct Pair {
     periodic: bool,
 }
 
+/// The client session: [`CHANNELS`] channels of `channel`, the thesis's objectives X1-X4,
+/// and [`STREAMS`] streams.
+fn client(config: &SessionConfig, channel: &ChannelConfig, scheduler: MakeScheduler) -> Session {
+    let specs = (0..CHANNELS as u16)
+        .map(|i| ChannelSpec {
+            local: i,
+            remote: addr(2, i),
+            config: channel.clone(),
+        })
+        .collect();
+    let aliases = (0..CHANNELS as u16).map(|i| addr(1, i)).collect();
+    let mut client =
+        Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
+    client.set_scheduler(scheduler());
+    for name in ["x1", "x2", "x3", "x4"] {
+        let o = horde_hose::thesis(name).expect("thesis objective compiles");
+        client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
+    }
+    for s in 0..STREAMS {
+        client.open_stream(s, StreamConfig::default()).unwrap();
+    }
+    client
+}
+
 impl Pair {
     /// `per_channel` real and as many phantom slots per channel and cycle: CBR tokens for
     /// `per_channel + 1/2` full slots a cycle, and a look-ahead of one cycle.
@@ -147,24 +171,7 @@ impl Pair {
             },
             ..ChannelConfig::default()
         };
-        let specs = (0..CHANNELS as u16)
-            .map(|i| ChannelSpec {
-                local: i,
-                remote: addr(2, i),
-                config: channel.clone(),
-            })
-            .collect();
-        let aliases = (0..CHANNELS as u16).map(|i| addr(1, i)).collect();
-        let mut client =
-            Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
-        client.set_scheduler(scheduler());
-        for name in ["x1", "x2", "x3", "x4"] {
-            let o = horde_hose::thesis(name).expect("thesis objective compiles");
-            client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
-        }
-        for s in 0..STREAMS {
-            client.open_stream(s, StreamConfig::default()).unwrap();
-        }
+        let client = client(&config, &channel, scheduler);
         Pair {
             now: Duration::ZERO,
             client,
@@ -202,24 +209,7 @@ impl Pair {
             },
             ..ChannelConfig::default()
         };
-        let specs = (0..CHANNELS as u16)
-            .map(|i| ChannelSpec {
-                local: i,
-                remote: addr(2, i),
-                config: channel.clone(),
-            })
-            .collect();
-        let aliases = (0..CHANNELS as u16).map(|i| addr(1, i)).collect();
-        let mut client =
-            Session::connect(config.clone(), 7, 1, specs, aliases, Duration::ZERO).unwrap();
-        client.set_scheduler(scheduler());
-        for name in ["x1", "x2", "x3", "x4"] {
-            let o = horde_hose::thesis(name).expect("thesis objective compiles");
-            client.inject_objective(Arc::new(o) as Arc<dyn Objective>);
-        }
-        for s in 0..STREAMS {
-            client.open_stream(s, StreamConfig::default()).unwrap();
-        }
+        let client = client(&config, &channel, scheduler);
         pair.client = client;
         pair.server_config = config;
         pair.lose_every = lose_every;
