@@ -426,7 +426,7 @@ fn lateness_ms(path: &Path, rate_bps: f64, delay_ms: f64) -> Vec<f64> {
 
 /// Runs `during` beside a real-time stall probe (`SCHED_FIFO` at the lowest priority:
 /// below the emulator's threads, so it takes nothing from them, yet above every normal
-/// thread); returns its result and the probe's p99 wake-up lateness in ms. On a virtual
+/// thread); returns its result and the probe's p99.9 wake-up lateness in ms. On a virtual
 /// machine the hypervisor can hold a vCPU for milliseconds, and no release thread can
 /// beat that.
 fn with_stall_probe<T>(during: impl FnOnce() -> T) -> (T, f64) {
@@ -439,12 +439,15 @@ fn with_stall_probe<T>(during: impl FnOnce() -> T) -> (T, f64) {
     let result = during();
     stop.store(true, Ordering::Relaxed);
     let stalls = probe.join().unwrap();
-    let p99 = stalls.quantile(0.99).as_secs_f64() * 1e3;
+    // The 99.9th percentile: a stall of S ms delays every packet due during it, so
+    // packets sample the stalls in proportion to their length, and a packet's p99 sits
+    // in the probe's far tail on a busy machine.
+    let p999 = stalls.quantile(0.999).as_secs_f64() * 1e3;
     eprintln!(
-        "this machine: {} 1 ms sleeps of a real-time thread, p99 wake-up lateness {p99:.3} ms",
+        "this machine: {} 1 ms sleeps of a real-time thread, p99.9 wake-up lateness {p999:.3} ms",
         stalls.count()
     );
-    (result, p99)
+    (result, p999)
 }
 
 #[test]
@@ -456,7 +459,7 @@ fn the_packet_log_shows_the_models_delay() {
     let dir = std::env::temp_dir().join(format!("horde-shell-log-{}", std::process::id()));
     let pcap = dir.join("pcap");
     let (mut server, port) = flow_server(1);
-    let (out, machine_p99) = with_stall_probe(|| {
+    let (out, machine_tail) = with_stall_probe(|| {
         shell(
             &[
                 "--link",
@@ -483,7 +486,7 @@ fn the_packet_log_shows_the_models_delay() {
         );
         // The log has µs resolution. Packets follow the model: never early, at the
         // median within 0.5 ms, and at p99 within 1 ms beyond what this machine makes a
-        // real-time thread wait, counted twice as a margin: after a stall the release
+        // real-time thread wait (its p99.9), counted twice as a margin: after a stall the release
         // thread sends every packet due during it one after another. (The release
         // thread runs SCHED_FIFO, so a busy machine delays it little; a release that
         // ignored the model would be off by ms at the median.)
@@ -491,8 +494,8 @@ fn the_packet_log_shows_the_models_delay() {
         assert!(extra[0] >= -0.002, "{d}: released early: {}", extra[0]);
         assert!(p50 < 0.5, "{d}: median {p50} ms beyond the model's 10 ms");
         assert!(
-            p99 < 1.0 + 2.0 * machine_p99,
-            "{d}: p99 {p99} ms beyond the model's 10 ms (the machine's own p99: {machine_p99} ms)"
+            p99 < 1.0 + 2.0 * machine_tail,
+            "{d}: p99 {p99} ms beyond the model's 10 ms (the machine's own p99.9: {machine_tail} ms)"
         );
         // The capture holds a header plus one IPv4 packet per delivered record.
         let cap = std::fs::read(pcap.join(format!("link0-{d}.pcap"))).unwrap();
