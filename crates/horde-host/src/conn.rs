@@ -8,6 +8,7 @@ use horde_proto::{ChannelId, CloseReason, Event, Session, SessionError, SessionH
 
 use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
 use crate::ops::Answer;
+use crate::touched::Touched;
 use crate::HostEvent;
 
 /// This end's handshake towards the peer, while it waits for the response.
@@ -161,6 +162,13 @@ pub(crate) fn deliver(
     e: Event,
     out: &mut VecDeque<HostEvent>,
 ) {
+    let event = relay(reconnecting, waiters, e);
+    out.push_back(HostEvent::Conn { key, event });
+}
+
+/// A session event as the application hears it, with the `writable` waiters it answers
+/// answered.
+fn relay(reconnecting: bool, waiters: &mut Vec<(u32, Answer<()>)>, e: Event) -> Event {
     // A persistent connection's session that died is followed by a new one: the
     // application hears that instead of the end.
     let e = match e {
@@ -180,5 +188,60 @@ pub(crate) fn deliver(
             }
         }
     }
-    out.push_back(HostEvent::Conn { key, event: e });
+    e
+}
+
+/// Every event one connection's session has queued, in order, as the application hears
+/// them: see [`Host::poll_events`](crate::Host::poll_events).
+///
+/// Dropped before it has run out, it leaves the rest for the next drain.
+pub struct ConnEvents<'a> {
+    key: u64,
+    conn: &'a mut Conn,
+    touched: &'a mut Touched,
+    done: bool,
+}
+
+impl<'a> ConnEvents<'a> {
+    pub(crate) fn new(key: u64, conn: &'a mut Conn, touched: &'a mut Touched) -> Self {
+        ConnEvents {
+            key,
+            conn,
+            touched,
+            done: false,
+        }
+    }
+
+    /// The connection the events are of.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+impl Iterator for ConnEvents<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        let reconnecting = self.conn.reconnect.is_some();
+        let e = match &mut self.conn.state {
+            ConnState::Established { session, .. } => session.poll_event(),
+            ConnState::Redialing { old, .. } => old.poll_event(),
+            _ => None,
+        };
+        match e {
+            Some(e) => Some(relay(reconnecting, &mut self.conn.waiters, e)),
+            None => {
+                self.done = true;
+                None
+            }
+        }
+    }
+}
+
+impl Drop for ConnEvents<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.touched.touch_events(self.key);
+        }
+    }
 }

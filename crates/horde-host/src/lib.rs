@@ -74,6 +74,7 @@ pub use refusal::{InitiationLog, REJECT_LOG_EVERY};
 pub use respond::{HandshakeJob, HandshakeOutcome, ResponderSettings, LOAD_HOLD};
 pub use transmit::{HostDatagram, HostTransmit};
 
+pub use conn::ConnEvents;
 use conn::{Conn, ConnState};
 use timers::{Timer, TimerTable};
 use touched::Touched;
@@ -163,6 +164,15 @@ pub enum HostEvent {
         /// The connection.
         key: u64,
     },
+}
+
+/// What [`Host::poll_events`] hands the driver next.
+pub enum Polled<'a> {
+    /// One of the host's own events, or a session event it queued among them (the
+    /// last words of a connection it removed).
+    Host(HostEvent),
+    /// Every event one connection's session has queued, in order.
+    Conn(ConnEvents<'a>),
 }
 
 /// What [`Host::handle_datagram`] left to the driver.
@@ -449,6 +459,40 @@ impl Host {
     /// The next thing the driver must pass on: the host's own events first, then each
     /// touched connection's session events in connection order.
     pub fn poll_event(&mut self) -> Option<HostEvent> {
+        loop {
+            if let Some(e) = self.events.pop_front() {
+                return Some(e);
+            }
+            let key = self.next_to_drain()?;
+            // All of a connection's events at once: one lookup for the lot, not one
+            // per event (an ack is an event, so this runs for every packet).
+            if let Some(conn) = self.conns.get_mut(&key) {
+                conn.drain_events(key, &mut self.events);
+            }
+        }
+    }
+
+    /// What [`Host::poll_event`] gives, a connection's session events at a time: the
+    /// host's own events one by one, then each touched connection's events as one
+    /// [`ConnEvents`], which the driver hands on in one go without moving each event
+    /// through a queue of the host's. In the same order as [`Host::poll_event`].
+    pub fn poll_events(&mut self) -> Option<Polled<'_>> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(Polled::Host(e));
+        }
+        let key = loop {
+            let key = self.next_to_drain()?;
+            if self.conns.contains_key(&key) {
+                break key;
+            }
+        };
+        let conn = self.conns.get_mut(&key).expect("key just checked");
+        Some(Polled::Conn(ConnEvents::new(key, conn, &mut self.touched)))
+    }
+
+    /// The next touched connection to drain of events, after the one drained last; `None`
+    /// ends a drain.
+    fn next_to_drain(&mut self) -> Option<u64> {
         #[cfg(test)]
         if self.full_walk && !self.draining {
             self.draining = true;
@@ -456,25 +500,16 @@ impl Host {
                 self.touched.touch_events(key);
             }
         }
-        loop {
-            if let Some(e) = self.events.pop_front() {
-                return Some(e);
+        let Some(key) = self.touched.take_event_from(self.event_cursor) else {
+            self.event_cursor = 0;
+            #[cfg(test)]
+            {
+                self.draining = false;
             }
-            let Some(key) = self.touched.take_event_from(self.event_cursor) else {
-                self.event_cursor = 0;
-                #[cfg(test)]
-                {
-                    self.draining = false;
-                }
-                return None;
-            };
-            // All of a connection's events at once: one lookup for the lot, not one
-            // per event (an ack is an event, so this runs for every packet).
-            if let Some(conn) = self.conns.get_mut(&key) {
-                conn.drain_events(key, &mut self.events);
-            }
-            self.event_cursor = key + 1;
-        }
+            return None;
+        };
+        self.event_cursor = key + 1;
+        Some(key)
     }
 
     /// Tell a connection how many payload bytes its application has read in all. Returns

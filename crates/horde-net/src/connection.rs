@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::command::Command;
 use crate::error::NetError;
+use crate::event_queue::{Empty, EventQueue};
 use crate::read_progress::ReadProgress;
 
 /// A connection's events as the application reads them. Reading a
@@ -20,13 +21,13 @@ use crate::read_progress::ReadProgress;
 ///
 /// [`HostConfig::recv_buffer_bytes`]: crate::HostConfig::recv_buffer_bytes
 pub struct EventReceiver {
-    rx: mpsc::UnboundedReceiver<Event>,
+    queue: EventQueue,
     read: Arc<ReadProgress>,
 }
 
 impl EventReceiver {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>, read: Arc<ReadProgress>) -> Self {
-        Self { rx, read }
+    pub(crate) fn new(queue: EventQueue, read: Arc<ReadProgress>) -> Self {
+        Self { queue, read }
     }
 
     fn count(&self, e: &Event) {
@@ -37,7 +38,7 @@ impl EventReceiver {
 
     /// The next event; `None` once the connection and its host are gone.
     pub async fn recv(&mut self) -> Option<Event> {
-        let e = self.rx.recv().await;
+        let e = std::future::poll_fn(|cx| self.queue.poll_recv(cx)).await;
         if let Some(e) = &e {
             self.count(e);
         }
@@ -47,21 +48,24 @@ impl EventReceiver {
     /// How many events wait unread. Reading them may let more in: a shut receive
     /// window reopens as the application reads.
     pub fn len(&self) -> usize {
-        self.rx.len()
+        self.queue.len()
     }
 
     /// Whether no event waits.
     pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
+        self.len() == 0
     }
 
     /// An event if one is waiting.
     pub fn try_recv(&mut self) -> Result<Event, TryRecvError> {
-        let e = self.rx.try_recv();
-        if let Ok(e) = &e {
-            self.count(e);
+        match self.queue.try_recv() {
+            Ok(e) => {
+                self.count(&e);
+                Ok(e)
+            }
+            Err(Empty::Now) => Err(TryRecvError::Empty),
+            Err(Empty::ForGood) => Err(TryRecvError::Disconnected),
         }
-        e
     }
 }
 

@@ -1,20 +1,37 @@
 //! The host's events, passed on: a connection that is up goes to its caller or its
 //! listener, a session event to its application's channel.
 
-use horde_host::HostEvent;
+use horde_host::{HostEvent, Polled};
 
 use super::*;
 use crate::connection::EventReceiver;
+use crate::event_queue::event_queue;
 
 impl Driver {
     /// Pass on everything the host has to say. Called after each step that can give
     /// sessions something to say (datagrams in, commands, timers, a flush).
     pub(super) fn forward_events(&mut self) {
-        while let Some(e) = self.host.poll_event() {
+        loop {
+            let e = match self.host.poll_events() {
+                None => return,
+                // A connection's events in one hand-over: one lookup and at most one
+                // wake-up for the lot (an ack is an event: this runs for every packet).
+                Some(Polled::Conn(mut events)) => {
+                    let Some(first) = events.next() else {
+                        continue;
+                    };
+                    match self.apps.get(&events.key()) {
+                        Some(app) => app.events.send_all(std::iter::once(first).chain(events)),
+                        None => events.for_each(drop),
+                    }
+                    continue;
+                }
+                Some(Polled::Host(e)) => e,
+            };
             match e {
                 HostEvent::Conn { key, event } => {
                     if let Some(app) = self.apps.get(&key) {
-                        let _ = app.events.send(event);
+                        app.events.send_all(std::iter::once(event));
                     }
                 }
                 HostEvent::Connected { key, peer } => {
@@ -53,7 +70,7 @@ impl Driver {
 
     /// The application's end of connection `key`.
     fn open_app(&mut self, key: u64, peer: Option<horde_crypto::PublicKey>) -> Connection {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = event_queue();
         let read = Arc::new(ReadProgress::new(
             self.reader_woke.clone(),
             key,

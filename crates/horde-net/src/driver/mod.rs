@@ -28,7 +28,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use horde_host::{HostSettings, Inbound, ResponderSettings};
-use horde_proto::{ChannelId, EndpointConfig, Event};
+use horde_proto::{ChannelId, EndpointConfig};
 use quinn_udp::RecvMeta;
 use tokio::sync::{mpsc, Notify};
 
@@ -37,6 +37,7 @@ use crate::command::{Command, Reply as Answer};
 use crate::config::{HostConfig, InterfaceConfig};
 use crate::connection::Connection;
 use crate::error::NetError;
+use crate::event_queue::EventSender;
 use crate::handshake::{FromWorker, Handshakes};
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::read_progress::{ReadLog, ReadProgress};
@@ -54,7 +55,7 @@ const MAX_DATAGRAM: usize = 65_535;
 
 /// The application's end of one connection, as the driver feeds it.
 struct App {
-    events: mpsc::UnboundedSender<Event>,
+    events: EventSender,
     /// Payload bytes the application has read (counted by its `EventReceiver`).
     read: Arc<ReadProgress>,
 }
