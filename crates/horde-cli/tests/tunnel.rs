@@ -1009,9 +1009,10 @@ until ip -o addr show dev hdt0 2>/dev/null | grep -q '10.77.0.2/'; do
   i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/client.err"; exit 1; }; sleep 0.05
 done
 "$HORDE" flow server --tcp-only --listen 10.77.0.2:5201 > /dev/null 2> "$DIR/flow.err" &
+"$HORDE" flow server --tcp-only --workload --listen 10.77.0.2:5202 > /dev/null 2> "$DIR/workload.err" &
 i=0
-until ss -ltn | grep -q '10.77.0.2:5201 '; do
-  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/flow.err"; exit 1; }; sleep 0.05
+until ss -ltn | grep -q '10.77.0.2:5201 ' && ss -ltn | grep -q '10.77.0.2:5202 '; do
+  i=$((i+1)); [ $i -lt 200 ] || { cat "$DIR/flow.err" "$DIR/workload.err"; exit 1; }; sleep 0.05
 done
 echo ready
 i=0
@@ -1038,10 +1039,17 @@ fn ping_median_ms(ns: &Netns, to: &str, count: u32) -> f64 {
     rtts[rtts.len() / 2]
 }
 
-/// Idle and loaded ping RTT (ms) through a tunnel whose server's ingress queue is
-/// `qdisc`, with a Cubic bulk download from the server to the vehicle as the load.
-fn ping_under_download(qdisc: &str) -> (f64, f64) {
-    let (dir, srv_pub, _) = server_and_client_keys(&format!("ingress-{qdisc}"), "");
+/// Runs `measure` in the server's namespace while a tunnel whose server's ingress queue
+/// is `qdisc` connects it to a vehicle behind two 4 Mbit/s, 15 ms links, with a bulk
+/// flow server (port 5201) and a workload flow server (5202, docs/flows.md) on the
+/// vehicle's tunnel address 10.77.0.2; returns what it returned and the tunnel server's
+/// report.
+fn through_ingress<T>(
+    qdisc: &str,
+    tag: &str,
+    measure: impl FnOnce(&Netns, &Path) -> T,
+) -> (T, serde_json::Value) {
+    let (dir, srv_pub, _) = server_and_client_keys(&format!("{tag}-{qdisc}"), "");
     // Top-level keys go before the file's tables. Each channel is paced below its link's
     // rate, so the links' buffers stay short and the backlog is the ingress queue's.
     let file = dir.join("server.toml");
@@ -1074,32 +1082,49 @@ fn ping_under_download(qdisc: &str) -> (f64, f64) {
         .unwrap();
     let mut lines = BufReader::new(shell.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let idle = ping_median_ms(&srv, "10.77.0.2", 10);
-    let download = srv
-        .horde(&[
-            "flow",
-            "client",
-            "--connect",
-            "10.77.0.2:5201",
-            "--bytes",
-            "5000000",
-            "--cc",
-            "cubic",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Let Cubic fill whatever queue it finds, then measure under the load.
-    std::thread::sleep(Duration::from_secs(3));
-    let loaded = ping_median_ms(&srv, "10.77.0.2", 15);
-    let out = download.wait_with_output().unwrap();
-    assert!(out.status.success(), "download: {}", text(&out.stderr));
-    let flow = report(&text(&out.stdout));
+    let measured = measure(&srv, &dir);
     std::fs::write(dir.join("done"), "").unwrap();
     let out = shell.wait_with_output().unwrap();
     assert!(out.status.success(), "shell: {}", text(&out.stderr));
-    let server = stop(server);
+    (measured, stop(server))
+}
+
+/// A bulk transfer of `bytes` from the server's namespace to the vehicle through the
+/// tunnel, with Cubic; its report once done.
+fn start_download(srv: &Netns, bytes: u64) -> Child {
+    srv.horde(&[
+        "flow",
+        "client",
+        "--connect",
+        "10.77.0.2:5201",
+        "--bytes",
+        &bytes.to_string(),
+        "--cc",
+        "cubic",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+fn download_report(download: Child) -> serde_json::Value {
+    let out = download.wait_with_output().unwrap();
+    assert!(out.status.success(), "download: {}", text(&out.stderr));
+    report(&text(&out.stdout))
+}
+
+/// Idle and loaded ping RTT (ms) through a tunnel whose server's ingress queue is
+/// `qdisc`, with a Cubic bulk download from the server to the vehicle as the load.
+fn ping_under_download(qdisc: &str) -> (f64, f64) {
+    let ((idle, loaded, flow), server) = through_ingress(qdisc, "ingress", |srv, _| {
+        let idle = ping_median_ms(srv, "10.77.0.2", 10);
+        let download = start_download(srv, 5_000_000);
+        // Let Cubic fill whatever queue it finds, then measure under the load.
+        std::thread::sleep(Duration::from_secs(3));
+        let loaded = ping_median_ms(srv, "10.77.0.2", 15);
+        (idle, loaded, download_report(download))
+    });
     eprintln!(
         "{qdisc}: ping idle {idle:.1} ms, under a download {loaded:.1} ms; download {:.2} Mbit/s; ingress drops {}",
         flow["goodput_mbps"].as_f64().unwrap_or(0.0),
@@ -1129,6 +1154,183 @@ fn chap_or_fq_codel_at_the_ingress_keep_a_ping_near_idle_under_a_download() {
             fifo_excess > 50.0 && fifo_excess > 2.0 * excess,
             "FIFO should queue the ping behind the download: {fifo_loaded:.1} ms against \
              {fifo_idle:.1} ms idle, {qdisc} {loaded:.1} against {idle:.1}"
+        );
+    }
+}
+
+/// A bus's riders through the tunnel (CHAP §6.8, carried to the tunnel's ingress): a
+/// game (44 B up, 72 B back every 40 ms) and a call (200 B each way every 20 ms) next to
+/// a 4 MB Cubic download and ten 300 kB P2P transfers, all from the server's side to
+/// the vehicle. The interactive flows start once the downloads have filled whatever
+/// queue they find. Flow ids follow start times, ties in entry order (docs/flows.md).
+const RIDERS_LOADED: &str = r#"duration_s = 7
+drain_s = 30
+[link]
+up = { rate = { model = "constant", kbps = 7200 }, delay = { model = "constant", ms = 15 } }
+[[flow]]
+kind = "bulk"
+name = "ftp"
+bytes = 4000000
+direction = "up"
+[[flow]]
+kind = "bulk"
+name = "p2p"
+bytes = 300000
+count = 10
+direction = "up"
+[[flow]]
+kind = "interactive"
+name = "game"
+request_bytes = 44
+response_bytes = 72
+interval_ms = 40
+count = 100
+at_s = 3
+[[flow]]
+kind = "interactive"
+name = "voip"
+request_bytes = 200
+response_bytes = 200
+interval_ms = 20
+count = 200
+at_s = 3
+"#;
+
+/// The same game and call alone, for their idle latency.
+const RIDERS_IDLE: &str = r#"duration_s = 2
+drain_s = 10
+[link]
+up = { rate = { model = "constant", kbps = 7200 }, delay = { model = "constant", ms = 15 } }
+[[flow]]
+kind = "interactive"
+name = "game"
+request_bytes = 44
+response_bytes = 72
+interval_ms = 40
+count = 50
+[[flow]]
+kind = "interactive"
+name = "voip"
+request_bytes = 200
+response_bytes = 200
+interval_ms = 20
+count = 100
+"#;
+
+/// Runs workload `body` from the server's namespace against the vehicle's workload
+/// server; returns the client's raw results (docs/flows.md).
+fn run_workload(srv: &Netns, dir: &Path, name: &str, body: &str) -> serde_json::Value {
+    let file = dir.join(format!("{name}.toml"));
+    let results = dir.join(format!("{name}.json"));
+    std::fs::write(&file, body).unwrap();
+    let out = srv
+        .horde(&["flow", "client", "--workload"])
+        .arg(&file)
+        .args(["--connect", "10.77.0.2:5202", "--results"])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap()
+}
+
+/// The median and 95th percentile, in ms, of flow `id`'s exchange latencies (last answer
+/// byte against when the exchange was due: `start_s` plus one `interval_ms` per
+/// exchange), leaving out the first five, which wait for the connection to open; every
+/// one of its `count` exchanges must have finished.
+fn exchange_latency_ms(
+    run: &serde_json::Value,
+    id: u64,
+    start_s: f64,
+    interval_ms: f64,
+    count: usize,
+) -> (f64, f64) {
+    let flow = run["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("flow {id} missing: {run}"));
+    assert!(flow["error"].is_null(), "flow {id}: {}", flow["error"]);
+    let done = flow["completions_us"].as_array().unwrap();
+    assert_eq!(done.len(), count, "flow {id}: exchanges finished");
+    let mut late: Vec<f64> = done
+        .iter()
+        .enumerate()
+        .skip(5)
+        .map(|(k, t)| t.as_f64().unwrap() / 1e3 - (start_s * 1e3 + k as f64 * interval_ms))
+        .collect();
+    late.sort_by(f64::total_cmp);
+    (late[late.len() / 2], late[late.len() * 95 / 100])
+}
+
+/// What the riders saw through one ingress discipline: the game's and the call's
+/// exchange latency (median, p95) idle and under the downloads, and the downloads' mean
+/// goodput.
+struct Riders {
+    game: [(f64, f64); 2],
+    call: [(f64, f64); 2],
+    download_mbps: f64,
+}
+
+fn riders_through(qdisc: &str) -> Riders {
+    let ((idle, loaded), server) = through_ingress(qdisc, "riders", |srv, dir| {
+        let idle = run_workload(srv, dir, "idle", RIDERS_IDLE);
+        (idle, run_workload(srv, dir, "loaded", RIDERS_LOADED))
+    });
+    let elapsed = loaded["elapsed_s"].as_f64().unwrap();
+    let bytes = 4_000_000.0 + 10.0 * 300_000.0;
+    let riders = Riders {
+        game: [
+            exchange_latency_ms(&idle, 0, 0.0, 40.0, 50),
+            exchange_latency_ms(&loaded, 11, 3.0, 40.0, 100),
+        ],
+        call: [
+            exchange_latency_ms(&idle, 1, 0.0, 20.0, 100),
+            exchange_latency_ms(&loaded, 12, 3.0, 20.0, 200),
+        ],
+        download_mbps: bytes * 8.0 / elapsed / 1e6,
+    };
+    let [(gi, gi95), (gl, gl95)] = riders.game;
+    let [(ci, ci95), (cl, cl95)] = riders.call;
+    eprintln!(
+        "{qdisc}: median / p95 ms, idle -> loaded: game {gi:.1} / {gi95:.1} -> {gl:.1} / {gl95:.1}, \
+         call {ci:.1} / {ci95:.1} -> {cl:.1} / {cl95:.1}; downloads {:.2} Mbit/s over {elapsed:.1} s; ingress drops {}",
+        riders.download_mbps,
+        count(&server, &["counters", "ingress_dropped"])
+    );
+    riders
+}
+
+/// The riders' game and call keep their latency next to a download and ten P2P
+/// transfers under CHAP and fq_codel at the tunnel's ingress; under FIFO their tail
+/// waits behind the downloads. The downloads are not slowed much for it.
+#[test]
+fn chap_or_fq_codel_keep_a_game_and_a_call_on_time_next_to_downloads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let fifo = riders_through("fifo");
+    for qdisc in ["chap", "fq_codel"] {
+        let r = riders_through(qdisc);
+        for (what, [(idle, _), (loaded, loaded95)], [_, (_, fifo95)]) in
+            [("game", r.game, fifo.game), ("call", r.call, fifo.call)]
+        {
+            assert!(
+                loaded - idle < 40.0,
+                "{qdisc}: {what}'s median {loaded:.1} ms loaded against {idle:.1} idle"
+            );
+            assert!(
+                fifo95 > loaded95 + 100.0,
+                "{qdisc}: {what}'s p95 {loaded95:.1} ms loaded, FIFO's {fifo95:.1}"
+            );
+        }
+        assert!(
+            r.download_mbps > 0.85 * fifo.download_mbps,
+            "{qdisc}: downloads {:.2} Mbit/s against FIFO's {:.2}",
+            r.download_mbps,
+            fifo.download_mbps
         );
     }
 }
