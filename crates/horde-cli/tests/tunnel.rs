@@ -10,6 +10,7 @@
 //!
 //! They run one at a time (a lock): they move real traffic on a small machine.
 
+use horde_analyze::quality::{e_model_mos, g_model_mos};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -1234,42 +1235,67 @@ fn run_workload(srv: &Netns, dir: &Path, name: &str, body: &str) -> serde_json::
     serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap()
 }
 
-/// The median and 95th percentile, in ms, of flow `id`'s exchange latencies (last answer
-/// byte against when the exchange was due: `start_s` plus one `interval_ms` per
-/// exchange), leaving out the first five, which wait for the connection to open; every
-/// one of its `count` exchanges must have finished.
-fn exchange_latency_ms(
-    run: &serde_json::Value,
-    id: u64,
-    start_s: f64,
-    interval_ms: f64,
-    count: usize,
-) -> (f64, f64) {
-    let flow = run["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("flow {id} missing: {run}"));
-    assert!(flow["error"].is_null(), "flow {id}: {}", flow["error"]);
-    let done = flow["completions_us"].as_array().unwrap();
-    assert_eq!(done.len(), count, "flow {id}: exchanges finished");
-    let mut late: Vec<f64> = done
-        .iter()
-        .enumerate()
-        .skip(5)
-        .map(|(k, t)| t.as_f64().unwrap() / 1e3 - (start_s * 1e3 + k as f64 * interval_ms))
-        .collect();
-    late.sort_by(f64::total_cmp);
-    (late[late.len() / 2], late[late.len() * 95 / 100])
+/// A rider's exchange latencies in ms (last answer byte against when the exchange was
+/// due), leaving out the first five, which wait for the connection to open.
+struct Latencies(Vec<f64>);
+
+impl Latencies {
+    /// Flow `id`'s, which started at `start_s` with an exchange every `interval_ms`;
+    /// every one of its `count` exchanges must have finished.
+    fn of(run: &serde_json::Value, id: u64, start_s: f64, interval_ms: f64, count: usize) -> Self {
+        let flow = run["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("flow {id} missing: {run}"));
+        assert!(flow["error"].is_null(), "flow {id}: {}", flow["error"]);
+        let done = flow["completions_us"].as_array().unwrap();
+        assert_eq!(done.len(), count, "flow {id}: exchanges finished");
+        let mut late: Vec<f64> = done
+            .iter()
+            .enumerate()
+            .skip(5)
+            .map(|(k, t)| t.as_f64().unwrap() / 1e3 - (start_s * 1e3 + k as f64 * interval_ms))
+            .collect();
+        late.sort_by(f64::total_cmp);
+        Self(late)
+    }
+
+    fn median(&self) -> f64 {
+        self.0[self.0.len() / 2]
+    }
+
+    fn p95(&self) -> f64 {
+        self.0[self.0.len() * 95 / 100]
+    }
+
+    fn mean(&self) -> f64 {
+        self.0.iter().sum::<f64>() / self.0.len() as f64
+    }
+
+    /// The G-model MOS, taking the exchange as the ping and its spread over the
+    /// fastest one as the jitter: only the direction toward the vehicle is loaded.
+    fn game_mos(&self) -> f64 {
+        g_model_mos(self.mean(), self.mean() - self.0[0]).unwrap()
+    }
+
+    /// The E-model MOS, taking half the exchange as the one-way delay, with the
+    /// CHAP experiments' 10 ms jitter buffer; nothing is lost over TCP.
+    fn call_mos(&self) -> f64 {
+        e_model_mos(self.mean() / 2.0 + 10.0, 0.0).unwrap()
+    }
+
+    fn describe(&self) -> String {
+        format!("{:.1} / {:.1} ms", self.median(), self.p95())
+    }
 }
 
-/// What the riders saw through one ingress discipline: the game's and the call's
-/// exchange latency (median, p95) idle and under the downloads, and the downloads' mean
-/// goodput.
+/// What the riders saw through one ingress discipline, idle and under the downloads,
+/// and the downloads' mean goodput.
 struct Riders {
-    game: [(f64, f64); 2],
-    call: [(f64, f64); 2],
+    game: [Latencies; 2],
+    call: [Latencies; 2],
     download_mbps: f64,
 }
 
@@ -1282,20 +1308,28 @@ fn riders_through(qdisc: &str) -> Riders {
     let bytes = 4_000_000.0 + 10.0 * 300_000.0;
     let riders = Riders {
         game: [
-            exchange_latency_ms(&idle, 0, 0.0, 40.0, 50),
-            exchange_latency_ms(&loaded, 11, 3.0, 40.0, 100),
+            Latencies::of(&idle, 0, 0.0, 40.0, 50),
+            Latencies::of(&loaded, 11, 3.0, 40.0, 100),
         ],
         call: [
-            exchange_latency_ms(&idle, 1, 0.0, 20.0, 100),
-            exchange_latency_ms(&loaded, 12, 3.0, 20.0, 200),
+            Latencies::of(&idle, 1, 0.0, 20.0, 100),
+            Latencies::of(&loaded, 12, 3.0, 20.0, 200),
         ],
         download_mbps: bytes * 8.0 / elapsed / 1e6,
     };
-    let [(gi, gi95), (gl, gl95)] = riders.game;
-    let [(ci, ci95), (cl, cl95)] = riders.call;
+    let [gi, gl] = &riders.game;
+    let [ci, cl] = &riders.call;
     eprintln!(
-        "{qdisc}: median / p95 ms, idle -> loaded: game {gi:.1} / {gi95:.1} -> {gl:.1} / {gl95:.1}, \
-         call {ci:.1} / {ci95:.1} -> {cl:.1} / {cl95:.1}; downloads {:.2} Mbit/s over {elapsed:.1} s; ingress drops {}",
+        "{qdisc}: median / p95, idle -> loaded: game {} -> {} (MOS {:.2} -> {:.2}), \
+         call {} -> {} (MOS {:.2} -> {:.2}); downloads {:.2} Mbit/s over {elapsed:.1} s; ingress drops {}",
+        gi.describe(),
+        gl.describe(),
+        gi.game_mos(),
+        gl.game_mos(),
+        ci.describe(),
+        cl.describe(),
+        ci.call_mos(),
+        cl.call_mos(),
         riders.download_mbps,
         count(&server, &["counters", "ingress_dropped"])
     );
@@ -1314,18 +1348,29 @@ fn chap_or_fq_codel_keep_a_game_and_a_call_on_time_next_to_downloads() {
     let fifo = riders_through("fifo");
     for qdisc in ["chap", "fq_codel"] {
         let r = riders_through(qdisc);
-        for (what, [(idle, _), (loaded, loaded95)], [_, (_, fifo95)]) in
-            [("game", r.game, fifo.game), ("call", r.call, fifo.call)]
-        {
+        for (what, [idle, loaded], fifo) in [
+            ("game", &r.game, &fifo.game[1]),
+            ("call", &r.call, &fifo.call[1]),
+        ] {
             assert!(
-                loaded - idle < 40.0,
-                "{qdisc}: {what}'s median {loaded:.1} ms loaded against {idle:.1} idle"
+                loaded.median() - idle.median() < 40.0,
+                "{qdisc}: {what} {} loaded against {} idle",
+                loaded.describe(),
+                idle.describe()
             );
             assert!(
-                fifo95 > loaded95 + 100.0,
-                "{qdisc}: {what}'s p95 {loaded95:.1} ms loaded, FIFO's {fifo95:.1}"
+                fifo.p95() > loaded.p95() + 100.0,
+                "{qdisc}: {what} {} loaded, FIFO {}",
+                loaded.describe(),
+                fifo.describe()
             );
         }
+        assert!(
+            r.game[1].game_mos() > fifo.game[1].game_mos(),
+            "{qdisc}: game MOS {:.2} against FIFO's {:.2}",
+            r.game[1].game_mos(),
+            fifo.game[1].game_mos()
+        );
         assert!(
             r.download_mbps > 0.85 * fifo.download_mbps,
             "{qdisc}: downloads {:.2} Mbit/s against FIFO's {:.2}",
