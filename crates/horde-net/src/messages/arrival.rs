@@ -56,9 +56,34 @@ pub(crate) struct Tracks {
     /// pump sent all it had: what was acked is what was offered, not what the channels
     /// carry.
     window_limited: bool,
+    /// The queue a channel may build beyond its round trip; past it, a channel's start-up
+    /// has met the path.
+    queue_ahead: Duration,
 }
 
 impl Tracks {
+    /// No channel measured yet; `queue_ahead` as the endpoint's.
+    pub(crate) fn new(queue_ahead: Duration) -> Self {
+        Self {
+            queue_ahead,
+            ..Self::default()
+        }
+    }
+
+    /// The round trip, seconds, over which `c`'s rate doubles, while its controller is in
+    /// its start-up and no queue has built on it. A smoothed round trip more than
+    /// `queue_ahead` above the smallest of our acks means the window has met the path,
+    /// as HyStart reads a delay rise, whatever the controller says yet: the channel is
+    /// then judged on what it delivers, and its queue holds pieces back.
+    fn startup_rtt(&self, c: &ChannelStatus) -> Option<f64> {
+        let rtt = c.startup_rtt_ms?.max(0.0) / 1e3;
+        let min_rtt = self.channels.get(&c.id).and_then(|t| t.min_rtt);
+        match (c.srtt_ms, min_rtt) {
+            (Some(srtt), Some(min)) if srtt / 1e3 > (min + self.queue_ahead).as_secs_f64() => None,
+            _ => Some(rtt),
+        }
+    }
+
     /// One of our ADUs of `bytes` was acked on `channel`, `latency` after it was handed to
     /// the session, over a transmission of round trip `rtt`.
     pub(crate) fn on_ack(
@@ -129,7 +154,7 @@ impl Tracks {
         let measured = landing + DEVIATION_MARGIN * t.landing_dev;
         // In start-up the measured delivery lags a window that doubles each round trip;
         // the bytes in flight drain at least at the controller's rate.
-        let drain = if c.startup_rtt_ms.is_some() {
+        let drain = if self.startup_rtt(c).is_some() {
             t.delivery_rate.max(c.rate_bytes_per_s)
         } else {
             t.delivery_rate
@@ -150,7 +175,7 @@ impl Tracks {
     /// measure then shows only the offer), and in the controller's start-up (the measure
     /// lags a window that doubles each round trip), the controller's rate.
     fn rate(&self, c: &ChannelStatus) -> f64 {
-        if !self.window_limited || c.startup_rtt_ms.is_some() {
+        if !self.window_limited || self.startup_rtt(c).is_some() {
             return c.rate_bytes_per_s;
         }
         match self.channels.get(&c.id).filter(|t| t.delivery_rate > 0.0) {
@@ -169,7 +194,7 @@ impl Tracks {
             return Vec::new();
         };
         let delay = Duration::from_secs_f64(delay);
-        let steady: Vec<_> = usable().filter(|c| c.startup_rtt_ms.is_none()).collect();
+        let steady: Vec<_> = usable().filter(|c| self.startup_rtt(c).is_none()).collect();
         let mut estimates = Vec::new();
         if !steady.is_empty() {
             estimates.push(ChannelEstimate {
@@ -182,7 +207,7 @@ impl Tracks {
             Some(ChannelEstimate {
                 rate: self.rate(c),
                 delay,
-                startup_rtt: Some(Duration::from_secs_f64(c.startup_rtt_ms?.max(0.0) / 1e3)),
+                startup_rtt: Some(Duration::from_secs_f64(self.startup_rtt(c)?)),
             })
         }));
         estimates
@@ -195,9 +220,7 @@ impl Tracks {
             .iter()
             .map(|c| ChannelEstimate {
                 rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
-                startup_rtt: c
-                    .startup_rtt_ms
-                    .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3)),
+                startup_rtt: self.startup_rtt(c).map(Duration::from_secs_f64),
                 delay: Duration::from_secs_f64(
                     (c.srtt_ms.unwrap_or(0.0) / 2e3)
                         .max(
@@ -230,8 +253,8 @@ impl Tracks {
             .iter()
             .filter(|c| usable(c))
             .filter_map(|c| {
-                if let Some(rtt_ms) = c.startup_rtt_ms {
-                    let rtt = 2.0 * rtt_ms.max(0.0) / 1e3 + queue_ahead.as_secs_f64();
+                if let Some(rtt) = self.startup_rtt(c) {
+                    let rtt = 2.0 * rtt + queue_ahead.as_secs_f64();
                     return Some(c.rate_bytes_per_s * rtt);
                 }
                 let t = self.channels.get(&c.id)?;
@@ -262,7 +285,7 @@ impl Tracks {
         channels: &[ChannelStatus],
         queue_ahead: Duration,
     ) -> bool {
-        let measured = |c: &&ChannelStatus| usable(c) && c.startup_rtt_ms.is_none();
+        let measured = |c: &&ChannelStatus| usable(c) && self.startup_rtt(c).is_none();
         channels.iter().filter(measured).any(|c| {
             let (Some(t), Some(bytes)) = (self.channels.get(&c.id), in_flight_bytes(c)) else {
                 return false;

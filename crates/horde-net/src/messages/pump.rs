@@ -67,6 +67,7 @@ pub(super) async fn start(
     config: EndpointConfig,
 ) -> impl std::future::Future<Output = ()> {
     let piece = config.messages.piece_size as usize;
+    let queue_ahead = config.queue_ahead;
     let mut pump = Pump {
         shared,
         handle,
@@ -78,7 +79,7 @@ pub(super) async fn start(
         window_limited: false,
         unacked: HashMap::new(),
         window: 4 * piece,
-        tracks: Tracks::default(),
+        tracks: Tracks::new(queue_ahead),
         landing: Duration::ZERO,
         sent_bytes: None,
     };
