@@ -5,20 +5,22 @@
 //! their controllers untouched, so bulk data still fills them.
 //!
 //! - **Which channels.** Live channels whose base one-way delay leaves at least
-//!   [`MIN_SLACK`] under the bound and whose measured delivery rate is at least
-//!   [`CARRY_FACTOR`] times the bound streams' allocation; of those, the
-//!   [`BOUNDED_CHANNELS`] slowest. A bounded channel gives up part of its capacity, so the
-//!   smallest cost the least; two, so that an outage of one leaves the other. The choice
-//!   is reviewed every [`REVIEW`]: a member that died or no longer qualifies is replaced
-//!   at once, a healthy set only by one clearly cheaper ([`SWITCH_GAIN`]).
+//!   [`MIN_SLACK`] under the bound and whose average delivery rate is at least
+//!   [`CARRY_FACTOR`] times the bound streams' allocation (one already chosen: the
+//!   allocation once); of those, the [`BOUNDED_CHANNELS`] slowest. A bounded channel
+//!   gives up part of its capacity, so the smallest cost the least; two, so that an
+//!   outage of one leaves the other. The choice is reviewed every [`REVIEW`]: a member
+//!   that died is replaced at once, one that no longer qualifies at the review, a
+//!   healthy set only by one clearly cheaper ([`SWITCH_GAIN`]).
 //! - **Their queue.** Each keeps a queue of `BUDGET_SHARE × (bound − base one-way delay)`
 //!   of its rate (`channel::QueueBound` caps its bytes in flight). The rest of the slack
 //!   absorbs a link that slows while that queue drains.
-//! - **The stream's ADUs** go only on those channels. After the scheduler and the
-//!   fairness pass, [`LatencySteering::steer`] moves each onto a real slot of a bounded
-//!   channel (displacing another stream's ADU, which takes its old slot) or, when no
-//!   bounded channel has a slot this cycle, holds it for the next one. An ADU that has
-//!   waited [`PATIENCE_SHARE`] of its bound goes wherever the scheduler put it.
+//! - **The stream's ADUs** go only on those channels. The session collects them first;
+//!   after the scheduler and the fairness pass, [`LatencySteering::steer`] moves each
+//!   onto the real slot of a bounded channel with the lowest expected one-way delay
+//!   (displacing another stream's ADU, which takes its old slot) or, when no bounded
+//!   channel has a slot this cycle, holds it for the next one. An ADU that has waited
+//!   [`PATIENCE_SHARE`] of its bound takes the quickest real slot of any channel.
 //!
 //! [`StreamConfig::latency_bound_ms`]: crate::StreamConfig::latency_bound_ms
 
