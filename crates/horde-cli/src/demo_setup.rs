@@ -96,6 +96,7 @@ pub fn streams(s: &Scenario, with_objectives: bool) -> Result<Vec<StreamPlan>> {
                         StreamRate::Elastic => None,
                     },
                     ordered: st.ordered,
+                    latency_bound_ms: st.latency_bound_ms,
                     ..StreamConfig::default()
                 },
                 workload: st.workload.clone(),

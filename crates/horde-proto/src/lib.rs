@@ -101,6 +101,7 @@ mod event;
 mod fair_share;
 #[cfg(feature = "harness")]
 pub mod harness;
+mod latency;
 pub mod message;
 mod packing;
 pub mod recovery;
@@ -126,4 +127,4 @@ pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
     Transmit, TransmitAdus,
 };
-pub use stream::{InFlightPolicy, StreamConfig};
+pub use stream::{InFlightPolicy, StreamConfig, LATENCY_BOUND_MS};

@@ -101,6 +101,17 @@ pub(crate) struct PlanInput<'a> {
     pub keep_channel: bool,
     /// Where among the packets the fill pass starts looking, so no channel is favoured.
     pub offset: usize,
+    /// Per ADU (empty: none): it may go only on a channel of `bounded`, those whose
+    /// queue a latency objective keeps short (`crate::latency`).
+    pub pinned: &'a [bool],
+    pub bounded: &'a [ChannelId],
+}
+
+impl PlanInput<'_> {
+    /// Whether ADU `a` may leave on `channel`.
+    fn may_use(&self, a: usize, channel: ChannelId) -> bool {
+        !self.pinned.get(a).copied().unwrap_or(false) || self.bounded.contains(&channel)
+    }
 }
 
 impl Packer {
@@ -137,8 +148,11 @@ impl Packer {
             if a == usize::MAX || slots[s].max_size < adus[a].length {
                 continue; // a scheduler bug must not corrupt the session
             }
+            if !input.may_use(a, slots[s].channel) {
+                continue;
+            }
             let channel = input.keep_channel.then_some(slots[s].channel);
-            let merged = input.pack && self.join_channel(slots, adus, a, channel).is_some();
+            let merged = input.pack && self.join_channel(input, a, channel).is_some();
             if !merged {
                 self.open(slots, adus, a, s);
             }
@@ -152,14 +166,15 @@ impl Packer {
     /// Join ADU `a` to the first packet with room, on `channel` if given.
     fn join_channel(
         &mut self,
-        slots: &[TxSlot],
-        adus: &[AduView],
+        input: &PlanInput<'_>,
         a: usize,
         channel: Option<ChannelId>,
     ) -> Option<usize> {
+        let (slots, adus) = (input.slots, input.adus);
         let cost = entry_cost(&adus[a]);
         let p = self.packets.iter().position(|p| {
             channel.is_none_or(|c| p.channel == c)
+                && input.may_use(a, p.channel)
                 && p.count < MAX_PACKED_ADUS
                 && p.used + cost <= packed_capacity(slots[p.slot].max_size)
         })?;
@@ -215,7 +230,8 @@ impl Packer {
             let n = self.packets.len();
             let room = (0..n).map(|k| (k + offset) % n).find(|&p| {
                 let pk = &self.packets[p];
-                pk.count < MAX_PACKED_ADUS
+                input.may_use(a, pk.channel)
+                    && pk.count < MAX_PACKED_ADUS
                     && pk.used + cost <= packed_capacity(slots[pk.slot].max_size)
             });
             if let Some(p) = room {
@@ -224,7 +240,11 @@ impl Packer {
             }
             let free = (0..n_real)
                 .map(|k| (k + offset) % n_real.max(1))
-                .find(|&s| self.slot_packet[s].is_none() && slots[s].max_size >= adus[a].length);
+                .find(|&s| {
+                    self.slot_packet[s].is_none()
+                        && slots[s].max_size >= adus[a].length
+                        && input.may_use(a, slots[s].channel)
+                });
             match free {
                 Some(s) => self.open(slots, adus, a, s),
                 None => self.stalled.push(stream),
@@ -329,6 +349,8 @@ mod tests {
             pack: false,
             keep_channel: true,
             offset: 0,
+            pinned: &[],
+            bounded: &[],
         };
         assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
     }
@@ -361,6 +383,8 @@ mod tests {
             pack: true,
             keep_channel: true,
             offset: 0,
+            pinned: &[],
+            bounded: &[],
         };
         let got = plan(&input);
         // Slot 1's ADU merged into slot 0's packet (same channel); 3 stays parked; 4 and
@@ -377,6 +401,36 @@ mod tests {
             ..input
         };
         assert_eq!(plan(&any), vec![(0, vec![0, 1, 2, 7]), (1, vec![4])]);
+    }
+
+    #[test]
+    fn pinned_adus_leave_only_on_bounded_channels() {
+        let slots = slots();
+        // ADU 0 (stream 1) leads on channel 0; ADU 1 (stream 2, pinned to channel 1) was
+        // scheduled onto channel 0 too, and extras 2 (pinned) and 3 (free) follow.
+        let adus = vec![adu(0, 1, 40), adu(1, 2, 40), adu(2, 2, 40), adu(3, 1, 40)];
+        let assignment = [Some(0), Some(1)];
+        let bounded = [ChannelId::new(1)];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &[false; 2],
+            pack: true,
+            keep_channel: false,
+            offset: 0,
+            pinned: &[false, true, true, false],
+            bounded: &bounded,
+        };
+        // The pinned ADUs neither lead nor join on channel 0: they open channel 1's slot.
+        assert_eq!(plan(&input), vec![(0, vec![0, 3]), (2, vec![1, 2])]);
+        // Unpinned, they would have filled channel 0's first packet.
+        let free = PlanInput {
+            pinned: &[],
+            ..input
+        };
+        assert_eq!(plan(&free), vec![(0, vec![0, 1, 2]), (1, vec![3])]);
     }
 
     #[test]

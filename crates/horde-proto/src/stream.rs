@@ -42,7 +42,17 @@ pub struct StreamConfig {
     /// Loss recovery for this stream's ADUs (none by default); see `docs/recovery.md`.
     #[serde(default)]
     pub recovery: RecoveryConfig,
+    /// A latency objective: the one-way delay, ms, within which this stream's ADUs should
+    /// arrive. While the stream is active the session keeps the queues of a few channels
+    /// short enough to meet it and sends the stream's ADUs on them; the other channels
+    /// and streams are untouched (`docs/congestion.md`, "Latency objectives"). `None`
+    /// (the default): no bound, and the channels run their controllers alone.
+    #[serde(default)]
+    pub latency_bound_ms: Option<f64>,
 }
+
+/// The latency bounds [`StreamConfig::latency_bound_ms`] accepts, ms.
+pub const LATENCY_BOUND_MS: std::ops::RangeInclusive<f64> = 1.0..=60_000.0;
 
 /// The fate of a stream's in-flight ADUs (sent, not yet acked or declared lost) when
 /// its session ends and a new one takes over.
@@ -90,6 +100,7 @@ impl Default for StreamConfig {
             water_floor_bytes: default_water_floor(),
             on_reconnect: InFlightPolicy::Nack,
             recovery: RecoveryConfig::default(),
+            latency_bound_ms: None,
         }
     }
 }
@@ -155,6 +166,8 @@ pub struct SendStream {
     /// Back-pressure: the queue reached the high-water mark and has not yet fallen to
     /// the low-water mark.
     blocked: bool,
+    /// When the application last queued an ADU.
+    pub last_queued: Option<Duration>,
     latency_ave: f64,
     latency_var: f64,
     loss_rate: f64,
@@ -173,6 +186,7 @@ impl SendStream {
             announced: f64::NAN,
             credit: 0.0,
             blocked: false,
+            last_queued: None,
             latency_ave: 0.0,
             latency_var: 0.0,
             loss_rate: 0.0,

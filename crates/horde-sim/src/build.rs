@@ -71,6 +71,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
                     StreamRate::Elastic => None,
                 },
                 ordered: st.ordered,
+                latency_bound_ms: st.latency_bound_ms,
                 ..StreamConfig::default()
             },
             workload: st.workload.clone(),

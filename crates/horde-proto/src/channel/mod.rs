@@ -7,6 +7,7 @@
 //! ([`receive`]).
 
 mod ack_frequency;
+mod queue_bound;
 mod queue_estimate;
 mod receive;
 mod sent;
@@ -22,6 +23,7 @@ use crate::estimator::{thesis_burst_correlation, LossEstimator, LossPrior, RttEs
 use crate::wire::{Ack, DATA_HEADER_LEN};
 
 pub use ack_frequency::AckFrequency;
+use queue_bound::QueueBound;
 use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
@@ -210,6 +212,8 @@ pub struct Channel {
     delivery_max: crate::estimator::WindowedExtreme,
     /// PluriBus's bottleneck-queue estimate over everything this end sends here.
     queue: QueueEstimate,
+    /// The bound on the link's queue a latency objective sets (none by default).
+    queue_bound: QueueBound,
     /// The path's round trip without a queue: the least RTT of packets sent while
     /// nothing else was in flight (see [`BaseRtt`]).
     base_rtt: BaseRtt,
@@ -290,6 +294,7 @@ impl Channel {
             loss,
             delivery_max: crate::estimator::WindowedExtreme::new(true),
             queue: QueueEstimate::default(),
+            queue_bound: QueueBound::default(),
             base_rtt: BaseRtt::default(),
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
@@ -415,12 +420,55 @@ impl Channel {
         self.rate() * f64::from(self.max_adu()) / f64::from(self.slot_wire_bytes())
     }
 
+    /// Keep the link's queue within `budget` of its rate (a latency objective needs
+    /// this channel), or lift the bound (`None`).
+    pub(crate) fn set_queue_budget(&mut self, budget: Option<Duration>) {
+        self.queue_bound.set_budget(budget);
+    }
+
+    /// The queueing budget a latency objective set, if any.
+    pub(crate) fn queue_budget(&self) -> Option<Duration> {
+        self.queue_bound.budget()
+    }
+
+    /// Half the round trip without a queue: the one-way delay of the path alone.
+    pub(crate) fn base_one_way(&self) -> Option<Duration> {
+        self.base_rtt_ms().map(|m| ms(m / 2.0))
+    }
+
+    /// How long a packet sent now is expected to queue: the latest round trip's excess
+    /// over the minimum, the freshest sign of the queue in front of the link.
+    pub(crate) fn queue_delay(&self) -> Duration {
+        ms(self.rtt.latest_ms()).saturating_sub(self.min_rtt())
+    }
+
+    /// The delivery rate averaged over the last seconds, bytes/s.
+    pub(crate) fn average_delivery_rate(&self) -> Option<f64> {
+        self.queue_bound.average_rate()
+    }
+
+    /// Room the queue bound leaves in flight, bytes (unbounded: `u64::MAX`).
+    fn bound_room(&self) -> u64 {
+        self.queue_bound
+            .cap(self.min_rtt(), self.slot_wire_bytes())
+            .map_or(u64::MAX, |cap| {
+                cap.saturating_sub(self.sent.bytes_in_flight())
+            })
+    }
+
+    /// Bytes the controller allows now, within the queue bound.
+    fn allowance(&self, now: Duration) -> u64 {
+        self.cc
+            .allowance(now, self.sent.bytes_in_flight())
+            .min(self.bound_room())
+    }
+
     /// How many real slots are available now.
     pub fn real_slot_count(&self, now: Duration) -> usize {
         if !self.is_alive() {
             return 0;
         }
-        let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
+        let allowance = self.allowance(now);
         let n = (allowance / u64::from(self.slot_wire_bytes())) as usize;
         n.min(MAX_REAL_SLOTS_PER_CYCLE)
     }
@@ -447,8 +495,7 @@ impl Channel {
         let slot = self.slot_wire_bytes() as usize;
         let queue_room = self.queue.room(now, self.rate(), slot) as f64;
         let allowance = (self
-            .cc
-            .allowance(now, self.sent.bytes_in_flight())
+            .allowance(now)
             .min(MAX_REAL_SLOTS_PER_CYCLE as u64 * u64::from(self.slot_wire_bytes()))
             as f64)
             .min(queue_room);
@@ -644,6 +691,8 @@ impl Channel {
         self.rtt_times = RttTimes::of(&self.rtt, &self.config);
         if let Some(r) = &frame.rate {
             self.delivery_max.on_sample(now, r.delivery_rate);
+            self.queue_bound
+                .on_delivery_rate(now, r.delivery_rate, r.app_limited);
         }
         if frame.acked_bytes > 0 {
             self.last_progress = now;
@@ -806,9 +855,13 @@ impl Channel {
         if !self.is_alive() {
             return None;
         }
-        let allowance = self.cc.allowance(now, self.sent.bytes_in_flight());
+        let allowance = self.allowance(now);
         if allowance >= u64::from(self.slot_wire_bytes()) {
             return Some(now);
+        }
+        if self.bound_room() < u64::from(self.slot_wire_bytes()) {
+            // Held by the queue bound: only an ack opens it.
+            return None;
         }
         // Pacing credit that is already there but cannot be used means the window is
         // full: only an ack opens it, and asking again now would spin the driver.

@@ -79,6 +79,12 @@ impl<'a> ChannelView<'a> {
     pub fn stats(&self) -> ChannelStats {
         self.ch.stats
     }
+
+    /// The queueing budget a stream's latency objective holds the channel to, if any
+    /// (`StreamConfig::latency_bound_ms`).
+    pub fn queue_budget(&self) -> Option<Duration> {
+        self.ch.queue_budget()
+    }
 }
 
 impl std::fmt::Debug for ChannelView<'_> {

@@ -137,6 +137,11 @@ impl Session {
         if self.sender.streams.contains_key(&id) {
             return Err(SessionError::StreamExists(id));
         }
+        if let Some(ms) = config.latency_bound_ms {
+            if !crate::LATENCY_BOUND_MS.contains(&ms) {
+                return Err(SessionError::BadLatencyBound { stream: id, ms });
+            }
+        }
         self.recovery.open(id, &config.recovery)?;
         self.sender.streams.insert(id, SendStream::new(id, config));
         Ok(())
@@ -186,6 +191,7 @@ impl Session {
         self.sender.next_adu_id += 1;
         let seq = s.next_seq;
         s.next_seq += 1;
+        s.last_queued = Some(now);
         let (Ok(payload) | Err(payload)) = self.recovery.frame(now, stream, id, payload);
         let dropped = s.push(QueuedAdu {
             id,

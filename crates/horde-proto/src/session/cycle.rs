@@ -238,6 +238,8 @@ impl Sender {
         self.take_back_plan();
         let mut cy = std::mem::take(&mut self.cycle);
         self.update_allocations(now, cx, &mut cy);
+        let objective = self.latency_objective(now);
+        self.latency.update(now, objective, cx.channels);
 
         cy.slots.clear();
         cy.real_counts.clear();
@@ -294,6 +296,10 @@ impl Sender {
             }
         }
         let n_sched = n_sched.min(cy.adus.len());
+        let streams = &self.streams;
+        self.latency.pin(&cy.adus, |id| {
+            streams.get(&id).and_then(|s| s.config.latency_bound_ms)
+        });
         cy.streams.clear();
         cy.streams.extend(self.streams.values().map(|s| s.stats()));
         let history = self.history.make_contiguous();
@@ -327,6 +333,8 @@ impl Sender {
         } else {
             self.enforce_on_open_slots(n_sched, choice, &mut cy);
         }
+        self.latency
+            .steer(&cy.slots, n_real, &cy.adus[..n_sched], &mut cy.assignment);
         if cx.config.phantom_wait_ms > 0.0 {
             self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
         }
@@ -342,6 +350,8 @@ impl Sender {
             pack: cx.config.pack_adus,
             keep_channel: choice.keep_channel,
             offset: choice.offset,
+            pinned: self.latency.pinned(),
+            bounded: self.latency.bounded(),
         });
         let packer = std::mem::take(&mut cy.packer);
         if !period.is_zero() {
@@ -583,6 +593,17 @@ impl Sender {
                 .total_cmp(&a.owed_secs)
                 .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
         });
+        if !self.latency.bounded().is_empty() {
+            // Streams with a latency bound first, so that a bounded channel's slot finds
+            // their ADUs in the cycle: their bound holds them to a few ADUs anyway, their
+            // allocation to their rate.
+            let streams = &self.streams;
+            cursors.sort_by_key(|c| {
+                streams
+                    .get(&c.id)
+                    .is_none_or(|s| s.config.latency_bound_ms.is_none())
+            });
+        }
         self.take_adus(now, cx.config, want, 0, 0, cy);
     }
 

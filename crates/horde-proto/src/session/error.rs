@@ -59,4 +59,13 @@ pub enum SessionError {
     /// No objective by that id is active.
     #[error("no such objective")]
     UnknownObjective,
+    /// A stream's [`latency_bound_ms`](crate::StreamConfig::latency_bound_ms) is not a
+    /// number of ms within [`LATENCY_BOUND_MS`](crate::LATENCY_BOUND_MS).
+    #[error("stream {stream}: latency_bound_ms = {ms} is not within 1 to 60000 ms")]
+    BadLatencyBound {
+        /// The stream being opened.
+        stream: u32,
+        /// The bound it asked for.
+        ms: f64,
+    },
 }

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use super::plan::SlotPlan;
 use super::scratch::CycleScratch;
 use crate::fair_share::FairShare;
+use crate::latency::{LatencySteering, ACTIVE_HOLD};
 use crate::stream::SendStream;
 
 /// The send streams and everything that decides what they send when.
@@ -39,6 +40,8 @@ pub(super) struct Sender {
     pub(super) debt: BTreeMap<u32, f64>,
     /// Packets a periodic cycle put in slots later in its period, until they are due.
     pub(super) plan: SlotPlan,
+    /// Which channels the latency-bound streams keep short, and their ADUs on them.
+    pub(super) latency: LatencySteering,
 }
 
 impl Sender {
@@ -58,7 +61,31 @@ impl Sender {
             fair_share: FairShare::default(),
             debt: BTreeMap::new(),
             plan: SlotPlan::default(),
+            latency: LatencySteering::default(),
         }
+    }
+
+    /// The tightest latency bound of the streams that have one and are active (ADUs
+    /// queued, or one queued within `ACTIVE_HOLD`), with their summed allocation in
+    /// bytes/s; `None` if there is no such stream.
+    pub(super) fn latency_objective(&self, now: Duration) -> Option<(Duration, f64)> {
+        let mut objective: Option<(Duration, f64)> = None;
+        for s in self.streams.values() {
+            let Some(ms) = s.config.latency_bound_ms else {
+                continue;
+            };
+            let active = !s.queue.is_empty()
+                || s.last_queued
+                    .is_some_and(|t| now.saturating_sub(t) < ACTIVE_HOLD);
+            if !active {
+                continue;
+            }
+            let bound = Duration::from_secs_f64(ms / 1e3);
+            let (b, need) = objective.get_or_insert((bound, 0.0));
+            *b = (*b).min(bound);
+            *need += s.allocation;
+        }
+        objective
     }
 
     /// Whether any stream has ADUs waiting.

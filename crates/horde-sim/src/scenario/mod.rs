@@ -199,6 +199,9 @@ pub struct StreamSpec {
     pub rate: StreamRate,
     /// Whether the receiver delivers in stream order.
     pub ordered: bool,
+    /// The stream's latency objective: the one-way delay its ADUs should arrive within,
+    /// ms (`horde_proto::StreamConfig::latency_bound_ms`).
+    pub latency_bound_ms: Option<f64>,
     pub workload: WorkloadSpec,
     /// hose objective files, resolved against the scenario file's directory by
     /// [`Scenario::load`] (left as written by [`Scenario::from_str`]).

@@ -82,6 +82,8 @@ pub(crate) struct RawStream {
     pub(crate) elastic: Option<Spanned<bool>>,
     #[serde(default)]
     pub(crate) ordered: bool,
+    #[serde(default)]
+    pub(crate) latency_bound_ms: Option<Spanned<f64>>,
     pub(crate) workload: Spanned<WorkloadSpec>,
     #[serde(default)]
     pub(crate) objectives: Vec<Spanned<String>>,

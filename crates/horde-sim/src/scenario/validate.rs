@@ -401,6 +401,22 @@ impl Checker<'_> {
         self.loc.checked(span(&s.workload), |c| {
             burst_fits_the_queue(c, "workload", s.workload.get_ref());
         })?;
+        let latency_bound_ms = match &s.latency_bound_ms {
+            Some(b) => {
+                let ms = *b.get_ref();
+                if !horde_proto::LATENCY_BOUND_MS.contains(&ms) {
+                    return Err(self.loc.at(
+                        span(b),
+                        format!(
+                            "stream {id}: latency_bound_ms must be 1 to 60000 ms, got {}",
+                            shown(ms)
+                        ),
+                    ));
+                }
+                Some(ms)
+            }
+            None => None,
+        };
         let mut objectives = Vec::with_capacity(s.objectives.len());
         for o in &s.objectives {
             if o.get_ref().is_empty() {
@@ -426,6 +442,7 @@ impl Checker<'_> {
             to,
             rate,
             ordered: s.ordered,
+            latency_bound_ms,
             workload: s.workload.get_ref().clone(),
             objectives,
         })
