@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::command::Command;
 use crate::error::NetError;
+use crate::event_queue::EventQueue;
 use crate::read_progress::ReadProgress;
 
 /// A connection's events as the application reads them. Reading a
@@ -20,12 +21,12 @@ use crate::read_progress::ReadProgress;
 ///
 /// [`HostConfig::recv_buffer_bytes`]: crate::HostConfig::recv_buffer_bytes
 pub struct EventReceiver {
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: EventQueue,
     read: Arc<ReadProgress>,
 }
 
 impl EventReceiver {
-    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Event>, read: Arc<ReadProgress>) -> Self {
+    pub(crate) fn new(rx: EventQueue, read: Arc<ReadProgress>) -> Self {
         Self { rx, read }
     }
 
@@ -52,7 +53,7 @@ impl EventReceiver {
 
     /// Whether no event waits.
     pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
+        self.rx.len() == 0
     }
 
     /// An event if one is waiting.

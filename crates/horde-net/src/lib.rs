@@ -77,6 +77,7 @@ pub mod config;
 mod connection;
 mod driver;
 mod error;
+mod event_queue;
 pub mod handshake;
 mod index_filter;
 pub mod messages;

@@ -14,7 +14,7 @@ impl Driver {
             match e {
                 HostEvent::Conn { key, event } => {
                     if let Some(app) = self.apps.get(&key) {
-                        let _ = app.events.send(event);
+                        app.events.send(event);
                     }
                 }
                 HostEvent::Connected { key, peer } => {
@@ -53,7 +53,7 @@ impl Driver {
 
     /// The application's end of connection `key`.
     fn open_app(&mut self, key: u64, peer: Option<horde_crypto::PublicKey>) -> Connection {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = crate::event_queue::event_queue();
         let read = Arc::new(ReadProgress::new(
             self.reader_woke.clone(),
             key,

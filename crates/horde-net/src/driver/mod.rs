@@ -28,7 +28,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use horde_host::{HostSettings, Inbound, ResponderSettings};
-use horde_proto::{ChannelId, EndpointConfig, Event};
+use horde_proto::{ChannelId, EndpointConfig};
 use quinn_udp::RecvMeta;
 use tokio::sync::{mpsc, Notify};
 
@@ -54,7 +54,7 @@ const MAX_DATAGRAM: usize = 65_535;
 
 /// The application's end of one connection, as the driver feeds it.
 struct App {
-    events: mpsc::UnboundedSender<Event>,
+    events: crate::event_queue::EventSender,
     /// Payload bytes the application has read (counted by its `EventReceiver`).
     read: Arc<ReadProgress>,
 }
