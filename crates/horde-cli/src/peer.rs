@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use anyhow::Result;
 use horde_apps::recv::{Progress, Receiver};
@@ -318,12 +316,9 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
         });
         let feed = StreamFeed::default();
         let metrics = serve_metrics(metrics, "recv", our_key, &registry, &feed, &host)?;
-        let accepted = Arc::new(AtomicU64::new(0));
-        let trim = crate::allocator::trim_after_bursts(accepted.clone());
         let end = serve
             .run(listener, &limits, |p| match p {
                 Progress::Connected { id, peer, handle } => {
-                    accepted.fetch_add(1, Ordering::Relaxed);
                     registry.track(peer.to_string(), handle.clone());
                     if !json {
                         println!("sender {id} connected (key {peer})");
@@ -342,7 +337,7 @@ pub fn recv(args: RecvArgs) -> Result<ExitCode> {
                 }
             })
             .await;
-        for task in status.into_iter().chain(metrics).chain([trim]) {
+        for task in status.into_iter().chain(metrics) {
             task.abort();
         }
         let stats = host.stats().await?;
