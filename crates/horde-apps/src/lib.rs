@@ -5,6 +5,7 @@
 //! ([`file`]). Each returns its report as data; the
 //! command line prints it.
 
+mod by_id;
 pub mod config;
 pub mod file;
 pub mod hose;

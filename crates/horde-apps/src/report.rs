@@ -8,6 +8,7 @@ use std::time::Duration;
 use horde_emu::Histogram;
 use serde::Serialize;
 
+use crate::by_id::ById;
 use crate::inorder::InOrder;
 use crate::latency::Latencies;
 use crate::live::Live;
@@ -401,8 +402,8 @@ pub struct RecvReport {
     interval_start_us: u64,
     first_arrival_us: Option<u64>,
     last_arrival_us: Option<u64>,
-    streams: BTreeMap<u32, StreamRx>,
-    channels: BTreeMap<u8, (Window, Window)>,
+    streams: ById<u32, StreamRx>,
+    channels: ById<u8, (Window, Window)>,
     released: Vec<u64>,
     pub intervals: Recent<RecvInterval>,
 }
@@ -415,8 +416,8 @@ impl RecvReport {
             interval_start_us: start_us,
             first_arrival_us: None,
             last_arrival_us: None,
-            streams: BTreeMap::new(),
-            channels: BTreeMap::new(),
+            streams: ById::default(),
+            channels: ById::default(),
             released: Vec::new(),
             intervals: Recent::default(),
         }
@@ -426,14 +427,17 @@ impl RecvReport {
         self.first_arrival_us.get_or_insert(now_us);
         self.last_arrival_us = Some(now_us);
         let hold = self.hold_us;
-        let s = self.streams.entry(stream).or_insert_with(|| StreamRx {
+        let s = self.streams.get_or_insert_with(stream, || StreamRx {
             in_order: InOrder::new(hold),
             now: Window::default(),
             total: Window::default(),
         });
         s.now.adus += 1;
         s.now.bytes += payload.len() as u64;
-        let c = &mut self.channels.entry(channel).or_default().0;
+        let c = &mut self
+            .channels
+            .get_or_insert_with(channel, Default::default)
+            .0;
         c.adus += 1;
         c.bytes += payload.len() as u64;
         if let Some((seq, sent_us)) = stamp::read(payload) {

@@ -6,6 +6,13 @@
 //! forward only ever zeroes whole words, never shifts bits. A counter is acceptable when it
 //! is above `top`, or within the window and its bit is clear.
 //!
+//! The ring is as long as the counters seen so far need, a power of two up to `BLOCKS`
+//! words: a channel that carried a handshake's hello and a few keepalives holds one word,
+//! not 1 KiB (a server keeps a window per channel of thousands of idle sessions). Until
+//! the ring is full no counter has wrapped around it, so each word sits where it would
+//! sit in the full ring, and growing only appends zeroed words: the window accepts and
+//! refuses exactly what a full-sized one would.
+//!
 //! [`ReplayWindow::check`] does not change state and is called before decryption (cheap
 //! rejection of too-old and duplicate counters); [`ReplayWindow::accept`] marks a counter
 //! seen and is called only after the packet authenticated.
@@ -20,11 +27,12 @@ const BLOCKS: usize = 128;
 /// far or further behind the highest accepted one is rejected as too old.
 pub const REPLAY_WINDOW: u64 = (BLOCKS as u64 - 1) * BLOCK_BITS;
 
-/// Anti-replay state for one channel of one session (1 KiB).
+/// Anti-replay state for one channel of one session (at most 1 KiB).
 #[derive(Clone)]
 pub struct ReplayWindow {
     top: u64,
-    bitmap: [u64; BLOCKS],
+    /// The ring, `BLOCKS` words or fewer (a power of two; empty before the first counter).
+    bitmap: Vec<u64>,
 }
 
 impl Default for ReplayWindow {
@@ -38,7 +46,7 @@ impl ReplayWindow {
     pub fn new() -> Self {
         Self {
             top: 0,
-            bitmap: [0; BLOCKS],
+            bitmap: Vec::new(),
         }
     }
 
@@ -53,26 +61,51 @@ impl ReplayWindow {
         if self.top - counter >= REPLAY_WINDOW {
             return Err(DropReason::TooOld);
         }
-        if self.bitmap[block(counter)] & bit(counter) != 0 {
+        if self.word(counter) & bit(counter) != 0 {
             return Err(DropReason::Replayed);
         }
         Ok(())
+    }
+
+    /// The ring's word for `counter` (zero where the ring has not grown yet).
+    fn word(&self, counter: u64) -> u64 {
+        self.bitmap
+            .get(block(counter, self.bitmap.len()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Grow the ring so that it holds the word of counter block `target`.
+    fn make_room(&mut self, target: u64) {
+        let len = self.bitmap.len();
+        if len == BLOCKS || target < len as u64 {
+            return;
+        }
+        let want = if target >= BLOCKS as u64 {
+            BLOCKS
+        } else {
+            (target as usize + 1).next_power_of_two()
+        };
+        self.bitmap.reserve_exact(want - len);
+        self.bitmap.resize(want, 0);
     }
 
     /// Checks `counter` and, if acceptable, marks it seen (sliding the window forward if it is
     /// the new highest).
     pub fn accept(&mut self, counter: u64) -> Result<(), DropReason> {
         self.check(counter)?;
+        self.make_room(counter.max(self.top) / BLOCK_BITS);
+        let len = self.bitmap.len();
         if counter > self.top {
             let current = self.top / BLOCK_BITS;
             let target = counter / BLOCK_BITS;
-            let fresh = (target - current).min(BLOCKS as u64);
+            let fresh = (target - current).min(len as u64);
             for i in 1..=fresh {
-                self.bitmap[((current + i) as usize) & (BLOCKS - 1)] = 0;
+                self.bitmap[((current + i) as usize) & (len - 1)] = 0;
             }
             self.top = counter;
         }
-        self.bitmap[block(counter)] |= bit(counter);
+        self.bitmap[block(counter, len)] |= bit(counter);
         Ok(())
     }
 
@@ -82,8 +115,9 @@ impl ReplayWindow {
     }
 }
 
-fn block(counter: u64) -> usize {
-    ((counter / BLOCK_BITS) as usize) & (BLOCKS - 1)
+/// The ring index of `counter`'s word in a ring of `len` words (a power of two).
+fn block(counter: u64, len: usize) -> usize {
+    ((counter / BLOCK_BITS) as usize) & len.saturating_sub(1)
 }
 
 fn bit(counter: u64) -> u64 {
@@ -156,7 +190,43 @@ mod tests {
         assert_eq!(w.check(0), Err(DropReason::TooOld));
     }
 
+    #[test]
+    fn the_ring_grows_with_the_counters_only() {
+        let mut w = ReplayWindow::new();
+        assert_eq!(w.bitmap.capacity(), 0);
+        for c in 0..40 {
+            w.accept(c).unwrap();
+        }
+        assert_eq!(w.bitmap.len(), 1, "a few keepalives hold one word");
+        w.accept(200).unwrap();
+        assert_eq!(w.bitmap.len(), 4);
+        assert_eq!(w.check(39), Err(DropReason::Replayed));
+        assert_eq!(w.check(41), Ok(()));
+        w.accept(REPLAY_WINDOW + 5000).unwrap();
+        assert_eq!(w.bitmap.len(), BLOCKS);
+        assert_eq!(w.bitmap.capacity(), BLOCKS);
+        assert_eq!(w.check(200), Err(DropReason::TooOld));
+    }
+
     proptest! {
+        /// A ring grown on the way and a full-sized one from the start accept and refuse
+        /// the same counters.
+        #[test]
+        fn growing_matches_a_full_ring(
+            steps in proptest::collection::vec((0u64..4, 0u64..3000), 1..300)
+        ) {
+            let mut grown = ReplayWindow::new();
+            let mut full = ReplayWindow { top: 0, bitmap: vec![0; BLOCKS] };
+            let mut base = 0u64;
+            for (jump, offset) in steps {
+                base += jump * jump * 700;
+                let c = base + offset;
+                prop_assert_eq!(grown.check(c), full.check(c), "check {}", c);
+                prop_assert_eq!(grown.accept(c), full.accept(c), "counter {}", c);
+            }
+        }
+
+
         /// Against a reference model: accept iff not seen before and less than
         /// `REPLAY_WINDOW` behind the highest accepted counter.
         #[test]

@@ -92,8 +92,9 @@ pub struct Session {
     confirmed: bool,
     /// Next counter to send, per channel sent on.
     send_next: ByChannel<u64>,
-    /// Replay window per channel, allocated on the first authenticated packet.
-    windows: ByChannel<Box<ReplayWindow>>,
+    /// Replay window per channel, made on the first authenticated packet (its ring
+    /// grows with the counters).
+    windows: ByChannel<ReplayWindow>,
     drops: DropCounters,
 }
 

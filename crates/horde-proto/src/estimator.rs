@@ -245,6 +245,14 @@ pub struct LossEstimator {
     window_losses: usize,
     total: u64,
     lost: u64,
+    /// Made at the first loss: until then every count in it is zero and stays zero, so
+    /// a channel that never lost a packet (an idle one) carries none of its 500 bytes.
+    bursts: Option<Box<Bursts>>,
+}
+
+/// The burst and correlation statistics of a channel that has lost packets.
+#[derive(Debug, Clone)]
+struct Bursts {
     /// Outcomes of the last CORRELATION_SPAN packets, most recent first (true = lost).
     recent: [bool; CORRELATION_SPAN],
     both: [f64; CORRELATION_SPAN],
@@ -252,6 +260,41 @@ pub struct LossEstimator {
     run: u32,
     /// `bursts[i]` counts completed loss bursts of length `i + 1` (the last bucket is "or more").
     bursts: [u64; 32],
+}
+
+impl Bursts {
+    fn new() -> Self {
+        Self {
+            recent: [false; CORRELATION_SPAN],
+            both: [0.0; CORRELATION_SPAN],
+            either: [0.0; CORRELATION_SPAN],
+            run: 0,
+            bursts: [0; 32],
+        }
+    }
+
+    fn on_outcome(&mut self, lost: bool) {
+        for g in 0..CORRELATION_SPAN {
+            self.both[g] *= CORRELATION_FORGET;
+            self.either[g] *= CORRELATION_FORGET;
+            let earlier = self.recent[g];
+            if lost || earlier {
+                self.either[g] += 1.0;
+                if lost && earlier {
+                    self.both[g] += 1.0;
+                }
+            }
+        }
+        self.recent.copy_within(0..CORRELATION_SPAN - 1, 1);
+        self.recent[0] = lost;
+
+        if lost {
+            self.run += 1;
+        } else if self.run > 0 {
+            self.bursts[(self.run as usize - 1).min(31)] += 1;
+            self.run = 0;
+        }
+    }
 }
 
 impl Default for LossEstimator {
@@ -279,11 +322,7 @@ impl LossEstimator {
             window_losses: 0,
             total: 0,
             lost: 0,
-            recent: [false; CORRELATION_SPAN],
-            both: [0.0; CORRELATION_SPAN],
-            either: [0.0; CORRELATION_SPAN],
-            run: 0,
-            bursts: [0; 32],
+            bursts: None,
         }
     }
 
@@ -296,26 +335,11 @@ impl LossEstimator {
         }
         self.window.push_back(lost);
         self.window_losses += usize::from(lost);
-
-        for g in 0..CORRELATION_SPAN {
-            self.both[g] *= CORRELATION_FORGET;
-            self.either[g] *= CORRELATION_FORGET;
-            let earlier = self.recent[g];
-            if lost || earlier {
-                self.either[g] += 1.0;
-                if lost && earlier {
-                    self.both[g] += 1.0;
-                }
-            }
+        if lost && self.bursts.is_none() {
+            self.bursts = Some(Box::new(Bursts::new()));
         }
-        self.recent.copy_within(0..CORRELATION_SPAN - 1, 1);
-        self.recent[0] = lost;
-
-        if lost {
-            self.run += 1;
-        } else if self.run > 0 {
-            self.bursts[(self.run as usize - 1).min(31)] += 1;
-            self.run = 0;
+        if let Some(b) = &mut self.bursts {
+            b.on_outcome(lost);
         }
     }
 
@@ -363,7 +387,7 @@ impl LossEstimator {
     #[cfg(test)]
     pub fn mean_burst(&self) -> f64 {
         let (n, sum) = self
-            .bursts
+            .burst_histogram()
             .iter()
             .enumerate()
             .fold((0u64, 0u64), |(n, s), (i, &c)| {
@@ -379,7 +403,7 @@ impl LossEstimator {
     /// Completed bursts by length: index `i` is length `i + 1`, the last bucket is 32+.
     #[cfg(test)]
     pub fn burst_histogram(&self) -> &[u64; 32] {
-        &self.bursts
+        self.bursts.as_ref().map_or(&[0; 32], |b| &b.bursts)
     }
 
     /// P(both lost | either lost) for packets `g + 1` apart, `g < CORRELATION_SPAN`.
@@ -391,8 +415,12 @@ impl LossEstimator {
         let mut out = [0.0f32; CORRELATION_SPAN];
         for (g, o) in out.iter_mut().enumerate() {
             let prior = f64::from(thesis_burst_correlation()[g]);
-            let est = (self.both[g] + prior * CORRELATION_PRIOR_WEIGHT)
-                / (self.either[g] + CORRELATION_PRIOR_WEIGHT);
+            let (both, either) = self
+                .bursts
+                .as_ref()
+                .map_or((0.0, 0.0), |b| (b.both[g], b.either[g]));
+            let est =
+                (both + prior * CORRELATION_PRIOR_WEIGHT) / (either + CORRELATION_PRIOR_WEIGHT);
             *o = est as f32;
         }
         out
@@ -414,6 +442,23 @@ pub fn thesis_burst_correlation() -> [f32; CORRELATION_SPAN] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn burst_statistics_are_made_at_the_first_loss() {
+        let mut l = LossEstimator::new();
+        for _ in 0..500 {
+            l.on_outcome(false);
+        }
+        assert!(l.bursts.is_none(), "no loss, no burst statistics");
+        let prior = thesis_burst_correlation();
+        assert_eq!(l.burst_correlation(), prior);
+        for lost in [true, true, false, true, false] {
+            l.on_outcome(lost);
+        }
+        assert!(l.bursts.is_some());
+        assert_eq!(l.burst_histogram()[..2], [1, 1]);
+        assert!(l.burst_correlation()[0] != prior[0]);
+    }
 
     #[test]
     fn srtt_converges_and_tracks_variance() {
