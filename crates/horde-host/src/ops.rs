@@ -79,10 +79,6 @@ pub struct ChannelStatus {
     pub srtt_ms: Option<f64>,
     /// The rate the congestion controller expects the channel to carry, bytes/s.
     pub rate_bytes_per_s: f64,
-    /// While the controller is in its start-up, the round trip in ms over which its rate
-    /// doubles (the initial one before a sample): the rate is how far it has come, not
-    /// what the path carries. `None` once it has met the path's capacity.
-    pub startup_rtt_ms: Option<f64>,
     /// Estimated link loss probability, in [0, 1].
     pub loss: f64,
     /// The congestion controller's name.
@@ -101,7 +97,6 @@ impl ChannelStatus {
             alive: c.is_alive(),
             srtt_ms: c.srtt().map(|d| d.as_secs_f64() * 1e3),
             rate_bytes_per_s: c.rate(),
-            startup_rtt_ms: c.startup_round_trip().map(|d| d.as_secs_f64() * 1e3),
             loss: c.loss_rate(),
             congestion: c.congestion_control(),
             stats: c.stats(),

@@ -417,7 +417,6 @@ impl Host {
                 &[ChannelEstimate {
                     rate: wire_rate * payload,
                     delay: self.config.one_way + queue_wait,
-                    startup_rtt: None,
                 }],
             )
             .context("channel estimate")

@@ -193,7 +193,13 @@ impl MessageEndpoint {
             start: Instant::now(),
         });
         let (tx, notices) = mpsc::unbounded_channel();
-        tokio::spawn(pump::start(shared.clone(), handle.clone(), events, tx, config).await);
+        tokio::spawn(pump::run(
+            shared.clone(),
+            handle.clone(),
+            events,
+            tx,
+            config,
+        ));
         Ok(Self {
             api: MessageHandle { shared, handle },
             notices,

@@ -47,17 +47,14 @@ mod tests {
             ChannelEstimate {
                 rate: 3000.0,
                 delay: Duration::ZERO,
-                startup_rtt: None,
             },
             ChannelEstimate {
                 rate: 1000.0,
                 delay: Duration::ZERO,
-                startup_rtt: None,
             },
             ChannelEstimate {
                 rate: 0.0,
                 delay: Duration::ZERO,
-                startup_rtt: None,
             },
         ];
         let mut slots = Slots::default();

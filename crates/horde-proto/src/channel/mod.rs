@@ -388,14 +388,6 @@ impl Channel {
         }
     }
 
-    /// While the controller is in its start-up (its rate doubles each round trip and has
-    /// not met the path's capacity yet), that round trip: the smoothed one, or the
-    /// configured initial one before a sample. `None` once it has met the capacity, or
-    /// while the channel is dead.
-    pub fn startup_round_trip(&self) -> Option<Duration> {
-        (self.is_alive() && self.cc.in_startup()).then(|| self.srtt())
-    }
-
     fn expected_rtt_ms(&self) -> f64 {
         self.rtt.srtt_ms().unwrap_or(self.config.initial_rtt_ms)
     }

@@ -51,13 +51,6 @@ impl<'a> ChannelView<'a> {
         self.ch.rate()
     }
 
-    /// While the congestion controller is in its start-up, the round trip over which its
-    /// rate doubles (the initial one before a sample); `None` once its rate is what the
-    /// path carries.
-    pub fn startup_round_trip(&self) -> Option<Duration> {
-        self.ch.startup_round_trip()
-    }
-
     /// Full-size packets the congestion controller and pacer would let the channel send
     /// at `now` (0 while dead): a driver that sees open slots, data queued and credit
     /// left after polling the session has a sender leaving the channel idle.

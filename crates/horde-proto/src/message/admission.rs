@@ -5,9 +5,7 @@
 //! before a deadline `D` is `floor(r_c·(D − now − d_c)/L)`, and a queue owns `share` of
 //! the sum over channels. Walking a queue's messages in service order, a message with a
 //! deadline is feasible when the pieces of every message served before it, plus its own,
-//! fit in that capacity. A channel still in its controller's start-up counts its rate as
-//! doubling each round trip instead. `docs/messages.md` states the rule with a worked
-//! example.
+//! fit in that capacity. `docs/messages.md` states the rule with a worked example.
 
 use std::time::Duration;
 
@@ -15,8 +13,6 @@ use super::{ChannelEstimate, MessageId};
 
 /// Slack for float rounding: `0.45 s × 100 000 B/s / 1000 B` must count as 45 pieces.
 const ROUNDING_SLACK: f64 = 1e-9;
-/// Doublings a start-up is counted for at most: far past any path, and finite.
-const MAX_DOUBLINGS: f64 = 64.0;
 
 /// The pieces the channels can land before a deadline, for one queue's share.
 pub(crate) struct Capacity<'a> {
@@ -37,24 +33,11 @@ impl Capacity<'_> {
                     .saturating_sub(self.now)
                     .saturating_sub(c.delay)
                     .as_secs_f64();
-                (bytes_within(c, window) / f64::from(self.piece_size) + ROUNDING_SLACK).floor()
+                (c.rate * window / f64::from(self.piece_size) + ROUNDING_SLACK).floor()
             })
             .filter(|pieces| *pieces > 0.0)
             .sum();
         (total * self.share + ROUNDING_SLACK).floor() as u64
-    }
-}
-
-/// Bytes channel `c` sends back to back in `window` seconds: at its rate, or, in its
-/// controller's start-up, at a rate that doubles each round trip `R` from `r` now:
-/// `∫ r·2^(t/R) dt = r·R·(2^(window/R) − 1) / ln 2`.
-fn bytes_within(c: &ChannelEstimate, window: f64) -> f64 {
-    match c.startup_rtt.map(|r| r.as_secs_f64()) {
-        Some(rtt) if rtt > 0.0 => {
-            let doublings = (window / rtt).min(MAX_DOUBLINGS);
-            c.rate * rtt * (doublings.exp2() - 1.0) / std::f64::consts::LN_2
-        }
-        _ => c.rate * window,
     }
 }
 
@@ -133,8 +116,14 @@ mod tests {
     #[test]
     fn capacity_counts_whole_pieces_per_channel_after_its_delay() {
         let channels = [
-            ChannelEstimate::steady(100_000.0, ms(50)),
-            ChannelEstimate::steady(50_000.0, ms(200)),
+            ChannelEstimate {
+                rate: 100_000.0,
+                delay: ms(50),
+            },
+            ChannelEstimate {
+                rate: 50_000.0,
+                delay: ms(200),
+            },
         ];
         let cap = Capacity {
             channels: &channels,
@@ -148,38 +137,5 @@ mod tests {
         assert_eq!(cap.pieces_by(ms(40)), 0);
         let half = Capacity { share: 0.5, ..cap };
         assert_eq!(half.pieces_by(ms(500)), 30);
-    }
-
-    #[test]
-    fn a_channel_in_start_up_counts_its_rate_doubling_each_round_trip() {
-        // 10 pieces per 100 ms round trip now, after 50 ms: the rounds land 10, 20, 40,
-        // 80 pieces (the integral counts 1/ln 2 of that sum, as the window grows within
-        // a round too).
-        let channels = [ChannelEstimate {
-            rate: 100_000.0,
-            delay: ms(50),
-            startup_rtt: Some(ms(100)),
-        }];
-        let cap = Capacity {
-            channels: &channels,
-            now: ms(0),
-            piece_size: 1000,
-            share: 1.0,
-        };
-        assert_eq!(cap.pieces_by(ms(40)), 0);
-        assert_eq!(cap.pieces_by(ms(150)), 14); // 10 / ln 2
-        assert_eq!(cap.pieces_by(ms(450)), 216); // 150 / ln 2
-                                                 // A steady channel at the same rate lands 40 by then.
-        let steady = [ChannelEstimate::steady(100_000.0, ms(50))];
-        assert_eq!(
-            Capacity {
-                channels: &steady,
-                ..cap
-            }
-            .pieces_by(ms(450)),
-            40
-        );
-        // Far deadlines stay finite.
-        assert!(cap.pieces_by(Duration::from_secs(3600)) > 1 << 40);
     }
 }

@@ -110,23 +110,6 @@ pub struct ChannelEstimate {
     /// One-way delay: a piece of `len` bytes sent at `t` arrives at
     /// `t + delay + len / rate`.
     pub delay: Duration,
-    /// `Some(round trip)` while the channel's congestion controller is in its start-up:
-    /// `rate` is how far its window has grown, not what the path carries, and it doubles
-    /// each round trip until it meets the path's capacity, which is not known yet.
-    /// Admission and early expiry then count the rate as doubling, with no ceiling
-    /// (`docs/messages.md`, "Before the channels are measured").
-    pub startup_rtt: Option<Duration>,
-}
-
-impl ChannelEstimate {
-    /// A channel whose rate is measured: it holds at `rate`.
-    pub fn steady(rate: f64, delay: Duration) -> Self {
-        Self {
-            rate,
-            delay,
-            startup_rtt: None,
-        }
-    }
 }
 
 /// One ADU-sized slice of a message, as the scheduler hands it out. The driver reads

@@ -26,12 +26,10 @@ fn example(policy: AdmissionPolicy) -> MessageScheduler {
                 ChannelEstimate {
                     rate: 100_000.0,
                     delay: ms(50),
-                    startup_rtt: None,
                 },
                 ChannelEstimate {
                     rate: 50_000.0,
                     delay: ms(200),
-                    startup_rtt: None,
                 },
             ],
         )
@@ -94,7 +92,6 @@ fn the_worked_example_refuses_exactly_the_message_that_breaks_an_admitted_deadli
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(50),
-                startup_rtt: None,
             }],
         )
         .unwrap();
@@ -146,12 +143,10 @@ fn capacity_that_grows_admits_the_message_refused_before() {
                 ChannelEstimate {
                     rate: 200_000.0,
                     delay: ms(50),
-                    startup_rtt: None,
                 },
                 ChannelEstimate {
                     rate: 50_000.0,
                     delay: ms(200),
-                    startup_rtt: None,
                 },
             ],
         )
@@ -174,7 +169,6 @@ fn queues_share_capacity_by_weight_and_top_level() {
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(0),
-                startup_rtt: None,
             }],
         )
         .unwrap();
@@ -217,7 +211,6 @@ fn busy_plain_streams_take_their_weight_of_the_capacity() {
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(0),
-                startup_rtt: None,
             }],
         )
         .unwrap();

@@ -21,7 +21,6 @@ fn each_bad_call_names_what_was_wrong() {
             &[ChannelEstimate {
                 rate: 1e9,
                 delay: Duration::ZERO,
-                startup_rtt: None,
             }],
         )
         .unwrap();
@@ -70,7 +69,6 @@ fn each_bad_call_names_what_was_wrong() {
             &[ChannelEstimate {
                 rate: 1e9,
                 delay: Duration::ZERO,
-                startup_rtt: None,
             }],
         )
         .unwrap();
@@ -107,8 +105,7 @@ fn each_bad_call_names_what_was_wrong() {
             now,
             &[ChannelEstimate {
                 rate: f64::NAN,
-                delay: Duration::ZERO,
-                startup_rtt: None,
+                delay: Duration::ZERO
             }]
         )
         .is_err());

@@ -9,4 +9,3 @@ mod model;
 mod notify;
 mod order;
 mod receiver;
-mod startup;

@@ -12,8 +12,6 @@ use horde_proto::message::{
 pub struct FakeChannel {
     pub rate: f64,
     pub delay: Duration,
-    /// The round trip its rate doubles over while its controller is in start-up.
-    pub startup_rtt: Option<Duration>,
     free_at: Duration,
 }
 
@@ -22,7 +20,6 @@ impl FakeChannel {
         Self {
             rate,
             delay,
-            startup_rtt: None,
             free_at: Duration::ZERO,
         }
     }
@@ -31,7 +28,6 @@ impl FakeChannel {
         ChannelEstimate {
             rate: self.rate,
             delay: self.delay,
-            startup_rtt: self.startup_rtt,
         }
     }
 }
