@@ -379,6 +379,16 @@ fn bad_link_specs_are_reported_with_their_position() {
     assert!(e.contains("--link 2: delay: \"5\" needs a unit"), "{e}");
     let e = err(&["--link", "loss=2"]);
     assert!(e.contains("--link 1: up: loss.p"), "{e}");
+    let e = err(&["--link", "wifi=dot11g,fer=2,qdisc=chap"]);
+    assert!(
+        e.contains("--link 1: up: rate.fer must be a probability in [0, 1], got 2"),
+        "{e}"
+    );
+    let e = err(&["--link", "wifi=dot11a"]);
+    assert!(
+        e.contains("--link 1: wifi: \"dot11a\": expected dot11g or dot11b"),
+        "{e}"
+    );
 
     let dir = std::env::temp_dir().join(format!("horde-shell-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -551,4 +561,87 @@ fn a_scripted_rate_change_shows_in_the_packet_log() {
     assert!((9.0..=10.1).contains(&before), "before: {before} Mbit/s");
     assert!((1.8..=2.1).contains(&after), "after: {after} Mbit/s");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Sends from the host to the namespace through the down link of `--link link`, for
+/// 2 s: every 2 ms a 1000-byte UDP datagram to port 9000 and, 1 ms later, a 1100-byte
+/// one to port 9001. Returns the packets the down link delivered to each port,
+/// told apart in the packet log by their IP size (1028 and 1128 bytes).
+fn delivered_per_port(link: &str) -> (usize, usize) {
+    let dir = std::env::temp_dir().join(format!(
+        "horde-shell-wifi-{}-{}",
+        std::process::id(),
+        link.len()
+    ));
+    let mut child = Command::new(horde_bin())
+        .args(["shell", "--link", link, "--log", dir.to_str().unwrap()])
+        .args(["--", "sh", "-c", "echo $HORDE_SHELL_LINK0; sleep 3"])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run horde shell");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: std::net::Ipv4Addr = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no address in {line:?}"));
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    let start = Instant::now();
+    let mut k = 0u32;
+    while start.elapsed() < Duration::from_secs(2) {
+        // Alternately to each port, 1 ms apart, so neither is always first to find
+        // room in a full FIFO. A refused port answers with ICMP, which a later send
+        // may report; that is fine.
+        let _ = match k % 2 {
+            0 => socket.send_to(&[0u8; 1000], (addr, 9000)),
+            _ => socket.send_to(&[1u8; 1100], (addr, 9001)),
+        };
+        k += 1;
+        let next = Duration::from_millis(u64::from(k));
+        std::thread::sleep(next.saturating_sub(start.elapsed()));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "shell: {}", text(&out.stderr));
+    let log = std::fs::read_to_string(dir.join("link0-down.csv")).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let (mut clean, mut lossy) = (0, 0);
+    for l in log.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        if f[3] != "0" {
+            continue;
+        }
+        match f[2] {
+            "1028" => clean += 1,
+            "1128" => lossy += 1,
+            _ => {}
+        }
+    }
+    (clean, lossy)
+}
+
+/// `wifi=`: the down link is an 802.11b sender at 11 Mbit/s, and packets to port 9001
+/// lose each DATA and ACK frame with probability 0.4, so they need retries. Both ports
+/// are offered 500 packets a second, more than the link carries (about 750 clean
+/// frames a second). CHAP, charged each
+/// frame's airtime, serves port 9000 first; FIFO serves them alike.
+#[test]
+fn chap_charged_with_airtime_serves_the_clean_flow_first() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !root_or_refusal_checked() {
+        return;
+    }
+    let keys = "wifi=dot11b:11,station=9001:0.4,buffer=30kb,delay=1ms";
+    let (clean, lossy) = delivered_per_port(&format!("{keys},qdisc=chap"));
+    let (f_clean, f_lossy) = delivered_per_port(keys);
+    eprintln!("chap: clean {clean}, lossy {lossy}; fifo: clean {f_clean}, lossy {f_lossy}");
+    assert!(clean > 500, "CHAP: clean {clean} delivered");
+    assert!(clean > 3 * lossy, "CHAP: clean {clean}, lossy {lossy}");
+    assert!(
+        f_lossy * 10 > f_clean * 6,
+        "FIFO: clean {f_clean}, lossy {f_lossy}"
+    );
 }

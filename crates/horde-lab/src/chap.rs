@@ -51,8 +51,9 @@ pub enum Command {
         )]
         queues: Vec<f64>,
     },
-    /// Tables 6.6 and 6.7: each application against FTP with the application's node
-    /// (or, with `--node ftp`, the FTP node) at each distance, the other at 1 m.
+    /// Tables 6.6, 6.7 and 6.8: each application against FTP with the application's node
+    /// (or, with `--node ftp`, the FTP node) at each distance, the other at 1 m; with
+    /// `--node both`, both nodes at each distance.
     Distance {
         #[command(flatten)]
         run: SweepArgs,
@@ -95,6 +96,7 @@ pub enum AppArg {
 pub enum NodeArg {
     App,
     Ftp,
+    Both,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -157,6 +159,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             let sweep = match node {
                 NodeArg::App => Sweep::AppDistance,
                 NodeArg::Ftp => Sweep::FtpDistance,
+                NodeArg::Both => Sweep::BothDistance,
             };
             run_sweep(run, sweep, app_series(&apps), distances)
         }

@@ -142,6 +142,50 @@ fn distance_of_either_node_slows_the_download_and_chap_keeps_the_game_ahead() {
 }
 
 #[test]
+fn both_nodes_far_away_ruin_voip_under_every_discipline() {
+    let json = common::lab_json(&[
+        "chap",
+        "distance",
+        "--short",
+        "--node",
+        "both",
+        "--apps",
+        "voip",
+        "--distances",
+        "5,30",
+        "--json",
+    ]);
+    let runs = json["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 8, "2 distances x 4 disciplines");
+    for r in runs {
+        let c = &r["config"];
+        assert_eq!(
+            c["distance_m"], c["ftp_distance_m"],
+            "both stations at the same distance: {c}"
+        );
+        let d = c["distance_m"].as_f64().unwrap();
+        assert!(d == 5.0 || d == 30.0, "{c}");
+    }
+    let table = &json["table"];
+    assert_eq!(table["sweep"], "both_distance");
+    let (near, ftp_near) = point(table, "VoIP", 5.0);
+    let (far, ftp_far) = point(table, "VoIP", 30.0);
+    assert_eq!(near.len(), 4);
+    for di in 0..4 {
+        // §6.7.3: about 4.3 until 10 m, then falling to nothing at 30 m under all.
+        assert!(near[di] > 4.0, "VoIP at 5 m: {near:?}");
+        assert!(
+            far[di] < near[di] - 2.0,
+            "VoIP at 30 m far below 5 m: {far:?} against {near:?}"
+        );
+        assert!(
+            ftp_far[di] < 0.5 * ftp_near[di],
+            "the FTP station at 30 m is slower too: {ftp_far:?} against {ftp_near:?}"
+        );
+    }
+}
+
+#[test]
 fn chap_shares_between_a_long_and_a_short_path_more_fairly_than_fifo() {
     let json = common::lab_json(&[
         "chap",

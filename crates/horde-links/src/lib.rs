@@ -13,7 +13,8 @@
 //! 1. a **bottleneck**: a FIFO served at a rate (unlimited, constant, or a Mahimahi
 //!    [`Trace`]) behind an optional drop-tail byte buffer ([`Verdict::QueueFull`]), or
 //!    another queue discipline ([`QdiscKind`]: strict priority, CHAP, fq_codel) at a
-//!    constant or stepped rate;
+//!    constant or stepped rate, or served by an 802.11 sender ([`WifiRate`]) whose
+//!    frames' airtime is both the service time and what the discipline is charged;
 //! 2. a **loss process** (none, Bernoulli, Gilbert-Elliott, or the thesis's burst-loss
 //!    Markov chain) applied to packets as they leave the bottleneck, so lost packets still
 //!    used capacity;
@@ -42,6 +43,7 @@ mod spec;
 mod trace;
 mod trace_stats;
 pub mod wifi;
+mod wifi_rate;
 
 pub use error::{CellularError, LinkError, TraceError};
 pub use horde_qdisc::{FlowKey, QdiscError, QdiscKind};
@@ -50,6 +52,7 @@ pub use rate_steps::RateStep;
 pub use spec::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 pub use trace::{Trace, OPPORTUNITY_BYTES};
 pub use trace_stats::{TraceStats, BIN_MS, GAP_MS};
+pub use wifi_rate::{WifiPhy, WifiRate, WifiStation};
 
 use std::time::Duration;
 

@@ -6,6 +6,10 @@
 //! link's current rate, charges its flow that transmission time (what CHAP debits
 //! without an airtime model), and only then applies loss and delay to it.
 //!
+//! With an 802.11 airtime model ([`AirtimeServer`]) the service time of a packet is its
+//! frame's airtime, retries and backoffs included; that is what its flow is charged, and
+//! a frame that failed every attempt is lost (before the loss process is consulted).
+//!
 //! Packets the discipline drops after accepting them (CHAP's head drop, CoDel) are
 //! counted in [`LinkStats::queue_drops`] and reported through
 //! [`Link::deliver_and_report_losses`] with the loss process's victims.
@@ -25,6 +29,7 @@ use crate::bottleneck::Rate;
 use crate::delay::DelayProcess;
 use crate::error::LinkError;
 use crate::loss::LossProcess;
+use crate::wifi_rate::AirtimeServer;
 use crate::{Delivery, Link, LinkStats, Verdict};
 
 const LOSS_STREAM: u64 = 1;
@@ -83,6 +88,8 @@ pub(crate) struct QdiscLink {
     qdisc: Box<dyn Qdisc<u64> + Send>,
     /// Constant, stepped or unlimited (traces are refused when the link is built).
     rate: Rate,
+    /// Serves each packet as an 802.11 frame instead of at `rate`.
+    airtime: Option<AirtimeServer>,
     /// When the packet being served finishes.
     busy_until: Duration,
     /// When the server next picks a packet; `None` while the queue is empty.
@@ -117,6 +124,7 @@ impl QdiscLink {
         QdiscLink {
             qdisc,
             rate,
+            airtime: None,
             busy_until: Duration::ZERO,
             next_pick: None,
             loss,
@@ -130,6 +138,12 @@ impl QdiscLink {
             next_seq: 0,
             stats: LinkStats::default(),
         }
+    }
+
+    /// Serves packets as 802.11 frames through `server` (the rate is then unused).
+    pub(crate) fn with_airtime(mut self, server: AirtimeServer) -> QdiscLink {
+        self.airtime = Some(server);
+        self
     }
 
     fn finish(&self, start: Duration, size: u32) -> Duration {
@@ -162,11 +176,17 @@ impl QdiscLink {
                 self.next_pick = None;
                 break;
             };
-            let done = self.finish(pick, packet.len);
+            let (done, sent) = match &mut self.airtime {
+                Some(air) => {
+                    let frame = air.send(&packet.flow, packet.len);
+                    (pick.saturating_add(frame.airtime), frame.delivered)
+                }
+                None => (self.finish(pick, packet.len), true),
+            };
             self.qdisc.charge(&packet.flow, done - pick);
             self.busy_until = done;
             self.next_pick = (!self.qdisc.is_empty()).then_some(done);
-            if self.loss.lose(&mut self.loss_rng) {
+            if !sent || self.loss.lose(&mut self.loss_rng) {
                 self.lost.push_back((done, packet.payload));
             } else {
                 let at = done.saturating_add(self.delay.sample(&mut self.delay_rng));
@@ -245,5 +265,108 @@ impl Link for QdiscLink {
 
     fn stats(&self) -> LinkStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::wifi_rate::{WifiPhy, WifiRate, WifiStation};
+
+    type Charges = Arc<Mutex<HashMap<FlowKey, Duration>>>;
+
+    /// A discipline that adds up what each flow is charged, then passes everything on.
+    struct Recording {
+        inner: Box<dyn Qdisc<u64> + Send>,
+        charges: Charges,
+    }
+
+    impl Qdisc<u64> for Recording {
+        fn enqueue(&mut self, packet: Packet<u64>, drops: &mut Vec<Packet<u64>>) {
+            self.inner.enqueue(packet, drops)
+        }
+        fn dequeue(&mut self, now: Duration, drops: &mut Vec<Packet<u64>>) -> Option<Packet<u64>> {
+            self.inner.dequeue(now, drops)
+        }
+        fn charge(&mut self, flow: &FlowKey, airtime: Duration) {
+            *self.charges.lock().unwrap().entry(*flow).or_default() += airtime;
+            self.inner.charge(flow, airtime)
+        }
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+    }
+
+    #[test]
+    fn chap_with_airtime_charges_a_far_flow_more_per_byte_than_a_near_one() {
+        let near = FlowKey::udp([10, 0, 0, 1], 4000, [10, 0, 0, 2], 5000);
+        let far = FlowKey::udp([10, 0, 0, 1], 4001, [10, 0, 0, 3], 5001);
+        let wifi = WifiRate {
+            phy: WifiPhy::Dot11g,
+            mbps: None,
+            distance_m: Some(1.0),
+            fer: None,
+            stations: vec![WifiStation {
+                addr: Some(far.dst),
+                port: None,
+                distance_m: Some(15.0),
+                fer: None,
+            }],
+        };
+        let charges = Charges::default();
+        let chap = build_qdisc(QdiscKind::Chap, None).unwrap();
+        let mut link = QdiscLink::new(
+            Box::new(Recording {
+                inner: chap,
+                charges: charges.clone(),
+            }),
+            Rate::Unlimited,
+            LossProcess::None,
+            DelayProcess::Constant(Duration::ZERO),
+            7,
+        )
+        .with_airtime(wifi.server(7).unwrap());
+        // 1000 packets of 1200 B per flow, a few at a time, so the link stays busy.
+        let mut out = Vec::new();
+        let mut lost = Vec::new();
+        for i in 0..1000u64 {
+            let now = Duration::from_millis(i * 5);
+            link.enqueue_flow(now, 2 * i, 1200, &near);
+            link.enqueue_flow(now, 2 * i + 1, 1200, &far);
+            link.deliver_and_report_losses(now, &mut out, &mut lost);
+        }
+        link.deliver_and_report_losses(Duration::from_secs(3600), &mut out, &mut lost);
+        let stats = link.stats();
+        assert_eq!(stats.queue_drops, 0, "{stats:?}");
+        assert_eq!(stats.delivered + stats.lost, 2000, "{stats:?}");
+        let charges = charges.lock().unwrap();
+        let per_byte = |f: &FlowKey| charges[f].as_secs_f64() / (1000.0 * 1200.0);
+        let phy = crate::wifi::Phy::dot11g(54.0);
+        // The near flow's frames go through at once: one attempt each.
+        let one_attempt = phy.attempt_time(1200).as_secs_f64() / 1200.0;
+        assert!(
+            (per_byte(&near) - one_attempt).abs() < 0.05 * one_attempt,
+            "near: {} s/B against one attempt {one_attempt}",
+            per_byte(&near)
+        );
+        // At 15 m most attempts fail (FER 0.57): retries and backoffs cost several times
+        // as much, and some frames fail every attempt and are lost.
+        assert!(
+            per_byte(&far) > 3.0 * per_byte(&near),
+            "far {} s/B against near {}",
+            per_byte(&far),
+            per_byte(&near)
+        );
+        assert!(stats.lost > 0, "frames failing all attempts are lost");
+        assert!(
+            lost.iter().all(|id| id % 2 == 1),
+            "only the far flow loses frames"
+        );
     }
 }

@@ -15,6 +15,7 @@ use crate::loss::{self, BurstMarkov, GilbertElliott, LossProcess};
 use crate::qdisc_link::{self, QdiscLink};
 use crate::rate_steps::{RateStep, RateSteps};
 use crate::trace::Trace;
+use crate::wifi_rate::WifiRate;
 use crate::{Link, QdiscKind};
 
 /// One direction of a link: bottleneck rate and buffer, then loss, then delay.
@@ -79,6 +80,11 @@ pub enum RateSpec {
     /// overflow, so `loss` must be absent and `delay` constant.
     #[serde(rename = "cdma1x_rtt")]
     Cdma1xRtt(Box<CdmaParams>),
+    /// `{ model = "wifi", phy = "dot11g", distance_m = 10 }`: an 802.11 sender; each
+    /// packet takes its frame's airtime, retries and backoffs included, is charged that
+    /// airtime by the queue discipline, and is lost if every attempt fails. See
+    /// `docs/links.md`.
+    Wifi(WifiRate),
 }
 
 /// The delay added to each packet after the bottleneck.
@@ -200,6 +206,9 @@ impl LinkSpec {
                 ));
             }
         }
+        if let Some(RateSpec::Wifi(w)) = &self.rate {
+            w.validate()?;
+        }
         self.rate_model(None)?;
         self.loss_model()?;
         self.delay_model()?;
@@ -235,6 +244,20 @@ impl LinkSpec {
             let link = CdmaLink::for_each_user(sector).remove(0);
             return Ok(Box::new(link));
         }
+        if let Some(RateSpec::Wifi(w)) = &self.rate {
+            // The sender serves one frame at a time in the discipline's order, FIFO too.
+            let kind = self.qdisc.unwrap_or(QdiscKind::Fifo);
+            return Ok(Box::new(
+                QdiscLink::new(
+                    qdisc_link::build_qdisc(kind, self.buffer_bytes)?,
+                    Rate::Unlimited,
+                    self.loss_model()?,
+                    self.delay_model()?,
+                    seed,
+                )
+                .with_airtime(w.server(seed)?),
+            ));
+        }
         let rate = self.rate_model(Some(base_dir))?;
         if let Some(kind) = self.flow_qdisc() {
             return Ok(Box::new(QdiscLink::new(
@@ -265,6 +288,12 @@ impl LinkSpec {
             return Ok(Some(
                 (p.sustained_kbps * 125.0 * duration.as_secs_f64()) as u64,
             ));
+        }
+        if let Some(RateSpec::Wifi(w)) = &self.rate {
+            // Full-size frames back to back at the default receiver's mean airtime.
+            let frame = w.server(0)?.expected_airtime(1500);
+            let frames = duration.as_nanos() as f64 / frame.as_nanos().max(1) as f64;
+            return Ok(Some((frames * 1500.0) as u64));
         }
         Ok(match self.rate_model(Some(base_dir))? {
             Rate::Unlimited => None,
@@ -304,6 +333,8 @@ impl LinkSpec {
             },
             // Served by its own sector model, not by the bottleneck.
             Some(RateSpec::Cdma1xRtt(_)) => Rate::Unlimited,
+            // Served by the 802.11 sender, frame by frame.
+            Some(RateSpec::Wifi(_)) => Rate::Unlimited,
         })
     }
 

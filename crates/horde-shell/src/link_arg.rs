@@ -16,12 +16,18 @@
 //! | `loss` | `0.01` (Bernoulli) or `ge:P_GB:P_BG[:LOSS_GOOD[:LOSS_BAD]]` (Gilbert-Elliott) |
 //! | `down_at` | outage of both directions: `START:LENGTH`, e.g. `5s:2s` (repeatable) |
 //! | `rate_at` | scripted rate change: `START:RATE`, e.g. `5s:2mbit`, from a constant `rate` (repeatable) |
+//! | `wifi` | an 802.11 sender instead of `rate`: `dot11g` or `dot11b`, optionally `:MBPS` (docs/links.md) |
+//! | `distance` | with `wifi`: the receiver's distance, `10m` (shadowing model) |
+//! | `fer` | with `wifi`: the receiver's frame error rate, `0.1` |
+//! | `station` | with `wifi`: `PORT:VALUE` or `ADDR:VALUE`, packets to that destination port or address at a distance (`25m`) or FER (`0.3`) of their own (repeatable) |
 
 use std::fmt;
 use std::time::Duration;
 
 use horde_emu::ScheduleStep;
-use horde_links::{DelaySpec, LinkSpec, LossSpec, QdiscKind, RateSpec, RateStep};
+use horde_links::{
+    DelaySpec, LinkSpec, LossSpec, QdiscKind, RateSpec, RateStep, WifiPhy, WifiRate, WifiStation,
+};
 
 /// One parsed `--link`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -66,6 +72,11 @@ struct Partial {
     /// `rate_at` changes, in the order given.
     rate_changes: Vec<RateStep>,
     qdisc: Option<QdiscKind>,
+    /// `wifi=PHY[:MBPS]`.
+    wifi: Option<(WifiPhy, Option<f64>)>,
+    distance_m: Option<f64>,
+    fer: Option<f64>,
+    stations: Vec<WifiStation>,
 }
 
 impl Partial {
@@ -82,10 +93,41 @@ impl Partial {
                 self.rate_changes.clone()
             },
             qdisc: self.qdisc.or(base.qdisc),
+            wifi: self.wifi.or(base.wifi),
+            distance_m: self.distance_m.or(base.distance_m),
+            fer: self.fer.or(base.fer),
+            stations: if self.stations.is_empty() {
+                base.stations.clone()
+            } else {
+                self.stations.clone()
+            },
         }
     }
 
-    fn into_spec(self) -> Result<LinkSpec, LinkArgError> {
+    /// The `wifi` rate model, if `wifi=` was given; its other keys need it.
+    fn wifi_rate(&mut self) -> Result<Option<RateSpec>, LinkArgError> {
+        let Some((phy, mbps)) = self.wifi else {
+            if self.distance_m.is_some() || self.fer.is_some() || !self.stations.is_empty() {
+                return err("distance, fer and station need wifi=dot11g or wifi=dot11b");
+            }
+            return Ok(None);
+        };
+        if self.rate.is_some() || !self.rate_changes.is_empty() {
+            return err("wifi: the 802.11 sender sets the rate, so leave out rate and rate_at");
+        }
+        Ok(Some(RateSpec::Wifi(WifiRate {
+            phy,
+            mbps,
+            distance_m: self.distance_m,
+            fer: self.fer,
+            stations: std::mem::take(&mut self.stations),
+        })))
+    }
+
+    fn into_spec(mut self) -> Result<LinkSpec, LinkArgError> {
+        if let Some(wifi) = self.wifi_rate()? {
+            self.rate = Some(wifi);
+        }
         let delay = match (self.delay_ms, self.jitter_ms) {
             (None, None) => None,
             (mean, None) => Some(DelaySpec::Constant {
@@ -165,6 +207,10 @@ impl LinkArg {
                     })?)
                 }
                 "rate_at" => part.rate_changes.push(rate_change(value)?),
+                "wifi" => part.wifi = Some(wifi(value)?),
+                "distance" => part.distance_m = Some(metres("distance", value)?),
+                "fer" => part.fer = Some(number("fer", value)?),
+                "station" => part.stations.push(station(value)?),
                 "down_at" => {
                     let (start, length) = outage(value)?;
                     schedule.push(ScheduleStep {
@@ -178,7 +224,7 @@ impl LinkArg {
                 }
                 _ => {
                     return err(format!(
-                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, qdisc, down_at, rate_at, up or down)"
+                        "unknown key \"{key}\" (expected rate, delay, jitter, buffer, loss, qdisc, wifi, distance, fer, station, down_at, rate_at, up or down)"
                     ))
                 }
             }
@@ -313,6 +359,57 @@ fn loss(text: &str) -> Result<LossSpec, LinkArgError> {
             "loss: \"{text}\": expected ge:P_GOOD_TO_BAD:P_BAD_TO_GOOD[:LOSS_IN_GOOD[:LOSS_IN_BAD]]"
         )),
     }
+}
+
+fn wifi(text: &str) -> Result<(WifiPhy, Option<f64>), LinkArgError> {
+    let (phy, mbps) = match text.split_once(':') {
+        Some((phy, mbps)) => (phy, Some(number("wifi", mbps)?)),
+        None => (text, None),
+    };
+    let phy = match phy {
+        "dot11g" => WifiPhy::Dot11g,
+        "dot11b" => WifiPhy::Dot11b,
+        _ => {
+            return err(format!(
+                "wifi: \"{text}\": expected dot11g or dot11b, optionally with :MBPS (dot11g:24)"
+            ))
+        }
+    };
+    Ok((phy, mbps))
+}
+
+fn metres(what: &str, text: &str) -> Result<f64, LinkArgError> {
+    let Some(value) = text.strip_suffix('m') else {
+        return err(format!("{what}: \"{text}\" needs the unit m, e.g. 10m"));
+    };
+    number(what, value)
+}
+
+/// `PORT:VALUE` or `ADDR:VALUE`, VALUE a distance (`25m`) or a frame error rate.
+fn station(text: &str) -> Result<WifiStation, LinkArgError> {
+    let usage = || {
+        LinkArgError(format!(
+            "station: \"{text}\": expected PORT:VALUE or ADDR:VALUE, VALUE a distance (25m) or a frame error rate (0.3)"
+        ))
+    };
+    let (target, value) = text.rsplit_once(':').ok_or_else(usage)?;
+    let mut s = WifiStation {
+        addr: None,
+        port: None,
+        distance_m: None,
+        fer: None,
+    };
+    if let Ok(port) = target.parse::<u16>() {
+        s.port = Some(port);
+    } else {
+        s.addr = Some(target.parse().map_err(|_| usage())?);
+    }
+    if value.ends_with('m') {
+        s.distance_m = Some(metres("station", value)?);
+    } else {
+        s.fer = Some(number("station", value)?);
+    }
+    Ok(s)
 }
 
 fn rate_change(text: &str) -> Result<RateStep, LinkArgError> {
@@ -471,6 +568,47 @@ mod tests {
         assert!(e("down_at=5s").contains("START:LENGTH"));
         assert!(e("buffer=0b").contains("buffer_bytes"));
         assert!(e("").contains("empty"));
+    }
+
+    #[test]
+    fn wifi_builds_the_airtime_model_and_refuses_bad_values() {
+        let l = LinkArg::parse(
+            "wifi=dot11g,distance=5m,station=5001:25m,station=10.0.0.9:0.3,qdisc=chap",
+        )
+        .unwrap();
+        let Some(RateSpec::Wifi(w)) = &l.up.rate else {
+            panic!("{:?}", l.up.rate)
+        };
+        assert_eq!(w.phy, WifiPhy::Dot11g);
+        assert_eq!((w.mbps, w.distance_m, w.fer), (None, Some(5.0), None));
+        assert_eq!(w.stations.len(), 2);
+        assert_eq!(
+            (w.stations[0].port, w.stations[0].distance_m),
+            (Some(5001), Some(25.0))
+        );
+        assert_eq!(w.stations[1].addr, Some("10.0.0.9".parse().unwrap()));
+        assert_eq!(w.stations[1].fer, Some(0.3));
+        assert_eq!(l.up, l.down);
+        let l = LinkArg::parse("down=wifi=dot11b:5.5,fer=0.1").unwrap();
+        assert!(
+            matches!(&l.down.rate, Some(RateSpec::Wifi(w)) if w.mbps == Some(5.5) && w.fer == Some(0.1))
+        );
+        assert_eq!(l.up.rate, None);
+
+        assert!(e("wifi=dot11n").contains("expected dot11g or dot11b"));
+        assert!(e("wifi=dot11g:50").contains("rate.mbps must be a dot11g rate"));
+        assert!(
+            e("wifi=dot11g,fer=1.5").contains("rate.fer must be a probability in [0, 1], got 1.5")
+        );
+        assert!(e("wifi=dot11g,distance=10").contains("needs the unit m"));
+        assert!(e("wifi=dot11g,distance=10m,fer=0.1")
+            .contains("rate.distance_m must be absent when rate.fer is given"));
+        assert!(e("wifi=dot11g,station=5001").contains("expected PORT:VALUE"));
+        assert!(e("wifi=dot11g,station=nowhere:5m").contains("expected PORT:VALUE"));
+        assert!(e("wifi=dot11g,station=5001:2")
+            .contains("rate.stations.fer must be a probability in [0, 1], got 2 (station 1)"));
+        assert!(e("fer=0.1").contains("need wifi="));
+        assert!(e("rate=10mbit,wifi=dot11g").contains("leave out rate"));
     }
 
     #[test]

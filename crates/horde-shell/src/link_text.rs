@@ -49,6 +49,30 @@ fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {
         Some(RateSpec::Cdma1xRtt(_)) => {
             bail!("a CDMA2000 link with non-default parameters has no horde shell --link form")
         }
+        Some(RateSpec::Wifi(w)) => {
+            let mut phy = w.phy.name().to_string();
+            if let Some(mbps) = w.mbps {
+                phy.push_str(&format!(":{mbps}"));
+            }
+            keys.push(format!("wifi={phy}"));
+            if let Some(d) = w.distance_m {
+                keys.push(format!("distance={d}m"));
+            }
+            if let Some(f) = w.fer {
+                keys.push(format!("fer={f}"));
+            }
+            for s in &w.stations {
+                let target = match (s.addr, s.port) {
+                    (Some(a), None) => a.to_string(),
+                    (None, Some(p)) => p.to_string(),
+                    _ => bail!("a wifi station matching both an address and a port has no horde shell --link form"),
+                };
+                match (s.distance_m, s.fer) {
+                    (Some(d), _) => keys.push(format!("station={target}:{d}m")),
+                    (None, f) => keys.push(format!("station={target}:{}", f.unwrap_or(0.0))),
+                }
+            }
+        }
     }
     match &spec.delay {
         None => keys.push("delay=0ms".into()),
@@ -167,5 +191,33 @@ mod tests {
             ..LinkSpec::default()
         };
         assert!(link_text(&fifo, &fifo, &traces).is_ok());
+        // The 802.11 airtime model and its stations read back as the same link.
+        let wifi = LinkSpec {
+            rate: Some(RateSpec::Wifi(horde_links::WifiRate {
+                phy: horde_links::WifiPhy::Dot11b,
+                mbps: Some(5.5),
+                distance_m: Some(3.0),
+                fer: None,
+                stations: vec![
+                    horde_links::WifiStation {
+                        addr: None,
+                        port: Some(5001),
+                        distance_m: Some(20.0),
+                        fer: None,
+                    },
+                    horde_links::WifiStation {
+                        addr: Some("10.0.0.3".parse().unwrap()),
+                        port: None,
+                        distance_m: None,
+                        fer: Some(0.25),
+                    },
+                ],
+            })),
+            qdisc: Some(QdiscKind::Chap),
+            delay: Some(DelaySpec::Constant { ms: 2.0 }),
+            ..LinkSpec::default()
+        };
+        let text = link_text(&wifi, &LinkSpec::default(), &traces).unwrap();
+        assert_eq!(parse_link_arg(&text).unwrap().0, wifi, "{text}");
     }
 }

@@ -256,6 +256,8 @@ pub struct RunResult {
     /// Mean response time of the pages of this run that completed.
     pub web_ms: Option<f64>,
     pub web_pages: usize,
+    /// Of those, the pages whose every object arrived.
+    pub web_completed: usize,
     /// Goodput of the FTP, or of all P2P flows together, over the window.
     pub ftp_mbps: f64,
     /// Goodput of each download over the window.
@@ -508,6 +510,7 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
             .transpose()?,
         web_ms,
         web_pages: pages.len(),
+        web_completed: pages.iter().filter(|p| p.completed.is_some()).count(),
         pages,
         ftp_mbps: ftp_bytes as f64 * 8.0 / span / 1e6,
         download_mbps: ap

@@ -1,6 +1,6 @@
 //! The dissertation's sweeps over one parameter: the AP's queue size (seed §6.6,
-//! Table 6.5), the distance of the application node or of the FTP node (§6.7,
-//! Tables 6.6 and 6.7), and the path latency of one of two FTP downloads (§6.13,
+//! Table 6.5), the distance of the application node, of the FTP node or of both (§6.7,
+//! Tables 6.6, 6.7 and 6.8), and the path latency of one of two FTP downloads (§6.13,
 //! Table 6.14). Each point is a set of [`run`](super::experiment::run)s, one per
 //! discipline and seed; the table gives each discipline's mean over the seeds.
 
@@ -25,6 +25,8 @@ pub enum Sweep {
     AppDistance,
     /// The FTP station's distance in m; the application at 1 m.
     FtpDistance,
+    /// Both stations' distance in m, the same for the application and the FTP.
+    BothDistance,
     /// FTP 1's one-way server-to-AP latency in ms; FTP 2 at 2 ms.
     Fairness,
 }
@@ -35,6 +37,7 @@ impl Sweep {
             Sweep::QueueSize => "q (packets)",
             Sweep::AppDistance => "app node D (m)",
             Sweep::FtpDistance => "FTP node D (m)",
+            Sweep::BothDistance => "both nodes D (m)",
             Sweep::Fairness => "FTP 1 latency (ms)",
         }
     }
@@ -48,6 +51,7 @@ impl Sweep {
             Sweep::FtpDistance => {
                 "Table 6.7, distance of the FTP node (application at 1 m), q = 35"
             }
+            Sweep::BothDistance => "Table 6.8, both nodes at the same distance, q = 35",
             Sweep::Fairness => {
                 "Table 6.14, TCP fairness: FTP 1's latency swept, FTP 2 at 2 ms, q = 35"
             }
@@ -107,7 +111,7 @@ impl Plan {
         for &x in &self.xs {
             let ok = match self.sweep {
                 Sweep::QueueSize => x.fract() == 0.0 && (2.0..=10_000.0).contains(&x),
-                Sweep::AppDistance | Sweep::FtpDistance => {
+                Sweep::AppDistance | Sweep::FtpDistance | Sweep::BothDistance => {
                     x.is_finite() && (0.0..=1000.0).contains(&x)
                 }
                 Sweep::Fairness => x.fract() == 0.0 && (2.0..=10_000.0).contains(&x),
@@ -118,7 +122,9 @@ impl Plan {
                     self.sweep.x_label(),
                     match self.sweep {
                         Sweep::QueueSize => "a whole number of packets from 2 to 10000",
-                        Sweep::AppDistance | Sweep::FtpDistance => "0 to 1000 m",
+                        Sweep::AppDistance | Sweep::FtpDistance | Sweep::BothDistance => {
+                            "0 to 1000 m"
+                        }
                         Sweep::Fairness => "a whole number of ms from 2 to 10000",
                     }
                 );
@@ -141,6 +147,10 @@ impl Plan {
             Sweep::QueueSize => c.queue_packets = x as usize,
             Sweep::AppDistance => c.distance_m = x,
             Sweep::FtpDistance => c.ftp_distance_m = x,
+            Sweep::BothDistance => {
+                c.distance_m = x;
+                c.ftp_distance_m = x;
+            }
             Sweep::Fairness => {}
         }
         c
@@ -296,7 +306,7 @@ pub fn build(plan: &Plan, runs: &[RunResult]) -> Result<SweepTable> {
 }
 
 /// The dissertation's FIFO, CHAP and SPQ figures where its text states them (seed
-/// §6.6, §6.7.1, §6.13); its other results are only in figures.
+/// §6.6, §6.7.1, §6.7.3, §6.13); its other results are only in figures.
 fn dissertation(sweep: Sweep, series: Series, x: f64) -> [Option<f64>; 3] {
     let at = |v: f64| (x == v).then_some(());
     match (sweep, series) {
@@ -307,6 +317,11 @@ fn dissertation(sweep: Sweep, series: Series, x: f64) -> [Option<f64>; 3] {
         (Sweep::QueueSize, Series::App(TestApp::Voip)) => [None, Some(4.3), Some(4.3)],
         (Sweep::QueueSize, Series::App(TestApp::Video)) => [None, Some(30.0), Some(30.0)],
         (Sweep::AppDistance, Series::App(TestApp::Game)) => [Some(3.5), Some(4.27), Some(4.27)],
+        // §6.7.3: FIFO's game "recovers to about 4" beyond 20 m; VoIP about 4.3 under all
+        // three until 10 m, "eventually reaching 0 at 30m".
+        (Sweep::BothDistance, Series::App(TestApp::Game)) if x > 20.0 => [Some(4.0), None, None],
+        (Sweep::BothDistance, Series::App(TestApp::Voip)) if x <= 10.0 => [Some(4.3); 3],
+        (Sweep::BothDistance, Series::App(TestApp::Voip)) if x == 30.0 => [Some(0.0); 3],
         (Sweep::Fairness, Series::Tcp(tcp)) => {
             if at(2.0).is_some() {
                 [Some(1.0), Some(1.0), None]
