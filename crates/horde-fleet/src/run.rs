@@ -21,7 +21,8 @@ use crate::vehicle::{Vehicle, VehiclePlan, CHANNELS};
 
 /// The most vehicles the loopback address plan has room for.
 pub const MAX_VEHICLES: u32 = 60_000;
-/// Vehicles without an acknowledged ADU described in the report, at most.
+/// Vehicles without an acknowledged ADU (after connecting, or under load) described in
+/// the report, at most.
 const SILENT_SHOWN: usize = 5;
 /// Settling time after a phase, before the next measures anything.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -252,6 +253,14 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         max_kbps: sorted.last().copied().unwrap_or(0.0),
         jain: jain_index(&kbps),
         starved: kbps.iter().filter(|&&k| k == 0.0).count() as u32,
+        starved_shown: fleet
+            .vehicles
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| kbps[i] == 0.0)
+            .take(SILENT_SHOWN)
+            .map(|(i, v)| format!("vehicle {i}: {}", v.describe()))
+            .collect(),
         server_cpu_pct: (s1 - s0) / window * 100.0,
     };
 
