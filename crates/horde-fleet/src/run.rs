@@ -37,7 +37,8 @@ pub struct FleetConfig {
     /// Keepalive interval of the vehicles and the server, s; the idle timeout of both is
     /// three of them.
     pub keepalive_s: f64,
-    /// How long the idle measurement lasts, s.
+    /// How long the idle measurement lasts at least, s (rounded up to a whole number of
+    /// keepalive intervals).
     pub idle_s: f64,
     /// How long all vehicles send at once, s.
     pub load_s: f64,
@@ -82,7 +83,8 @@ impl FleetConfig {
 impl FleetConfig {
     /// A bound on the whole run, s: every phase at its longest, twice over.
     fn max_run_s(&self) -> f64 {
-        let phases = 2.0 * self.limit_s + self.idle_s + self.load_s + 5.0 * self.telemetry_s;
+        let idle = self.keepalive_s + idle_window_s(self.idle_s, self.keepalive_s);
+        let phases = 2.0 * self.limit_s + idle + self.load_s + 5.0 * self.telemetry_s;
         2.0 * (phases + 60.0)
     }
 }
@@ -91,6 +93,11 @@ impl FleetConfig {
 fn median(x: &mut [f64]) -> Option<f64> {
     x.sort_by(f64::total_cmp);
     x.get(x.len() / 2).copied()
+}
+
+/// The idle window: `idle_s` rounded up to a whole number of keepalive intervals.
+fn idle_window_s(idle_s: f64, keepalive_s: f64) -> f64 {
+    (idle_s / keepalive_s).ceil().max(1.0) * keepalive_s
 }
 
 fn secs(x: f64) -> Duration {
@@ -209,12 +216,17 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
             .collect(),
     };
 
-    // Idle.
+    // Idle, in steady state: the fleet's first keepalive round (one keepalive interval
+    // after the last vehicle's first ADU) is let pass, and the window spans a whole
+    // number of keepalive intervals, so that each channel's keepalives fall in it
+    // equally often whatever their phase.
     fleet.run_for(SETTLE, |_| false)?;
     let rss_connected = rss_kb(pid)?;
+    let first_round_done = last_moving.unwrap_or(fleet.now()) + secs(cfg.keepalive_s) + SETTLE;
+    fleet.run_for(first_round_done.saturating_sub(fleet.now()), |_| false)?;
     let me = std::process::id();
     let (s0, g0, tr0, w0) = (cpu_s(pid)?, cpu_s(me)?, fleet.traffic, Instant::now());
-    fleet.run_for(secs(cfg.idle_s), |_| false)?;
+    fleet.run_for(secs(idle_window_s(cfg.idle_s, cfg.keepalive_s)), |_| false)?;
     let window = w0.elapsed().as_secs_f64();
     let (s1, g1, tr1) = (cpu_s(pid)?, cpu_s(me)?, fleet.traffic);
     let idle = IdleFigures {
@@ -363,4 +375,17 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         datagrams_received: fleet.traffic.received,
         send_errors: fleet.traffic.send_errors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idle_window_spans_whole_keepalive_intervals() {
+        assert_eq!(idle_window_s(20.0, 10.0), 20.0);
+        assert_eq!(idle_window_s(20.0, 25.0), 25.0);
+        assert_eq!(idle_window_s(30.0, 25.0), 50.0);
+        assert_eq!(idle_window_s(1.0, 10.0), 10.0);
+    }
 }
