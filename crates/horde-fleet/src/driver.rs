@@ -94,6 +94,19 @@ impl Fleet {
         Ok(())
     }
 
+    /// Every vehicle keeps its queue full from a moment of its own, spread evenly over
+    /// `ramp` from now, as a fleet's transfers start: all at the same instant, their
+    /// first windows would arrive as one burst far beyond any socket buffer.
+    pub fn start_bulk(&mut self, ramp: Duration) {
+        let now = self.now();
+        let n = self.vehicles.len();
+        for (i, v) in self.vehicles.iter_mut().enumerate() {
+            v.bulk_from = now + spread(i, n, ramp);
+        }
+        self.mode = Mode::Bulk;
+        self.kick_all();
+    }
+
     /// Serve every vehicle once (after the mode changed).
     pub fn kick_all(&mut self) {
         for id in 0..self.vehicles.len() as u32 {
@@ -211,8 +224,13 @@ impl Fleet {
             v.acked_at_reconnect = v.acked;
         }
         let mut next = v.host.poll_timeout(now);
-        if let Mode::Telemetry(_) = mode {
-            next = Some(next.map_or(v.next_telemetry, |t| t.min(v.next_telemetry)));
+        let own = match mode {
+            Mode::Telemetry(_) => Some(v.next_telemetry),
+            Mode::Bulk if v.bulk_from > now => Some(v.bulk_from),
+            _ => None,
+        };
+        if let Some(own) = own {
+            next = Some(next.map_or(own, |t| t.min(own)));
         }
         let next = next.map(|t| t.max(now + MIN_REARM));
         if next != v.deadline {
@@ -222,6 +240,11 @@ impl Fleet {
             }
         }
     }
+}
+
+/// The offset of vehicle `i` of `n` in a ramp of `ramp`: evenly spread, the first at 0.
+fn spread(i: usize, n: usize, ramp: Duration) -> Duration {
+    ramp.mul_f64(i as f64 / n.max(1) as f64)
 }
 
 /// Up to `READ_BATCH` datagrams from each of the vehicle's sockets into its host (more
@@ -292,6 +315,7 @@ fn drain_events(v: &mut Vehicle, now: Duration) {
 fn offer(v: &mut Vehicle, mode: Mode, adu_bytes: usize, now: Duration) {
     let count = match mode {
         Mode::Idle => 0,
+        Mode::Bulk if now < v.bulk_from => 0,
         Mode::Bulk => OFFER_BATCH,
         Mode::Telemetry(every) => {
             if now < v.next_telemetry {
@@ -348,6 +372,17 @@ mod tests {
     use crate::sockets::{channel_ip, Udp};
     use crate::vehicle::VehiclePlan;
     use horde_proto::SessionConfig;
+
+    #[test]
+    fn the_bulk_start_is_spread_evenly_over_the_ramp() {
+        let ramp = Duration::from_secs(1);
+        let offsets: Vec<_> = (0..4).map(|i| spread(i, 4, ramp)).collect();
+        assert_eq!(
+            offsets,
+            [0, 250, 500, 750].map(Duration::from_millis).to_vec()
+        );
+        assert_eq!(spread(0, 0, ramp), Duration::ZERO);
+    }
 
     /// A vehicle served for its deadline alone (its socket's readiness not yet seen by
     /// the turn) reads what waits on its sockets before its timers run: a loaded

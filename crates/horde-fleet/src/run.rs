@@ -240,8 +240,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     };
 
     // Everyone sends at once.
-    fleet.mode = Mode::Bulk;
-    fleet.kick_all();
+    fleet.start_bulk(Duration::from_secs(1));
     fleet.run_for(Duration::from_secs(1), |_| false)?;
     let acked0: Vec<u64> = fleet.vehicles.iter().map(|v| v.acked).collect();
     let (s0, w0) = (cpu_s(pid)?, Instant::now());
