@@ -14,7 +14,8 @@ pub struct FleetArgs {
     /// Keepalive interval of the vehicles and the server, s (idle timeout: three times).
     #[arg(long, default_value_t = 10.0)]
     keepalive: f64,
-    /// Length of the idle measurement, s.
+    /// Length of the idle measurement, s, rounded up to a whole number of keepalive
+    /// intervals; it starts after the fleet's first keepalive round.
     #[arg(long, default_value_t = 20.0)]
     idle: f64,
     /// How long all vehicles send at once, s.

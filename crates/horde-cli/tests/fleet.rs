@@ -49,6 +49,8 @@ fn five_hundred_vehicles_connect_move_data_and_come_back_after_a_server_kill() {
     assert!(n("/idle/server_bytes_per_vehicle") > 0.0, "{stdout}");
     assert!(n("/load/total_goodput_mbps") > 0.0, "{stdout}");
     assert!(n("/load/jain") > 0.0 && n("/load/jain") <= 1.0, "{stdout}");
+    // Every vehicle gets a share under load.
+    assert_eq!(n("/load/starved"), 0.0, "{stdout}");
     assert_eq!(n("/restart/reconnected"), all, "{stdout}");
     assert_eq!(n("/restart/not_reconnected"), 0.0, "{stdout}");
     assert_eq!(n("/restart/moved_data_after"), all, "{stdout}");

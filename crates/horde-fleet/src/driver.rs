@@ -94,6 +94,19 @@ impl Fleet {
         Ok(())
     }
 
+    /// Every vehicle keeps its queue full from a moment of its own, spread evenly over
+    /// `ramp` from now, as a fleet's transfers start: all at the same instant, their
+    /// first windows would arrive as one burst far beyond any socket buffer.
+    pub fn start_bulk(&mut self, ramp: Duration) {
+        let now = self.now();
+        let n = self.vehicles.len();
+        for (i, v) in self.vehicles.iter_mut().enumerate() {
+            v.bulk_from = now + spread(i, n, ramp);
+        }
+        self.mode = Mode::Bulk;
+        self.kick_all();
+    }
+
     /// Serve every vehicle once (after the mode changed).
     pub fn kick_all(&mut self) {
         for id in 0..self.vehicles.len() as u32 {
@@ -135,24 +148,10 @@ impl Fleet {
         self.ready.clear();
         self.epoll.wait(ms, &mut self.ready)?;
         let now = self.now();
+        // A readable socket only marks its vehicle: the vehicle reads its sockets
+        // itself when served (`serve`).
         for i in 0..self.ready.len() {
-            let token = self.ready[i];
-            let (id, iface) = (
-                (token / CHANNELS as u64) as u32,
-                (token % CHANNELS as u64) as usize,
-            );
-            let v = &mut self.vehicles[id as usize];
-            for _ in 0..READ_BATCH {
-                match v.socks[iface].recv_from(&mut self.buf) {
-                    Ok(Some((n, src))) => {
-                        self.traffic.received += 1;
-                        // Vehicles listen on nothing: an initiation is not theirs to answer.
-                        v.host.handle_datagram(now, iface, src, &self.buf[..n]);
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            self.mark(id);
+            self.mark((self.ready[i] / CHANNELS as u64) as u32);
         }
         while let Some(&Reverse((t, id))) = self.heap.peek() {
             if t > now {
@@ -168,6 +167,9 @@ impl Fleet {
         let dirty = std::mem::take(&mut self.dirty);
         for &id in &dirty {
             self.vehicles[id as usize].dirty = false;
+            // A turn over thousands of vehicles takes a while: each is served at its
+            // own time.
+            let now = self.now();
             self.serve(id, now);
         }
         let mut dirty = dirty;
@@ -183,6 +185,10 @@ impl Fleet {
         let mode = self.mode;
         let adu_bytes = self.adu_bytes;
         let v = &mut self.vehicles[id as usize];
+        // Everything that reached the vehicle's sockets is read before its timers run:
+        // a vehicle served for a deadline while its acks wait unread would take a
+        // loaded generator's delay for a dead path, and drop a live session.
+        receive(v, &mut self.traffic, &mut self.buf, now);
         v.host.handle_timeout(now);
         drain_events(v, now);
         offer(v, mode, adu_bytes, now);
@@ -218,14 +224,41 @@ impl Fleet {
             v.acked_at_reconnect = v.acked;
         }
         let mut next = v.host.poll_timeout(now);
-        if let Mode::Telemetry(_) = mode {
-            next = Some(next.map_or(v.next_telemetry, |t| t.min(v.next_telemetry)));
+        let own = match mode {
+            Mode::Telemetry(_) => Some(v.next_telemetry),
+            Mode::Bulk if v.bulk_from > now => Some(v.bulk_from),
+            _ => None,
+        };
+        if let Some(own) = own {
+            next = Some(next.map_or(own, |t| t.min(own)));
         }
         let next = next.map(|t| t.max(now + MIN_REARM));
         if next != v.deadline {
             v.deadline = next;
             if let Some(t) = next {
                 self.heap.push(Reverse((t, id)));
+            }
+        }
+    }
+}
+
+/// The offset of vehicle `i` of `n` in a ramp of `ramp`: evenly spread, the first at 0.
+fn spread(i: usize, n: usize, ramp: Duration) -> Duration {
+    ramp.mul_f64(i as f64 / n.max(1) as f64)
+}
+
+/// Up to `READ_BATCH` datagrams from each of the vehicle's sockets into its host (more
+/// wait for the next turn: the socket stays readable).
+fn receive(v: &mut Vehicle, traffic: &mut Traffic, buf: &mut [u8], now: Duration) {
+    for iface in 0..v.socks.len() {
+        for _ in 0..READ_BATCH {
+            match v.socks[iface].recv_from(buf) {
+                Ok(Some((n, src))) => {
+                    traffic.received += 1;
+                    // Vehicles listen on nothing: an initiation is not theirs to answer.
+                    v.host.handle_datagram(now, iface, src, &buf[..n]);
+                }
+                Ok(None) | Err(_) => break,
             }
         }
     }
@@ -282,6 +315,7 @@ fn drain_events(v: &mut Vehicle, now: Duration) {
 fn offer(v: &mut Vehicle, mode: Mode, adu_bytes: usize, now: Duration) {
     let count = match mode {
         Mode::Idle => 0,
+        Mode::Bulk if now < v.bulk_from => 0,
         Mode::Bulk => OFFER_BATCH,
         Mode::Telemetry(every) => {
             if now < v.next_telemetry {
@@ -329,4 +363,73 @@ fn stamp(size: usize, seq: u64) -> Bytes {
     b.put_u64(seq);
     b.resize(size.max(16), 0);
     b.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::{server_keypair, vehicle_keypair};
+    use crate::sockets::{channel_ip, Udp};
+    use crate::vehicle::VehiclePlan;
+    use horde_proto::SessionConfig;
+
+    #[test]
+    fn the_bulk_start_is_spread_evenly_over_the_ramp() {
+        let ramp = Duration::from_secs(1);
+        let offsets: Vec<_> = (0..4).map(|i| spread(i, 4, ramp)).collect();
+        assert_eq!(
+            offsets,
+            [0, 250, 500, 750].map(Duration::from_millis).to_vec()
+        );
+        assert_eq!(spread(0, 0, ramp), Duration::ZERO);
+    }
+
+    /// A vehicle served for its deadline alone (its socket's readiness not yet seen by
+    /// the turn) reads what waits on its sockets before its timers run: a loaded
+    /// generator must not starve a vehicle of its acks and let its timers judge the
+    /// path dead.
+    #[test]
+    fn a_vehicle_served_for_a_deadline_reads_its_sockets_first() {
+        // The "server": a socket that receives the vehicle's initiations and sends it
+        // a datagram back.
+        let server = Udp::bind(channel_ip(59_990, 0)).unwrap();
+        let plan = VehiclePlan {
+            server_key: *server_keypair(7).public(),
+            server_addr: server.local,
+            session: SessionConfig::default(),
+            seed: 7,
+            unix_micros_at_start: 0,
+            one_socket: false,
+        };
+        let start = Instant::now();
+        let mut fleet = Fleet::new(start, 100).unwrap();
+        let v = Vehicle::new(59_991, vehicle_keypair(7, 59_991), &plan, fleet.now()).unwrap();
+        let dst: Vec<_> = v.socks.iter().map(|s| s.local).collect();
+        fleet.add(v).unwrap();
+        for d in &dst {
+            server.send_to(&[0xff; 40], *d).unwrap();
+        }
+        // Give loopback delivery a moment, then serve the vehicle directly, as a due
+        // deadline would, without any epoll wait.
+        std::thread::sleep(Duration::from_millis(50));
+        let now = fleet.now();
+        fleet.serve(0, now);
+        assert_eq!(
+            fleet.traffic.received, 3,
+            "every socket's datagram was read"
+        );
+        let mut buf = [0u8; 128];
+        for s in &fleet.vehicles[0].socks {
+            assert!(
+                s.recv_from(&mut buf).unwrap().is_none(),
+                "nothing left unread"
+            );
+        }
+        // The datagrams reached the host (dropped there as malformed, and counted).
+        assert!(
+            fleet.vehicles[0].host.counters().dropped.total() >= 3,
+            "{:?}",
+            fleet.vehicles[0].host.counters().dropped
+        );
+    }
 }

@@ -68,6 +68,8 @@ pub struct LoadFigures {
     pub jain: f64,
     /// Vehicles that got no ADU acknowledged in the window.
     pub starved: u32,
+    /// The state of the first few starved vehicles at the end of the window.
+    pub starved_shown: Vec<String>,
     pub server_cpu_pct: f64,
 }
 
@@ -215,6 +217,9 @@ impl FleetReport {
         let mut rows = rows;
         for d in &c.silent {
             rows.push(("no ADU acknowledged", d.clone()));
+        }
+        for d in &l.starved_shown {
+            rows.push(("starved under load", d.clone()));
         }
         let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         for (k, v) in rows {

@@ -21,7 +21,8 @@ use crate::vehicle::{Vehicle, VehiclePlan, CHANNELS};
 
 /// The most vehicles the loopback address plan has room for.
 pub const MAX_VEHICLES: u32 = 60_000;
-/// Vehicles without an acknowledged ADU described in the report, at most.
+/// Vehicles without an acknowledged ADU (after connecting, or under load) described in
+/// the report, at most.
 const SILENT_SHOWN: usize = 5;
 /// Settling time after a phase, before the next measures anything.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -36,7 +37,8 @@ pub struct FleetConfig {
     /// Keepalive interval of the vehicles and the server, s; the idle timeout of both is
     /// three of them.
     pub keepalive_s: f64,
-    /// How long the idle measurement lasts, s.
+    /// How long the idle measurement lasts at least, s (rounded up to a whole number of
+    /// keepalive intervals).
     pub idle_s: f64,
     /// How long all vehicles send at once, s.
     pub load_s: f64,
@@ -81,7 +83,8 @@ impl FleetConfig {
 impl FleetConfig {
     /// A bound on the whole run, s: every phase at its longest, twice over.
     fn max_run_s(&self) -> f64 {
-        let phases = 2.0 * self.limit_s + self.idle_s + self.load_s + 5.0 * self.telemetry_s;
+        let idle = self.keepalive_s + idle_window_s(self.idle_s, self.keepalive_s);
+        let phases = 2.0 * self.limit_s + idle + self.load_s + 5.0 * self.telemetry_s;
         2.0 * (phases + 60.0)
     }
 }
@@ -90,6 +93,11 @@ impl FleetConfig {
 fn median(x: &mut [f64]) -> Option<f64> {
     x.sort_by(f64::total_cmp);
     x.get(x.len() / 2).copied()
+}
+
+/// The idle window: `idle_s` rounded up to a whole number of keepalive intervals.
+fn idle_window_s(idle_s: f64, keepalive_s: f64) -> f64 {
+    (idle_s / keepalive_s).ceil().max(1.0) * keepalive_s
 }
 
 fn secs(x: f64) -> Duration {
@@ -208,12 +216,17 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
             .collect(),
     };
 
-    // Idle.
+    // Idle, in steady state: the fleet's first keepalive round (one keepalive interval
+    // after the last vehicle's first ADU) is let pass, and the window spans a whole
+    // number of keepalive intervals, so that each channel's keepalives fall in it
+    // equally often whatever their phase.
     fleet.run_for(SETTLE, |_| false)?;
     let rss_connected = rss_kb(pid)?;
+    let first_round_done = last_moving.unwrap_or(fleet.now()) + secs(cfg.keepalive_s) + SETTLE;
+    fleet.run_for(first_round_done.saturating_sub(fleet.now()), |_| false)?;
     let me = std::process::id();
     let (s0, g0, tr0, w0) = (cpu_s(pid)?, cpu_s(me)?, fleet.traffic, Instant::now());
-    fleet.run_for(secs(cfg.idle_s), |_| false)?;
+    fleet.run_for(secs(idle_window_s(cfg.idle_s, cfg.keepalive_s)), |_| false)?;
     let window = w0.elapsed().as_secs_f64();
     let (s1, g1, tr1) = (cpu_s(pid)?, cpu_s(me)?, fleet.traffic);
     let idle = IdleFigures {
@@ -227,8 +240,7 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
     };
 
     // Everyone sends at once.
-    fleet.mode = Mode::Bulk;
-    fleet.kick_all();
+    fleet.start_bulk(Duration::from_secs(1));
     fleet.run_for(Duration::from_secs(1), |_| false)?;
     let acked0: Vec<u64> = fleet.vehicles.iter().map(|v| v.acked).collect();
     let (s0, w0) = (cpu_s(pid)?, Instant::now());
@@ -252,6 +264,14 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         max_kbps: sorted.last().copied().unwrap_or(0.0),
         jain: jain_index(&kbps),
         starved: kbps.iter().filter(|&&k| k == 0.0).count() as u32,
+        starved_shown: fleet
+            .vehicles
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| kbps[i] == 0.0)
+            .take(SILENT_SHOWN)
+            .map(|(i, v)| format!("vehicle {i}: {}", v.describe()))
+            .collect(),
         server_cpu_pct: (s1 - s0) / window * 100.0,
     };
 
@@ -354,4 +374,17 @@ fn run_in(cfg: &FleetConfig, dir: &std::path::Path, loadavg_start: String) -> Re
         datagrams_received: fleet.traffic.received,
         send_errors: fleet.traffic.send_errors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idle_window_spans_whole_keepalive_intervals() {
+        assert_eq!(idle_window_s(20.0, 10.0), 20.0);
+        assert_eq!(idle_window_s(20.0, 25.0), 25.0);
+        assert_eq!(idle_window_s(30.0, 25.0), 50.0);
+        assert_eq!(idle_window_s(1.0, 10.0), 10.0);
+    }
 }

@@ -30,6 +30,8 @@ pub struct Vehicle {
     pub deadline: Option<Duration>,
     /// When a telemetry ADU is due (telemetry mode).
     pub next_telemetry: Duration,
+    /// When the vehicle starts keeping its queue full (bulk mode).
+    pub bulk_from: Duration,
     /// The first time the connection came up.
     pub connected_at: Option<Duration>,
     /// Whether the stream has been opened.
@@ -116,6 +118,7 @@ impl Vehicle {
             socks,
             deadline: None,
             next_telemetry: now,
+            bulk_from: now,
             connected_at: None,
             stream_open: false,
             offered: 0,
