@@ -70,9 +70,58 @@ pub struct SendStream {
     /// ADUs in flight when a session dies: `nack` (default) or `resend` on the next.
     #[serde(default)]
     pub on_reconnect: InFlightPolicy,
+    /// The one-way delay the stream's ADUs should arrive within, ms
+    /// (`StreamConfig::latency_bound_ms`).
+    #[serde(default)]
+    pub latency_bound_ms: Option<f64>,
+    /// Without `latency_bound_ms`, take the bound the file's objectives imply for this
+    /// stream (`horde_hose::latency_bound_ms`).
+    #[serde(default)]
+    pub latency_bound_from_objectives: bool,
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub objectives: Vec<PathBuf>,
+}
+
+impl SendStream {
+    /// The stream's latency bound: its own, or with `latency_bound_from_objectives` the
+    /// tightest that `objectives` (every stream's: they belong to the session) imply.
+    pub fn latency_bound(
+        &self,
+        objectives: &[horde_hose::CompiledObjective],
+    ) -> std::result::Result<Option<f64>, String> {
+        if self.latency_bound_ms.is_some() || !self.latency_bound_from_objectives {
+            return Ok(self.latency_bound_ms);
+        }
+        match horde_hose::latency_bound_ms(objectives, self.id) {
+            Some(ms) if horde_proto::LATENCY_BOUND_MS.contains(&ms) => Ok(Some(ms)),
+            Some(ms) => Err(format!(
+                "the objectives bound stream {}'s latency to {ms} ms, but latency_bound_ms must be 1 to 60000 ms",
+                self.id
+            )),
+            None => Err(format!(
+                "latency_bound_from_objectives is set, but no objective bounds stream {}'s latency \
+                 (a goal `expected(x::latency) <= N` on all its ADUs, or `s::latency_ave <= N`)",
+                self.id
+            )),
+        }
+    }
+}
+
+/// Every objective of `streams`, compiled, in file order; `base` is where their paths
+/// start.
+pub fn compiled_objectives(
+    streams: &[SendStream],
+    base: &Path,
+) -> Result<Vec<horde_hose::CompiledObjective>> {
+    streams
+        .iter()
+        .flat_map(|s| &s.objectives)
+        .map(|p| {
+            horde_hose::load_compiled(&base.join(p))
+                .with_context(|| format!("objective {}", p.display()))
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -115,10 +115,12 @@ impl Sender {
         let peer = public_key(&cfg.peer_key, "peer_key")?;
         let duration = seconds(duration.unwrap_or(cfg.duration_s))?;
         let reconnect_give_up = seconds(cfg.reconnect_give_up_s).context("reconnect_give_up_s")?;
+        let compiled = crate::config::compiled_objectives(&cfg.streams, &base)?;
         let plans = cfg
             .streams
             .iter()
             .map(|s| {
+                let latency_bound_ms = s.latency_bound(&compiled).map_err(anyhow::Error::msg)?;
                 Ok(StreamPlan {
                     id: s.id,
                     name: s.name.clone().unwrap_or_else(|| format!("stream {}", s.id)),
@@ -126,6 +128,7 @@ impl Sender {
                         max_kbps: s.max_kbps,
                         ordered: s.ordered,
                         on_reconnect: s.on_reconnect,
+                        latency_bound_ms,
                         ..StreamConfig::default()
                     },
                     workload: s.workload.clone(),

@@ -137,6 +137,10 @@ pub struct ChannelRow {
     /// sender gets only acks, which are not counted).
     pub packets_received: u64,
     pub lost: u64,
+    /// The queueing budget a stream's latency bound holds the channel to, ms, while it
+    /// does; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_budget_ms: Option<f64>,
 }
 
 impl From<&ChannelStatus> for ChannelRow {
@@ -155,6 +159,7 @@ impl From<&ChannelStatus> for ChannelRow {
             packets_acked: c.stats.acked + c.stats.late_acked,
             packets_received: c.stats.packets_received,
             lost: c.stats.lost,
+            queue_budget_ms: c.queue_budget_ms,
         }
     }
 }
@@ -362,6 +367,9 @@ fn render(s: &Snapshot, now_ms: u64) -> String {
                 c.lost,
                 c.loss * 100.0
             );
+            if let Some(b) = c.queue_budget_ms {
+                let _ = writeln!(out, "    queue bounded to {b:.0} ms for a latency bound");
+            }
         }
     }
     out
@@ -443,10 +451,15 @@ mod tests {
                     packets_acked: 8,
                     packets_received: 3,
                     lost: 1,
+                    queue_budget_ms: Some(65.0),
                 }],
             }],
         };
         let fresh = render(&snap, 10_500);
+        assert!(
+            fresh.contains("\n    queue bounded to 65 ms for a latency bound\n"),
+            "{fresh}"
+        );
         assert!(fresh.contains("peer: BBB\n  name: bus-1\n"), "{fresh}");
         assert!(
             fresh.contains(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use horde_config::input::Kind;
 use horde_policy::Objective;
 
-use crate::compile;
+use crate::{compile, CompiledObjective};
 
 /// A hose file that cannot be read or does not compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,27 +28,34 @@ impl std::error::Error for FileError {}
 
 /// Read and compile one hose file. Errors name the file and the line:col inside it.
 pub fn load(path: &Path) -> Result<Arc<dyn Objective>, FileError> {
+    load_compiled(path).map(|o| Arc::new(o) as Arc<dyn Objective>)
+}
+
+/// [`load`], keeping the compiled form (for [`CompiledObjective::latency_bound_ms`]).
+pub fn load_compiled(path: &Path) -> Result<CompiledObjective, FileError> {
     let file = path.display().to_string();
     let source =
         horde_config::input::read_to_string(path, Kind::OBJECTIVE).map_err(|e| FileError {
             file: file.clone(),
             message: format!("1:1: cannot read: {e}"),
         })?;
-    compile_named(&file, &source)
+    compile_named_compiled(&file, &source)
 }
 
 /// Compile hose `source`, naming it `file` in errors.
 pub fn compile_named(file: &str, source: &str) -> Result<Arc<dyn Objective>, FileError> {
-    compile(source)
-        .map(|o| Arc::new(o) as Arc<dyn Objective>)
-        .map_err(|errors| FileError {
-            file: file.to_string(),
-            message: errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        })
+    compile_named_compiled(file, source).map(|o| Arc::new(o) as Arc<dyn Objective>)
+}
+
+fn compile_named_compiled(file: &str, source: &str) -> Result<CompiledObjective, FileError> {
+    compile(source).map_err(|errors| FileError {
+        file: file.to_string(),
+        message: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
 }
 
 /// Check `source`, naming it `name` in messages: one `NAME:line:col: message` line

@@ -16,6 +16,7 @@ mod error;
 mod eval;
 mod file;
 mod ir;
+mod latency_bound;
 mod memo;
 mod parser;
 mod prepare;
@@ -29,7 +30,8 @@ use std::sync::Arc;
 
 pub use check::RESERVED;
 pub use error::HoseError;
-pub use file::{check_file, check_source, compile_named, load, FileError};
+pub use file::{check_file, check_source, compile_named, load, load_compiled, FileError};
+pub use latency_bound::latency_bound_ms;
 pub use prepare::MAX_CONTEXTS;
 pub use thesis::{thesis, THESIS};
 

@@ -897,7 +897,7 @@ fn disjoint(a: &[u32], b: &[u32]) -> bool {
 /// and `&&` (`stream_id == 0 || stream_id == 3`, the usual filter); `None` when a
 /// conjunct reads anything else. A row then passes exactly when its stream id is in
 /// the set, which `enumerate` tests without building an environment per row.
-fn stream_id_set(indep: &[Bool], v: Var) -> Option<Vec<i64>> {
+pub(crate) fn stream_id_set(indep: &[Bool], v: Var) -> Option<Vec<i64>> {
     fn set(b: &Bool, v: Var) -> Option<Vec<i64>> {
         match b {
             Bool::Cmp(CmpOp::Eq, x, y) => match (&**x, &**y) {

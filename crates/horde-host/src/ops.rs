@@ -85,6 +85,9 @@ pub struct ChannelStatus {
     pub congestion: &'static str,
     /// Packet and byte counters.
     pub stats: ChannelStats,
+    /// The queueing budget a stream's latency bound holds the channel to, ms, while it
+    /// does (docs/congestion.md, "Latency objectives").
+    pub queue_budget_ms: Option<f64>,
 }
 
 impl ChannelStatus {
@@ -100,6 +103,7 @@ impl ChannelStatus {
             loss: c.loss_rate(),
             congestion: c.congestion_control(),
             stats: c.stats(),
+            queue_budget_ms: c.queue_budget().map(|d| d.as_secs_f64() * 1e3),
         }
     }
 }

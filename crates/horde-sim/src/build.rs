@@ -2,9 +2,12 @@
 //! indices, channel and stream settings become protocol configurations, scheduler names
 //! become schedulers, and objective files are compiled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use horde_hose::CompiledObjective;
 use horde_policy::registry::{scheduler, UnknownScheduler};
+use horde_policy::Objective;
 use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
 use thiserror::Error;
 
@@ -17,6 +20,33 @@ pub enum BuildError {
     UnknownScheduler(#[from] UnknownScheduler),
     #[error(transparent)]
     Objective(#[from] horde_hose::FileError),
+    /// A stream asks for its objectives' latency bound and they imply none, or one out
+    /// of range.
+    #[error("stream {stream}: {message}")]
+    LatencyBound { stream: u32, message: String },
+}
+
+/// The latency bound `objectives` imply for stream `id`, checked like an explicit one.
+fn derived_bound<'a>(
+    id: u32,
+    objectives: impl IntoIterator<Item = &'a CompiledObjective>,
+) -> Result<f64, BuildError> {
+    let err = |message: String| BuildError::LatencyBound {
+        stream: id,
+        message,
+    };
+    match horde_hose::latency_bound_ms(objectives, id) {
+        Some(ms) if horde_proto::LATENCY_BOUND_MS.contains(&ms) => Ok(ms),
+        Some(ms) => Err(err(format!(
+            "the objectives bound its latency to {ms} ms, but latency_bound_ms must be 1 to 60000 ms"
+        ))),
+        None => Err(err(
+            "latency_bound_from_objectives is set, but no objective bounds its latency \
+             (a goal `expected(x::latency) <= N` on all its ADUs, or `s::latency_ave <= N`; \
+             docs/hose.md, \"Latency bounds\")"
+                .to_string(),
+        )),
+    }
 }
 
 /// Resolve a scenario into a runnable topology.
@@ -54,13 +84,31 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
             down: c.down.clone(),
         })
         .collect();
+    let compiled = s
+        .streams
+        .iter()
+        .map(|st| {
+            st.objectives
+                .iter()
+                .map(|p| horde_hose::load_compiled(p))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut streams = Vec::new();
-    for st in &s.streams {
-        let objectives = st
-            .objectives
+    for (st, own) in s.streams.iter().zip(&compiled) {
+        let latency_bound_ms = match st.latency_bound_ms {
+            // An explicit bound wins over the objectives'.
+            Some(ms) => Some(ms),
+            None if st.latency_bound_from_objectives => {
+                // Objectives belong to the session: any stream's may bound this one.
+                Some(derived_bound(st.id, compiled.iter().flatten())?)
+            }
+            None => None,
+        };
+        let objectives = own
             .iter()
-            .map(|p| horde_hose::load(p))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|o| Arc::new(o.clone()) as Arc<dyn Objective>)
+            .collect();
         streams.push(StreamSetup {
             id: st.id,
             from: host(&st.from),
@@ -71,7 +119,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
                     StreamRate::Elastic => None,
                 },
                 ordered: st.ordered,
-                latency_bound_ms: st.latency_bound_ms,
+                latency_bound_ms,
                 ..StreamConfig::default()
             },
             workload: st.workload.clone(),

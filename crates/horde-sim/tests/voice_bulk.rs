@@ -105,3 +105,111 @@ fn a_latency_bound_out_of_range_is_refused_by_name() {
     assert!(msg.contains("latency_bound_ms"), "{msg}");
     assert!(msg.contains("-5"), "{msg}");
 }
+
+/// voice-bulk.toml with voice's bound taken from its hose objective
+/// (`scenarios/voice-bulk/voice.hose`, a goal of `expected(voice::latency) <= 130`)
+/// instead of `latency_bound_ms`, and `duration_s` seconds long.
+fn bound_by_objective(duration_s: f64) -> Scenario {
+    let mut s = scenario("voice-bulk.toml");
+    s.duration_s = duration_s;
+    let voice = s.streams.iter_mut().find(|st| st.id == 2).unwrap();
+    voice.latency_bound_ms = None;
+    voice.latency_bound_from_objectives = true;
+    voice.objectives = vec![s.base_dir.join("voice-bulk/voice.hose")];
+    s
+}
+
+fn voice_bound(s: &Scenario) -> Option<f64> {
+    let t = topology(s).unwrap();
+    t.streams
+        .iter()
+        .find(|st| st.id == 2)
+        .unwrap()
+        .config
+        .latency_bound_ms
+}
+
+#[test]
+fn a_hose_goal_on_voices_latency_sets_its_bound() {
+    let s = bound_by_objective(20.0);
+    assert_eq!(voice_bound(&s), Some(130.0));
+    // The bulk stream is not named by the objective, and does not ask.
+    let t = topology(&s).unwrap();
+    assert_eq!(
+        t.streams
+            .iter()
+            .find(|st| st.id == 1)
+            .unwrap()
+            .config
+            .latency_bound_ms,
+        None
+    );
+
+    // An explicit bound wins over the objective's.
+    let mut explicit = s.clone();
+    explicit
+        .streams
+        .iter_mut()
+        .find(|st| st.id == 2)
+        .unwrap()
+        .latency_bound_ms = Some(200.0);
+    assert_eq!(voice_bound(&explicit), Some(200.0));
+
+    // Without the flag the objective steers the scheduler only.
+    let mut off = s.clone();
+    off.streams
+        .iter_mut()
+        .find(|st| st.id == 2)
+        .unwrap()
+        .latency_bound_from_objectives = false;
+    assert_eq!(voice_bound(&off), None);
+
+    // The derived bound runs the session as the same number written by hand does.
+    let mut by_hand = off.clone();
+    by_hand
+        .streams
+        .iter_mut()
+        .find(|st| st.id == 2)
+        .unwrap()
+        .latency_bound_ms = Some(130.0);
+    let voice_p95 = |s: &Scenario| {
+        let report = Simulation::new(topology(s).unwrap()).unwrap().run(|_| {});
+        let voice = report.streams.iter().find(|r| r.id == 2).unwrap();
+        voice.one_way_delay_ms.p95.unwrap()
+    };
+    let (derived, written) = (voice_p95(&s), voice_p95(&by_hand));
+    assert_eq!(derived, written);
+    // And it is the bound that buys it: unbounded voice waits behind bulk's queues.
+    assert!(
+        voice_p95(&off) > 2.0 * derived,
+        "{} vs {derived}",
+        voice_p95(&off)
+    );
+}
+
+#[test]
+fn asking_for_an_objectives_bound_that_none_implies_is_refused_by_name() {
+    // The key as a scenario file writes it.
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/voice-bulk.toml"),
+    )
+    .unwrap();
+    let asked = text.replace(
+        "latency_bound_ms = 130",
+        "latency_bound_from_objectives = true",
+    );
+    let parsed = Scenario::from_str(&asked, "voice-bulk.toml").unwrap();
+    let voice = parsed.streams.iter().find(|st| st.id == 2).unwrap();
+    assert!(voice.latency_bound_from_objectives && voice.latency_bound_ms.is_none());
+
+    let mut s = bound_by_objective(20.0);
+    // x2.hose bounds only stream 3's loss.
+    s.streams
+        .iter_mut()
+        .find(|st| st.id == 2)
+        .unwrap()
+        .objectives = vec![s.base_dir.join("../objectives/x2.hose")];
+    let err = topology(&s).err().expect("no bound to take").to_string();
+    assert!(err.starts_with("stream 2: "), "{err}");
+    assert!(err.contains("no objective bounds its latency"), "{err}");
+}

@@ -49,6 +49,17 @@ impl Validate for SendConfig {
                 c.positive(at("max_kbps"), "max_kbps", k);
                 c.not_too_fast(at("max_kbps"), "max_kbps", k);
             }
+            if let Some(ms) = s.latency_bound_ms {
+                if !horde_proto::LATENCY_BOUND_MS.contains(&ms) {
+                    c.error(
+                        at("latency_bound_ms"),
+                        format!(
+                            "latency_bound_ms must be 1 to 60000 ms, got {}",
+                            horde_config::shown(ms)
+                        ),
+                    );
+                }
+            }
             match s.workload.validate() {
                 Err(e) => c.error(at("workload"), e.to_string()),
                 Ok(()) => burst_fits_the_queue(c, &at("workload"), &s.workload),
@@ -231,6 +242,24 @@ pub fn check_send(
                     ids.join(", ")
                 )));
             }
+        }
+    }
+    let compiled =
+        super::compiled_objectives(&cfg.streams, base).map_err(|e| horde_config::ConfigError {
+            file: file.to_string(),
+            at: None,
+            message: format!("{e:#}"),
+        })?;
+    for (i, s) in cfg.streams.iter().enumerate() {
+        if let Err(message) = s.latency_bound(&compiled) {
+            return Err(horde_config::ConfigError {
+                file: file.to_string(),
+                at: horde_config::locate(
+                    text,
+                    &format!("streams[{i}].latency_bound_from_objectives"),
+                ),
+                message,
+            });
         }
     }
     Ok((cfg, warnings))

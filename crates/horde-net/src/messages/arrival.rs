@@ -296,6 +296,7 @@ mod tests {
             loss: 0.0,
             congestion: "cubic",
             stats: ChannelStats::default(),
+            queue_budget_ms: None,
         }
     }
 

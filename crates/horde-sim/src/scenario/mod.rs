@@ -202,6 +202,9 @@ pub struct StreamSpec {
     /// The stream's latency objective: the one-way delay its ADUs should arrive within,
     /// ms (`horde_proto::StreamConfig::latency_bound_ms`).
     pub latency_bound_ms: Option<f64>,
+    /// Without `latency_bound_ms`, take the bound the session's objectives imply for
+    /// this stream (`horde_hose::latency_bound_ms`; docs/hose.md, "Latency bounds").
+    pub latency_bound_from_objectives: bool,
     pub workload: WorkloadSpec,
     /// hose objective files, resolved against the scenario file's directory by
     /// [`Scenario::load`] (left as written by [`Scenario::from_str`]).

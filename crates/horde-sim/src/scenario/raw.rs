@@ -84,6 +84,8 @@ pub(crate) struct RawStream {
     pub(crate) ordered: bool,
     #[serde(default)]
     pub(crate) latency_bound_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(crate) latency_bound_from_objectives: bool,
     pub(crate) workload: Spanned<WorkloadSpec>,
     #[serde(default)]
     pub(crate) objectives: Vec<Spanned<String>>,

@@ -443,6 +443,7 @@ impl Checker<'_> {
             rate,
             ordered: s.ordered,
             latency_bound_ms,
+            latency_bound_from_objectives: s.latency_bound_from_objectives,
             workload: s.workload.get_ref().clone(),
             objectives,
         })
