@@ -45,6 +45,8 @@ struct Track {
     /// Bytes of our ADUs acked since the last refresh, and their smoothed rate.
     acked_bytes: usize,
     delivery_rate: f64,
+    /// A queue built on the channel once: its start-up has met the path, for good.
+    queue_built: bool,
 }
 
 /// Per channel, what our acked pieces measured.
@@ -78,10 +80,34 @@ impl Tracks {
     /// and its queue holds pieces back.
     fn startup(&self, c: &ChannelStatus) -> Option<Startup> {
         let startup = c.startup?;
+        let track = self.channels.get(&c.id);
+        if track.is_some_and(|t| t.queue_built) || self.queue_built(c) {
+            return None;
+        }
+        Some(startup)
+    }
+
+    /// Whether `c`'s smoothed round trip is more than `queue_ahead` above the smallest of
+    /// our acks.
+    fn queue_built(&self, c: &ChannelStatus) -> bool {
         let min_rtt = self.channels.get(&c.id).and_then(|t| t.min_rtt);
         match (c.srtt_ms, min_rtt) {
-            (Some(srtt), Some(min)) if srtt / 1e3 > (min + self.queue_ahead).as_secs_f64() => None,
-            _ => Some(startup),
+            (Some(srtt), Some(min)) => srtt / 1e3 > (min + self.queue_ahead).as_secs_f64(),
+            _ => false,
+        }
+    }
+
+    /// Remembers the channels on which a queue has built: their start-up is over for the
+    /// endpoint even when the queue drains again, as the channel's own ends are final, so
+    /// that a slow channel behind a deep buffer does not move back and forth between the
+    /// two treatments.
+    pub(crate) fn note_queues(&mut self, channels: &[ChannelStatus]) {
+        for c in channels {
+            if self.queue_built(c) {
+                if let Some(t) = self.channels.get_mut(&c.id) {
+                    t.queue_built = true;
+                }
+            }
         }
     }
 
@@ -240,10 +266,9 @@ impl Tracks {
     /// per channel, what it delivers (at most what its controller expects, and up to
     /// `WINDOW_GAIN` times what it was measured to deliver) over its empty round trip
     /// plus `queue_ahead`. A channel then holds about `queue_ahead` of its rate in its
-    /// queues, which the landing estimate sees. A channel in its controller's start-up
-    /// gets twice its round trip of the controller's rate, so that the window it is
-    /// doubling always has pieces to send: held back, the controller would stop growing
-    /// and the doubling that admission counted on would not happen.
+    /// queues, which the landing estimate sees. A channel whose start-up counts is taken
+    /// at its controller's rate, not capped by its measured delivery, which lags a window
+    /// that doubles each round trip: its pieces fill the window it doubles.
     pub(crate) fn arrival_window(
         &self,
         channels: &[ChannelStatus],
@@ -254,10 +279,6 @@ impl Tracks {
             .iter()
             .filter(|c| usable(c))
             .filter_map(|c| {
-                if let Some(startup) = self.startup(c) {
-                    let rtt = 2.0 * startup.round_trip.as_secs_f64() + queue_ahead.as_secs_f64();
-                    return Some(c.rate_bytes_per_s * rtt);
-                }
                 let t = self.channels.get(&c.id)?;
                 let rtt = t.min_rtt.unwrap_or_default() + queue_ahead;
                 Some(self.rate(c) * rtt.as_secs_f64())
@@ -278,23 +299,27 @@ impl Tracks {
     /// Whether some channel holds more than its round trip plus `queue_ahead` of its rate
     /// in flight: the session would put further pieces on whichever channels have room in
     /// their controllers' windows, and a full one would queue them, so none are handed
-    /// over until it has drained. A channel in its controller's start-up is not judged:
-    /// its measured delivery lags the window it doubles, and the start-up ends when its
-    /// queue builds.
+    /// over until it has drained. A channel whose start-up counts drains at least at its
+    /// controller's rate (its measured delivery lags the window it doubles), so it is
+    /// full only once a queue has built on it.
     pub(crate) fn some_queue_full(
         &self,
         channels: &[ChannelStatus],
         queue_ahead: Duration,
     ) -> bool {
-        let measured = |c: &&ChannelStatus| usable(c) && self.startup(c).is_none();
-        channels.iter().filter(measured).any(|c| {
+        channels.iter().filter(|c| usable(c)).any(|c| {
             let (Some(t), Some(bytes)) = (self.channels.get(&c.id), in_flight_bytes(c)) else {
                 return false;
             };
             let Some(min_rtt) = t.min_rtt else {
                 return false;
             };
-            t.delivery_rate > 0.0 && bytes > t.delivery_rate * (min_rtt + queue_ahead).as_secs_f64()
+            let drain = if self.startup(c).is_some() {
+                t.delivery_rate.max(c.rate_bytes_per_s)
+            } else {
+                t.delivery_rate
+            };
+            t.delivery_rate > 0.0 && bytes > drain * (min_rtt + queue_ahead).as_secs_f64()
         })
     }
 

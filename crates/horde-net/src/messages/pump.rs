@@ -137,6 +137,7 @@ impl Pump {
         let now = self.shared.now();
         self.tracks
             .refresh(now, std::mem::take(&mut self.window_limited));
+        self.tracks.note_queues(&channels);
         let piece = self.config.messages.piece_size as usize;
         let ahead = self.config.queue_ahead;
         let estimates = match self.config.deadline_check {
