@@ -29,7 +29,6 @@ use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
-use startup::StartupWatch;
 pub use startup::{Startup, STARTUP_ROUNDS};
 pub use view::{ChannelView, ChannelViews};
 
@@ -220,8 +219,6 @@ pub struct Channel {
     /// The path's round trip without a queue: the least RTT of packets sent while
     /// nothing else was in flight (see [`BaseRtt`]).
     base_rtt: BaseRtt,
-    /// How long the controller's start-up counts for the message layer.
-    startup: StartupWatch,
     liveness: Liveness,
     sent: SentTracker,
     /// Last time an ack made progress, or the channel started sending after being idle.
@@ -301,7 +298,6 @@ impl Channel {
             queue: QueueEstimate::default(),
             queue_bound: QueueBound::default(),
             base_rtt: BaseRtt::default(),
-            startup: StartupWatch::default(),
             liveness: Liveness::Alive,
             sent: SentTracker::new(now),
             last_progress: now,
@@ -403,7 +399,7 @@ impl Channel {
         if !self.is_alive() || !self.cc.in_startup() {
             return None;
         }
-        let rounds_left = self.startup.rounds_left()?;
+        let rounds_left = self.sent.startup.rounds_left()?;
         Some(Startup::new(self.srtt(), rounds_left))
     }
 
@@ -704,7 +700,7 @@ impl Channel {
             self.delivery_max.on_sample(now, r.delivery_rate);
             self.queue_bound
                 .on_delivery_rate(now, r.delivery_rate, r.app_limited);
-            self.startup.on_rate_sample(r);
+            self.sent.startup.on_rate_sample(r);
         }
         if frame.acked_bytes > 0 {
             self.last_progress = now;
@@ -712,7 +708,7 @@ impl Channel {
                 self.liveness = Liveness::Alive;
                 self.cc.reset(now);
                 // Its path was judged before it died: the new start-up is not counted on.
-                self.startup.end();
+                self.sent.startup.end();
             }
             self.cc.on_ack(&AckSample {
                 now,

@@ -43,49 +43,64 @@ impl Startup {
 
 /// Counts a channel's round trips from its delivery-rate samples, as BBR counts rounds: a
 /// round ends when a packet sent after the previous round ended is acknowledged.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StartupWatch {
-    /// Rounds begun since the controller started.
-    rounds: u32,
-    /// Bytes delivered when the current round began; a packet sent after that ends it.
-    round_start: u64,
-    /// A sample showed the window full (not application-limited).
-    filled: bool,
-    /// The start-up no longer counts, whatever the controller says.
-    over: bool,
-}
+///
+/// Every idle connection's channels carry one, so it is packed into one `u32`: the rounds
+/// begun (4 bits), whether a sample showed the window full, whether the start-up is over,
+/// and the bytes delivered when the current round began (26 bits, saturated at 64 MiB:
+/// ten rounds of a start-up deliver far less, and a saturated mark only ends rounds
+/// sooner).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StartupWatch(u32);
+
+const ROUNDS_MASK: u32 = 0xF;
+const FILLED: u32 = 1 << 4;
+const OVER: u32 = 1 << 5;
+const MARK_SHIFT: u32 = 6;
+const MARK_MAX: u64 = (1 << (32 - MARK_SHIFT)) - 1;
 
 impl StartupWatch {
+    fn rounds(self) -> u32 {
+        self.0 & ROUNDS_MASK
+    }
+
+    fn round_start(self) -> u64 {
+        u64::from(self.0 >> MARK_SHIFT)
+    }
+
     pub(crate) fn on_rate_sample(&mut self, r: &RateSample) {
-        if self.over {
+        if self.0 & OVER != 0 {
             return;
         }
-        if self.rounds == 0 || r.prior_delivered >= self.round_start {
-            self.rounds += 1;
-            self.round_start = r.total_delivered;
+        let mut rounds = self.rounds();
+        let mut mark = self.round_start();
+        if rounds == 0 || r.prior_delivered >= mark {
+            rounds += 1;
+            mark = r.total_delivered.min(MARK_MAX);
         }
-        // Before the first full window (the first packets sent after an idle spell are
-        // marked application-limited) nothing is learnt; after it, an unfilled window has
+        let mut flags = self.0 & (FILLED | OVER);
+        // Before the first full window (the first packets after an idle spell are marked
+        // application-limited) nothing is learnt; after it, an unfilled window has
         // stopped doubling.
         if !r.app_limited {
-            self.filled = true;
-        } else if self.filled {
-            self.over = true;
+            flags |= FILLED;
+        } else if flags & FILLED != 0 {
+            flags |= OVER;
         }
-        if self.rounds >= STARTUP_ROUNDS {
-            self.over = true;
+        if rounds >= STARTUP_ROUNDS {
+            flags |= OVER;
         }
+        self.0 = ((mark as u32) << MARK_SHIFT) | flags | rounds.min(ROUNDS_MASK);
     }
 
     /// Round trips of doubling left, `None` once the start-up no longer counts.
-    pub(crate) fn rounds_left(&self) -> Option<u32> {
-        (!self.over).then(|| STARTUP_ROUNDS.saturating_sub(self.rounds).max(1))
+    pub(crate) fn rounds_left(self) -> Option<u32> {
+        (self.0 & OVER == 0).then(|| STARTUP_ROUNDS.saturating_sub(self.rounds()).max(1))
     }
 
     /// The start-up no longer counts, whatever the samples say (a dead channel came back:
     /// its controller starts over, but its path was judged before).
     pub(crate) fn end(&mut self) {
-        self.over = true;
+        self.0 |= OVER;
     }
 }
 
@@ -125,6 +140,11 @@ mod tests {
         }
         w.on_rate_sample(&sample(total, total + 1000, false));
         assert_eq!(w.rounds_left(), None);
+    }
+
+    #[test]
+    fn the_watch_is_small() {
+        assert_eq!(std::mem::size_of::<StartupWatch>(), 4);
     }
 
     #[test]
