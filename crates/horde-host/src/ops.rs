@@ -8,7 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
 use horde_proto::{
-    AduHandle, ChannelId, ChannelStats, ChannelView, LatencyMode, SessionStats, StreamConfig,
+    AduHandle, ChannelId, ChannelStats, ChannelView, LatencyMode, SessionStats, Startup,
+    StreamConfig,
 };
 
 use crate::config::ChannelTarget;
@@ -79,6 +80,10 @@ pub struct ChannelStatus {
     pub srtt_ms: Option<f64>,
     /// The rate the congestion controller expects the channel to carry, bytes/s.
     pub rate_bytes_per_s: f64,
+    /// While the channel's start-up still counts, the round trip its rate doubles over and
+    /// the rounds of doubling left: the rate is how far the start-up has come, not what
+    /// the path carries. `None` once the rate is what the channel is judged on.
+    pub startup: Option<Startup>,
     /// Estimated link loss probability, in [0, 1].
     pub loss: f64,
     /// The congestion controller's name.
@@ -100,6 +105,7 @@ impl ChannelStatus {
             alive: c.is_alive(),
             srtt_ms: c.srtt().map(|d| d.as_secs_f64() * 1e3),
             rate_bytes_per_s: c.rate(),
+            startup: c.startup(),
             loss: c.loss_rate(),
             congestion: c.congestion_control(),
             stats: c.stats(),

@@ -670,3 +670,162 @@ async fn bad_calls_get_the_cores_typed_errors() {
     s.client.shutdown().await;
     s.server.shutdown().await;
 }
+
+/// Three links that carry 1.125 MB/s together, with short queues.
+fn start_up_links() -> Vec<(&'static str, LinkSpec, LinkSpec)> {
+    [
+        ("a", 4000.0, 10.0),
+        ("b", 3000.0, 25.0),
+        ("c", 2000.0, 50.0),
+    ]
+    .into_iter()
+    .map(|(name, kbps, ms)| {
+        (
+            name,
+            common::link(kbps, ms, 0.0),
+            common::link(100_000.0, ms, 0.0),
+        )
+    })
+    .collect()
+}
+
+/// The first call of a new connection: a message of 2 MB due in 4 s, which the links
+/// carry in under 2 s, is admitted though no delivery has been measured yet, and arrives
+/// whole by its deadline without an early callback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_first_message_is_admitted_at_start_up_and_arrives_in_time() {
+    let s = common::setup(&start_up_links(), ChannelConfig::default()).await;
+    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    let mut arrivals = collect_arrivals(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    let within = Duration::from_secs(4);
+    let submitted = Instant::now();
+    let estimates = sender.endpoint.estimates();
+    let id = sender
+        .endpoint
+        .send(1, Some(within), payload(1, 2_000_000))
+        .unwrap_or_else(|e| panic!("refused at start-up with estimates {estimates:?}: {e}"));
+    assert!(
+        sender
+            .until(Duration::from_secs(8), |s| s.fates.contains_key(&id))
+            .await,
+        "no fate"
+    );
+    assert_eq!(sender.fates[&id], [Fate::Delivered]);
+    assert!(
+        !sender.early.contains_key(&id),
+        "early callback for a message the links carry in time"
+    );
+    let (arrived_id, at) = timeout(Duration::from_secs(2), arrivals.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(arrived_id, id);
+    let took = at.duration_since(submitted);
+    eprintln!("2 MB at start-up arrived after {took:?} (deadline {within:?})");
+    assert!(
+        took <= within,
+        "arrived after {took:?}, deadline {within:?}"
+    );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+/// Submits 3 MB due in 1 s, which the links need 2.7 s for, and checks that it is refused,
+/// or fires its early callback before the deadline and never arrives. "refused" or
+/// "early".
+async fn refused_or_early(
+    sender: &mut Sender,
+    arrivals: &mut mpsc::UnboundedReceiver<(MessageId, Instant)>,
+) -> &'static str {
+    let within = Duration::from_secs(1);
+    let id = match sender.endpoint.send(1, Some(within), payload(1, 3_000_000)) {
+        Err(MessageError::Refused(refusal)) => {
+            eprintln!("refused: {refusal}");
+            return "refused";
+        }
+        Err(e) => panic!("{e}"),
+        Ok(id) => id,
+    };
+    let deadline = sender.endpoint.status(id).unwrap().deadline.unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(3), |s| s.early.contains_key(&id)
+                || s.fates.contains_key(&id))
+            .await,
+        "no event"
+    );
+    let (at, _) = *sender
+        .early
+        .get(&id)
+        .unwrap_or_else(|| panic!("no early callback; fate {:?}", sender.fates.get(&id)));
+    assert!(at < deadline, "early at {at:?}, deadline {deadline:?}");
+    eprintln!("admitted; early at {at:?} for {deadline:?}");
+    sender.endpoint.cancel(id).unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(2), |s| s.fates.contains_key(&id))
+            .await
+    );
+    assert_eq!(sender.fates[&id], [Fate::Early]);
+    sleep(Duration::from_millis(300)).await;
+    while let Ok((arrived, _)) = arrivals.try_recv() {
+        assert_ne!(arrived, id, "the message arrived");
+    }
+    "early"
+}
+
+/// A message that truly cannot make its deadline at start-up is refused or fires early,
+/// never arrives late: as the first call of a new connection (nothing measured, not even a
+/// round trip), and after a small message has measured the round trips while the
+/// controllers are still in their start-up, which admission then counts as doubling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impossible_message_at_start_up_is_refused_or_fires_early_never_late() {
+    let s = common::setup(&start_up_links(), ChannelConfig::default()).await;
+    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    let mut arrivals = collect_arrivals(receiver);
+    let mut sender = Sender {
+        endpoint: sender,
+        early: HashMap::new(),
+        fates: HashMap::new(),
+    };
+    let first = refused_or_early(&mut sender, &mut arrivals).await;
+
+    // Pieces on every channel, far less than their start windows.
+    let small = sender.endpoint.send(2, None, payload(2, 20_000)).unwrap();
+    assert!(
+        sender
+            .until(Duration::from_secs(3), |s| s.fates.contains_key(&small))
+            .await
+    );
+    // The endpoint reads the channels again.
+    sleep(Duration::from_millis(120)).await;
+    let channels = sender.endpoint.connection().channels().await.unwrap();
+    assert!(
+        channels
+            .iter()
+            .all(|c| c.startup.is_some() && c.srtt_ms.is_some()),
+        "a channel has not measured its round trip or left its start-up: {channels:?}"
+    );
+    // Doubling every round trip of at most ~100 ms for the rounds left lands far more
+    // than 3 MB in a second: admitted, so this is the early callback's case.
+    let second = refused_or_early(&mut sender, &mut arrivals).await;
+    eprintln!("first call {first}, after a round trip {second}");
+    assert_eq!(second, "early");
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}

@@ -35,6 +35,7 @@ fn scheduler(size: u64, with_deadlines: bool) -> MessageScheduler {
             &[ChannelEstimate {
                 rate: 1e12,
                 delay: Duration::from_millis(10),
+                startup: None,
             }],
         )
         .unwrap();

@@ -112,8 +112,8 @@ pub mod wire;
 
 pub use cc::{AckSample, CcConfig, CongestionControl, LossKind, LossSample, RateSample};
 pub use channel::{
-    AckFrequency, ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation,
-    MTU_RANGE,
+    AckFrequency, ChannelConfig, ChannelStats, ChannelView, ChannelViews, LossCorrelation, Startup,
+    MTU_RANGE, STARTUP_ROUNDS,
 };
 pub use endpoint::{
     AcceptError, ChannelConfigFn, ConnectOptions, DatagramEvent, Endpoint, EndpointConfig,

@@ -417,6 +417,7 @@ impl Host {
                 &[ChannelEstimate {
                     rate: wire_rate * payload,
                     delay: self.config.one_way + queue_wait,
+                    startup: None,
                 }],
             )
             .context("channel estimate")

@@ -6,12 +6,14 @@
 //! channels' landing times: per channel, the smoothed time from hand-over to arrival of
 //! our recent pieces (an ack's latency less the return path's base delay, half the
 //! channel's smallest round trip), plus a margin of its deviation. The scheduler sees one
-//! channel with the channels' summed rate and that delay (see `docs/messages.md`).
+//! channel with the channels' summed rate and that delay, and, while a channel is still in
+//! its controller's start-up, that channel apart, its rate doubling each of its round
+//! trips (see `docs/messages.md`).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use horde_proto::message::ChannelEstimate;
+use horde_proto::message::{ChannelEstimate, Startup};
 use horde_proto::ChannelId;
 
 use crate::ChannelStatus;
@@ -43,6 +45,8 @@ struct Track {
     /// Bytes of our ADUs acked since the last refresh, and their smoothed rate.
     acked_bytes: usize,
     delivery_rate: f64,
+    /// A queue built on the channel once: its start-up has met the path, for good.
+    queue_built: bool,
 }
 
 /// Per channel, what our acked pieces measured.
@@ -54,9 +58,59 @@ pub(crate) struct Tracks {
     /// pump sent all it had: what was acked is what was offered, not what the channels
     /// carry.
     window_limited: bool,
+    /// The queue a channel may build beyond its round trip; past it, a channel's start-up
+    /// has met the path.
+    queue_ahead: Duration,
 }
 
 impl Tracks {
+    /// No channel measured yet; `queue_ahead` as the endpoint's.
+    pub(crate) fn new(queue_ahead: Duration) -> Self {
+        Self {
+            queue_ahead,
+            ..Self::default()
+        }
+    }
+
+    /// `c`'s start-up, while it still counts (the channel's rule: its controller is in
+    /// it, for a bounded number of round trips, with its window filled) and no queue has
+    /// built on it. A smoothed round trip more than `queue_ahead` above the smallest of
+    /// our acks means the window has met the path, as HyStart reads a delay rise,
+    /// whatever the controller says yet: the channel is then judged on what it delivers,
+    /// and its queue holds pieces back.
+    fn startup(&self, c: &ChannelStatus) -> Option<Startup> {
+        let startup = c.startup?;
+        let track = self.channels.get(&c.id);
+        if track.is_some_and(|t| t.queue_built) || self.queue_built(c) {
+            return None;
+        }
+        Some(startup)
+    }
+
+    /// Whether `c`'s smoothed round trip is more than `queue_ahead` above the smallest of
+    /// our acks.
+    fn queue_built(&self, c: &ChannelStatus) -> bool {
+        let min_rtt = self.channels.get(&c.id).and_then(|t| t.min_rtt);
+        match (c.srtt_ms, min_rtt) {
+            (Some(srtt), Some(min)) => srtt / 1e3 > (min + self.queue_ahead).as_secs_f64(),
+            _ => false,
+        }
+    }
+
+    /// Remembers the channels on which a queue has built: their start-up is over for the
+    /// endpoint even when the queue drains again, as the channel's own ends are final, so
+    /// that a slow channel behind a deep buffer does not move back and forth between the
+    /// two treatments.
+    pub(crate) fn note_queues(&mut self, channels: &[ChannelStatus]) {
+        for c in channels {
+            if self.queue_built(c) {
+                if let Some(t) = self.channels.get_mut(&c.id) {
+                    t.queue_built = true;
+                }
+            }
+        }
+    }
+
     /// One of our ADUs of `bytes` was acked on `channel`, `latency` after it was handed to
     /// the session, over a transmission of round trip `rtt`.
     pub(crate) fn on_ack(
@@ -125,9 +179,16 @@ impl Tracks {
             return half_rtt;
         };
         let measured = landing + DEVIATION_MARGIN * t.landing_dev;
+        // In start-up the measured delivery lags a window that doubles each round trip;
+        // the bytes in flight drain at least at the controller's rate.
+        let drain = if self.startup(c).is_some() {
+            t.delivery_rate.max(c.rate_bytes_per_s)
+        } else {
+            t.delivery_rate
+        };
         let predicted = match (in_flight_bytes(c), t.min_rtt) {
-            (Some(bytes), Some(min_rtt)) if t.delivery_rate > 0.0 => {
-                bytes / t.delivery_rate - min_rtt.as_secs_f64() / 2.0
+            (Some(bytes), Some(min_rtt)) if drain > 0.0 => {
+                bytes / drain - min_rtt.as_secs_f64() / 2.0
             }
             _ => 0.0,
         };
@@ -137,10 +198,11 @@ impl Tracks {
     /// What `c` is expected to carry, bytes/s: its controller's rate, which can be several
     /// times what the path carries (a window over a round trip inflated by the queue it
     /// built), capped at `WINDOW_GAIN` times what our pieces were measured to get through,
-    /// so that it can still grow. Before any ack, and while the pump sends all it has (the
-    /// measure then shows only the offer), the controller's rate.
+    /// so that it can still grow. Before any ack, while the pump sends all it has (the
+    /// measure then shows only the offer), and in the controller's start-up (the measure
+    /// lags a window that doubles each round trip), the controller's rate.
     fn rate(&self, c: &ChannelStatus) -> f64 {
-        if !self.window_limited {
+        if !self.window_limited || self.startup(c).is_some() {
             return c.rate_bytes_per_s;
         }
         match self.channels.get(&c.id).filter(|t| t.delivery_rate > 0.0) {
@@ -149,18 +211,33 @@ impl Tracks {
         }
     }
 
-    /// One estimate for the channels the session may put a piece on: their summed rate,
-    /// and the latest of their landing times. Empty when no channel carries anything.
+    /// The estimates for the channels the session may put a piece on, all with the latest
+    /// of their landing times as the delay: one with the summed rate of those whose rate
+    /// is measured, and one for each channel in its controller's start-up, whose rate
+    /// doubles each of its round trips. Empty when no channel carries anything.
     pub(crate) fn arrival_estimate(&self, channels: &[ChannelStatus]) -> Vec<ChannelEstimate> {
         let usable = || channels.iter().filter(|c| usable(c));
-        let rate: f64 = usable().map(|c| self.rate(c)).sum();
         let Some(delay) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
             return Vec::new();
         };
-        vec![ChannelEstimate {
-            rate,
-            delay: Duration::from_secs_f64(delay),
-        }]
+        let delay = Duration::from_secs_f64(delay);
+        let steady: Vec<_> = usable().filter(|c| self.startup(c).is_none()).collect();
+        let mut estimates = Vec::new();
+        if !steady.is_empty() {
+            estimates.push(ChannelEstimate {
+                rate: steady.iter().map(|c| self.rate(c)).sum(),
+                delay,
+                startup: None,
+            });
+        }
+        estimates.extend(usable().filter_map(|c| {
+            Some(ChannelEstimate {
+                rate: self.rate(c),
+                delay,
+                startup: Some(self.startup(c)?),
+            })
+        }));
+        estimates
     }
 
     /// One estimate per channel, as the hand-over check sees them: the controller's rate
@@ -170,6 +247,7 @@ impl Tracks {
             .iter()
             .map(|c| ChannelEstimate {
                 rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
+                startup: self.startup(c),
                 delay: Duration::from_secs_f64(
                     (c.srtt_ms.unwrap_or(0.0) / 2e3)
                         .max(
@@ -188,7 +266,9 @@ impl Tracks {
     /// per channel, what it delivers (at most what its controller expects, and up to
     /// `WINDOW_GAIN` times what it was measured to deliver) over its empty round trip
     /// plus `queue_ahead`. A channel then holds about `queue_ahead` of its rate in its
-    /// queues, which the landing estimate sees.
+    /// queues, which the landing estimate sees. A channel whose start-up counts is taken
+    /// at its controller's rate, not capped by its measured delivery, which lags a window
+    /// that doubles each round trip: its pieces fill the window it doubles.
     pub(crate) fn arrival_window(
         &self,
         channels: &[ChannelStatus],
@@ -219,7 +299,9 @@ impl Tracks {
     /// Whether some channel holds more than its round trip plus `queue_ahead` of its rate
     /// in flight: the session would put further pieces on whichever channels have room in
     /// their controllers' windows, and a full one would queue them, so none are handed
-    /// over until it has drained.
+    /// over until it has drained. A channel whose start-up counts drains at least at its
+    /// controller's rate (its measured delivery lags the window it doubles), so it is
+    /// full only once a queue has built on it.
     pub(crate) fn some_queue_full(
         &self,
         channels: &[ChannelStatus],
@@ -232,13 +314,19 @@ impl Tracks {
             let Some(min_rtt) = t.min_rtt else {
                 return false;
             };
-            t.delivery_rate > 0.0 && bytes > t.delivery_rate * (min_rtt + queue_ahead).as_secs_f64()
+            let drain = if self.startup(c).is_some() {
+                t.delivery_rate.max(c.rate_bytes_per_s)
+            } else {
+                t.delivery_rate
+            };
+            t.delivery_rate > 0.0 && bytes > drain * (min_rtt + queue_ahead).as_secs_f64()
         })
     }
 
     /// The window of the hand-over check: the smaller of the controllers' rates and
-    /// `WINDOW_GAIN` times the measured delivery, over the longest channel's empty round
-    /// trip plus `queue_ahead`.
+    /// `WINDOW_GAIN` times the measured delivery (the controllers' rates alone while one
+    /// is in its start-up, which the measure lags), over the longest channel's empty
+    /// round trip plus `queue_ahead`.
     pub(crate) fn handover_window(
         &self,
         estimates: &[ChannelEstimate],
@@ -255,7 +343,12 @@ impl Tracks {
         let expected: f64 = estimates.iter().map(|e| e.rate).sum::<f64>() * rtt.as_secs_f64();
         let delivered: f64 = self.channels.values().map(|t| t.delivery_rate).sum();
         let measured = WINDOW_GAIN * delivered * rtt.as_secs_f64();
-        (expected.min(measured) as usize).max(MIN_WINDOW_PIECES * piece)
+        let window = if estimates.iter().any(|e| e.startup.is_some()) {
+            expected
+        } else {
+            expected.min(measured)
+        };
+        (window as usize).max(MIN_WINDOW_PIECES * piece)
     }
 }
 
@@ -293,6 +386,7 @@ mod tests {
             alive: true,
             srtt_ms: Some(20.0),
             rate_bytes_per_s,
+            startup: None,
             loss: 0.0,
             congestion: "cubic",
             stats: ChannelStats::default(),

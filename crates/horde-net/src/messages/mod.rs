@@ -193,13 +193,7 @@ impl MessageEndpoint {
             start: Instant::now(),
         });
         let (tx, notices) = mpsc::unbounded_channel();
-        tokio::spawn(pump::run(
-            shared.clone(),
-            handle.clone(),
-            events,
-            tx,
-            config,
-        ));
+        tokio::spawn(pump::start(shared.clone(), handle.clone(), events, tx, config).await);
         Ok(Self {
             api: MessageHandle { shared, handle },
             notices,

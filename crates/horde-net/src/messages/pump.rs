@@ -56,16 +56,18 @@ struct Pump {
     sent_bytes: Option<u64>,
 }
 
-pub(super) async fn run(
+/// The endpoint's task, with the channels' estimates read once, so that the first message
+/// submitted is judged on them: until then the scheduler knows no channel and could admit
+/// no deadline.
+pub(super) async fn start(
     shared: Arc<Shared>,
     handle: ConnectionHandle,
-    mut events: EventReceiver,
+    events: EventReceiver,
     tx: mpsc::UnboundedSender<MessageNotice>,
     config: EndpointConfig,
-) {
-    let mut refresh = tokio::time::interval(config.refresh);
-    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+) -> impl std::future::Future<Output = ()> {
     let piece = config.messages.piece_size as usize;
+    let queue_ahead = config.queue_ahead;
     let mut pump = Pump {
         shared,
         handle,
@@ -77,10 +79,17 @@ pub(super) async fn run(
         window_limited: false,
         unacked: HashMap::new(),
         window: 4 * piece,
-        tracks: Tracks::default(),
+        tracks: Tracks::new(queue_ahead),
         landing: Duration::ZERO,
         sent_bytes: None,
     };
+    pump.refresh_channels().await;
+    run(pump, events)
+}
+
+async fn run(mut pump: Pump, mut events: EventReceiver) {
+    let mut refresh = tokio::time::interval(pump.config.refresh);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut bandwidth_tick = tokio::time::interval(pump.config.bandwidth.tick);
     bandwidth_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -128,6 +137,7 @@ impl Pump {
         let now = self.shared.now();
         self.tracks
             .refresh(now, std::mem::take(&mut self.window_limited));
+        self.tracks.note_queues(&channels);
         let piece = self.config.messages.piece_size as usize;
         let ahead = self.config.queue_ahead;
         let estimates = match self.config.deadline_check {

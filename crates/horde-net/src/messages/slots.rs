@@ -47,14 +47,17 @@ mod tests {
             ChannelEstimate {
                 rate: 3000.0,
                 delay: Duration::ZERO,
+                startup: None,
             },
             ChannelEstimate {
                 rate: 1000.0,
                 delay: Duration::ZERO,
+                startup: None,
             },
             ChannelEstimate {
                 rate: 0.0,
                 delay: Duration::ZERO,
+                startup: None,
             },
         ];
         let mut slots = Slots::default();

@@ -70,6 +70,10 @@ impl CongestionControl for Aimd {
         "aimd"
     }
 
+    fn in_startup(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
     fn on_sent(&mut self, now: Duration, bytes: u32, in_flight: u64) {
         self.pacer.on_sent(now, bytes);
         self.peak_in_flight = self.peak_in_flight.max(in_flight);

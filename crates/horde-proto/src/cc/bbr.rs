@@ -847,6 +847,10 @@ impl CongestionControl for Bbr {
         "bbr"
     }
 
+    fn in_startup(&self) -> bool {
+        self.mode == Mode::Startup
+    }
+
     fn on_sent(&mut self, now: Duration, bytes: u32, in_flight: u64) {
         self.pacer.on_sent(now, bytes);
         self.record_send(now, in_flight);

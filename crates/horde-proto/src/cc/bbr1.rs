@@ -355,6 +355,10 @@ impl CongestionControl for Bbr1 {
         "bbr1"
     }
 
+    fn in_startup(&self) -> bool {
+        self.mode == Mode::Startup
+    }
+
     fn on_sent(&mut self, now: Duration, bytes: u32, _in_flight: u64) {
         self.pacer.on_sent(now, bytes);
     }

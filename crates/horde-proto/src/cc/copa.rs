@@ -166,6 +166,10 @@ impl CongestionControl for Copa {
         "copa"
     }
 
+    fn in_startup(&self) -> bool {
+        self.slow_start
+    }
+
     fn on_sent(&mut self, now: Duration, bytes: u32, in_flight: u64) {
         self.pacer.on_sent(now, bytes);
         self.peak_in_flight = self.peak_in_flight.max(in_flight);

@@ -233,6 +233,10 @@ impl CongestionControl for Cubic {
         "cubic"
     }
 
+    fn in_startup(&self) -> bool {
+        self.in_slow_start()
+    }
+
     fn on_sent(&mut self, now: Duration, bytes: u32, in_flight: u64) {
         self.pacer.on_sent(now, bytes);
         self.peak_in_flight = self.peak_in_flight.max(in_flight);
@@ -418,6 +422,17 @@ mod tests {
         c.cwnd = segments * u64::from(MSS);
         c.on_loss(&loss(at, MSS, at - RTT));
         c
+    }
+
+    /// The start-up the message layer counts on lasts until the first reduction.
+    #[test]
+    fn start_up_lasts_until_the_first_loss() {
+        let mut c = Cubic::new(MSS, CubicParams::default());
+        assert!(c.in_startup());
+        drive(&mut c, ms(0), ms(300));
+        assert!(c.in_startup(), "still doubling: cwnd {}", c.cwnd());
+        c.on_loss(&loss(ms(300), MSS, ms(200)));
+        assert!(!c.in_startup());
     }
 
     #[test]

@@ -129,6 +129,12 @@ pub trait CongestionControl: Send + std::fmt::Debug {
     fn window(&self) -> Option<u64> {
         None
     }
+    /// Whether the controller is still in its start-up (slow start, BBR's Startup): its
+    /// window grows about twofold each round trip and has not met the path's capacity
+    /// yet, so its rate says how far it has come, not what the path carries.
+    fn in_startup(&self) -> bool {
+        false
+    }
     /// Forget everything, e.g. when a dead channel comes back.
     fn reset(&mut self, now: Duration);
 }

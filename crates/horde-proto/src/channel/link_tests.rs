@@ -202,3 +202,102 @@ fn a_standing_queue_never_passes_for_the_base_round_trip() {
     assert!((200.0..260.0).contains(&base), "base {base} ms");
     assert!(tx.looks_queue_free());
 }
+
+/// What the message layer is told of `ch`: its rate, half its round trip, and its
+/// start-up while that counts.
+fn message_estimate(ch: &Channel) -> crate::message::ChannelEstimate {
+    crate::message::ChannelEstimate {
+        rate: ch.rate(),
+        delay: ch.srtt() / 2,
+        startup: ch.startup(),
+    }
+}
+
+#[test]
+fn an_application_limited_channel_long_after_its_start_is_not_judged_on_a_doubling() {
+    use crate::message::{MessageConfig, MessageError, MessageScheduler, MessageSpec, Refusal};
+
+    // A cubic channel over 100 000 B/s and a 100 ms round trip, offered a steady
+    // 30 000 B/s (one 1200-byte packet every 40 ms): no loss and no queue, so its
+    // controller never leaves slow start. At 3 s the link's rate halves; the offer still
+    // fits.
+    let config = ChannelConfig::default();
+    let mut tx = Channel::new(ChannelId::new(0), 0, addr(), config.clone(), t(0));
+    let mut rx = Channel::new(ChannelId::new(0), 0, addr(), config, t(0));
+    let mut link = Link::new(100_000.0, 40_000.0, t(50));
+    let mut out = Vec::new();
+    let mut backlog = 0u32;
+    for ms in 0..4_000 {
+        let now = t(ms);
+        if ms == 3_000 {
+            link.rate = 50_000.0;
+        }
+        if ms.is_multiple_of(40) {
+            backlog += 1;
+        }
+        link.run(now, &mut rx, &mut tx, &mut out);
+        while backlog > 0 && tx.real_slot_count(now) > 0 {
+            let seq = tx.on_send(now, 1200, &[]);
+            link.send(now, seq, 1200);
+            backlog -= 1;
+        }
+        if backlog == 0 && tx.real_slot_count(now) > 0 {
+            tx.mark_app_limited();
+        }
+    }
+    assert!(
+        tx.congestion_control().in_startup(),
+        "the controller left its start-up; the case needs one that did not"
+    );
+
+    // 400 kB due in 2 s: the halved path carries 100 kB by then, the controller's rate
+    // held flat (its window over the round trip) under 300 kB, a doubling any amount.
+    let estimate = message_estimate(&tx);
+    let mut sender = MessageScheduler::new(MessageConfig::default()).unwrap();
+    let now = t(4_000);
+    sender.set_channels(now, &[estimate]).unwrap();
+    let spec = MessageSpec::new(0, 400_000).with_deadline(now + t(2_000));
+    let refused = sender.submit(now, spec);
+    assert!(
+        matches!(
+            refused,
+            Err(MessageError::Refused(Refusal::Unreachable { .. }))
+        ),
+        "admitted on {estimate:?}: {refused:?}"
+    );
+    assert_eq!(tx.startup(), None, "judged on a doubling 40 round trips in");
+}
+
+#[test]
+fn a_first_burst_counts_its_start_up_doubling_until_the_path_is_met() {
+    // The same path, and a first message far larger than the start window: while the
+    // window is filled the start-up counts, with fewer rounds left as they pass; once
+    // the controller meets the path it is over.
+    let config = ChannelConfig::default();
+    let mut tx = Channel::new(ChannelId::new(0), 0, addr(), config.clone(), t(0));
+    let mut rx = Channel::new(ChannelId::new(0), 0, addr(), config, t(0));
+    let mut link = Link::new(100_000.0, 20_000.0, t(50));
+    let mut out = Vec::new();
+    let first = tx.startup().expect("a new channel counts its start-up");
+    assert_eq!(first.rounds_left, STARTUP_ROUNDS);
+    let mut seen_fewer = false;
+    let mut over_at = None;
+    for ms in 0..5_000 {
+        let now = t(ms);
+        link.run(now, &mut rx, &mut tx, &mut out);
+        while tx.real_slot_count(now) > 0 {
+            let seq = tx.on_send(now, 1200, &[]);
+            link.send(now, seq, 1200);
+        }
+        match tx.startup() {
+            Some(s) => seen_fewer |= s.rounds_left < STARTUP_ROUNDS,
+            None => {
+                over_at.get_or_insert(ms);
+            }
+        }
+    }
+    assert!(seen_fewer, "the rounds left never went down");
+    let over_at = over_at.expect("the start-up never ended");
+    // Ten packets to a 10 kB path plus 20 kB of queue: a few round trips of 100 ms.
+    assert!((200..=1_500).contains(&over_at), "over at {over_at} ms");
+}

@@ -11,6 +11,7 @@ mod queue_bound;
 mod queue_estimate;
 mod receive;
 mod sent;
+mod startup;
 mod view;
 
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use queue_estimate::QueueEstimate;
 use receive::ReceiveState;
 pub use sent::{Resolution, SentAdu};
 use sent::{SentPacket, SentTracker};
+pub use startup::{Startup, STARTUP_ROUNDS};
 pub use view::{ChannelView, ChannelViews};
 
 /// Smallest and largest [`ChannelConfig::mtu`]: room for a useful ADU, and what one UDP
@@ -388,6 +390,19 @@ impl Channel {
         }
     }
 
+    /// While the channel's start-up still counts (its controller is in its start-up, it
+    /// has carried fewer than [`STARTUP_ROUNDS`] round trips, and its window, once filled,
+    /// has stayed filled): the round trip its rate doubles over (the smoothed one, or the
+    /// configured initial one before a sample) and the rounds left. `None` otherwise, or
+    /// while the channel is dead: its rate is then what it is judged on.
+    pub fn startup(&self) -> Option<Startup> {
+        if !self.is_alive() || !self.cc.in_startup() {
+            return None;
+        }
+        let rounds_left = self.sent.startup.rounds_left()?;
+        Some(Startup::new(self.srtt(), rounds_left))
+    }
+
     fn expected_rtt_ms(&self) -> f64 {
         self.rtt.srtt_ms().unwrap_or(self.config.initial_rtt_ms)
     }
@@ -685,12 +700,15 @@ impl Channel {
             self.delivery_max.on_sample(now, r.delivery_rate);
             self.queue_bound
                 .on_delivery_rate(now, r.delivery_rate, r.app_limited);
+            self.sent.startup.on_rate_sample(r);
         }
         if frame.acked_bytes > 0 {
             self.last_progress = now;
             if let Liveness::Dead { .. } = self.liveness {
                 self.liveness = Liveness::Alive;
                 self.cc.reset(now);
+                // Its path was judged before it died: the new start-up is not counted on.
+                self.sent.startup.end();
             }
             self.cc.on_ack(&AckSample {
                 now,

@@ -146,6 +146,9 @@ pub(crate) struct SentTracker {
     first_sent_time: Duration,
     /// Delivery count at which an application-limited phase ends (0: not limited).
     app_limited_until: u64,
+    /// How long the channel's start-up counts for the message layer, counted from the
+    /// rate samples made here (`Channel::startup`).
+    pub(crate) startup: super::startup::StartupWatch,
 
     /// The ADUs of every packet still in flight or remembered as lost, in send order.
     /// Entries are dropped from the front once no such packet refers to them, so the log
@@ -182,6 +185,7 @@ impl SentTracker {
             delivered_time: now,
             first_sent_time: now,
             app_limited_until: 0,
+            startup: super::startup::StartupWatch::default(),
             adus: Vec::new(),
             adus_base: 0,
         }

@@ -51,6 +51,13 @@ impl<'a> ChannelView<'a> {
         self.ch.rate()
     }
 
+    /// While the channel's start-up still counts, the round trip its rate doubles over
+    /// and the rounds left (`Channel::startup`); `None` once its rate is what it
+    /// is judged on.
+    pub fn startup(&self) -> Option<crate::channel::Startup> {
+        self.ch.startup()
+    }
+
     /// Full-size packets the congestion controller and pacer would let the channel send
     /// at `now` (0 while dead): a driver that sees open slots, data queued and credit
     /// left after polling the session has a sender leaving the channel idle.

@@ -5,7 +5,9 @@
 //! before a deadline `D` is `floor(r_c·(D − now − d_c)/L)`, and a queue owns `share` of
 //! the sum over channels. Walking a queue's messages in service order, a message with a
 //! deadline is feasible when the pieces of every message served before it, plus its own,
-//! fit in that capacity. `docs/messages.md` states the rule with a worked example.
+//! fit in that capacity. A channel whose start-up still counts has its rate doubling each
+//! round trip for the rounds it has left instead. `docs/messages.md` states the rule with
+//! a worked example.
 
 use std::time::Duration;
 
@@ -33,11 +35,28 @@ impl Capacity<'_> {
                     .saturating_sub(self.now)
                     .saturating_sub(c.delay)
                     .as_secs_f64();
-                (c.rate * window / f64::from(self.piece_size) + ROUNDING_SLACK).floor()
+                (bytes_within(c, window) / f64::from(self.piece_size) + ROUNDING_SLACK).floor()
             })
             .filter(|pieces| *pieces > 0.0)
             .sum();
         (total * self.share + ROUNDING_SLACK).floor() as u64
+    }
+}
+
+/// Bytes channel `c` sends back to back in `window` seconds: at its rate, or, while its
+/// start-up counts, at a rate that doubles each round trip `R` from `r` now for the `k`
+/// rounds left and then holds: with `n = min(window / R, k)`,
+/// `r·R·(2^n − 1) / ln 2 + r·2^n·(window − n·R)`.
+fn bytes_within(c: &ChannelEstimate, window: f64) -> f64 {
+    match c.startup {
+        Some(s) if s.round_trip > Duration::ZERO => {
+            let rtt = s.round_trip.as_secs_f64();
+            let doublings = (window / rtt).min(f64::from(s.rounds_left));
+            let grown = doublings.exp2();
+            c.rate * rtt * (grown - 1.0) / std::f64::consts::LN_2
+                + c.rate * grown * (window - doublings * rtt)
+        }
+        _ => c.rate * window,
     }
 }
 
@@ -108,6 +127,7 @@ pub(crate) fn arrives_in_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Startup;
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
@@ -116,14 +136,8 @@ mod tests {
     #[test]
     fn capacity_counts_whole_pieces_per_channel_after_its_delay() {
         let channels = [
-            ChannelEstimate {
-                rate: 100_000.0,
-                delay: ms(50),
-            },
-            ChannelEstimate {
-                rate: 50_000.0,
-                delay: ms(200),
-            },
+            ChannelEstimate::steady(100_000.0, ms(50)),
+            ChannelEstimate::steady(50_000.0, ms(200)),
         ];
         let cap = Capacity {
             channels: &channels,
@@ -137,5 +151,48 @@ mod tests {
         assert_eq!(cap.pieces_by(ms(40)), 0);
         let half = Capacity { share: 0.5, ..cap };
         assert_eq!(half.pieces_by(ms(500)), 30);
+    }
+
+    #[test]
+    fn a_channel_in_start_up_counts_its_rate_doubling_each_round_trip() {
+        // 10 pieces per 100 ms round trip now, after 50 ms: the rounds land 10, 20, 40,
+        // 80 pieces (the integral counts 1/ln 2 of that sum, as the window grows within
+        // a round too).
+        let channels = [ChannelEstimate {
+            rate: 100_000.0,
+            delay: ms(50),
+            startup: Some(Startup::new(ms(100), 10)),
+        }];
+        let cap = Capacity {
+            channels: &channels,
+            now: ms(0),
+            piece_size: 1000,
+            share: 1.0,
+        };
+        assert_eq!(cap.pieces_by(ms(40)), 0);
+        assert_eq!(cap.pieces_by(ms(150)), 14); // 10 / ln 2
+        assert_eq!(cap.pieces_by(ms(450)), 216); // 150 / ln 2
+                                                 // A steady channel at the same rate lands 40 by then.
+        let steady = [ChannelEstimate::steady(100_000.0, ms(50))];
+        assert_eq!(
+            Capacity {
+                channels: &steady,
+                ..cap
+            }
+            .pieces_by(ms(450)),
+            40
+        );
+        // With two rounds left the rate doubles twice and then holds at 400 pieces/s:
+        // 30 / ln 2 pieces in the first 200 ms, then 80.
+        let two_left = [ChannelEstimate {
+            startup: Some(Startup::new(ms(100), 2)),
+            ..channels[0]
+        }];
+        let cap_two = Capacity {
+            channels: &two_left,
+            ..cap
+        };
+        assert_eq!(cap_two.pieces_by(ms(250)), 43);
+        assert_eq!(cap_two.pieces_by(ms(450)), 123);
     }
 }

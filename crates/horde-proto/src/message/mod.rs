@@ -31,6 +31,7 @@ mod source;
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::channel::{Startup, STARTUP_ROUNDS};
 pub use error::{MessageError, Refusal};
 pub use estimate::{
     BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier, EstimatorConfig,
@@ -110,6 +111,22 @@ pub struct ChannelEstimate {
     /// One-way delay: a piece of `len` bytes sent at `t` arrives at
     /// `t + delay + len / rate`.
     pub delay: Duration,
+    /// `Some` while the channel's start-up still counts: `rate` is how far its window has
+    /// grown, not what the path carries, and admission and early expiry count it as
+    /// doubling each `round_trip` for the `rounds_left`, then holding (`docs/messages.md`,
+    /// "Start-up").
+    pub startup: Option<Startup>,
+}
+
+impl ChannelEstimate {
+    /// A channel whose rate is measured: it holds at `rate`.
+    pub fn steady(rate: f64, delay: Duration) -> Self {
+        Self {
+            rate,
+            delay,
+            startup: None,
+        }
+    }
 }
 
 /// One ADU-sized slice of a message, as the scheduler hands it out. The driver reads

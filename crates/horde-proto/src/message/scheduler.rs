@@ -867,8 +867,8 @@ mod tests {
             }).unwrap();
             let mut now = Duration::ZERO;
             s.set_channels(now, &[
-                ChannelEstimate { rate: 100_000.0, delay: Duration::from_millis(30) },
-                ChannelEstimate { rate: 40_000.0, delay: Duration::from_millis(120) },
+                ChannelEstimate { rate: 100_000.0, delay: Duration::from_millis(30), startup: None },
+                ChannelEstimate { rate: 40_000.0, delay: Duration::from_millis(120), startup: None },
             ]).unwrap();
             s.set_streams_active(now, streams);
             let q1 = s.create_queue(2).unwrap();

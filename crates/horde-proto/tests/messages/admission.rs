@@ -26,10 +26,12 @@ fn example(policy: AdmissionPolicy) -> MessageScheduler {
                 ChannelEstimate {
                     rate: 100_000.0,
                     delay: ms(50),
+                    startup: None,
                 },
                 ChannelEstimate {
                     rate: 50_000.0,
                     delay: ms(200),
+                    startup: None,
                 },
             ],
         )
@@ -92,6 +94,7 @@ fn the_worked_example_refuses_exactly_the_message_that_breaks_an_admitted_deadli
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(50),
+                startup: None,
             }],
         )
         .unwrap();
@@ -143,10 +146,12 @@ fn capacity_that_grows_admits_the_message_refused_before() {
                 ChannelEstimate {
                     rate: 200_000.0,
                     delay: ms(50),
+                    startup: None,
                 },
                 ChannelEstimate {
                     rate: 50_000.0,
                     delay: ms(200),
+                    startup: None,
                 },
             ],
         )
@@ -169,6 +174,7 @@ fn queues_share_capacity_by_weight_and_top_level() {
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(0),
+                startup: None,
             }],
         )
         .unwrap();
@@ -211,6 +217,7 @@ fn busy_plain_streams_take_their_weight_of_the_capacity() {
             &[ChannelEstimate {
                 rate: 100_000.0,
                 delay: ms(0),
+                startup: None,
             }],
         )
         .unwrap();

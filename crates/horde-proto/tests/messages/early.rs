@@ -191,6 +191,7 @@ fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
         &[horde_proto::message::ChannelEstimate {
             rate: 100_000.0,
             delay: ms(20),
+            startup: None,
         }],
     )
     .unwrap();

@@ -21,6 +21,7 @@ fn each_bad_call_names_what_was_wrong() {
             &[ChannelEstimate {
                 rate: 1e9,
                 delay: Duration::ZERO,
+                startup: None,
             }],
         )
         .unwrap();
@@ -69,6 +70,7 @@ fn each_bad_call_names_what_was_wrong() {
             &[ChannelEstimate {
                 rate: 1e9,
                 delay: Duration::ZERO,
+                startup: None,
             }],
         )
         .unwrap();
@@ -105,7 +107,8 @@ fn each_bad_call_names_what_was_wrong() {
             now,
             &[ChannelEstimate {
                 rate: f64::NAN,
-                delay: Duration::ZERO
+                delay: Duration::ZERO,
+                startup: None,
             }]
         )
         .is_err());

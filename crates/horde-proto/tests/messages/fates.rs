@@ -105,8 +105,8 @@ proptest! {
         }).unwrap();
         let mut rates = [200_000.0, 50_000.0];
         let estimates = |rates: &[f64; 2]| [
-            ChannelEstimate { rate: rates[0], delay: Duration::from_millis(20) },
-            ChannelEstimate { rate: rates[1], delay: Duration::from_millis(150) },
+            ChannelEstimate { rate: rates[0], delay: Duration::from_millis(20), startup: None },
+            ChannelEstimate { rate: rates[1], delay: Duration::from_millis(150), startup: None },
         ];
         sender.set_channels(now, &estimates(&rates)).unwrap();
         let mut ids: Vec<MessageId> = Vec::new();

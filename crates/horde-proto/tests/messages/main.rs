@@ -9,3 +9,4 @@ mod model;
 mod notify;
 mod order;
 mod receiver;
+mod startup;

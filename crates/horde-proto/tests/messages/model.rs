@@ -6,12 +6,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_proto::message::{
     ChannelEstimate, ControlItem, MessageEvent, MessageId, MessageScheduler, MessageSource, Piece,
-    Reassembly, ReceivedMessage,
+    Reassembly, ReceivedMessage, Startup,
 };
 
 pub struct FakeChannel {
     pub rate: f64,
     pub delay: Duration,
+    /// While its start-up counts: the round trip its rate doubles over, and the rounds
+    /// left.
+    pub startup: Option<Startup>,
     free_at: Duration,
 }
 
@@ -20,6 +23,7 @@ impl FakeChannel {
         Self {
             rate,
             delay,
+            startup: None,
             free_at: Duration::ZERO,
         }
     }
@@ -28,6 +32,7 @@ impl FakeChannel {
         ChannelEstimate {
             rate: self.rate,
             delay: self.delay,
+            startup: self.startup,
         }
     }
 }

@@ -12,6 +12,7 @@ fn fast_channel() -> ChannelEstimate {
     ChannelEstimate {
         rate: 1e9,
         delay: Duration::from_millis(10),
+        startup: None,
     }
 }
 
@@ -101,6 +102,7 @@ fn a_slow_channel_skips_pieces_that_would_land_late_and_carries_the_others() {
     let slow = ChannelEstimate {
         rate: 1e6,
         delay: Duration::from_millis(300),
+        startup: None,
     };
     sender.set_channels(now, &[fast, slow]).unwrap();
     let urgent = sender

@@ -148,6 +148,7 @@ fn a_message_that_expires_part_sent_tells_the_receiver_to_free_it() {
     let channel = ChannelEstimate {
         rate: 1_000_000.0,
         delay: Duration::from_millis(10),
+        startup: None,
     };
     sender.set_channels(Duration::ZERO, &[channel]).unwrap();
     let spec = MessageSpec::new(0, 12_000).with_deadline(Duration::from_millis(100));
