@@ -13,6 +13,7 @@ pub mod inorder;
 pub mod latency;
 pub mod live;
 pub mod messages;
+pub mod payloads;
 pub mod recent;
 pub mod recv;
 pub mod report;

@@ -1,7 +1,7 @@
 //! Live statistics of a real-time run: what the sender learns from acks and nacks, and
 //! what the receiver got, per stream and per channel.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use horde_proto::{Event, NackReason};
 
@@ -96,9 +96,12 @@ pub struct Live {
     /// Sender-side results of tagged ADUs (e.g. a video's I-frames), by tag.
     pub classes: BTreeMap<String, StreamLive>,
     tagged: BTreeMap<(u32, u64), String>,
-    /// ADUs declared lost, with their class if tagged, until a late ack or until
-    /// [`LATE_ACK_MEMORY`] newer losses push them out.
-    declared_lost: BTreeMap<(u32, u64), Option<String>>,
+    /// ADUs declared lost (stream, sequence, class if tagged), oldest first, until a
+    /// late ack or until [`LATE_ACK_MEMORY`] newer losses push them out. One block,
+    /// sized at the first loss and never grown: a map's nodes, made and freed as losses
+    /// come and go, filled over a sender's first minutes and were scattered over the
+    /// heap among an outage's ADUs.
+    declared_lost: VecDeque<(u32, u64, Option<String>)>,
     /// Payload size of each unresolved ADU, by (stream, stream_seq).
     sizes: BTreeMap<(u32, u64), u32>,
 }
@@ -142,9 +145,12 @@ impl Live {
                 self.sizes.remove(&(*stream, *stream_seq));
                 if *reason == NackReason::Lost {
                     let class = self.tagged.get(&(*stream, *stream_seq)).cloned();
-                    self.declared_lost.insert((*stream, *stream_seq), class);
+                    if self.declared_lost.capacity() == 0 {
+                        self.declared_lost.reserve_exact(LATE_ACK_MEMORY + 1);
+                    }
+                    self.declared_lost.push_back((*stream, *stream_seq, class));
                     if self.declared_lost.len() > LATE_ACK_MEMORY {
-                        self.declared_lost.pop_first();
+                        self.declared_lost.pop_front();
                     }
                 }
                 for s in self.targets(*stream, *stream_seq) {
@@ -177,7 +183,15 @@ impl Live {
                 channel,
                 ..
             } => {
-                let Some(class) = self.declared_lost.remove(&(*stream, *stream_seq)) else {
+                // Late acks are rare (a spurious loss), and the newest losses come last.
+                let Some(at) = self
+                    .declared_lost
+                    .iter()
+                    .rposition(|(s, q, _)| s == stream && q == stream_seq)
+                else {
+                    return;
+                };
+                let Some((_, _, class)) = self.declared_lost.remove(at) else {
                     return;
                 };
                 let mut out = vec![self.streams.entry(*stream).or_default()];
@@ -366,5 +380,44 @@ mod tests {
             latency: Duration::from_millis(300),
         });
         assert_eq!(l.streams[&1].late_acked, 1);
+    }
+
+    /// Losses are remembered for the last [`LATE_ACK_MEMORY`] of them, oldest out first,
+    /// in one block that never grows however many come and go.
+    #[test]
+    fn the_last_losses_are_remembered_in_one_block_of_fixed_size() {
+        let mut l = Live::default();
+        let n = 3 * LATE_ACK_MEMORY as u64;
+        for seq in 0..n {
+            l.on_queued(1, 100);
+            l.on_sender_event(&Event::Nack {
+                stream: 1,
+                adu: seq,
+                stream_seq: seq,
+                channel: Some(ChannelId::new(0)),
+                reason: NackReason::Lost,
+            });
+            if seq == 0 {
+                assert!(l.declared_lost.capacity() > LATE_ACK_MEMORY);
+            }
+        }
+        let capacity = l.declared_lost.capacity();
+        assert!(capacity <= 2 * LATE_ACK_MEMORY, "{capacity}");
+        let late = |l: &mut Live, seq: u64| {
+            l.on_sender_event(&Event::LateAck {
+                stream: 1,
+                adu: seq,
+                stream_seq: seq,
+                channel: ChannelId::new(0),
+                rtt: Duration::from_millis(300),
+                latency: Duration::from_millis(300),
+            });
+            l.streams[&1].late_acked
+        };
+        // Pushed out by newer losses: forgotten. Among the last ones: taken back.
+        assert_eq!(late(&mut l, n - LATE_ACK_MEMORY as u64 - 1), 0);
+        assert_eq!(late(&mut l, n - LATE_ACK_MEMORY as u64), 1);
+        assert_eq!(late(&mut l, n - 1), 2);
+        assert_eq!(l.declared_lost.capacity(), capacity);
     }
 }

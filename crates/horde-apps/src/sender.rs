@@ -13,6 +13,7 @@ use horde_workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use tokio::time::Instant;
 
 use crate::live::Live;
+use crate::payloads::PayloadChunks;
 use crate::stamp;
 
 /// One stream the sender runs.
@@ -173,11 +174,7 @@ pub async fn run_sender(
         }
         let w = p.workload.build(stream_seed(seed, p.id), max_adu)?;
         if w.is_bulk() {
-            let feeder = Feeder {
-                handle: handle.clone(),
-                live: live.clone(),
-                class_of: class_namer(p),
-            };
+            let feeder = Feeder::new(handle.clone(), live.clone(), class_namer(p));
             bulk.push(tokio::spawn(feed_bulk(feeder, p.id, w, start, end)));
         } else {
             timed.push((p.id, w));
@@ -185,13 +182,9 @@ pub async fn run_sender(
     }
     let mut next_tick = start + Duration::from_secs(1);
     let mut out: Vec<AduSpec> = Vec::new();
-    let feeders: Vec<Feeder> = plans
+    let mut feeders: Vec<Feeder> = plans
         .iter()
-        .map(|p| Feeder {
-            handle: handle.clone(),
-            live: live.clone(),
-            class_of: class_namer(p),
-        })
+        .map(|p| Feeder::new(handle.clone(), live.clone(), class_namer(p)))
         .collect();
     loop {
         let now = Instant::now();
@@ -204,7 +197,7 @@ pub async fn run_sender(
             if w.next_at().is_some_and(|d| d <= t) {
                 w.emit(t, &mut out);
             }
-            let feeder = &feeders[plans.iter().position(|p| p.id == *id).expect("planned")];
+            let feeder = &mut feeders[plans.iter().position(|p| p.id == *id).expect("planned")];
             for spec in out.drain(..) {
                 feeder.queue(*id, spec)?;
             }
@@ -324,10 +317,20 @@ struct Feeder {
     handle: ConnectionHandle,
     live: Arc<Mutex<Live>>,
     class_of: ClassOf,
+    payloads: PayloadChunks,
 }
 
 impl Feeder {
-    fn queue(&self, stream: u32, spec: AduSpec) -> Result<()> {
+    fn new(handle: ConnectionHandle, live: Arc<Mutex<Live>>, class_of: ClassOf) -> Self {
+        Self {
+            handle,
+            live,
+            class_of,
+            payloads: PayloadChunks::default(),
+        }
+    }
+
+    fn queue(&mut self, stream: u32, spec: AduSpec) -> Result<()> {
         let size = (spec.size as usize).max(stamp::STAMP_LEN);
         let mut l = self.live.lock().expect("live stats lock");
         let seq = l.on_queued(stream, size as u32);
@@ -335,7 +338,7 @@ impl Feeder {
             l.tag(stream, seq, &c);
         }
         drop(l);
-        let payload = stamp::payload(size, seq, stamp::unix_micros());
+        let payload = self.payloads.stamped(size, seq, stamp::unix_micros());
         self.handle.send_adu_nowait(stream, payload, spec.fields)?;
         Ok(())
     }
@@ -343,7 +346,7 @@ impl Feeder {
 
 /// Keep a bulk stream's queue between its back-pressure marks until `end`.
 async fn feed_bulk(
-    feeder: Feeder,
+    mut feeder: Feeder,
     id: u32,
     mut w: Box<dyn Workload>,
     start: Instant,

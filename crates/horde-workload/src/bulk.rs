@@ -31,8 +31,8 @@ impl Workload for Bulk {
 
     fn emit(&mut self, now: Duration, out: &mut Vec<AduSpec>) {
         for _ in 0..self.batch {
-            let fields = frame_fields("bulk", self.frame_seq);
-            push_frame(u64::from(self.adu_bytes), &fields, now, self.max_adu, out);
+            let fields = frame_fields("bulk", self.frame_seq, None);
+            push_frame(u64::from(self.adu_bytes), fields, now, self.max_adu, out);
             self.frame_seq += 1;
         }
     }

@@ -52,9 +52,9 @@ impl Workload for Ekg {
         while self.clock.next() <= now {
             let samples = self.samples_in(self.clock.index());
             if samples > 0 {
-                let fields = frame_fields("ekg", self.frame_seq);
+                let fields = frame_fields("ekg", self.frame_seq, None);
                 let bytes = samples * u64::from(self.bytes_per_sample);
-                push_frame(bytes, &fields, self.clock.next(), self.max_adu, out);
+                push_frame(bytes, fields, self.clock.next(), self.max_adu, out);
                 self.frame_seq += 1;
             }
             self.clock.advance();

@@ -40,10 +40,10 @@ impl Workload for ConstantFrames {
 
     fn emit(&mut self, now: Duration, out: &mut Vec<AduSpec>) {
         while self.clock.next() <= now {
-            let fields = frame_fields(self.media, self.clock.index());
+            let fields = frame_fields(self.media, self.clock.index(), None);
             push_frame(
                 u64::from(self.bytes),
-                &fields,
+                fields,
                 self.clock.next(),
                 self.max_adu,
                 out,

@@ -83,10 +83,9 @@ impl Workload for Video {
         while self.clock.next() <= now {
             let k = self.clock.index();
             let t = self.gop[(k % self.gop.len() as u64) as usize];
-            let mut fields = frame_fields("video", k);
-            fields.set("frame_type", Value::from(type_name(t)));
+            let fields = frame_fields("video", k, Some(Value::from(type_name(t))));
             let bytes = self.frame_bytes(t);
-            push_frame(bytes, &fields, self.clock.next(), self.max_adu, out);
+            push_frame(bytes, fields, self.clock.next(), self.max_adu, out);
             self.clock.advance();
         }
     }
