@@ -9,27 +9,18 @@
 //! size at which the allocator gives each block a mapping of its own, so a chunk that is
 //! let go goes back to the system.
 
-use std::collections::VecDeque;
-
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
+use horde_proto::chunks::ChunkPool;
 
 use crate::stamp::STAMP_LEN;
 
 /// Bytes of a chunk: the C allocator's mmap threshold as `horde` sets it.
 pub const CHUNK_BYTES: usize = 128 * 1024;
-/// Used-up chunks kept for reuse while payloads cut from them are still queued or in
-/// flight. A chunk pushed out of this list is freed by the last payload that holds it.
-const PARKED: usize = 3;
 
 /// Where the sender's payloads are cut from.
 #[derive(Debug)]
 pub struct PayloadChunks {
-    chunk_bytes: usize,
-    current: BytesMut,
-    parked: VecDeque<BytesMut>,
-    /// Chunks allocated, and chunks used again, since the start.
-    allocated: u64,
-    reused: u64,
+    pool: ChunkPool,
 }
 
 impl Default for PayloadChunks {
@@ -41,11 +32,7 @@ impl Default for PayloadChunks {
 impl PayloadChunks {
     pub fn new(chunk_bytes: usize) -> Self {
         Self {
-            chunk_bytes,
-            current: BytesMut::new(),
-            parked: VecDeque::new(),
-            allocated: 0,
-            reused: 0,
+            pool: ChunkPool::new(chunk_bytes),
         }
     }
 
@@ -53,57 +40,28 @@ impl PayloadChunks {
     /// (see [`crate::stamp`]); the rest is zeros.
     pub fn stamped(&mut self, size: usize, seq: u64, sent_us: u64) -> Bytes {
         let size = size.max(STAMP_LEN);
-        if self.current.capacity() - self.current.len() < size {
-            self.refill(size);
-        }
-        let start = self.current.len();
-        self.current.put_u64(sent_us);
-        self.current.put_u64(seq);
+        let chunk = self.pool.with_room(size);
+        let start = chunk.len();
+        chunk.put_u64(sent_us);
+        chunk.put_u64(seq);
         // A reused chunk holds old payloads' bytes: zero the rest explicitly.
-        self.current.resize(start + size, 0);
-        self.current.split().freeze()
-    }
-
-    /// A chunk with room for `need` bytes: the used-up current one if nothing holds a
-    /// payload of it any more, else a parked one that is free now, else a new one.
-    fn refill(&mut self, need: usize) {
-        let size = self.chunk_bytes.max(need);
-        if self.current.try_reclaim(size) {
-            self.reused += 1;
-            return;
-        }
-        // Before the first allocation `current` is empty, not a chunk.
-        let used = (self.allocated > 0).then(|| std::mem::take(&mut self.current));
-        let free = self.parked.iter_mut().position(|c| c.try_reclaim(size));
-        self.current = match free.and_then(|i| self.parked.remove(i)) {
-            Some(c) => {
-                self.reused += 1;
-                c
-            }
-            None => {
-                self.allocated += 1;
-                BytesMut::with_capacity(size)
-            }
-        };
-        if let Some(used) = used {
-            self.parked.push_back(used);
-            if self.parked.len() > PARKED {
-                self.parked.pop_front();
-            }
-        }
+        chunk.resize(start + size, 0);
+        chunk.split().freeze()
     }
 
     pub fn allocated(&self) -> u64 {
-        self.allocated
+        self.pool.allocated()
     }
 
     pub fn reused(&self) -> u64 {
-        self.reused
+        self.pool.reused()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use super::*;
     use crate::stamp;
 

@@ -4,35 +4,21 @@
 //! every few seconds fragmented the allocator's heap, and a host's resident memory crept
 //! up in a long run although what it held stayed the same (`docs/results.md`, "Soak").
 
-use std::collections::VecDeque;
 use std::ops::Range;
 
-use bytes::{Buf, Bytes, BytesMut};
-
-/// Used-up chunks kept for reuse while payloads cut from them are still held (by a
-/// session's reorder buffer or an application that has not read them yet). A chunk
-/// pushed out of this list is not freed by it: the payloads still holding it free it.
-const PARKED: usize = 3;
+use bytes::{Buf, Bytes};
+use horde_proto::chunks::ChunkPool;
 
 /// Where decrypted payloads are cut from.
 #[derive(Debug)]
 pub struct PlaintextChunks {
-    chunk_size: usize,
-    current: BytesMut,
-    parked: VecDeque<BytesMut>,
-    /// Chunks allocated, and chunks used again, since the start.
-    allocated: u64,
-    reused: u64,
+    pool: ChunkPool,
 }
 
 impl PlaintextChunks {
     pub fn new(chunk_size: usize) -> Self {
         Self {
-            chunk_size,
-            current: BytesMut::new(),
-            parked: VecDeque::new(),
-            allocated: 0,
-            reused: 0,
+            pool: ChunkPool::new(chunk_size),
         }
     }
 
@@ -52,65 +38,36 @@ impl PlaintextChunks {
         datagram: &[u8],
         open: impl FnOnce(&mut [u8]) -> Result<Range<usize>, E>,
     ) -> Result<Bytes, E> {
-        if self.current.capacity() - self.current.len() < datagram.len() {
-            self.refill(datagram.len());
-        }
-        let start = self.current.len();
-        self.current.extend_from_slice(datagram);
-        match open(&mut self.current[start..]) {
+        let chunk = self.pool.with_room(datagram.len());
+        let start = chunk.len();
+        chunk.extend_from_slice(datagram);
+        match open(&mut chunk[start..]) {
             Ok(at) => {
-                self.current.truncate(start + at.end);
-                let mut out = self.current.split();
+                chunk.truncate(start + at.end);
+                let mut out = chunk.split();
                 out.advance(start + at.start);
                 Ok(out.freeze())
             }
             Err(e) => {
-                self.current.truncate(start);
+                chunk.truncate(start);
                 Err(e)
             }
         }
     }
 
-    /// A chunk with room for `need` bytes: the used-up current one if nothing holds a
-    /// payload of it any more, else a parked one that is free now, else a new one.
-    fn refill(&mut self, need: usize) {
-        let size = self.chunk_size.max(need);
-        if self.current.try_reclaim(size) {
-            self.reused += 1;
-            return;
-        }
-        // Before the first allocation `current` is empty, not a chunk.
-        let used = (self.allocated > 0).then(|| std::mem::take(&mut self.current));
-        let free = self.parked.iter_mut().position(|c| c.try_reclaim(size));
-        self.current = match free.and_then(|i| self.parked.remove(i)) {
-            Some(c) => {
-                self.reused += 1;
-                c
-            }
-            None => {
-                self.allocated += 1;
-                BytesMut::with_capacity(size)
-            }
-        };
-        if let Some(used) = used {
-            self.parked.push_back(used);
-            if self.parked.len() > PARKED {
-                self.parked.pop_front();
-            }
-        }
-    }
-
     pub fn allocated(&self) -> u64 {
-        self.allocated
+        self.pool.allocated()
     }
 
     pub fn reused(&self) -> u64 {
-        self.reused
+        self.pool.reused()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+
     use super::*;
 
     const CHUNK: usize = 4096;

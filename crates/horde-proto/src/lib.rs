@@ -95,6 +95,7 @@
 
 pub mod cc;
 mod channel;
+pub mod chunks;
 mod endpoint;
 mod estimator;
 mod event;
