@@ -55,6 +55,14 @@ struct Sender {
 }
 
 impl Sender {
+    fn new(endpoint: MessageEndpoint) -> Self {
+        Self {
+            endpoint,
+            early: HashMap::new(),
+            fates: HashMap::new(),
+        }
+    }
+
     /// Reads events until `done` holds or `limit` passes.
     async fn until(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
         let end = Instant::now() + limit;
@@ -125,11 +133,7 @@ async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fa
         .unwrap();
     let receiver_handle = receiver.handle();
     let mut received = collect_received(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
 
     // A bulk message without deadline keeps the channels busy so that their rate
     // estimates grow to what the links carry.
@@ -313,11 +317,7 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
         .await
         .unwrap();
     let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
     while sender.endpoint.estimates().iter().all(|e| e.rate <= 0.0) {
         sleep(Duration::from_millis(20)).await;
     }
@@ -428,11 +428,7 @@ async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
     let receiver = MessageEndpoint::new(s.accepted, config).await.unwrap();
     let receiver_handle = receiver.handle();
     let mut received = collect_received(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
     let big = sender.endpoint.send(3, None, payload(3, 400_000)).unwrap();
     sleep(Duration::from_millis(1500)).await;
     assert_eq!(sender.endpoint.withdrawn_pieces(), 0);
@@ -491,11 +487,7 @@ async fn a_message_read_from_a_file_arrives_whole_and_a_short_file_cancels_its_m
     let sender = MessageEndpoint::new(s.conn, config.clone()).await.unwrap();
     let receiver = MessageEndpoint::new(s.accepted, config).await.unwrap();
     let mut received = collect_received(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
     let dir = std::env::temp_dir().join(format!("horde-message-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("message.bin");
@@ -702,11 +694,7 @@ async fn a_large_first_message_is_admitted_at_start_up_and_arrives_in_time() {
         .await
         .unwrap();
     let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
     let within = Duration::from_secs(4);
     let submitted = Instant::now();
     let estimates = sender.endpoint.estimates();
@@ -798,11 +786,7 @@ async fn an_impossible_message_at_start_up_is_refused_or_fires_early_never_late(
         .await
         .unwrap();
     let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender {
-        endpoint: sender,
-        early: HashMap::new(),
-        fates: HashMap::new(),
-    };
+    let mut sender = Sender::new(sender);
     let first = refused_or_early(&mut sender, &mut arrivals).await;
 
     // Pieces on every channel, far less than their start windows.
