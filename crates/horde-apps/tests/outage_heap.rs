@@ -62,6 +62,17 @@ const ADU_BYTES: usize = 100;
 /// blocks) and a share of the statistics' per-ADU map.
 const MAX_BLOCKS_PER_ADU: f64 = 2.5;
 
+/// Stream 1's ADU `seq` pushed out of the full queue.
+fn overflowed(seq: u64) -> Event {
+    Event::Nack {
+        stream: 1,
+        adu: seq,
+        stream_seq: seq,
+        channel: None,
+        reason: NackReason::QueueOverflow,
+    }
+}
+
 #[test]
 fn an_outage_s_queued_adus_hold_few_small_heap_blocks() {
     let held_max = QUEUE_BYTES / ADU_BYTES;
@@ -84,13 +95,7 @@ fn an_outage_s_queued_adus_hold_few_small_heap_blocks() {
             queue.push_back((seq, payload, a.fields));
             if queue.len() > held_max {
                 let (seq, _, _) = queue.pop_front().unwrap();
-                live.on_sender_event(&Event::Nack {
-                    stream: 1,
-                    adu: seq,
-                    stream_seq: seq,
-                    channel: None,
-                    reason: NackReason::QueueOverflow,
-                });
+                live.on_sender_event(&overflowed(seq));
             }
         }
     };
@@ -106,13 +111,7 @@ fn an_outage_s_queued_adus_hold_few_small_heap_blocks() {
     let held_before = queue.len();
     // Drain the queue, as the links coming back would, then one second of outage.
     while let Some((seq, _, _)) = queue.pop_front() {
-        live.on_sender_event(&Event::Nack {
-            stream: 1,
-            adu: seq,
-            stream_seq: seq,
-            channel: None,
-            reason: NackReason::QueueOverflow,
-        });
+        live.on_sender_event(&overflowed(seq));
     }
     let empty = SMALL_BLOCKS.load(Ordering::Relaxed);
     while t < Duration::from_millis(1400) {

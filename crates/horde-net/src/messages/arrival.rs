@@ -179,13 +179,7 @@ impl Tracks {
             return half_rtt;
         };
         let measured = landing + DEVIATION_MARGIN * t.landing_dev;
-        // In start-up the measured delivery lags a window that doubles each round trip;
-        // the bytes in flight drain at least at the controller's rate.
-        let drain = if self.startup(c).is_some() {
-            t.delivery_rate.max(c.rate_bytes_per_s)
-        } else {
-            t.delivery_rate
-        };
+        let drain = self.drain_rate(c, t);
         let predicted = match (in_flight_bytes(c), t.min_rtt) {
             (Some(bytes), Some(min_rtt)) if drain > 0.0 => {
                 bytes / drain - min_rtt.as_secs_f64() / 2.0
@@ -193,6 +187,17 @@ impl Tracks {
             _ => 0.0,
         };
         measured.max(predicted).max(0.0)
+    }
+
+    /// How fast `c`'s bytes in flight drain, bytes/s: what our pieces were measured to get
+    /// through; in start-up at least the controller's rate, since the measure lags a
+    /// window that doubles each round trip.
+    fn drain_rate(&self, c: &ChannelStatus, t: &Track) -> f64 {
+        if self.startup(c).is_some() {
+            t.delivery_rate.max(c.rate_bytes_per_s)
+        } else {
+            t.delivery_rate
+        }
     }
 
     /// What `c` is expected to carry, bytes/s: its controller's rate, which can be several
@@ -314,12 +319,8 @@ impl Tracks {
             let Some(min_rtt) = t.min_rtt else {
                 return false;
             };
-            let drain = if self.startup(c).is_some() {
-                t.delivery_rate.max(c.rate_bytes_per_s)
-            } else {
-                t.delivery_rate
-            };
-            t.delivery_rate > 0.0 && bytes > drain * (min_rtt + queue_ahead).as_secs_f64()
+            t.delivery_rate > 0.0
+                && bytes > self.drain_rate(c, t) * (min_rtt + queue_ahead).as_secs_f64()
         })
     }
 

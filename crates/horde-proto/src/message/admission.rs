@@ -172,7 +172,8 @@ mod tests {
         assert_eq!(cap.pieces_by(ms(40)), 0);
         assert_eq!(cap.pieces_by(ms(150)), 14); // 10 / ln 2
         assert_eq!(cap.pieces_by(ms(450)), 216); // 150 / ln 2
-                                                 // A steady channel at the same rate lands 40 by then.
+
+        // A steady channel at the same rate lands 40 by then.
         let steady = [ChannelEstimate::steady(100_000.0, ms(50))];
         assert_eq!(
             Capacity {
