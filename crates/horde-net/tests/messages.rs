@@ -686,7 +686,28 @@ fn start_up_links() -> Vec<(&'static str, LinkSpec, LinkSpec)> {
 /// whole by its deadline without an early callback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_first_message_is_admitted_at_start_up_and_arrives_in_time() {
-    let s = common::setup(&start_up_links(), ChannelConfig::default()).await;
+    first_message_at_start_up(None).await;
+}
+
+/// The same first call after the connection idled for 25 keepalive intervals: the
+/// keepalives' round trips are not the start-up's, so it is admitted as on a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_first_message_after_an_idle_spell_is_admitted_on_the_start_up() {
+    first_message_at_start_up(Some(Duration::from_millis(2_500))).await;
+}
+
+/// Sends 2 MB due in 4 s as a connection's first message, after `idle` with keepalives
+/// every 100 ms when given, and checks it is admitted and arrives in time.
+async fn first_message_at_start_up(idle: Option<Duration>) {
+    let s = common::setup_with(&start_up_links(), ChannelConfig::default(), |c| {
+        if idle.is_some() {
+            c.session.keepalive_ms = 100.0;
+        }
+    })
+    .await;
+    if let Some(idle) = idle {
+        sleep(idle).await;
+    }
     let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
         .await
         .unwrap();

@@ -27,7 +27,10 @@ async fn run(with_objective: bool) -> (f64, f64) {
     ];
     let directed: horde_net::SchedulerFactory =
         Arc::new(|| Box::new(Directed::default()) as Box<dyn Scheduler>);
-    let s = setup_with(&links, ChannelConfig::default(), Some(directed)).await;
+    let s = setup_with(&links, ChannelConfig::default(), |c| {
+        c.scheduler = Some(directed)
+    })
+    .await;
     let (handle, mut events) = s.conn.split();
     for id in [1, 2] {
         handle

@@ -30,14 +30,15 @@ pub struct Setup {
 /// Server with one socket, client with one socket per link; each link goes through the
 /// emulator when `links` are given (name, up, down).
 pub async fn setup(links: &[(&str, LinkSpec, LinkSpec)], channel: ChannelConfig) -> Setup {
-    setup_with(links, channel, None).await
+    setup_with(links, channel, |_| {}).await
 }
 
-/// As [`setup`], with the client's scheduler chosen.
+/// As [`setup`], with the client's host configured further by `client` (its scheduler,
+/// its session's timers).
 pub async fn setup_with(
     links: &[(&str, LinkSpec, LinkSpec)],
     channel: ChannelConfig,
-    scheduler: Option<horde_net::SchedulerFactory>,
+    client: impl FnOnce(&mut HostConfig),
 ) -> Setup {
     let ck = Keypair::generate();
     let sk = Keypair::generate();
@@ -48,7 +49,7 @@ pub async fn setup_with(
         ck,
         links.iter().map(|_| InterfaceConfig::new(lo())).collect(),
     );
-    client_cfg.scheduler = scheduler;
+    client(&mut client_cfg);
     let client = Host::bind(client_cfg).await.unwrap();
     let server_addr = server.local_addrs()[0];
     let toml: String = links

@@ -213,6 +213,23 @@ fn message_estimate(ch: &Channel) -> crate::message::ChannelEstimate {
     }
 }
 
+/// A packet's ADUs when it carries one: the start-up counts only round trips of data.
+fn one_adu(adu: u64) -> [SentAdu; 1] {
+    [SentAdu {
+        adu,
+        stream: 1,
+        stream_seq: adu,
+        inserted: Duration::ZERO,
+        history: None,
+        payload: 1_000,
+    }]
+}
+
+/// The number the channel's next packet will carry, as an ADU number that never repeats.
+fn seq_no(ch: &Channel) -> u64 {
+    ch.stats.packets_sent
+}
+
 #[test]
 fn an_application_limited_channel_long_after_its_start_is_not_judged_on_a_doubling() {
     use crate::message::{MessageConfig, MessageError, MessageScheduler, MessageSpec, Refusal};
@@ -237,7 +254,7 @@ fn an_application_limited_channel_long_after_its_start_is_not_judged_on_a_doubli
         }
         link.run(now, &mut rx, &mut tx, &mut out);
         while backlog > 0 && tx.real_slot_count(now) > 0 {
-            let seq = tx.on_send(now, 1200, &[]);
+            let seq = tx.on_send(now, 1200, &one_adu(seq_no(&tx)));
             link.send(now, seq, 1200);
             backlog -= 1;
         }
@@ -286,7 +303,7 @@ fn a_first_burst_counts_its_start_up_doubling_until_the_path_is_met() {
         let now = t(ms);
         link.run(now, &mut rx, &mut tx, &mut out);
         while tx.real_slot_count(now) > 0 {
-            let seq = tx.on_send(now, 1200, &[]);
+            let seq = tx.on_send(now, 1200, &one_adu(seq_no(&tx)));
             link.send(now, seq, 1200);
         }
         match tx.startup() {
@@ -300,4 +317,28 @@ fn a_first_burst_counts_its_start_up_doubling_until_the_path_is_met() {
     let over_at = over_at.expect("the start-up never ended");
     // Ten packets to a 10 kB path plus 20 kB of queue: a few round trips of 100 ms.
     assert!((200..=1_500).contains(&over_at), "over at {over_at} ms");
+}
+
+#[test]
+fn keepalives_on_an_idle_channel_leave_its_start_up_whole() {
+    // A channel that carries nothing but a keepalive ping a second for 30 s: thirty
+    // acked round trips, none of them the application's. A large first message after
+    // the idle spell is still judged on the start-up's full doubling.
+    let config = ChannelConfig::default();
+    let mut tx = Channel::new(ChannelId::new(0), 0, addr(), config.clone(), t(0));
+    let mut rx = Channel::new(ChannelId::new(0), 0, addr(), config, t(0));
+    let mut link = Link::new(100_000.0, 40_000.0, t(50));
+    let mut out = Vec::new();
+    for ms in 0..30_000 {
+        let now = t(ms);
+        link.run(now, &mut rx, &mut tx, &mut out);
+        if ms.is_multiple_of(1_000) {
+            tx.mark_app_limited();
+            let seq = tx.on_send(now, 40, &[]);
+            link.send(now, seq, 40);
+        }
+    }
+    assert!(tx.stats.acked >= 29, "the pings were not acked");
+    let startup = tx.startup().expect("keepalives used up the start-up");
+    assert_eq!(startup.rounds_left, STARTUP_ROUNDS);
 }

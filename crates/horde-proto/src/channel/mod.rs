@@ -666,6 +666,9 @@ impl Channel {
         // time the ack waited (its delay is reported); the others' would inflate srtt.
         let largest_only = self.config.acks.sample_largest_only();
         let sampled = |seq: u64| !largest_only || seq == ack.largest;
+        // Whether the ack covers a packet with ADUs: pings and probes carry none, and a
+        // keepalive's round trip is not one of the start-up's.
+        let mut data_acked = false;
         let frame = self.sent.on_ack(
             now,
             ack,
@@ -675,6 +678,7 @@ impl Channel {
             |seq, p, adus, resolution| {
                 match resolution {
                     Resolution::Acked { rtt: r } => {
+                        data_acked |= !adus.is_empty();
                         if sampled(seq) {
                             rtt.on_sample(now, r);
                             if p.found_empty {
@@ -700,7 +704,9 @@ impl Channel {
             self.delivery_max.on_sample(now, r.delivery_rate);
             self.queue_bound
                 .on_delivery_rate(now, r.delivery_rate, r.app_limited);
-            self.sent.startup.on_rate_sample(r);
+            if data_acked {
+                self.sent.startup.on_rate_sample(r);
+            }
         }
         if frame.acked_bytes > 0 {
             self.last_progress = now;
