@@ -1,8 +1,9 @@
 //! A bulk TCP download at segment level: Cubic congestion control (RFC 9438), or
 //! NewReno's (RFC 5681: halve on loss, one segment per RTT), with SACK loss recovery
-//! (RFC 6675) and a 200 ms minimum RTO, as the Linux 2.6 sender of the dissertation's FTP
-//! runs behaves, and a receiver that acknowledges every second segment
-//! and at once when data arrives out of order.
+//! (RFC 6675), as the Linux 2.6 sender of the dissertation's FTP runs behaves: a
+//! retransmission timeout of the smoothed RTT plus at least 200 ms, lost retransmissions
+//! found from later SACKed segments, slow start after a timeout; and a receiver that
+//! acknowledges every second segment and at once when data arrives out of order.
 //!
 //! The FTP of the CHAP experiments uses it instead of the flow simulator's smoltcp:
 //! smoltcp retransmits one segment per three duplicate ACKs, ignores SACK and waits at
@@ -10,7 +11,7 @@
 //! a few Mbit/s where the dissertation's Cubic holds 23 Mbit/s (docs/chap-experiments.md).
 //! Segments are numbered, not byte-addressed, and the handshake is not modelled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// Payload bytes of a full segment (1500-byte IP packets, 40 bytes of headers).
@@ -55,9 +56,14 @@ pub struct Sender {
     sacked: BTreeSet<u64>,
     /// Segments deemed lost and not yet sent again.
     lost: BTreeSet<u64>,
-    /// Segments sent again since they were last deemed lost.
-    resent: BTreeSet<u64>,
+    /// Segments sent again since they were last deemed lost, each with the first
+    /// segment number not yet sent when it was resent.
+    resent: BTreeMap<u64, u64>,
+    /// Fast recovery: the window holds until this segment is acknowledged.
     recovery_until: Option<u64>,
+    /// Loss recovery after a timeout: the window slow-starts, and no hole found before
+    /// this segment is acknowledged lowers it again.
+    loss_until: Option<u64>,
     /// Send time of segments sent once (Karn: retransmissions give no RTT sample).
     sent_at: std::collections::BTreeMap<u64, Duration>,
     srtt: Option<Duration>,
@@ -86,8 +92,9 @@ impl Sender {
             next_new: 0,
             sacked: BTreeSet::new(),
             lost: BTreeSet::new(),
-            resent: BTreeSet::new(),
+            resent: BTreeMap::new(),
             recovery_until: None,
+            loss_until: None,
             sent_at: Default::default(),
             srtt: None,
             rttvar: Duration::ZERO,
@@ -110,7 +117,7 @@ impl Sender {
     pub fn transmit(&mut self, now: Duration, out: &mut Vec<u64>) {
         while self.pipe() < self.cwnd.floor().max(1.0) {
             let seg = if let Some(s) = self.lost.pop_first() {
-                self.resent.insert(s);
+                self.resent.insert(s, self.next_new);
                 self.sent_at.remove(&s);
                 self.retransmissions += 1;
                 s
@@ -140,7 +147,10 @@ impl Sender {
             }
         }
         let srtt = self.srtt.unwrap_or(rtt);
-        self.rto = (srtt + 4 * self.rttvar).clamp(MIN_RTO, MAX_RTO);
+        // Linux's floor: the minimum bounds the variance term, not the whole timeout, so a
+        // long path waits at least its RTT plus 200 ms (RFC 6298's floor on the whole
+        // timeout fires within fast recovery, before the first resend can come back).
+        self.rto = (srtt + (4 * self.rttvar).max(MIN_RTO)).min(MAX_RTO);
     }
 
     fn on_congestion(&mut self, now: Duration) {
@@ -205,6 +215,10 @@ impl Sender {
         if self.recovery_until.is_some_and(|r| self.una >= r) {
             self.recovery_until = None;
         }
+        if self.loss_until.is_some_and(|r| self.una >= r) {
+            self.loss_until = None;
+        }
+        self.mark_lost_retransmissions();
         // RFC 6675: a hole with DupThresh SACKed segments above it is lost.
         let mut newly_lost = false;
         if self.sacked.len() >= DUP_THRESH {
@@ -215,12 +229,13 @@ impl Sender {
                 .nth(DUP_THRESH - 1)
                 .expect("len checked");
             for s in self.una..threshold {
-                if !self.sacked.contains(&s) && !self.resent.contains(&s) && self.lost.insert(s) {
+                if !self.sacked.contains(&s) && !self.resent.contains_key(&s) && self.lost.insert(s)
+                {
                     newly_lost = true;
                 }
             }
         }
-        if newly_lost && self.recovery_until.is_none() {
+        if newly_lost && self.recovery_until.is_none() && self.loss_until.is_none() {
             self.on_congestion(now);
         } else if self.recovery_until.is_none() {
             self.grow(now, acked);
@@ -232,11 +247,40 @@ impl Sender {
         self.rto_at
     }
 
+    /// A resent segment whose resend went out before a segment now SACKed was lost
+    /// again: on a path that keeps order it would have arrived first. This is Linux's
+    /// lost-retransmission detection (tcp_mark_lost_retrans); without it every lost
+    /// retransmission waits for the timeout.
+    fn mark_lost_retransmissions(&mut self) {
+        let Some(&highest) = self.sacked.last() else {
+            return;
+        };
+        let again: Vec<u64> = self
+            .resent
+            .iter()
+            .filter(|&(_, &sent_before)| highest >= sent_before)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in again {
+            self.resent.remove(&s);
+            self.lost.insert(s);
+        }
+    }
+
     /// The retransmission timer fired: everything outstanding is lost, the window
     /// restarts from one segment.
     pub fn on_timeout(&mut self, now: Duration, out: &mut Vec<u64>) {
         self.timeouts += 1;
-        self.on_congestion(now);
+        // As Linux's tcp_enter_loss: the threshold is lowered when the timeout opens a loss
+        // episode, not again when fast recovery has lowered it already or for a backed-off
+        // repeat. The window then slow-starts (RFC 5681), it does not hold at one segment
+        // until everything outstanding is acknowledged.
+        if self.recovery_until.is_none() && self.loss_until.is_none() {
+            self.on_congestion(now);
+        }
+        self.epoch = None;
+        self.recovery_until = None;
+        self.loss_until = Some(self.next_new);
         self.cwnd = 1.0;
         self.resent.clear();
         self.lost = (self.una..self.next_new)
@@ -359,6 +403,97 @@ mod tests {
         // Out of order: at once, with the segment held.
         let a = r.on_data(ms(2), 3).unwrap();
         assert_eq!((a.cumulative, a.sacked), (2, vec![3]));
+    }
+
+    #[test]
+    fn a_long_path_times_out_no_sooner_than_its_rtt_plus_the_minimum() {
+        let mut s = Sender::default();
+        for _ in 0..50 {
+            s.sample_rtt(ms(300));
+        }
+        // A steady 300 ms path: the variance is near zero, the floor keeps 200 ms of room.
+        assert!(s.rto >= ms(499), "{:?}", s.rto);
+        let mut short = Sender::default();
+        for _ in 0..50 {
+            short.sample_rtt(ms(4));
+        }
+        assert!(
+            short.rto >= ms(200) && short.rto < ms(210),
+            "{:?}",
+            short.rto
+        );
+    }
+
+    #[test]
+    fn after_a_timeout_each_acknowledged_segment_grows_the_window() {
+        let mut s = Sender::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        out.clear();
+        s.on_timeout(ms(1000), &mut out);
+        assert_eq!(out, vec![0]);
+        // Segment 0 is acknowledged; slow start sends two more, not one.
+        out.clear();
+        let ack = Ack {
+            cumulative: 1,
+            sacked: vec![],
+        };
+        s.on_ack(ms(1300), &ack, &mut out);
+        assert_eq!(out, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_timeout_in_fast_recovery_keeps_the_threshold_recovery_set() {
+        let mut s = Sender::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        let mut r = Receiver::default();
+        let acks: Vec<Ack> = (0..10)
+            .filter(|&x| x != 2)
+            .filter_map(|seg| r.on_data(ms(5), seg))
+            .collect();
+        for a in &acks {
+            s.on_ack(ms(10), a, &mut out);
+        }
+        let threshold = s.ssthresh;
+        assert!(
+            s.recovery_until.is_some() && threshold < 10.0,
+            "{threshold}"
+        );
+        s.on_timeout(ms(1000), &mut out);
+        assert_eq!(s.ssthresh, threshold);
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_resent_when_later_segments_are_sacked() {
+        let mut s = Sender::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        let mut r = Receiver::default();
+        let acks: Vec<Ack> = (0..10)
+            .filter(|&x| x != 2)
+            .filter_map(|seg| r.on_data(ms(5), seg))
+            .collect();
+        out.clear();
+        for a in &acks {
+            s.on_ack(ms(10), a, &mut out);
+        }
+        // Segment 2 is resent, and new segments after it; the resend is lost, every new
+        // segment arrives.
+        let resend = out.iter().position(|&x| x == 2).expect("resent");
+        assert!(out[resend + 1..].iter().any(|&x| x >= 10), "{out:?}");
+        let later: Vec<u64> = out.iter().copied().filter(|&x| x >= 10).collect();
+        assert!(!later.is_empty(), "{out:?}");
+        let acks: Vec<Ack> = later
+            .iter()
+            .filter_map(|&seg| r.on_data(ms(15), seg))
+            .collect();
+        out.clear();
+        for a in &acks {
+            s.on_ack(ms(20), a, &mut out);
+        }
+        assert!(out.contains(&2), "resent again without a timeout: {out:?}");
+        assert_eq!((s.retransmissions, s.timeouts), (2, 0));
     }
 
     /// The window after a loss at 20 segments, then `acks` ACKs of one segment each.
