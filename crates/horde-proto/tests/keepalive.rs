@@ -92,3 +92,122 @@ fn an_unused_channel_is_kept_alive_while_another_channel_probes() {
     // Keepalive 1 s, plus the ack delay and a timer's rounding.
     assert!(longest <= ms(1_100), "channel 1 silent for {longest:?}");
 }
+
+/// What one end sent in the idle window, by packet type (the low nibble of a datagram's
+/// first byte), per channel: `[initiator, responder]`.
+type Counts = [std::collections::BTreeMap<(u16, u8), u32>; 2];
+
+/// A client with three channels sends one ADU, then nothing. The server's keepalive is
+/// 1 s and its idle timeout three of them; the client's keepalive is `client_keepalive_ms`
+/// (0: off). Counts every datagram either end sends on each channel over `intervals`
+/// whole seconds once the first rounds are over; also returns how many channel-seconds
+/// that is.
+fn idle_datagrams(client_keepalive_ms: f64, intervals: u64) -> (Counts, u64) {
+    const CHANNELS: u16 = 3;
+    let endpoint = |keepalive_ms| EndpointConfig {
+        session: horde_proto::SessionConfig {
+            keepalive_ms,
+            idle_timeout_ms: 3_000.0,
+            ..horde_proto::SessionConfig::default()
+        },
+        ..EndpointConfig::default()
+    };
+    let mut net = Harness::new(5);
+    net.set_default_path(horde_proto::harness::PathConfig::delay(ms(10)));
+    let srv = net.add_node(endpoint(1_000.0), CHANNELS);
+    net.listen(srv, 7, ServerConfig::uniform(ChannelConfig::default()));
+    let cli = net.add_node(endpoint(client_keepalive_ms), CHANNELS);
+    let channels = (0..CHANNELS)
+        .map(|i| ChannelSpec {
+            local: i,
+            remote: Harness::addr(srv, i),
+            config: ChannelConfig::default(),
+        })
+        .collect();
+    let c = net
+        .connect(
+            cli,
+            ConnectOptions {
+                service: 7,
+                channels,
+                ..ConnectOptions::default()
+            },
+        )
+        .unwrap();
+    let (start, end) = (ms(5_000), ms(5_000 + 1_000 * intervals));
+    let counts: Rc<RefCell<Counts>> = Rc::default();
+    let seen = counts.clone();
+    net.set_drop_filter(move |s| {
+        if s.at >= start && s.at < end {
+            let end = usize::from(s.from != cli);
+            let key = (s.src.port() % 100, s.bytes[0] & 0x0f);
+            *seen.borrow_mut()[end].entry(key).or_default() += 1;
+        }
+        false
+    });
+    net.run_until(ms(500));
+    let now = net.now();
+    let session = net.session_mut(cli, c);
+    session
+        .open_stream(1, horde_proto::StreamConfig::default())
+        .unwrap();
+    session
+        .send_adu(
+            now,
+            1,
+            bytes::Bytes::from_static(b"one ADU"),
+            horde_policy::Fields::new(),
+        )
+        .unwrap();
+    net.run_until(end + ms(100));
+    assert!(net.session(cli, c).is_connected(), "the session ended");
+    let counts = counts.borrow().clone();
+    (counts, intervals * u64::from(CHANNELS))
+}
+
+/// An idle channel costs one ping and its ack per keepalive interval: the initiator
+/// pings, and the responder, whose ack of that ping is what it sends on the channel,
+/// has no keepalive of its own to send.
+#[test]
+fn an_idle_channel_costs_one_ping_and_one_ack_per_interval() {
+    let (counts, channel_intervals) = idle_datagrams(1_000.0, 10);
+    let total: u32 = counts.iter().flat_map(|c| c.values()).sum();
+    eprintln!(
+        "initiator sent {:?}, responder sent {:?}: {total} datagrams over {channel_intervals} \
+         channel intervals (types: 3 data, 4 ack, 5 ping, 9 window)",
+        counts[0], counts[1]
+    );
+    // Two per channel and interval, and a channel's phase may put one more round of
+    // each in the window.
+    assert!(
+        u64::from(total) <= 2 * channel_intervals + 6,
+        "{total} datagrams over {channel_intervals} idle channel intervals"
+    );
+}
+
+/// A client that sends no keepalives still keeps its session: the server, waiting twice
+/// its interval when it is not pinged, pings each channel itself (before its idle timeout
+/// of three intervals), and the client's acks keep the server's idle timer going.
+#[test]
+fn the_responder_pings_an_initiator_that_does_not() {
+    let (counts, channel_intervals) = idle_datagrams(0.0, 10);
+    eprintln!(
+        "initiator sent {:?}, responder sent {:?}",
+        counts[0], counts[1]
+    );
+    let pings = |end: usize| -> u32 {
+        counts[end]
+            .iter()
+            .filter(|((_, kind), _)| *kind == 5)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(pings(0), 0, "the client's keepalive is off");
+    // One ping per channel every two intervals.
+    let expected = channel_intervals / 2;
+    assert!(
+        (expected - 3..=expected + 3).contains(&u64::from(pings(1))),
+        "the server sent {} pings over {channel_intervals} channel intervals",
+        pings(1)
+    );
+}

@@ -9,6 +9,10 @@ use super::{ms, PendingTx, Session, State};
 use crate::event::{CloseReason, Event};
 use crate::timers::{Deadlines, Timer};
 
+/// The responder's keepalive interval in units of `keepalive_ms` (see
+/// [`Session::keepalive_interval`]).
+const RESPONDER_KEEPALIVE_FACTOR: u32 = 2;
+
 impl Session {
     /// The work of [`Session::handle_timeout`]. Returns whether any timer ran.
     pub(super) fn run_due_timers(&mut self, now: Duration) -> bool {
@@ -99,7 +103,7 @@ impl Session {
                     return false;
                 }
                 if self.life.state == State::Connected && table.is_due(Timer::Keepalive, now) {
-                    let interval = ms(self.config.keepalive_ms);
+                    let interval = self.keepalive_interval();
                     for idx in 0..self.channels.len() {
                         if self.channels[idx].last_sent() + interval > now {
                             continue;
@@ -165,8 +169,28 @@ impl Session {
         if self.config.keepalive_ms <= 0.0 {
             return None;
         }
-        self.channels
-            .keepalive_deadline(ms(self.config.keepalive_ms))
+        self.channels.keepalive_deadline(self.keepalive_interval())
+    }
+
+    /// How long a channel stays silent before this end pings it. The initiator pings
+    /// after `keepalive_ms`; the responder waits twice as long, so that the initiator's
+    /// pings, which it acknowledges, keep it from pinging at all: an idle channel costs a
+    /// ping and an ack per interval, not a ping and an ack from each end. The responder
+    /// still pings a peer that does not (its keepalive off or longer), and never waits so
+    /// long that less than one interval would remain before its own idle timeout. Each
+    /// end still notices a vanished peer: the responder by its idle timeout, the
+    /// initiator by its unanswered pings.
+    fn keepalive_interval(&self) -> Duration {
+        let interval = ms(self.config.keepalive_ms);
+        if self.is_client {
+            return interval;
+        }
+        let mut wait = interval * RESPONDER_KEEPALIVE_FACTOR;
+        if self.config.idle_timeout_ms > 0.0 {
+            let before_idle = ms(self.config.idle_timeout_ms).saturating_sub(interval);
+            wait = wait.min(before_idle.max(interval));
+        }
+        wait
     }
 
     /// Read the derived timers again from the channels, streams and recovery layer.
