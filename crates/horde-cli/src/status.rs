@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use horde_config::input::Kind;
 use horde_crypto::KeyStatus;
 use horde_net::{ChannelStatus, ConnectionHandle};
+use horde_proto::recovery::RecoveryStats;
 use horde_proto::SessionStats;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,9 @@ pub struct PeerStatus {
     /// Whether the session has ended (the peer closed, timed out or was replaced).
     pub closed: bool,
     pub session: Option<SessionCounters>,
+    /// What loss recovery did on the connection; absent when no stream uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryCounters>,
     /// Where the session's keys stand in their rotation; absent between sessions.
     #[serde(default)]
     pub keys: Option<KeyRow>,
@@ -112,6 +116,38 @@ impl From<SessionStats> for SessionCounters {
             adus_acked: s.adus_acked,
             adus_lost: s.adus_lost,
             adus_received: s.adus_received,
+        }
+    }
+}
+
+/// The loss-recovery counters the metrics export: the connection's redundancy and what
+/// it repaired, summed over its streams, both directions.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RecoveryCounters {
+    /// Data ADUs sent (first copies) and their payload bytes.
+    pub data_sent: u64,
+    pub data_bytes: u64,
+    /// Coded (redundant) ADUs sent and their frame bytes.
+    pub coded_sent: u64,
+    pub coded_bytes: u64,
+    /// Data ADUs sent again after a loss report.
+    pub retransmitted: u64,
+    /// Data ADUs rebuilt from coded ones here.
+    pub recovered: u64,
+    /// Sequence numbers given up on here.
+    pub lost: u64,
+}
+
+impl From<RecoveryStats> for RecoveryCounters {
+    fn from(s: RecoveryStats) -> Self {
+        Self {
+            data_sent: s.data_sent,
+            data_bytes: s.data_bytes,
+            coded_sent: s.coded_sent,
+            coded_bytes: s.coded_bytes,
+            retransmitted: s.retransmitted,
+            recovered: s.recovered,
+            lost: s.lost,
         }
     }
 }
@@ -215,6 +251,12 @@ impl Registry {
             // A connection whose host is gone answers neither; it is shown closed.
             let channels = handle.channels().await;
             let session = handle.stats().await.ok().map(SessionCounters::from);
+            let recovery = handle
+                .recovery_stats()
+                .await
+                .ok()
+                .flatten()
+                .map(RecoveryCounters::from);
             let keys = handle.key_status().await.ok().flatten().map(KeyRow::from);
             peers.push(PeerStatus {
                 key,
@@ -222,6 +264,7 @@ impl Registry {
                 handshake_age_s: since.elapsed().as_secs_f64(),
                 closed: channels.is_err(),
                 session,
+                recovery,
                 keys,
                 channels: channels
                     .unwrap_or_default()
@@ -429,6 +472,7 @@ mod tests {
                 handshake_age_s: 75.0,
                 closed: false,
                 session: None,
+                recovery: None,
                 keys: Some(KeyRow {
                     generation: 3,
                     peer_generation: 2,

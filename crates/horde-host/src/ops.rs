@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
+use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
     AduHandle, ChannelId, ChannelStats, ChannelView, LatencyMode, SessionStats, Startup,
     StreamConfig,
@@ -52,6 +53,8 @@ pub enum ConnOp {
     LatencyModes(Reply<Vec<LatencyMode>>),
     /// The session's counters.
     Stats(Reply<SessionStats>),
+    /// What the streams' loss recovery did, summed; `None` if no stream uses it.
+    Recovery(Reply<Option<RecoveryStats>>),
     /// Each channel as it stands now.
     Channels(Reply<Vec<ChannelStatus>>),
     /// Where the session's keys stand in their rotation.

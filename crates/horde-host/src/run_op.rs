@@ -112,6 +112,7 @@ impl Parts<'_> {
             }
             ConnOp::LatencyModes(r) => r(p.latency_modes()),
             ConnOp::Stats(r) => r(p.stats()),
+            ConnOp::Recovery(r) => r(p.recovery_totals()),
             ConnOp::Channels(r) => r(p.channels().iter().map(ChannelStatus::of).collect()),
             // Answered before the session is reached.
             ConnOp::Keys(_) => {}

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use horde_crypto::PublicKey;
 use horde_host::{Answer, ChannelStatus, ChannelTarget, ConnOp};
 use horde_policy::{Fields, Objective, ObjectiveId, Value};
+use horde_proto::recovery::RecoveryStats;
 use horde_proto::{AduHandle, ChannelId, Event, LatencyMode, SessionStats, StreamConfig};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot};
@@ -274,6 +275,12 @@ impl ConnectionHandle {
     /// The session's counters.
     pub async fn stats(&self) -> Result<SessionStats, NetError> {
         self.query(ConnOp::Stats).await
+    }
+
+    /// What the session's loss recovery did over all its streams (coded ADUs sent, ADUs
+    /// rebuilt, bytes of redundancy); `None` if no stream uses recovery.
+    pub async fn recovery_stats(&self) -> Result<Option<RecoveryStats>, NetError> {
+        self.query(ConnOp::Recovery).await
     }
 
     /// Each channel of the connection's session as it stands now (empty while a

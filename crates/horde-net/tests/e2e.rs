@@ -162,3 +162,58 @@ async fn unknown_initiators_are_refused() {
         "{stats:?}"
     );
 }
+
+/// A stream with loss recovery: both ends' counters reach the application through the
+/// connection (what the metrics export as recovery overhead); a connection whose streams
+/// use none has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_counters_reach_both_ends_and_a_plain_connection_has_none() {
+    use horde_proto::recovery::{RecoveryConfig, RecoveryMode};
+
+    let (client, server, conn, mut accepted) = pair(2).await;
+    let fec = StreamConfig {
+        recovery: RecoveryConfig::new(RecoveryMode::Fec { percent: 25.0 }),
+        ..StreamConfig::default()
+    };
+    conn.open_stream(1, fec).await.unwrap();
+    for i in 0..200u32 {
+        let mut payload = vec![0u8; 300];
+        payload[..4].copy_from_slice(&i.to_be_bytes());
+        conn.send_adu_nowait(1, Bytes::from(payload), Fields::new())
+            .unwrap();
+    }
+    let mut got = 0;
+    let recv = async {
+        while got < 200 {
+            match accepted.next_event().await {
+                Some(Event::Received { .. }) => got += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), recv)
+        .await
+        .expect("all ADUs arrive");
+    let sent = conn.recovery_stats().await.unwrap().expect("sender counts");
+    assert_eq!(sent.data_sent, 200);
+    // One coded ADU after every four data ADUs.
+    assert!((45..=50).contains(&sent.coded_sent), "{sent:?}");
+    assert!(
+        sent.coded_bytes > 0 && sent.data_bytes >= 200 * 300,
+        "{sent:?}"
+    );
+    let got = accepted
+        .recovery_stats()
+        .await
+        .unwrap()
+        .expect("receiver counts");
+    assert_eq!(got.data_received + got.recovered, 200, "{got:?}");
+
+    let (plain_client, plain_server, plain, _plain_accepted) = pair(1).await;
+    plain.open_stream(1, StreamConfig::default()).await.unwrap();
+    assert_eq!(plain.recovery_stats().await.unwrap(), None);
+    for host in [client, server, plain_client, plain_server] {
+        host.shutdown().await;
+    }
+}

@@ -126,8 +126,43 @@ fn peers(sink: &mut Sink, snap: &Snapshot) {
         "session_adus",
         "ADUs of the session, by what became of them",
     );
+    let recovery = sink.counter(
+        "recovery_adus",
+        "ADUs of the connection's loss recovery, by kind: data and coded (redundant) ones \
+         sent, data sent again, rebuilt from coded ones, and given up on",
+    );
+    let recovery_bytes = sink.counter(
+        "recovery_bytes",
+        "bytes loss recovery sent, by kind: data payload or coded frames",
+    );
+    let overhead = sink.gauge(
+        "recovery_overhead_ratio",
+        "coded bytes sent per data byte sent: the redundancy's share of the capacity",
+        None,
+    );
     for p in &snap.peers {
         let l: Labels = vec![("peer", p.name.clone().unwrap_or_else(|| p.key.clone()))];
+        if let Some(r) = &p.recovery {
+            for (kind, n) in [
+                ("data_sent", r.data_sent),
+                ("coded_sent", r.coded_sent),
+                ("retransmitted", r.retransmitted),
+                ("recovered", r.recovered),
+                ("lost", r.lost),
+            ] {
+                let mut l = l.clone();
+                l.push(("kind", kind.into()));
+                count(&recovery, &l, n);
+            }
+            for (kind, n) in [("data", r.data_bytes), ("coded", r.coded_bytes)] {
+                let mut l = l.clone();
+                l.push(("kind", kind.into()));
+                count(&recovery_bytes, &l, n);
+            }
+            if r.data_bytes > 0 {
+                set(&overhead, &l, r.coded_bytes as f64 / r.data_bytes as f64);
+            }
+        }
         set(&age, &l, p.handshake_age_s);
         set(&closed, &l, f64::from(u8::from(p.closed)));
         if let Some(k) = &p.keys {
@@ -226,4 +261,55 @@ fn host_counters(sink: &mut Sink, h: &HostStats) {
         "datagrams the kernel filter dropped before they reached a socket",
         h.kernel_dropped,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{PeerStatus, RecoveryCounters};
+
+    #[test]
+    fn recovery_overhead_is_exported_per_peer_and_only_where_a_stream_uses_it() {
+        let peer = |name: &str, recovery| PeerStatus {
+            key: "K".into(),
+            name: Some(name.into()),
+            handshake_age_s: 1.0,
+            closed: false,
+            session: None,
+            recovery,
+            keys: None,
+            channels: vec![],
+        };
+        let snap = Snapshot {
+            role: "tunnel server".into(),
+            pid: 1,
+            public_key: "P".into(),
+            updated_unix_ms: 0,
+            peers: vec![
+                peer(
+                    "bus-1",
+                    Some(RecoveryCounters {
+                        data_sent: 400,
+                        data_bytes: 400_000,
+                        coded_sent: 100,
+                        coded_bytes: 104_000,
+                        retransmitted: 3,
+                        recovered: 7,
+                        lost: 1,
+                    }),
+                ),
+                peer("bus-2", None),
+            ],
+        };
+        let text = render(&snap, &[], None);
+        for line in [
+            "horde_recovery_adus_total{peer=\"bus-1\",kind=\"coded_sent\"} 100",
+            "horde_recovery_adus_total{peer=\"bus-1\",kind=\"recovered\"} 7",
+            "horde_recovery_bytes_total{peer=\"bus-1\",kind=\"coded\"} 104000",
+            "horde_recovery_overhead_ratio{peer=\"bus-1\"} 0.26",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        assert!(!text.contains("peer=\"bus-2\",kind"), "{text}");
+    }
 }

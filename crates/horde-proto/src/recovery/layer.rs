@@ -452,6 +452,18 @@ impl RecoveryLayer {
         })
     }
 
+    /// What every stream's recovery layer did, summed; `None` if no stream used recovery.
+    pub fn totals(&self) -> Option<RecoveryStats> {
+        let mut streams = self.streams.keys();
+        let first = self.stats(*streams.next()?)?;
+        Some(streams.fold(first, |mut total, &s| {
+            if let Some(stats) = self.stats(s) {
+                total.add(&stats);
+            }
+            total
+        }))
+    }
+
     /// The OEC sender's current r for `stream` (instrumentation).
     pub fn r(&self, stream: u32) -> Option<f64> {
         Some(self.streams.get(&stream)?.sender.as_ref()?.window().r())

@@ -32,6 +32,12 @@ impl Session {
         self.recovery.stats(stream)
     }
 
+    /// What the recovery layers of all streams did, summed (the connection's recovery
+    /// overhead); `None` if no stream used recovery here.
+    pub fn recovery_totals(&self) -> Option<RecoveryStats> {
+        self.recovery.totals()
+    }
+
     /// The OEC sender's presence probability r for `stream` (instrumentation).
     pub fn recovery_r(&self, stream: u32) -> Option<f64> {
         self.recovery.r(stream)
