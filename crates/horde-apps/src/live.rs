@@ -249,17 +249,14 @@ impl Live {
         self.tagged.insert((stream, seq), class.to_string());
     }
 
-    /// Each stream's latencies since the last call, taken (the windows start empty
-    /// again): the latency columns of an interval row.
-    pub fn take_interval_latencies(&mut self) -> BTreeMap<u32, Latencies> {
-        self.streams
-            .iter_mut()
-            .map(|(id, s)| {
-                let w = s.latency_window.clone();
-                s.latency_window.clear();
-                (*id, w)
-            })
-            .collect()
+    /// Empty each stream's latency window (`latency_window`), once an interval row has
+    /// read it. Read in place, not copied: once an outage has stretched a window's
+    /// range to seconds its histogram is over 100 KB, and a copy of it every second was
+    /// a large block on the heap, among which an outage's small blocks settled.
+    pub fn clear_interval_latencies(&mut self) {
+        for s in self.streams.values_mut() {
+            s.latency_window.clear();
+        }
     }
 
     /// ADUs acked per channel, over every stream.

@@ -23,11 +23,6 @@ pub struct Quantiles {
 }
 
 impl Quantiles {
-    const NONE: Self = Self {
-        p50: None,
-        p95: None,
-    };
-
     fn of_latencies(l: &Latencies) -> Self {
         Self {
             p50: l.percentile_ms(50.0),
@@ -192,12 +187,10 @@ impl SendReport {
 
     /// Close the interval ending at `t` (time since the run started) and return it.
     pub fn interval(&mut self, live: &mut Live, t: Duration) -> &SendInterval {
-        let window = live.take_interval_latencies();
-        let row = self.rows(live, &self.mark, t, |id, _| {
-            window
-                .get(&id)
-                .map_or(Quantiles::NONE, Quantiles::of_latencies)
+        let row = self.rows(live, &self.mark, t, |_, s| {
+            Quantiles::of_latencies(&s.latency_window)
         });
+        live.clear_interval_latencies();
         self.mark = SendMark {
             at: t,
             streams: live

@@ -58,9 +58,9 @@ static ALLOCATOR: Counting = Counting;
 /// The stream queue's default byte bound, and the ADUs of 100 bytes it holds.
 const QUEUE_BYTES: usize = 256 * 1024;
 const ADU_BYTES: usize = 100;
-/// Most small blocks an ADU held through an outage may cost: its field list (two
-/// blocks) and a share of the statistics' per-ADU map.
-const MAX_BLOCKS_PER_ADU: f64 = 2.5;
+/// Most small blocks an ADU held through an outage may cost: its field list (one block;
+/// two while it was an `Arc<Vec>`) and a share of the statistics' per-ADU map.
+const MAX_BLOCKS_PER_ADU: f64 = 1.5;
 
 /// Stream 1's ADU `seq` pushed out of the full queue.
 fn overflowed(seq: u64) -> Event {

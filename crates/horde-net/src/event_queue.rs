@@ -12,6 +12,12 @@ use std::task::{Context, Poll, Waker};
 
 use horde_proto::Event;
 
+/// Room for events a buffer keeps once it is empty. A starved application can find tens
+/// of thousands waiting at 10,000 ADUs/s; a buffer sized for that, kept, and written
+/// round and round from wherever its ring had got to, would in time have every page of
+/// it resident.
+const KEPT_ROOM: usize = 1024;
+
 #[derive(Default)]
 struct State {
     /// Handed over, not yet taken by the application.
@@ -129,8 +135,11 @@ impl EventQueue {
         if let Some(e) = self.taken.pop_front() {
             return Ok(e);
         }
+        // `taken` is empty: it lends its buffer to the driver's side, from its start and
+        // no larger than usual.
+        self.taken.clear();
+        self.taken.shrink_to(KEPT_ROOM);
         let mut s = self.shared.lock();
-        // `taken` is empty: it lends its buffer to the driver's side.
         std::mem::swap(&mut s.events, &mut self.taken);
         let gone = s.sender_gone;
         drop(s);
@@ -220,5 +229,27 @@ mod tests {
         tx.send_all((0..4).map(writable).inspect(|_| taken += 1));
         assert_eq!(taken, 4);
         assert!(tx.0.lock().events.is_empty());
+    }
+
+    /// A burst (a starved application finding 50,000 events) grows both buffers; once
+    /// it is read, neither keeps more than the usual room.
+    #[test]
+    fn room_grown_for_a_burst_is_given_back_once_it_is_read() {
+        let (tx, mut rx) = event_queue();
+        for _ in 0..2 {
+            tx.send_all((0..50_000).map(writable));
+            assert_eq!(rx.try_recv(), Ok(writable(0)));
+            tx.send_all((0..50_000).map(writable));
+            while rx.taken.pop_front().is_some() {}
+            assert_eq!(rx.try_recv(), Ok(writable(0)));
+            while rx.taken.pop_front().is_some() {}
+        }
+        assert_eq!(rx.try_recv(), Err(Empty::Now));
+        let room = |rx: &EventQueue| (rx.taken.capacity(), rx.shared.lock().events.capacity());
+        let (taken, shared) = room(&rx);
+        assert!(
+            taken <= KEPT_ROOM && shared <= KEPT_ROOM,
+            "{taken}, {shared}"
+        );
     }
 }

@@ -34,8 +34,17 @@ impl From<&str> for Value {
 }
 
 /// Application-defined header fields of one ADU. Cheap to clone (shared until changed).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Fields(Arc<Vec<(Arc<str>, Value)>>);
+///
+/// One heap block per distinct list (an `Arc<Vec>` was two): a sender holds an ADU's
+/// fields while it is queued, and an outage queues thousands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fields(Arc<[(Arc<str>, Value)]>);
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields(Arc::new([]))
+    }
+}
 
 impl Fields {
     /// No fields.
@@ -48,12 +57,15 @@ impl Fields {
         self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
     }
 
-    /// Set or replace a field. Copies the list only if it is shared.
+    /// Set or replace a field. Replacing copies the list only if it is shared; adding
+    /// a field makes a new list one longer.
     pub fn set(&mut self, name: &str, value: Value) {
-        let list = Arc::make_mut(&mut self.0);
-        match list.iter_mut().find(|(k, _)| &**k == name) {
-            Some(slot) => slot.1 = value,
-            None => list.push((name.into(), value)),
+        match self.0.iter().position(|(k, _)| &**k == name) {
+            Some(at) => Arc::make_mut(&mut self.0)[at].1 = value,
+            None => {
+                let added = std::iter::once((Arc::from(name), value));
+                self.0 = self.0.iter().cloned().chain(added).collect();
+            }
         }
     }
 

@@ -19,6 +19,9 @@ use crate::event::{CloseReason, Event};
 use crate::recovery::RecoveryLayer;
 use crate::wire::{self, Packet};
 
+/// Room for events the session keeps once the driver has taken them all.
+const EVENT_ROOM_KEPT: usize = 1024;
+
 mod api;
 #[cfg(test)]
 mod carry_tests;
@@ -27,6 +30,8 @@ mod close;
 pub(crate) mod config;
 mod cycle;
 mod error;
+#[cfg(test)]
+mod event_room_tests;
 mod flow;
 mod handshake;
 mod lifecycle;
@@ -182,7 +187,15 @@ impl Session {
 
     /// The oldest event not yet taken; call until `None` after every input.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let e = self.events.pop_front();
+        if e.is_none() {
+            // Drained: the ring starts again at its start, and room grown for a burst
+            // (an outage's end resolves thousands of ADUs at once) goes back. Kept and
+            // written round and round, every page of it would in time be resident.
+            self.events.clear();
+            self.events.shrink_to(EVENT_ROOM_KEPT);
+        }
+        e
     }
 
     // ----- driver API --------------------------------------------------------------
