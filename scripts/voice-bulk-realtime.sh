@@ -2,8 +2,9 @@
 # Voice (160 B every 20 ms) next to one elastic bulk stream, in real time: `horde emu`
 # with scenarios/voice-bulk.toml's three trace-driven links, `horde recv` and
 # `horde send` as separate processes, cubic on every channel, with and without voice's
-# latency bound. Prints voice's one-way p50/p95 and bulk's goodput over the links'
-# capacity for each run (docs/congestion.md, "Latency objectives").
+# latency bound, and with the bound and each voice ADU sent twice (`latency_copies = 2`).
+# Prints voice's one-way p50/p95 and bulk's goodput over the links' capacity for each
+# run (docs/congestion.md, "Latency objectives").
 #
 # Usage: scripts/voice-bulk-realtime.sh [SECONDS] [BOUND_MS]   (default 30 and 130)
 # Needs target/release/horde (or $HORDE), python3 and jq.
@@ -111,3 +112,5 @@ run() { # $1: label, $2: voice's extra settings
 
 run "no bound" ""
 run "bound $bound ms" "latency_bound_ms = $bound"
+run "bound $bound ms, two copies" "latency_bound_ms = $bound
+latency_copies = 2"

@@ -78,9 +78,16 @@ pub struct SendStream {
     /// stream (`horde_hose::latency_bound_ms`).
     #[serde(default)]
     pub latency_bound_from_objectives: bool,
+    /// Each ADU on one channel or two (`StreamConfig::latency_copies`); 2 needs a bound.
+    #[serde(default = "one_copy")]
+    pub latency_copies: i64,
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub objectives: Vec<PathBuf>,
+}
+
+fn one_copy() -> i64 {
+    1
 }
 
 impl SendStream {

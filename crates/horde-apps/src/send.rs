@@ -129,6 +129,7 @@ impl Sender {
                         ordered: s.ordered,
                         on_reconnect: s.on_reconnect,
                         latency_bound_ms,
+                        latency_copies: u8::try_from(s.latency_copies).unwrap_or(0),
                         ..StreamConfig::default()
                     },
                     workload: s.workload.clone(),

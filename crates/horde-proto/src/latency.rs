@@ -21,6 +21,11 @@
 //!   (displacing another stream's ADU, which takes its old slot) or, when no bounded
 //!   channel has a slot this cycle, holds it for the next one. An ADU that has waited
 //!   [`PATIENCE_SHARE`] of its bound takes the quickest real slot of any channel.
+//! - **Copies** (`StreamConfig::latency_copies = 2`). The recovery layer queues a copy
+//!   of each ADU of such a stream after the ADU leaves; the copy goes on a bounded
+//!   channel other than the one the ADU took, so the ADU arrives after the shorter of
+//!   two queues. The queues may then be longer: while every active bound stream sends
+//!   copies, the budget is [`COPIES_BUDGET_SHARE`] of the slack.
 //!
 //! [`StreamConfig::latency_bound_ms`]: crate::StreamConfig::latency_bound_ms
 
@@ -40,6 +45,9 @@ const BOUNDED_CHANNELS: usize = 2;
 const MIN_SLACK: Duration = Duration::from_millis(20);
 /// Share of the slack (bound less the base one-way delay) a bounded channel may queue.
 const BUDGET_SHARE: f64 = 0.5;
+/// The same while every active bound stream sends each ADU on two channels: one of the
+/// two queues running late no longer makes the ADU late.
+const COPIES_BUDGET_SHARE: f64 = 0.9;
 /// A channel carries the bound streams only if it delivers this many times their rate.
 const CARRY_FACTOR: f64 = 4.0;
 /// How often the choice of channels is reviewed.
@@ -64,8 +72,23 @@ pub(crate) struct Candidate {
 /// The queueing budget of a channel with base one-way delay `base` under `bound`, if
 /// the slack is enough to be worth it.
 pub(crate) fn budget(bound: Duration, base: Duration) -> Option<Duration> {
+    budget_of_share(bound, base, BUDGET_SHARE)
+}
+
+fn budget_of_share(bound: Duration, base: Duration, share: f64) -> Option<Duration> {
     let slack = bound.checked_sub(base)?;
-    (slack >= MIN_SLACK).then(|| slack.mul_f64(BUDGET_SHARE))
+    (slack >= MIN_SLACK).then(|| slack.mul_f64(share))
+}
+
+/// What the active latency-bound streams ask of the channels this cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Objective {
+    /// The tightest bound.
+    pub(crate) bound: Duration,
+    /// Their summed allocation, bytes/s.
+    pub(crate) need: f64,
+    /// Whether every one of them sends each ADU on two channels.
+    pub(crate) copies: bool,
 }
 
 /// Whether channel `c` can serve streams with `bound` needing `need` bytes/s: alive,
@@ -144,6 +167,10 @@ pub(crate) struct LatencySteering {
     bound: Vec<bool>,
     /// Per ADU collected this cycle: whether it must go on a bounded channel.
     pinned: Vec<bool>,
+    /// Per stream that sends copies: the channel its latest ADU (not a copy) left on.
+    last_sent: Vec<(u32, ChannelId)>,
+    /// Per ADU collected this cycle: the channel it must not take (a copy's original's).
+    avoid: Vec<Option<ChannelId>>,
 }
 
 impl LatencySteering {
@@ -157,16 +184,53 @@ impl LatencySteering {
         &self.pinned
     }
 
-    /// Once a cycle, before the slots are counted: `objective` is the tightest bound of
-    /// the active latency-bound streams and their summed allocation (bytes/s), `None`
-    /// when there is none. Bounds or frees the channels accordingly.
+    /// Per ADU collected this cycle: the channel it may not leave on.
+    pub(crate) fn avoided(&self) -> &[Option<ChannelId>] {
+        &self.avoid
+    }
+
+    /// An ADU of `stream`, a stream that sends copies, left on `channel` (not a copy).
+    pub(crate) fn note_sent(&mut self, stream: u32, channel: ChannelId) {
+        match self.last_sent.iter_mut().find(|(s, _)| *s == stream) {
+            Some(entry) => entry.1 = channel,
+            None => self.last_sent.push((stream, channel)),
+        }
+    }
+
+    /// After [`Self::pin`]: each pinned copy (`is_copy`) of an ADU of its stream must avoid
+    /// the channel that ADU left on. One that has waited out its patience may go anywhere.
+    pub(crate) fn mark_copies(&mut self, adus: &[AduView], is_copy: impl Fn(&AduView) -> bool) {
+        self.avoid.clear();
+        if self.pinned.is_empty() || self.last_sent.is_empty() {
+            return;
+        }
+        for (a, pinned) in adus.iter().zip(&self.pinned) {
+            let avoid = if *pinned && is_copy(a) {
+                self.last_sent
+                    .iter()
+                    .find(|(s, _)| *s == a.stream_id)
+                    .map(|&(_, c)| c)
+            } else {
+                None
+            };
+            self.avoid.push(avoid);
+        }
+    }
+
+    /// Once a cycle, before the slots are counted: what the active latency-bound streams
+    /// ask, `None` when there is none. Bounds or frees the channels accordingly.
     pub(crate) fn update(
         &mut self,
         now: Duration,
-        objective: Option<(Duration, f64)>,
+        objective: Option<Objective>,
         channels: &mut [Channel],
     ) {
-        let Some((bound, need)) = objective else {
+        let Some(Objective {
+            bound,
+            need,
+            copies,
+        }) = objective
+        else {
             if !self.bounded.is_empty() {
                 self.bounded.clear();
                 for c in channels.iter_mut() {
@@ -198,9 +262,15 @@ impl LatencySteering {
             self.next_review = now + REVIEW;
         }
         self.expected_ms.clear();
+        let share = if copies {
+            COPIES_BUDGET_SHARE
+        } else {
+            BUDGET_SHARE
+        };
         for c in channels.iter_mut() {
             let b = if self.bounded.contains(&c.id) {
-                c.base_one_way().and_then(|base| budget(bound, base))
+                c.base_one_way()
+                    .and_then(|base| budget_of_share(bound, base, share))
             } else {
                 None
             };
@@ -246,7 +316,7 @@ impl LatencySteering {
             return 0;
         }
         let bounded = &self.bounded;
-        let (bound, pinned) = (&self.bound, &self.pinned);
+        let (bound, pinned, avoid) = (&self.bound, &self.pinned, &self.avoid);
         let expected = &self.expected_ms;
         // The slot's expected one-way delay: its channel's estimate, or half the
         // slot's expected round trip.
@@ -275,6 +345,7 @@ impl LatencySteering {
             // Rank 0: where it is; 1: an empty slot; 2: one another stream holds.
             let best = (0..n_real)
                 .filter(|&s| (!pinned[a] || on_bounded(s)) && slots[s].max_size >= adus[a].length)
+                .filter(|&s| avoid.get(a).is_none_or(|c| *c != Some(slots[s].channel)))
                 .filter_map(|s| match holder[s] {
                     Some(h) if h == a => Some((0u8, s)),
                     None => Some((1, s)),

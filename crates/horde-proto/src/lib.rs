@@ -128,4 +128,4 @@ pub use session::{
     AduHandle, ChannelSpec, LatencyMode, Session, SessionConfig, SessionError, SessionStats,
     Transmit, TransmitAdus,
 };
-pub use stream::{InFlightPolicy, StreamConfig, LATENCY_BOUND_MS};
+pub use stream::{InFlightPolicy, StreamConfig, LATENCY_BOUND_MS, LATENCY_COPIES};

@@ -104,13 +104,16 @@ pub(crate) struct PlanInput<'a> {
     /// Per ADU (empty: none): it may go only on a channel of `bounded`, those whose
     /// queue a latency objective keeps short (`crate::latency`).
     pub pinned: &'a [bool],
+    /// Per ADU (empty: none): a channel it may not go on (a copy's original's).
+    pub avoid: &'a [Option<ChannelId>],
     pub bounded: &'a [ChannelId],
 }
 
 impl PlanInput<'_> {
     /// Whether ADU `a` may leave on `channel`.
     fn may_use(&self, a: usize, channel: ChannelId) -> bool {
-        !self.pinned.get(a).copied().unwrap_or(false) || self.bounded.contains(&channel)
+        (!self.pinned.get(a).copied().unwrap_or(false) || self.bounded.contains(&channel))
+            && self.avoid.get(a).is_none_or(|c| *c != Some(channel))
     }
 }
 
@@ -350,6 +353,7 @@ mod tests {
             keep_channel: true,
             offset: 0,
             pinned: &[],
+            avoid: &[],
             bounded: &[],
         };
         assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
@@ -384,6 +388,7 @@ mod tests {
             keep_channel: true,
             offset: 0,
             pinned: &[],
+            avoid: &[],
             bounded: &[],
         };
         let got = plan(&input);
@@ -421,6 +426,7 @@ mod tests {
             keep_channel: false,
             offset: 0,
             pinned: &[false, true, true, false],
+            avoid: &[],
             bounded: &bounded,
         };
         // The pinned ADUs neither lead nor join on channel 0: they open channel 1's slot.
@@ -428,6 +434,7 @@ mod tests {
         // Unpinned, they would have filled channel 0's first packet.
         let free = PlanInput {
             pinned: &[],
+            avoid: &[],
             ..input
         };
         assert_eq!(plan(&free), vec![(0, vec![0, 1, 2]), (1, vec![3])]);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use horde_policy::{ChannelId, Demand, Fields, StreamStats};
 
-use crate::recovery::RecoveryConfig;
+use crate::recovery::{RecoveryConfig, RecoveryMode};
 
 /// How a stream is configured by its sender.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -49,6 +49,20 @@ pub struct StreamConfig {
     /// (the default): no bound, and the channels run their controllers alone.
     #[serde(default)]
     pub latency_bound_ms: Option<f64>,
+    /// Copies of each ADU while the latency bound steers the stream: 1 (the default) or
+    /// 2, the second on another bounded channel, so an ADU waits only in the shorter of
+    /// two queues. The copies travel as the recovery layer's (`fec` at 100%), whose
+    /// receiver keeps the first to arrive; needs `latency_bound_ms`, and `recovery` left
+    /// at `none` or set to that (`docs/congestion.md`, "Latency objectives").
+    #[serde(default = "default_latency_copies")]
+    pub latency_copies: u8,
+}
+
+/// The values [`StreamConfig::latency_copies`] accepts.
+pub const LATENCY_COPIES: std::ops::RangeInclusive<u8> = 1..=2;
+
+fn default_latency_copies() -> u8 {
+    1
 }
 
 /// The latency bounds [`StreamConfig::latency_bound_ms`] accepts, ms.
@@ -101,16 +115,51 @@ impl Default for StreamConfig {
             on_reconnect: InFlightPolicy::Nack,
             recovery: RecoveryConfig::default(),
             latency_bound_ms: None,
+            latency_copies: default_latency_copies(),
         }
     }
 }
 
 impl StreamConfig {
+    /// Why [`Self::latency_copies`] cannot be had as configured, if it cannot: a value
+    /// other than 1 or 2, two copies without a latency bound, or with a recovery mode
+    /// other than the `fec` at 100% that carries them.
+    pub fn latency_copies_error(&self) -> Option<String> {
+        let n = self.latency_copies;
+        if !LATENCY_COPIES.contains(&n) {
+            return Some(format!("latency_copies must be 1 or 2, got {n}"));
+        }
+        if n == 1 {
+            return None;
+        }
+        if self.latency_bound_ms.is_none() {
+            return Some("latency_copies = 2 needs a latency bound (latency_bound_ms)".into());
+        }
+        match self.recovery.mode {
+            RecoveryMode::None | RecoveryMode::Fec { percent: 100.0 } => None,
+            _ => Some(
+                "latency_copies = 2 sends its copies as recovery mode \"fec\" at percent 100; \
+                 leave recovery unset or set it to that"
+                    .into(),
+            ),
+        }
+    }
+
+    /// The configuration the session runs: with two copies, recovery's `fec` at 100%
+    /// (one copy after each ADU) unless the stream already asked for it.
+    pub(crate) fn with_copies_as_recovery(mut self) -> Self {
+        if self.latency_copies == 2 && self.recovery.mode == RecoveryMode::None {
+            self.recovery.mode = RecoveryMode::Fec { percent: 100.0 };
+        }
+        self
+    }
+
     /// What the stream asks of the bandwidth allocator: its rate cap (`max_kbps`, in
-    /// bytes/s) or as much as it can get.
+    /// bytes/s; twice that with two copies of each ADU) or as much as it can get.
     pub fn demand(&self) -> Demand {
+        let copies = if self.latency_copies == 2 { 2.0 } else { 1.0 };
         match self.max_kbps {
-            Some(k) => Demand::MaxRate(k * 1000.0 / 8.0),
+            Some(k) => Demand::MaxRate(copies * k * 1000.0 / 8.0),
             None => Demand::Elastic,
         }
     }

@@ -60,6 +60,22 @@ impl Validate for SendConfig {
                     );
                 }
             }
+            let copies = s.latency_copies;
+            if !(1..=2).contains(&copies) {
+                c.error(
+                    at("latency_copies"),
+                    format!("latency_copies must be 1 or 2, got {copies}"),
+                );
+            } else if copies == 2
+                && s.latency_bound_ms.is_none()
+                && !s.latency_bound_from_objectives
+            {
+                c.error(
+                    at("latency_copies"),
+                    "latency_copies = 2 needs a latency bound (latency_bound_ms or latency_bound_from_objectives)"
+                        .to_string(),
+                );
+            }
             match s.workload.validate() {
                 Err(e) => c.error(at("workload"), e.to_string()),
                 Ok(()) => burst_fits_the_queue(c, &at("workload"), &s.workload),

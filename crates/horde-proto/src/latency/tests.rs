@@ -185,3 +185,34 @@ fn an_adu_past_its_patience_takes_the_quickest_slot_of_any_channel() {
     assert_eq!(s.steer(&slots, 2, &adus, &mut asg), 1);
     assert_eq!(asg, vec![Some(1), Some(0)]);
 }
+
+#[test]
+fn a_copy_takes_the_bounded_channel_its_original_did_not() {
+    let mut s = steering();
+    // Voice's ADU 0 left on channel 1; ADU 5 is its copy, 6 and 7 are bulk.
+    s.note_sent(2, id(1));
+    // Real slots: channel 1 (bounded, 90 ms), channel 2 (bounded, 140 ms), channel 0.
+    let slots = [slot(1, 90.0), slot(2, 140.0), slot(0, 600.0)];
+    let adus = [adu(5, 2, 5), adu(6, 1, 0), adu(7, 1, 0)];
+    s.pin(&adus, bound_of);
+    s.mark_copies(&adus, |a| a.id == 5);
+    assert_eq!(s.avoided(), &[Some(id(1)), None, None]);
+    let mut asg = vec![Some(0), Some(1), Some(2)];
+    s.steer(&slots, 3, &adus, &mut asg);
+    // The copy goes on channel 2 although channel 1 is quicker; bulk takes its slot.
+    assert_eq!(asg, vec![Some(1), Some(0), Some(2)]);
+
+    // With only its original's channel offering a bounded slot, the copy waits.
+    let slots = [slot(1, 90.0), slot(0, 600.0)];
+    let adus = [adu(5, 2, 5), adu(7, 1, 0)];
+    s.pin(&adus, bound_of);
+    s.mark_copies(&adus, |a| a.id == 5);
+    let mut asg = vec![Some(0), Some(1)];
+    s.steer(&slots, 2, &adus, &mut asg);
+    assert_eq!(asg[0], None, "{asg:?}");
+    // Past its patience it is no longer held to another channel.
+    let late = [adu(5, 2, 80), adu(7, 1, 0)];
+    s.pin(&late, bound_of);
+    s.mark_copies(&late, |a| a.id == 5);
+    assert_eq!(s.avoided(), &[None, None]);
+}

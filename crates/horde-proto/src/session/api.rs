@@ -142,6 +142,10 @@ impl Session {
                 return Err(SessionError::BadLatencyBound { stream: id, ms });
             }
         }
+        if let Some(reason) = config.latency_copies_error() {
+            return Err(SessionError::BadLatencyCopies { stream: id, reason });
+        }
+        let config = config.with_copies_as_recovery();
         self.recovery.open(id, &config.recovery)?;
         self.sender.streams.insert(id, SendStream::new(id, config));
         Ok(())

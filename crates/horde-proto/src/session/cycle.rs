@@ -16,6 +16,7 @@ use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
 use crate::packing::{packed_capacity, Packer, PlanInput};
+use crate::recovery::sender::Kind;
 use crate::recovery::RecoveryLayer;
 use crate::stream::{InFlightPolicy, QueuedAdu, SendStream};
 use crate::wire::{FLAG_ORDERED, FLAG_RECOVERY, MAX_PACKED_ADUS, PACKED_ENTRY_LEN};
@@ -300,6 +301,13 @@ impl Sender {
         self.latency.pin(&cy.adus, |id| {
             streams.get(&id).and_then(|s| s.config.latency_bound_ms)
         });
+        let recovery = &*cx.recovery;
+        self.latency.mark_copies(&cy.adus, |a| {
+            streams
+                .get(&a.stream_id)
+                .is_some_and(|s| s.config.latency_copies == 2)
+                && matches!(recovery.kind(a.stream_id, a.id), Some(Kind::Coded(_)))
+        });
         cy.streams.clear();
         cy.streams.extend(self.streams.values().map(|s| s.stats()));
         let history = self.history.make_contiguous();
@@ -351,6 +359,7 @@ impl Sender {
             keep_channel: choice.keep_channel,
             offset: choice.offset,
             pinned: self.latency.pinned(),
+            avoid: self.latency.avoided(),
             bounded: self.latency.bounded(),
         });
         let packer = std::mem::take(&mut cy.packer);
@@ -716,6 +725,12 @@ impl Sender {
         let (ch, p) = (slot.channel, slot.loss_probability);
         cx.recovery
             .on_transmit(view.stream_id, q.id, (ch, seq_peek), p, q.payload.len());
+        if stream.config.latency_copies == 2
+            && matches!(cx.recovery.kind(view.stream_id, q.id), Some(Kind::Data(_)))
+        {
+            // Its copy, queued just now, is to take another channel.
+            self.latency.note_sent(view.stream_id, ch);
+        }
         stream.credit -= q.payload.len() as f64;
         if let Some(d) = self.debt.get_mut(&view.stream_id) {
             *d -= q.payload.len() as f64;

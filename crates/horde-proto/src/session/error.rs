@@ -68,4 +68,13 @@ pub enum SessionError {
         /// The bound it asked for.
         ms: f64,
     },
+    /// A stream's [`latency_copies`](crate::StreamConfig::latency_copies) cannot be had
+    /// (see [`StreamConfig::latency_copies_error`](crate::StreamConfig::latency_copies_error)).
+    #[error("stream {stream}: {reason}")]
+    BadLatencyCopies {
+        /// The stream being opened.
+        stream: u32,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
 }

@@ -104,7 +104,12 @@ impl Session {
             let id = self.sender.next_adu_id;
             self.sender.next_adu_id += 1;
             let seq = s.next_seq;
-            s.next_seq += 1;
+            // Nobody reads a recovery ADU's stream number. A stream's copies take none,
+            // so its data ADUs keep numbers equal to the tunnel numbers under which the
+            // receiver hands them over (its `Event::Received`), as without copies.
+            if s.config.latency_copies != 2 {
+                s.next_seq += 1;
+            }
             // Fits (checked above), so nothing is dropped.
             let _ = s.push(QueuedAdu {
                 id,

@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use super::plan::SlotPlan;
 use super::scratch::CycleScratch;
 use crate::fair_share::FairShare;
-use crate::latency::{LatencySteering, ACTIVE_HOLD};
+use crate::latency::{LatencySteering, Objective, ACTIVE_HOLD};
 use crate::stream::SendStream;
 
 /// The send streams and everything that decides what they send when.
@@ -67,9 +67,9 @@ impl Sender {
 
     /// The tightest latency bound of the streams that have one and are active (ADUs
     /// queued, or one queued within `ACTIVE_HOLD`), with their summed allocation in
-    /// bytes/s; `None` if there is no such stream.
-    pub(super) fn latency_objective(&self, now: Duration) -> Option<(Duration, f64)> {
-        let mut objective: Option<(Duration, f64)> = None;
+    /// bytes/s and whether all of them send copies; `None` if there is no such stream.
+    pub(super) fn latency_objective(&self, now: Duration) -> Option<Objective> {
+        let mut objective: Option<Objective> = None;
         for s in self.streams.values() {
             let Some(ms) = s.config.latency_bound_ms else {
                 continue;
@@ -81,9 +81,14 @@ impl Sender {
                 continue;
             }
             let bound = Duration::from_secs_f64(ms / 1e3);
-            let (b, need) = objective.get_or_insert((bound, 0.0));
-            *b = (*b).min(bound);
-            *need += s.allocation;
+            let o = objective.get_or_insert(Objective {
+                bound,
+                need: 0.0,
+                copies: true,
+            });
+            o.bound = o.bound.min(bound);
+            o.need += s.allocation;
+            o.copies &= s.config.latency_copies == 2;
         }
         objective
     }

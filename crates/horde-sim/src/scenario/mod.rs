@@ -205,6 +205,9 @@ pub struct StreamSpec {
     /// Without `latency_bound_ms`, take the bound the session's objectives imply for
     /// this stream (`horde_hose::latency_bound_ms`; docs/hose.md, "Latency bounds").
     pub latency_bound_from_objectives: bool,
+    /// Copies of each ADU on two bounded channels (1 or 2;
+    /// `horde_proto::StreamConfig::latency_copies`). 2 needs a latency bound.
+    pub latency_copies: u8,
     pub workload: WorkloadSpec,
     /// hose objective files, resolved against the scenario file's directory by
     /// [`Scenario::load`] (left as written by [`Scenario::from_str`]).

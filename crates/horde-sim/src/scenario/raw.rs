@@ -86,6 +86,8 @@ pub(crate) struct RawStream {
     pub(crate) latency_bound_ms: Option<Spanned<f64>>,
     #[serde(default)]
     pub(crate) latency_bound_from_objectives: bool,
+    #[serde(default)]
+    pub(crate) latency_copies: Option<Spanned<i64>>,
     pub(crate) workload: Spanned<WorkloadSpec>,
     #[serde(default)]
     pub(crate) objectives: Vec<Spanned<String>>,

@@ -417,6 +417,13 @@ impl Checker<'_> {
             }
             None => None,
         };
+        let latency_copies = match &s.latency_copies {
+            Some(n) => {
+                let bounded = latency_bound_ms.is_some() || s.latency_bound_from_objectives;
+                self.latency_copies(id, n, bounded)?
+            }
+            None => 1,
+        };
         let mut objectives = Vec::with_capacity(s.objectives.len());
         for o in &s.objectives {
             if o.get_ref().is_empty() {
@@ -444,8 +451,32 @@ impl Checker<'_> {
             ordered: s.ordered,
             latency_bound_ms,
             latency_bound_from_objectives: s.latency_bound_from_objectives,
+            latency_copies,
             workload: s.workload.get_ref().clone(),
             objectives,
         })
+    }
+
+    /// Stream `id`'s `latency_copies`: 1 or 2, and 2 only with a latency bound
+    /// (`bounded`: its own or its objectives').
+    fn latency_copies(&self, id: u32, n: &Spanned<i64>, bounded: bool) -> Result<u8> {
+        let v = *n.get_ref();
+        let range = horde_proto::LATENCY_COPIES;
+        let Some(copies) = u8::try_from(v).ok().filter(|c| range.contains(c)) else {
+            return Err(self.loc.at(
+                span(n),
+                format!("stream {id}: latency_copies must be 1 or 2, got {v}"),
+            ));
+        };
+        if copies == 2 && !bounded {
+            return Err(self.loc.at(
+                span(n),
+                format!(
+                    "stream {id}: latency_copies = 2 needs a latency bound \
+                     (latency_bound_ms or latency_bound_from_objectives)"
+                ),
+            ));
+        }
+        Ok(copies)
     }
 }
