@@ -6,13 +6,35 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use horde_proto::harness::Harness;
+use horde_proto::harness::{Harness, NodeId};
 use horde_proto::{
     ChannelConfig, ChannelId, ChannelSpec, ConnectOptions, EndpointConfig, Event, ServerConfig,
+    SessionHandle,
 };
 
 fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
+}
+
+/// Connects `cli` to service 7 on `srv` with one channel per interface, `channels` of
+/// them.
+fn connect(net: &mut Harness, cli: NodeId, srv: NodeId, channels: u16) -> SessionHandle {
+    let channels = (0..channels)
+        .map(|i| ChannelSpec {
+            local: i,
+            remote: Harness::addr(srv, i),
+            config: ChannelConfig::default(),
+        })
+        .collect();
+    net.connect(
+        cli,
+        ConnectOptions {
+            service: 7,
+            channels,
+            ..ConnectOptions::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Two channels; from 2 s on, channel 0 loses everything both ways, so the client only
@@ -26,23 +48,7 @@ fn an_unused_channel_is_kept_alive_while_another_channel_probes() {
     let srv = net.add_node(EndpointConfig::default(), 2);
     net.listen(srv, 7, ServerConfig::uniform(ChannelConfig::default()));
     let cli = net.add_node(EndpointConfig::default(), 2);
-    let channels = (0..2)
-        .map(|i| ChannelSpec {
-            local: i,
-            remote: Harness::addr(srv, i),
-            config: ChannelConfig::default(),
-        })
-        .collect();
-    let c = net
-        .connect(
-            cli,
-            ConnectOptions {
-                service: 7,
-                channels,
-                ..ConnectOptions::default()
-            },
-        )
-        .unwrap();
+    let c = connect(&mut net, cli, srv, 2);
     // When the client sent on channel 1 (on the wire: its second interface).
     let on_channel_1 = Rc::new(RefCell::new(Vec::new()));
     let seen = on_channel_1.clone();
@@ -117,23 +123,7 @@ fn idle_datagrams(client_keepalive_ms: f64, intervals: u64) -> (Counts, u64) {
     let srv = net.add_node(endpoint(1_000.0), CHANNELS);
     net.listen(srv, 7, ServerConfig::uniform(ChannelConfig::default()));
     let cli = net.add_node(endpoint(client_keepalive_ms), CHANNELS);
-    let channels = (0..CHANNELS)
-        .map(|i| ChannelSpec {
-            local: i,
-            remote: Harness::addr(srv, i),
-            config: ChannelConfig::default(),
-        })
-        .collect();
-    let c = net
-        .connect(
-            cli,
-            ConnectOptions {
-                service: 7,
-                channels,
-                ..ConnectOptions::default()
-            },
-        )
-        .unwrap();
+    let c = connect(&mut net, cli, srv, CHANNELS);
     let (start, end) = (ms(5_000), ms(5_000 + 1_000 * intervals));
     let counts: Rc<RefCell<Counts>> = Rc::default();
     let seen = counts.clone();

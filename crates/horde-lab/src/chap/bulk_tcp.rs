@@ -442,30 +442,10 @@ mod tests {
         assert_eq!(out, vec![1, 2]);
     }
 
-    #[test]
-    fn a_timeout_in_fast_recovery_keeps_the_threshold_recovery_set() {
-        let mut s = Sender::default();
-        let mut out = Vec::new();
-        s.transmit(ms(0), &mut out);
-        let mut r = Receiver::default();
-        let acks: Vec<Ack> = (0..10)
-            .filter(|&x| x != 2)
-            .filter_map(|seg| r.on_data(ms(5), seg))
-            .collect();
-        for a in &acks {
-            s.on_ack(ms(10), a, &mut out);
-        }
-        let threshold = s.ssthresh;
-        assert!(
-            s.recovery_until.is_some() && threshold < 10.0,
-            "{threshold}"
-        );
-        s.on_timeout(ms(1000), &mut out);
-        assert_eq!(s.ssthresh, threshold);
-    }
-
-    #[test]
-    fn a_lost_retransmission_is_resent_when_later_segments_are_sacked() {
+    /// A sender whose first window (segments 0-9) arrived but for segment 2, after the
+    /// receiver's ACKs reached it at 10 ms: it is in fast recovery. Also the receiver,
+    /// and what the sender sent in answer to those ACKs.
+    fn lost_segment_2() -> (Sender, Receiver, Vec<u64>) {
         let mut s = Sender::default();
         let mut out = Vec::new();
         s.transmit(ms(0), &mut out);
@@ -478,6 +458,24 @@ mod tests {
         for a in &acks {
             s.on_ack(ms(10), a, &mut out);
         }
+        (s, r, out)
+    }
+
+    #[test]
+    fn a_timeout_in_fast_recovery_keeps_the_threshold_recovery_set() {
+        let (mut s, _, mut out) = lost_segment_2();
+        let threshold = s.ssthresh;
+        assert!(
+            s.recovery_until.is_some() && threshold < 10.0,
+            "{threshold}"
+        );
+        s.on_timeout(ms(1000), &mut out);
+        assert_eq!(s.ssthresh, threshold);
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_resent_when_later_segments_are_sacked() {
+        let (mut s, mut r, mut out) = lost_segment_2();
         // Segment 2 is resent, and new segments after it; the resend is lost, every new
         // segment arrives.
         let resend = out.iter().position(|&x| x == 2).expect("resent");
