@@ -90,6 +90,28 @@ impl Sender {
         }
         true
     }
+
+    /// Reads events until `id` fires its early callback or meets its fate, within
+    /// `limit`, and returns the callback's time and the deadline it reported, which it
+    /// must precede. Fails if the message met its fate without one.
+    async fn early_before_deadline(
+        &mut self,
+        id: MessageId,
+        limit: Duration,
+    ) -> (Duration, Duration) {
+        assert!(
+            self.until(limit, |s| s.early.contains_key(&id)
+                || s.fates.contains_key(&id))
+                .await,
+            "no event for {id}"
+        );
+        let (at, deadline) = *self
+            .early
+            .get(&id)
+            .unwrap_or_else(|| panic!("no early callback; fate {:?}", self.fates.get(&id)));
+        assert!(at < deadline, "early at {at:?}, deadline {deadline:?}");
+        (at, deadline)
+    }
 }
 
 async fn wait_receiver_empty(receiver: &MessageHandle, limit: Duration) -> bool {
@@ -174,19 +196,10 @@ async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fa
         .send(0, Some(window), payload(0, big_len))
         .unwrap_or_else(|e| panic!("{big_len} bytes at {capacity} B/s: {e}"));
     let big_deadline = sender.endpoint.status(big).unwrap().deadline.unwrap();
-    assert!(
-        sender
-            .until(Duration::from_secs(6), |s| s.early.contains_key(&big)
-                || s.fates.contains_key(&big))
-            .await,
-        "no event for the big message"
-    );
-    let (at, deadline) = *sender
-        .early
-        .get(&big)
-        .unwrap_or_else(|| panic!("no early callback; fate {:?}", sender.fates.get(&big)));
+    let (at, deadline) = sender
+        .early_before_deadline(big, Duration::from_secs(6))
+        .await;
     assert_eq!(deadline, big_deadline);
-    assert!(at < deadline, "early at {at:?}, deadline {deadline:?}");
     assert!(
         emu.elapsed() > Duration::from_secs_f64(DROP_S),
         "fired after the drop"
@@ -766,17 +779,9 @@ async fn refused_or_early(
         Ok(id) => id,
     };
     let deadline = sender.endpoint.status(id).unwrap().deadline.unwrap();
-    assert!(
-        sender
-            .until(Duration::from_secs(3), |s| s.early.contains_key(&id)
-                || s.fates.contains_key(&id))
-            .await,
-        "no event"
-    );
-    let (at, _) = *sender
-        .early
-        .get(&id)
-        .unwrap_or_else(|| panic!("no early callback; fate {:?}", sender.fates.get(&id)));
+    let (at, _) = sender
+        .early_before_deadline(id, Duration::from_secs(3))
+        .await;
     assert!(at < deadline, "early at {at:?}, deadline {deadline:?}");
     eprintln!("admitted; early at {at:?} for {deadline:?}");
     sender.endpoint.cancel(id).unwrap();
