@@ -1339,6 +1339,10 @@ fn riders_through(qdisc: &str) -> Riders {
 /// The riders' game and call keep their latency next to a download and ten P2P
 /// transfers under CHAP and fq_codel at the tunnel's ingress; under FIFO their tail
 /// waits behind the downloads. The downloads are not slowed much for it.
+///
+/// The tail is compared by what the downloads add to it over idle: how much FIFO adds
+/// depends on how fast the downloads went on a loaded machine, so a fixed margin in
+/// milliseconds would judge the machine, not the discipline.
 #[test]
 fn chap_or_fq_codel_keep_a_game_and_a_call_on_time_next_to_downloads() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -1348,20 +1352,23 @@ fn chap_or_fq_codel_keep_a_game_and_a_call_on_time_next_to_downloads() {
     let fifo = riders_through("fifo");
     for qdisc in ["chap", "fq_codel"] {
         let r = riders_through(qdisc);
-        for (what, [idle, loaded], fifo) in [
-            ("game", &r.game, &fifo.game[1]),
-            ("call", &r.call, &fifo.call[1]),
-        ] {
+        for (what, [idle, loaded], [fifo_idle, fifo]) in
+            [("game", &r.game, &fifo.game), ("call", &r.call, &fifo.call)]
+        {
             assert!(
                 loaded.median() - idle.median() < 40.0,
                 "{qdisc}: {what} {} loaded against {} idle",
                 loaded.describe(),
                 idle.describe()
             );
+            let added = loaded.p95() - idle.p95();
+            let fifo_added = fifo.p95() - fifo_idle.p95();
             assert!(
-                fifo.p95() > loaded.p95() + 100.0,
-                "{qdisc}: {what} {} loaded, FIFO {}",
+                fifo_added > 40.0 && added < 0.5 * fifo_added,
+                "{qdisc}: {what} {} idle -> {} loaded, FIFO {} -> {}",
+                idle.describe(),
                 loaded.describe(),
+                fifo_idle.describe(),
                 fifo.describe()
             );
         }

@@ -34,8 +34,10 @@ const TICK: Duration = Duration::from_millis(100);
 /// How long an offer may go unanswered in a session before the sender gives up: the
 /// peer is up (its host acks) but is not a file receiver.
 const NO_ANSWER: Duration = Duration::from_secs(10);
-/// How long the sender waits for its abort to be acked before it closes.
-const ABORT_WAIT: Duration = Duration::from_secs(1);
+/// How long the sender waits for its abort to be acked before it closes. The abort
+/// queues behind up to [`QUEUE_BYTES`] of pieces, and a close drops what is queued:
+/// on a busy host a second was not always enough for the receiver to hear why.
+const ABORT_WAIT: Duration = Duration::from_secs(3);
 /// How long the sender waits for its close to finish.
 const CLOSE_WAIT: Duration = Duration::from_secs(3);
 
