@@ -343,6 +343,19 @@ impl SendStream {
         self.credit / self.allocation.max(1.0)
     }
 
+    /// Bytes of its allocation the stream spends on sending `adu`: the application's
+    /// bytes, not the recovery layer's header. A voice stream sending its 64 kbit/s at
+    /// `max_kbps = 64` with two copies fell behind when each copy's 9- and 14-byte
+    /// headers were charged too, and its queue grew without end.
+    pub fn charge(&self, adu: &QueuedAdu) -> f64 {
+        let len = if self.config.recovery.is_on() {
+            crate::recovery::header::carried_len(&adu.payload)
+        } else {
+            adu.payload.len()
+        };
+        len as f64
+    }
+
     pub fn refill(&mut self, dt: Duration, mtu: f64) {
         let cap = (self.allocation * CREDIT_HORIZON).max(mtu);
         self.credit = (self.credit + self.allocation * dt.as_secs_f64()).min(cap);

@@ -158,6 +158,22 @@ fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+/// Bytes of a recovery stream's ADU past its recovery header: the application's payload
+/// in a data frame, the coded bytes in the others. The session charges a stream's rate
+/// with these, so the layer's own headers do not eat into what the application declared
+/// (`max_kbps`). Only for frames this end built; a short or unknown one counts whole.
+pub fn carried_len(adu: &[u8]) -> usize {
+    let header = match adu.first() {
+        Some(&KIND_DATA) => DATA_HEADER_LEN,
+        Some(&KIND_XOR) => adu
+            .get(9)
+            .map_or(0, |&count| 10 + 2 * usize::from(count) + 2),
+        Some(&KIND_PARITY) => PARITY_HEADER_LEN,
+        _ => 0,
+    };
+    adu.len().saturating_sub(header)
+}
+
 /// Parse a recovery stream's ADU. Never panics; every malformed input is an error.
 pub fn decode(adu: &Bytes) -> Result<Frame, FrameError> {
     let b = &adu[..];
@@ -391,6 +407,17 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&Bytes::from(b));
+        }
+
+        #[test]
+        fn the_carried_length_is_what_follows_the_header(f in frame()) {
+            let full = encode(&f);
+            let carried = match &f {
+                Frame::Data { payload, .. } | Frame::Xor { payload, .. } => payload.len(),
+                Frame::Parity { shard, .. } => shard.len(),
+                Frame::Report(_) => full.len(),
+            };
+            prop_assert_eq!(carried_len(&full), carried);
         }
 
         #[test]

@@ -656,7 +656,7 @@ impl Sender {
                     if out.len() >= want {
                         extra_used += PACKED_ENTRY_LEN + q.payload.len();
                     }
-                    c.credit -= q.payload.len() as f64;
+                    c.credit -= s.charge(q);
                     c.taken += 1;
                     progressed = true;
                     let waited = q.deferred_since.map(|t| now.saturating_sub(t));
@@ -731,9 +731,10 @@ impl Sender {
             // Its copy, queued just now, is to take another channel.
             self.latency.note_sent(view.stream_id, ch);
         }
-        stream.credit -= q.payload.len() as f64;
+        let charge = stream.charge(&q);
+        stream.credit -= charge;
         if let Some(d) = self.debt.get_mut(&view.stream_id) {
-            *d -= q.payload.len() as f64;
+            *d -= charge;
         }
         if stream.config.on_reconnect == InFlightPolicy::Resend {
             cx.resend.insert(q.id, (view.stream_id, q.clone()));
