@@ -81,6 +81,10 @@ pub struct SendStream {
     /// Each ADU on one channel or two (`StreamConfig::latency_copies`); 2 needs a bound.
     #[serde(default = "one_copy")]
     pub latency_copies: i64,
+    /// Loss recovery (`StreamConfig::recovery`): `{ mode = "oec" }`, `"fec"` with a
+    /// `percent`, `"retransmit"`, `"block"`; none by default.
+    #[serde(default)]
+    pub recovery: horde_proto::RecoveryConfig,
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub objectives: Vec<PathBuf>,

@@ -172,7 +172,9 @@ pub async fn run_sender(
             wait_for_end(&mut events, &mut watch, &live, start, e.into()).await?;
             return Ok(watch.end);
         }
-        let w = p.workload.build(stream_seed(seed, p.id), max_adu)?;
+        let w = p
+            .workload
+            .build(stream_seed(seed, p.id), p.config.max_adu(max_adu))?;
         if w.is_bulk() {
             let feeder = Feeder::new(handle.clone(), live.clone(), class_namer(p));
             bulk.push(tokio::spawn(feed_bulk(feeder, p.id, w, start, end)));

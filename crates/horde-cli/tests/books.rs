@@ -414,3 +414,34 @@ fn a_sender_whose_receiver_never_acks_exits_with_nothing_acked() {
     assert_eq!(out.status.code(), Some(NOTHING_ACKED), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A stream with loss recovery (`fec` at 25%) sending at exactly its `max_kbps`: the
+/// coded ADUs take no stream number and get room of their own, so the books count the
+/// application's ADUs one for one, every one is acked, and the goodput is the stream's
+/// rate. Before, the coded ADUs shifted the numbers (goodput read 0), and were charged
+/// to the stream's rate, whose queue then grew without end.
+#[test]
+fn a_stream_with_recovery_at_its_declared_rate_keeps_its_books_and_its_rate() {
+    let dir = setup("recovery", 3, 2, "");
+    let file = dir.join("send.toml");
+    let config = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{config}max_kbps = 400\nrecovery = {{ mode = \"fec\", percent = 25 }}\n"),
+    )
+    .unwrap();
+    let out = run(&dir, &[], Some);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let tx = json(&out);
+    let b = balanced(&tx);
+    // 3 s of 400 kbit/s in 500-byte ADUs.
+    let sent = b["sent"].as_u64().unwrap();
+    assert!((280..=310).contains(&sent), "{b}");
+    assert_eq!(b["acked"], sent, "{b}");
+    let s = &tx["summary"]["streams"][0];
+    let goodput = s["goodput_kbps"].as_f64().unwrap();
+    assert!((360.0..=440.0).contains(&goodput), "{s}");
+    let p95 = s["latency_ms"]["p95"].as_f64().unwrap();
+    assert!(p95 < 100.0, "{s}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -73,7 +73,7 @@ fn refused(dir: &Path) -> String {
 }
 
 #[test]
-fn a_bad_latency_bound_is_refused_at_its_place() {
+fn a_bad_latency_bound_or_recovery_is_refused_at_its_place() {
     for (i, (extra, want)) in [
         (
             "latency_bound_ms = 0\n",
@@ -86,6 +86,18 @@ fn a_bad_latency_bound_is_refused_at_its_place() {
         (
             "latency_bound_from_objectives = true\n",
             "send.toml:18:33: latency_bound_from_objectives is set, but no objective bounds stream 2's latency",
+        ),
+        (
+            "latency_bound_ms = 130
+latency_copies = 2
+recovery = { mode = \"oec\" }
+",
+            "send.toml:20:12: latency_copies = 2 sends its copies as recovery mode \"fec\" at percent 100",
+        ),
+        (
+            "recovery = { mode = \"fec\", percent = 0 }
+",
+            "send.toml:18:12: recovery.percent must be in (0, 100], got 0",
         ),
     ]
     .into_iter()

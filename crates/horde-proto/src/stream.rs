@@ -154,13 +154,34 @@ impl StreamConfig {
         self
     }
 
+    /// The largest ADU the stream takes on a session whose largest is `session_max`:
+    /// less room for the recovery frame when the stream codes (two copies included).
+    pub fn max_adu(&self, session_max: u32) -> u32 {
+        if self.recovery.is_on() || self.latency_copies == 2 {
+            session_max.saturating_sub(crate::recovery::header::MAX_OVERHEAD as u32)
+        } else {
+            session_max
+        }
+    }
+
     /// What the stream asks of the bandwidth allocator: its rate cap (`max_kbps`, in
-    /// bytes/s; twice that with two copies of each ADU) or as much as it can get.
+    /// bytes/s) with room for the coded ADUs its recovery always sends, or as much as
+    /// it can get.
     pub fn demand(&self) -> Demand {
-        let copies = if self.latency_copies == 2 { 2.0 } else { 1.0 };
         match self.max_kbps {
-            Some(k) => Demand::MaxRate(copies * k * 1000.0 / 8.0),
+            Some(k) => Demand::MaxRate(self.redundancy() * k * 1000.0 / 8.0),
             None => Demand::Elastic,
+        }
+    }
+
+    /// Bytes sent per byte of the application's, whatever the path: `fec`'s coded ADUs
+    /// (two copies are `fec` at 100%). The other modes send theirs only into spare
+    /// capacity or after a loss.
+    fn redundancy(&self) -> f64 {
+        match self.recovery.mode {
+            RecoveryMode::Fec { percent } => 1.0 + percent / 100.0,
+            RecoveryMode::None if self.latency_copies == 2 => 2.0,
+            _ => 1.0,
         }
     }
 

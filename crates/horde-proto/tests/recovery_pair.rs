@@ -145,6 +145,30 @@ impl Net {
     }
 }
 
+impl Net {
+    /// The stream numbers of stream 1's ADUs the client's application heard acked or
+    /// nacked.
+    fn resolved_at_client(&self) -> Vec<u64> {
+        self.h
+            .events(self.client, self.c)
+            .iter()
+            .filter_map(|e| match e {
+                Event::Ack {
+                    stream: 1,
+                    stream_seq,
+                    ..
+                }
+                | Event::Nack {
+                    stream: 1,
+                    stream_seq,
+                    ..
+                } => Some(*stream_seq),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 fn payload(i: u64) -> Bytes {
     let mut p = vec![(i % 251) as u8; ADU - 8];
     p.extend_from_slice(&i.to_be_bytes());
@@ -234,6 +258,13 @@ fn run_with(
     for (seq, p, _) in &net.received() {
         assert_eq!(p, &payload(*seq), "ADU {seq} intact");
         assert!(seen.insert(*seq), "ADU {seq} delivered once");
+    }
+    // The application numbers its ADUs 0, 1, 2... as it queues them; the layer's own
+    // take no number, so every ack or nack names one of those, once.
+    let mut resolved = std::collections::BTreeSet::new();
+    for seq in net.resolved_at_client() {
+        assert!(seq < n, "{mode:?}: ack of ADU {seq}, only {n} were queued");
+        assert!(resolved.insert(seq), "{mode:?}: ADU {seq} resolved twice");
     }
     Run {
         sent: n,

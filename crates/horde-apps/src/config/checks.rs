@@ -75,6 +75,16 @@ impl Validate for SendConfig {
                     "latency_copies = 2 needs a latency bound (latency_bound_ms or latency_bound_from_objectives)"
                         .to_string(),
                 );
+            } else if copies == 2 {
+                let copies_as = horde_proto::StreamConfig {
+                    latency_copies: 2,
+                    latency_bound_ms: Some(1.0),
+                    recovery: s.recovery.clone(),
+                    ..horde_proto::StreamConfig::default()
+                };
+                if let Some(why) = copies_as.latency_copies_error() {
+                    c.error(at("recovery"), why);
+                }
             }
             match s.workload.validate() {
                 Err(e) => c.error(at("workload"), e.to_string()),

@@ -103,13 +103,12 @@ impl Session {
             }
             let id = self.sender.next_adu_id;
             self.sender.next_adu_id += 1;
+            // Nobody reads a recovery ADU's stream number (the receiver hands it to its
+            // recovery layer, and its acks raise no event), so it takes none: the data
+            // ADUs keep the numbers the application counts them by, in the order it
+            // queued them, as on a stream without recovery, and the same as those
+            // under which the receiver hands them over (its `Event::Received`).
             let seq = s.next_seq;
-            // Nobody reads a recovery ADU's stream number. A stream's copies take none,
-            // so its data ADUs keep numbers equal to the tunnel numbers under which the
-            // receiver hands them over (its `Event::Received`), as without copies.
-            if s.config.latency_copies != 2 {
-                s.next_seq += 1;
-            }
             // Fits (checked above), so nothing is dropped.
             let _ = s.push(QueuedAdu {
                 id,
