@@ -1147,8 +1147,10 @@ fn chap_or_fq_codel_at_the_ingress_keep_a_ping_near_idle_under_a_download() {
     for qdisc in ["chap", "fq_codel"] {
         let (idle, loaded) = ping_under_download(qdisc);
         let excess = loaded - idle;
+        // The goal: within 20 ms of idle (8 ms measured; 18 ms with the stream's
+        // default water marks behind the discipline).
         assert!(
-            excess < 40.0,
+            excess < 20.0,
             "{qdisc}: {loaded:.1} ms under load against {idle:.1} ms idle"
         );
         assert!(
@@ -1355,8 +1357,9 @@ fn chap_or_fq_codel_keep_a_game_and_a_call_on_time_next_to_downloads() {
         for (what, [idle, loaded], [fifo_idle, fifo]) in
             [("game", &r.game, &fifo.game), ("call", &r.call, &fifo.call)]
         {
+            // The goal: the median within 20 ms of idle (7-8 ms measured).
             assert!(
-                loaded.median() - idle.median() < 40.0,
+                loaded.median() - idle.median() < 20.0,
                 "{qdisc}: {what} {} loaded against {} idle",
                 loaded.describe(),
                 idle.describe()

@@ -15,7 +15,7 @@ use horde_proto::Event;
 use crate::config::{ingress_qdisc, ClientChannel, ClientConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::ingress::Ingress;
+use crate::ingress::{stream_behind_a_qdisc, Ingress};
 use crate::live_channels::LiveChannels;
 use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
@@ -51,7 +51,12 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
         .connect_persistent(target, reconnect)
         .await
         .map_err(|e| observer.connect_failed(e))?;
-    conn.open_stream(STREAM, cfg.stream.clone()).await?;
+    let qdisc = ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)?;
+    let stream = match qdisc {
+        Some(_) => stream_behind_a_qdisc(&cfg.stream, mtu),
+        None => cfg.stream.clone(),
+    };
+    conn.open_stream(STREAM, stream).await?;
     observer.started(&host);
     // The persistent connection's handle outlives its sessions: one peer throughout.
     observer.track(None, &peer, &conn);
@@ -78,7 +83,7 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
     let mut channels = LiveChannels::new(&cfg.channels, cfg.acks);
     let (handle, mut events) = conn.split();
     let reload_handle = handle.clone();
-    let ingress = match ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)? {
+    let ingress = match qdisc {
         Some(kind) => Some(Ingress::new(kind, cfg.stream.max_queue_bytes as u64)?),
         None => None,
     };

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use horde_net::ConnectionHandle;
 use horde_policy::Fields;
+use horde_proto::StreamConfig;
 use horde_qdisc::{
     Chap, ChapConfig, Fifo, FlowKey, FqCodel, FqCodelConfig, Limit, Packet, Qdisc, QdiscKind,
 };
@@ -24,7 +25,29 @@ use crate::{IpHeader, STREAM};
 
 /// Packets moved into the session per writable check: a few, so that the stream's
 /// queue overshoots its high mark by little while the pump asks rarely.
-const BURST: usize = 8;
+const BURST: usize = 4;
+/// Behind a discipline the stream's queue is one FIFO for every rider, so it is kept
+/// short: water marks of at most these many ms at the tunnel's rate...
+const STREAM_HIGH_MS: f64 = 8.0;
+const STREAM_LOW_MS: f64 = 4.0;
+/// ...and a floor of at most this many full packets.
+const STREAM_FLOOR_PACKETS: usize = 2;
+
+/// The tunnel stream's configuration when packets wait in a discipline first: `stream`
+/// with its water marks and their floor capped, so that the backlog, and who goes
+/// next, stays the discipline's. With the default marks (20 and 10 ms, a floor of
+/// 8 KiB, which on a link of a few Mbit/s is itself near 20 ms) a rider's game waited
+/// about 20 ms more behind a download than when idle.
+pub fn stream_behind_a_qdisc(stream: &StreamConfig, mtu: u32) -> StreamConfig {
+    StreamConfig {
+        high_water_ms: stream.high_water_ms.min(STREAM_HIGH_MS),
+        low_water_ms: stream.low_water_ms.min(STREAM_LOW_MS),
+        water_floor_bytes: stream
+            .water_floor_bytes
+            .min(STREAM_FLOOR_PACKETS * mtu as usize),
+        ..stream.clone()
+    }
+}
 /// How often the pump refreshes the tunnel's rate, which CHAP's charges use.
 const RATE_REFRESH: Duration = Duration::from_millis(100);
 /// How long the pump waits before asking again while the connection has no session.
@@ -182,6 +205,36 @@ mod tests {
         p[20..22].copy_from_slice(&src_port.to_be_bytes());
         p[22..24].copy_from_slice(&53u16.to_be_bytes());
         p
+    }
+
+    #[test]
+    fn behind_a_discipline_the_stream_queue_is_capped_never_raised() {
+        let capped = stream_behind_a_qdisc(&StreamConfig::default(), 1380);
+        assert_eq!(
+            (
+                capped.high_water_ms,
+                capped.low_water_ms,
+                capped.water_floor_bytes
+            ),
+            (STREAM_HIGH_MS, STREAM_LOW_MS, 2 * 1380)
+        );
+        // At 7.2 Mbit/s the high mark is 8 ms of it, not the default's 8 KiB floor doubled.
+        assert_eq!(capped.water_marks(900_000.0), (3600, 7200));
+        let small = StreamConfig {
+            high_water_ms: 2.0,
+            low_water_ms: 1.0,
+            water_floor_bytes: 1000,
+            ..StreamConfig::default()
+        };
+        let kept = stream_behind_a_qdisc(&small, 1380);
+        assert_eq!(
+            (
+                kept.high_water_ms,
+                kept.low_water_ms,
+                kept.water_floor_bytes
+            ),
+            (2.0, 1.0, 1000)
+        );
     }
 
     #[test]
