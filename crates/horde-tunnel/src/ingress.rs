@@ -24,8 +24,11 @@ use crate::counters::Counters;
 use crate::{IpHeader, STREAM};
 
 /// Packets moved into the session per writable check: a few, so that the stream's
-/// queue overshoots its high mark by little while the pump asks rarely.
-const BURST: usize = 4;
+/// queue overshoots its high mark by little while the pump asks rarely...
+const BURST: usize = 8;
+/// ...and no more than this long at the tunnel's rate (at least one packet): on a
+/// link of a few Mbit/s eight packets are 12 ms, past the stream's high mark.
+const BURST_TIME: Duration = Duration::from_millis(3);
 /// Behind a discipline the stream's queue is one FIFO for every rider, so it is kept
 /// short: water marks of at most these many ms at the tunnel's rate...
 const STREAM_HIGH_MS: f64 = 8.0;
@@ -132,17 +135,20 @@ impl Ingress {
         self.ready.notify_one();
     }
 
-    /// Up to [`BURST`] packets in the discipline's order, each charged its time at
-    /// `rate` bytes/s.
+    /// Up to [`BURST`] packets, and [`BURST_TIME`] at `rate` bytes/s, in the
+    /// discipline's order, each charged its time at that rate.
     fn take(&self, rate: f64, counters: &Counters, out: &mut Vec<Bytes>) {
         let now = self.epoch.elapsed();
         let mut drops = self.drops.lock().expect("ingress drops lock");
         let mut queue = self.queue.lock().expect("ingress queue lock");
-        while out.len() < BURST {
+        let mut time = Duration::ZERO;
+        while out.len() < BURST && time < BURST_TIME {
             let Some(p) = queue.dequeue(now, &mut drops) else {
                 break;
             };
-            queue.charge(&p.flow, Duration::from_secs_f64(f64::from(p.len) / rate));
+            let spent = Duration::from_secs_f64(f64::from(p.len) / rate);
+            queue.charge(&p.flow, spent);
+            time += spent;
             out.push(p.payload);
         }
         counters.ingress_dropped(drops.len());
