@@ -161,8 +161,11 @@ fn plan(role: &Loaded) -> Result<(Vec<Step>, Vec<LinkRoute>, UpConfig)> {
             (deploy::client_plan(&c.up, &links), links, c.up.clone())
         }
         Loaded::Server(s) => {
-            let was = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
-                .unwrap_or_else(|_| "0".into());
+            let read = |path: &str| std::fs::read_to_string(path).unwrap_or_else(|_| "0".into());
+            let was = deploy::ForwardingWas {
+                ipv4: read("/proc/sys/net/ipv4/ip_forward"),
+                ipv6: read("/proc/sys/net/ipv6/conf/all/forwarding"),
+            };
             (
                 deploy::server_plan(&s.up, s, &was),
                 Vec::new(),

@@ -1398,8 +1398,8 @@ fn up_client_toml(srv_pub: &str) -> String {
 peer_key = "{srv_pub}"
 [tun]
 name = "hdt0"
-addresses = ["10.77.0.2/24"]
-routes = ["10.200.0.0/24"]
+addresses = ["10.77.0.2/24", "fd77::2/64"]
+routes = ["10.200.0.0/24", "fd20::/64"]
 [[channels]]
 bind = "0.0.0.0:0"
 device = "hdtb1"
@@ -1455,7 +1455,7 @@ fn shown(ns: &Netns, args: &[&str]) -> String {
 }
 
 /// `horde up` on both ends: per-link policy routing on the vehicle (each channel leaves
-/// through its own link), NAT on the server to a network behind it; a link that goes
+/// through its own link), NAT on the server to a network behind it, IPv4 and IPv6; a link that goes
 /// down and comes back gets its route again; on exit, and after a crash with `horde
 /// down`, nothing is left behind.
 #[test]
@@ -1499,6 +1499,8 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     ]);
     srv.ip(&["addr", "add", "10.200.0.1/24", "dev", "hdto"]);
     far.ip(&["addr", "add", "10.200.0.2/24", "dev", "hdtn"]);
+    srv.ip(&["addr", "add", "fd20::1/64", "dev", "hdto", "nodad"]);
+    far.ip(&["addr", "add", "fd20::2/64", "dev", "hdtn", "nodad"]);
     srv.ip(&["link", "set", "hdto", "up"]);
     far.ip(&["link", "set", "hdtn", "up"]);
 
@@ -1560,6 +1562,25 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     transfer(&bus, "10.200.0.2:5201", 2_000_000);
     let _ = flow.kill();
     let _ = flow.wait();
+    // IPv6 too: the far network has no route back to the tunnel's fd77::/64 either.
+    let mut flow6 = far
+        .horde(&[
+            "flow",
+            "server",
+            "--tcp-only",
+            "--listen",
+            "[fd20::2]:5201",
+            "--count",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    transfer(&bus, "[fd20::2]:5201", 2_000_000);
+    let _ = flow6.kill();
+    let _ = flow6.wait();
 
     // A clean exit undoes everything.
     let client = stop(client);
@@ -1586,10 +1607,9 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let ruleset = shown(&srv, &["nft", "list", "ruleset"]);
     assert!(!ruleset.contains("horde"), "{ruleset}");
-    assert_eq!(
-        shown(&srv, &["sysctl", "-n", "net.ipv4.ip_forward"]).trim(),
-        "0"
-    );
+    for key in ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"] {
+        assert_eq!(shown(&srv, &["sysctl", "-n", key]).trim(), "0", "{key}");
+    }
     let again = srv
         .horde(&[
             "down",

@@ -6,8 +6,9 @@
 //!   whatever leaves through the interface (a channel's socket is bound to it) to that
 //!   table. So each channel goes out through its own modem, whatever the main table's
 //!   default route is, and the tunnel's own routes never catch the channels' datagrams.
-//! - **Server:** with `[up] masquerade_out`, IPv4 forwarding on and an nftables table
-//!   that masquerades the clients' prefixes out of that interface.
+//! - **Server:** with `[up] masquerade_out`, forwarding on (IPv4, and IPv6 when a client
+//!   has an IPv6 prefix) and an nftables table that masquerades the clients' prefixes,
+//!   both families, out of that interface.
 //!
 //! A client's reload adds a table for each device it does not route yet ([`reload_plan`]).
 //!
@@ -29,8 +30,8 @@ pub struct UpConfig {
     /// device, in order) and the priority of the first rule.
     #[serde(default = "default_table")]
     pub table: u32,
-    /// Server: masquerade the clients' IPv4 prefixes out of this interface, with
-    /// forwarding on.
+    /// Server: masquerade the clients' prefixes (IPv4 and IPv6) out of this interface,
+    /// with forwarding on.
     #[serde(default)]
     pub masquerade_out: Option<String>,
 }
@@ -199,67 +200,82 @@ pub fn nft_table(tun: &str) -> String {
     format!("horde_{name}")
 }
 
-/// The server's steps: forwarding, and masquerading `prefixes` (IPv4 only) out of
-/// `up.masquerade_out`. `forwarding_was` is the value of `net.ipv4.ip_forward` before,
-/// which the undo puts back.
-pub fn server_plan(up: &UpConfig, cfg: &ServerConfig, forwarding_was: &str) -> Vec<Step> {
+/// What forwarding was before `horde up` turned it on, which the undo puts back: the
+/// contents of `/proc/sys/net/ipv4/ip_forward` and `/proc/sys/net/ipv6/conf/all/forwarding`.
+#[derive(Debug, Clone)]
+pub struct ForwardingWas {
+    pub ipv4: String,
+    pub ipv6: String,
+}
+
+/// The server's steps: forwarding on for each family its clients' prefixes use, and
+/// masquerading those prefixes out of `up.masquerade_out` (one nftables `inet` table,
+/// IPv4 and IPv6 alike).
+pub fn server_plan(up: &UpConfig, cfg: &ServerConfig, was: &ForwardingWas) -> Vec<Step> {
     let Some(out) = &up.masquerade_out else {
         return Vec::new();
     };
     let table = nft_table(&cfg.tun.name);
-    let prefixes: Vec<Prefix> = cfg
-        .clients
-        .iter()
-        .flat_map(|c| c.prefixes())
-        .filter(|p| p.addr.is_ipv4())
-        .collect();
+    let prefixes: Vec<Prefix> = cfg.clients.iter().flat_map(|c| c.prefixes()).collect();
     let mut apply = vec![
-        argv(&["nft", "add", "table", "ip", &table]),
+        argv(&["nft", "add", "table", "inet", &table]),
         argv(&[
             "nft",
             "add",
             "chain",
-            "ip",
+            "inet",
             &table,
             "postrouting",
             "{ type nat hook postrouting priority srcnat; }",
         ]),
     ];
     for p in &prefixes {
+        let family = if p.addr.is_ipv4() { "ip" } else { "ip6" };
         apply.push(argv(&[
             "nft",
             "add",
             "rule",
-            "ip",
+            "inet",
             &table,
             "postrouting",
             "oifname",
             out,
-            "ip",
+            family,
             "saddr",
             &p.to_string(),
             "masquerade",
         ]));
     }
-    vec![
-        Step {
-            what: "IPv4 forwarding on".into(),
-            apply: vec![argv(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])],
-            undo: vec![argv(&[
-                "sysctl",
-                "-q",
-                "-w",
-                &format!("net.ipv4.ip_forward={}", forwarding_was.trim()),
-            ])],
-        },
-        Step {
-            what: format!(
-                "masquerade the clients' prefixes out of {out} (nftables table ip {table})"
-            ),
-            apply,
-            undo: vec![argv(&["nft", "delete", "table", "ip", &table])],
-        },
-    ]
+    let forwarding = |what: &str, key: &str, before: &str| Step {
+        what: what.into(),
+        apply: vec![argv(&["sysctl", "-q", "-w", &format!("{key}=1")])],
+        undo: vec![argv(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("{key}={}", before.trim()),
+        ])],
+    };
+    let mut steps = vec![forwarding(
+        "IPv4 forwarding on",
+        "net.ipv4.ip_forward",
+        &was.ipv4,
+    )];
+    if prefixes.iter().any(|p| !p.addr.is_ipv4()) {
+        steps.push(forwarding(
+            "IPv6 forwarding on",
+            "net.ipv6.conf.all.forwarding",
+            &was.ipv6,
+        ));
+    }
+    steps.push(Step {
+        what: format!(
+            "masquerade the clients' prefixes out of {out} (nftables table inet {table})"
+        ),
+        apply,
+        undo: vec![argv(&["nft", "delete", "table", "inet", &table])],
+    });
+    steps
 }
 
 #[cfg(test)]
@@ -387,30 +403,54 @@ mod tests {
     }
 
     #[test]
-    fn a_server_masquerades_its_clients_ipv4_prefixes_and_restores_forwarding() {
+    fn a_server_masquerades_its_clients_prefixes_and_restores_forwarding() {
         let cfg = parse_checked_server(&format!(
             "key_file = \"s.key\"\n[up]\nmasquerade_out = \"eth0\"\n[tun]\nname = \"hd-0\"\naddresses = [\"10.77.0.1/24\"]\n\
              [[interfaces]]\nbind = \"0.0.0.0:7700\"\n\
              [[clients]]\nkey = \"{KEY}\"\naddresses = [\"10.77.0.2/32\", \"fd77::2/128\", \"10.78.0.0/24\"]\n"
         ));
         let up = cfg.up.clone();
-        let plan = server_plan(&up, &cfg, "0\n");
-        assert_eq!(plan.len(), 2);
+        let was = ForwardingWas {
+            ipv4: "0\n".into(),
+            ipv6: "1\n".into(),
+        };
+        let plan = server_plan(&up, &cfg, &was);
+        assert_eq!(plan.len(), 3);
         assert_eq!(
             plan[0].undo[0].join(" "),
             "sysctl -q -w net.ipv4.ip_forward=0"
         );
-        let rules: Vec<String> = plan[1].apply.iter().map(|a| a.join(" ")).collect();
-        assert_eq!(rules[0], "nft add table ip horde_hd_0");
+        assert_eq!(
+            plan[1].apply[0].join(" "),
+            "sysctl -q -w net.ipv6.conf.all.forwarding=1"
+        );
+        assert_eq!(
+            plan[1].undo[0].join(" "),
+            "sysctl -q -w net.ipv6.conf.all.forwarding=1"
+        );
+        let rules: Vec<String> = plan[2].apply.iter().map(|a| a.join(" ")).collect();
+        assert_eq!(rules[0], "nft add table inet horde_hd_0");
         assert_eq!(
             rules[2..],
             [
-                "nft add rule ip horde_hd_0 postrouting oifname eth0 ip saddr 10.77.0.2/32 masquerade",
-                "nft add rule ip horde_hd_0 postrouting oifname eth0 ip saddr 10.78.0.0/24 masquerade",
+                "nft add rule inet horde_hd_0 postrouting oifname eth0 ip saddr 10.77.0.2/32 masquerade",
+                "nft add rule inet horde_hd_0 postrouting oifname eth0 ip6 saddr fd77::2/128 masquerade",
+                "nft add rule inet horde_hd_0 postrouting oifname eth0 ip saddr 10.78.0.0/24 masquerade",
             ]
         );
-        assert_eq!(plan[1].undo[0].join(" "), "nft delete table ip horde_hd_0");
+        assert_eq!(
+            plan[2].undo[0].join(" "),
+            "nft delete table inet horde_hd_0"
+        );
+        // IPv4 clients only: IPv6 forwarding is left as it is.
+        let v4_only = parse_checked_server(&format!(
+            "key_file = \"s.key\"\n[up]\nmasquerade_out = \"eth0\"\n[tun]\nname = \"hd-0\"\naddresses = [\"10.77.0.1/24\"]\n\
+             [[interfaces]]\nbind = \"0.0.0.0:7700\"\n\
+             [[clients]]\nkey = \"{KEY}\"\naddresses = [\"10.77.0.2/32\"]\n"
+        ));
+        let steps = server_plan(&up, &v4_only, &was);
+        assert!(steps.iter().all(|s| !s.what.contains("IPv6")), "{steps:?}");
         // Without masquerade_out a server changes nothing.
-        assert!(server_plan(&UpConfig::default(), &cfg, "0").is_empty());
+        assert!(server_plan(&UpConfig::default(), &cfg, &was).is_empty());
     }
 }
