@@ -240,6 +240,23 @@ fn report(stdout: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
+/// A `horde flow` TCP server in `ns` on `listen`, ending after `count` transfers.
+fn flow_server(ns: &Netns, listen: &str, count: u32) -> Child {
+    ns.horde(&[
+        "flow",
+        "server",
+        "--tcp-only",
+        "--listen",
+        listen,
+        "--count",
+        &count.to_string(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
 /// A `horde flow` transfer of `bytes` from namespace `ns` to `to`; returns the client's
 /// JSON after checking that every byte arrived intact.
 fn transfer(ns: &Netns, to: &str, bytes: u64) -> serde_json::Value {
@@ -818,21 +835,7 @@ remote = "192.168.7{i}.1:7700"
             format!("10.77.0.{last}:5201"),
             format!("[fd77::{last}]:5201"),
         ] {
-            servers.push(
-                ns.horde(&[
-                    "flow",
-                    "server",
-                    "--tcp-only",
-                    "--listen",
-                    &listen,
-                    "--count",
-                    "1",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-            );
+            servers.push(flow_server(ns, &listen, 1));
         }
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -1515,20 +1518,7 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     assert!(shown(&bus, &["ip", "rule"]).contains("oif hdtb2 lookup 7701"));
     assert!(shown(&srv, &["nft", "list", "ruleset"]).contains("masquerade"));
 
-    let mut flow = far
-        .horde(&[
-            "flow",
-            "server",
-            "--tcp-only",
-            "--listen",
-            "10.200.0.2:5201",
-            "--count",
-            "3",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut flow = flow_server(&far, "10.200.0.2:5201", 3);
     std::thread::sleep(Duration::from_millis(300));
     // 20 MB from the vehicle to the far network, through the tunnel and the server's NAT.
     let first = transfer(&bus, "10.200.0.2:5201", 20_000_000);
@@ -1563,20 +1553,7 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     let _ = flow.kill();
     let _ = flow.wait();
     // IPv6 too: the far network has no route back to the tunnel's fd77::/64 either.
-    let mut flow6 = far
-        .horde(&[
-            "flow",
-            "server",
-            "--tcp-only",
-            "--listen",
-            "[fd20::2]:5201",
-            "--count",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut flow6 = flow_server(&far, "[fd20::2]:5201", 1);
     std::thread::sleep(Duration::from_millis(300));
     transfer(&bus, "[fd20::2]:5201", 2_000_000);
     let _ = flow6.kill();
@@ -1670,20 +1647,7 @@ fn pings(ns: &Netns, to: &str) -> bool {
 /// `srv`; then, in the client's status file, the channel `which` picks must have sent
 /// more than 100 kB (the file is rewritten every second).
 fn carries(bus: &Netns, srv: &Netns, status: &Path, which: impl Fn(&serde_json::Value) -> bool) {
-    let mut sink = srv
-        .horde(&[
-            "flow",
-            "server",
-            "--tcp-only",
-            "--listen",
-            "10.77.0.1:5201",
-            "--count",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sink = flow_server(srv, "10.77.0.1:5201", 1);
     std::thread::sleep(Duration::from_millis(300));
     transfer(bus, "10.77.0.1:5201", 2_000_000);
     assert!(sink.wait().unwrap().success());
@@ -2004,23 +1968,8 @@ fn offload_transfers(client_offload: bool, server_offload: bool) {
     assert!(server_up.contains(&says(server_offload)), "{server_up}");
     assert!(client_up.contains(&says(client_offload)), "{client_up}");
 
-    let flow_server = |ns: &Netns, listen: &str| {
-        ns.horde(&[
-            "flow",
-            "server",
-            "--tcp-only",
-            "--listen",
-            listen,
-            "--count",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-    };
-    let mut up = flow_server(&srv, "10.77.0.1:5201");
-    let mut down = flow_server(&bus, "10.77.0.2:5202");
+    let mut up = flow_server(&srv, "10.77.0.1:5201", 1);
+    let mut down = flow_server(&bus, "10.77.0.2:5202", 1);
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
     transfer(&bus, "10.77.0.1:5201", OFFLOAD_BYTES);
