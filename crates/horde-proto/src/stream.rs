@@ -177,7 +177,7 @@ impl StreamConfig {
     /// Bytes sent per byte of the application's, whatever the path: `fec`'s coded ADUs
     /// (two copies are `fec` at 100%). The other modes send theirs only into spare
     /// capacity or after a loss.
-    fn redundancy(&self) -> f64 {
+    pub(crate) fn redundancy(&self) -> f64 {
         match self.recovery.mode {
             RecoveryMode::Fec { percent } => 1.0 + percent / 100.0,
             RecoveryMode::None if self.latency_copies == 2 => 2.0,
@@ -233,6 +233,9 @@ pub struct SendStream {
     pub announced: f64,
     /// Bytes this stream may still send ahead of others (may go negative).
     pub credit: f64,
+    /// The stream took over a dead session's queue and has not emptied it yet: until
+    /// it does, its credit may bank what its queue will cost ([`Self::queued_cost`]).
+    pub catching_up: bool,
     /// Back-pressure: the queue reached the high-water mark and has not yet fallen to
     /// the low-water mark.
     blocked: bool,
@@ -255,6 +258,7 @@ impl SendStream {
             allocation: 0.0,
             announced: f64::NAN,
             credit: 0.0,
+            catching_up: false,
             blocked: false,
             last_queued: None,
             latency_ave: 0.0,
@@ -377,8 +381,29 @@ impl SendStream {
         len as f64
     }
 
+    /// What the ADUs waiting in the queue will cost to send, their coded ADUs too.
+    pub fn queued_cost(&self) -> f64 {
+        self.queued_bytes as f64 * self.config.redundancy()
+    }
+
+    /// The stream took over a dead session's queue: what waited through the
+    /// reconnection is owed, so it starts with credit for all of it and banks what its
+    /// queue costs until the queue first empties. Held to its allocation alone, a
+    /// stream sending at exactly its `max_kbps` (voice) could never send faster than
+    /// it queues, and would keep the outage as a standing delay for as long as it talked.
+    pub fn catch_up(&mut self) {
+        self.catching_up = true;
+        self.credit = self.queued_cost();
+    }
+
+    /// Add `dt`'s worth of the allocation to the credit, up to [`CREDIT_HORIZON`] of it
+    /// (or, catching up, what the queue costs).
     pub fn refill(&mut self, dt: Duration, mtu: f64) {
-        let cap = (self.allocation * CREDIT_HORIZON).max(mtu);
+        self.catching_up &= !self.queue.is_empty();
+        let mut cap = (self.allocation * CREDIT_HORIZON).max(mtu);
+        if self.catching_up {
+            cap = cap.max(self.queued_cost());
+        }
         self.credit = (self.credit + self.allocation * dt.as_secs_f64()).min(cap);
     }
 

@@ -358,6 +358,76 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
     assert_eq!(acked, 4, "stream 2's four ADUs, resent");
 }
 
+/// A voice-like stream queues 160 bytes every 20 ms at a `max_kbps` of exactly that
+/// rate, next to an upload that keeps the path busy. The peer vanishes for long enough that the session times out and a successor
+/// takes the queue over: the successor sends the backlog as the path allows, then keeps
+/// up. Were the carried queue to wait for the new session's allocation to refill, the
+/// stream could never send faster than it queues, and the outage would stay in its
+/// queue as a standing delay for as long as it talked.
+#[test]
+fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
+    let config = SessionConfig {
+        idle_timeout_ms: 500.0,
+        ..SessionConfig::default()
+    };
+    let mut net = Net::new(config, no_loss());
+    net.client().set_successor_expected(true);
+    let voice = StreamConfig {
+        max_kbps: Some(64.0),
+        ..StreamConfig::default()
+    };
+    net.client().open_stream(1, voice).unwrap();
+    // Next to an upload that keeps a 2 Mbit/s path busy, as voice next to bulk.
+    let (client, server) = (net.nodes[CLIENT], net.nodes[SERVER]);
+    net.h.set_path(
+        Harness::addr(client, 0),
+        Harness::addr(server, 0),
+        PathConfig {
+            rate_kbps: Some(2000.0),
+            ..PathConfig::delay(DELAY)
+        },
+    );
+    net.client()
+        .open_stream(2, StreamConfig::default())
+        .unwrap();
+    let frame = ms(20);
+    let mut at = ms(200);
+    // Talks until `end`; returns the fewest frames voice had queued meanwhile.
+    let mut talk_until = |net: &mut Net, end: Duration| {
+        let mut least = usize::MAX;
+        while at < end {
+            net.run_until(at);
+            least = least.min(net.client().queued(1));
+            net.send(1, 1, 160);
+            let bulk = net.client().queued(2);
+            net.send(2, 40usize.saturating_sub(bulk), 1000);
+            at += frame;
+        }
+        least
+    };
+    assert!(talk_until(&mut net, ms(1000)) <= 2);
+    // The peer goes silent for 1.5 s: the session times out with the talk queued.
+    net.set_drop(Box::new(|_, _| true));
+    talk_until(&mut net, ms(2500));
+    assert_eq!(net.closed(CLIENT)[0].1, CloseReason::IdleTimeout);
+    let fresh = net.open_client(10);
+    let old_handle = std::mem::replace(&mut net.client, fresh);
+    let client_node = net.nodes[CLIENT];
+    let mut old = net.h.remove_session(client_node, old_handle).unwrap();
+    let now = net.now();
+    net.client().inherit(&mut old, now);
+    let backlog = net.client().queued(1);
+    assert!(backlog >= 40, "{backlog} frames carried");
+    net.set_drop(no_loss());
+    // Within a second of the reconnection the backlog is gone (5 frames left at
+    // 0.5 s); held to the allocation it stayed and grew (75 to 80).
+    let least = talk_until(&mut net, ms(3500));
+    assert!(
+        least * 4 <= backlog,
+        "{least} frames at least in the second after {backlog} were carried"
+    );
+}
+
 #[test]
 fn a_receiver_that_does_not_read_stalls_the_sender_in_bounded_memory() {
     let mut net = Net::with_receive_buffer(SessionConfig::default(), no_loss(), Some(40_000));

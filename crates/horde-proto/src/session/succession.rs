@@ -58,6 +58,7 @@ impl Session {
                 s.queue.push_back(q);
             }
             self.carry_recovery(now, &mut s, &old.recovery);
+            s.catch_up();
             // Carried ADUs count against the queue limit like any other.
             for d in s.trim() {
                 self.stats.adus_dropped += 1;
