@@ -82,6 +82,19 @@ impl Net {
         connect_client(&mut self.h, self.nodes, conn)
     }
 
+    /// The client's session has ended: a new one takes its streams over, as the
+    /// runtime's reconnection does.
+    fn hand_over_to_successor(&mut self) {
+        let fresh = self.open_client(10);
+        let old_handle = std::mem::replace(&mut self.client, fresh);
+        let mut old = self
+            .h
+            .remove_session(self.nodes[CLIENT], old_handle)
+            .unwrap();
+        let now = self.now();
+        self.client().inherit(&mut old, now);
+    }
+
     fn set_drop(&mut self, mut drop: Drop) {
         let client = self.nodes[CLIENT];
         self.h.set_drop_filter(move |s| {
@@ -332,12 +345,7 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
     // Stream 1's in-flight ADUs are nacked; stream 2's wait for the successor.
     assert_eq!(nacked.get("Abandoned").copied(), Some(4), "{nacked:?}");
 
-    let fresh = net.open_client(10);
-    let old_handle = std::mem::replace(&mut net.client, fresh);
-    let client_node = net.nodes[CLIENT];
-    let mut old = net.h.remove_session(client_node, old_handle).unwrap();
-    let now = net.now();
-    net.client().inherit(&mut old, now);
+    net.hand_over_to_successor();
     assert_eq!(net.client().queued(2), 4);
     net.set_drop(no_loss());
     net.run_until(ms(4000));
@@ -410,12 +418,7 @@ fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
     net.set_drop(Box::new(|_, _| true));
     talk_until(&mut net, ms(2500));
     assert_eq!(net.closed(CLIENT)[0].1, CloseReason::IdleTimeout);
-    let fresh = net.open_client(10);
-    let old_handle = std::mem::replace(&mut net.client, fresh);
-    let client_node = net.nodes[CLIENT];
-    let mut old = net.h.remove_session(client_node, old_handle).unwrap();
-    let now = net.now();
-    net.client().inherit(&mut old, now);
+    net.hand_over_to_successor();
     let backlog = net.client().queued(1);
     assert!(backlog >= 40, "{backlog} frames carried");
     net.set_drop(no_loss());
