@@ -235,7 +235,7 @@ pub struct SendStream {
     pub credit: f64,
     /// The stream took over a dead session's queue and has not emptied it yet: until
     /// it does, its credit may bank what its queue will cost ([`Self::queued_cost`]).
-    pub catching_up: bool,
+    catching_up: bool,
     /// Back-pressure: the queue reached the high-water mark and has not yet fallen to
     /// the low-water mark.
     blocked: bool,
