@@ -42,6 +42,8 @@ mod recovery_hooks;
 mod scratch;
 mod sender;
 mod succession;
+#[cfg(test)]
+mod test_session;
 mod timeouts;
 mod transmit;
 

@@ -2,40 +2,20 @@
 //! over is carried (framed again) or nacked, never silently gone; and the back-pressure
 //! an application waits on is carried with it.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
 
+use super::test_session::one_channel_session;
 use super::*;
-use crate::channel::ChannelConfig;
 use crate::event::NackReason;
 use crate::recovery::header;
 use crate::recovery::sender::Kind;
 use crate::recovery::{RecoveryConfig, RecoveryMode};
 use crate::stream::{QueuedAdu, StreamConfig};
-use crate::ChannelSpec;
 
 const STREAM: u32 = 1;
-
-fn session(conn: u64) -> Session {
-    let remote: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let channels = vec![ChannelSpec {
-        local: 0,
-        remote,
-        config: ChannelConfig::default(),
-    }];
-    Session::connect(
-        SessionConfig::default(),
-        conn,
-        1,
-        channels,
-        vec![],
-        Duration::ZERO,
-    )
-    .unwrap()
-}
 
 fn nacks(s: &mut Session) -> Vec<(u64, NackReason)> {
     std::iter::from_fn(|| s.poll_event())
@@ -49,7 +29,7 @@ fn nacks(s: &mut Session) -> Vec<(u64, NackReason)> {
 #[test]
 fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() {
     let now = Duration::from_millis(10);
-    let mut old = session(1);
+    let mut old = one_channel_session(1);
     let config = StreamConfig {
         recovery: RecoveryConfig::new(RecoveryMode::Oec),
         ..StreamConfig::default()
@@ -77,7 +57,7 @@ fn a_carried_adu_that_cannot_be_framed_again_is_nacked_and_layer_adus_are_not() 
     old.recovery.bind(STREAM, report_id, Kind::Report);
     nacks(&mut old);
 
-    let mut new = session(2);
+    let mut new = one_channel_session(2);
     new.inherit(&mut old, now);
 
     assert_eq!(
@@ -114,7 +94,7 @@ fn writable_events(s: &mut Session) -> usize {
 /// An ended session whose stream is blocked at its high-water mark, with `adus` ADUs of
 /// 1000 bytes (the marks are at their 8 and 16 KiB floors before any allocation).
 fn blocked_session(now: Duration, adus: usize) -> Session {
-    let mut old = session(1);
+    let mut old = one_channel_session(1);
     old.open_stream(STREAM, StreamConfig::default()).unwrap();
     for _ in 0..20 {
         old.send_adu(now, STREAM, Bytes::from(vec![0; 1000]), Fields::new())
@@ -134,7 +114,7 @@ fn blocked_session(now: Duration, adus: usize) -> Session {
 fn a_blocked_stream_stays_blocked_in_the_successor_and_announces_its_drain() {
     let now = Duration::from_millis(10);
     let mut old = blocked_session(now, 12);
-    let mut new = session(2);
+    let mut new = one_channel_session(2);
     new.inherit(&mut old, now);
     assert_eq!(
         new.writable(STREAM),
@@ -160,7 +140,7 @@ fn a_blocked_stream_stays_blocked_in_the_successor_and_announces_its_drain() {
 fn a_blocked_stream_whose_carried_queue_is_short_is_writable_at_once() {
     let now = Duration::from_millis(10);
     let mut old = blocked_session(now, 2);
-    let mut new = session(2);
+    let mut new = one_channel_session(2);
     new.inherit(&mut old, now);
     assert_eq!(writable_events(&mut new), 1);
     assert_eq!(new.writable(STREAM), Ok(true));

@@ -195,32 +195,17 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
-
     use horde_policy::Fields;
 
+    use super::super::test_session::one_channel_session;
     use super::*;
     use crate::recovery::{RecoveryConfig, RecoveryMode};
-    use crate::{ChannelConfig, ChannelSpec, SessionConfig, StreamConfig};
+    use crate::StreamConfig;
 
     const STREAM: u32 = 1;
 
     fn session_with(mode: RecoveryMode) -> Session {
-        let remote: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let channels = vec![ChannelSpec {
-            local: 0,
-            remote,
-            config: ChannelConfig::default(),
-        }];
-        let mut s = Session::connect(
-            SessionConfig::default(),
-            1,
-            1,
-            channels,
-            vec![],
-            Duration::ZERO,
-        )
-        .unwrap();
+        let mut s = one_channel_session(1);
         let config = StreamConfig {
             recovery: RecoveryConfig::new(mode),
             ..StreamConfig::default()
