@@ -372,51 +372,79 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
 /// up. Were the carried queue to wait for the new session's allocation to refill, the
 /// stream could never send faster than it queues, and the outage would stay in its
 /// queue as a standing delay for as long as it talked.
-#[test]
-fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
-    let config = SessionConfig {
-        idle_timeout_ms: 500.0,
-        ..SessionConfig::default()
-    };
-    let mut net = Net::new(config, no_loss());
-    net.client().set_successor_expected(true);
-    let voice = StreamConfig {
-        max_kbps: Some(64.0),
-        ..StreamConfig::default()
-    };
-    net.client().open_stream(1, voice).unwrap();
-    // Next to an upload that keeps a 2 Mbit/s path busy, as voice next to bulk.
-    let (client, server) = (net.nodes[CLIENT], net.nodes[SERVER]);
-    net.h.set_path(
-        Harness::addr(client, 0),
-        Harness::addr(server, 0),
-        PathConfig {
-            rate_kbps: Some(2000.0),
-            ..PathConfig::delay(DELAY)
-        },
-    );
-    net.client()
-        .open_stream(2, StreamConfig::default())
-        .unwrap();
-    let frame = ms(20);
-    let mut at = ms(200);
-    // Talks until `end`; returns the fewest frames voice had queued meanwhile.
-    let mut talk_until = |net: &mut Net, end: Duration| {
-        let mut least = usize::MAX;
-        while at < end {
-            net.run_until(at);
-            least = least.min(net.client().queued(1));
+/// Voice (160 B every 20 ms, `max_kbps` exactly its rate) next to an upload that keeps
+/// a 2 Mbit/s path busy, as voice next to bulk. The session may hand its streams to a
+/// successor.
+struct VoiceBesideUpload {
+    net: Net,
+    /// When the next frame is due.
+    at: Duration,
+}
+
+impl VoiceBesideUpload {
+    fn new() -> Self {
+        let config = SessionConfig {
+            idle_timeout_ms: 500.0,
+            ..SessionConfig::default()
+        };
+        let mut net = Net::new(config, no_loss());
+        net.client().set_successor_expected(true);
+        let voice = StreamConfig {
+            max_kbps: Some(64.0),
+            ..StreamConfig::default()
+        };
+        net.client().open_stream(1, voice).unwrap();
+        let (client, server) = (net.nodes[CLIENT], net.nodes[SERVER]);
+        net.h.set_path(
+            Harness::addr(client, 0),
+            Harness::addr(server, 0),
+            PathConfig {
+                rate_kbps: Some(2000.0),
+                ..PathConfig::delay(DELAY)
+            },
+        );
+        net.client()
+            .open_stream(2, StreamConfig::default())
+            .unwrap();
+        Self { net, at: ms(200) }
+    }
+
+    /// Talks until `end`; returns the fewest and the most frames voice had queued
+    /// meanwhile, each seen just before a frame.
+    fn talk_until(&mut self, end: Duration) -> (usize, usize) {
+        let (mut least, mut most) = (usize::MAX, 0);
+        while self.at < end {
+            let net = &mut self.net;
+            net.run_until(self.at);
+            let queued = net.client().queued(1);
+            (least, most) = (least.min(queued), most.max(queued));
             net.send(1, 1, 160);
             let bulk = net.client().queued(2);
             net.send(2, 40usize.saturating_sub(bulk), 1000);
-            at += frame;
+            self.at += ms(20);
         }
-        least
-    };
-    assert!(talk_until(&mut net, ms(1000)) <= 2);
+        (least, most)
+    }
+}
+
+#[test]
+fn a_stream_at_its_rate_cap_next_to_an_upload_does_not_queue() {
+    let mut call = VoiceBesideUpload::new();
+    // The upload is behind its allocation all along (the allocator counts capacity the
+    // path does not carry). Ranked on that shortfall, voice queued until its own credit
+    // matched it: 4 frames (80 ms) from 2.4 s on.
+    let (_, most) = call.talk_until(ms(8000));
+    assert!(most <= 1, "voice had {most} frames queued");
+}
+
+#[test]
+fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
+    let mut call = VoiceBesideUpload::new();
+    assert!(call.talk_until(ms(1000)).0 <= 2);
     // The peer goes silent for 1.5 s: the session times out with the talk queued.
-    net.set_drop(Box::new(|_, _| true));
-    talk_until(&mut net, ms(2500));
+    call.net.set_drop(Box::new(|_, _| true));
+    call.talk_until(ms(2500));
+    let net = &mut call.net;
     assert_eq!(net.closed(CLIENT)[0].1, CloseReason::IdleTimeout);
     net.hand_over_to_successor();
     let backlog = net.client().queued(1);
@@ -424,10 +452,17 @@ fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
     net.set_drop(no_loss());
     // Within a second of the reconnection the backlog is gone (5 frames left at
     // 0.5 s); held to the allocation it stayed and grew (75 to 80).
-    let least = talk_until(&mut net, ms(3500));
+    let (least, _) = call.talk_until(ms(3500));
     assert!(
         least * 4 <= backlog,
         "{least} frames at least in the second after {backlog} were carried"
+    );
+    // And it stays gone: once caught up, voice queued again until its credit matched
+    // the upload's shortfall, 23 frames (460 ms) from 4.6 s on.
+    let (_, most) = call.talk_until(ms(8000));
+    assert!(
+        most <= 2,
+        "voice had {most} frames queued after catching up"
     );
 }
 
