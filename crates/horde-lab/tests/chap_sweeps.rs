@@ -245,6 +245,10 @@ fn bad_sweep_arguments_are_refused_with_a_message() {
             "--seeds must be between 1 and 1000",
         ),
         (&["chap", "distance", "--node", "moon"][..], "moon"),
+        (
+            &["chap", "fairness", "--window", "0"][..],
+            "--window: 0 s is out of range",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_horde-lab"))
             .args(args)
@@ -254,6 +258,39 @@ fn bad_sweep_arguments_are_refused_with_a_message() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_longer_window_measures_longer_from_the_same_start() {
+    let run = |window: &str| {
+        let json = common::lab_json(&[
+            "chap",
+            "fairness",
+            "--short",
+            "--window",
+            window,
+            "--tcp",
+            "cubic",
+            "--latencies",
+            "2",
+            "--disciplines",
+            "fifo",
+            "--json",
+        ]);
+        let schedule = json["runs"][0]["config"]["schedule"].clone();
+        let ftp = json["runs"][0]["ftp_mbps"].as_f64().unwrap();
+        (schedule, ftp)
+    };
+    let (short, _) = run("5");
+    let (long, ftp) = run("20");
+    assert_eq!(short["window_start_s"], long["window_start_s"]);
+    assert_eq!(long["window_end_s"].as_f64(), Some(30.0), "{long}");
+    assert_eq!(long["end_s"].as_f64(), Some(31.0), "{long}");
+    assert_eq!(short["window_end_s"].as_f64(), Some(15.0), "{short}");
+    assert!(
+        ftp > 10.0,
+        "both downloads measured over the window: {ftp} Mbit/s"
+    );
 }
 
 /// The long-path download's share under CHAP comes from its TCP recovering losses without

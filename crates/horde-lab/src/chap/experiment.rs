@@ -63,6 +63,18 @@ impl Schedule {
         }
     }
 
+    /// The same schedule measured for `secs` from its window's start, stopping 1 s
+    /// after: a controller whose loss cycles last a minute or more (NewReno on a long
+    /// path) needs several of them in the window.
+    pub fn with_window(self, secs: f64) -> Schedule {
+        let window_end_s = self.window_start_s + secs;
+        Schedule {
+            window_end_s,
+            end_s: window_end_s + 1.0,
+            ..self
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         let ok = [
             self.apps_start_s,
