@@ -1448,6 +1448,16 @@ fn assert_client_routing_undone(bus: &Netns, dir: &Path) {
     assert!(!dir.join("state/hdt0-client.json").exists());
 }
 
+/// Bytes `device` in `ns` has sent, from the kernel's counters.
+fn sent_bytes(ns: &Netns, device: &str) -> u64 {
+    let json = shown(ns, &["ip", "-s", "-j", "link", "show", "dev", device]);
+    let links: serde_json::Value = serde_json::from_str(&json)
+        .unwrap_or_else(|e| panic!("ip -s -j link show dev {device}: {e}: {json}"));
+    links[0]["stats64"]["tx"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no tx bytes for {device}: {json}"))
+}
+
 fn shown(ns: &Netns, args: &[&str]) -> String {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0])
@@ -1534,9 +1544,30 @@ fn up_routes_each_link_nats_the_server_and_down_leaves_nothing() {
     });
     eprintln!("client status: {s}");
 
-    // Link 2 goes down: its table loses its route. The transfer goes on over link 1.
-    bus.ip(&["link", "set", "hdtb2", "down"]);
-    transfer(&bus, "10.200.0.2:5201", 2_000_000);
+    // Link 2 goes down in the middle of a transfer: its table loses its route, and the
+    // transfer finishes over link 1, every byte checked.
+    std::thread::scope(|scope| {
+        let before = sent_bytes(&bus, "hdtb2");
+        let moving = scope.spawn(|| transfer(&bus, "10.200.0.2:5201", 30_000_000));
+        let start = Instant::now();
+        while sent_bytes(&bus, "hdtb2") < before + 2_000_000 {
+            assert!(
+                !moving.is_finished() && start.elapsed() < Duration::from_secs(20),
+                "link 2 never carried 2 MB of the transfer"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        bus.ip(&["link", "set", "hdtb2", "down"]);
+        assert!(
+            !moving.is_finished(),
+            "the transfer ended before link 2 went down"
+        );
+        let after = moving.join().expect("the transfer");
+        eprintln!(
+            "30 MB with link 2 down midway: {:.0} Mbit/s",
+            after["goodput_mbps"].as_f64().unwrap()
+        );
+    });
     assert!(shown(&bus, &["ip", "route", "show", "table", "7701"])
         .trim()
         .is_empty());
