@@ -147,6 +147,22 @@ pub struct RunArgs {
     json: bool,
 }
 
+/// The dissertation's schedule, or the short one, measured over `window` seconds if given.
+fn sweep_schedule(short: bool, window: Option<f64>) -> Result<Schedule> {
+    let schedule = if short {
+        Schedule::short()
+    } else {
+        Schedule::dissertation()
+    };
+    match window {
+        Some(secs) if !(secs > 0.0 && secs <= 1e5) => {
+            anyhow::bail!("--window: {secs} s is out of range (more than 0, at most 100000)")
+        }
+        Some(secs) => Ok(schedule.with_window(secs)),
+        None => Ok(schedule),
+    }
+}
+
 pub fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::MultiApp(a) => run_table(a, false),
@@ -233,22 +249,7 @@ fn run_sweep(a: SweepArgs, sweep: Sweep, series: Vec<Series>, xs: Vec<f64>) -> R
         seeds: (0..u64::from(a.seeds))
             .map(|k| a.seed.wrapping_add(k))
             .collect(),
-        schedule: {
-            let schedule = if a.short {
-                Schedule::short()
-            } else {
-                Schedule::dissertation()
-            };
-            match a.window {
-                Some(secs) if !(secs > 0.0 && secs <= 1e5) => {
-                    anyhow::bail!(
-                        "--window: {secs} s is out of range (more than 0, at most 100000)"
-                    )
-                }
-                Some(secs) => schedule.with_window(secs),
-                None => schedule,
-            }
-        },
+        schedule: sweep_schedule(a.short, a.window)?,
     };
     plan.validate()?;
     let configs = plan.configs();
