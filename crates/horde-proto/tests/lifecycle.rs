@@ -366,12 +366,6 @@ fn a_successor_takes_over_queued_and_resendable_adus() {
     assert_eq!(acked, 4, "stream 2's four ADUs, resent");
 }
 
-/// A voice-like stream queues 160 bytes every 20 ms at a `max_kbps` of exactly that
-/// rate, next to an upload that keeps the path busy. The peer vanishes for long enough that the session times out and a successor
-/// takes the queue over: the successor sends the backlog as the path allows, then keeps
-/// up. Were the carried queue to wait for the new session's allocation to refill, the
-/// stream could never send faster than it queues, and the outage would stay in its
-/// queue as a standing delay for as long as it talked.
 /// Voice (160 B every 20 ms, `max_kbps` exactly its rate) next to an upload that keeps
 /// a 2 Mbit/s path busy, as voice next to bulk. The session may hand its streams to a
 /// successor.
@@ -427,6 +421,8 @@ impl VoiceBesideUpload {
     }
 }
 
+/// A stream held below the fair share goes first while it has credit, whatever the
+/// upload beside it is owed.
 #[test]
 fn a_stream_at_its_rate_cap_next_to_an_upload_does_not_queue() {
     let mut call = VoiceBesideUpload::new();
@@ -437,6 +433,11 @@ fn a_stream_at_its_rate_cap_next_to_an_upload_does_not_queue() {
     assert!(most <= 1, "voice had {most} frames queued");
 }
 
+/// The peer of a call beside an upload vanishes for long enough that the session times
+/// out and a successor takes the queue over: the successor sends the backlog as the path
+/// allows, then keeps up. Were the carried queue to wait for the new session's
+/// allocation to refill, the stream could never send faster than it queues, and the
+/// outage would stay in its queue as a standing delay for as long as it talked.
 #[test]
 fn a_stream_at_its_rate_cap_sends_the_backlog_a_reconnection_left() {
     let mut call = VoiceBesideUpload::new();
