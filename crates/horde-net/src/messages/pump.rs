@@ -33,6 +33,12 @@ struct InFlight {
     handed: Duration,
 }
 
+/// Events the pump reads in one turn beyond the first, so that the room a burst of acks
+/// frees is refilled in one hand-over. Refilled at each ack, every piece cost a turn of
+/// this task, a command, a scheduling cycle and a datagram send of its own: messages
+/// moved at a sixth of a stream's goodput, at 5-9 times its CPU per byte.
+const WAITING_PER_TURN: usize = 32;
+
 struct Pump {
     shared: Arc<Shared>,
     handle: ConnectionHandle,
@@ -112,7 +118,15 @@ async fn run(mut pump: Pump, mut events: EventReceiver) {
         };
         tokio::select! {
             event = events.recv() => match event {
-                Some(event) => pump.on_event(event).await,
+                Some(event) => {
+                    pump.on_event(event).await;
+                    for _ in 0..WAITING_PER_TURN {
+                        let Ok(event) = events.try_recv() else {
+                            break;
+                        };
+                        pump.on_event(event).await;
+                    }
+                }
                 None => return,
             },
             _ = pump.shared.wake.notified() => {}
