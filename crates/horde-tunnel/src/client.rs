@@ -15,7 +15,7 @@ use horde_proto::Event;
 use crate::config::{ingress_qdisc, ClientChannel, ClientConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::ingress::{stream_behind_a_qdisc, Ingress};
+use crate::ingress::{tunnel_stream, Ingress};
 use crate::live_channels::LiveChannels;
 use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
@@ -52,11 +52,8 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
         .await
         .map_err(|e| observer.connect_failed(e))?;
     let qdisc = ingress_qdisc(cfg.qdisc.as_deref()).map_err(anyhow::Error::msg)?;
-    let stream = match qdisc {
-        Some(_) => stream_behind_a_qdisc(&cfg.stream, mtu),
-        None => cfg.stream.clone(),
-    };
-    conn.open_stream(STREAM, stream).await?;
+    conn.open_stream(STREAM, tunnel_stream(&cfg.stream, qdisc, mtu))
+        .await?;
     observer.started(&host);
     // The persistent connection's handle outlives its sessions: one peer throughout.
     observer.track(None, &peer, &conn);

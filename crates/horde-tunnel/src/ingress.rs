@@ -36,12 +36,21 @@ const STREAM_LOW_MS: f64 = 4.0;
 /// ...and a floor of at most this many full packets.
 const STREAM_FLOOR_PACKETS: usize = 2;
 
+/// The tunnel stream's configuration: `stream` as the file gives it, or, when packets
+/// wait in an ingress discipline first (`qdisc`), with its queue kept short.
+pub fn tunnel_stream(stream: &StreamConfig, qdisc: Option<QdiscKind>, mtu: u32) -> StreamConfig {
+    match qdisc {
+        Some(_) => stream_behind_a_qdisc(stream, mtu),
+        None => stream.clone(),
+    }
+}
+
 /// The tunnel stream's configuration when packets wait in a discipline first: `stream`
 /// with its water marks and their floor capped, so that the backlog, and who goes
 /// next, stays the discipline's. With the default marks (20 and 10 ms, a floor of
 /// 8 KiB, which on a link of a few Mbit/s is itself near 20 ms) a rider's game waited
 /// about 20 ms more behind a download than when idle.
-pub fn stream_behind_a_qdisc(stream: &StreamConfig, mtu: u32) -> StreamConfig {
+fn stream_behind_a_qdisc(stream: &StreamConfig, mtu: u32) -> StreamConfig {
     StreamConfig {
         high_water_ms: stream.high_water_ms.min(STREAM_HIGH_MS),
         low_water_ms: stream.low_water_ms.min(STREAM_LOW_MS),

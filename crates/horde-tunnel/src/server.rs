@@ -18,7 +18,7 @@ use horde_proto::{ChannelConfig, Event};
 use crate::config::{ingress_qdisc, ServerConfig};
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::ingress::stream_behind_a_qdisc;
+use crate::ingress::tunnel_stream;
 use crate::roster::Roster;
 use crate::{forward, Next, Outcome, Reload, Run, Up, STREAM};
 
@@ -144,10 +144,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
     });
 
     let mut listener = host.listen(cfg.service);
-    let stream_cfg = match qdisc {
-        Some(_) => stream_behind_a_qdisc(&cfg.stream, mtu),
-        None => cfg.stream.clone(),
-    };
+    let stream_cfg = tunnel_stream(&cfg.stream, qdisc, mtu);
     let (t, c, r, o) = (
         tun.clone(),
         counters.clone(),
