@@ -1,12 +1,12 @@
-//! The wireless access point of the CHAP experiments as a flow-simulator [`Carrier`]:
-//! wired servers, the AP's downstream queue (any [`Qdisc`]), one shared 802.11 channel,
-//! and the wireless stations' upstream queues.
+//! The wireless access point of the CHAP experiments, in virtual time: wired servers,
+//! the AP's downstream queue (any [`Qdisc`]), one shared 802.11 channel, and the
+//! wireless stations' upstream queues.
 //!
-//! The Web's TCP packets (smoltcp in the flow simulator) enter through
-//! [`Carrier::send`]; the UDP applications (game, VoIP, video) and the FTP download
-//! ([`bulk_tcp`](super::bulk_tcp)) are generated inside, so that all of them meet in the
-//! same downstream queue. Every packet sent or received by a
-//! UDP application is logged with its times, from which the quality metrics are computed.
+//! Every application is generated inside, so that all of them meet in the same downstream
+//! queue: the UDP applications (game, VoIP, video), and the TCP downloads on
+//! [`bulk_tcp`](super::bulk_tcp), bulk (FTP, P2P) or one per Web page. Every packet sent
+//! or received by a UDP application is logged with its times, from which the quality
+//! metrics are computed.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use horde_links::wifi::{Channel, Transmitter};
 use horde_qdisc::{FlowKey, Packet, Qdisc};
-use horde_sim::flows::{Carrier, CarrierStats, Side};
 use horde_workload::apps::{AppPacket, Direction, VideoFrameInfo};
 
-use super::bulk_tcp::{Ack, Receiver, Sender, ACK_BYTES, DATA_BYTES, MSS};
+use super::bulk_tcp::{Ack, Congestion, Receiver, Sender, ACK_BYTES, DATA_BYTES, MSS};
 
 /// The UDP applications, each on its own wireless station.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,22 +72,15 @@ impl UdpLog {
 /// What a queued frame is.
 #[derive(Debug)]
 pub enum Content {
-    Tcp(Vec<u8>),
     /// Entry `record` of the application's log in `direction`.
-    Udp {
-        app: UdpApp,
-        record: usize,
-    },
+    Udp { app: UdpApp, record: usize },
     /// A segment of download `dl`.
-    FtpData {
-        dl: usize,
-        seg: u64,
-    },
+    Segment { dl: usize, seg: u64 },
     /// An acknowledgement of download `dl`.
-    FtpAck {
-        dl: usize,
-        ack: Ack,
-    },
+    TcpAck { dl: usize, ack: Ack },
+    /// The request of Web page `dl` (its HTML's and, pipelined behind it, its embedded
+    /// objects').
+    Request { dl: usize },
 }
 
 /// The fixed parts of the network.
@@ -137,13 +129,21 @@ enum Event {
         len: u32,
         content: Content,
     },
-    /// An upstream TCP packet reaches the server.
-    AtServer(Vec<u8>),
     /// An upstream UDP packet reaches its server.
     UdpAtServer { app: UdpApp, record: usize },
     /// An acknowledgement reaches download `dl`'s server.
-    FtpAckAtServer { dl: usize, ack: Ack },
+    AckAtServer { dl: usize, ack: Ack },
+    /// Web page `dl`'s request reaches its server, which starts sending the page.
+    RequestAtServer { dl: usize },
+    /// Web page `dl`'s request was lost: the station sends it again.
+    RequestAgain { dl: usize },
 }
+
+/// How long a station waits before it sends a lost request again: TCP's initial
+/// retransmission timeout (RFC 6298), as no round trip has been measured yet.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bytes of TCP and IP headers on a segment.
+const HEADERS: u32 = DATA_BYTES - MSS;
 
 /// The frame on the air and when it ends.
 #[derive(Debug)]
@@ -157,10 +157,12 @@ struct OnAir {
     content: Content,
 }
 
-/// A bulk download (the FTP, or one P2P flow): a [`bulk_tcp`](super::bulk_tcp) sender
-/// at its server and its receiver at the downloading station.
+/// A TCP download from a server to a station: a [`bulk_tcp`](super::bulk_tcp) sender at
+/// the server and its receiver at the station. A bulk download (the FTP, or one P2P
+/// flow) starts sending at `start`; a Web page is clicked at `start`, and its server
+/// sends it when the request arrives.
 #[derive(Debug)]
-pub struct Ftp {
+pub struct Download {
     pub flow: FlowKey,
     pub start: Duration,
     started: bool,
@@ -173,12 +175,36 @@ pub struct Ftp {
     pub station: usize,
     /// One-way latency of its server's path beyond the wiring's, each way.
     pub extra_latency: Duration,
+    /// The page, for a Web page; `None` for a bulk download.
+    pub page: Option<Page>,
 }
 
-impl Ftp {
-    /// A download of `flow` (server to station) from `start`, measured over `window`.
-    pub fn new(flow: FlowKey, start: Duration, window: (Duration, Duration)) -> Ftp {
-        Ftp {
+/// The 5-tuple of the other direction.
+fn reversed(k: FlowKey) -> FlowKey {
+    FlowKey {
+        src: k.dst,
+        dst: k.src,
+        src_port: k.dst_port,
+        dst_port: k.src_port,
+        protocol: k.protocol,
+    }
+}
+
+/// What a Web page's download asks for and when it ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    /// Payload bytes of the requests, sent in one segment.
+    pub request_bytes: u32,
+    /// Payload bytes of the responses.
+    pub bytes: u64,
+    /// When its last byte reached the station.
+    pub completed: Option<Duration>,
+}
+
+impl Download {
+    /// A bulk download of `flow` (server to station) from `start`, measured over `window`.
+    pub fn bulk(flow: FlowKey, start: Duration, window: (Duration, Duration)) -> Download {
+        Download {
             flow,
             start,
             started: false,
@@ -188,7 +214,44 @@ impl Ftp {
             bytes_in_window: 0,
             station: FTP_STATION,
             extra_latency: Duration::ZERO,
+            page: None,
         }
+    }
+
+    /// A Web page of `bytes` over a connection of its own (`flow`, server to the Web
+    /// station), clicked at `click`: a Cubic sender that starts afresh, as a new
+    /// connection does, and sends the page's segments once the request arrives.
+    pub fn page(flow: FlowKey, click: Duration, request_bytes: u32, bytes: u64) -> Download {
+        let segments = bytes.div_ceil(u64::from(MSS)).max(1);
+        Download {
+            sender: Sender::finite(Congestion::Cubic, segments),
+            station: WEB_STATION,
+            page: Some(Page {
+                request_bytes,
+                bytes,
+                completed: None,
+            }),
+            ..Download::bulk(flow, click, (Duration::ZERO, Duration::ZERO))
+        }
+    }
+
+    /// IP bytes of segment `seg`: full, but for a page's last, which carries the rest.
+    fn segment_bytes(&self, seg: u64) -> u32 {
+        match self.page {
+            Some(p) => {
+                let payload = p
+                    .bytes
+                    .saturating_sub(seg * u64::from(MSS))
+                    .min(u64::from(MSS));
+                HEADERS + payload.max(1) as u32
+            }
+            None => DATA_BYTES,
+        }
+    }
+
+    /// Its 5-tuple from the station to the server.
+    fn up_flow(&self) -> FlowKey {
+        reversed(self.flow)
     }
 
     fn timer(&self) -> Option<Duration> {
@@ -257,13 +320,12 @@ pub struct AccessPoint {
     wire_up_free: Duration,
     sources: Vec<UdpSource>,
     pub log: UdpLog,
-    pub downloads: Vec<Ftp>,
+    pub downloads: Vec<Download>,
     segs: Vec<u64>,
     /// Airtime of the AP's frames and of the stations' frames.
     pub ap_airtime: Duration,
     pub station_airtime: Duration,
     pub ap_drops: u64,
-    stats: CarrierStats,
 }
 
 impl AccessPoint {
@@ -275,7 +337,7 @@ impl AccessPoint {
         station_tx: Transmitter,
         channels: [Channel; STATIONS],
         sources: Vec<UdpSource>,
-        downloads: Vec<Ftp>,
+        downloads: Vec<Download>,
     ) -> AccessPoint {
         AccessPoint {
             wiring,
@@ -299,7 +361,6 @@ impl AccessPoint {
             ap_airtime: Duration::ZERO,
             station_airtime: Duration::ZERO,
             ap_drops: 0,
-            stats: CarrierStats::default(),
         }
     }
 
@@ -332,17 +393,23 @@ impl AccessPoint {
         self.qdisc
             .enqueue(Packet::new(flow, len, now, content), &mut self.drops);
         self.ap_drops += self.drops.len() as u64;
-        self.stats.down.queue_drops += self.drops.len() as u64;
         self.drops.clear();
     }
 
-    fn enqueue_station(&mut self, station: usize, flow: FlowKey, len: u32, content: Content) {
+    /// Queue a frame at a station; `false` if its queue is full and the frame is dropped.
+    fn enqueue_station(
+        &mut self,
+        station: usize,
+        flow: FlowKey,
+        len: u32,
+        content: Content,
+    ) -> bool {
         let q = &mut self.stations[station];
-        if q.len() < self.wiring.station_queue {
+        let room = q.len() < self.wiring.station_queue;
+        if room {
             q.push_back((flow, len, content));
-        } else {
-            self.stats.up.queue_drops += 1;
         }
+        room
     }
 
     /// Start the next frame if the channel is free: the contenders with something to send
@@ -394,14 +461,15 @@ impl AccessPoint {
     /// The station a downstream frame goes to.
     fn station_of(&self, content: &Content) -> usize {
         match content {
-            Content::Tcp(_) => WEB_STATION,
             Content::Udp { app, .. } => app.index(),
-            Content::FtpData { dl, .. } | Content::FtpAck { dl, .. } => self.downloads[*dl].station,
+            Content::Segment { dl, .. } | Content::TcpAck { dl, .. } | Content::Request { dl } => {
+                self.downloads[*dl].station
+            }
         }
     }
 
     /// The frame on the air ends: charge it, hand it on, start the next.
-    fn end_frame(&mut self, out: &mut Vec<(Side, Vec<u8>)>) {
+    fn end_frame(&mut self) {
         let Some(f) = self.on_air.take() else { return };
         let now = f.until;
         if f.from_ap {
@@ -409,42 +477,40 @@ impl AccessPoint {
             // CHAP is charged the frame's actual airtime, retries included, after the send.
             self.qdisc.charge(&f.flow, f.airtime);
             if f.delivered {
-                self.stats.down.delivered += 1;
                 match f.content {
-                    Content::Tcp(p) => out.push((Side::Client, p)),
                     Content::Udp { app, record } => {
                         self.log.down[app.index()][record].arrived = Some(now);
                     }
-                    Content::FtpData { dl, seg } => self.ftp_data_at_client(now, dl, seg),
-                    Content::FtpAck { .. } => {}
+                    Content::Segment { dl, seg } => self.segment_at_station(now, dl, seg),
+                    Content::TcpAck { .. } | Content::Request { .. } => {}
                 }
-            } else {
-                self.stats.down.lost += 1;
             }
         } else {
             self.station_airtime += f.airtime;
             if f.delivered {
-                self.stats.up.delivered += 1;
                 let at = self.wire_up(now, f.len);
                 match f.content {
-                    Content::Tcp(p) => self.schedule(at, Event::AtServer(p)),
                     Content::Udp { app, record } => {
                         self.schedule(at, Event::UdpAtServer { app, record })
                     }
-                    Content::FtpAck { dl, ack } => {
+                    Content::TcpAck { dl, ack } => {
                         let at = at + self.downloads[dl].extra_latency;
-                        self.schedule(at, Event::FtpAckAtServer { dl, ack })
+                        self.schedule(at, Event::AckAtServer { dl, ack })
                     }
-                    Content::FtpData { .. } => {}
+                    Content::Request { dl } => {
+                        let at = at + self.downloads[dl].extra_latency;
+                        self.schedule(at, Event::RequestAtServer { dl })
+                    }
+                    Content::Segment { .. } => {}
                 }
-            } else {
-                self.stats.up.lost += 1;
+            } else if let Content::Request { dl } = f.content {
+                self.schedule(now + REQUEST_TIMEOUT, Event::RequestAgain { dl });
             }
         }
         self.start_frame(now);
     }
 
-    fn ftp_data_at_client(&mut self, now: Duration, dl: usize, seg: u64) {
+    fn segment_at_station(&mut self, now: Duration, dl: usize, seg: u64) {
         let d = &mut self.downloads[dl];
         let before = d.receiver.next;
         let ack = d.receiver.on_data(now, seg);
@@ -452,38 +518,50 @@ impl AccessPoint {
         if now >= from && now < to {
             d.bytes_in_window += (d.receiver.next - before) * u64::from(MSS);
         }
+        if let Some(page) = &mut d.page {
+            if page.completed.is_none() && d.receiver.next * u64::from(MSS) >= page.bytes {
+                page.completed = Some(now);
+            }
+        }
         if let Some(ack) = ack {
-            self.send_ftp_ack(now, dl, ack);
+            self.send_ack(now, dl, ack);
         }
     }
 
-    fn send_ftp_ack(&mut self, now: Duration, dl: usize, ack: Ack) {
-        let k = self.downloads[dl].flow;
-        let up = FlowKey {
-            src: k.dst,
-            dst: k.src,
-            src_port: k.dst_port,
-            dst_port: k.src_port,
-            protocol: k.protocol,
-        };
-        let station = self.downloads[dl].station;
-        self.enqueue_station(station, up, ACK_BYTES, Content::FtpAck { dl, ack });
+    fn send_ack(&mut self, now: Duration, dl: usize, ack: Ack) {
+        let d = &self.downloads[dl];
+        let (station, up) = (d.station, d.up_flow());
+        self.enqueue_station(station, up, ACK_BYTES, Content::TcpAck { dl, ack });
         self.start_frame(now);
     }
 
+    /// The station sends page `dl`'s request; one lost, on the air or to a full queue,
+    /// is sent again after the timeout.
+    fn send_request(&mut self, now: Duration, dl: usize) {
+        let d = &self.downloads[dl];
+        let (station, up) = (d.station, d.up_flow());
+        let len = HEADERS + d.page.map_or(0, |p| p.request_bytes);
+        if self.enqueue_station(station, up, len, Content::Request { dl }) {
+            self.start_frame(now);
+        } else {
+            self.schedule(now + REQUEST_TIMEOUT, Event::RequestAgain { dl });
+        }
+    }
+
     /// Put download `dl`'s new segments on the wire towards the AP.
-    fn send_ftp_segments(&mut self, now: Duration, dl: usize) {
+    fn send_segments(&mut self, now: Duration, dl: usize) {
         let segs = std::mem::take(&mut self.segs);
         let extra = self.downloads[dl].extra_latency;
         for &seg in &segs {
+            let len = self.downloads[dl].segment_bytes(seg);
             // The shared wire keeps its order; the server's own path adds its latency.
-            let at = self.wire_down(now, DATA_BYTES) + extra;
+            let at = self.wire_down(now, len) + extra;
             self.schedule(
                 at,
                 Event::AtAp {
                     flow: self.downloads[dl].flow,
-                    len: DATA_BYTES,
-                    content: Content::FtpData { dl, seg },
+                    len,
+                    content: Content::Segment { dl, seg },
                 },
             );
         }
@@ -492,25 +570,29 @@ impl AccessPoint {
     }
 
     /// Downloads' starts and timers due by `now`.
-    fn ftp_timers(&mut self, now: Duration) {
+    fn download_timers(&mut self, now: Duration) {
         for dl in 0..self.downloads.len() {
             let d = &mut self.downloads[dl];
             if !d.started && d.start <= now {
                 d.started = true;
+                if d.page.is_some() {
+                    self.send_request(now, dl);
+                    continue;
+                }
                 d.sender.transmit(now, &mut self.segs);
             } else if d.sender.timer().is_some_and(|t| t <= now) {
                 d.sender.on_timeout(now, &mut self.segs);
             }
             if d.receiver.timer().is_some_and(|t| t <= now) {
                 let ack = d.receiver.on_timeout();
-                self.send_ftp_ack(now, dl, ack);
+                self.send_ack(now, dl, ack);
             }
-            self.send_ftp_segments(now, dl);
+            self.send_segments(now, dl);
         }
     }
 
     fn downloads_timer(&self) -> Option<Duration> {
-        self.downloads.iter().filter_map(Ftp::timer).min()
+        self.downloads.iter().filter_map(Download::timer).min()
     }
 
     /// The next UDP application packet: its source's index and time.
@@ -552,14 +634,7 @@ impl AccessPoint {
                 let log = &mut self.log.up[app.index()];
                 log.push(sent);
                 let record = log.len() - 1;
-                let key = app.flow();
-                let up_key = FlowKey {
-                    src: key.dst,
-                    dst: key.src,
-                    src_port: key.dst_port,
-                    dst_port: key.src_port,
-                    protocol: key.protocol,
-                };
+                let up_key = reversed(app.flow());
                 self.enqueue_station(app.index(), up_key, len, Content::Udp { app, record });
                 self.start_frame(now);
             }
@@ -579,41 +654,13 @@ impl AccessPoint {
     }
 }
 
-impl Carrier for AccessPoint {
-    fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
-        let len = packet.len() as u32;
-        let Some(flow) = FlowKey::from_ip(&packet) else {
-            return;
-        };
-        match from {
-            Side::Server => {
-                let at = self.wire_down(now, len);
-                self.schedule(
-                    at,
-                    Event::AtAp {
-                        flow,
-                        len,
-                        content: Content::Tcp(packet),
-                    },
-                );
-            }
-            Side::Client => {
-                self.enqueue_station(WEB_STATION, flow, len, Content::Tcp(packet));
-                self.start_frame(now);
-            }
-        }
-    }
-
-    fn next_delivery(&self) -> Option<Duration> {
-        self.next_time()
-    }
-
-    fn deliver(&mut self, now: Duration, out: &mut Vec<(Side, Vec<u8>)>) {
-        // Events in time order; on a tie the frame ends first, then wired arrivals, then
-        // applications send.
-        while let Some(t) = self.next_time().filter(|&t| t <= now) {
+impl AccessPoint {
+    /// Run everything due up to `end`. Events in time order; on a tie the frame ends
+    /// first, then wired arrivals, then applications send.
+    pub fn run_until(&mut self, end: Duration) {
+        while let Some(t) = self.next_time().filter(|&t| t <= end) {
             if self.on_air.as_ref().is_some_and(|f| f.until == t) {
-                self.end_frame(out);
+                self.end_frame();
                 continue;
             }
             if let Some(&Reverse((et, id))) = self.events.peek() {
@@ -624,28 +671,95 @@ impl Carrier for AccessPoint {
                             self.enqueue_ap(t, flow, len, content);
                             self.start_frame(t);
                         }
-                        Event::AtServer(p) => out.push((Side::Server, p)),
                         Event::UdpAtServer { app, record } => {
                             self.log.up[app.index()][record].arrived = Some(t);
                         }
-                        Event::FtpAckAtServer { dl, ack } => {
+                        Event::AckAtServer { dl, ack } => {
                             self.downloads[dl].sender.on_ack(t, &ack, &mut self.segs);
-                            self.send_ftp_segments(t, dl);
+                            self.send_segments(t, dl);
                         }
+                        Event::RequestAtServer { dl } => {
+                            self.downloads[dl].sender.transmit(t, &mut self.segs);
+                            self.send_segments(t, dl);
+                        }
+                        Event::RequestAgain { dl } => self.send_request(t, dl),
                     }
                     continue;
                 }
             }
             if self.downloads_timer() == Some(t) {
-                self.ftp_timers(t);
+                self.download_timers(t);
                 continue;
             }
             let (source, _) = self.next_udp().expect("the earliest event is a UDP send");
             self.send_udp(source, t);
         }
     }
+}
 
-    fn stats(&self) -> CarrierStats {
-        self.stats
+#[cfg(test)]
+mod tests {
+    use horde_links::wifi::{Phy, Shadowing};
+    use horde_qdisc::{Fifo, Limit};
+
+    use super::*;
+
+    fn ap_with(downloads: Vec<Download>, distance_m: f64) -> AccessPoint {
+        let phy = Phy::dot11g(54.0);
+        let channel = Channel::at_distance(distance_m, &Shadowing::dissertation()).unwrap();
+        AccessPoint::new(
+            Wiring::default(),
+            Box::new(Fifo::new(Limit::packets(35)).unwrap()),
+            Transmitter::new(phy, 1).unwrap(),
+            Transmitter::new(phy, 2).unwrap(),
+            [channel; STATIONS],
+            Vec::new(),
+            downloads,
+        )
+    }
+
+    fn page(i: u16, click_ms: u64, bytes: u64) -> Download {
+        let flow = FlowKey::tcp([10, 0, 3, 1], 80, [10, 1, 0, 3], 1024 + i);
+        Download::page(flow, Duration::from_millis(click_ms), 700, bytes)
+    }
+
+    #[test]
+    fn pages_on_an_idle_access_point_take_their_round_trips_and_no_more() {
+        // 74,172 bytes is the model's mean page (51 segments): slow start from 10
+        // segments needs 3 round trips of about 5 ms after the request's.
+        let mut ap = ap_with(vec![page(0, 100, 74_172), page(1, 200, 300)], 1.0);
+        ap.run_until(Duration::from_secs(2));
+        let took = |d: &Download| d.page.unwrap().completed.expect("completed") - d.start;
+        let (big, small) = (took(&ap.downloads[0]), took(&ap.downloads[1]));
+        assert!(
+            small > Duration::from_millis(4) && small < Duration::from_millis(10),
+            "{small:?}"
+        );
+        assert!(
+            big > small * 3 && big < Duration::from_millis(60),
+            "{big:?}"
+        );
+        assert_eq!(ap.downloads[0].sender.retransmissions, 0);
+    }
+
+    #[test]
+    fn a_request_lost_on_the_air_is_sent_again_after_the_timeout() {
+        // At 10 m a frame now and then fails even after its retries. Every page
+        // completes, one only after its request was sent again: a second late with no
+        // segment resent.
+        let pages = (0..20)
+            .map(|i| page(i, 100 + 3_000 * u64::from(i), 2_000))
+            .collect();
+        let mut ap = ap_with(pages, 10.0);
+        ap.run_until(Duration::from_secs(120));
+        let resent_requests = ap
+            .downloads
+            .iter()
+            .filter(|d| {
+                let took = d.page.unwrap().completed.expect("every page completes") - d.start;
+                took >= REQUEST_TIMEOUT && d.sender.retransmissions == 0
+            })
+            .count();
+        assert!(resent_requests > 0, "no request was lost and sent again");
     }
 }

@@ -53,6 +53,8 @@ pub struct Sender {
     ssthresh: f64,
     una: u64,
     next_new: u64,
+    /// Segments to send in all; `None` for an endless download.
+    total: Option<u64>,
     sacked: BTreeSet<u64>,
     /// Segments deemed lost and not yet sent again.
     lost: BTreeSet<u64>,
@@ -90,6 +92,7 @@ impl Sender {
             ssthresh: f64::INFINITY,
             una: 0,
             next_new: 0,
+            total: None,
             sacked: BTreeSet::new(),
             lost: BTreeSet::new(),
             resent: BTreeMap::new(),
@@ -107,6 +110,14 @@ impl Sender {
         }
     }
 
+    /// A transfer of `segments` segments, done once they are all acknowledged.
+    pub fn finite(congestion: Congestion, segments: u64) -> Self {
+        Sender {
+            total: Some(segments),
+            ..Sender::new(congestion)
+        }
+    }
+
     /// Segments in the network: sent, not acknowledged, not SACKed, not deemed lost.
     fn pipe(&self) -> f64 {
         let outstanding = self.next_new - self.una;
@@ -121,6 +132,8 @@ impl Sender {
                 self.sent_at.remove(&s);
                 self.retransmissions += 1;
                 s
+            } else if self.total.is_some_and(|t| self.next_new >= t) {
+                break;
             } else {
                 let s = self.next_new;
                 self.next_new += 1;
@@ -351,6 +364,36 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_finite_transfer_sends_its_segments_and_no_more_and_then_stops_its_timer() {
+        let mut s = Sender::finite(Congestion::Cubic, 13);
+        let mut r = Receiver::default();
+        let mut out = Vec::new();
+        s.transmit(ms(0), &mut out);
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        let mut sent = out.clone();
+        for round in 1..10 {
+            let mut acks: Vec<Ack> = out
+                .drain(..)
+                .filter_map(|seg| r.on_data(ms(round), seg))
+                .collect();
+            if r.timer().is_some() {
+                acks.push(r.on_timeout());
+            }
+            for a in &acks {
+                s.on_ack(ms(round), a, &mut out);
+            }
+            sent.extend(&out);
+        }
+        assert_eq!(r.next, 13);
+        assert_eq!(
+            sent,
+            (0..13).collect::<Vec<_>>(),
+            "each segment once, none past the end"
+        );
+        assert_eq!(s.timer(), None, "nothing outstanding, no timeout");
     }
 
     #[test]

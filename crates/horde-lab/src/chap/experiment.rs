@@ -14,12 +14,11 @@ use horde_qdisc::{
     Chap, ChapConfig, Fifo, FlowKey, FqCodel, FqCodelConfig, Limit, Qdisc, QdiscKind, Spq,
     SpqConfig, SpqRule,
 };
-use horde_sim::flows::{Exchange, FlowSim, FlowSpec, PlannedFlow, TcpSettings};
 use horde_workload::apps::{self, Fec, FrameType, VideoParams, VideoSource, WebPages, WebParams};
 use serde::Serialize;
 
 use super::air::{
-    AccessPoint, Content, Ftp, Sent, UdpApp, UdpLog, UdpSource, Wiring, FTP_STATION, STATIONS,
+    AccessPoint, Content, Download, Sent, UdpApp, UdpLog, UdpSource, Wiring, FTP_STATION, STATIONS,
     WEB_STATION,
 };
 use super::bulk_tcp::{Congestion, Sender};
@@ -252,8 +251,6 @@ impl RunConfig {
 pub const JITTER_BUFFER_MS: f64 = 10.0;
 /// The G-model is scored per window of this length and averaged (seed §6.2, Fig. 6.4).
 pub const GAME_WINDOW: Duration = Duration::from_secs(5);
-/// A request carries at least the flow protocol's header.
-const MIN_REQUEST: u64 = 24;
 
 /// One run's metrics.
 #[derive(Debug, Clone, Serialize)]
@@ -322,46 +319,27 @@ fn sub_seed(seed: u64, k: u64) -> u64 {
         .wrapping_add(k.wrapping_mul(0xbf58_476d_1ce4_e5b9))
 }
 
-/// The Web's connections, one per page, in start order. Pages are requested open loop:
-/// each a reading time after the previous request. A page is its HTML object and, when
-/// it has embedded objects, one more exchange for their sum (seed §6.1.4).
-fn web_plan(c: &RunConfig) -> Result<(Vec<FlowSpec>, Vec<PlannedFlow>)> {
+/// The Web's pages, each a download over a connection of its own, in click order. Pages
+/// are requested open loop: each a reading time after the previous request. A page is its
+/// HTML object and, when it has embedded objects, one more response for their sum, whose
+/// request is pipelined behind the first (seed §6.1.4).
+fn web_pages(c: &RunConfig) -> Result<Vec<Download>> {
     let s = &c.schedule;
-    let specs = vec![FlowSpec::RequestResponse {
-        name: Some("web".to_string()),
-        request_bytes: MIN_REQUEST,
-        response_bytes: 1,
-        rate_per_s: 1.0,
-        start_s: 0.0,
-        stop_s: None,
-    }];
-    let mut flows = Vec::new();
     let pages = WebPages::new(WebParams::default(), sub_seed(c.seed, 4)).map_err(|e| anyhow!(e))?;
+    let mut downloads = Vec::new();
     let mut t = secs(s.apps_start_s);
-    for page in pages {
+    for (i, page) in pages.enumerate() {
         if t >= secs(s.window_end_s) {
             break;
         }
-        let mut exchanges = vec![Exchange {
-            up: u64::from(page.request_bytes).max(MIN_REQUEST),
-            down: page.html_bytes,
-        }];
-        if let Some(req) = page.embedded_request_bytes {
-            exchanges.push(Exchange {
-                up: u64::from(req).max(MIN_REQUEST),
-                down: page.embedded_bytes,
-            });
-        }
-        flows.push(PlannedFlow {
-            id: flows.len() as u32,
-            class: 0,
-            start: t,
-            interval: Duration::ZERO,
-            exchanges,
-        });
+        let port = 1024 + (i % 60_000) as u16;
+        let flow = FlowKey::tcp([10, 0, 3, 1], 80, [10, 1, 0, 3], port);
+        let request = page.request_bytes + page.embedded_request_bytes.unwrap_or(0);
+        let bytes = page.html_bytes + page.embedded_bytes;
+        downloads.push(Download::page(flow, t, request, bytes));
         t += page.reading;
     }
-    Ok((specs, flows))
+    Ok(downloads)
 }
 
 /// The UDP applications: game, VoIP and video from the applications' start.
@@ -415,19 +393,15 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
             ));
         }
     }
-    let (specs, mut plan) = web_plan(c)?;
-    if !c.scenario.runs_web() {
-        plan.clear();
-    }
     let phy = Phy::dot11g(54.0);
     let near = Channel::at_distance(c.distance_m, &Shadowing::dissertation())?;
     let mut channels = [near; STATIONS];
     channels[FTP_STATION] = Channel::at_distance(c.ftp_distance_m, &Shadowing::dissertation())?;
     let window = c.schedule.window();
     let keys = c.scenario.downloads();
-    let mut downloads: Vec<Ftp> = keys
+    let mut downloads: Vec<Download> = keys
         .iter()
-        .map(|&k| Ftp::new(k, secs(c.schedule.ftp_start_s), window))
+        .map(|&k| Download::bulk(k, secs(c.schedule.ftp_start_s), window))
         .collect();
     if let Scenario::Fairness {
         ftp1_latency_ms,
@@ -445,7 +419,10 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
             d.sender = Sender::new(tcp);
         }
     }
-    let ap = AccessPoint::new(
+    if c.scenario.runs_web() {
+        downloads.extend(web_pages(c)?);
+    }
+    let mut ap = AccessPoint::new(
         Wiring::default(),
         build_qdisc(c, &keys).with_context(|| format!("{} queue", c.discipline))?,
         Transmitter::new(phy, sub_seed(c.seed, 5))?,
@@ -454,39 +431,19 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         udp_sources(c)?,
         downloads,
     );
-    let web_ids: Vec<(u32, Duration)> = plan.iter().map(|f| (f.id, f.start)).collect();
     let end = secs(c.schedule.end_s);
-    // The flow simulator stops once every planned flow has finished; a flow planned
-    // after the end keeps it (and the access point inside it) running until the end.
-    plan.push(PlannedFlow {
-        id: plan.len() as u32,
-        class: 0,
-        start: end + Duration::from_secs(1),
-        interval: Duration::ZERO,
-        exchanges: vec![Exchange {
-            up: MIN_REQUEST,
-            down: 1,
-        }],
-    });
-    let tcp = TcpSettings::default();
-    let mut sim = FlowSim::new(ap, tcp, specs, plan, sub_seed(c.seed, 7));
-    let (records, _) = sim.run_in_place(end)?;
-    let ap = sim.carrier();
+    ap.run_until(end);
 
-    let pages: Vec<PageFetch> = web_ids
+    let pages: Vec<PageFetch> = ap
+        .downloads
         .iter()
-        .filter(|(_, start)| *start >= window.0 && *start < window.1)
-        .map(|&(id, start)| {
-            let done = records
-                .iter()
-                .find(|r| r.id == id)
-                .and_then(|r| r.completion_ms)
-                .map(|ms| start + Duration::from_secs_f64(ms / 1e3))
-                .filter(|&t| t <= end);
-            PageFetch {
-                requested: start,
-                completed: done,
-            }
+        .filter(|d| d.start >= window.0 && d.start < window.1)
+        .filter_map(|d| {
+            let page = d.page?;
+            Some(PageFetch {
+                requested: d.start,
+                completed: page.completed,
+            })
         })
         .collect();
     let web_ms = horde_analyze::quality::mean_response_time_ms(&pages).ok();
@@ -508,7 +465,8 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         .collect();
     let span = (window.1 - window.0).as_secs_f64();
     let end_s = secs(c.schedule.end_s).as_secs_f64();
-    let ftp_bytes: u64 = ap.downloads.iter().map(|d| d.bytes_in_window).sum();
+    let bulk = || ap.downloads.iter().filter(|d| d.page.is_none());
+    let ftp_bytes: u64 = bulk().map(|d| d.bytes_in_window).sum();
     Ok(RunResult {
         config: *c,
         game_mos: runs(UdpApp::Game)
@@ -525,9 +483,7 @@ pub fn run(c: &RunConfig) -> Result<RunResult> {
         web_completed: pages.iter().filter(|p| p.completed.is_some()).count(),
         pages,
         ftp_mbps: ftp_bytes as f64 * 8.0 / span / 1e6,
-        download_mbps: ap
-            .downloads
-            .iter()
+        download_mbps: bulk()
             .map(|d| d.bytes_in_window as f64 * 8.0 / span / 1e6)
             .collect(),
         game_down_ms: runs(UdpApp::Game)
