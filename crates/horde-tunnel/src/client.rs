@@ -137,7 +137,7 @@ pub async fn run(cfg: ClientConfig, peer: PublicKey, run: Run) -> Result<Outcome
                         stream: STREAM,
                         payload,
                         ..
-                    } => forward::inbound(&mut out, &payload, mtu, None, &c),
+                    } => forward::inbound(&mut out, payload, mtu, None, &c),
                     Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
                     Event::Reconnecting { reason, .. } => o.notice(&format!(
                         "session ended ({}); reconnecting",

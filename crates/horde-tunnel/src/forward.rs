@@ -8,11 +8,13 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::{clamp_mss, max_mss, offload, parse, IpHeader, Prefix};
 
 use crate::counters::Counters;
 use crate::device::Tun;
-use crate::gro::Coalescer;
+use crate::gro::{Coalescer, Orderer};
 
 /// Bytes to read from the TUN device at once: the largest IP packet (a TCP super packet
 /// with offloads) and its `virtio_net_hdr`.
@@ -68,37 +70,51 @@ pub fn outbound(packet: &mut [u8], mtu: u32, counters: &Counters) -> Option<IpHe
 }
 
 /// How many events a writer takes at once before writing to the TUN device: the batch
-/// in which segments are coalesced.
-pub const WRITE_BATCH: usize = 64;
+/// in which segments are put in order and coalesced. It holds what the driver hands over
+/// from one pass over its sockets (64 datagrams from each): a flow's segments arrive
+/// striped over the channels, so a batch cut at 64 held runs of about two.
+pub const WRITE_BATCH: usize = 512;
 
-/// Writes to the TUN device a batch at a time: with offloads, consecutive segments of
-/// one TCP flow are coalesced into one write ([`Coalescer`]); call [`flush`](Self::flush)
-/// at the end of each batch.
+/// Writes to the TUN device a batch at a time: with offloads, the batch's segments are
+/// put in order per TCP flow ([`Orderer`]) and consecutive ones coalesced into one write
+/// ([`Coalescer`]); call [`flush`](Self::flush) at the end of each batch.
 pub struct TunWriter {
     tun: Arc<Tun>,
-    gro: Option<Coalescer>,
+    gro: Option<(Coalescer, Orderer)>,
+    /// With offloads, the packets of the batch so far.
+    batch: Vec<Bytes>,
 }
 
 impl TunWriter {
     pub fn new(tun: Arc<Tun>) -> TunWriter {
-        let gro = tun.offloads().then(Coalescer::default);
-        TunWriter { tun, gro }
-    }
-
-    fn write(&mut self, packet: &[u8], counters: &Counters) {
-        counters.left_tunnel(packet.len());
-        let tun = &self.tun;
-        match &mut self.gro {
-            Some(gro) => gro.push(packet, &mut |w| written(tun.send_raw(w), counters)),
-            None => written(tun.send(packet), counters),
+        let gro = tun
+            .offloads()
+            .then(|| (Coalescer::default(), Orderer::default()));
+        TunWriter {
+            tun,
+            gro,
+            batch: Vec::new(),
         }
     }
 
-    /// Write what the batch left.
+    fn write(&mut self, packet: Bytes, counters: &Counters) {
+        counters.left_tunnel(packet.len());
+        match &self.gro {
+            Some(_) => self.batch.push(packet),
+            None => written(self.tun.send(&packet), counters),
+        }
+    }
+
+    /// Write the batch.
     pub fn flush(&mut self, counters: &Counters) {
         let tun = &self.tun;
-        if let Some(gro) = &mut self.gro {
-            gro.flush(&mut |w| written(tun.send_raw(w), counters));
+        if let Some((gro, orderer)) = &mut self.gro {
+            orderer.order(&mut self.batch);
+            let mut write = |w: &[u8]| written(tun.send_raw(w), counters);
+            for packet in self.batch.drain(..) {
+                gro.push(&packet, &mut write);
+            }
+            gro.flush(&mut write);
             let n = gro.take_coalesced();
             if n > 0 {
                 counters.tun_coalesced.fetch_add(n, Ordering::Relaxed);
@@ -119,12 +135,12 @@ fn written(r: std::io::Result<()>, counters: &Counters) {
 /// that segments fit both ends' MTUs.
 pub fn inbound(
     out: &mut TunWriter,
-    payload: &[u8],
+    payload: Bytes,
     mtu: u32,
     sources: Option<&[Prefix]>,
     counters: &Counters,
 ) {
-    let header = match parse(payload) {
+    let header = match parse(&payload) {
         Ok(h) => h,
         Err(e) => {
             counters.peer_refused(e);
@@ -138,14 +154,13 @@ pub fn inbound(
         }
     }
     let limit = max_mss(mtu, header.is_v6());
-    let mut copy;
     let mut packet = payload;
-    if is_syn(payload, &header) {
-        copy = payload.to_vec();
+    if is_syn(&packet, &header) {
+        let mut copy = packet.to_vec();
         if clamp_mss(&mut copy, &header, limit) {
             Counters::count(&counters.mss_clamped);
         }
-        packet = &copy;
+        packet = copy.into();
     }
     out.write(packet, counters);
 }

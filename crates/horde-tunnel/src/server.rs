@@ -194,7 +194,7 @@ pub async fn run(cfg: ServerConfig, clients: Vec<Client>, run: Run) -> Result<Ou
                             } => {
                                 let roster = r.read().expect("roster lock");
                                 let prefixes = &roster.clients[i].client.prefixes;
-                                forward::inbound(&mut out, &payload, mtu, Some(prefixes), &c);
+                                forward::inbound(&mut out, payload, mtu, Some(prefixes), &c);
                             }
                             Event::Received { .. } => Counters::count(&c.peer_foreign_stream),
                             Event::Closed { reason } => {
