@@ -103,7 +103,8 @@ impl Receiver {
     pub fn limits<'a>(&self, sigint: &'a SigintGuard, server: bool) -> Limits<'a> {
         Limits {
             deadline: self.until.map(|d| Instant::now() + d),
-            idle: self.idle,
+            // A server outlives its senders, quiet or gone: no idle end to wake for.
+            idle: if server { None } else { self.idle },
             sigint,
             server,
         }
@@ -285,8 +286,8 @@ impl Serve {
         });
     }
 
-    /// Serve until every sender has closed (unless `server`), the idle timeout, the
-    /// deadline or Ctrl-C. The idle timeout counts once a sender is connected.
+    /// Serve until every sender has closed or the idle timeout (neither for a server),
+    /// the deadline or Ctrl-C. The idle timeout counts once a sender is connected.
     pub async fn run(
         &mut self,
         mut listener: Listener,
@@ -364,7 +365,7 @@ impl Serve {
             if limits.deadline.is_some_and(|d| now >= d) {
                 return End::Duration;
             }
-            if !limits.server && idle_at.is_some_and(|t| now >= t) {
+            if idle_at.is_some_and(|t| now >= t) {
                 return End::Idle;
             }
             if self.any_sender() && now >= next_row {

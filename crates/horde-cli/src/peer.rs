@@ -69,7 +69,8 @@ pub struct RecvArgs {
     #[arg(long)]
     duration: Option<f64>,
     /// Once a sender is connected, stop after this many seconds without data from it;
-    /// 0 disables (default: `idle_timeout_s` from the file, 10).
+    /// 0 disables (default: `idle_timeout_s` from the file, 10). A server never stops
+    /// for it.
     #[arg(long)]
     idle_timeout: Option<f64>,
     /// Print one JSON object (intervals and summary) at the end instead of tables.

@@ -284,6 +284,33 @@ fn recv_in_server_mode_outlives_its_senders() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// CPU time a process has used, user and system, in seconds (Linux counts it in
+/// USER_HZ = 100 ticks a second).
+fn cpu_seconds(child: &Child) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+    // The fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// The reported failure: a server whose last sender had gone quiet for longer than the
+/// idle timeout woke at once for ever, one core at 100% until it was stopped.
+#[test]
+fn recv_in_server_mode_rests_once_its_senders_are_idle() {
+    let dir = setup("server-idle", 1, 1, "");
+    let (recv, _) = serve_senders(&dir, 1, &["--idle-timeout", "0.5"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = cpu_seconds(&recv);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(&recv) - before;
+    assert!(used < 0.4, "an idle server used {used} s of CPU in 2 s");
+    signal(&recv, "-INT");
+    let rx = json_of(&finish(recv));
+    assert_eq!(rx["end"], "interrupted", "{rx}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn recv_in_server_mode_serves_two_senders_at_once() {
     let dir = setup("server-two", 2, 2, "");
