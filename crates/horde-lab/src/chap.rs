@@ -2,8 +2,9 @@
 //! §6.8, Table 6.10) in virtual time; `horde-lab chap p2p`: its P2P background runs
 //! (§6.9, Table 6.11); `chap queue-size`, `chap distance` and `chap fairness`: its sweeps
 //! (§6.6, §6.7, §6.13). Five wireless stations behind one 802.11g access
-//! point run a game, a VoIP call, a video stream, Web browsing and an FTP download
-//! (smoltcp Cubic); the AP's downstream queue is FIFO, CHAP, SPQ or fq_codel. Prints the
+//! point run a game, a VoIP call, a video stream, Web browsing and an FTP download (every
+//! TCP connection a segment-level Cubic, `bulk_tcp`); the AP's downstream queue is FIFO,
+//! CHAP, SPQ or fq_codel. Prints the
 //! table beside the dissertation's figures; `--json` for the runs and the table.
 //! See `docs/chap-experiments.md`.
 

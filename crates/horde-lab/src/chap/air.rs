@@ -95,7 +95,7 @@ pub struct Wiring {
     /// Most packets a station's upstream interface queue holds.
     pub station_queue: usize,
     /// IP and UDP header bytes added to a UDP application's payload; the 802.11 payload
-    /// is the IP packet (TCP packets come whole from smoltcp).
+    /// is the IP packet.
     pub udp_ip_overhead: u32,
 }
 

@@ -1,14 +1,16 @@
-//! A bulk TCP download at segment level: Cubic congestion control (RFC 9438), or
+//! A TCP download at segment level, endless (a bulk download) or of a given number of
+//! segments (a Web page): Cubic congestion control (RFC 9438), or
 //! NewReno's (RFC 5681: halve on loss, one segment per RTT), with SACK loss recovery
 //! (RFC 6675), as the Linux 2.6 sender of the dissertation's FTP runs behaves: a
 //! retransmission timeout of the smoothed RTT plus at least 200 ms, lost retransmissions
 //! found from later SACKed segments, slow start after a timeout; and a receiver that
 //! acknowledges every second segment and at once when data arrives out of order.
 //!
-//! The FTP of the CHAP experiments uses it instead of the flow simulator's smoltcp:
-//! smoltcp retransmits one segment per three duplicate ACKs, ignores SACK and waits at
-//! least 1 s for a timeout, so behind a 35-packet drop-tail queue its bulk flow falls to
-//! a few Mbit/s where the dissertation's Cubic holds 23 Mbit/s (docs/chap-experiments.md).
+//! Every TCP connection of the CHAP experiments uses it instead of the flow simulator's
+//! smoltcp, which retransmits one segment per three duplicate ACKs, ignores SACK and
+//! waits at least 1 s for a timeout: behind a 35-packet drop-tail queue its bulk flow
+//! falls to a few Mbit/s where the dissertation's Cubic holds 23 Mbit/s, and a Web page
+//! that loses a packet waits a second (docs/chap-experiments.md).
 //! Segments are numbered, not byte-addressed, and the handshake is not modelled.
 
 use std::collections::{BTreeMap, BTreeSet};
