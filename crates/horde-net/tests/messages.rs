@@ -184,7 +184,14 @@ async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fa
         .await;
 
     // A message that needs half its time at the estimated rate (or the links', if
-    // lower): admitted, until the rate drops to an eighth a moment later.
+    // lower): admitted, until the rate drops to an eighth a moment later. It is sent
+    // just before the drop, so that it cannot end before it, and so that a loaded
+    // machine has little time to fall behind the estimate first: its callback would
+    // then fire before the drop, rightly, and this test would say nothing.
+    let before_drop = Duration::from_secs_f64(DROP_S - 0.5);
+    sender
+        .until(before_drop.saturating_sub(emu.elapsed()), |_| false)
+        .await;
     let estimated: f64 = sender.endpoint.estimates().iter().map(|e| e.rate).sum();
     assert!(estimated > 0.0, "the channels' rates are known");
     let links_rate = (2000.0 + 1500.0 + 1000.0) * 1000.0 / 8.0;
