@@ -7,6 +7,8 @@
 //! the super packet) set; every segment of the first one's size but the last, which may
 //! be shorter and ends it; each segment's checksum correct.
 
+use bytes::Bytes;
+
 use crate::ip::PROTO_TCP;
 use crate::offload::{add, fold, HEADER_NONE, VNET_HDR_LEN};
 
@@ -138,11 +140,11 @@ pub struct Orderer {
     /// The batch's flows so far: identity, first sequence number, slot.
     flows: Vec<([u8; 37], u32, usize)>,
     /// The batch being rebuilt in order.
-    spare: Vec<bytes::Bytes>,
+    spare: Vec<Bytes>,
 }
 
 impl Orderer {
-    pub fn order(&mut self, batch: &mut Vec<bytes::Bytes>) {
+    pub fn order(&mut self, batch: &mut Vec<Bytes>) {
         if batch.len() < 2 {
             return;
         }
@@ -178,33 +180,23 @@ impl Orderer {
 /// A TCP segment with data: its flow's identity (version, addresses, ports) and its
 /// sequence number.
 fn data_segment(packet: &[u8]) -> Option<([u8; 37], u32)> {
+    let (v6, tcp_at, _) = tcp_with_payload(packet)?;
     let mut id = [0u8; 37];
-    let tcp_at = match packet.first()? >> 4 {
-        4 if packet.len() >= 40 && packet[0] == 0x45 && packet[9] == PROTO_TCP => {
-            id[0] = 4;
-            id[1..9].copy_from_slice(&packet[12..20]);
-            20
-        }
-        6 if packet.len() >= 60 && packet[6] == PROTO_TCP => {
-            id[0] = 6;
-            id[1..33].copy_from_slice(&packet[8..40]);
-            40
-        }
-        _ => return None,
-    };
-    let payload_at = tcp_at + usize::from(packet[tcp_at + 12] >> 4) * 4;
-    if payload_at >= packet.len() {
-        return None;
+    if v6 {
+        id[0] = 6;
+        id[1..33].copy_from_slice(&packet[8..40]);
+    } else {
+        id[0] = 4;
+        id[1..9].copy_from_slice(&packet[12..20]);
     }
     id[33..37].copy_from_slice(&packet[tcp_at..tcp_at + 4]);
-    let seq = u32::from_be_bytes(packet[tcp_at + 4..tcp_at + 8].try_into().ok()?);
-    Some((id, seq))
+    Some((id, seq_of(packet, tcp_at)))
 }
 
-/// A segment that may start a super packet: TCP with only ACK (and PSH) set, some
-/// payload, no IPv4 options or fragmentation, no IPv6 extension headers, and a correct
-/// checksum.
-fn start(packet: &[u8]) -> Option<Flow> {
+/// Whether `packet` is a whole TCP segment with some payload (no IPv4 options or
+/// fragmentation, no IPv6 extension headers): IPv6 or not, and where its TCP header and
+/// its payload start.
+fn tcp_with_payload(packet: &[u8]) -> Option<(bool, usize, usize)> {
     let (v6, tcp_at) = match packet.first()? >> 4 {
         4 if packet.len() >= 40 && packet[0] == 0x45 && packet[9] == PROTO_TCP => {
             let frag = u16::from_be_bytes([packet[6], packet[7]]);
@@ -218,14 +210,26 @@ fn start(packet: &[u8]) -> Option<Flow> {
     };
     let tcp_len = usize::from(packet[tcp_at + 12] >> 4) * 4;
     let payload_at = tcp_at + tcp_len;
+    (tcp_len >= 20 && payload_at < packet.len()).then_some((v6, tcp_at, payload_at))
+}
+
+fn seq_of(packet: &[u8], tcp_at: usize) -> u32 {
+    u32::from_be_bytes(packet[tcp_at + 4..tcp_at + 8].try_into().unwrap())
+}
+
+/// A segment that may start a super packet: TCP with only ACK (and PSH) set, some
+/// payload, no IPv4 options or fragmentation, no IPv6 extension headers, and a correct
+/// checksum.
+fn start(packet: &[u8]) -> Option<Flow> {
+    let (v6, tcp_at, payload_at) = tcp_with_payload(packet)?;
     let flags = packet[tcp_at + 13];
-    if tcp_len < 20 || payload_at >= packet.len() || flags & !TCP_PSH != TCP_ACK {
+    if flags & !TCP_PSH != TCP_ACK {
         return None;
     }
     if flags & TCP_PSH != 0 || !checksum_ok(packet, v6, tcp_at) {
         return None; // a PSH segment ends a super packet; alone it goes as it is
     }
-    let seq = u32::from_be_bytes(packet[tcp_at + 4..tcp_at + 8].try_into().unwrap());
+    let seq = seq_of(packet, tcp_at);
     let gso_size = packet.len() - payload_at;
     Some(Flow {
         v6,
@@ -417,7 +421,7 @@ mod tests {
     }
 
     fn ordered(packets: &[Vec<u8>]) -> Vec<Vec<u8>> {
-        let mut batch: Vec<bytes::Bytes> = packets.iter().cloned().map(Into::into).collect();
+        let mut batch: Vec<Bytes> = packets.iter().cloned().map(Into::into).collect();
         Orderer::default().order(&mut batch);
         batch.iter().map(|b| b.to_vec()).collect()
     }
