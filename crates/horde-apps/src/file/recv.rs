@@ -106,6 +106,17 @@ impl Rx {
         }
     }
 
+    /// Wait for a flush in flight: it writes the resume file of the transfer it began
+    /// under, so it must land before that file is replaced or removed.
+    fn settle_flush(&mut self) -> Option<u64> {
+        let flush = self.flushing.take()?;
+        let handle = tokio::runtime::Handle::current();
+        match tokio::task::block_in_place(|| handle.block_on(flush)) {
+            Ok(Ok(upto)) => Some(upto),
+            _ => None,
+        }
+    }
+
     /// A message of transfer `id` came: a new transfer replaces what was there.
     fn adopt(&mut self, id: u64, note: &mut impl FnMut(Note<'_>)) -> Result<(), String> {
         if self.transfer == Some(id) {
@@ -120,6 +131,7 @@ impl Rx {
         if self.transfer.is_some() || self.sink.prefix() > 0 {
             note(Note::StartingOver);
         }
+        self.settle_flush();
         self.sink
             .reset()
             .map_err(|e| format!("emptying the output: {e}"))?;
@@ -448,6 +460,7 @@ fn finish_if_complete(
         if rx.sink.prefix() < total {
             return Ok(());
         }
+        rx.settle_flush();
         let done = tokio::task::block_in_place(|| rx.sink.finish(total));
         let (n, digest) = done.map_err(|e| incomplete(&format!("finishing the output: {e}")))?;
         rx.verdict = Some((n, digest));
