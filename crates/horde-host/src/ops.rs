@@ -37,6 +37,18 @@ pub enum ConnOp {
         /// Where its handle goes.
         reply: Option<Answer<AduHandle>>,
     },
+    /// Queue several ADUs of one stream, in order, with one answer for the lot: each
+    /// ADU's handle or why it was refused.
+    SendBatch {
+        /// The stream.
+        stream: u32,
+        /// The ADUs.
+        payloads: Vec<Bytes>,
+        /// Their header fields, the same for each.
+        fields: Fields,
+        /// Where their handles go, in the order of `payloads`.
+        reply: Reply<Vec<Result<AduHandle, HostError>>>,
+    },
     /// Change a header field of a queued ADU.
     SetField(AduHandle, String, Value),
     /// Withdraw a queued ADU; `false` if it was already sent.

@@ -90,6 +90,20 @@ impl Parts<'_> {
                     },
                 }
             }
+            ConnOp::SendBatch {
+                stream,
+                payloads,
+                fields,
+                reply,
+            } => reply(
+                payloads
+                    .into_iter()
+                    .map(|payload| {
+                        p.send_adu(now, stream, payload, fields.clone())
+                            .map_err(Into::into)
+                    })
+                    .collect(),
+            ),
             ConnOp::SetField(adu, name, value) => {
                 // Fire and forget: an ADU that has left the queue keeps its fields.
                 let _ = p.set_adu_field(adu, &name, value);

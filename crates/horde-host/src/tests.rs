@@ -324,6 +324,44 @@ fn a_connection_opens_carries_an_adu_and_closes_at_both_ends() {
 }
 
 #[test]
+fn a_batch_of_adus_is_queued_in_order_with_one_answer_for_the_lot() {
+    type Handles = Vec<Result<horde_proto::AduHandle, HostError>>;
+    fn batch(stream: u32, payloads: &[&'static [u8]]) -> (Arc<Mutex<Option<Handles>>>, ConnOp) {
+        let cell = Arc::new(Mutex::new(None));
+        let c = cell.clone();
+        let op = ConnOp::SendBatch {
+            stream,
+            payloads: payloads.iter().map(|p| Bytes::from_static(p)).collect(),
+            fields: Fields::new(),
+            reply: Box::new(move |v| *c.lock().unwrap() = Some(v)),
+        };
+        (cell, op)
+    }
+    let mut w = World::new();
+    let (client, server) = w.connected(None, StreamConfig::default());
+    let (handles, op) = batch(1, &[b"one", b"two", b"three"]);
+    w.op(0, client, op);
+    let handles = handles.lock().unwrap().take().expect("answered at once");
+    let ids: Vec<u64> = handles.iter().map(|h| h.as_ref().unwrap().id).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    let (refused, op) = batch(9, &[b"nowhere", b"at all"]);
+    w.op(0, client, op);
+    let refused = refused.lock().unwrap().take().expect("answered at once");
+    assert_eq!(refused.len(), 2);
+    assert!(refused.iter().all(Result::is_err), "stream 9 is not open");
+    // Beside the connection's own first ADU; the stream is unordered.
+    w.run_until(Duration::from_secs(1), |w| {
+        w.nodes[1].received(server).len() == 4
+    });
+    let mut got = w.nodes[1].received(server);
+    got.sort();
+    assert_eq!(
+        got,
+        [&b"first"[..], b"one", b"three", b"two"].map(Bytes::from_static)
+    );
+}
+
+#[test]
 fn a_handshake_nobody_answers_fails_after_its_timeout() {
     let mut w = World::new();
     w.cut = Some(1);

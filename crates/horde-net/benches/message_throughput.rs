@@ -1,11 +1,12 @@
 //! Messages against plain ADU streams, over 4 encrypted channels on unshaped loopback, in
 //! one run:
 //!
-//!     cargo bench -p horde-net --bench message_throughput [-- TOTAL_MB]
+//!     cargo bench -p horde-net --bench message_throughput [-- TOTAL_MB] [--sizes=1024,65536]
 //!
 //! * Throughput: 1 KB, 64 KB and 10 MB messages (priority 0, no deadline) through a
-//!   [`MessageEndpoint`] at each end, TOTAL_MB (default 40) of each, with about 8 MB
-//!   submitted and not yet delivered at any time. The anchor is the same bytes as
+//!   [`MessageEndpoint`] at each end, TOTAL_MB (default 200: long enough that the
+//!   start-up does not weigh) of each, with about 8 MB submitted and not yet delivered
+//!   at any time. The anchor is the same bytes as
 //!   1200-byte ADUs on a plain stream of the same kind of connection, with 4096 ADUs
 //!   unresolved. Each row gives goodput (from the first submit until the sender hears
 //!   that the last message was delivered), messages/s, process CPU per message and per
@@ -335,12 +336,23 @@ fn main() {
         );
         return;
     }
-    let total_mb: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(40);
+    let total_mb: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(200);
     let total = total_mb << 20;
+    // `--sizes=1024,65536` runs only those message rows (beside the anchor), and not the
+    // memory rows: a narrower run to profile.
+    let only: Option<Vec<usize>> =
+        args.iter()
+            .find_map(|a| a.strip_prefix("--sizes="))
+            .map(|list| {
+                list.split(',')
+                    .map(|n| n.parse().expect("--sizes takes message sizes in bytes"))
+                    .collect()
+            });
     rt.block_on(async {
         let anchor = stream(total).await;
         let mut rows = Vec::new();
-        for size in [1 << 10, 64 << 10, 10 << 20] {
+        let sizes = only.clone().unwrap_or(vec![1 << 10, 64 << 10, 10 << 20]);
+        for size in sizes {
             rows.push(messages(size, total).await);
         }
         println!(
@@ -363,6 +375,9 @@ fn main() {
             );
         }
     });
+    if only.is_some() {
+        return;
+    }
     for case in ["memory", "file"] {
         println!("{}", big_message_in_child(case));
     }

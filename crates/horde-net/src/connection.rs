@@ -198,23 +198,35 @@ impl ConnectionHandle {
         .await
     }
 
-    /// Queue an ADU now and get a future of its handle: a caller that queues many before
-    /// awaiting the first pays one turn of the host for all of them, not one each. ADUs
-    /// are queued in the order of the calls.
-    pub fn send_adu_pipelined(
+    /// Queue several ADUs of one stream, in order, and get a future of their handles
+    /// (or why each was refused): one command and one answer for the lot, where a call
+    /// per ADU pays a command, an answer and a wake-up each.
+    pub fn send_adus(
         &self,
         stream: u32,
-        payload: Bytes,
+        payloads: Vec<Bytes>,
         fields: Fields,
-    ) -> Result<impl std::future::Future<Output = Result<AduHandle, NetError>>, NetError> {
+    ) -> Result<
+        impl std::future::Future<Output = Result<Vec<Result<AduHandle, NetError>>, NetError>>,
+        NetError,
+    > {
         let (tx, rx) = oneshot::channel();
-        self.op(ConnOp::Send {
+        self.op(ConnOp::SendBatch {
             stream,
-            payload,
+            payloads,
             fields,
-            reply: Some(answer(tx)),
+            reply: Box::new(
+                move |handles: Vec<Result<AduHandle, horde_host::HostError>>| {
+                    let _ = tx.send(
+                        handles
+                            .into_iter()
+                            .map(|r| r.map_err(NetError::from))
+                            .collect(),
+                    );
+                },
+            ),
         })?;
-        Ok(async move { rx.await.map_err(|_| NetError::HostGone)? })
+        Ok(async move { rx.await.map_err(|_| NetError::HostGone) })
     }
 
     /// Queue an ADU without waiting for its handle (the fast path). Errors such as an

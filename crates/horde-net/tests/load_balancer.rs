@@ -13,11 +13,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::lo;
 use horde_crypto::{routed_id, Keypair, ServerId, TYPE_INITIATION};
-use horde_net::{
-    ChannelTarget, ConnectConfig, Connection, Host, HostConfig, InterfaceConfig, Reconnect,
-};
+use horde_net::{Connection, Host, HostConfig, InterfaceConfig};
 use horde_policy::Fields;
-use horde_proto::{ChannelConfig, Event, SessionConfig, StreamConfig};
+use horde_proto::{Event, StreamConfig};
 use tokio::net::UdpSocket;
 use tokio::runtime::Runtime;
 
@@ -155,32 +153,7 @@ fn runtime() -> Runtime {
 
 /// A client with two channels, each from its own socket, both to the balancer.
 async fn client(key: &Keypair, server_key: &Keypair, front: SocketAddr) -> (Host, Connection) {
-    let mut cfg = HostConfig::new(
-        key.clone(),
-        vec![InterfaceConfig::new(lo()), InterfaceConfig::new(lo())],
-    );
-    cfg.session = SessionConfig {
-        idle_timeout_ms: 800.0,
-        keepalive_ms: 200.0,
-        ..SessionConfig::default()
-    };
-    let host = Host::bind(cfg).await.unwrap();
-    let target = ConnectConfig {
-        peer: *server_key.public(),
-        service: SERVICE,
-        channels: (0..2)
-            .map(|interface| ChannelTarget {
-                interface,
-                remote: front,
-                config: ChannelConfig::default(),
-            })
-            .collect(),
-        handshake_timeout: Duration::from_secs(5),
-    };
-    let conn = host
-        .connect_persistent(target, Reconnect::default())
-        .await
-        .unwrap();
+    let (host, conn) = common::persistent_client(key, server_key, front, SERVICE).await;
     conn.open_stream(1, StreamConfig::default()).await.unwrap();
     (host, conn)
 }

@@ -35,6 +35,11 @@ pub const MESSAGE_STREAM: u32 = 0xFFFF_FF00;
 /// cancels.
 pub const MESSAGE_CONTROL_STREAM: u32 = 0xFFFF_FF01;
 
+/// The most bytes the message stream's session queue holds, and so the most the endpoint
+/// keeps unacknowledged: its window, not the queue, decides what waits in the session,
+/// and a queue that overflowed would nack pieces only to have them sent again.
+const MESSAGE_QUEUE_LIMIT: usize = 16 << 20;
+
 /// The largest ADU of a session with the default channel settings.
 const DEFAULT_SLOT_ADU: u32 = 1200;
 
@@ -176,9 +181,14 @@ impl MessageEndpoint {
         let scheduler = MessageScheduler::new(config.messages.clone())?;
         let bandwidth = BandwidthEstimator::new(config.bandwidth.clone())?;
         let (handle, events) = conn.split();
-        for stream in [MESSAGE_STREAM, MESSAGE_CONTROL_STREAM] {
-            handle.open_stream(stream, StreamConfig::default()).await?;
-        }
+        let pieces = StreamConfig {
+            max_queue_bytes: MESSAGE_QUEUE_LIMIT,
+            ..StreamConfig::default()
+        };
+        handle.open_stream(MESSAGE_STREAM, pieces).await?;
+        handle
+            .open_stream(MESSAGE_CONTROL_STREAM, StreamConfig::default())
+            .await?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 scheduler,

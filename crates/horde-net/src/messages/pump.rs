@@ -1,12 +1,13 @@
 //! The endpoint's task: reads the connection's events, cuts pieces while the channels have
 //! room, re-sends lost ones, confirms delivery from the session's ADU acks, and reports.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use horde_policy::Fields;
+use horde_proto::chunks::ChunkPool;
 use horde_proto::message::codec::{self, Item};
 use horde_proto::message::{ControlItem, Fate, MessageEvent, MessageId, Piece, UsageSample};
 use horde_proto::{AduHandle, Event};
@@ -15,13 +16,15 @@ use tokio::sync::mpsc;
 use super::arrival::{channels_in_flight, Tracks};
 use super::slots::Slots;
 use super::{
-    DeadlineCheck, EndpointConfig, MessageNotice, Shared, MESSAGE_CONTROL_STREAM, MESSAGE_STREAM,
+    DeadlineCheck, EndpointConfig, MessageNotice, Shared, State, MESSAGE_CONTROL_STREAM,
+    MESSAGE_QUEUE_LIMIT, MESSAGE_STREAM,
 };
 use crate::connection::{ConnectionHandle, EventReceiver};
+use crate::error::NetError;
 
 /// What an ADU of ours in the session carries.
 enum Carried {
-    Piece { id: MessageId, offset: u64 },
+    Piece { id: MessageId },
     Control,
 }
 
@@ -39,6 +42,9 @@ struct InFlight {
 /// moved at a sixth of a stream's goodput, at 5-9 times its CPU per byte.
 const WAITING_PER_TURN: usize = 32;
 
+/// Bytes of the chunks pieces are cut from: about fifty pieces each.
+const PIECE_CHUNK: usize = 64 << 10;
+
 struct Pump {
     shared: Arc<Shared>,
     handle: ConnectionHandle,
@@ -50,8 +56,13 @@ struct Pump {
     in_flight_bytes: usize,
     /// Whether `send_pieces` stopped at the window since the last refresh.
     window_limited: bool,
-    /// Offsets of each live message's pieces handed over but not acked.
-    unacked: HashMap<MessageId, BTreeSet<u64>>,
+    /// How many pieces of each live message are handed over and not acked (each is in
+    /// `in_flight` once, re-sent under a new handle when lost).
+    unacked: HashMap<MessageId, usize>,
+    /// ADUs lost on the way and still wanted, by stream, to go with the next hand-over.
+    resend: Vec<(u32, Bytes, Carried)>,
+    /// Where the pieces' ADUs are cut from: one allocation per chunk, not per piece.
+    chunks: ChunkPool,
     /// Bytes that may be unacked at once; see `refresh_channels`.
     window: usize,
     /// What our acked pieces measured of each channel.
@@ -84,6 +95,8 @@ pub(super) async fn start(
         in_flight_bytes: 0,
         window_limited: false,
         unacked: HashMap::new(),
+        resend: Vec::new(),
+        chunks: ChunkPool::new(PIECE_CHUNK),
         window: 4 * piece,
         tracks: Tracks::new(queue_ahead),
         landing: Duration::ZERO,
@@ -119,13 +132,14 @@ async fn run(mut pump: Pump, mut events: EventReceiver) {
         tokio::select! {
             event = events.recv() => match event {
                 Some(event) => {
-                    pump.on_event(event).await;
-                    for _ in 0..WAITING_PER_TURN {
+                    let mut turn = vec![event];
+                    while turn.len() <= WAITING_PER_TURN {
                         let Ok(event) = events.try_recv() else {
                             break;
                         };
-                        pump.on_event(event).await;
+                        turn.push(event);
                     }
+                    pump.on_events(turn);
                 }
                 None => return,
             },
@@ -172,6 +186,7 @@ impl Pump {
                 estimates
             }
         };
+        self.window = self.window.min(MESSAGE_QUEUE_LIMIT);
         self.landing = estimates.first().map(|e| e.delay).unwrap_or_default();
         {
             let mut state = self.shared.lock();
@@ -195,7 +210,7 @@ impl Pump {
     fn check_in_flight(&mut self, now: Duration) {
         let mut latest: HashMap<MessageId, Duration> = HashMap::new();
         for flight in self.in_flight.values() {
-            if let Carried::Piece { id, .. } = flight.carried {
+            if let Carried::Piece { id } = flight.carried {
                 let overdue = now.saturating_sub(flight.handed) > 2 * self.landing;
                 let from = if overdue { now } else { flight.handed };
                 let at = from + self.landing;
@@ -240,102 +255,84 @@ impl Pump {
         }
     }
 
+    /// Cancels, and control ADUs lost on the way, in one hand-over.
     async fn send_controls(&mut self) {
-        loop {
-            let Some(item) = self.shared.lock().scheduler.poll_control() else {
-                return;
-            };
-            let mut adu = Vec::with_capacity(codec::CANCEL_LEN);
-            codec::encode_control(&item, &mut adu);
-            let ControlItem::Cancel(id) = item;
-            self.unacked.remove(&id);
-            self.hand_over(MESSAGE_CONTROL_STREAM, Bytes::from(adu), Carried::Control)
-                .await;
+        let mut batch = self.take_resends(MESSAGE_CONTROL_STREAM);
+        {
+            let mut state = self.shared.lock();
+            while let Some(item) = state.scheduler.poll_control() {
+                let mut adu = Vec::with_capacity(codec::CANCEL_LEN);
+                codec::encode_control(&item, &mut adu);
+                let ControlItem::Cancel(id) = item;
+                self.unacked.remove(&id);
+                batch.push((Bytes::from(adu), Carried::Control));
+            }
         }
+        self.hand_over(MESSAGE_CONTROL_STREAM, batch).await;
     }
 
-    /// Cuts pieces while the unacked bytes are under the window. They are all queued on
-    /// the session before the first handle is awaited: one turn of the host for the lot.
+    /// Pieces lost on the way, then new pieces cut while the unacked bytes are under the
+    /// window, in one hand-over. The scheduler is locked once for the lot.
     async fn send_pieces(&mut self) {
-        let mut queued = Vec::new();
+        let mut batch = self.take_resends(MESSAGE_STREAM);
         let mut queued_bytes = 0;
-        loop {
-            if self.in_flight_bytes + queued_bytes >= self.window {
-                self.window_limited |= self.shared.lock().scheduler.has_unsent();
-                break;
-            }
-            let Some((piece, slice)) = self.next_piece() else {
-                break;
-            };
-            let mut adu = Vec::with_capacity(codec::PIECE_HEADER_LEN + slice.len());
-            codec::encode_piece_header(&piece.header(), &mut adu);
-            adu.extend_from_slice(&slice);
-            self.unacked
-                .entry(piece.message)
-                .or_default()
-                .insert(piece.offset);
-            let carried = Carried::Piece {
-                id: piece.message,
-                offset: piece.offset,
-            };
-            let adu = Bytes::from(adu);
-            queued_bytes += adu.len();
-            let handle = self
-                .handle
-                .send_adu_pipelined(MESSAGE_STREAM, adu.clone(), Fields::new());
-            queued.push((handle, adu, carried));
-        }
-        for (handle, adu, carried) in queued {
-            let handle = match handle {
-                Ok(pending) => pending.await,
-                Err(e) => Err(e),
-            };
-            self.settle(MESSAGE_STREAM, adu, carried, handle);
-        }
-    }
-
-    /// The next piece and its bytes. Checked at arrival, it is cut for the one estimate
-    /// that covers every channel; checked at hand-over, for the channel whose slot is free
-    /// first among those where some message's piece lands in time.
-    fn next_piece(&mut self) -> Option<(Piece, Bytes)> {
-        let now = self.shared.now();
-        let mut state = self.shared.lock();
-        let estimates = state.estimates.clone();
-        let order = match self.config.deadline_check {
-            DeadlineCheck::Arrival => (0..estimates.len()).collect(),
-            DeadlineCheck::Handover => self.slots.order(now, &estimates),
-        };
-        for c in order {
-            let Ok(Some(piece)) = state.scheduler.poll_piece(now, c) else {
-                continue;
-            };
-            if self.config.deadline_check == DeadlineCheck::Handover {
-                self.slots.take(now, c, piece.len, estimates[c].rate);
-            }
-            let slice = match state.sources.get_mut(&piece.message) {
-                Some(source) => source.read_piece(&piece),
-                None => Ok(Bytes::new()),
-            };
-            match slice {
-                Ok(slice) => return Some((piece, slice)),
-                Err(_) => {
-                    // The payload's length was checked at submission; a short read means
-                    // the message cannot be sent.
-                    let _ = state.scheduler.cancel(now, piece.message);
-                    continue;
+        let shared = self.shared.clone();
+        {
+            let now = shared.now();
+            let mut state = shared.lock();
+            let check = self.config.deadline_check;
+            loop {
+                if self.in_flight_bytes + queued_bytes >= self.window {
+                    self.window_limited |= state.scheduler.has_unsent();
+                    break;
                 }
+                let Some((piece, slice)) = next_piece(&mut state, &mut self.slots, check, now)
+                else {
+                    break;
+                };
+                let room = self.chunks.with_room(codec::PIECE_HEADER_LEN + slice.len());
+                codec::encode_piece_header(&piece.header(), room);
+                room.extend_from_slice(&slice);
+                let adu = room.split().freeze();
+                *self.unacked.entry(piece.message).or_default() += 1;
+                queued_bytes += adu.len();
+                batch.push((adu, Carried::Piece { id: piece.message }));
             }
         }
-        None
+        self.hand_over(MESSAGE_STREAM, batch).await;
     }
 
-    /// Queues one ADU on the session and remembers it until it is acked or nacked.
-    async fn hand_over(&mut self, stream: u32, adu: Bytes, carried: Carried) {
-        let handle = self
-            .handle
-            .send_adu(stream, adu.clone(), Fields::new())
-            .await;
-        self.settle(stream, adu, carried, handle);
+    /// The lost ADUs of `stream` that are still wanted, to go again.
+    fn take_resends(&mut self, stream: u32) -> Vec<(Bytes, Carried)> {
+        let (ours, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resend)
+            .into_iter()
+            .partition(|(s, ..)| *s == stream);
+        self.resend = others;
+        ours.into_iter()
+            .map(|(_, adu, carried)| (adu, carried))
+            .collect()
+    }
+
+    /// Queues ADUs of one stream on the session in one command, and remembers each until
+    /// it is acked or nacked.
+    async fn hand_over(&mut self, stream: u32, batch: Vec<(Bytes, Carried)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let payloads = batch.iter().map(|(adu, _)| adu.clone()).collect();
+        let handed = match self.handle.send_adus(stream, payloads, Fields::new()) {
+            Ok(pending) => pending.await,
+            Err(e) => Err(e),
+        };
+        // The batch reached the session whole, or not at all (the host is gone).
+        let mut handles = handed.map(Vec::into_iter).ok();
+        for (adu, carried) in batch {
+            let handle = handles
+                .as_mut()
+                .and_then(Iterator::next)
+                .unwrap_or(Err(NetError::HostGone));
+            self.settle(stream, adu, carried, handle);
+        }
     }
 
     /// Remembers an ADU the session took until it is acked or nacked; a session that
@@ -361,7 +358,7 @@ impl Pump {
                 );
             }
             Err(error) => {
-                if let Carried::Piece { id, .. } = carried {
+                if let Carried::Piece { id } = carried {
                     let now = self.shared.now();
                     let _ = self.shared.lock().scheduler.cancel(now, id);
                     self.unacked.remove(&id);
@@ -371,111 +368,117 @@ impl Pump {
         }
     }
 
-    async fn on_event(&mut self, event: Event) {
-        match event {
-            Event::Ack {
-                stream,
-                adu,
-                channel,
-                rtt,
-                latency,
-                ..
-            } if is_ours(stream) => {
-                if let Some(bytes) = self.on_acked(stream, adu) {
-                    self.tracks.on_ack(channel, rtt, latency, bytes);
+    /// One turn's events, with the shared state locked once for all of them.
+    fn on_events(&mut self, events: Vec<Event>) {
+        let shared = self.shared.clone();
+        let now = shared.now();
+        let mut state = shared.lock();
+        for event in events {
+            match event {
+                Event::Ack {
+                    stream,
+                    adu,
+                    channel,
+                    rtt,
+                    latency,
+                    ..
+                } if is_ours(stream) => {
+                    if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
+                        self.tracks.on_ack(channel, rtt, latency, bytes);
+                    }
                 }
-            }
-            Event::LateAck {
-                stream,
-                adu,
-                channel,
-                ..
-            } if is_ours(stream) => {
-                if let Some(bytes) = self.on_acked(stream, adu) {
-                    self.tracks.on_late_ack(channel, bytes);
+                Event::LateAck {
+                    stream,
+                    adu,
+                    channel,
+                    ..
+                } if is_ours(stream) => {
+                    if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
+                        self.tracks.on_late_ack(channel, bytes);
+                    }
                 }
-            }
-            Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu).await,
-            Event::Received {
-                stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
-                payload,
-                ..
-            } => self.on_received(payload),
-            Event::Writable { stream } | Event::Throttle { stream, .. } if is_ours(stream) => {}
-            other => {
-                let _ = self.tx.send(MessageNotice::Connection(other));
+                Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu),
+                Event::Received {
+                    stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
+                    payload,
+                    ..
+                } => {
+                    if let Some(notice) = on_received(&mut state, payload) {
+                        let _ = self.tx.send(notice);
+                    }
+                }
+                Event::Writable { stream } | Event::Throttle { stream, .. } if is_ours(stream) => {}
+                lost @ Event::Reconnecting { .. } => {
+                    self.start_over(&mut state);
+                    let _ = self.tx.send(MessageNotice::Connection(lost));
+                }
+                other => {
+                    let _ = self.tx.send(MessageNotice::Connection(other));
+                }
             }
         }
     }
 
     /// Forgets an acked ADU of ours and confirms its message once every piece is acked.
     /// The ADU's length, if it was still in flight.
-    fn on_acked(&mut self, stream: u32, adu: u64) -> Option<usize> {
+    fn on_acked(
+        &mut self,
+        state: &mut State,
+        now: Duration,
+        stream: u32,
+        adu: u64,
+    ) -> Option<usize> {
         let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
             return None; // a late ack of an ADU already re-sent
         };
         let bytes = flight.adu.len();
         self.in_flight_bytes -= bytes;
-        let Carried::Piece { id, offset } = flight.carried else {
+        let Carried::Piece { id } = flight.carried else {
             return Some(bytes);
         };
         let Some(unacked) = self.unacked.get_mut(&id) else {
             return Some(bytes); // the message met another fate meanwhile
         };
-        unacked.remove(&offset);
-        if unacked.is_empty() {
-            let now = self.shared.now();
-            let mut state = self.shared.lock();
-            if state.scheduler.status(id).is_ok_and(|s| s.fully_sent)
-                && state.scheduler.confirm_delivered(now, id).is_ok()
-            {
-                self.unacked.remove(&id);
-            }
+        *unacked -= 1;
+        if *unacked == 0
+            && state.scheduler.status(id).is_ok_and(|s| s.fully_sent)
+            && state.scheduler.confirm_delivered(now, id).is_ok()
+        {
+            self.unacked.remove(&id);
         }
         Some(bytes)
     }
 
-    /// A lost ADU of a message still live, or a cancel, is sent again.
-    async fn on_lost(&mut self, stream: u32, adu: u64) {
+    /// The session is gone and the next may reach a receiver that lost what it held (one
+    /// restarted after a crash): every message with pieces handed over starts again from
+    /// its first byte, and the pieces of the old session are forgotten, so that a late
+    /// ack of one cannot complete a message the new receiver does not hold whole. A
+    /// receiver that kept its state drops the repeats. Cancels still unacked stay.
+    fn start_over(&mut self, state: &mut State) {
+        self.in_flight
+            .retain(|_, f| matches!(f.carried, Carried::Control));
+        self.in_flight_bytes = self.in_flight.values().map(|f| f.adu.len()).sum();
+        self.resend
+            .retain(|(_, _, carried)| matches!(carried, Carried::Control));
+        for (&id, count) in &mut self.unacked {
+            *count = 0;
+            let _ = state.scheduler.restart(id);
+        }
+    }
+
+    /// A lost ADU of a message still live, or a cancel, goes again with the next
+    /// hand-over of its stream.
+    fn on_lost(&mut self, stream: u32, adu: u64) {
         let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
             return;
         };
         self.in_flight_bytes -= flight.adu.len();
         let wanted = match &flight.carried {
-            Carried::Piece { id, offset } => self
-                .unacked
-                .get(id)
-                .is_some_and(|pending| pending.contains(offset)),
+            Carried::Piece { id } => self.unacked.contains_key(id),
             Carried::Control => true,
         };
         if wanted {
-            self.hand_over(flight.handle.stream, flight.adu, flight.carried)
-                .await;
-        }
-    }
-
-    fn on_received(&mut self, payload: Bytes) {
-        let notice = {
-            let mut state = self.shared.lock();
-            match codec::decode(payload) {
-                Ok(Item::Piece(header, slice)) => match state.reassembly.on_piece(header, slice) {
-                    Ok(Some(message)) => Some(MessageNotice::Received(message)),
-                    Ok(None) => None,
-                    Err(e) => Some(MessageNotice::Dropped {
-                        error: e.to_string(),
-                    }),
-                },
-                Ok(Item::Control(item)) => {
-                    state.reassembly.on_control(item);
-                    None
-                }
-                Err(e) => Some(MessageNotice::Dropped {
-                    error: e.to_string(),
-                }),
-            }
-        };
-        if let Some(notice) = notice {
-            let _ = self.tx.send(notice);
+            self.resend.push((stream, flight.adu, flight.carried));
         }
     }
 
@@ -521,7 +524,7 @@ impl Pump {
         let queued: Vec<AduHandle> = self
             .in_flight
             .values()
-            .filter(|f| matches!(f.carried, Carried::Piece { id, .. } if undelivered.contains(&id)))
+            .filter(|f| matches!(f.carried, Carried::Piece { id } if undelivered.contains(&id)))
             .map(|f| f.handle)
             .collect();
         let mut withdrawn = 0;
@@ -536,4 +539,62 @@ impl Pump {
 
 fn is_ours(stream: u32) -> bool {
     stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM
+}
+
+/// The next piece and its bytes. Checked at arrival, it is cut for the one estimate that
+/// covers every channel; checked at hand-over, for the channel whose slot is free first
+/// among those where some message's piece lands in time.
+fn next_piece(
+    state: &mut State,
+    slots: &mut Slots,
+    check: DeadlineCheck,
+    now: Duration,
+) -> Option<(Piece, Bytes)> {
+    let order = match check {
+        DeadlineCheck::Arrival => (0..state.estimates.len()).collect(),
+        DeadlineCheck::Handover => slots.order(now, &state.estimates),
+    };
+    for c in order {
+        let Ok(Some(piece)) = state.scheduler.poll_piece(now, c) else {
+            continue;
+        };
+        if check == DeadlineCheck::Handover {
+            slots.take(now, c, piece.len, state.estimates[c].rate);
+        }
+        let slice = match state.sources.get_mut(&piece.message) {
+            Some(source) => source.read_piece(&piece),
+            None => Ok(Bytes::new()),
+        };
+        match slice {
+            Ok(slice) => return Some((piece, slice)),
+            Err(_) => {
+                // The payload's length was checked at submission; a short read means the
+                // message cannot be sent.
+                let _ = state.scheduler.cancel(now, piece.message);
+                continue;
+            }
+        }
+    }
+    None
+}
+
+/// A piece or a control ADU from the peer; the whole message it completes, or why it was
+/// dropped.
+fn on_received(state: &mut State, payload: Bytes) -> Option<MessageNotice> {
+    match codec::decode(payload) {
+        Ok(Item::Piece(header, slice)) => match state.reassembly.on_piece(header, slice) {
+            Ok(Some(message)) => Some(MessageNotice::Received(message)),
+            Ok(None) => None,
+            Err(e) => Some(MessageNotice::Dropped {
+                error: e.to_string(),
+            }),
+        },
+        Ok(Item::Control(item)) => {
+            state.reassembly.on_control(item);
+            None
+        }
+        Err(e) => Some(MessageNotice::Dropped {
+            error: e.to_string(),
+        }),
+    }
 }

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use horde_crypto::Keypair;
 use horde_emu::{EmulatorConfig, EmulatorHandle, LinkSpec};
-use horde_net::{ChannelTarget, ConnectConfig, Connection, Host, HostConfig, InterfaceConfig};
-use horde_proto::ChannelConfig;
+use horde_net::{
+    ChannelTarget, ConnectConfig, Connection, Host, HostConfig, InterfaceConfig, Reconnect,
+};
+use horde_proto::{ChannelConfig, SessionConfig};
 
 pub fn lo() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -111,6 +113,44 @@ pub async fn connect_pair(
         .unwrap()
         .unwrap();
     (conn, accepted)
+}
+
+/// A client host with two channels, each from a loopback socket of its own, both to
+/// `remote`, over a persistent connection that notices a dead peer within a second
+/// (800 ms idle timeout, 200 ms keep-alives).
+pub async fn persistent_client(
+    key: &Keypair,
+    server_key: &Keypair,
+    remote: SocketAddr,
+    service: u32,
+) -> (Host, Connection) {
+    let mut cfg = HostConfig::new(
+        key.clone(),
+        vec![InterfaceConfig::new(lo()), InterfaceConfig::new(lo())],
+    );
+    cfg.session = SessionConfig {
+        idle_timeout_ms: 800.0,
+        keepalive_ms: 200.0,
+        ..SessionConfig::default()
+    };
+    let host = Host::bind(cfg).await.unwrap();
+    let target = ConnectConfig {
+        peer: *server_key.public(),
+        service,
+        channels: (0..2)
+            .map(|interface| ChannelTarget {
+                interface,
+                remote,
+                config: ChannelConfig::default(),
+            })
+            .collect(),
+        handshake_timeout: Duration::from_secs(5),
+    };
+    let conn = host
+        .connect_persistent(target, Reconnect::default())
+        .await
+        .unwrap();
+    (host, conn)
 }
 
 /// A link with constant rate, constant one-way delay and Bernoulli loss.

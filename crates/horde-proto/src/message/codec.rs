@@ -67,7 +67,7 @@ pub enum CodecError {
 }
 
 /// Appends a piece header.
-pub fn encode_piece_header(header: &PieceHeader, out: &mut Vec<u8>) {
+pub fn encode_piece_header(header: &PieceHeader, out: &mut impl BufMut) {
     out.put_u8(KIND_PIECE);
     out.put_u64(header.message.0);
     out.put_u64(header.offset);

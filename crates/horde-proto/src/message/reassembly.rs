@@ -1,9 +1,15 @@
 //! The receiver: pieces, in any order and over any channel, become whole messages; a
 //! cancel frees a partial message at once. Only whole messages reach the application.
+//!
+//! A message of one piece is handed on as that piece, without a copy. A longer one is
+//! written piece by piece into a buffer of its whole length, so the datagrams its pieces
+//! came in are freed at once and the message is never held twice; the buffer is reserved
+//! against the receive limit from the first piece on.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::codec::PieceHeader;
 use super::{ControlItem, MessageId};
@@ -52,7 +58,8 @@ pub enum ReassemblyError {
         /// The piece's offset.
         offset: u64,
     },
-    /// Holding the message would exceed the receiver's limit.
+    /// Holding the message, beside the partial messages already held, would exceed the
+    /// receiver's limit.
     #[error("message {id} of {total} bytes exceeds the receive limit of {limit} bytes")]
     TooLarge {
         /// The message.
@@ -68,7 +75,53 @@ pub enum ReassemblyError {
 struct Partial {
     total: u64,
     received: u64,
-    chunks: BTreeMap<u64, Bytes>,
+    /// The message's bytes, each piece written at its offset. Zeroed pages cost no
+    /// memory until a piece lands on them.
+    whole: Vec<u8>,
+    /// The byte ranges received, start to end, with neighbours merged.
+    ranges: BTreeMap<u64, u64>,
+}
+
+/// How a piece's bytes meet the ranges already received.
+enum Fit {
+    New,
+    Duplicate,
+    Overlap,
+}
+
+impl Partial {
+    fn fit(&self, start: u64, end: u64) -> Fit {
+        if let Some((_, &before_end)) = self.ranges.range(..=start).next_back() {
+            if before_end >= end {
+                return Fit::Duplicate;
+            }
+            if before_end > start {
+                return Fit::Overlap;
+            }
+        }
+        match self.ranges.range(start + 1..).next() {
+            Some((&next, _)) if next < end => Fit::Overlap,
+            _ => Fit::New,
+        }
+    }
+
+    /// Writes a piece that fits, and merges its range with the touching ones.
+    fn write(&mut self, start: u64, slice: &[u8]) {
+        let end = start + slice.len() as u64;
+        self.whole[start as usize..end as usize].copy_from_slice(slice);
+        self.received += slice.len() as u64;
+        let mut range = (start, end);
+        if let Some((&before, &before_end)) = self.ranges.range(..start).next_back() {
+            if before_end == start {
+                self.ranges.remove(&before);
+                range.0 = before;
+            }
+        }
+        if let Some(after_end) = self.ranges.remove(&end) {
+            range.1 = after_end;
+        }
+        self.ranges.insert(range.0, range.1);
+    }
 }
 
 /// The receiver's partial messages.
@@ -76,7 +129,10 @@ struct Partial {
 pub struct Reassembly {
     limit: u64,
     partial: HashMap<MessageId, Partial>,
+    /// Bytes received of the partial messages.
     held: u64,
+    /// Their whole lengths: what their buffers take, checked against `limit`.
+    reserved: u64,
     /// Messages finished or cancelled: their late or duplicate pieces are dropped.
     done: HashSet<MessageId>,
     done_order: VecDeque<MessageId>,
@@ -91,6 +147,7 @@ impl Reassembly {
             limit,
             partial: HashMap::new(),
             held: 0,
+            reserved: 0,
             done: HashSet::new(),
             done_order: VecDeque::new(),
             remembered,
@@ -130,67 +187,66 @@ impl Reassembly {
         if self.done.contains(&id) {
             return Ok(None);
         }
-        let partial = match self.partial.get_mut(&id) {
-            Some(p) if p.total != header.total => {
+        let whole_in_one = header.offset == 0 && len == header.total;
+        if !self.partial.contains_key(&id) {
+            if header.total > self.limit.saturating_sub(self.reserved) {
+                return Err(ReassemblyError::TooLarge {
+                    id,
+                    total: header.total,
+                    limit: self.limit,
+                });
+            }
+            if whole_in_one {
+                self.remember(id);
+                return Ok(Some(ReceivedMessage {
+                    id,
+                    priority: header.priority,
+                    payload: slice,
+                }));
+            }
+        }
+        if len == 0 {
+            return Ok(None); // nothing to hold
+        }
+        let reserved = &mut self.reserved;
+        let partial = match self.partial.entry(id) {
+            Entry::Occupied(p) if p.get().total != header.total => {
                 return Err(ReassemblyError::LengthChanged {
                     id,
                     total: header.total,
-                    earlier: p.total,
+                    earlier: p.get().total,
                 })
             }
-            Some(p) => p,
-            None => {
-                if header.total > self.limit.saturating_sub(self.held) {
-                    return Err(ReassemblyError::TooLarge {
-                        id,
-                        total: header.total,
-                        limit: self.limit,
-                    });
-                }
-                self.partial.entry(id).or_insert(Partial {
+            Entry::Occupied(p) => p.into_mut(),
+            Entry::Vacant(v) => {
+                *reserved += header.total;
+                v.insert(Partial {
                     total: header.total,
                     received: 0,
-                    chunks: BTreeMap::new(),
+                    whole: vec![0; header.total as usize],
+                    ranges: BTreeMap::new(),
                 })
             }
         };
-        if partial.chunks.contains_key(&header.offset) {
-            return Ok(None); // a duplicate
+        match partial.fit(header.offset, header.offset + len) {
+            Fit::Duplicate => return Ok(None),
+            Fit::Overlap => {
+                return Err(ReassemblyError::Overlap {
+                    id,
+                    offset: header.offset,
+                })
+            }
+            Fit::New => partial.write(header.offset, &slice),
         }
-        let overlaps_before = partial
-            .chunks
-            .range(..header.offset)
-            .next_back()
-            .is_some_and(|(at, chunk)| at + chunk.len() as u64 > header.offset);
-        let overlaps_after = partial
-            .chunks
-            .range(header.offset..)
-            .next()
-            .is_some_and(|(at, _)| *at < header.offset + len);
-        if overlaps_before || overlaps_after {
-            return Err(ReassemblyError::Overlap {
-                id,
-                offset: header.offset,
-            });
-        }
-        partial.received += len;
-        partial.chunks.insert(header.offset, slice);
         self.held += len;
-        if partial.received < partial.total || (partial.total == 0 && partial.chunks.is_empty()) {
+        if partial.received < partial.total {
             return Ok(None);
         }
         let partial = self.partial.remove(&id).expect("just held");
         self.held -= partial.received;
+        self.reserved -= partial.total;
         self.remember(id);
-        let payload = if partial.chunks.len() == 1 {
-            partial.chunks.into_values().next().expect("one chunk")
-        } else {
-            let mut whole = BytesMut::with_capacity(partial.total as usize);
-            for chunk in partial.chunks.into_values() {
-                whole.extend_from_slice(&chunk);
-            }
-            whole.freeze()
-        };
+        let payload = Bytes::from(partial.whole);
         Ok(Some(ReceivedMessage {
             id,
             priority: header.priority,
@@ -206,6 +262,7 @@ impl Reassembly {
                 match self.partial.remove(&id) {
                     Some(partial) => {
                         self.held -= partial.received;
+                        self.reserved -= partial.total;
                         partial.received
                     }
                     None => 0,

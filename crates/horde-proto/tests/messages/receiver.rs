@@ -160,3 +160,52 @@ fn a_message_that_expires_part_sent_tells_the_receiver_to_free_it() {
     assert_eq!(sender.poll_control(), Some(ControlItem::Cancel(part_sent)));
     assert_eq!(sender.poll_control(), None, "nothing of {unsent} was sent");
 }
+
+#[test]
+fn repeated_pieces_are_dropped_and_a_one_piece_message_is_handed_on_whole() {
+    let mut receiver = Reassembly::new(1 << 20, 16);
+    let mut list = pieces(7, 10_000, 1000);
+    // Each piece twice, then one piece's second half again at its own offset: every
+    // repeat lies inside bytes already held.
+    let half = {
+        let (h, s) = &list[3];
+        let header = PieceHeader {
+            offset: h.offset + 500,
+            ..*h
+        };
+        (header, s.slice(500..))
+    };
+    list.extend(list.clone());
+    list.shuffle(&mut ChaCha8Rng::seed_from_u64(5));
+    list.insert(list.len() / 2, half);
+    let done: Vec<_> = list
+        .into_iter()
+        .filter_map(|(h, s)| receiver.on_piece(h, s).unwrap())
+        .collect();
+    assert_eq!(done.len(), 1, "the message comes once");
+    assert_eq!(done[0].payload, pieces(7, 10_000, 10_000)[0].1);
+    assert_eq!((receiver.held_bytes(), receiver.partial_messages()), (0, 0));
+
+    let (header, slice) = pieces(8, 900, 1000).remove(0);
+    let whole = receiver.on_piece(header, slice.clone()).unwrap().unwrap();
+    assert_eq!(whole.payload.as_ptr(), slice.as_ptr(), "not copied");
+    assert_eq!(receiver.on_piece(header, slice).unwrap(), None, "nor twice");
+}
+
+#[test]
+fn the_limit_counts_the_whole_length_of_each_partial_message() {
+    // One piece of each of two 6,000-byte messages: 2,000 bytes received, but the
+    // second message's buffer would take the held total to 12,000.
+    let mut receiver = Reassembly::new(10_000, 16);
+    let (h, s) = pieces(1, 6_000, 1000).remove(0);
+    assert_eq!(receiver.on_piece(h, s).unwrap(), None);
+    let (h, s) = pieces(2, 6_000, 1000).remove(0);
+    assert!(matches!(
+        receiver.on_piece(h, s),
+        Err(ReassemblyError::TooLarge { total: 6_000, .. })
+    ));
+    // Once the first is cancelled, the second fits.
+    assert_eq!(receiver.on_control(ControlItem::Cancel(MessageId(1))), 1000);
+    let (h, s) = pieces(2, 6_000, 1000).remove(0);
+    assert_eq!(receiver.on_piece(h, s).unwrap(), None);
+}
