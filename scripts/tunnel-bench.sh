@@ -12,6 +12,7 @@
 #   RUNS=5 BYTES=500000000 sudo sh scripts/tunnel-bench.sh
 #   QDISC=chap sudo sh scripts/tunnel-bench.sh  # the client's ingress queue (docs/tunnel.md)
 #   OFFLOAD=off sudo sh scripts/tunnel-bench.sh  # TUN offloads off at both ends (default on)
+#   CC=cubic sudo sh scripts/tunnel-bench.sh    # the inner TCP's controller (default: the host's)
 #
 # Both tunnels carry the same inner MTU (1380). Everything lives in the namespaces
 # hbench-a (client) and hbench-b (server), deleted at the end.
@@ -81,7 +82,7 @@ measure() {
     dev=$1; to=$2
     p0=$(ip netns exec $A cat /sys/class/net/$dev/statistics/tx_packets)
     c0=$(cpu_ticks)
-    out=$(ip netns exec $A "$HORDE" flow client --connect "$to" --bytes "$BYTES")
+    out=$(ip netns exec $A "$HORDE" flow client --connect "$to" --bytes "$BYTES" ${CC:+--cc "$CC"})
     c1=$(cpu_ticks)
     p1=$(ip netns exec $A cat /sys/class/net/$dev/statistics/tx_packets)
     echo "$out" | grep -q '"checksum_ok":true' || { echo "transfer failed: $out" >&2; exit 1; }
