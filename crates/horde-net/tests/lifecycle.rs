@@ -187,31 +187,19 @@ fn receiver_process(
     SocketAddr,
     tokio::sync::mpsc::UnboundedReceiver<Event>,
 ) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let addr = rt.block_on(async {
-        let host = Host::bind(server_config(&key, bind, &[allowed]))
-            .await
-            .unwrap();
-        let addr = host.local_addrs()[0];
-        let mut listener = host.listen(SERVICE);
-        tokio::spawn(async move {
-            let _host = host;
-            while let Some(mut c) = listener.accept().await {
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    while let Some(e) = c.next_event().await {
-                        let _ = tx.send(e);
-                    }
-                });
+    let (rt, addr) = common::host_process(
+        server_config(&key, bind, &[allowed]),
+        SERVICE,
+        move |mut c| {
+            let tx = tx.clone();
+            async move {
+                while let Some(e) = c.next_event().await {
+                    let _ = tx.send(e);
+                }
             }
-        });
-        addr
-    });
+        },
+    );
     (rt, addr, rx)
 }
 

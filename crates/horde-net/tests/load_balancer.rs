@@ -105,30 +105,19 @@ fn server(
     allowed: Vec<horde_crypto::PublicKey>,
     delivered: Arc<Mutex<u32>>,
 ) -> (Runtime, SocketAddr) {
-    let rt = runtime();
     let mut cfg = HostConfig::new(key.clone(), vec![InterfaceConfig::new(bind)]);
     cfg.allowed_peers = allowed;
     cfg.handshakes.server_id = Some(id);
-    let addr = rt.block_on(async {
-        let host = Host::bind(cfg).await.unwrap();
-        let addr = host.local_addrs()[0];
-        let mut listener = host.listen(SERVICE);
-        tokio::spawn(async move {
-            let _host = host;
-            while let Some(mut c) = listener.accept().await {
-                let delivered = Arc::clone(&delivered);
-                tokio::spawn(async move {
-                    while let Some(e) = c.next_event().await {
-                        if matches!(e, Event::Received { .. }) {
-                            *delivered.lock().unwrap() += 1;
-                        }
-                    }
-                });
+    common::host_process(cfg, SERVICE, move |mut c| {
+        let delivered = Arc::clone(&delivered);
+        async move {
+            while let Some(e) = c.next_event().await {
+                if matches!(e, Event::Received { .. }) {
+                    *delivered.lock().unwrap() += 1;
+                }
             }
-        });
-        addr
-    });
-    (rt, addr)
+        }
+    })
 }
 
 /// The servers' delivered count once it reaches `expected`, or after 5 s. An ADU is

@@ -13,9 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::lo;
 use horde_crypto::{Keypair, PublicKey};
-use horde_net::{
-    EndpointConfig, Host, HostConfig, InterfaceConfig, MessageEndpoint, MessageNotice,
-};
+use horde_net::{EndpointConfig, HostConfig, InterfaceConfig, MessageEndpoint, MessageNotice};
 use horde_proto::message::{Fate, MessageEvent, MessageId};
 use horde_proto::Event;
 use tokio::sync::mpsc;
@@ -32,36 +30,21 @@ fn receiver_process(
     allowed: PublicKey,
     tx: mpsc::UnboundedSender<(MessageId, Bytes)>,
 ) -> (tokio::runtime::Runtime, SocketAddr) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     let mut cfg = HostConfig::new(key.clone(), vec![InterfaceConfig::new(bind)]);
     cfg.allowed_peers = vec![allowed];
-    let addr = rt.block_on(async {
-        let host = Host::bind(cfg).await.unwrap();
-        let addr = host.local_addrs()[0];
-        let mut listener = host.listen(SERVICE);
-        tokio::spawn(async move {
-            let _host = host;
-            while let Some(conn) = listener.accept().await {
-                let tx = tx.clone();
-                let mut endpoint = MessageEndpoint::new(conn, EndpointConfig::default())
-                    .await
-                    .unwrap();
-                tokio::spawn(async move {
-                    while let Some(notice) = endpoint.next_notice().await {
-                        if let MessageNotice::Received(m) = notice {
-                            let _ = tx.send((m.id, m.payload));
-                        }
-                    }
-                });
+    common::host_process(cfg, SERVICE, move |conn| {
+        let tx = tx.clone();
+        async move {
+            let mut endpoint = MessageEndpoint::new(conn, EndpointConfig::default())
+                .await
+                .unwrap();
+            while let Some(notice) = endpoint.next_notice().await {
+                if let MessageNotice::Received(m) = notice {
+                    let _ = tx.send((m.id, m.payload));
+                }
             }
-        });
-        addr
-    });
-    (rt, addr)
+        }
+    })
 }
 
 fn payload(i: usize) -> Bytes {

@@ -153,6 +153,38 @@ pub async fn persistent_client(
     (host, conn)
 }
 
+/// A host on a one-worker runtime of its own, so that dropping the runtime kills it as a
+/// crash would: no Close, sockets gone. Each connection accepted for `service` goes to
+/// `serve` on a task of its own. Returns the runtime and the host's first address.
+pub fn host_process<F, Fut>(
+    cfg: HostConfig,
+    service: u32,
+    serve: F,
+) -> (tokio::runtime::Runtime, SocketAddr)
+where
+    F: Fn(Connection) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = rt.block_on(async {
+        let host = Host::bind(cfg).await.unwrap();
+        let addr = host.local_addrs()[0];
+        let mut listener = host.listen(service);
+        tokio::spawn(async move {
+            let _host = host;
+            while let Some(conn) = listener.accept().await {
+                tokio::spawn(serve(conn));
+            }
+        });
+        addr
+    });
+    (rt, addr)
+}
+
 /// A link with constant rate, constant one-way delay and Bernoulli loss.
 pub fn link(kbps: f64, delay_ms: f64, loss: f64) -> LinkSpec {
     let text = format!(
