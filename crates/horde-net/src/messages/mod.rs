@@ -50,7 +50,8 @@ const DEFAULT_SLOT_ADU: u32 = 1200;
 pub struct EndpointConfig {
     /// The sender's settings (piece size, admission, check interval...).
     pub messages: MessageConfig,
-    /// Most bytes the receiver holds for partial messages.
+    /// Most bytes the receiver holds for partial messages, each counted at its whole
+    /// length from its first piece (the buffer its pieces are written into).
     pub receive_limit: u64,
     /// How often the channels' rates and delays are read again.
     pub refresh: Duration,
