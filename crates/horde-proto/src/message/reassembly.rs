@@ -69,6 +69,23 @@ pub enum ReassemblyError {
         /// The limit on bytes held for partial messages.
         limit: u64,
     },
+    /// The message's buffer cannot be had (a receive limit beyond the machine's memory).
+    #[error("message {id} of {total} bytes: no memory for its buffer")]
+    NoMemory {
+        /// The message.
+        id: MessageId,
+        /// Its length.
+        total: u64,
+    },
+}
+
+/// A zeroed buffer of `len` bytes, or `None` if the allocator cannot give one: asked
+/// first, so that a length past what the machine has is refused rather than an abort.
+fn zeroed(len: u64) -> Option<Vec<u8>> {
+    let len = usize::try_from(len).ok()?;
+    Vec::<u8>::new().try_reserve_exact(len).ok()?;
+    // Zeroed pages are taken only as pieces land on them.
+    Some(vec![0; len])
 }
 
 #[derive(Debug)]
@@ -208,7 +225,6 @@ impl Reassembly {
         if len == 0 {
             return Ok(None); // nothing to hold
         }
-        let reserved = &mut self.reserved;
         let partial = match self.partial.entry(id) {
             Entry::Occupied(p) if p.get().total != header.total => {
                 return Err(ReassemblyError::LengthChanged {
@@ -219,11 +235,15 @@ impl Reassembly {
             }
             Entry::Occupied(p) => p.into_mut(),
             Entry::Vacant(v) => {
-                *reserved += header.total;
+                let whole = zeroed(header.total).ok_or(ReassemblyError::NoMemory {
+                    id,
+                    total: header.total,
+                })?;
+                self.reserved += header.total;
                 v.insert(Partial {
                     total: header.total,
                     received: 0,
-                    whole: vec![0; header.total as usize],
+                    whole,
                     ranges: BTreeMap::new(),
                 })
             }

@@ -209,3 +209,20 @@ fn the_limit_counts_the_whole_length_of_each_partial_message() {
     let (h, s) = pieces(2, 6_000, 1000).remove(0);
     assert_eq!(receiver.on_piece(h, s).unwrap(), None);
 }
+
+#[test]
+fn a_length_past_the_machine_is_refused_not_an_abort() {
+    // No limit to stop it: the allocator is asked, and says no.
+    let mut receiver = Reassembly::new(u64::MAX, 16);
+    let header = PieceHeader {
+        message: MessageId(9),
+        offset: 0,
+        total: 1 << 62,
+        priority: 0,
+    };
+    assert!(matches!(
+        receiver.on_piece(header, Bytes::from(vec![1; 1000])),
+        Err(ReassemblyError::NoMemory { total, .. }) if total == 1 << 62
+    ));
+    assert_eq!((receiver.held_bytes(), receiver.partial_messages()), (0, 0));
+}
