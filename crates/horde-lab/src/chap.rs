@@ -4,8 +4,8 @@
 //! (§6.6, §6.7, §6.13). Five wireless stations behind one 802.11g access
 //! point run a game, a VoIP call, a video stream, Web browsing and an FTP download (every
 //! TCP connection a segment-level Cubic, `bulk_tcp`); the AP's downstream queue is FIFO,
-//! CHAP, SPQ or fq_codel. Prints the
-//! table beside the dissertation's figures; `--json` for the runs and the table.
+//! CHAP, SPQ or fq_codel. Prints the table beside the dissertation's figures; `--json`
+//! for the runs and the table.
 //! See `docs/chap-experiments.md`.
 
 mod air;

@@ -5,12 +5,12 @@
 //!
 //! * Throughput: 1 KB, 64 KB and 10 MB messages (priority 0, no deadline) through a
 //!   [`MessageEndpoint`] at each end, TOTAL_MB (default 200: long enough that the
-//!   start-up does not weigh) of each, with about 8 MB submitted and not yet delivered
-//!   at any time. The anchor is the same bytes as
-//!   1200-byte ADUs on a plain stream of the same kind of connection, with 4096 ADUs
-//!   unresolved. Each row gives goodput (from the first submit until the sender hears
-//!   that the last message was delivered), messages/s, process CPU per message and per
-//!   byte, and goodput as a share of the anchor's.
+//!   start-up does not weigh) of each, with about 8 MB submitted and not yet delivered at
+//!   any time. The anchor is the same bytes as 1200-byte ADUs on a plain stream of the
+//!   same kind of connection, with 4096 ADUs unresolved. Each row gives goodput (from the
+//!   first submit until the sender hears that the last message was delivered),
+//!   messages/s, process CPU per message and per byte, and goodput as a share of the
+//!   anchor's. `--sizes=` runs only the rows named, without the memory rows.
 //! * Sender memory: one 100 MB message submitted from memory, then one read from a file
 //!   a piece at a time ([`MessageHandle::submit_source`]), each in a fresh process of
 //!   this bench; the growth of its peak RSS over the transfer. Both ends run in that
@@ -348,11 +348,11 @@ fn main() {
                     .map(|n| n.parse().expect("--sizes takes message sizes in bytes"))
                     .collect()
             });
+    let memory_rows = only.is_none();
     rt.block_on(async {
         let anchor = stream(total).await;
         let mut rows = Vec::new();
-        let sizes = only.clone().unwrap_or(vec![1 << 10, 64 << 10, 10 << 20]);
-        for size in sizes {
+        for size in only.unwrap_or(vec![1 << 10, 64 << 10, 10 << 20]) {
             rows.push(messages(size, total).await);
         }
         println!(
@@ -375,7 +375,7 @@ fn main() {
             );
         }
     });
-    if only.is_some() {
+    if !memory_rows {
         return;
     }
     for case in ["memory", "file"] {

@@ -304,11 +304,8 @@ impl Pump {
 
     /// The lost ADUs of `stream` that are still wanted, to go again.
     fn take_resends(&mut self, stream: u32) -> Vec<(Bytes, Carried)> {
-        let (ours, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resend)
-            .into_iter()
-            .partition(|(s, ..)| *s == stream);
-        self.resend = others;
-        ours.into_iter()
+        self.resend
+            .extract_if(.., |(s, ..)| *s == stream)
             .map(|(_, adu, carried)| (adu, carried))
             .collect()
     }
