@@ -8,13 +8,14 @@ use std::time::Duration;
 use anyhow::Result;
 use horde_crypto::{Keypair, PublicKey};
 use horde_emu::sys::SigintGuard;
+use horde_net::messages::is_message_stream;
 use horde_net::{Connection, ConnectionHandle, Host, HostConfig, InterfaceConfig, Listener};
 use horde_proto::{CloseReason, Event};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::config::{base_dir, public_key, read_key, seconds, RecvConfig};
-use crate::messages::recv::{is_message_stream, MessageRx, MessageStats};
+use crate::messages::recv::{MessageRx, MessageStats};
 use crate::report::{RecvInterval, RecvReport};
 use crate::stamp;
 

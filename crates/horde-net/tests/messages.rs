@@ -1,8 +1,8 @@
 //! Messages with priorities and deadlines over three emulated channels on real sockets:
 //! the early callback fires before the deadline when the bandwidth drops, a cancel frees
 //! what the receiver holds, every message ends in exactly one fate, no message arrives
-//! after its deadline without an early callback first, and bad calls get the core's typed
-//! errors.
+//! after its deadline without an early callback first, a deadline only the quickest
+//! channel meets is admitted and met, and bad calls get the core's typed errors.
 
 mod common;
 
@@ -306,6 +306,27 @@ fn collect_arrivals(
     rx
 }
 
+/// Default endpoints on both ends: the sender's events, and the receiver's arrivals.
+async fn sender_and_arrivals(
+    conn: horde_net::Connection,
+    accepted: horde_net::Connection,
+) -> (Sender, mpsc::UnboundedReceiver<(MessageId, Instant)>) {
+    let sender = MessageEndpoint::new(conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    (Sender::new(sender), collect_arrivals(receiver))
+}
+
+/// The arrivals read so far, by message.
+fn arrived_so_far(
+    arrivals: &mut mpsc::UnboundedReceiver<(MessageId, Instant)>,
+) -> HashMap<MessageId, Instant> {
+    std::iter::from_fn(|| arrivals.try_recv().ok()).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_message_arrives_after_its_deadline_without_an_early_callback_first() {
     // Three links whose rates halve midway; their 40 kB buffers hold up to 320 ms of the
@@ -330,14 +351,7 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
         ),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
-    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
-        .await
-        .unwrap();
-    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
-        .await
-        .unwrap();
-    let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender::new(sender);
+    let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
     while sender.endpoint.estimates().iter().all(|e| e.rate <= 0.0) {
         sleep(Duration::from_millis(20)).await;
     }
@@ -388,10 +402,7 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
     );
     sleep(Duration::from_millis(200)).await;
 
-    let mut arrived = HashMap::new();
-    while let Ok((id, at)) = arrivals.try_recv() {
-        arrived.insert(id, at);
-    }
+    let arrived = arrived_so_far(&mut arrivals);
     let (mut on_time, mut late_announced, mut late_unannounced) = (0, 0, Vec::new());
     for (id, (submitted, within)) in &sent {
         if sender.fates[id] != [Fate::Delivered] {
@@ -425,6 +436,107 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
         late_unannounced.is_empty(),
         "late without an early callback (id, took, deadline): {late_unannounced:?}"
     );
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_only_the_quickest_channel_meets_is_admitted_and_met_beside_bulk() {
+    // One quick channel (15 ms one way) and one slow (400 ms), 2 Mbit/s each. Alarms due
+    // in 250 ms can only arrive over the quick one; judged on the slowest channel's
+    // landing time they were all refused. Bulk messages keep both channels busy, so the
+    // session must put the alarms' pieces on the quick channel's slots.
+    const ALARM_BYTES: usize = 2_000;
+    const ALARM_WITHIN: Duration = Duration::from_millis(250);
+    const ALARMS: usize = 24;
+    let links = [
+        (
+            "quick",
+            dropping_link(2000.0, 15.0, 1e6, 1.0),
+            common::link(100_000.0, 15.0, 0.0),
+        ),
+        (
+            "slow",
+            dropping_link(2000.0, 400.0, 1e6, 1.0),
+            common::link(100_000.0, 400.0, 0.0),
+        ),
+    ];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
+    let bulk = |sender: &Sender| {
+        sender
+            .endpoint
+            .send(5, None, payload(5, 60_000))
+            .expect("no deadline, never refused")
+    };
+    // Bulk alone for 4 s: the quick channel leaves its start-up and is measured (the
+    // slow one's lasts longer, and then it is judged on its start-up).
+    let mut bulk_ids = Vec::new();
+    for _ in 0..16 {
+        bulk_ids.push(bulk(&sender));
+        sender.until(Duration::from_millis(250), |_| false).await;
+    }
+    let mut alarms: HashMap<MessageId, Instant> = HashMap::new();
+    let mut refused = 0;
+    for _ in 0..ALARMS {
+        match sender
+            .endpoint
+            .send(0, Some(ALARM_WITHIN), payload(0, ALARM_BYTES))
+        {
+            Ok(id) => {
+                alarms.insert(id, Instant::now());
+            }
+            Err(MessageError::Refused(_)) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+        bulk_ids.push(bulk(&sender));
+        sender.until(Duration::from_millis(250), |_| false).await;
+    }
+    assert!(
+        sender
+            .until(Duration::from_secs(20), |s| alarms
+                .keys()
+                .chain(&bulk_ids)
+                .all(|id| s.fates.contains_key(id)))
+            .await,
+        "some messages never ended"
+    );
+    sleep(Duration::from_millis(200)).await;
+    let arrived = arrived_so_far(&mut arrivals);
+    let (mut on_time, mut late_unannounced) = (0, Vec::new());
+    for (id, submitted) in &alarms {
+        let Some(at) = arrived.get(id) else {
+            continue;
+        };
+        let took = at.duration_since(*submitted);
+        if took <= ALARM_WITHIN {
+            on_time += 1;
+        } else if !sender.early.contains_key(id) {
+            late_unannounced.push((*id, took));
+        }
+    }
+    eprintln!(
+        "{ALARMS} alarms: {refused} refused, {} admitted, {on_time} arrived in time; {} early \
+         callbacks",
+        alarms.len(),
+        sender.early.len()
+    );
+    assert!(
+        refused <= ALARMS / 3,
+        "{refused} of {ALARMS} alarms refused"
+    );
+    assert!(
+        on_time * 4 >= alarms.len() * 3,
+        "{on_time} of {} admitted alarms in time",
+        alarms.len()
+    );
+    assert!(
+        late_unannounced.is_empty(),
+        "late without an early callback (id, took): {late_unannounced:?}"
+    );
+    for id in &bulk_ids {
+        assert_eq!(sender.fates[id], [Fate::Delivered], "bulk message {id}");
+    }
     s.client.shutdown().await;
     s.server.shutdown().await;
 }
@@ -728,14 +840,7 @@ async fn first_message_at_start_up(idle: Option<Duration>) {
     if let Some(idle) = idle {
         sleep(idle).await;
     }
-    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
-        .await
-        .unwrap();
-    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
-        .await
-        .unwrap();
-    let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender::new(sender);
+    let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
     let within = Duration::from_secs(4);
     let submitted = Instant::now();
     let estimates = sender.endpoint.estimates();
@@ -812,14 +917,7 @@ async fn refused_or_early(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_impossible_message_at_start_up_is_refused_or_fires_early_never_late() {
     let s = common::setup(&start_up_links(), ChannelConfig::default()).await;
-    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
-        .await
-        .unwrap();
-    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
-        .await
-        .unwrap();
-    let mut arrivals = collect_arrivals(receiver);
-    let mut sender = Sender::new(sender);
+    let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
     let first = refused_or_early(&mut sender, &mut arrivals).await;
 
     // Pieces on every channel, far less than their start windows.

@@ -21,6 +21,12 @@
 //!   (displacing another stream's ADU, which takes its old slot) or, when no bounded
 //!   channel has a slot this cycle, holds it for the next one. An ADU that has waited
 //!   [`PATIENCE_SHARE`] of its bound takes the quickest real slot of any channel.
+//! - **Quickest streams** (`StreamConfig::quickest`) are steered the same way with no
+//!   bound: each ADU takes the real slot with the lowest expected one-way delay among all
+//!   channels, if that channel's delay is within [`QUICK_SLACK_MS`] of the quickest
+//!   channel's plus what the ADU has already waited; otherwise it waits for a slot of a
+//!   quicker channel, since waiting longer than that a slower channel saves would be
+//!   worse. The packing keeps it to such channels too.
 //! - **Copies** (`StreamConfig::latency_copies = 2`). The recovery layer queues a copy
 //!   of each ADU of such a stream after the ADU leaves; the copy goes on a bounded
 //!   channel other than the one the ADU took, so the ADU arrives after the shorter of
@@ -58,6 +64,37 @@ const REVIEW: Duration = Duration::from_secs(2);
 const SWITCH_GAIN: f64 = 0.4;
 /// An ADU of a bound stream that has waited this share of its bound takes any slot.
 const PATIENCE_SHARE: f64 = 0.5;
+/// A channel within this of the quickest one's expected one-way delay counts as quick.
+const QUICK_SLACK_MS: f64 = 5.0;
+
+/// How [`LatencySteering::pin`] treats the ADUs of one stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Steer {
+    /// Left where the scheduler puts them.
+    Free,
+    /// A latency bound, ms: on a bounded channel while patient.
+    Bound(f64),
+    /// On the quickest real slot of any channel.
+    Quickest,
+}
+
+/// Whether ADU `a` may take `channel` by its limit (`limit_ms`, per ADU, empty when none
+/// is limited; `expected_ms`, per channel): a channel whose delay is not known yet
+/// counts as quick.
+pub(crate) fn within_limit(
+    limit_ms: &[f64],
+    expected_ms: &[(ChannelId, f64)],
+    a: usize,
+    channel: ChannelId,
+) -> bool {
+    let Some(&limit) = limit_ms.get(a).filter(|l| l.is_finite()) else {
+        return true;
+    };
+    expected_ms
+        .iter()
+        .find(|(c, _)| *c == channel)
+        .is_none_or(|&(_, ms)| ms <= limit)
+}
 
 /// What the choice of bounded channels knows of one channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,14 +200,18 @@ pub(crate) struct LatencySteering {
     expected_ms: Vec<(ChannelId, f64)>,
     /// Per real slot: the ADU in it.
     holder: Vec<Option<usize>>,
-    /// Per ADU collected this cycle: whether its stream has a latency bound.
-    bound: Vec<bool>,
+    /// Per ADU collected this cycle: whether it is steered (its stream has a latency
+    /// bound and channels are bounded, or is quickest).
+    steered: Vec<bool>,
     /// Per ADU collected this cycle: whether it must go on a bounded channel.
     pinned: Vec<bool>,
     /// Per stream that sends copies: the channel its latest ADU (not a copy) left on.
     last_sent: Vec<(u32, ChannelId)>,
     /// Per ADU collected this cycle: the channel it must not take (a copy's original's).
     avoid: Vec<Option<ChannelId>>,
+    /// Per ADU collected this cycle (empty: none limited): the largest expected one-way
+    /// delay, ms, of a channel it may take; infinite but for quickest streams' ADUs.
+    limit_ms: Vec<f64>,
 }
 
 impl LatencySteering {
@@ -187,6 +228,17 @@ impl LatencySteering {
     /// Per ADU collected this cycle: the channel it may not leave on.
     pub(crate) fn avoided(&self) -> &[Option<ChannelId>] {
         &self.avoid
+    }
+
+    /// Per ADU collected this cycle: the largest expected one-way delay, ms, of a channel
+    /// it may take (empty: none limited).
+    pub(crate) fn limits(&self) -> &[f64] {
+        &self.limit_ms
+    }
+
+    /// Per live channel: the one-way delay a packet sent on it now is expected to see, ms.
+    pub(crate) fn expected(&self) -> &[(ChannelId, f64)] {
+        &self.expected_ms
     }
 
     /// An ADU of `stream`, a stream that sends copies, left on `channel` (not a copy).
@@ -225,6 +277,13 @@ impl LatencySteering {
         objective: Option<Objective>,
         channels: &mut [Channel],
     ) {
+        self.expected_ms.clear();
+        for c in channels.iter().filter(|c| c.is_alive()) {
+            if let Some(base) = c.base_one_way() {
+                let ms = (base + c.queue_delay()).as_secs_f64() * 1e3;
+                self.expected_ms.push((c.id, ms));
+            }
+        }
         let Some(Objective {
             bound,
             need,
@@ -261,7 +320,6 @@ impl LatencySteering {
             std::mem::swap(&mut self.bounded, &mut self.chosen);
             self.next_review = now + REVIEW;
         }
-        self.expected_ms.clear();
         let share = if copies {
             COPIES_BUDGET_SHARE
         } else {
@@ -275,31 +333,51 @@ impl LatencySteering {
                 None
             };
             c.set_queue_budget(b);
-            if let Some(base) = c.base_one_way().filter(|_| c.is_alive()) {
-                let ms = (base + c.queue_delay()).as_secs_f64() * 1e3;
-                self.expected_ms.push((c.id, ms));
-            }
         }
     }
 
-    /// Mark the cycle's ADUs of streams with a bound (`bound_ms` of their stream id),
-    /// and among them those that must go on a bounded channel: the ones that have waited
-    /// less than their patience.
-    pub(crate) fn pin(&mut self, adus: &[AduView], bound_ms: impl Fn(u32) -> Option<f64>) {
-        self.bound.clear();
+    /// Mark the cycle's steered ADUs (`steer` of their stream id): those of quickest
+    /// streams, and, while channels are bounded, those of streams with a bound; and among
+    /// the latter the ones that must go on a bounded channel: the ones that have waited
+    /// less than their patience. `any_quickest`: some stream of the cycle is quickest.
+    pub(crate) fn pin(
+        &mut self,
+        adus: &[AduView],
+        any_quickest: bool,
+        steer: impl Fn(u32) -> Steer,
+    ) {
+        self.steered.clear();
         self.pinned.clear();
-        if self.bounded.is_empty() {
+        self.limit_ms.clear();
+        if self.bounded.is_empty() && !any_quickest {
             return;
         }
+        let quickest = self
+            .expected_ms
+            .iter()
+            .map(|&(_, ms)| ms)
+            .reduce(f64::min)
+            .unwrap_or(f64::INFINITY);
         for a in adus {
-            let b = bound_ms(a.stream_id);
-            self.bound.push(b.is_some());
-            self.pinned
-                .push(b.is_some_and(|b| (a.queue_delay_ms as f64) < PATIENCE_SHARE * b));
+            let (steered, pinned) = match steer(a.stream_id) {
+                Steer::Bound(b) if !self.bounded.is_empty() => {
+                    (true, (a.queue_delay_ms as f64) < PATIENCE_SHARE * b)
+                }
+                Steer::Quickest => (true, false),
+                _ => (false, false),
+            };
+            let quick = steered && !pinned && steer(a.stream_id) == Steer::Quickest;
+            self.limit_ms.push(if quick {
+                quickest + QUICK_SLACK_MS + a.queue_delay_ms as f64
+            } else {
+                f64::INFINITY
+            });
+            self.steered.push(steered);
+            self.pinned.push(pinned);
         }
     }
 
-    /// Put every ADU of a bound stream (among the first `assignment.len()` of `adus`) on
+    /// Put every steered ADU (among the first `assignment.len()` of `adus`) on
     /// the real slot with the lowest expected one-way delay, of a bounded channel if it
     /// is pinned: its own, an empty one, or one held by an ADU of another stream, which
     /// then takes the moved ADU's old slot. A pinned ADU on another channel's real slot
@@ -312,11 +390,14 @@ impl LatencySteering {
         adus: &[AduView],
         assignment: &mut [Option<usize>],
     ) -> usize {
-        if !self.bound.contains(&true) {
+        if !self.steered.contains(&true) {
             return 0;
         }
         let bounded = &self.bounded;
-        let (bound, pinned, avoid) = (&self.bound, &self.pinned, &self.avoid);
+        let (steered, pinned, avoid) = (&self.steered, &self.pinned, &self.avoid);
+        let limit = &self.limit_ms;
+        // A pinned ADU, or a quickest stream's, waits rather than take another slot.
+        let held = |a: usize| pinned[a] || limit.get(a).is_some_and(|l| l.is_finite());
         let expected = &self.expected_ms;
         // The slot's expected one-way delay: its channel's estimate, or half the
         // slot's expected round trip.
@@ -337,7 +418,7 @@ impl LatencySteering {
         let on_bounded = |s: usize| bounded.contains(&slots[s].channel);
         let mut moved = 0;
         for a in 0..assignment.len() {
-            if !bound[a] {
+            if !steered[a] {
                 continue;
             }
             let current = assignment[a];
@@ -346,10 +427,11 @@ impl LatencySteering {
             let best = (0..n_real)
                 .filter(|&s| (!pinned[a] || on_bounded(s)) && slots[s].max_size >= adus[a].length)
                 .filter(|&s| avoid.get(a).is_none_or(|c| *c != Some(slots[s].channel)))
+                .filter(|&s| within_limit(limit, expected, a, slots[s].channel))
                 .filter_map(|s| match holder[s] {
                     Some(h) if h == a => Some((0u8, s)),
                     None => Some((1, s)),
-                    Some(h) if !bound[h] => Some((2, s)),
+                    Some(h) if !steered[h] => Some((2, s)),
                     Some(_) => None,
                 })
                 .min_by(|x, y| delay(x.1).total_cmp(&delay(y.1)).then(x.0.cmp(&y.0)));
@@ -370,13 +452,13 @@ impl LatencySteering {
                     moved += 1;
                 }
                 None => {
-                    let Some(p) = on_real.filter(|_| pinned[a]) else {
+                    let Some(p) = on_real.filter(|_| held(a)) else {
                         continue;
                     };
                     assignment[a] = None;
                     holder[p] = None;
                     let taker = (0..assignment.len()).find(|&d| {
-                        !bound[d]
+                        !steered[d]
                             && assignment[d].is_none_or(|s| s >= n_real)
                             && slots[p].max_size >= adus[d].length
                     });

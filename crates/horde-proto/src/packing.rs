@@ -107,6 +107,10 @@ pub(crate) struct PlanInput<'a> {
     /// Per ADU (empty: none): a channel it may not go on (a copy's original's).
     pub avoid: &'a [Option<ChannelId>],
     pub bounded: &'a [ChannelId],
+    /// Per ADU (empty: none): the largest expected one-way delay, ms, of a channel it may
+    /// go on (a quickest stream's), by `expected`, per channel (`crate::latency`).
+    pub limits: &'a [f64],
+    pub expected: &'a [(ChannelId, f64)],
 }
 
 impl PlanInput<'_> {
@@ -114,6 +118,7 @@ impl PlanInput<'_> {
     fn may_use(&self, a: usize, channel: ChannelId) -> bool {
         (!self.pinned.get(a).copied().unwrap_or(false) || self.bounded.contains(&channel))
             && self.avoid.get(a).is_none_or(|c| *c != Some(channel))
+            && crate::latency::within_limit(self.limits, self.expected, a, channel)
     }
 }
 
@@ -355,6 +360,8 @@ mod tests {
             pinned: &[],
             avoid: &[],
             bounded: &[],
+            limits: &[],
+            expected: &[],
         };
         assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
     }
@@ -390,6 +397,8 @@ mod tests {
             pinned: &[],
             avoid: &[],
             bounded: &[],
+            limits: &[],
+            expected: &[],
         };
         let got = plan(&input);
         // Slot 1's ADU merged into slot 0's packet (same channel); 3 stays parked; 4 and
@@ -428,6 +437,8 @@ mod tests {
             pinned: &[false, true, true, false],
             avoid: &[],
             bounded: &bounded,
+            limits: &[],
+            expected: &[],
         };
         // The pinned ADUs neither lead nor join on channel 0: they open channel 1's slot.
         assert_eq!(plan(&input), vec![(0, vec![0, 3]), (2, vec![1, 2])]);

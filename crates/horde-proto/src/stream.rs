@@ -56,6 +56,14 @@ pub struct StreamConfig {
     /// at `none` or set to that (`docs/congestion.md`, "Latency objectives").
     #[serde(default = "default_latency_copies")]
     pub latency_copies: u8,
+    /// Each of this stream's ADUs leaves on the quickest slot of its cycle: the slot
+    /// whose channel has the lowest expected one-way delay (base plus the queue its
+    /// latest round trip showed), displacing another stream's ADU, which takes its slot.
+    /// No channel is bounded and nothing waits for a better slot. For ADUs that only
+    /// the faster channels can deliver in time: the message layer's urgent pieces
+    /// (`docs/messages.md`, "Expected arrival"). A latency bound, if set, wins over it.
+    #[serde(default)]
+    pub quickest: bool,
 }
 
 /// The values [`StreamConfig::latency_copies`] accepts.
@@ -116,6 +124,7 @@ impl Default for StreamConfig {
             recovery: RecoveryConfig::default(),
             latency_bound_ms: None,
             latency_copies: default_latency_copies(),
+            quickest: false,
         }
     }
 }
@@ -142,6 +151,16 @@ impl StreamConfig {
                  leave recovery unset or set it to that"
                     .into(),
             ),
+        }
+    }
+
+    /// How the latency steering treats this stream's ADUs: a bound wins over quickest.
+    pub(crate) fn steer(&self) -> crate::latency::Steer {
+        use crate::latency::Steer;
+        match (self.latency_bound_ms, self.quickest) {
+            (Some(ms), _) => Steer::Bound(ms),
+            (None, true) => Steer::Quickest,
+            (None, false) => Steer::Free,
         }
     }
 

@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
-use horde_net::messages::{MESSAGE_CONTROL_STREAM, MESSAGE_STREAM};
 use horde_proto::message::codec::{self, Item};
 use horde_proto::message::{ControlItem, MessageId, Reassembly};
 use serde::Serialize;
@@ -21,11 +20,6 @@ const RECEIVE_LIMIT: u64 = 256 << 20;
 /// Cancelled or finished message ids remembered per sender, so that their late pieces
 /// are dropped rather than starting a new partial message.
 const REMEMBERED: usize = 65_536;
-
-/// Whether an ADU of `stream` belongs to the message layer.
-pub fn is_message_stream(stream: u32) -> bool {
-    stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM
-}
 
 /// One sender's partial messages.
 pub struct MessageRx {

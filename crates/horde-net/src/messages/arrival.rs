@@ -8,7 +8,9 @@
 //! channel's smallest round trip), plus a margin of its deviation. The scheduler sees one
 //! channel with the channels' summed rate and that delay, and, while a channel is still in
 //! its controller's start-up, that channel apart, its rate doubling each of its round
-//! trips (see `docs/messages.md`).
+//! trips. The channel with the earliest landing time is also a lane of its own, for the
+//! pieces only it lands in time, which the session then puts on the quickest slot of its
+//! cycle (see `docs/messages.md`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -219,18 +221,34 @@ impl Tracks {
     /// The estimates for the channels the session may put a piece on, all with the latest
     /// of their landing times as the delay: one with the summed rate of those whose rate
     /// is measured, and one for each channel in its controller's start-up, whose rate
-    /// doubles each of its round trips. Empty when no channel carries anything.
-    pub(crate) fn arrival_estimate(&self, channels: &[ChannelStatus]) -> Vec<ChannelEstimate> {
+    /// doubles each of its round trips. The measured channel with the earliest landing
+    /// time, when it lands earlier than the latest, has an estimate of its own instead,
+    /// last, with its own landing time: the quick lane, whose index is returned. A piece that only it lands in time
+    /// goes on the quickest slot of the session's cycle. Empty when no channel carries
+    /// anything.
+    pub(crate) fn arrival_estimate(
+        &self,
+        channels: &[ChannelStatus],
+    ) -> (Vec<ChannelEstimate>, Option<usize>) {
         let usable = || channels.iter().filter(|c| usable(c));
-        let Some(delay) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
-            return Vec::new();
+        let Some(latest) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
+            return (Vec::new(), None);
         };
-        let delay = Duration::from_secs_f64(delay);
+        let delay = Duration::from_secs_f64(latest);
         let steady: Vec<_> = usable().filter(|c| self.startup(c).is_none()).collect();
+        let quickest = steady
+            .iter()
+            .map(|c| (c.id, self.landing(c), self.rate(c)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .filter(|&(_, landing, _)| landing < latest);
+        let others: Vec<_> = steady
+            .iter()
+            .filter(|c| quickest.is_none_or(|(id, ..)| c.id != id))
+            .collect();
         let mut estimates = Vec::new();
-        if !steady.is_empty() {
+        if !others.is_empty() {
             estimates.push(ChannelEstimate {
-                rate: steady.iter().map(|c| self.rate(c)).sum(),
+                rate: others.iter().map(|c| self.rate(c)).sum(),
                 delay,
                 startup: None,
             });
@@ -242,7 +260,14 @@ impl Tracks {
                 startup: Some(self.startup(c)?),
             })
         }));
-        estimates
+        let quick = quickest.map(|(_, landing, rate)| {
+            estimates.push(ChannelEstimate::steady(
+                rate,
+                Duration::from_secs_f64(landing),
+            ));
+            estimates.len() - 1
+        });
+        (estimates, quick)
     }
 
     /// One estimate per channel, as the hand-over check sees them: the controller's rate

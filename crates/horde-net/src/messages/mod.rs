@@ -2,7 +2,8 @@
 //! `horde_proto::message` driven by a task of its own above the session.
 //!
 //! A [`MessageEndpoint`] takes a [`Connection`] whole. Its task reads the connection's
-//! events, carries message pieces as ADUs on [`MESSAGE_STREAM`] and cancels on
+//! events, carries message pieces as ADUs on [`MESSAGE_STREAM`] (or, when only the
+//! quickest channel lands them in time, [`MESSAGE_QUICK_STREAM`]) and cancels on
 //! [`MESSAGE_CONTROL_STREAM`], feeds the scheduler the channels' rates and delays, and
 //! reports what happens as [`MessageNotice`]s; every other connection event is passed on
 //! as [`MessageNotice::Connection`]. Both ends of a connection can use one: each sends and
@@ -34,6 +35,17 @@ pub const MESSAGE_STREAM: u32 = 0xFFFF_FF00;
 /// The stream that carries cancels, so that a cancel does not wait behind the pieces it
 /// cancels.
 pub const MESSAGE_CONTROL_STREAM: u32 = 0xFFFF_FF01;
+/// The stream that carries the pieces only the quickest channel lands in time: the
+/// session puts each on the quickest slot of its cycle ([`StreamConfig::quickest`]).
+pub const MESSAGE_QUICK_STREAM: u32 = 0xFFFF_FF02;
+
+/// Whether `stream` is one of the message layer's.
+pub fn is_message_stream(stream: u32) -> bool {
+    matches!(
+        stream,
+        MESSAGE_STREAM | MESSAGE_CONTROL_STREAM | MESSAGE_QUICK_STREAM
+    )
+}
 
 /// The most bytes the message stream's session queue holds, and so the most the endpoint
 /// keeps unacknowledged: its window, not the queue, decides what waits in the session,
@@ -134,6 +146,9 @@ pub(crate) struct State {
     pub(crate) sources: std::collections::HashMap<MessageId, Box<dyn MessageSource + Send>>,
     pub(crate) reassembly: Reassembly,
     pub(crate) estimates: Vec<ChannelEstimate>,
+    /// The estimate of the quickest channel alone, when the arrival check has one: its
+    /// pieces go on [`MESSAGE_QUICK_STREAM`].
+    pub(crate) quick_lane: Option<usize>,
     /// Pieces of undelivered messages taken back from the session's queue.
     pub(crate) withdrawn_pieces: u64,
     /// The connection's bandwidth estimate over all its channels, and the ranges on it.
@@ -186,7 +201,12 @@ impl MessageEndpoint {
             max_queue_bytes: MESSAGE_QUEUE_LIMIT,
             ..StreamConfig::default()
         };
-        handle.open_stream(MESSAGE_STREAM, pieces).await?;
+        handle.open_stream(MESSAGE_STREAM, pieces.clone()).await?;
+        let quick = StreamConfig {
+            quickest: true,
+            ..pieces
+        };
+        handle.open_stream(MESSAGE_QUICK_STREAM, quick).await?;
         handle
             .open_stream(MESSAGE_CONTROL_STREAM, StreamConfig::default())
             .await?;
@@ -196,6 +216,7 @@ impl MessageEndpoint {
                 sources: Default::default(),
                 reassembly: Reassembly::new(config.receive_limit, config.messages.remembered_fates),
                 estimates: Vec::new(),
+                quick_lane: None,
                 withdrawn_pieces: 0,
                 bandwidth,
                 ranges: BandwidthNotifier::new(),

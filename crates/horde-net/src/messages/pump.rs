@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use super::arrival::{channels_in_flight, Tracks};
 use super::slots::Slots;
 use super::{
-    DeadlineCheck, EndpointConfig, MessageNotice, Shared, State, MESSAGE_CONTROL_STREAM,
-    MESSAGE_QUEUE_LIMIT, MESSAGE_STREAM,
+    is_message_stream, DeadlineCheck, EndpointConfig, MessageNotice, Shared, State,
+    MESSAGE_CONTROL_STREAM, MESSAGE_QUEUE_LIMIT, MESSAGE_QUICK_STREAM, MESSAGE_STREAM,
 };
 use crate::connection::{ConnectionHandle, EventReceiver};
 use crate::error::NetError;
@@ -67,8 +67,10 @@ struct Pump {
     window: usize,
     /// What our acked pieces measured of each channel.
     tracks: Tracks,
-    /// The latest landing time of a piece handed over now (the arrival check).
+    /// The latest landing time of a piece handed over now (the arrival check), and the
+    /// quick lane's, for a piece on the quick stream.
     landing: Duration,
+    quick_landing: Duration,
     /// The channels' sent bytes at the last bandwidth sample.
     sent_bytes: Option<u64>,
 }
@@ -100,6 +102,7 @@ pub(super) async fn start(
         window: 4 * piece,
         tracks: Tracks::new(queue_ahead),
         landing: Duration::ZERO,
+        quick_landing: Duration::ZERO,
         sent_bytes: None,
     };
     pump.refresh_channels().await;
@@ -168,7 +171,7 @@ impl Pump {
         self.tracks.note_queues(&channels);
         let piece = self.config.messages.piece_size as usize;
         let ahead = self.config.queue_ahead;
-        let estimates = match self.config.deadline_check {
+        let (estimates, quick) = match self.config.deadline_check {
             DeadlineCheck::Arrival => {
                 // A channel whose queue is full holds every piece back until the next
                 // refresh, since the session may put the next one on it.
@@ -183,17 +186,19 @@ impl Pump {
                 let estimates = self.tracks.per_channel_estimates(&channels);
                 self.window = self.tracks.handover_window(&estimates, ahead, piece);
                 self.slots.resize(estimates.len());
-                estimates
+                (estimates, None)
             }
         };
         self.window = self.window.min(MESSAGE_QUEUE_LIMIT);
         self.landing = estimates.first().map(|e| e.delay).unwrap_or_default();
+        self.quick_landing = quick.map_or(self.landing, |q| estimates[q].delay);
         {
             let mut state = self.shared.lock();
             // Rates come from the session and are finite and non-negative; keep the last
             // good estimates otherwise.
             if state.scheduler.set_channels(now, &estimates).is_ok() {
                 state.estimates = estimates;
+                state.quick_lane = quick;
             }
         }
         if self.config.deadline_check == DeadlineCheck::Arrival {
@@ -202,18 +207,23 @@ impl Pump {
     }
 
     /// Tells the scheduler when the pieces of each message still in flight are expected
-    /// to land: hand-over plus the channels' current landing time. The queues may have
+    /// to land: hand-over plus the current landing time of the lane they took. The queues may have
     /// grown since a piece was cut; a message that will now land after its deadline fires
     /// early, before the deadline. A piece not acked within twice the landing time is
     /// presumed lost: it lands, once nacked and sent again, a landing time from now at
     /// the earliest.
     fn check_in_flight(&mut self, now: Duration) {
         let mut latest: HashMap<MessageId, Duration> = HashMap::new();
-        for flight in self.in_flight.values() {
+        for (&(stream, _), flight) in &self.in_flight {
             if let Carried::Piece { id } = flight.carried {
-                let overdue = now.saturating_sub(flight.handed) > 2 * self.landing;
+                let landing = if stream == MESSAGE_QUICK_STREAM {
+                    self.quick_landing
+                } else {
+                    self.landing
+                };
+                let overdue = now.saturating_sub(flight.handed) > 2 * landing;
                 let from = if overdue { now } else { flight.handed };
-                let at = from + self.landing;
+                let at = from + landing;
                 let entry = latest.entry(id).or_insert(at);
                 *entry = (*entry).max(at);
             }
@@ -272,9 +282,12 @@ impl Pump {
     }
 
     /// Pieces lost on the way, then new pieces cut while the unacked bytes are under the
-    /// window, in one hand-over. The scheduler is locked once for the lot.
+    /// window, in one hand-over per stream: on the quick stream the pieces only the quick
+    /// lane lands in time, on the message stream the others. The scheduler is locked once
+    /// for the lot.
     async fn send_pieces(&mut self) {
         let mut batch = self.take_resends(MESSAGE_STREAM);
+        let mut quick_batch = self.take_resends(MESSAGE_QUICK_STREAM);
         let mut queued_bytes = 0;
         let shared = self.shared.clone();
         {
@@ -296,9 +309,15 @@ impl Pump {
                 let adu = room.split().freeze();
                 *self.unacked.entry(piece.message).or_default() += 1;
                 queued_bytes += adu.len();
-                batch.push((adu, Carried::Piece { id: piece.message }));
+                let lane = if needs_quick_lane(&state, &piece, now) {
+                    &mut quick_batch
+                } else {
+                    &mut batch
+                };
+                lane.push((adu, Carried::Piece { id: piece.message }));
             }
         }
+        self.hand_over(MESSAGE_QUICK_STREAM, quick_batch).await;
         self.hand_over(MESSAGE_STREAM, batch).await;
     }
 
@@ -379,7 +398,7 @@ impl Pump {
                     rtt,
                     latency,
                     ..
-                } if is_ours(stream) => {
+                } if is_message_stream(stream) => {
                     if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
                         self.tracks.on_ack(channel, rtt, latency, bytes);
                     }
@@ -389,22 +408,23 @@ impl Pump {
                     adu,
                     channel,
                     ..
-                } if is_ours(stream) => {
+                } if is_message_stream(stream) => {
                     if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
                         self.tracks.on_late_ack(channel, bytes);
                     }
                 }
-                Event::Nack { stream, adu, .. } if is_ours(stream) => self.on_lost(stream, adu),
+                Event::Nack { stream, adu, .. } if is_message_stream(stream) => {
+                    self.on_lost(stream, adu)
+                }
                 Event::Received {
-                    stream: MESSAGE_STREAM | MESSAGE_CONTROL_STREAM,
-                    payload,
-                    ..
-                } => {
+                    stream, payload, ..
+                } if is_message_stream(stream) => {
                     if let Some(notice) = on_received(&mut state, payload) {
                         let _ = self.tx.send(notice);
                     }
                 }
-                Event::Writable { stream } | Event::Throttle { stream, .. } if is_ours(stream) => {}
+                Event::Writable { stream } | Event::Throttle { stream, .. }
+                    if is_message_stream(stream) => {}
                 lost @ Event::Reconnecting { .. } => {
                     self.start_over(&mut state);
                     let _ = self.tx.send(MessageNotice::Connection(lost));
@@ -534,13 +554,32 @@ impl Pump {
     }
 }
 
-fn is_ours(stream: u32) -> bool {
-    stream == MESSAGE_STREAM || stream == MESSAGE_CONTROL_STREAM
+/// Whether `piece` must go on the quick lane: its message has a deadline that the quick
+/// lane meets (it was cut for it) and no other lane does.
+fn needs_quick_lane(state: &State, piece: &Piece, now: Duration) -> bool {
+    let Some(quick) = state.quick_lane else {
+        return false;
+    };
+    let Some(deadline) = state
+        .scheduler
+        .status(piece.message)
+        .ok()
+        .and_then(|s| s.deadline)
+    else {
+        return false;
+    };
+    let mut others = state
+        .estimates
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != quick);
+    !others.any(|(_, lane)| lane.arrives_by(now, piece.len, deadline))
 }
 
-/// The next piece and its bytes. Checked at arrival, it is cut for the one estimate that
-/// covers every channel; checked at hand-over, for the channel whose slot is free first
-/// among those where some message's piece lands in time.
+/// The next piece and its bytes. Checked at arrival, it is cut for the quick lane if there
+/// is one (whatever lands in time on the others lands in time there), else for the one
+/// estimate that covers every channel; checked at hand-over, for the channel whose slot is
+/// free first among those where some message's piece lands in time.
 fn next_piece(
     state: &mut State,
     slots: &mut Slots,
@@ -548,7 +587,10 @@ fn next_piece(
     now: Duration,
 ) -> Option<(Piece, Bytes)> {
     let order = match check {
-        DeadlineCheck::Arrival => (0..state.estimates.len()).collect(),
+        DeadlineCheck::Arrival => {
+            let lanes = 0..state.estimates.len();
+            state.quick_lane.into_iter().chain(lanes).collect()
+        }
         DeadlineCheck::Handover => slots.order(now, &state.estimates),
     };
     for c in order {

@@ -114,19 +114,24 @@ fn steering() -> LatencySteering {
     }
 }
 
-fn bound_of(stream: u32) -> Option<f64> {
-    (stream == 2).then_some(130.0)
+/// Stream 2 has a 130 ms bound, stream 3 is quickest, the others are free.
+fn bound_of(stream: u32) -> Steer {
+    match stream {
+        2 => Steer::Bound(130.0),
+        3 => Steer::Quickest,
+        _ => Steer::Free,
+    }
 }
 
 #[test]
 fn only_bound_streams_adus_that_are_still_patient_are_pinned() {
     let mut s = steering();
     let adus = [adu(0, 1, 0), adu(1, 2, 10), adu(2, 2, 64), adu(3, 2, 65)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     assert_eq!(s.pinned(), &[false, true, true, false]);
     // Nothing bounded, nothing pinned.
     let mut idle = LatencySteering::default();
-    idle.pin(&adus, bound_of);
+    idle.pin(&adus, false, bound_of);
     assert!(idle.pinned().is_empty());
 }
 
@@ -137,7 +142,7 @@ fn a_pinned_adu_takes_the_bounded_slot_with_the_shortest_round_trip() {
     // (bounded, 90 ms). Bulk holds both bounded slots; the voice ADU got channel 0.
     let slots = [slot(0, 600.0), slot(2, 140.0), slot(1, 90.0)];
     let adus = [adu(0, 1, 0), adu(1, 1, 0), adu(2, 2, 5)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     let mut asg = vec![Some(1), Some(2), Some(0)];
     assert_eq!(s.steer(&slots, 3, &adus, &mut asg), 1);
     assert_eq!(asg, vec![Some(1), Some(0), Some(2)], "bulk takes channel 0");
@@ -149,13 +154,13 @@ fn with_no_bounded_slot_a_pinned_adu_waits_and_its_slot_goes_to_another() {
     let slots = [slot(0, 600.0), slot(0, 600.0)];
     // Voice on the first slot, bulk on the second, a third bulk ADU without a slot.
     let adus = [adu(0, 2, 5), adu(1, 1, 0), adu(2, 1, 0)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     let mut asg = vec![Some(0), Some(1), None];
     assert_eq!(s.steer(&slots, 2, &adus, &mut asg), 1);
     assert_eq!(asg, vec![None, Some(1), Some(0)]);
     // Past its patience the voice ADU goes where the scheduler put it.
     let late = [adu(0, 2, 80), adu(1, 1, 0), adu(2, 1, 0)];
-    s.pin(&late, bound_of);
+    s.pin(&late, false, bound_of);
     let mut asg = vec![Some(0), Some(1), None];
     assert_eq!(s.steer(&slots, 2, &late, &mut asg), 0);
     assert_eq!(asg, vec![Some(0), Some(1), None]);
@@ -166,7 +171,7 @@ fn two_pinned_adus_never_displace_each_other() {
     let mut s = steering();
     let slots = [slot(1, 90.0), slot(0, 600.0)];
     let adus = [adu(0, 2, 5), adu(1, 2, 5)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     let mut asg = vec![Some(0), Some(1)];
     s.steer(&slots, 2, &adus, &mut asg);
     // The first keeps the bounded slot; the second waits for the next one.
@@ -179,7 +184,7 @@ fn an_adu_past_its_patience_takes_the_quickest_slot_of_any_channel() {
     // Channel 0 queues 300 ms one way, channel 3 (not bounded) 50 ms; no bounded slot.
     let slots = [slot(0, 600.0), slot(3, 100.0)];
     let adus = [adu(0, 2, 80), adu(1, 1, 0)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     assert_eq!(s.pinned(), &[false, false]);
     let mut asg = vec![Some(0), Some(1)];
     assert_eq!(s.steer(&slots, 2, &adus, &mut asg), 1);
@@ -194,7 +199,7 @@ fn a_copy_takes_the_bounded_channel_its_original_did_not() {
     // Real slots: channel 1 (bounded, 90 ms), channel 2 (bounded, 140 ms), channel 0.
     let slots = [slot(1, 90.0), slot(2, 140.0), slot(0, 600.0)];
     let adus = [adu(5, 2, 5), adu(6, 1, 0), adu(7, 1, 0)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     s.mark_copies(&adus, |a| a.id == 5);
     assert_eq!(s.avoided(), &[Some(id(1)), None, None]);
     let mut asg = vec![Some(0), Some(1), Some(2)];
@@ -205,14 +210,59 @@ fn a_copy_takes_the_bounded_channel_its_original_did_not() {
     // With only its original's channel offering a bounded slot, the copy waits.
     let slots = [slot(1, 90.0), slot(0, 600.0)];
     let adus = [adu(5, 2, 5), adu(7, 1, 0)];
-    s.pin(&adus, bound_of);
+    s.pin(&adus, false, bound_of);
     s.mark_copies(&adus, |a| a.id == 5);
     let mut asg = vec![Some(0), Some(1)];
     s.steer(&slots, 2, &adus, &mut asg);
     assert_eq!(asg[0], None, "{asg:?}");
     // Past its patience it is no longer held to another channel.
     let late = [adu(5, 2, 80), adu(7, 1, 0)];
-    s.pin(&late, bound_of);
+    s.pin(&late, false, bound_of);
     s.mark_copies(&late, |a| a.id == 5);
     assert_eq!(s.avoided(), &[None, None]);
+}
+
+#[test]
+fn a_quickest_adu_takes_the_quickest_slot_with_nothing_bounded() {
+    let mut s = LatencySteering::default();
+    // Real slots: channel 0 (600 ms round trip), channel 1 (90 ms), channel 2 (140 ms).
+    // Bulk holds the quick one; the quickest stream's ADU got channel 0.
+    let slots = [slot(0, 600.0), slot(1, 90.0), slot(2, 140.0)];
+    let adus = [adu(0, 3, 0), adu(1, 1, 0), adu(2, 1, 0)];
+    // Without a quickest stream in the cycle nothing is steered.
+    s.pin(&adus, false, bound_of);
+    let mut asg = vec![Some(0), Some(1), Some(2)];
+    assert_eq!(s.steer(&slots, 3, &adus, &mut asg), 0);
+    s.pin(&adus, true, bound_of);
+    assert_eq!(s.pinned(), &[false, false, false], "never held back");
+    assert_eq!(s.steer(&slots, 3, &adus, &mut asg), 1);
+    assert_eq!(asg, vec![Some(1), Some(0), Some(2)], "bulk takes channel 0");
+    // A bound stream's ADU is not steered while no channel is bounded.
+    let adus = [adu(0, 2, 0), adu(1, 1, 0)];
+    s.pin(&adus, true, bound_of);
+    let mut asg = vec![Some(0), Some(1)];
+    assert_eq!(s.steer(&slots, 2, &adus, &mut asg), 0);
+}
+
+#[test]
+fn a_quickest_adu_waits_for_a_quick_channel_while_a_slow_one_would_cost_more() {
+    // Channel 0 is expected to take 300 ms one way, channel 1 45 ms; only channel 0 has
+    // a slot this cycle.
+    let mut s = LatencySteering {
+        expected_ms: vec![(id(0), 300.0), (id(1), 45.0)],
+        ..LatencySteering::default()
+    };
+    let slots = [slot(0, 600.0)];
+    let adus = [adu(0, 3, 10), adu(1, 1, 0)];
+    s.pin(&adus, true, bound_of);
+    assert_eq!(s.limits()[0], 45.0 + QUICK_SLACK_MS + 10.0);
+    let mut asg = vec![Some(0), None];
+    assert_eq!(s.steer(&slots, 1, &adus, &mut asg), 1);
+    assert_eq!(asg, vec![None, Some(0)], "held; bulk takes the slot");
+    // Having waited longer than channel 0 would cost over channel 1, it takes it.
+    let late = [adu(0, 3, 260), adu(1, 1, 0)];
+    s.pin(&late, true, bound_of);
+    let mut asg = vec![Some(0), None];
+    assert_eq!(s.steer(&slots, 1, &late, &mut asg), 0);
+    assert_eq!(asg, vec![Some(0), None]);
 }

@@ -127,6 +127,12 @@ impl ChannelEstimate {
             startup: None,
         }
     }
+
+    /// Whether a piece of `len` bytes sent on this channel at `now` arrives by
+    /// `deadline`: the rule by which the scheduler cuts pieces for it.
+    pub fn arrives_by(&self, now: Duration, len: u32, deadline: Duration) -> bool {
+        admission::arrives_in_time(self, now, len, deadline)
+    }
 }
 
 /// One ADU-sized slice of a message, as the scheduler hands it out. The driver reads

@@ -15,6 +15,7 @@ use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
 use crate::channel::SentAdu;
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
+use crate::latency::Steer;
 use crate::packing::{packed_capacity, Packer, PlanInput};
 use crate::recovery::sender::Kind;
 use crate::recovery::RecoveryLayer;
@@ -298,8 +299,12 @@ impl Sender {
         }
         let n_sched = n_sched.min(cy.adus.len());
         let streams = &self.streams;
-        self.latency.pin(&cy.adus, |id| {
-            streams.get(&id).and_then(|s| s.config.latency_bound_ms)
+        let any_quickest = cy
+            .cursors
+            .iter()
+            .any(|c| streams.get(&c.id).is_some_and(|s| s.config.quickest));
+        self.latency.pin(&cy.adus, any_quickest, |id| {
+            streams.get(&id).map_or(Steer::Free, |s| s.config.steer())
         });
         let recovery = &*cx.recovery;
         self.latency.mark_copies(&cy.adus, |a| {
@@ -361,6 +366,8 @@ impl Sender {
             pinned: self.latency.pinned(),
             avoid: self.latency.avoided(),
             bounded: self.latency.bounded(),
+            limits: self.latency.limits(),
+            expected: self.latency.expected(),
         });
         let packer = std::mem::take(&mut cy.packer);
         if !period.is_zero() {
@@ -631,15 +638,15 @@ impl Sender {
                 .total_cmp(&a.owed_secs)
                 .then(((a.index + n - turn) % n).cmp(&((b.index + n - turn) % n)))
         });
-        if !self.latency.bounded().is_empty() {
-            // Streams with a latency bound first, so that a bounded channel's slot finds
-            // their ADUs in the cycle: their bound holds them to a few ADUs anyway, their
-            // allocation to their rate.
-            let streams = &self.streams;
+        let streams = &self.streams;
+        let bounded = !self.latency.bounded().is_empty();
+        if bounded || cursors.iter().any(|c| streams[&c.id].config.quickest) {
+            // Steered streams first, so that a bounded or quick channel's slot finds
+            // their ADUs in the cycle: a bound holds them to a few ADUs anyway, their
+            // allocation to their rate, and a quickest stream carries few by its nature.
             cursors.sort_by_key(|c| {
-                streams
-                    .get(&c.id)
-                    .is_none_or(|s| s.config.latency_bound_ms.is_none())
+                let config = &streams[&c.id].config;
+                !(config.quickest || bounded && config.latency_bound_ms.is_some())
             });
         }
         self.take_adus(now, cx.config, want, 0, 0, cy);
