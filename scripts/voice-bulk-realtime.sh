@@ -2,7 +2,8 @@
 # Voice (160 B every 20 ms) next to one elastic bulk stream, in real time: `horde emu`
 # with scenarios/voice-bulk.toml's three trace-driven links, `horde recv` and
 # `horde send` as separate processes, cubic on every channel, with and without voice's
-# latency bound, and with the bound and each voice ADU sent twice (`latency_copies = 2`).
+# latency bound, with the bound and each voice ADU sent twice (`latency_copies = 2`), and
+# with no bound but voice on the quickest channel's slots (`quickest = true`).
 # Prints voice's one-way p50/p95 and bulk's goodput over the links' capacity for each
 # run (docs/congestion.md, "Latency objectives").
 #
@@ -114,3 +115,4 @@ run "no bound" ""
 run "bound $bound ms" "latency_bound_ms = $bound"
 run "bound $bound ms, two copies" "latency_bound_ms = $bound
 latency_copies = 2"
+run "quickest" "quickest = true"

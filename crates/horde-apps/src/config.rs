@@ -81,6 +81,9 @@ pub struct SendStream {
     /// Each ADU on one channel or two (`StreamConfig::latency_copies`); 2 needs a bound.
     #[serde(default = "one_copy")]
     pub latency_copies: i64,
+    /// Each ADU on the quickest channel's slot (`StreamConfig::quickest`).
+    #[serde(default)]
+    pub quickest: bool,
     /// Loss recovery (`StreamConfig::recovery`): `{ mode = "oec" }`, `"fec"` with a
     /// `percent`, `"retransmit"`, `"block"`; none by default.
     #[serde(default)]

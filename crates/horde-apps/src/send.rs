@@ -130,6 +130,7 @@ impl Sender {
                         on_reconnect: s.on_reconnect,
                         latency_bound_ms,
                         latency_copies: u8::try_from(s.latency_copies).unwrap_or(0),
+                        quickest: s.quickest,
                         recovery: s.recovery.clone(),
                         ..StreamConfig::default()
                     },

@@ -121,6 +121,7 @@ pub fn topology(s: &Scenario) -> Result<Topology, BuildError> {
                 ordered: st.ordered,
                 latency_bound_ms,
                 latency_copies: st.latency_copies,
+                quickest: st.quickest,
                 ..StreamConfig::default()
             },
             workload: st.workload.clone(),

@@ -208,6 +208,8 @@ pub struct StreamSpec {
     /// Copies of each ADU on two bounded channels (1 or 2;
     /// `horde_proto::StreamConfig::latency_copies`). 2 needs a latency bound.
     pub latency_copies: u8,
+    /// Each ADU on the quickest channel's slot (`horde_proto::StreamConfig::quickest`).
+    pub quickest: bool,
     pub workload: WorkloadSpec,
     /// hose objective files, resolved against the scenario file's directory by
     /// [`Scenario::load`] (left as written by [`Scenario::from_str`]).

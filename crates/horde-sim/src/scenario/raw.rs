@@ -88,6 +88,8 @@ pub(crate) struct RawStream {
     pub(crate) latency_bound_from_objectives: bool,
     #[serde(default)]
     pub(crate) latency_copies: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(crate) quickest: bool,
     pub(crate) workload: Spanned<WorkloadSpec>,
     #[serde(default)]
     pub(crate) objectives: Vec<Spanned<String>>,

@@ -452,6 +452,7 @@ impl Checker<'_> {
             latency_bound_ms,
             latency_bound_from_objectives: s.latency_bound_from_objectives,
             latency_copies,
+            quickest: s.quickest,
             workload: s.workload.get_ref().clone(),
             objectives,
         })
