@@ -359,21 +359,17 @@ impl LatencySteering {
             .reduce(f64::min)
             .unwrap_or(f64::INFINITY);
         for a in adus {
-            let (steered, pinned) = match steer(a.stream_id) {
+            let waited = a.queue_delay_ms as f64;
+            let (steered, pinned, limit) = match steer(a.stream_id) {
                 Steer::Bound(b) if !self.bounded.is_empty() => {
-                    (true, (a.queue_delay_ms as f64) < PATIENCE_SHARE * b)
+                    (true, waited < PATIENCE_SHARE * b, f64::INFINITY)
                 }
-                Steer::Quickest => (true, false),
-                _ => (false, false),
+                Steer::Quickest => (true, false, quickest + QUICK_SLACK_MS + waited),
+                _ => (false, false, f64::INFINITY),
             };
-            let quick = steered && !pinned && steer(a.stream_id) == Steer::Quickest;
-            self.limit_ms.push(if quick {
-                quickest + QUICK_SLACK_MS + a.queue_delay_ms as f64
-            } else {
-                f64::INFINITY
-            });
             self.steered.push(steered);
             self.pinned.push(pinned);
+            self.limit_ms.push(limit);
         }
     }
 

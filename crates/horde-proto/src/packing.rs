@@ -452,6 +452,40 @@ mod tests {
     }
 
     #[test]
+    fn limited_adus_leave_only_on_channels_quick_enough() {
+        let slots = slots();
+        // Channel 0 is expected at 300 ms one way, channel 1 at 40 ms. ADUs 1 and 2 may
+        // take only channels within 50 ms; 1 was scheduled onto channel 0.
+        let adus = vec![adu(0, 1, 40), adu(1, 2, 40), adu(2, 2, 40), adu(3, 1, 40)];
+        let assignment = [Some(0), Some(1)];
+        let expected = [(ChannelId::new(0), 300.0), (ChannelId::new(1), 40.0)];
+        let limits = [f64::INFINITY, 50.0, 50.0, f64::INFINITY];
+        let input = PlanInput {
+            slots: &slots,
+            n_real: 3,
+            adus: &adus,
+            assignment: &assignment,
+            may_wait: &[false; 2],
+            pack: true,
+            keep_channel: false,
+            offset: 0,
+            pinned: &[],
+            avoid: &[],
+            bounded: &[],
+            limits: &limits,
+            expected: &expected,
+        };
+        assert_eq!(plan(&input), vec![(0, vec![0, 3]), (2, vec![1, 2])]);
+        // A limit every channel meets changes nothing.
+        let loose = [f64::INFINITY, 500.0, 500.0, f64::INFINITY];
+        let any = PlanInput {
+            limits: &loose,
+            ..input
+        };
+        assert_eq!(plan(&any), vec![(0, vec![0, 1, 2]), (1, vec![3])]);
+    }
+
+    #[test]
     fn one_adu_is_a_data_packet_and_more_are_packed() {
         assert_eq!(packet_size([100].into_iter()), DATA_HEADER_LEN + 100);
         assert_eq!(
