@@ -343,25 +343,39 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn without_packing_the_plan_is_the_assignment() {
-        let slots = slots();
-        let adus: Vec<_> = (0..4).map(|i| adu(i, 1, 20)).collect();
-        let assignment = [Some(2), Some(0), Some(3), None];
-        let input = PlanInput {
-            slots: &slots,
+    /// Packing over the three real slots of [`slots`], the channel free, nothing pinned,
+    /// avoided or limited.
+    fn packing<'a>(
+        slots: &'a [TxSlot],
+        adus: &'a [AduView],
+        assignment: &'a [Option<usize>],
+    ) -> PlanInput<'a> {
+        PlanInput {
+            slots,
             n_real: 3,
-            adus: &adus,
-            assignment: &assignment,
-            may_wait: &[false; 4],
-            pack: false,
-            keep_channel: true,
+            adus,
+            assignment,
+            may_wait: &[],
+            pack: true,
+            keep_channel: false,
             offset: 0,
             pinned: &[],
             avoid: &[],
             bounded: &[],
             limits: &[],
             expected: &[],
+        }
+    }
+
+    #[test]
+    fn without_packing_the_plan_is_the_assignment() {
+        let slots = slots();
+        let adus: Vec<_> = (0..4).map(|i| adu(i, 1, 20)).collect();
+        let assignment = [Some(2), Some(0), Some(3), None];
+        let input = PlanInput {
+            pack: false,
+            keep_channel: true,
+            ..packing(&slots, &adus, &assignment)
         };
         assert_eq!(plan(&input), vec![(0, vec![1]), (2, vec![0])]);
     }
@@ -386,19 +400,9 @@ mod tests {
         let assignment = [Some(0), Some(1), Some(2), Some(3)];
         let may_wait = [false, false, false, true];
         let input = PlanInput {
-            slots: &slots,
-            n_real: 3,
-            adus: &adus,
-            assignment: &assignment,
             may_wait: &may_wait,
-            pack: true,
             keep_channel: true,
-            offset: 0,
-            pinned: &[],
-            avoid: &[],
-            bounded: &[],
-            limits: &[],
-            expected: &[],
+            ..packing(&slots, &adus, &assignment)
         };
         let got = plan(&input);
         // Slot 1's ADU merged into slot 0's packet (same channel); 3 stays parked; 4 and
@@ -426,19 +430,9 @@ mod tests {
         let assignment = [Some(0), Some(1)];
         let bounded = [ChannelId::new(1)];
         let input = PlanInput {
-            slots: &slots,
-            n_real: 3,
-            adus: &adus,
-            assignment: &assignment,
-            may_wait: &[false; 2],
-            pack: true,
-            keep_channel: false,
-            offset: 0,
             pinned: &[false, true, true, false],
-            avoid: &[],
             bounded: &bounded,
-            limits: &[],
-            expected: &[],
+            ..packing(&slots, &adus, &assignment)
         };
         // The pinned ADUs neither lead nor join on channel 0: they open channel 1's slot.
         assert_eq!(plan(&input), vec![(0, vec![0, 3]), (2, vec![1, 2])]);
@@ -461,19 +455,9 @@ mod tests {
         let expected = [(ChannelId::new(0), 300.0), (ChannelId::new(1), 40.0)];
         let limits = [f64::INFINITY, 50.0, 50.0, f64::INFINITY];
         let input = PlanInput {
-            slots: &slots,
-            n_real: 3,
-            adus: &adus,
-            assignment: &assignment,
-            may_wait: &[false; 2],
-            pack: true,
-            keep_channel: false,
-            offset: 0,
-            pinned: &[],
-            avoid: &[],
-            bounded: &[],
             limits: &limits,
             expected: &expected,
+            ..packing(&slots, &adus, &assignment)
         };
         assert_eq!(plan(&input), vec![(0, vec![0, 3]), (2, vec![1, 2])]);
         // A limit every channel meets changes nothing.
