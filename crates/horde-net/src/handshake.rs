@@ -38,10 +38,13 @@ pub const FORWARD_LIMIT: usize = 4096;
 /// (a few microseconds each) before the turn reads their sockets again.
 pub const INITIATIONS_PER_TURN: usize = 64;
 
-/// The worker's nice value. A handshake makes a session that does not exist yet; the
-/// datagrams of the sessions that do must not wait for it when the cores are contended.
-/// At nice 10 the scheduler gives the worker about a tenth of a busy core against a
-/// thread at 0, and all of an idle one.
+/// How much the worker's nice value is above the process's while it reads the handshake
+/// sockets. What arrives there is anyone's, and the datagrams of the sessions that exist
+/// must not wait for it when the cores are contended: at nice 10 the scheduler gives the
+/// worker about a tenth of a busy core against a thread at 0, and all of an idle one.
+/// While the host's jobs wait, the worker runs at the process's own nice value: a job is
+/// an initiation the host admitted (past its memory of initiations, its cookies and its
+/// rate limits), and after a server restart thousands of them are the fleet coming back.
 pub const WORKER_NICE: libc::c_int = 10;
 
 /// An initiation the worker read on a handshake socket, whose `mac1` verifies.
@@ -167,6 +170,10 @@ impl Handshakes {
             started: Instant::now(),
             batch: Vec::new(),
             drops: DropCounters::new(),
+            // Read on the worker's own thread when it starts.
+            job_nice: 0,
+            read_nice: 0,
+            nice: 0,
         };
         let worker = std::thread::Builder::new()
             .name("horde-handshake".into())
@@ -343,6 +350,11 @@ struct Worker {
     batch: Vec<Forwarded>,
     /// Drops decided since they were last published to `intake`.
     drops: DropCounters,
+    /// The thread's nice values: the process's, for jobs, and [`WORKER_NICE`] above it,
+    /// for reading; and the one it has.
+    job_nice: libc::c_int,
+    read_nice: libc::c_int,
+    nice: libc::c_int,
 }
 
 /// What one pass of the worker found.
@@ -357,7 +369,10 @@ enum Pass {
 
 impl Worker {
     fn run(mut self) {
-        lower_priority();
+        self.job_nice = current_nice();
+        self.read_nice = (self.job_nice + WORKER_NICE).min(19);
+        self.nice = self.job_nice;
+        self.set_nice(self.read_nice);
         let mut sockets: Vec<(usize, Arc<UdpSocket>, UdpSocketState)> = Vec::new();
         let mut bufs = vec![0u8; WORKER_SLOTS * WORKER_SLOT_BYTES];
         loop {
@@ -405,6 +420,7 @@ impl Worker {
         }
         match self.jobs.try_recv() {
             Ok(job) => {
+                self.set_nice(self.job_nice);
                 let outcome = job.run(&mut self.rng);
                 if self.to_driver.send(FromWorker::Done(outcome)).is_err() {
                     return Pass::Stop;
@@ -412,8 +428,36 @@ impl Worker {
                 Pass::Busy
             }
             Err(std_mpsc::TryRecvError::Disconnected) => Pass::Stop,
-            Err(std_mpsc::TryRecvError::Empty) if read > 0 => Pass::Busy,
-            Err(std_mpsc::TryRecvError::Empty) => Pass::Idle,
+            Err(std_mpsc::TryRecvError::Empty) => {
+                self.set_nice(self.read_nice);
+                if read > 0 {
+                    Pass::Busy
+                } else {
+                    Pass::Idle
+                }
+            }
+        }
+    }
+
+    /// Gives the worker thread nice value `nice` (on Linux, nice is per thread), if it
+    /// has another. Failing that, it keeps the one it has; that is logged.
+    fn set_nice(&mut self, nice: libc::c_int) {
+        if nice == self.nice {
+            return;
+        }
+        // SAFETY: plain system calls on the calling thread.
+        let result = unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+        };
+        if result == 0 {
+            self.nice = nice;
+        } else {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                nice,
+                "the handshake worker keeps its nice value"
+            );
         }
     }
 
@@ -502,19 +546,14 @@ impl Worker {
     }
 }
 
-/// Gives the calling thread the nice value [`WORKER_NICE`] (on Linux, nice is per thread).
-/// Failing that, the worker runs at the process's priority, as before; that is logged.
-fn lower_priority() {
-    // SAFETY: plain system calls on the calling thread.
-    let result = unsafe {
+/// The calling thread's nice value.
+fn current_nice() -> libc::c_int {
+    // SAFETY: plain system calls on the calling thread. getpriority returns the nice
+    // value itself (-20..=19), and -1 with errno set on an error, which cannot happen for
+    // the calling thread.
+    unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, WORKER_NICE)
-    };
-    if result != 0 {
-        tracing::debug!(
-            error = %std::io::Error::last_os_error(),
-            "the handshake worker keeps the process's priority"
-        );
+        libc::getpriority(libc::PRIO_PROCESS, tid)
     }
 }
 
@@ -543,6 +582,23 @@ mod tests {
     use super::*;
     use horde_crypto::{Initiator, Keypair};
     use horde_host::{HostSettings, ResponderSettings};
+
+    /// A sans-IO host answering initiations as `server`, from the `allowed` keys.
+    fn responder(server: &Keypair, allowed: Vec<PublicKey>) -> horde_host::Host {
+        horde_host::Host::new(HostSettings {
+            keypair: server.clone(),
+            rekey: horde_crypto::RekeyPolicy::default(),
+            endpoint: horde_proto::EndpointConfig::default(),
+            accepted_channel: Arc::new(|_| horde_proto::ChannelConfig::default()),
+            interfaces: 1,
+            seed: 1,
+            unix_micros_at_start: 0,
+            responder: ResponderSettings {
+                allowed,
+                ..ResponderSettings::default()
+            },
+        })
+    }
 
     /// The worker reads its socket, drops what fails the stateless checks there, hands
     /// the rest to the driver in batches, and runs the host's jobs.
@@ -580,19 +636,7 @@ mod tests {
         assert_eq!(datagrams, 6);
 
         // A host's job for it runs on the worker; the outcome makes a session.
-        let mut host = horde_host::Host::new(HostSettings {
-            keypair: server.clone(),
-            rekey: horde_crypto::RekeyPolicy::default(),
-            endpoint: horde_proto::EndpointConfig::default(),
-            accepted_channel: Arc::new(|_| horde_proto::ChannelConfig::default()),
-            interfaces: 1,
-            seed: 1,
-            unix_micros_at_start: 0,
-            responder: ResponderSettings {
-                allowed: vec![*client.public()],
-                ..ResponderSettings::default()
-            },
-        });
+        let mut host = responder(&server, vec![*client.public()]);
         let now = Duration::from_secs(1);
         host.handle_datagram(now, 0, batch[0].src, &batch[0].datagram);
         hs.submit(host.poll_handshake_job().expect("a job"));
@@ -661,35 +705,89 @@ mod tests {
         assert_eq!(hs.intake.forwarded.load(Ordering::Relaxed), 0);
     }
 
-    /// The worker thread yields the cores to the driver: it runs at [`WORKER_NICE`].
+    /// The nice values of this process's handshake worker threads.
+    fn worker_nices() -> Vec<i64> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "horde-handshake")
+            })
+            .filter_map(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                // Field 19 is the nice value; fields start after the ")" of the name.
+                let after = &stat[stat.rfind(')')? + 2..];
+                after.split(' ').nth(16)?.parse().ok()
+            })
+            .collect()
+    }
+
+    /// Waits up to 5 s for a handshake worker at nice value `nice`.
+    fn wait_for_nice(nice: i64) -> bool {
+        let end = Instant::now() + Duration::from_secs(5);
+        while !worker_nices().contains(&nice) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        worker_nices().contains(&nice)
+    }
+
+    /// The worker thread yields the cores to the driver: while it waits for datagrams it
+    /// runs [`WORKER_NICE`] above the process's nice value.
     #[test]
     fn the_worker_runs_at_a_lower_priority() {
         let server = *Keypair::generate_with(&mut StdRng::seed_from_u64(4)).public();
         let _hs = Handshakes::spawn(&server).unwrap();
-        let nices = || -> Vec<i64> {
-            std::fs::read_dir("/proc/self/task")
-                .unwrap()
-                .flatten()
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|c| c.trim() == "horde-handshake")
-                })
-                .filter_map(|t| {
-                    let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-                    // Field 19 is the nice value; fields start after the ")" of the name.
-                    let after = &stat[stat.rfind(')')? + 2..];
-                    after.split(' ').nth(16)?.parse().ok()
-                })
-                .collect()
-        };
-        let end = Instant::now() + Duration::from_secs(5);
-        while !nices().contains(&i64::from(WORKER_NICE)) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let reading = i64::from((current_nice() + WORKER_NICE).min(19));
         assert!(
-            nices().contains(&i64::from(WORKER_NICE)),
+            wait_for_nice(reading),
             "handshake workers' nice values: {:?}",
-            nices()
+            worker_nices()
         );
+    }
+
+    /// The host's jobs (initiations it admitted) run at the process's own priority, and
+    /// the worker goes back to the lower one once they are done.
+    #[test]
+    fn admitted_jobs_run_at_the_process_priority() {
+        // As many as the host hands out before their outcomes come back.
+        const JOBS: usize = 32;
+        let mut rng = StdRng::seed_from_u64(5);
+        let server = Keypair::generate_with(&mut rng);
+        let clients: Vec<Keypair> = (0..JOBS)
+            .map(|_| Keypair::generate_with(&mut rng))
+            .collect();
+        let mut host = responder(&server, clients.iter().map(|c| *c.public()).collect());
+        let hs = std::cell::RefCell::new(Handshakes::spawn(server.public()).unwrap());
+        let own = i64::from(current_nice());
+        let reading = i64::from((current_nice() + WORKER_NICE).min(19));
+        assert!(wait_for_nice(reading), "{:?}", worker_nices());
+        // One initiation from each client, 20 ms apart and from addresses of their own,
+        // so that none meets a cookie or a rate limit.
+        for (i, client) in clients.iter().enumerate() {
+            let init = Initiator::new(client, server.public(), i as u32, 1, &mut rng);
+            let src: SocketAddr = format!("127.0.1.{}:4000", i + 1).parse().unwrap();
+            let now = Duration::from_millis(1000 + 20 * i as u64);
+            host.handle_datagram(now, 0, src, init.initiation());
+            hs.borrow_mut().submit(
+                host.poll_handshake_job()
+                    .unwrap_or_else(|| panic!("initiation {i} not admitted")),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut done = 0;
+        let end = Instant::now() + Duration::from_secs(10);
+        while done < JOBS && Instant::now() < end {
+            seen.extend(worker_nices());
+            let mut budget = usize::MAX;
+            while let Some(m) = hs.borrow_mut().try_next(&mut budget) {
+                if let FromWorker::Done(_) = m {
+                    done += 1;
+                }
+            }
+        }
+        assert_eq!(done, JOBS);
+        assert!(seen.contains(&own), "nice values while jobs ran: {seen:?}");
+        assert!(wait_for_nice(reading), "{:?}", worker_nices());
     }
 }
