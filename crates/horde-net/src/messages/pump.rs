@@ -207,9 +207,9 @@ impl Pump {
     }
 
     /// Tells the scheduler when the pieces of each message still in flight are expected
-    /// to land: hand-over plus the current landing time of the lane they took. The queues may have
-    /// grown since a piece was cut; a message that will now land after its deadline fires
-    /// early, before the deadline. A piece not acked within twice the landing time is
+    /// to land: hand-over plus the current landing time of the lane they took. The queues
+    /// may have grown since a piece was cut; a message that will now land after its
+    /// deadline fires early, before the deadline. A piece not acked within twice the landing time is
     /// presumed lost: it lands, once nacked and sent again, a landing time from now at
     /// the earliest.
     fn check_in_flight(&mut self, now: Duration) {
@@ -576,10 +576,10 @@ fn needs_quick_lane(state: &State, piece: &Piece, now: Duration) -> bool {
     !others.any(|(_, lane)| lane.arrives_by(now, piece.len, deadline))
 }
 
-/// The next piece and its bytes. Checked at arrival, it is cut for the quick lane if there
-/// is one (whatever lands in time on the others lands in time there), else for the one
-/// estimate that covers every channel; checked at hand-over, for the channel whose slot is
-/// free first among those where some message's piece lands in time.
+/// The next piece and its bytes. Checked at arrival, it is cut for the quick lane first,
+/// if there is one (a piece lands soonest there), then for the other estimates; checked
+/// at hand-over, for the channel whose slot is free first among those where some
+/// message's piece lands in time.
 fn next_piece(
     state: &mut State,
     slots: &mut Slots,
