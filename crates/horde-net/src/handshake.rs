@@ -38,14 +38,17 @@ pub const FORWARD_LIMIT: usize = 4096;
 /// (a few microseconds each) before the turn reads their sockets again.
 pub const INITIATIONS_PER_TURN: usize = 64;
 
-/// How much the worker's nice value is above the process's while it reads the handshake
-/// sockets. What arrives there is anyone's, and the datagrams of the sessions that exist
-/// must not wait for it when the cores are contended: at nice 10 the scheduler gives the
-/// worker about a tenth of a busy core against a thread at 0, and all of an idle one.
-/// While the host's jobs wait, the worker runs at the process's own nice value: a job is
-/// an initiation the host admitted (past its memory of initiations, its cookies and its
-/// rate limits), and after a server restart thousands of them are the fleet coming back.
+/// How much the worker's nice value is above the process's. What arrives on the handshake
+/// sockets is anyone's, and the datagrams of the sessions that exist must not wait for
+/// it when the cores are contended: at nice 10 the scheduler gives the worker about a
+/// tenth of a busy core against a thread at 0, and all of an idle one. The host's jobs
+/// run on a thread of their own at the process's priority: a job is an initiation the
+/// host admitted (past its memory of initiations, its cookies and its rate limits), and
+/// after a server restart thousands of them are the fleet coming back.
 pub const WORKER_NICE: libc::c_int = 10;
+
+/// The name of the thread that runs the host's jobs.
+const JOBS_THREAD: &str = "horde-hs-jobs";
 
 /// An initiation the worker read on a handshake socket, whose `mac1` verifies.
 pub(crate) struct Forwarded {
@@ -134,8 +137,8 @@ impl Intake {
     }
 }
 
-/// The driver's side of the handshake path: the queue of jobs to the worker, the
-/// worker's sockets, and what it hands back.
+/// The driver's side of the handshake path: the queue of jobs to the jobs thread, the
+/// worker's sockets, and what both hand back.
 pub(crate) struct Handshakes {
     jobs: Option<std_mpsc::Sender<HandshakeJob>>,
     from_worker: mpsc::UnboundedReceiver<FromWorker>,
@@ -151,7 +154,8 @@ pub(crate) struct Handshakes {
 }
 
 impl Handshakes {
-    /// Starts the worker thread for the host whose static public key is `local`.
+    /// Starts the worker and the jobs thread for the host whose static public key is
+    /// `local`.
     pub(crate) fn spawn(local: &PublicKey) -> std::io::Result<Self> {
         let mut rng = StdRng::from_entropy();
         // Only its mac1 check is used: the key is all it needs.
@@ -161,20 +165,17 @@ impl Handshakes {
         let intake = Arc::new(Intake::new()?);
         let worker = Worker {
             mac1,
-            jobs: job_rx,
-            to_driver,
+            to_driver: to_driver.clone(),
             intake: Arc::clone(&intake),
-            rng,
             legacy_log: LogLimit::new(Duration::from_secs(10)),
             refusals: InitiationLog::default(),
             started: Instant::now(),
             batch: Vec::new(),
             drops: DropCounters::new(),
-            // Read on the worker's own thread when it starts.
-            job_nice: 0,
-            read_nice: 0,
-            nice: 0,
         };
+        std::thread::Builder::new()
+            .name(JOBS_THREAD.into())
+            .spawn(move || run_jobs(job_rx, rng, to_driver))?;
         let worker = std::thread::Builder::new()
             .name("horde-handshake".into())
             .spawn(move || worker.run())?;
@@ -225,13 +226,11 @@ impl Handshakes {
         )
     }
 
-    /// Runs a job from the host on the worker; its outcome comes back as
+    /// Runs a job from the host on the jobs thread; its outcome comes back as
     /// [`FromWorker::Done`].
     pub(crate) fn submit(&mut self, job: HandshakeJob) {
         if let Some(jobs) = &self.jobs {
-            if jobs.send(job).is_ok() {
-                self.intake.wake();
-            }
+            let _ = jobs.send(job);
         }
     }
 
@@ -302,8 +301,9 @@ const SOCKET_CLOSE_WAIT: Duration = Duration::from_millis(200);
 
 impl Drop for Handshakes {
     fn drop(&mut self) {
-        // Closing the queue and the answer channel ends the worker at its next wake-up; it
-        // is not joined, so that shutdown never waits for Diffie-Hellman work.
+        // Closing the queue and the answer channel ends the jobs thread after its job and
+        // the worker at its next wake-up; neither is joined, so that shutdown never waits
+        // for Diffie-Hellman work.
         self.jobs = None;
         self.from_worker.close();
         {
@@ -316,7 +316,7 @@ impl Drop for Handshakes {
         drop(self.worker.take());
         // But its sockets must be closed when the host is gone: a new host binding the
         // same port meanwhile would fail (EADDRINUSE). The worker lets go at once unless
-        // it is in the middle of one Diffie-Hellman or waiting for a core.
+        // it is waiting for a core.
         let end = Instant::now() + SOCKET_CLOSE_WAIT;
         while !self.retired_closed() && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(1));
@@ -325,7 +325,7 @@ impl Drop for Handshakes {
 }
 
 /// Datagrams read from one handshake socket per `recvmmsg`, and per socket before the
-/// worker turns to Diffie-Hellman work again.
+/// worker hands what passed to the driver.
 const WORKER_SLOTS: usize = 16;
 const WORKER_BATCH: usize = 256;
 /// Room for one datagram: initiations are far smaller; anything longer is cut and then
@@ -336,12 +336,8 @@ const WORKER_SLOT_BYTES: usize = 2048;
 struct Worker {
     /// Checks `mac1` (the gate's other parts are the host's).
     mac1: HandshakeGate,
-    /// The host's jobs.
-    jobs: std_mpsc::Receiver<HandshakeJob>,
     to_driver: mpsc::UnboundedSender<FromWorker>,
     intake: Arc<Intake>,
-    /// Draws the new sessions' indices and ephemeral keys.
-    rng: StdRng,
     legacy_log: LogLimit,
     refusals: InitiationLog,
     /// The refusal log's clock starts here.
@@ -350,11 +346,6 @@ struct Worker {
     batch: Vec<Forwarded>,
     /// Drops decided since they were last published to `intake`.
     drops: DropCounters,
-    /// The thread's nice values: the process's, for jobs, and [`WORKER_NICE`] above it,
-    /// for reading; and the one it has.
-    job_nice: libc::c_int,
-    read_nice: libc::c_int,
-    nice: libc::c_int,
 }
 
 /// What one pass of the worker found.
@@ -369,10 +360,7 @@ enum Pass {
 
 impl Worker {
     fn run(mut self) {
-        self.job_nice = current_nice();
-        self.read_nice = (self.job_nice + WORKER_NICE).min(19);
-        self.nice = self.job_nice;
-        self.set_nice(self.read_nice);
+        lower_priority();
         let mut sockets: Vec<(usize, Arc<UdpSocket>, UdpSocketState)> = Vec::new();
         let mut bufs = vec![0u8; WORKER_SLOTS * WORKER_SLOT_BYTES];
         loop {
@@ -396,7 +384,7 @@ impl Worker {
         }
     }
 
-    /// Reads every handshake socket, hands what passed to the driver, then runs one job.
+    /// Reads every handshake socket and hands what passed to the driver.
     fn pass(
         &mut self,
         sockets: &[(usize, Arc<UdpSocket>, UdpSocketState)],
@@ -418,46 +406,12 @@ impl Worker {
                 return Pass::Stop;
             }
         }
-        match self.jobs.try_recv() {
-            Ok(job) => {
-                self.set_nice(self.job_nice);
-                let outcome = job.run(&mut self.rng);
-                if self.to_driver.send(FromWorker::Done(outcome)).is_err() {
-                    return Pass::Stop;
-                }
-                Pass::Busy
-            }
-            Err(std_mpsc::TryRecvError::Disconnected) => Pass::Stop,
-            Err(std_mpsc::TryRecvError::Empty) => {
-                self.set_nice(self.read_nice);
-                if read > 0 {
-                    Pass::Busy
-                } else {
-                    Pass::Idle
-                }
-            }
-        }
-    }
-
-    /// Gives the worker thread nice value `nice` (on Linux, nice is per thread), if it
-    /// has another. Failing that, it keeps the one it has; that is logged.
-    fn set_nice(&mut self, nice: libc::c_int) {
-        if nice == self.nice {
-            return;
-        }
-        // SAFETY: plain system calls on the calling thread.
-        let result = unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice)
-        };
-        if result == 0 {
-            self.nice = nice;
+        if self.to_driver.is_closed() {
+            Pass::Stop
+        } else if read > 0 {
+            Pass::Busy
         } else {
-            tracing::debug!(
-                error = %std::io::Error::last_os_error(),
-                nice,
-                "the handshake worker keeps its nice value"
-            );
+            Pass::Idle
         }
     }
 
@@ -546,6 +500,21 @@ impl Worker {
     }
 }
 
+/// Runs the host's jobs as they come, at the process's priority, until the host or the
+/// driver is gone.
+fn run_jobs(
+    jobs: std_mpsc::Receiver<HandshakeJob>,
+    mut rng: StdRng,
+    to_driver: mpsc::UnboundedSender<FromWorker>,
+) {
+    for job in jobs {
+        let outcome = job.run(&mut rng);
+        if to_driver.send(FromWorker::Done(outcome)).is_err() {
+            return;
+        }
+    }
+}
+
 /// The calling thread's nice value.
 fn current_nice() -> libc::c_int {
     // SAFETY: plain system calls on the calling thread. getpriority returns the nice
@@ -554,6 +523,24 @@ fn current_nice() -> libc::c_int {
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::getpriority(libc::PRIO_PROCESS, tid)
+    }
+}
+
+/// Gives the calling thread a nice value [`WORKER_NICE`] above its own (on Linux, nice
+/// is per thread). Failing that, the worker runs at the process's priority; that is
+/// logged.
+fn lower_priority() {
+    let nice = (current_nice() + WORKER_NICE).min(19);
+    // SAFETY: plain system calls on the calling thread.
+    let result = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+    };
+    if result != 0 {
+        tracing::debug!(
+            error = %std::io::Error::last_os_error(),
+            "the handshake worker keeps the process's priority"
+        );
     }
 }
 
@@ -705,14 +692,13 @@ mod tests {
         assert_eq!(hs.intake.forwarded.load(Ordering::Relaxed), 0);
     }
 
-    /// The nice values of this process's handshake worker threads.
-    fn worker_nices() -> Vec<i64> {
+    /// The nice values of this process's threads named `name`.
+    fn nices_of(name: &str) -> Vec<i64> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
             .flatten()
             .filter(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.trim() == "horde-handshake")
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
             })
             .filter_map(|t| {
                 let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
@@ -723,71 +709,28 @@ mod tests {
             .collect()
     }
 
-    /// Waits up to 5 s for a handshake worker at nice value `nice`.
-    fn wait_for_nice(nice: i64) -> bool {
-        let end = Instant::now() + Duration::from_secs(5);
-        while !worker_nices().contains(&nice) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        worker_nices().contains(&nice)
-    }
-
-    /// The worker thread yields the cores to the driver: while it waits for datagrams it
-    /// runs [`WORKER_NICE`] above the process's nice value.
+    /// The worker thread yields the cores to the driver: it runs [`WORKER_NICE`] above the
+    /// process's nice value. The host's jobs, initiations it admitted, run on a thread at
+    /// the process's own.
     #[test]
-    fn the_worker_runs_at_a_lower_priority() {
+    fn the_worker_runs_at_a_lower_priority_and_the_jobs_at_the_processs() {
         let server = *Keypair::generate_with(&mut StdRng::seed_from_u64(4)).public();
         let _hs = Handshakes::spawn(&server).unwrap();
-        let reading = i64::from((current_nice() + WORKER_NICE).min(19));
-        assert!(
-            wait_for_nice(reading),
-            "handshake workers' nice values: {:?}",
-            worker_nices()
-        );
-    }
-
-    /// The host's jobs (initiations it admitted) run at the process's own priority, and
-    /// the worker goes back to the lower one once they are done.
-    #[test]
-    fn admitted_jobs_run_at_the_process_priority() {
-        // As many as the host hands out before their outcomes come back.
-        const JOBS: usize = 32;
-        let mut rng = StdRng::seed_from_u64(5);
-        let server = Keypair::generate_with(&mut rng);
-        let clients: Vec<Keypair> = (0..JOBS)
-            .map(|_| Keypair::generate_with(&mut rng))
-            .collect();
-        let mut host = responder(&server, clients.iter().map(|c| *c.public()).collect());
-        let hs = std::cell::RefCell::new(Handshakes::spawn(server.public()).unwrap());
         let own = i64::from(current_nice());
         let reading = i64::from((current_nice() + WORKER_NICE).min(19));
-        assert!(wait_for_nice(reading), "{:?}", worker_nices());
-        // One initiation from each client, 20 ms apart and from addresses of their own,
-        // so that none meets a cookie or a rate limit.
-        for (i, client) in clients.iter().enumerate() {
-            let init = Initiator::new(client, server.public(), i as u32, 1, &mut rng);
-            let src: SocketAddr = format!("127.0.1.{}:4000", i + 1).parse().unwrap();
-            let now = Duration::from_millis(1000 + 20 * i as u64);
-            host.handle_datagram(now, 0, src, init.initiation());
-            hs.borrow_mut().submit(
-                host.poll_handshake_job()
-                    .unwrap_or_else(|| panic!("initiation {i} not admitted")),
-            );
+        let end = Instant::now() + Duration::from_secs(5);
+        while !nices_of("horde-handshake").contains(&reading) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
         }
-        let mut seen = std::collections::BTreeSet::new();
-        let mut done = 0;
-        let end = Instant::now() + Duration::from_secs(10);
-        while done < JOBS && Instant::now() < end {
-            seen.extend(worker_nices());
-            let mut budget = usize::MAX;
-            while let Some(m) = hs.borrow_mut().try_next(&mut budget) {
-                if let FromWorker::Done(_) = m {
-                    done += 1;
-                }
-            }
-        }
-        assert_eq!(done, JOBS);
-        assert!(seen.contains(&own), "nice values while jobs ran: {seen:?}");
-        assert!(wait_for_nice(reading), "{:?}", worker_nices());
+        assert!(
+            nices_of("horde-handshake").contains(&reading),
+            "handshake workers' nice values: {:?}",
+            nices_of("horde-handshake")
+        );
+        let jobs = nices_of(JOBS_THREAD);
+        assert!(
+            !jobs.is_empty() && jobs.iter().all(|n| *n == own),
+            "{jobs:?}"
+        );
     }
 }
