@@ -2,11 +2,13 @@
 //!
 //! The host ([`horde_host::Host`]) decides about every initiation (the responder's memory,
 //! cookies, rate limits, load) and hands out the Diffie-Hellman work as
-//! [`HandshakeJob`]s. Here a worker thread runs those jobs, so that established sessions
-//! keep flowing on the driver while it is busy, and the worker uses another core.
+//! [`HandshakeJob`]s. Here a thread of their own runs those jobs, at the process's
+//! priority, so that established sessions keep flowing on the driver while it is busy,
+//! and it uses another core.
 //!
 //! Where the kernel steers initiations to a socket of their own (see [`crate::socket`]),
-//! the worker also reads them there and drops what needs no state to refuse: a bad
+//! a worker thread, at a lower priority, reads them there and drops what needs no state
+//! to refuse: a bad
 //! header, an old handshake format, or a `mac1` that does not verify (one keyed hash). So
 //! a flood of random bytes never wakes the driver. What passes goes to the driver in
 //! batches, which hands it to the host; a batch finds the way full when the driver has
@@ -622,7 +624,7 @@ mod tests {
         assert_eq!(drops.get(DropReason::BadMac), 5, "{drops:?}");
         assert_eq!(datagrams, 6);
 
-        // A host's job for it runs on the worker; the outcome makes a session.
+        // A host's job for it runs on the jobs thread; the outcome makes a session.
         let mut host = responder(&server, vec![*client.public()]);
         let now = Duration::from_secs(1);
         host.handle_datagram(now, 0, batch[0].src, &batch[0].datagram);

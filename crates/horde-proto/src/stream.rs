@@ -59,9 +59,11 @@ pub struct StreamConfig {
     /// Each of this stream's ADUs leaves on the quickest slot of its cycle: the slot
     /// whose channel has the lowest expected one-way delay (base plus the queue its
     /// latest round trip showed), displacing another stream's ADU, which takes its slot.
-    /// No channel is bounded and nothing waits for a better slot. For ADUs that only
-    /// the faster channels can deliver in time: the message layer's urgent pieces
-    /// (`docs/messages.md`, "Expected arrival"). A latency bound, if set, wins over it.
+    /// No channel is bounded; an ADU waits for a later cycle while the best open slot's
+    /// channel is slower than the quickest by more than it has already waited (plus
+    /// 5 ms). For ADUs that only the faster channels can deliver in time: the message
+    /// layer's urgent pieces (`docs/messages.md`, "Quick lane"). A latency bound, if
+    /// set, wins over it.
     #[serde(default)]
     pub quickest: bool,
 }

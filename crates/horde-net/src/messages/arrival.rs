@@ -223,9 +223,9 @@ impl Tracks {
     /// is measured, and one for each channel in its controller's start-up, whose rate
     /// doubles each of its round trips. The measured channel with the earliest landing
     /// time, when it lands earlier than the latest, has an estimate of its own instead,
-    /// last, with its own landing time: the quick lane, whose index is returned. A piece that only it lands in time
-    /// goes on the quickest slot of the session's cycle. Empty when no channel carries
-    /// anything.
+    /// last, with its own landing time: the quick lane, whose index is returned. A piece
+    /// that only it lands in time goes on the quickest slot of the session's cycle.
+    /// Empty when no channel carries anything.
     pub(crate) fn arrival_estimate(
         &self,
         channels: &[ChannelStatus],
