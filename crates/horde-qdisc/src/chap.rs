@@ -9,10 +9,11 @@
 //! The boost is applied lazily so that it costs O(1) however many flows are active. Write
 //! `d = α − 2I`; the boost is `d' = d/2`, so a flow stores `d · 2^shift` and the current
 //! credit is `2I + (stored >> shift)`, where `shift` counts the boosts since the stored
-//! values were last rebased. An arithmetic shift floors, and `(x >> a) >> b == x >> (a + b)`,
-//! so this equals halving each credit eagerly with the floor to whole nanoseconds. The
-//! boost preserves the order of credits, so the two heaps that pick the flow to serve and
-//! the flow to drop from stay valid through it.
+//! values were last rebased. So credits are exact binary fractions of a nanosecond, as the
+//! halving makes them, and flows are ordered by their exact credit (among exact equals the
+//! older flow first); a credit reads floored to whole nanoseconds, and the rebase every 62
+//! boosts drops the fractions. The boost preserves the order of credits, so the two heaps
+//! that pick the flow to serve and the flow to drop from stay valid through it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
