@@ -8,6 +8,7 @@ mod host;
 mod nai_tcp;
 mod rate;
 mod replay;
+mod sockets;
 mod table1;
 mod table2;
 mod traces;
@@ -16,7 +17,7 @@ mod workloads;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, Subcommand};
 
 #[derive(Subcommand)]
@@ -26,8 +27,9 @@ pub enum Command {
     /// 0-200 KB/s trace and on a cellular-like trace.
     Table1(Table1Args),
     /// Table 2: six workloads over the synthetic trace, delivery by priority before the
-    /// timers, for Horde's messages (virtual time) and NAI-TCP on kernel TCP through a
-    /// `horde shell` link (real time; needs root).
+    /// timers, for Horde's messages (virtual time, and over real sockets through an
+    /// emulated link in real time) and NAI-TCP on kernel TCP through a `horde shell` link
+    /// (real time; needs root).
     Table2(Table2Args),
     /// NAI-TCP's sender, run inside `horde shell` by `table2`.
     #[command(hide = true)]
@@ -58,6 +60,19 @@ pub struct Table2Args {
     /// Leave NAI-MTCP out.
     #[arg(long)]
     no_mtcp: bool,
+    /// Leave out Horde over real sockets (its message endpoint over emulated links in
+    /// real time).
+    #[arg(long)]
+    no_sockets: bool,
+    /// Beyond ATP: run over every channel of this scenario at once (e.g.
+    /// scenarios/cellular3.toml) instead of the synthetic trace; the TCP rows use MPTCP
+    /// with one subflow per link, and Horde runs over real sockets only.
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// Multiply every message's size by this (the workloads are sized for the synthetic
+    /// trace's 0-200 KB/s; links ten times faster need ten times the load to contend).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    scale: u64,
     /// Print the rows as JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -83,6 +98,12 @@ pub struct NaiTcpSendArgs {
     /// Where to write the outcome (JSON).
     #[arg(long)]
     out: std::path::PathBuf,
+    /// Every message's size times this.
+    #[arg(long, default_value_t = 1)]
+    scale: u64,
+    /// Open MPTCP connections.
+    #[arg(long)]
+    mptcp: bool,
 }
 
 #[derive(ClapArgs)]
@@ -105,7 +126,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Table2(a) => run_table2(a),
         Command::NaiTcpSend(a) => {
             let workload = parse_workload(&a.workload)?;
-            let arrivals = workload.arrivals(table2::span(a.speedup), a.seed);
+            let arrivals = table2::arrivals(workload, table2::span(a.speedup), a.seed, a.scale);
             let layout = match a.high {
                 0 => nai_tcp::Layout::Single,
                 high => nai_tcp::Layout::PerPriority { high },
@@ -116,6 +137,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
                 |c| workload.priority(c),
                 layout,
                 std::time::Duration::from_millis(a.stop_ms),
+                a.mptcp,
                 &a.out,
             )?;
             Ok(ExitCode::SUCCESS)
@@ -146,10 +168,24 @@ fn run_table2(a: Table2Args) -> Result<ExitCode> {
     if a.mtcp.contains(&0) {
         bail!("--mtcp takes numbers of high-priority connections, at least 1");
     }
+    let links = match &a.scenario {
+        Some(path) => {
+            let scenario = horde_sim::scenario::Scenario::load(path)
+                .with_context(|| format!("load {}", path.display()))?;
+            table2::Links::Scenario(Box::new(scenario))
+        }
+        None => table2::Links::Synthetic,
+    };
+    if a.no_sockets && a.scenario.is_some() {
+        bail!("--scenario runs Horde over sockets only; --no-sockets would leave no Horde row");
+    }
     let options = table2::Options {
+        links,
+        scale: a.scale,
         speedup: a.speedup,
         workloads,
         seed: a.seed,
+        sockets: !a.no_sockets,
         nai_tcp: !a.no_tcp,
         mtcp: if a.no_tcp || a.no_mtcp {
             Vec::new()
@@ -163,7 +199,7 @@ fn run_table2(a: Table2Args) -> Result<ExitCode> {
         let out = serde_json::json!({ "speedup": a.speedup, "seed": a.seed, "rows": rows });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", table2::render(&rows, a.speedup));
+        print!("{}", table2::render(&rows, &options));
         println!("wall time {:.0} s", started.elapsed().as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)

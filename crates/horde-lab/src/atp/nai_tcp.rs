@@ -11,7 +11,7 @@
 //! ([`receive`]).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -165,6 +165,24 @@ impl Layout {
     }
 }
 
+/// A connection to `to`; with `mptcp`, an MPTCP one (its subflows go out on every link
+/// the namespace has an MPTCP endpoint for).
+fn connect(to: (&str, u16), mptcp: bool) -> Result<TcpStream> {
+    let context = || format!("connect to {}:{}", to.0, to.1);
+    if !mptcp {
+        return TcpStream::connect(to).with_context(context);
+    }
+    let addr = to
+        .to_socket_addrs()
+        .with_context(context)?
+        .next()
+        .with_context(context)?;
+    let socket = horde_emu::sys::stream_socket(addr, true)
+        .context("create an MPTCP socket (is net.mptcp.enabled = 1?)")?;
+    socket.connect(&addr.into()).with_context(context)?;
+    Ok(socket.into())
+}
+
 /// Sends `arrivals` (each at its time from now) to `to` over the connections of `layout`,
 /// until all are sent or discarded or `stop` has passed; returns the outcome per class.
 pub fn send(
@@ -173,6 +191,7 @@ pub fn send(
     priority: impl Fn(usize) -> u8,
     layout: Layout,
     stop: Duration,
+    mptcp: bool,
 ) -> Result<Vec<ClassOutcome>> {
     let classes = arrivals.iter().map(|a| a.class + 1).max().unwrap_or(0);
     let mut totals = vec![ClassOutcome::default(); classes];
@@ -187,8 +206,7 @@ pub fn send(
             cursor: Mutex::new(0),
         });
         for _ in 0..n {
-            let stream =
-                TcpStream::connect(to).with_context(|| format!("connect to {}:{}", to.0, to.1))?;
+            let stream = connect(to, mptcp)?;
             connections.push((stream, queue.clone()));
         }
     }
@@ -294,12 +312,20 @@ pub fn send_command(
     priority: impl Fn(usize) -> u8,
     layout: Layout,
     stop: Duration,
+    mptcp: bool,
     out: &Path,
 ) -> Result<()> {
     let Ok(host) = std::env::var("HORDE_SHELL_HOST") else {
         bail!("HORDE_SHELL_HOST is not set: run this inside `horde shell`");
     };
-    let outcome = send((host.as_str(), port), arrivals, priority, layout, stop)?;
+    let outcome = send(
+        (host.as_str(), port),
+        arrivals,
+        priority,
+        layout,
+        stop,
+        mptcp,
+    )?;
     std::fs::write(out, serde_json::to_vec(&outcome)?)
         .with_context(|| format!("write {}", out.display()))?;
     Ok(())

@@ -7,17 +7,25 @@
 
 use std::ffi::OsString;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use horde_links::{DelaySpec, LinkSpec};
+use horde_sim::scenario::Scenario;
 use serde::Serialize;
 
 use super::host::{Host, HostConfig};
 use super::nai_tcp::{self, ClassOutcome, Layout};
 use super::replay::Replay;
+use super::sockets;
 use super::traces::{self, TraceFiles, TRACE_S};
-use super::workloads::Workload;
+use super::workloads::{Arrival, Workload};
+
+/// Each way's propagation delay of the link the real-time rows cross.
+const ONE_WAY: Duration = Duration::from_millis(10);
+/// Its send queue: ATP's 50 packets of 1500 bytes.
+const BUFFER_BYTES: u64 = 75_000;
 
 /// The protocols of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,6 +37,8 @@ pub enum Protocol {
     HordeOneLevel,
     /// Neither priorities nor timers: one FIFO, to show what the scheduling gives.
     HordeFifo,
+    /// Horde's message endpoint and sessions over real sockets in real time.
+    HordeSockets,
     /// One kernel TCP connection, FIFO, half-timer discard, 1-byte acknowledgements.
     NaiTcp,
     /// The same on one connection per priority level, `k` for the most important.
@@ -41,6 +51,7 @@ impl Protocol {
             Protocol::Horde => "horde".into(),
             Protocol::HordeOneLevel => "horde, one level".into(),
             Protocol::HordeFifo => "horde, fifo".into(),
+            Protocol::HordeSockets => "horde, sockets".into(),
             Protocol::NaiTcp => "nai-tcp".into(),
             Protocol::NaiMtcp(k) => format!("nai-mtcp({k})"),
         }
@@ -84,6 +95,12 @@ pub struct Options {
     pub workloads: Vec<Workload>,
     /// Seed of "random" and of the links.
     pub seed: u64,
+    /// What the rows run over.
+    pub links: Links,
+    /// Every message is this many times its workload's size.
+    pub scale: u64,
+    /// Run Horde over real sockets and emulated links in real time.
+    pub sockets: bool,
     /// Run NAI-TCP (needs root for the namespace).
     pub nai_tcp: bool,
     /// Run NAI-MTCP(k) for each of these k (needs root).
@@ -117,20 +134,110 @@ fn rows_of(workload: Workload, protocol: Protocol, counts: &[(u64, u64)]) -> Row
     }
 }
 
+/// The links a table runs over.
+#[derive(Debug, Clone)]
+pub enum Links {
+    /// The paper's: one link over the synthetic trace, 10 ms each way, a 50-packet queue.
+    Synthetic,
+    /// Beyond ATP: every channel of a scenario at once; the TCP rows run on MPTCP with
+    /// one subflow per link, and the virtual-time rows (one link only) are left out.
+    Scenario(Box<Scenario>),
+}
+
+/// What the real-time rows cross: the emulated links for Horde, the `horde shell` link
+/// texts for the TCP rows, and whether those use MPTCP.
+struct RealLinks {
+    emu: Vec<sockets::EmuLink>,
+    base_dir: PathBuf,
+    shell: Vec<String>,
+    mptcp: bool,
+}
+
+impl RealLinks {
+    fn synthetic(trace: &Path) -> RealLinks {
+        let delay = || {
+            Some(DelaySpec::Constant {
+                ms: ONE_WAY.as_secs_f64() * 1e3,
+            })
+        };
+        RealLinks {
+            emu: vec![sockets::EmuLink {
+                up: LinkSpec {
+                    delay: delay(),
+                    ..traces::uplink(trace.to_path_buf(), BUFFER_BYTES)
+                },
+                down: LinkSpec {
+                    delay: delay(),
+                    ..LinkSpec::default()
+                },
+            }],
+            base_dir: PathBuf::from("."),
+            shell: vec![format!(
+                "delay={}ms,buffer={}kb,up=trace:{}",
+                ONE_WAY.as_millis(),
+                BUFFER_BYTES / 1000,
+                trace.display()
+            )],
+            mptcp: false,
+        }
+    }
+
+    fn scenario(s: &Scenario) -> Result<RealLinks> {
+        let shell = s
+            .channels
+            .iter()
+            .map(|c| {
+                horde_shell::link_text(&c.up, &c.down, &s.base_dir)
+                    .with_context(|| format!("channel {}", c.name))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RealLinks {
+            emu: s
+                .channels
+                .iter()
+                .map(|c| sockets::EmuLink {
+                    up: c.up.clone(),
+                    down: c.down.clone(),
+                })
+                .collect(),
+            base_dir: s.base_dir.clone(),
+            shell,
+            mptcp: s.channels.len() > 1,
+        })
+    }
+}
+
+/// `workload`'s messages over `span`, each `scale` times its size.
+pub fn arrivals(workload: Workload, span: Duration, seed: u64, scale: u64) -> Vec<Arrival> {
+    let mut arrivals = workload.arrivals(span, seed);
+    for a in &mut arrivals {
+        a.size *= scale;
+    }
+    arrivals
+}
+
 /// Runs every row of `options`.
 pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
     let trace = traces::synthetic_faster(options.speedup)?;
     let path = files.add(&format!("synthetic-x{}", options.speedup), &trace)?;
+    let real = match &options.links {
+        Links::Synthetic => RealLinks::synthetic(&path),
+        Links::Scenario(s) => RealLinks::scenario(s)?,
+    };
     let span = span(options.speedup);
     let mut rows = Vec::new();
     for &workload in &options.workloads {
-        let arrivals = workload.arrivals(span, options.seed);
+        let arrivals = arrivals(workload, span, options.seed, options.scale);
         let longest = arrivals.iter().map(|a| a.timer).max().unwrap_or_default();
-        for (protocol, priorities, timers) in [
-            (Protocol::Horde, true, true),
-            (Protocol::HordeOneLevel, false, true),
-            (Protocol::HordeFifo, false, false),
-        ] {
+        let virtual_rows = match options.links {
+            Links::Synthetic => &[
+                (Protocol::Horde, true, true),
+                (Protocol::HordeOneLevel, false, true),
+                (Protocol::HordeFifo, false, false),
+            ][..],
+            Links::Scenario(_) => &[],
+        };
+        for &(protocol, priorities, timers) in virtual_rows {
             let config = HostConfig::atp(1, span + longest + Duration::from_secs(1));
             let link = traces::uplink(path.clone(), config.buffer_bytes)
                 .build(options.seed, files.dir())
@@ -144,6 +251,18 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 .collect();
             rows.push(rows_of(workload, protocol, &counts));
         }
+        if options.sockets {
+            let counts = sockets::run(
+                workload,
+                &arrivals,
+                &real.emu,
+                &real.base_dir,
+                options.seed,
+                span + longest,
+            )
+            .context("Horde over sockets")?;
+            rows.push(rows_of(workload, Protocol::HordeSockets, &counts));
+        }
         let tcp = options
             .nai_tcp
             .then_some(Protocol::NaiTcp)
@@ -154,7 +273,7 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 workload,
                 protocol,
                 options,
-                &path,
+                &real,
                 files.dir(),
                 span + longest,
             )?;
@@ -165,20 +284,31 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// NAI-TCP or NAI-MTCP over `trace` in real time: the receiver here, the sender in a
+/// NAI-TCP or NAI-MTCP over `links` in real time: the receiver here, the sender in a
 /// `horde shell` namespace (this program's `atp nai-tcp-send`).
 fn run_tcp(
     workload: Workload,
     protocol: Protocol,
     options: &Options,
-    trace: &Path,
+    links: &RealLinks,
     dir: &Path,
     stop: Duration,
 ) -> Result<Vec<ClassOutcome>> {
-    let listener = TcpListener::bind("0.0.0.0:0").context("listen for the NAI-TCP sender")?;
+    let any: std::net::SocketAddr = "0.0.0.0:0".parse().expect("an address");
+    let listener = if links.mptcp {
+        // Subflows arrive on every link's host side; a plain listener would take the
+        // connection as plain TCP on one link.
+        let socket = horde_emu::sys::stream_socket(any, true)
+            .context("create an MPTCP listener (is net.mptcp.enabled = 1 on this host?)")?;
+        socket.bind(&any.into())?;
+        socket.listen(64)?;
+        TcpListener::from(socket)
+    } else {
+        TcpListener::bind(any).context("listen for the NAI-TCP sender")?
+    };
     let port = listener.local_addr()?.port();
     let handle = nai_tcp::ReceiverHandle::default();
-    let arrivals = workload.arrivals(span(options.speedup), options.seed);
+    let arrivals = arrivals(workload, span(options.speedup), options.seed, options.scale);
     let connections = protocol
         .layout()
         .connections(&arrivals, |c| workload.priority(c));
@@ -192,7 +322,7 @@ fn run_tcp(
     };
     let out = dir.join(format!("tcp-{}-{high}.json", workload.name()));
     let exe = std::env::current_exe().context("find this program")?;
-    let command: Vec<OsString> = vec![
+    let mut command: Vec<OsString> = vec![
         exe.into(),
         "atp".into(),
         "nai-tcp-send".into(),
@@ -202,6 +332,8 @@ fn run_tcp(
         options.speedup.to_string().into(),
         "--seed".into(),
         options.seed.to_string().into(),
+        "--scale".into(),
+        options.scale.to_string().into(),
         "--port".into(),
         port.to_string().into(),
         "--high".into(),
@@ -211,12 +343,13 @@ fn run_tcp(
         "--out".into(),
         out.clone().into(),
     ];
+    if links.mptcp {
+        command.push("--mptcp".into());
+    }
     let shell = horde_shell::Options {
-        links: vec![format!(
-            "delay=10ms,buffer=75kb,up=trace:{}",
-            trace.display()
-        )],
+        links: links.shell.clone(),
         seed: options.seed,
+        mptcp: links.mptcp,
         ..horde_shell::Options::default()
     };
     let ended = horde_shell::run(&shell, &command);
@@ -238,12 +371,23 @@ fn run_tcp(
 }
 
 /// The rows as a text table.
-pub fn render(rows: &[Row], speedup: u64) -> String {
+pub fn render(rows: &[Row], options: &Options) -> String {
+    let mut over = match &options.links {
+        Links::Synthetic => "the synthetic trace".to_string(),
+        Links::Scenario(s) => format!(
+            "the {} links of {} at once (TCP rows on MPTCP)",
+            s.channels.len(),
+            s.name
+        ),
+    };
+    if options.scale != 1 {
+        over += &format!(", messages {}x their size", options.scale);
+    }
     let mut out = format!(
         "Table 2 (ATP §5.4): fraction of each class's messages delivered by its timer, \
-         synthetic trace over {} s\n\
+         over {over} for {} s\n\
          workload     protocol          classes\n",
-        TRACE_S / speedup
+        TRACE_S / options.speedup
     );
     for r in rows {
         let classes: Vec<String> = r

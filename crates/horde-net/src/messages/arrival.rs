@@ -113,6 +113,27 @@ impl Tracks {
         }
     }
 
+    /// A channel with nothing in flight has an empty queue, so once per refresh its
+    /// landing estimate moves toward the empty path's half round trip and its deviation
+    /// toward zero, each by its gain. The estimate otherwise moves only with acks, and
+    /// would stay at what the last pieces met while none are sent: a piece refused for
+    /// that estimate would never be sent to correct it. (Folding the empty path in as a
+    /// sample would first widen the deviation, and with it the margin.)
+    pub(crate) fn settle_idle(&mut self, channels: &[ChannelStatus]) {
+        for c in channels.iter().filter(|c| in_flight_bytes(c) == Some(0.0)) {
+            let Some(t) = self.channels.get_mut(&c.id) else {
+                continue;
+            };
+            if let (Some(min_rtt), Some(landing)) = (t.min_rtt, t.landing.as_mut()) {
+                let empty = min_rtt.as_secs_f64() / 2.0;
+                if *landing > empty {
+                    *landing += LANDING_GAIN * (empty - *landing);
+                }
+                t.landing_dev *= 1.0 - DEVIATION_GAIN;
+            }
+        }
+    }
+
     /// One of our ADUs of `bytes` was acked on `channel`, `latency` after it was handed to
     /// the session, over a transmission of round trip `rtt`.
     pub(crate) fn on_ack(

@@ -169,6 +169,7 @@ impl Pump {
         self.tracks
             .refresh(now, std::mem::take(&mut self.window_limited));
         self.tracks.note_queues(&channels);
+        self.tracks.settle_idle(&channels);
         let piece = self.config.messages.piece_size as usize;
         let ahead = self.config.queue_ahead;
         let (estimates, quick) = match self.config.deadline_check {
