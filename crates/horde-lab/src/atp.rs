@@ -1,7 +1,7 @@
 //! `horde-lab atp table1` and `table2`: the ATP paper's Tables 1 and 2 (Atkin & Birman,
 //! "Evaluation of an Adaptive Transport Protocol", §4.4 and §5.4) with Horde's message
-//! layer in virtual time, Table 2 beside NAI-TCP on kernel TCP. See
-//! `docs/atp-experiments.md`.
+//! layer in virtual time, Table 2 also with its endpoint over real sockets, beside NAI-TCP
+//! on kernel TCP (MPTCP over several links). See `docs/atp-experiments.md`.
 
 mod adaptive;
 mod host;

@@ -1,9 +1,11 @@
 //! Table 2 of the ATP paper (§5.4): six workloads over the synthetic trace, delivery by
-//! priority before the timers, for Horde's messages and for NAI-TCP on kernel TCP.
+//! priority before the timers, for Horde's messages and for NAI-TCP on kernel TCP; and,
+//! beyond the paper, the same over every link of a scenario at once, against MPTCP.
 //!
-//! Horde's side runs in virtual time ([`super::host`]); NAI-TCP runs in real time, its
-//! sender inside a `horde shell` namespace whose uplink is the same `horde-links` trace
-//! model (same trace, send queue and delays), its receiver on the host.
+//! Horde's first rows run in virtual time ([`super::host`]), its `sockets` row in real
+//! time over real sockets ([`super::sockets`]); NAI-TCP runs in real time, its sender
+//! inside a `horde shell` namespace whose uplinks are the same `horde-links` models
+//! (same traces, send queues and delays), its receiver on the host.
 
 use std::ffi::OsString;
 use std::net::TcpListener;
