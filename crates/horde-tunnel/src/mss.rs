@@ -58,7 +58,14 @@ pub fn clamp_mss(packet: &mut [u8], header: &IpHeader, limit: u16) -> bool {
                     }
                     tcp[i + 2..i + 4].copy_from_slice(&limit.to_be_bytes());
                     let sum = u16::from_be_bytes([tcp[16], tcp[17]]);
-                    let patched = patch_checksum(sum, old, limit);
+                    // The checksum sums 16-bit words from the header's start: a value at
+                    // an odd offset straddles two of them, so its bytes count swapped.
+                    let (old, new) = if i.is_multiple_of(2) {
+                        (old, limit)
+                    } else {
+                        (old.swap_bytes(), limit.swap_bytes())
+                    };
+                    let patched = patch_checksum(sum, old, new);
                     tcp[16..18].copy_from_slice(&patched.to_be_bytes());
                     return true;
                 }
@@ -161,6 +168,21 @@ mod tests {
         assert!(clamp_mss(&mut p, &h, max_mss(1380, true)));
         assert_eq!(mss_of(&p, 40), 1320);
         assert_eq!(checksum(&pseudo_v6(&p)), 0, "TCP checksum broken");
+    }
+
+    #[test]
+    fn an_mss_option_at_an_odd_offset_keeps_the_checksum_right() {
+        // A NOP first puts the MSS value at bytes 23-24 of the header.
+        let mut p = v4(
+            [10, 0, 0, 2],
+            [10, 0, 0, 1],
+            &tcp(SYN, &[1, 2, 4, 0x05, 0xb4]),
+        );
+        seal(&mut p, 20, pseudo_v4);
+        let h = parse(&p).unwrap();
+        assert!(clamp_mss(&mut p, &h, 1340));
+        assert_eq!(mss_of(&p, 20), 1340);
+        assert_eq!(checksum(&pseudo_v4(&p)), 0, "TCP checksum broken");
     }
 
     #[test]
