@@ -170,8 +170,7 @@ fn run_table2(a: Table2Args) -> Result<ExitCode> {
     }
     let links = match &a.scenario {
         Some(path) => {
-            let scenario = horde_sim::scenario::Scenario::load(path)
-                .with_context(|| format!("load {}", path.display()))?;
+            let scenario = horde_sim::scenario::Scenario::load(path).context("the scenario")?;
             table2::Links::Scenario(Box::new(scenario))
         }
         None => table2::Links::Synthetic,
