@@ -170,6 +170,7 @@ async fn replay(
         {
             totals[a.class] += 1;
             let priority = workload.priority(a.class);
+            let submitted = Instant::now();
             let spec = MessageSpec::new(priority, a.size).with_deadline(endpoint.now() + a.timer);
             match endpoint.submit(spec, payload.slice(..a.size as usize)) {
                 Ok(id) => {
@@ -177,7 +178,7 @@ async fn replay(
                         id,
                         Sent {
                             class: a.class,
-                            submitted: Instant::now(),
+                            submitted,
                             timer: a.timer,
                         },
                     );
