@@ -482,4 +482,48 @@ mod tests {
         deliver(&mut tracks, Duration::from_secs(3), 100, true);
         assert!(tracks.capacity(&channels) < 0.5 * backlogged);
     }
+
+    /// A landing time inflated by a queue comes down once the channel has nothing in
+    /// flight, and holds while something is.
+    #[test]
+    fn an_idle_channel_s_landing_time_settles_to_the_empty_path() {
+        let mut tracks = Tracks::default();
+        // Round trips of 20 ms empty, then pieces that waited 800 ms in a queue.
+        tracks.on_ack(
+            CHANNEL,
+            Duration::from_millis(20),
+            Duration::from_millis(20),
+            1,
+        );
+        for _ in 0..40 {
+            tracks.on_ack(
+                CHANNEL,
+                Duration::from_millis(820),
+                Duration::from_millis(810),
+                1,
+            );
+        }
+        let mut busy = status(100_000.0);
+        busy.stats.packets_sent = 10;
+        busy.stats.bytes_sent = 10_000;
+        let mut idle = busy.clone();
+        idle.stats.acked = 10;
+        let inflated = tracks.landing(&idle);
+        assert!(inflated > 0.7, "{inflated}");
+
+        for _ in 0..20 {
+            tracks.settle_idle(&[busy.clone()]);
+        }
+        assert_eq!(
+            tracks.landing(&idle),
+            inflated,
+            "bytes in flight: no queue drained"
+        );
+
+        for _ in 0..40 {
+            tracks.settle_idle(&[idle.clone()]);
+        }
+        let settled = tracks.landing(&idle);
+        assert!((0.010..0.020).contains(&settled), "{settled}");
+    }
 }
