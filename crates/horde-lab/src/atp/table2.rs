@@ -273,6 +273,7 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
         for protocol in tcp {
             let outcome = run_tcp(
                 workload,
+                &arrivals,
                 protocol,
                 options,
                 &real,
@@ -287,9 +288,11 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
 }
 
 /// NAI-TCP or NAI-MTCP over `links` in real time: the receiver here, the sender in a
-/// `horde shell` namespace (this program's `atp nai-tcp-send`).
+/// `horde shell` namespace (this program's `atp nai-tcp-send`, which builds the same
+/// `arrivals` from the workload, speed-up, seed and scale it is given).
 fn run_tcp(
     workload: Workload,
+    arrivals: &[Arrival],
     protocol: Protocol,
     options: &Options,
     links: &RealLinks,
@@ -310,10 +313,9 @@ fn run_tcp(
     };
     let port = listener.local_addr()?.port();
     let handle = nai_tcp::ReceiverHandle::default();
-    let arrivals = arrivals(workload, span(options.speedup), options.seed, options.scale);
     let connections = protocol
         .layout()
-        .connections(&arrivals, |c| workload.priority(c));
+        .connections(arrivals, |c| workload.priority(c));
     let receiver = {
         let handle = handle.clone();
         std::thread::spawn(move || nai_tcp::receive(listener, connections, &handle))
