@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use horde_proto::cc::Windowed;
 use horde_proto::message::{ChannelEstimate, Startup};
 use horde_proto::ChannelId;
 
@@ -33,8 +34,11 @@ const DELIVERY_GAIN: f64 = 0.25;
 const WINDOW_GAIN: f64 = 1.5;
 /// The window never shrinks below this many pieces, so that the rate can be measured.
 const MIN_WINDOW_PIECES: usize = 8;
+/// How long a channel's highest smoothed delivery rate holds: about ten of a cellular
+/// channel's round trips, as BBR keeps its highest delivery rate over ten.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Track {
     /// The smallest round trip an ack reported: the path without its queue.
     min_rtt: Option<Duration>,
@@ -47,8 +51,30 @@ struct Track {
     /// Bytes of our ADUs acked since the last refresh, and their smoothed rate.
     acked_bytes: usize,
     delivery_rate: f64,
+    /// What the channel is judged to carry: the highest smoothed delivery rate within the
+    /// last `RATE_WINDOW`, so that a pause in acks shorter than that (a trace's gap, acks
+    /// held back and then sent at once) does not read as a channel that carries nothing,
+    /// and a drop that lasts still lowers it.
+    peak: Windowed<f64>,
+    carried: f64,
     /// A queue built on the channel once: its start-up has met the path, for good.
     queue_built: bool,
+}
+
+impl Default for Track {
+    fn default() -> Self {
+        Self {
+            min_rtt: None,
+            landing: None,
+            landing_dev: 0.0,
+            handover_landing: None,
+            acked_bytes: 0,
+            delivery_rate: 0.0,
+            peak: Windowed::max(),
+            carried: 0.0,
+            queue_built: false,
+        }
+    }
 }
 
 /// Per channel, what our acked pieces measured.
@@ -180,6 +206,8 @@ impl Tracks {
             if window_limited || sample > t.delivery_rate {
                 t.delivery_rate += DELIVERY_GAIN * (sample - t.delivery_rate);
             }
+            t.peak.update(now, t.delivery_rate);
+            t.carried = t.peak.get(now, RATE_WINDOW).unwrap_or(0.0);
             t.acked_bytes = 0;
         }
     }
@@ -217,9 +245,9 @@ impl Tracks {
     /// window that doubles each round trip.
     fn drain_rate(&self, c: &ChannelStatus, t: &Track) -> f64 {
         if self.startup(c).is_some() {
-            t.delivery_rate.max(c.rate_bytes_per_s)
+            t.carried.max(c.rate_bytes_per_s)
         } else {
-            t.delivery_rate
+            t.carried
         }
     }
 
@@ -233,8 +261,8 @@ impl Tracks {
         if !self.window_limited || self.startup(c).is_some() {
             return c.rate_bytes_per_s;
         }
-        match self.channels.get(&c.id).filter(|t| t.delivery_rate > 0.0) {
-            Some(t) => c.rate_bytes_per_s.min(WINDOW_GAIN * t.delivery_rate),
+        match self.channels.get(&c.id).filter(|t| t.carried > 0.0) {
+            Some(t) => c.rate_bytes_per_s.min(WINDOW_GAIN * t.carried),
             None => c.rate_bytes_per_s,
         }
     }
@@ -365,8 +393,7 @@ impl Tracks {
             let Some(min_rtt) = t.min_rtt else {
                 return false;
             };
-            t.delivery_rate > 0.0
-                && bytes > self.drain_rate(c, t) * (min_rtt + queue_ahead).as_secs_f64()
+            t.carried > 0.0 && bytes > self.drain_rate(c, t) * (min_rtt + queue_ahead).as_secs_f64()
         })
     }
 
@@ -478,9 +505,35 @@ mod tests {
         assert_eq!(tracks.channels[&CHANNEL].delivery_rate, rate);
         assert_eq!(tracks.capacity(&channels), 1_000_000.0);
 
-        // A backlogged trickle (the channel carries little) lowers it.
+        // A backlogged trickle (the channel carries little) lowers it once it has lasted
+        // longer than the rate's window.
         deliver(&mut tracks, Duration::from_secs(3), 100, true);
+        deliver(&mut tracks, Duration::from_secs(4), 100, true);
         assert!(tracks.capacity(&channels) < 0.5 * backlogged);
+    }
+
+    /// A pause in acks shorter than `RATE_WINDOW` (a trace's gap, a burst of acks held
+    /// back) leaves the rate a channel is judged on; a drop that lasts lowers it.
+    #[test]
+    fn a_brief_gap_in_acks_keeps_the_rate_and_a_lasting_drop_lowers_it() {
+        let channels = [status(1_000_000.0)];
+        let mut tracks = Tracks::default();
+        deliver(&mut tracks, Duration::ZERO, 20_000, true);
+        let before = tracks.capacity(&channels);
+        assert!(before > 200_000.0, "{before}");
+
+        // 300 ms without an ack while pieces wait for the window.
+        for i in 1..=6 {
+            tracks.refresh(Duration::from_millis(1_000 + 50 * i), true);
+        }
+        let gap = tracks.capacity(&channels);
+        assert_eq!(gap, before, "a gap of 300 ms lowered the rate");
+
+        // Then a tenth of the rate for two seconds.
+        deliver(&mut tracks, Duration::from_millis(1_300), 2_000, true);
+        deliver(&mut tracks, Duration::from_millis(2_300), 2_000, true);
+        let dropped = tracks.capacity(&channels);
+        assert!(dropped < 0.5 * before, "{dropped} against {before}");
     }
 
     /// A landing time inflated by a queue comes down once the channel has nothing in

@@ -19,6 +19,7 @@ pub struct Windowed<T> {
 pub type WindowedMin = Windowed<Duration>;
 
 impl<T: Copy + PartialOrd> Windowed<T> {
+    /// A filter that keeps the smallest sample.
     pub fn min() -> Self {
         Self {
             samples: VecDeque::new(),
@@ -26,6 +27,7 @@ impl<T: Copy + PartialOrd> Windowed<T> {
         }
     }
 
+    /// A filter that keeps the largest sample.
     pub fn max() -> Self {
         Self {
             samples: VecDeque::new(),
@@ -33,6 +35,7 @@ impl<T: Copy + PartialOrd> Windowed<T> {
         }
     }
 
+    /// Adds a sample taken at `now`; times must not go backwards.
     pub fn update(&mut self, now: Duration, sample: T) {
         while self
             .samples

@@ -29,6 +29,7 @@ pub(crate) use bbr1::{Bbr1, Bbr1Params};
 pub(crate) use cbr::Cbr;
 pub(crate) use copa::{Copa, CopaParams};
 pub(crate) use cubic::{Cubic, CubicParams};
+pub use filter::Windowed;
 pub(crate) use ontime::{Ontime, OntimeParams};
 pub(crate) use pacer::Pacer;
 pub(crate) use verb::{Verb, VerbParams};
