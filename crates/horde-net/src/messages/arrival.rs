@@ -77,6 +77,14 @@ impl Default for Track {
     }
 }
 
+/// The channel with the earliest landing time, when it lands earlier than the latest,
+/// and its estimate's index.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuickLane {
+    pub(crate) estimate: usize,
+    pub(crate) channel: ChannelId,
+}
+
 /// Per channel, what our acked pieces measured.
 #[derive(Debug, Default)]
 pub(crate) struct Tracks {
@@ -272,13 +280,13 @@ impl Tracks {
     /// is measured, and one for each channel in its controller's start-up, whose rate
     /// doubles each of its round trips. The measured channel with the earliest landing
     /// time, when it lands earlier than the latest, has an estimate of its own instead,
-    /// last, with its own landing time: the quick lane, whose index is returned. A piece
+    /// last, with its own landing time: the quick lane, which is returned. A piece
     /// that only it lands in time goes on the quickest slot of the session's cycle.
     /// Empty when no channel carries anything.
     pub(crate) fn arrival_estimate(
         &self,
         channels: &[ChannelStatus],
-    ) -> (Vec<ChannelEstimate>, Option<usize>) {
+    ) -> (Vec<ChannelEstimate>, Option<QuickLane>) {
         let usable = || channels.iter().filter(|c| usable(c));
         let Some(latest) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
             return (Vec::new(), None);
@@ -309,12 +317,15 @@ impl Tracks {
                 startup: Some(self.startup(c)?),
             })
         }));
-        let quick = quickest.map(|(_, landing, rate)| {
+        let quick = quickest.map(|(channel, landing, rate)| {
             estimates.push(ChannelEstimate::steady(
                 rate,
                 Duration::from_secs_f64(landing),
             ));
-            estimates.len() - 1
+            QuickLane {
+                estimate: estimates.len() - 1,
+                channel,
+            }
         });
         (estimates, quick)
     }
@@ -357,13 +368,17 @@ impl Tracks {
         let bytes: f64 = channels
             .iter()
             .filter(|c| usable(c))
-            .filter_map(|c| {
-                let t = self.channels.get(&c.id)?;
-                let rtt = t.min_rtt.unwrap_or_default() + queue_ahead;
-                Some(self.rate(c) * rtt.as_secs_f64())
-            })
+            .filter_map(|c| self.channel_window(c, queue_ahead))
             .sum();
         (bytes as usize).max(MIN_WINDOW_PIECES * piece)
+    }
+
+    /// One channel's part of the arrival window: its rate over its smallest round trip
+    /// plus `queue_ahead`; `None` before any of our pieces was acked on it.
+    pub(crate) fn channel_window(&self, c: &ChannelStatus, queue_ahead: Duration) -> Option<f64> {
+        let t = self.channels.get(&c.id)?;
+        let rtt = t.min_rtt.unwrap_or_default() + queue_ahead;
+        Some(self.rate(c) * rtt.as_secs_f64())
     }
 
     /// What the usable channels are expected to carry together, bytes/s.
@@ -375,18 +390,19 @@ impl Tracks {
             .sum()
     }
 
-    /// Whether some channel holds more than its round trip plus `queue_ahead` of its rate
+    /// The channels that hold more than their round trip plus `queue_ahead` of their rate
     /// in flight: the session would put further pieces on whichever channels have room in
     /// their controllers' windows, and a full one would queue them, so none are handed
-    /// over until it has drained. A channel whose start-up counts drains at least at its
+    /// over until it has drained, but for the quick stream's (the session puts them on
+    /// the quickest channel). A channel whose start-up counts drains at least at its
     /// controller's rate (its measured delivery lags the window it doubles), so it is
     /// full only once a queue has built on it.
-    pub(crate) fn some_queue_full(
+    pub(crate) fn full_queues(
         &self,
         channels: &[ChannelStatus],
         queue_ahead: Duration,
-    ) -> bool {
-        channels.iter().filter(|c| usable(c)).any(|c| {
+    ) -> Vec<ChannelId> {
+        let full = |c: &ChannelStatus| {
             let (Some(t), Some(bytes)) = (self.channels.get(&c.id), in_flight_bytes(c)) else {
                 return false;
             };
@@ -394,7 +410,12 @@ impl Tracks {
                 return false;
             };
             t.carried > 0.0 && bytes > self.drain_rate(c, t) * (min_rtt + queue_ahead).as_secs_f64()
-        })
+        };
+        channels
+            .iter()
+            .filter(|c| usable(c) && full(c))
+            .map(|c| c.id)
+            .collect()
     }
 
     /// The window of the hand-over check: the smaller of the controllers' rates and

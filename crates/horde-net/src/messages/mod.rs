@@ -151,6 +151,7 @@ pub(crate) struct State {
     pub(crate) quick_lane: Option<usize>,
     /// Pieces of undelivered messages taken back from the session's queue.
     pub(crate) withdrawn_pieces: u64,
+    pub(crate) copied_pieces: u64,
     /// The connection's bandwidth estimate over all its channels, and the ranges on it.
     pub(crate) bandwidth: BandwidthEstimator,
     pub(crate) ranges: BandwidthNotifier,
@@ -218,6 +219,7 @@ impl MessageEndpoint {
                 estimates: Vec::new(),
                 quick_lane: None,
                 withdrawn_pieces: 0,
+                copied_pieces: 0,
                 bandwidth,
                 ranges: BandwidthNotifier::new(),
             }),
@@ -355,6 +357,12 @@ impl MessageHandle {
     /// they were sent.
     pub fn withdrawn_pieces(&self) -> u64 {
         self.shared.lock().withdrawn_pieces
+    }
+
+    /// Pieces overdue on a slower channel that were sent again on the quick lane
+    /// (see `docs/messages.md`, "Overdue pieces").
+    pub fn copied_pieces(&self) -> u64 {
+        self.shared.lock().copied_pieces
     }
 
     /// Asks for a [`MessageNotice::Bandwidth`] when the bandwidth estimate (bytes/s)

@@ -24,9 +24,20 @@ use crate::error::NetError;
 
 /// What an ADU of ours in the session carries.
 enum Carried {
-    Piece { id: MessageId },
+    Piece {
+        id: MessageId,
+    },
     Control,
+    /// On its way to the session only: a second copy of the overdue piece `of`, which
+    /// is remembered as a `Piece` twinned with it.
+    Copy {
+        id: MessageId,
+        of: FlightKey,
+    },
 }
+
+/// An ADU of ours in the session: (stream, ADU id).
+type FlightKey = (u32, u64);
 
 struct InFlight {
     carried: Carried,
@@ -34,6 +45,9 @@ struct InFlight {
     adu: Bytes,
     /// When it was handed to the session.
     handed: Duration,
+    /// The other copy of an overdue piece sent again on the quick stream: whichever is
+    /// acked first completes the piece, and the other is forgotten.
+    twin: Option<FlightKey>,
 }
 
 /// Events the pump reads in one turn beyond the first, so that the room a burst of acks
@@ -52,7 +66,7 @@ struct Pump {
     config: EndpointConfig,
     slots: Slots,
     /// Our ADUs the session has not acked or nacked yet, by (stream, ADU id).
-    in_flight: HashMap<(u32, u64), InFlight>,
+    in_flight: HashMap<FlightKey, InFlight>,
     in_flight_bytes: usize,
     /// Whether `send_pieces` stopped at the window since the last refresh.
     window_limited: bool,
@@ -65,6 +79,9 @@ struct Pump {
     chunks: ChunkPool,
     /// Bytes that may be unacked at once; see `refresh_channels`.
     window: usize,
+    /// Bytes the quick stream may have unacked while another channel's queue is full
+    /// and `window` is 0; 0 otherwise.
+    quick_window: usize,
     /// What our acked pieces measured of each channel.
     tracks: Tracks,
     /// The latest landing time of a piece handed over now (the arrival check), and the
@@ -100,6 +117,7 @@ pub(super) async fn start(
         resend: Vec::new(),
         chunks: ChunkPool::new(PIECE_CHUNK),
         window: 4 * piece,
+        quick_window: 0,
         tracks: Tracks::new(queue_ahead),
         landing: Duration::ZERO,
         quick_landing: Duration::ZERO,
@@ -175,17 +193,28 @@ impl Pump {
         let (estimates, quick) = match self.config.deadline_check {
             DeadlineCheck::Arrival => {
                 // A channel whose queue is full holds every piece back until the next
-                // refresh, since the session may put the next one on it.
-                self.window = if self.tracks.some_queue_full(&channels, ahead) {
-                    0
-                } else {
+                // refresh, since the session may put the next one on it; but for the
+                // quick stream's, which the session puts on the quickest channel, while
+                // that one is not full itself. One stalled channel then does not stop
+                // every message.
+                let full = self.tracks.full_queues(&channels, ahead);
+                let (estimates, quick) = self.tracks.arrival_estimate(&channels);
+                self.window = if full.is_empty() {
                     self.tracks.arrival_window(&channels, ahead, piece)
+                } else {
+                    0
                 };
-                self.tracks.arrival_estimate(&channels)
+                self.quick_window = quick
+                    .filter(|q| !full.is_empty() && !full.contains(&q.channel))
+                    .and_then(|q| channels.iter().find(|c| c.id == q.channel))
+                    .and_then(|c| self.tracks.channel_window(c, ahead))
+                    .map_or(0, |bytes| (bytes as usize).max(piece));
+                (estimates, quick.map(|q| q.estimate))
             }
             DeadlineCheck::Handover => {
                 let estimates = self.tracks.per_channel_estimates(&channels);
                 self.window = self.tracks.handover_window(&estimates, ahead, piece);
+                self.quick_window = 0;
                 self.slots.resize(estimates.len());
                 (estimates, None)
             }
@@ -203,8 +232,55 @@ impl Pump {
             }
         }
         if self.config.deadline_check == DeadlineCheck::Arrival {
+            self.copy_overdue(now).await;
             self.check_in_flight(now);
         }
+    }
+
+    /// Sends a second copy of each overdue piece (one not acked within twice the landing
+    /// time, as `check_in_flight` presumes lost) on the quick stream, when the quick
+    /// lane lands it before its message's deadline: a small urgent message whose one
+    /// piece sits in a slow channel's queue or outage arrives by the quick channel
+    /// instead of firing early. Earliest deadline first, within half of what the quick
+    /// lane carries in one refresh, so that copies cannot crowd it out.
+    async fn copy_overdue(&mut self, now: Duration) {
+        if self.quick_landing >= self.landing {
+            return;
+        }
+        let mut candidates: Vec<(Duration, FlightKey, MessageId)> = {
+            let state = self.shared.lock();
+            self.in_flight
+                .iter()
+                .filter(|&(&(stream, _), f)| {
+                    stream == MESSAGE_STREAM
+                        && f.twin.is_none()
+                        && now.saturating_sub(f.handed) > 2 * self.landing
+                })
+                .filter_map(|(&key, f)| {
+                    let Carried::Piece { id } = f.carried else {
+                        return None;
+                    };
+                    let deadline = state.scheduler.status(id).ok()?.deadline?;
+                    (now + self.quick_landing <= deadline).then_some((deadline, key, id))
+                })
+                .collect()
+        };
+        candidates.sort_unstable_by_key(|&(deadline, key, _)| (deadline, key));
+        let quick_rate = {
+            let state = self.shared.lock();
+            state.quick_lane.map_or(0.0, |q| state.estimates[q].rate)
+        };
+        let mut budget = quick_rate * self.config.refresh.as_secs_f64() / 2.0;
+        let mut copies = Vec::new();
+        for (_, key, id) in candidates {
+            let adu = self.in_flight[&key].adu.clone();
+            if budget < adu.len() as f64 {
+                break;
+            }
+            budget -= adu.len() as f64;
+            copies.push((adu, Carried::Copy { id, of: key }));
+        }
+        self.hand_over(MESSAGE_QUICK_STREAM, copies).await;
     }
 
     /// Tells the scheduler when the pieces of each message still in flight are expected
@@ -216,6 +292,10 @@ impl Pump {
     fn check_in_flight(&mut self, now: Duration) {
         let mut latest: HashMap<MessageId, Duration> = HashMap::new();
         for (&(stream, _), flight) in &self.in_flight {
+            // A piece copied to the quick stream lands when its copy does.
+            if stream != MESSAGE_QUICK_STREAM && flight.twin.is_some() {
+                continue;
+            }
             if let Carried::Piece { id } = flight.carried {
                 let landing = if stream == MESSAGE_QUICK_STREAM {
                     self.quick_landing
@@ -290,17 +370,28 @@ impl Pump {
         let mut batch = self.take_resends(MESSAGE_STREAM);
         let mut quick_batch = self.take_resends(MESSAGE_QUICK_STREAM);
         let mut queued_bytes = 0;
+        let mut quick_bytes = if self.quick_window > 0 {
+            self.in_flight
+                .iter()
+                .filter(|(&(stream, _), _)| stream == MESSAGE_QUICK_STREAM)
+                .map(|(_, f)| f.adu.len())
+                .sum()
+        } else {
+            0
+        };
         let shared = self.shared.clone();
         {
             let now = shared.now();
             let mut state = shared.lock();
             let check = self.config.deadline_check;
             loop {
-                if self.in_flight_bytes + queued_bytes >= self.window {
+                let quick_only = self.in_flight_bytes + queued_bytes >= self.window;
+                if quick_only && quick_bytes >= self.quick_window {
                     self.window_limited |= state.scheduler.has_unsent();
                     break;
                 }
-                let Some((piece, slice)) = next_piece(&mut state, &mut self.slots, check, now)
+                let Some((piece, slice)) =
+                    next_piece(&mut state, &mut self.slots, check, now, quick_only)
                 else {
                     break;
                 };
@@ -310,7 +401,8 @@ impl Pump {
                 let adu = room.split().freeze();
                 *self.unacked.entry(piece.message).or_default() += 1;
                 queued_bytes += adu.len();
-                let lane = if needs_quick_lane(&state, &piece, now) {
+                let lane = if quick_only || needs_quick_lane(&state, &piece, now) {
+                    quick_bytes += adu.len();
                     &mut quick_batch
                 } else {
                     &mut batch
@@ -361,20 +453,34 @@ impl Pump {
         carried: Carried,
         handle: Result<AduHandle, crate::error::NetError>,
     ) {
-        match handle {
-            Ok(handle) => {
+        match (handle, carried) {
+            (Ok(handle), carried) => {
+                let key = (stream, handle.id);
+                let (carried, twin) = match carried {
+                    Carried::Copy { id, of } => {
+                        if let Some(original) = self.in_flight.get_mut(&of) {
+                            original.twin = Some(key);
+                        }
+                        self.shared.lock().copied_pieces += 1;
+                        (Carried::Piece { id }, Some(of))
+                    }
+                    carried => (carried, None),
+                };
                 self.in_flight_bytes += adu.len();
                 self.in_flight.insert(
-                    (stream, handle.id),
+                    key,
                     InFlight {
                         carried,
                         handle,
                         adu,
                         handed: self.shared.now(),
+                        twin,
                     },
                 );
             }
-            Err(error) => {
+            // The original is still in flight.
+            (Err(_), Carried::Copy { .. }) => {}
+            (Err(error), carried) => {
                 if let Carried::Piece { id } = carried {
                     let now = self.shared.now();
                     let _ = self.shared.lock().scheduler.cancel(now, id);
@@ -447,10 +553,13 @@ impl Pump {
         adu: u64,
     ) -> Option<usize> {
         let Some(flight) = self.in_flight.remove(&(stream, adu)) else {
-            return None; // a late ack of an ADU already re-sent
+            return None; // a late ack of an ADU already re-sent, or of a twin's copy
         };
         let bytes = flight.adu.len();
         self.in_flight_bytes -= bytes;
+        if let Some(twin) = flight.twin.and_then(|key| self.in_flight.remove(&key)) {
+            self.in_flight_bytes -= twin.adu.len();
+        }
         let Carried::Piece { id } = flight.carried else {
             return Some(bytes);
         };
@@ -491,8 +600,13 @@ impl Pump {
             return;
         };
         self.in_flight_bytes -= flight.adu.len();
+        // Its twin still carries the piece.
+        if let Some(twin) = flight.twin.and_then(|key| self.in_flight.get_mut(&key)) {
+            twin.twin = None;
+            return;
+        }
         let wanted = match &flight.carried {
-            Carried::Piece { id } => self.unacked.contains_key(id),
+            Carried::Piece { id } | Carried::Copy { id, .. } => self.unacked.contains_key(id),
             Carried::Control => true,
         };
         if wanted {
@@ -578,7 +692,8 @@ fn needs_quick_lane(state: &State, piece: &Piece, now: Duration) -> bool {
 }
 
 /// The next piece and its bytes. Checked at arrival, it is cut for the quick lane first,
-/// if there is one (a piece lands soonest there), then for the other estimates; checked
+/// if there is one (a piece lands soonest there), then for the other estimates, or for
+/// the quick lane only when `quick_only`; checked
 /// at hand-over, for the channel whose slot is free first among those where some
 /// message's piece lands in time.
 fn next_piece(
@@ -586,10 +701,15 @@ fn next_piece(
     slots: &mut Slots,
     check: DeadlineCheck,
     now: Duration,
+    quick_only: bool,
 ) -> Option<(Piece, Bytes)> {
     let order = match check {
         DeadlineCheck::Arrival => {
-            let lanes = 0..state.estimates.len();
+            let lanes = if quick_only {
+                0..0
+            } else {
+                0..state.estimates.len()
+            };
             state.quick_lane.into_iter().chain(lanes).collect()
         }
         DeadlineCheck::Handover => slots.order(now, &state.estimates),
