@@ -18,15 +18,23 @@ use horde_proto::ChannelConfig;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout, Instant};
 
-/// A link whose rate steps from `kbps` to `kbps / divisor` at `drop_s` after the emulator
-/// starts.
-fn dropping_link(kbps: f64, delay_ms: f64, drop_s: f64, divisor: f64) -> LinkSpec {
+/// A path named `name` whose uplink's rate steps from `kbps` to `kbps / divisor` at
+/// `drop_s` after the emulator starts, and whose downlink is unshaped, both `delay_ms`
+/// one way.
+fn dropping_path(
+    name: &'static str,
+    kbps: f64,
+    delay_ms: f64,
+    drop_s: f64,
+    divisor: f64,
+) -> (&'static str, LinkSpec, LinkSpec) {
     let after = kbps / divisor;
-    toml::from_str(&format!(
+    let up = toml::from_str(&format!(
         "rate = {{ model = \"steps\", steps = [{{ at_s = 0, kbps = {kbps} }}, {{ at_s = {drop_s}, kbps = {after} }}] }}\n\
          delay = {{ model = \"constant\", ms = {delay_ms} }}\nbuffer_bytes = 40000\n"
     ))
-    .unwrap()
+    .unwrap();
+    (name, up, common::link(100_000.0, delay_ms, 0.0))
 }
 
 fn payload(id_hint: u8, len: usize) -> Bytes {
@@ -62,6 +70,16 @@ impl Sender {
             early: HashMap::new(),
             fates: HashMap::new(),
         }
+    }
+
+    /// Reads events until every message of `ids` has met its fate, within `limit`.
+    async fn all_ended<'a>(
+        &mut self,
+        ids: impl Iterator<Item = &'a MessageId> + Clone,
+        limit: Duration,
+    ) -> bool {
+        self.until(limit, |s| ids.clone().all(|id| s.fates.contains_key(id)))
+            .await
     }
 
     /// Reads events until `done` holds or `limit` passes.
@@ -130,21 +148,9 @@ async fn wait_receiver_empty(receiver: &MessageHandle, limit: Duration) -> bool 
 async fn a_bandwidth_drop_fires_early_callbacks_cancels_free_the_receiver_and_fates_are_single() {
     const DROP_S: f64 = 4.0;
     let links = [
-        (
-            "a",
-            dropping_link(2000.0, 20.0, DROP_S, 8.0),
-            common::link(100_000.0, 20.0, 0.0),
-        ),
-        (
-            "b",
-            dropping_link(1500.0, 40.0, DROP_S, 8.0),
-            common::link(100_000.0, 40.0, 0.0),
-        ),
-        (
-            "c",
-            dropping_link(1000.0, 60.0, DROP_S, 8.0),
-            common::link(100_000.0, 60.0, 0.0),
-        ),
+        dropping_path("a", 2000.0, 20.0, DROP_S, 8.0),
+        dropping_path("b", 1500.0, 40.0, DROP_S, 8.0),
+        dropping_path("c", 1000.0, 60.0, DROP_S, 8.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let emu = s.emu.as_ref().unwrap();
@@ -335,21 +341,9 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
     const DROP_S: f64 = 3.0;
     const SEND_FOR: Duration = Duration::from_secs(6);
     let links = [
-        (
-            "a",
-            dropping_link(2000.0, 15.0, DROP_S, 2.0),
-            common::link(100_000.0, 15.0, 0.0),
-        ),
-        (
-            "b",
-            dropping_link(1500.0, 40.0, DROP_S, 2.0),
-            common::link(100_000.0, 40.0, 0.0),
-        ),
-        (
-            "c",
-            dropping_link(1000.0, 120.0, DROP_S, 2.0),
-            common::link(100_000.0, 120.0, 0.0),
-        ),
+        dropping_path("a", 2000.0, 15.0, DROP_S, 2.0),
+        dropping_path("b", 1500.0, 40.0, DROP_S, 2.0),
+        dropping_path("c", 1000.0, 120.0, DROP_S, 2.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
@@ -394,11 +388,7 @@ async fn no_message_arrives_after_its_deadline_without_an_early_callback_first()
         }
     }
     assert!(
-        sender
-            .until(Duration::from_secs(10), |s| sent
-                .keys()
-                .all(|id| s.fates.contains_key(id)))
-            .await,
+        sender.all_ended(sent.keys(), Duration::from_secs(10)).await,
         "some messages never ended"
     );
     sleep(Duration::from_millis(200)).await;
@@ -451,16 +441,8 @@ async fn a_deadline_only_the_quickest_channel_meets_is_admitted_and_met_beside_b
     const ALARM_WITHIN: Duration = Duration::from_millis(250);
     const ALARMS: usize = 24;
     let links = [
-        (
-            "quick",
-            dropping_link(2000.0, 15.0, 1e6, 1.0),
-            common::link(100_000.0, 15.0, 0.0),
-        ),
-        (
-            "slow",
-            dropping_link(2000.0, 400.0, 1e6, 1.0),
-            common::link(100_000.0, 400.0, 0.0),
-        ),
+        dropping_path("quick", 2000.0, 15.0, 1e6, 1.0),
+        dropping_path("slow", 2000.0, 400.0, 1e6, 1.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
@@ -495,10 +477,7 @@ async fn a_deadline_only_the_quickest_channel_meets_is_admitted_and_met_beside_b
     }
     assert!(
         sender
-            .until(Duration::from_secs(20), |s| alarms
-                .keys()
-                .chain(&bulk_ids)
-                .all(|id| s.fates.contains_key(id)))
+            .all_ended(alarms.keys().chain(&bulk_ids), Duration::from_secs(20))
             .await,
         "some messages never ended"
     );
@@ -551,16 +530,8 @@ async fn a_piece_stuck_in_a_slow_channel_s_outage_arrives_by_its_copy_on_the_qui
     const STALL_S: f64 = 3.0;
     const WITHIN: Duration = Duration::from_millis(300);
     let links = [
-        (
-            "quick",
-            dropping_link(2000.0, 15.0, 1e6, 1.0),
-            common::link(100_000.0, 15.0, 0.0),
-        ),
-        (
-            "stalling",
-            dropping_link(2000.0, 40.0, STALL_S, 1000.0),
-            common::link(100_000.0, 40.0, 0.0),
-        ),
+        dropping_path("quick", 2000.0, 15.0, 1e6, 1.0),
+        dropping_path("stalling", 2000.0, 40.0, STALL_S, 1000.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let emulator_start = Instant::now();
@@ -581,9 +552,7 @@ async fn a_piece_stuck_in_a_slow_channel_s_outage_arrives_by_its_copy_on_the_qui
     }
     assert!(
         sender
-            .until(Duration::from_secs(5), |s| after_stall
-                .keys()
-                .all(|id| s.fates.contains_key(id)))
+            .all_ended(after_stall.keys(), Duration::from_secs(5))
             .await,
         "some messages never ended"
     );
@@ -754,11 +723,7 @@ async fn bandwidth_notices(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bandwidth_range_fires_once_when_the_estimate_leaves_it_and_not_before() {
     const DROP_S: f64 = 4.0;
-    let links = [(
-        "a",
-        dropping_link(2000.0, 20.0, DROP_S, 5.0),
-        common::link(100_000.0, 20.0, 0.0),
-    )];
+    let links = [dropping_path("a", 2000.0, 20.0, DROP_S, 5.0)];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let emu = s.emu.as_ref().unwrap();
     let mut config = EndpointConfig::default();
