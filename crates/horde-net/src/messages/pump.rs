@@ -247,9 +247,10 @@ impl Pump {
         if self.quick_landing >= self.landing {
             return;
         }
-        let mut candidates: Vec<(Duration, FlightKey, MessageId)> = {
+        let (mut candidates, quick_rate): (Vec<(Duration, FlightKey, MessageId)>, f64) = {
             let state = self.shared.lock();
-            self.in_flight
+            let candidates = self
+                .in_flight
                 .iter()
                 .filter(|&(&(stream, _), f)| {
                     stream == MESSAGE_STREAM
@@ -263,13 +264,11 @@ impl Pump {
                     let deadline = state.scheduler.status(id).ok()?.deadline?;
                     (now + self.quick_landing <= deadline).then_some((deadline, key, id))
                 })
-                .collect()
+                .collect();
+            let quick_rate = state.quick_lane.map_or(0.0, |q| state.estimates[q].rate);
+            (candidates, quick_rate)
         };
         candidates.sort_unstable_by_key(|&(deadline, key, _)| (deadline, key));
-        let quick_rate = {
-            let state = self.shared.lock();
-            state.quick_lane.map_or(0.0, |q| state.estimates[q].rate)
-        };
         let mut budget = quick_rate * self.config.refresh.as_secs_f64() / 2.0;
         let mut copies = Vec::new();
         for (_, key, id) in candidates {
