@@ -56,6 +56,7 @@ struct Track {
     /// held back and then sent at once) does not read as a channel that carries nothing,
     /// and a drop that lasts still lowers it.
     peak: Windowed<f64>,
+    /// `peak` at the last refresh (reading the filter drops what left its window).
     carried: f64,
     /// A queue built on the channel once: its start-up has met the path, for good.
     queue_built: bool,
