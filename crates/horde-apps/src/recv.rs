@@ -321,11 +321,14 @@ impl Serve {
                     None => listening = false,
                 },
                 m = rx.recv() => match m {
-                    Some((id, Some(Event::Received { stream, payload, .. })))
+                    Some((id, Some(Event::Received { stream, channel, payload, .. })))
                         if is_message_stream(stream) =>
                     {
+                        let now = stamp::unix_micros();
+                        self.all.on_message_adu(u8::from(channel), payload.len(), now);
                         if let Some(s) = self.senders.get_mut(&id) {
-                            s.messages.on_adu(payload, stamp::unix_micros(), &mut self.messages);
+                            s.report.on_message_adu(u8::from(channel), payload.len(), now);
+                            s.messages.on_adu(payload, now, &mut self.messages);
                         }
                         idle_at = limits.idle.map(|d| Instant::now() + d);
                     }
@@ -371,7 +374,11 @@ impl Serve {
             }
             if self.any_sender() && now >= next_row {
                 next_row += REPORT_EVERY;
-                progress(Progress::Row(self.all.interval(stamp::unix_micros())));
+                let messages = &mut self.messages;
+                let row = self
+                    .all
+                    .interval(stamp::unix_micros(), |secs| messages.interval(secs));
+                progress(Progress::Row(row));
             }
         }
     }
@@ -380,7 +387,9 @@ impl Serve {
     pub fn last_row(&mut self) -> Option<&RecvInterval> {
         let now = stamp::unix_micros();
         let since = self.all.intervals.last().map_or(0.0, |i| i.end_s);
-        (self.all.secs(now) - since >= 0.01).then(|| self.all.interval(now))
+        let messages = &mut self.messages;
+        (self.all.secs(now) - since >= 0.01)
+            .then(|| self.all.interval(now, |secs| messages.interval(secs)))
     }
 
     /// Each sender's summary, in the order they connected.

@@ -12,6 +12,7 @@ use crate::by_id::ById;
 use crate::inorder::InOrder;
 use crate::latency::Latencies;
 use crate::live::Live;
+use crate::messages::recv::PriorityInterval;
 use crate::recent::Recent;
 use crate::stamp;
 
@@ -39,7 +40,7 @@ impl Quantiles {
     }
 }
 
-fn kbps(bytes: u64, secs: f64) -> f64 {
+pub(crate) fn kbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 * 8.0 / secs.max(1e-3) / 1e3
 }
 
@@ -355,6 +356,8 @@ pub struct RecvInterval {
     pub end_s: f64,
     pub streams: Vec<RecvStreamRow>,
     pub channels: Vec<RecvChannelRow>,
+    /// Messages received whole, per priority (empty in a sender's own summary).
+    pub messages: Vec<PriorityInterval>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -416,9 +419,25 @@ impl RecvReport {
         }
     }
 
-    pub fn on_received(&mut self, stream: u32, channel: u8, payload: &[u8], now_us: u64) {
+    /// Counts a message-layer ADU on its channel: its message is counted whole, by
+    /// priority, in [`crate::messages::recv::MessageStats`].
+    pub fn on_message_adu(&mut self, channel: u8, bytes: usize, now_us: u64) {
+        self.arrived(now_us);
+        let c = &mut self
+            .channels
+            .get_or_insert_with(channel, Default::default)
+            .0;
+        c.adus += 1;
+        c.bytes += bytes as u64;
+    }
+
+    fn arrived(&mut self, now_us: u64) {
         self.first_arrival_us.get_or_insert(now_us);
         self.last_arrival_us = Some(now_us);
+    }
+
+    pub fn on_received(&mut self, stream: u32, channel: u8, payload: &[u8], now_us: u64) {
+        self.arrived(now_us);
         let hold = self.hold_us;
         let s = self.streams.get_or_insert_with(stream, || StreamRx {
             in_order: InOrder::new(hold),
@@ -510,13 +529,20 @@ impl RecvReport {
                     }
                 })
                 .collect(),
+            messages: Vec::new(),
         }
     }
 
-    /// Close the interval ending at `now_us` and return it.
-    pub fn interval(&mut self, now_us: u64) -> &RecvInterval {
+    /// Close the interval ending at `now_us` and return it; `messages` gives the
+    /// messages' rows of an interval so many seconds long.
+    pub fn interval(
+        &mut self,
+        now_us: u64,
+        messages: impl FnOnce(f64) -> Vec<PriorityInterval>,
+    ) -> &RecvInterval {
         self.expire(now_us);
-        let row = self.rows(|s| &s.now, |c| &c.0, self.interval_start_us, now_us);
+        let mut row = self.rows(|s| &s.now, |c| &c.0, self.interval_start_us, now_us);
+        row.messages = messages(row.end_s - row.start_s);
         for s in self.streams.values_mut() {
             let w = std::mem::take(&mut s.now);
             s.total.merge(&w);
@@ -576,12 +602,12 @@ mod tests {
             let p = stamp::payload(1250, i, at - 20_000);
             r.on_received(1, 0, &p, at);
         }
-        let first = r.interval(2_000_000).clone();
+        let first = r.interval(2_000_000, |_| Vec::new()).clone();
         assert_eq!(first.streams[0].received, 100);
         assert!((first.streams[0].goodput_kbps - 1000.0).abs() < 1e-6);
         let owd = first.streams[0].one_way_delay_ms.p50.unwrap();
         assert!((owd - 20.0).abs() < 1.0, "{owd}");
-        let second = r.interval(3_000_000).clone();
+        let second = r.interval(3_000_000, |_| Vec::new()).clone();
         assert_eq!(second.streams[0].received, 0);
         assert_eq!(second.streams[0].goodput_kbps, 0.0);
         let total = r.summary();

@@ -16,7 +16,7 @@ use crate::file::send::{FileSent, Progress as FileProgress};
 use crate::file::source::Source;
 use crate::file::wire::DATA_HEADER;
 use crate::live::Live;
-use crate::messages::send::{run_messages, ClassPlan, MessageOutcome};
+use crate::messages::send::{run_messages, ClassPlan, MessageInterval, MessageOutcome};
 use crate::recent::Recent;
 use crate::report::{books, SendInterval, SendReport, StreamBooks};
 use crate::sender::{self, ConnEnd, StreamPlan};
@@ -251,8 +251,13 @@ impl Sender {
     }
 
     /// Run the message workload for the run length or until Ctrl-C, let the live
-    /// messages meet their fates, and close (see [`crate::messages::send`]).
-    pub async fn run_messages(&self, conn: Connection) -> Result<MessageOutcome> {
+    /// messages meet their fates, and close (see [`crate::messages::send`]); `tick` gets
+    /// each interval's rows, about once a second.
+    pub async fn run_messages(
+        &self,
+        conn: Connection,
+        tick: impl FnMut(&MessageInterval),
+    ) -> Result<MessageOutcome> {
         run_messages(
             conn,
             &self.message_plans,
@@ -260,6 +265,7 @@ impl Sender {
             self.duration,
             self.cfg.seed,
             self.max_adu,
+            tick,
         )
         .await
     }

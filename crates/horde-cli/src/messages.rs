@@ -20,7 +20,13 @@ pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
             .await
             .map_err(|e| crate::hint::handshake(e, &our_key, app.peer_key_text()))?;
         let channels = announce_channels(&app, &host, json);
-        let outcome = app.run_messages(conn).await?;
+        let outcome = app
+            .run_messages(conn, |row| {
+                if !json {
+                    print!("{}", crate::report::render_send_messages(row));
+                }
+            })
+            .await?;
         let stats = host.stats().await?;
         host.shutdown().await;
         let verdict = outcome.verdict(app.service());
@@ -30,6 +36,8 @@ pub fn send(app: Sender, config: &Path, json: bool) -> Result<ExitCode> {
                 "channels": channels,
                 "messages": {
                     "seconds": outcome.seconds,
+                    "intervals": outcome.intervals,
+                    "intervals_omitted": outcome.intervals.omitted(),
                     "priorities": outcome.books,
                     "unaccounted": outcome.unaccounted,
                 },

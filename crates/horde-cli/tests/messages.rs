@@ -164,7 +164,55 @@ fn two_priorities_with_deadlines_balance_their_books_at_both_ends() {
         "3 s at 20 messages/s: {alarm}"
     );
     assert_eq!(rx["messages"]["dropped"], 0, "{rx}");
+    // Both ends report each second: the rows of the intervals add up to the totals.
+    for b in &rows {
+        let p = b["priority"].as_u64().unwrap();
+        let sent = per_interval(&tx["messages"]["intervals"], "priorities", p);
+        assert_eq!(
+            sum(&sent, "offered"),
+            b["offered"],
+            "priority {p}: {sent:?}"
+        );
+        assert_eq!(
+            sum(&sent, "delivered"),
+            b["delivered"],
+            "priority {p}: {sent:?}"
+        );
+        let got = per_interval(&rx["intervals"], "messages", p);
+        assert_eq!(
+            sum(&got, "received"),
+            received(&rx, p)["received"],
+            "{got:?}"
+        );
+        assert!(got.len() >= 3, "3 s of rows: {got:?}");
+    }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The rows for `priority` in the `key` list of each of `intervals`.
+fn per_interval(intervals: &serde_json::Value, key: &str, priority: u64) -> Vec<serde_json::Value> {
+    let intervals = intervals
+        .as_array()
+        .unwrap_or_else(|| panic!("no intervals: {intervals}"));
+    for i in intervals {
+        let span = i["end_s"].as_f64().unwrap() - i["start_s"].as_f64().unwrap();
+        assert!(
+            span > 0.0 && span < 1.5,
+            "an interval about a second long: {i}"
+        );
+    }
+    intervals
+        .iter()
+        .flat_map(|i| i[key].as_array().unwrap().clone())
+        .filter(|r| r["priority"] == priority)
+        .collect()
+}
+
+fn sum(rows: &[serde_json::Value], key: &str) -> serde_json::Value {
+    rows.iter()
+        .map(|r| r[key].as_u64().unwrap())
+        .sum::<u64>()
+        .into()
 }
 
 /// A light offer (a few small messages a second, and now and then a large one) is

@@ -103,12 +103,23 @@ pub struct PriorityRx {
     pub freed_bytes: u64,
 }
 
+/// The messages received at one priority since the last interval.
+#[derive(Debug, Default, Clone)]
+struct IntervalRx {
+    received: u64,
+    bytes: u64,
+    late: u64,
+    delay: Latencies,
+}
+
 /// The messages received from every sender, per priority.
 #[derive(Debug, Default, Clone)]
 pub struct MessageStats {
     /// Whether any message-layer ADU arrived.
     pub seen: bool,
     pub by_priority: BTreeMap<u8, PriorityRx>,
+    /// What arrived since the last [`MessageStats::interval`].
+    interval: BTreeMap<u8, IntervalRx>,
     /// Cancels of messages of which nothing was held: none of their pieces had arrived,
     /// or the message had arrived whole before its sender cancelled it.
     pub cancels_of_nothing_held: u64,
@@ -122,22 +133,43 @@ impl MessageStats {
     }
 
     fn received(&mut self, priority: u8, payload: &[u8], now_us: u64) {
+        let now = self.interval.entry(priority).or_default();
+        now.received += 1;
+        now.bytes += payload.len() as u64;
         let row = self.row(priority);
         row.received += 1;
         row.bytes += payload.len() as u64;
         let Some(h) = Header::read(payload) else {
             return;
         };
-        let delay = now_us.saturating_sub(h.sent_us);
-        row.delay.record(Duration::from_micros(delay));
+        let delay = Duration::from_micros(now_us.saturating_sub(h.sent_us));
+        row.delay.record(delay);
+        let mut late = false;
         if let Some(deadline) = h.deadline_us {
             row.with_deadline += 1;
-            let late = delay.saturating_sub(deadline);
-            if late > 0 {
-                row.late += 1;
-            }
-            row.lateness.record(Duration::from_micros(late));
+            let lateness = delay.saturating_sub(Duration::from_micros(deadline));
+            late = !lateness.is_zero();
+            row.late += u64::from(late);
+            row.lateness.record(lateness);
         }
+        let now = self.interval.get_mut(&priority).expect("entered above");
+        now.delay.record(delay);
+        now.late += u64::from(late);
+    }
+
+    /// What arrived since the last call, `secs` long, one row per priority that received
+    /// a message in it; the counts start again.
+    pub fn interval(&mut self, secs: f64) -> Vec<PriorityInterval> {
+        std::mem::take(&mut self.interval)
+            .into_iter()
+            .map(|(priority, r)| PriorityInterval {
+                priority,
+                received: r.received,
+                goodput_kbps: crate::report::kbps(r.bytes, secs),
+                late: r.late,
+                delay_ms: Percentiles::of(&r.delay),
+            })
+            .collect()
     }
 
     /// The report: one row per priority seen, and the totals.
@@ -181,6 +213,19 @@ impl Percentiles {
             p95: l.percentile_ms(95.0),
         }
     }
+}
+
+/// One priority's messages received whole in one interval of `horde recv`'s report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PriorityInterval {
+    pub priority: u8,
+    pub received: u64,
+    /// Their bytes over the interval, in kbit/s.
+    pub goodput_kbps: f64,
+    /// Those that arrived after their deadline.
+    pub late: u64,
+    /// Submission to arrival.
+    pub delay_ms: Percentiles,
 }
 
 /// One priority's row of the receiver's message report.
@@ -297,5 +342,16 @@ mod tests {
             (2, 1, 1)
         );
         assert!(r.render().contains("messages: 1 received, 2 cancels seen"));
+        // The interval holds the one message, late, and then starts again.
+        let rows = stats.interval(0.5);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].priority, rows[0].received, rows[0].late),
+            (2, 1, 1)
+        );
+        assert!((rows[0].goodput_kbps - 40.0 * 8.0 / 1e3 / 0.5).abs() < 1e-9);
+        assert!(near(rows[0].delay_ms.p50, 500.0), "{:?}", rows[0].delay_ms);
+        assert!(stats.interval(0.5).is_empty());
+        assert_eq!(stats.report().received, 1, "the totals stay");
     }
 }

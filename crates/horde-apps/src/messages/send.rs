@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use super::header::{Header, Synthetic};
 use crate::config::messages::{MessageClass, MessageSize, OnEarly, DEFAULT_QUEUE};
+use crate::recent::Recent;
 use crate::sender::{ConnEnd, EndWatch};
 use crate::stamp;
 
@@ -33,6 +34,8 @@ const DRAIN: Duration = Duration::from_secs(3);
 const END_WAIT: Duration = Duration::from_secs(3);
 /// How often the run checks for Ctrl-C.
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// How often the run reports an interval's rows.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// One `[[messages]]` class, ready to run.
 #[derive(Debug, Clone)]
@@ -135,11 +138,37 @@ impl PriorityBooks {
     }
 }
 
+/// One priority's messages in one interval of the run: what was offered and refused in
+/// it, and the fates met in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PriorityInterval {
+    pub priority: u8,
+    pub offered: u64,
+    pub refused: u64,
+    pub delivered: u64,
+    /// Bytes of the messages delivered in the interval, in kbit/s.
+    pub goodput_kbps: f64,
+    pub early_callbacks: u64,
+    /// Ended undelivered: early, cancelled or expired.
+    pub undelivered: u64,
+}
+
+/// One interval of a message run, about a second long.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageInterval {
+    pub start_s: f64,
+    pub end_s: f64,
+    /// One row per priority used, most important first.
+    pub priorities: Vec<PriorityInterval>,
+}
+
 /// What a message run reports.
 #[derive(Debug, Clone)]
 pub struct MessageOutcome {
     /// One row per priority used, most important first.
     pub books: Vec<PriorityBooks>,
+    /// The last intervals' rows.
+    pub intervals: Recent<MessageInterval>,
     pub unaccounted: u64,
     pub end: ConnEnd,
     /// Seconds from the first submission to the end of the run.
@@ -199,12 +228,18 @@ struct Run<'a> {
     cancels: BTreeSet<(Instant, MessageId)>,
     watch: EndWatch,
     start: Instant,
+    /// The books at the end of the last interval, when it ended (s from the start) and
+    /// when the next one ends.
+    books_then: BTreeMap<u8, PriorityBooks>,
+    row_start_s: f64,
+    next_row: Instant,
+    intervals: Recent<MessageInterval>,
 }
 
 /// Runs `plans` over `conn` for `duration` or until Ctrl-C, lets the live messages meet
 /// their fates, cancels what is left, and closes. `queues` are the queues besides the
 /// default one, with their weights; `max_adu` is the channels' smallest ADU, which one
-/// piece and its header fill.
+/// piece and its header fill; `tick` gets each interval's rows, about once a second.
 pub async fn run_messages(
     conn: Connection,
     plans: &[ClassPlan],
@@ -212,6 +247,7 @@ pub async fn run_messages(
     duration: Duration,
     seed: u64,
     max_adu: u32,
+    mut tick: impl FnMut(&MessageInterval),
 ) -> Result<MessageOutcome> {
     let defaults = EndpointConfig::default();
     let config = EndpointConfig {
@@ -238,23 +274,29 @@ pub async fn run_messages(
     while endpoint.estimates().iter().all(|e| e.rate <= 0.0) && Instant::now() < waited {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let books: BTreeMap<u8, PriorityBooks> = plans
+        .iter()
+        .map(|p| {
+            let books = PriorityBooks {
+                priority: p.priority,
+                ..PriorityBooks::default()
+            };
+            (p.priority, books)
+        })
+        .collect();
+    let start = Instant::now();
     let mut run = Run {
         plans,
         endpoint,
-        books: plans
-            .iter()
-            .map(|p| {
-                let books = PriorityBooks {
-                    priority: p.priority,
-                    ..PriorityBooks::default()
-                };
-                (p.priority, books)
-            })
-            .collect(),
+        books_then: books.clone(),
+        books,
         live: HashMap::new(),
         cancels: BTreeSet::new(),
         watch: EndWatch::default(),
-        start: Instant::now(),
+        start,
+        row_start_s: 0.0,
+        next_row: start + REPORT_EVERY,
+        intervals: Recent::default(),
     };
     let mut rngs: Vec<StdRng> = (0..plans.len() as u64)
         .map(|i| StdRng::seed_from_u64(seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
@@ -275,11 +317,12 @@ pub async fn run_messages(
             }
         }
         run.cancel_due(now);
+        run.report_due(now, &mut tick);
         let wake = next
             .iter()
             .copied()
             .chain(run.cancels.first().map(|(t, _)| *t))
-            .fold(end.min(now + STOP_POLL), Instant::min);
+            .fold(end.min(now + STOP_POLL).min(run.next_row), Instant::min);
         run.wait(wake).await;
     }
     // Let the live messages meet their fates: by their deadlines or cancel-afters.
@@ -296,14 +339,20 @@ pub async fn run_messages(
             break;
         }
         run.cancel_due(now);
+        run.report_due(now, &mut tick);
         let wake = run
             .cancels
             .first()
             .map_or(drain_end, |(t, _)| (*t).min(drain_end))
-            .min(now + STOP_POLL);
+            .min(now + STOP_POLL)
+            .min(run.next_row);
         run.wait(wake).await;
     }
     let seconds = run.start.elapsed().as_secs_f64();
+    // The last, partial interval, unless it is too short to rate.
+    if seconds - run.row_start_s >= 0.01 {
+        run.report(Instant::now(), &mut tick);
+    }
     if !run.watch.over {
         // What is still live is cancelled, and its fate awaited.
         let ids: Vec<(MessageId, u8)> = run
@@ -336,6 +385,7 @@ pub async fn run_messages(
     let unaccounted = books.iter().map(PriorityBooks::unaccounted).sum();
     Ok(MessageOutcome {
         books,
+        intervals: run.intervals,
         unaccounted,
         end: run.watch.end,
         seconds,
@@ -348,6 +398,52 @@ impl Run<'_> {
             priority,
             ..PriorityBooks::default()
         })
+    }
+
+    /// Closes the interval if it is due, and hands its rows to `tick`.
+    fn report_due(&mut self, now: Instant, tick: &mut impl FnMut(&MessageInterval)) {
+        if now >= self.next_row {
+            self.report(now, tick);
+        }
+    }
+
+    /// Closes the interval at `now` and hands its rows to `tick`.
+    fn report(&mut self, now: Instant, tick: &mut impl FnMut(&MessageInterval)) {
+        let start_s = self.row_start_s;
+        let end_s = (now - self.start).as_secs_f64();
+        self.row_start_s = end_s;
+        self.next_row = (self.next_row + REPORT_EVERY).max(now);
+        let priorities = self
+            .books
+            .values()
+            .map(|b| {
+                let then = self
+                    .books_then
+                    .get(&b.priority)
+                    .cloned()
+                    .unwrap_or_default();
+                let undelivered = |b: &PriorityBooks| b.early + b.cancelled + b.expired;
+                PriorityInterval {
+                    priority: b.priority,
+                    offered: b.offered - then.offered,
+                    refused: b.refused - then.refused,
+                    delivered: b.delivered - then.delivered,
+                    goodput_kbps: crate::report::kbps(
+                        b.delivered_bytes - then.delivered_bytes,
+                        end_s - start_s,
+                    ),
+                    early_callbacks: b.early_callbacks - then.early_callbacks,
+                    undelivered: undelivered(b) - undelivered(&then),
+                }
+            })
+            .collect();
+        self.books_then = self.books.clone();
+        self.intervals.push(MessageInterval {
+            start_s,
+            end_s,
+            priorities,
+        });
+        tick(self.intervals.last().expect("just pushed"));
     }
 
     /// Submits one message of `class`.
