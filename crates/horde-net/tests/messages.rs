@@ -14,7 +14,7 @@ use bytes::Bytes;
 use horde_emu::LinkSpec;
 use horde_net::{EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
 use horde_proto::message::{Fate, MessageError, MessageEvent, MessageId, MessageSpec};
-use horde_proto::ChannelConfig;
+use horde_proto::{ChannelConfig, StreamConfig};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout, Instant};
 
@@ -639,6 +639,60 @@ async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
         .unwrap()
         .unwrap();
     assert_eq!((id, bytes), (next, next_bytes));
+    s.client.shutdown().await;
+    s.server.shutdown().await;
+}
+
+/// A plain stream sending beside the message streams counts as having data while its
+/// ADUs are acked, and stops counting a second after it goes quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_stream_beside_messages_counts_while_it_sends() {
+    let links = [(
+        "a",
+        common::link(2000.0, 20.0, 0.0),
+        common::link(2000.0, 20.0, 0.0),
+    )];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
+        .await
+        .unwrap();
+    let _received = collect_received(receiver);
+    let mut sender = Sender::new(sender);
+    let plain = sender.endpoint.connection().clone();
+    plain.open_stream(7, StreamConfig::default()).await.unwrap();
+    // Messages alone: no plain stream counts.
+    let id = sender.endpoint.send(2, None, payload(2, 20_000)).unwrap();
+    assert!(sender.all_ended([id].iter(), Duration::from_secs(5)).await);
+    assert!(!sender.endpoint.streams_active());
+
+    // 50 ADUs a second on the plain stream for 1.5 s.
+    let feed = tokio::spawn(async move {
+        for _ in 0..75 {
+            plain
+                .send_adu_nowait(7, Bytes::from(vec![0u8; 1000]), Default::default())
+                .unwrap();
+            sleep(Duration::from_millis(20)).await;
+        }
+    });
+    sleep(Duration::from_millis(800)).await;
+    assert!(
+        sender.endpoint.streams_active(),
+        "while the plain stream sends"
+    );
+    feed.await.unwrap();
+    let quiet = Instant::now();
+    while sender.endpoint.streams_active() {
+        assert!(quiet.elapsed() < Duration::from_secs(3), "still counted");
+        sleep(Duration::from_millis(50)).await;
+    }
+    let after = quiet.elapsed();
+    assert!(
+        after >= Duration::from_millis(700),
+        "counted out after {after:?}"
+    );
     s.client.shutdown().await;
     s.server.shutdown().await;
 }

@@ -365,6 +365,13 @@ impl MessageHandle {
         self.shared.lock().copied_pieces
     }
 
+    /// Whether plain streams on the connection count as having data: the session acked
+    /// or nacked one of their ADUs within the last second. Admission then leaves them
+    /// their weight's share ([`MessageConfig::stream_weight`]).
+    pub fn streams_active(&self) -> bool {
+        self.shared.lock().scheduler.streams_active()
+    }
+
     /// Asks for a [`MessageNotice::Bandwidth`] when the bandwidth estimate (bytes/s)
     /// leaves `min..=max`: once, at the next estimate that is outside. A range with
     /// `min > max` or a bound that is not a finite rate >= 0 is refused.

@@ -58,6 +58,10 @@ const WAITING_PER_TURN: usize = 32;
 
 /// Bytes of the chunks pieces are cut from: about fifty pieces each.
 const PIECE_CHUNK: usize = 64 << 10;
+/// Plain streams count as having data (and take their weight's share of the bandwidth
+/// in admission, `MessageConfig::stream_weight`) while the session acked or nacked one
+/// of their ADUs within this long.
+const STREAMS_IDLE: Duration = Duration::from_secs(1);
 
 struct Pump {
     shared: Arc<Shared>,
@@ -90,6 +94,8 @@ struct Pump {
     quick_landing: Duration,
     /// The channels' sent bytes at the last bandwidth sample.
     sent_bytes: Option<u64>,
+    /// When the session last acked or nacked an ADU of a plain stream.
+    plain_resolved: Option<Duration>,
 }
 
 /// The endpoint's task, with the channels' estimates read once, so that the first message
@@ -122,6 +128,7 @@ pub(super) async fn start(
         landing: Duration::ZERO,
         quick_landing: Duration::ZERO,
         sent_bytes: None,
+        plain_resolved: None,
     };
     pump.refresh_channels().await;
     run(pump, events)
@@ -230,6 +237,10 @@ impl Pump {
                 state.estimates = estimates;
                 state.quick_lane = quick;
             }
+            let streams_active = self
+                .plain_resolved
+                .is_some_and(|t| now.saturating_sub(t) < STREAMS_IDLE);
+            state.scheduler.set_streams_active(now, streams_active);
         }
         if self.config.deadline_check == DeadlineCheck::Arrival {
             self.copy_overdue(now).await;
@@ -536,6 +547,9 @@ impl Pump {
                     let _ = self.tx.send(MessageNotice::Connection(lost));
                 }
                 other => {
+                    if let Event::Ack { .. } | Event::Nack { .. } | Event::LateAck { .. } = other {
+                        self.plain_resolved = Some(now);
+                    }
                     let _ = self.tx.send(MessageNotice::Connection(other));
                 }
             }

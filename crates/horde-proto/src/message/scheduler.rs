@@ -183,6 +183,11 @@ impl MessageScheduler {
         Ok(())
     }
 
+    /// Whether plain ADU streams are taken to have data, and their weight's share.
+    pub fn streams_active(&self) -> bool {
+        self.streams_active
+    }
+
     /// Whether plain ADU streams have data: they then take their weight's share.
     pub fn set_streams_active(&mut self, now: Duration, active: bool) {
         if self.streams_active != active {
