@@ -48,8 +48,11 @@ struct Track {
     /// The same with the return path taken as half the transmission's round trip, which
     /// counts only half of a queue on the forward path: the hand-over check's measure.
     handover_landing: Option<f64>,
-    /// Bytes of our ADUs acked since the last refresh, and their smoothed rate.
+    /// Bytes of our ADUs acked since the last refresh; the bytes of every stream the
+    /// channel had acked at the last refresh; and the smoothed rate of the more of the
+    /// two since then.
     acked_bytes: usize,
+    channel_acked: Option<f64>,
     delivery_rate: f64,
     /// What the channel is judged to carry: the highest smoothed delivery rate within the
     /// last `RATE_WINDOW`, so that a pause in acks shorter than that (a trace's gap, acks
@@ -70,6 +73,7 @@ impl Default for Track {
             landing_dev: 0.0,
             handover_landing: None,
             acked_bytes: 0,
+            channel_acked: None,
             delivery_rate: 0.0,
             peak: Windowed::max(),
             carried: 0.0,
@@ -199,19 +203,34 @@ impl Tracks {
         self.channels.entry(channel).or_default().acked_bytes += bytes;
     }
 
-    /// Folds the bytes acked since the last refresh into each channel's delivery rate.
-    /// `window_limited`: pieces waited for the window since then. A sample taken while
-    /// none did measures the application's offer, so it may raise a channel's rate, never
-    /// lower it (as BBR treats application-limited samples).
-    pub(crate) fn refresh(&mut self, now: Duration, window_limited: bool) {
+    /// Folds the bytes acked since the last refresh into each channel's delivery rate:
+    /// those of every stream on it, as `channels` count them, or of our pieces if more
+    /// (the session's counts start again with a new session). Plain streams beside the
+    /// messages then count in what the channel carries, rather than leaving its queue
+    /// to look like one that drains at the pieces' trickle. `window_limited`: pieces
+    /// waited for the window since then. A sample taken while none did measures the
+    /// application's offer, so it may raise a channel's rate, never lower it (as BBR
+    /// treats application-limited samples).
+    pub(crate) fn refresh(
+        &mut self,
+        now: Duration,
+        window_limited: bool,
+        channels: &[ChannelStatus],
+    ) {
         self.window_limited = window_limited;
         let elapsed = now.saturating_sub(self.last_refresh).as_secs_f64();
         self.last_refresh = now;
         if elapsed <= 0.0 {
             return;
         }
-        for t in self.channels.values_mut() {
-            let sample = t.acked_bytes as f64 / elapsed;
+        for (id, t) in self.channels.iter_mut() {
+            let total = channels.iter().find(|c| c.id == *id).map(acked_bytes);
+            let by_channel = match (t.channel_acked, total) {
+                (Some(before), Some(now)) => (now - before).max(0.0),
+                _ => 0.0,
+            };
+            t.channel_acked = total;
+            let sample = (t.acked_bytes as f64).max(by_channel) / elapsed;
             if window_limited || sample > t.delivery_rate {
                 t.delivery_rate += DELIVERY_GAIN * (sample - t.delivery_rate);
             }
@@ -292,7 +311,7 @@ impl Tracks {
         let Some(latest) = usable().map(|c| self.landing(c)).reduce(f64::max) else {
             return (Vec::new(), None);
         };
-        let delay = Duration::from_secs_f64(latest);
+        let delay = seconds(latest);
         let steady: Vec<_> = usable().filter(|c| self.startup(c).is_none()).collect();
         let quickest = steady
             .iter()
@@ -319,10 +338,7 @@ impl Tracks {
             })
         }));
         let quick = quickest.map(|(channel, landing, rate)| {
-            estimates.push(ChannelEstimate::steady(
-                rate,
-                Duration::from_secs_f64(landing),
-            ));
+            estimates.push(ChannelEstimate::steady(rate, seconds(landing)));
             QuickLane {
                 estimate: estimates.len() - 1,
                 channel,
@@ -339,7 +355,7 @@ impl Tracks {
             .map(|c| ChannelEstimate {
                 rate: if c.alive { c.rate_bytes_per_s } else { 0.0 },
                 startup: self.startup(c),
-                delay: Duration::from_secs_f64(
+                delay: seconds(
                     (c.srtt_ms.unwrap_or(0.0) / 2e3)
                         .max(
                             self.channels
@@ -462,6 +478,22 @@ fn in_flight_bytes(c: &ChannelStatus) -> Option<f64> {
     Some(packets as f64 * mean)
 }
 
+/// The longest time an estimate states: a channel whose queue takes longer to drain is as
+/// good as stalled, and a figure past a `Duration`'s range (bytes in flight over a
+/// delivery rate close to 0) must not panic the endpoint's task.
+pub(crate) const LONGEST: Duration = Duration::from_secs(3600);
+
+/// `secs` as a duration, at most [`LONGEST`] (also for infinity and NaN).
+pub(crate) fn seconds(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).map_or(LONGEST, |d| d.min(LONGEST))
+}
+
+/// The bytes of every stream `c` has had acked, from its packet counts.
+fn acked_bytes(c: &ChannelStatus) -> f64 {
+    let s = &c.stats;
+    s.acked as f64 * s.bytes_sent as f64 / s.packets_sent.max(1) as f64
+}
+
 /// Whether the session may put a piece on the channel.
 fn usable(c: &ChannelStatus) -> bool {
     c.alive && c.rate_bytes_per_s > 0.0
@@ -499,7 +531,7 @@ mod tests {
                 Duration::from_millis(15),
                 bytes,
             );
-            tracks.refresh(from + Duration::from_millis(100 * i), window_limited);
+            tracks.refresh(from + Duration::from_millis(100 * i), window_limited, &[]);
         }
     }
 
@@ -546,7 +578,7 @@ mod tests {
 
         // 300 ms without an ack while pieces wait for the window.
         for i in 1..=6 {
-            tracks.refresh(Duration::from_millis(1_000 + 50 * i), true);
+            tracks.refresh(Duration::from_millis(1_000 + 50 * i), true, &[]);
         }
         let gap = tracks.capacity(&channels);
         assert_eq!(gap, before, "a gap of 300 ms lowered the rate");
@@ -600,5 +632,53 @@ mod tests {
         }
         let settled = tracks.landing(&idle);
         assert!((0.010..0.020).contains(&settled), "{settled}");
+    }
+
+    /// A channel whose stats count packets of every stream: `sent` sent and `acked`
+    /// acked, of 1000 bytes each.
+    fn counted(sent: u64, acked: u64) -> ChannelStatus {
+        let mut c = status(1_000_000.0);
+        c.stats.packets_sent = sent;
+        c.stats.bytes_sent = sent * 1000;
+        c.stats.acked = acked;
+        c
+    }
+
+    /// Plain streams beside the pieces: the channel's delivery is what every stream got
+    /// through, not the pieces' trickle, so the queue the streams keep reads as draining
+    /// at the channel's rate.
+    #[test]
+    fn every_stream_acked_on_a_channel_counts_in_its_delivery_rate() {
+        let mut tracks = Tracks::default();
+        for i in 0..=20u64 {
+            // 100 packets (100 kB) of every stream per 100 ms, one 1000-byte piece.
+            tracks.on_ack(
+                CHANNEL,
+                Duration::from_millis(20),
+                Duration::from_millis(15),
+                1000,
+            );
+            let c = counted(1_000 + 100 * i, 100 * i);
+            tracks.refresh(Duration::from_millis(100 * (i + 1)), true, &[c]);
+        }
+        let rate = tracks.channels[&CHANNEL].delivery_rate;
+        assert!((900_000.0..=1_000_000.0).contains(&rate), "{rate}");
+        // 1000 packets in flight drain in about a second at that rate, not 100 s.
+        let landing = tracks.landing(&counted(3_000, 2_000));
+        assert!((0.9..1.2).contains(&landing), "{landing}");
+    }
+
+    /// A channel stalled for long, whose delivery rate has decayed to almost nothing while
+    /// bytes wait on it, gets a long landing time, not a panic of the endpoint's task.
+    #[test]
+    fn a_queue_that_would_never_drain_lands_late_without_a_panic() {
+        let mut tracks = Tracks::default();
+        deliver(&mut tracks, Duration::ZERO, 1000, true);
+        tracks.channels.get_mut(&CHANNEL).unwrap().carried = 1e-300;
+        let stalled = counted(1_000_000, 0);
+        let (estimates, _) = tracks.arrival_estimate(&[stalled]);
+        assert_eq!(estimates[0].delay, LONGEST);
+        assert_eq!(seconds(f64::NAN), LONGEST);
+        assert_eq!(seconds(0.25), Duration::from_millis(250));
     }
 }

@@ -192,7 +192,7 @@ impl Pump {
         };
         let now = self.shared.now();
         self.tracks
-            .refresh(now, std::mem::take(&mut self.window_limited));
+            .refresh(now, std::mem::take(&mut self.window_limited), &channels);
         self.tracks.note_queues(&channels);
         self.tracks.settle_idle(&channels);
         let piece = self.config.messages.piece_size as usize;
@@ -204,7 +204,11 @@ impl Pump {
                 // quick stream's, which the session puts on the quickest channel, while
                 // that one is not full itself. One stalled channel then does not stop
                 // every message.
-                let full = self.tracks.full_queues(&channels, ahead);
+                let full = if self.streams_active(now) {
+                    Vec::new()
+                } else {
+                    self.tracks.full_queues(&channels, ahead)
+                };
                 let (estimates, quick) = self.tracks.arrival_estimate(&channels);
                 self.window = if full.is_empty() {
                     self.tracks.arrival_window(&channels, ahead, piece)
@@ -237,15 +241,21 @@ impl Pump {
                 state.estimates = estimates;
                 state.quick_lane = quick;
             }
-            let streams_active = self
-                .plain_resolved
-                .is_some_and(|t| now.saturating_sub(t) < STREAMS_IDLE);
-            state.scheduler.set_streams_active(now, streams_active);
+            state
+                .scheduler
+                .set_streams_active(now, self.streams_active(now));
         }
         if self.config.deadline_check == DeadlineCheck::Arrival {
             self.copy_overdue(now).await;
             self.check_in_flight(now);
         }
+    }
+
+    /// Whether plain streams count as having data: the session acked or nacked one of
+    /// their ADUs within `STREAMS_IDLE`.
+    fn streams_active(&self, now: Duration) -> bool {
+        self.plain_resolved
+            .is_some_and(|t| now.saturating_sub(t) < STREAMS_IDLE)
     }
 
     /// Sends a second copy of each overdue piece (one not acked within twice the landing

@@ -33,7 +33,7 @@ impl Slots {
     /// A piece of `len` bytes was cut for channel `c`.
     pub(crate) fn take(&mut self, now: Duration, c: usize, len: u32, rate: f64) {
         let start = self.free_at[c].max(now);
-        self.free_at[c] = start + Duration::from_secs_f64(f64::from(len.max(1)) / rate);
+        self.free_at[c] = start + super::arrival::seconds(f64::from(len.max(1)) / rate);
     }
 }
 
