@@ -49,7 +49,7 @@ pub struct SendConfig {
     /// Message queues besides the default one.
     #[serde(default)]
     pub message_queues: Vec<messages::MessageQueue>,
-    /// A message workload, instead of streams (docs/messages.md).
+    /// A message workload, alone or beside the streams (docs/messages.md).
     #[serde(default)]
     pub messages: Vec<messages::MessageClass>,
 }

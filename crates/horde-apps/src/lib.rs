@@ -19,6 +19,7 @@ pub mod recv;
 pub mod report;
 pub mod send;
 pub mod sender;
+pub mod shared_conn;
 pub mod stamp;
 
 pub use config::{base_dir, public_key, read_key, seconds};

@@ -1,6 +1,7 @@
 //! The `send` application: one connection to a receiver over the file's channels, its
 //! streams fed by synthetic workloads for a while, then drained and closed.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,7 @@ use crate::messages::send::{run_messages, ClassPlan, MessageInterval, MessageOut
 use crate::recent::Recent;
 use crate::report::{books, SendInterval, SendReport, StreamBooks};
 use crate::sender::{self, ConnEnd, StreamPlan};
+use crate::shared_conn::{EventSource, RunConn};
 
 /// How long a connection attempt waits for the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,6 +61,31 @@ pub struct SendOutcome {
     pub end: ConnEnd,
     /// The service the sender asked for.
     pub service: u32,
+}
+
+/// What a run with messages reports: the messages' books, and the streams' outcome
+/// when the file declares streams beside them.
+pub struct MessagesOutcome {
+    pub messages: MessageOutcome,
+    pub streams: Option<SendOutcome>,
+}
+
+impl MessagesOutcome {
+    /// The messages' verdict, or the streams' when the messages did what was asked
+    /// and the streams did not.
+    pub fn verdict(&self, service: u32) -> Verdict {
+        let messages = self.messages.verdict(service);
+        match &self.streams {
+            Some(s) if messages == Verdict::Delivered => s.verdict(),
+            _ => messages,
+        }
+    }
+}
+
+/// One interval's rows of a run with messages.
+pub enum Row<'a> {
+    Streams(&'a SendInterval),
+    Messages(&'a MessageInterval),
 }
 
 /// Whether a send run did what was asked.
@@ -250,24 +277,39 @@ impl Sender {
         self.message_plans.len()
     }
 
-    /// Run the message workload for the run length or until Ctrl-C, let the live
-    /// messages meet their fates, and close (see [`crate::messages::send`]); `tick` gets
-    /// each interval's rows, about once a second.
+    /// Run the message workload, and the streams beside it if the file declares any,
+    /// for the run length or until Ctrl-C; let the live messages meet their fates and
+    /// the streams drain, and close (see [`crate::messages::send`]). `row` gets each
+    /// interval's rows, about once a second.
     pub async fn run_messages(
         &self,
         conn: Connection,
-        tick: impl FnMut(&MessageInterval),
-    ) -> Result<MessageOutcome> {
-        run_messages(
-            conn,
+        row: impl FnMut(Row<'_>),
+    ) -> Result<MessagesOutcome> {
+        let (message_conn, stream_conn) =
+            crate::messages::send::open(conn, self.max_adu, !self.plans.is_empty()).await?;
+        // Both runs are polled by this one task, in turn: the rows go out one at a time.
+        let row = RefCell::new(row);
+        let messages = run_messages(
+            message_conn,
             &self.message_plans,
             &self.message_queues,
             self.duration,
             self.cfg.seed,
-            self.max_adu,
-            tick,
-        )
-        .await
+            |m| (row.borrow_mut())(Row::Messages(m)),
+        );
+        let Some(stream_conn) = stream_conn else {
+            return Ok(MessagesOutcome {
+                messages: messages.await?,
+                streams: None,
+            });
+        };
+        let streams = self.run_streams(stream_conn, |s| (row.borrow_mut())(Row::Streams(s)));
+        let (messages, streams) = tokio::join!(messages, streams);
+        Ok(MessagesOutcome {
+            messages: messages?,
+            streams: Some(streams?),
+        })
     }
 
     /// Send what `source` reads, instead of the streams, until the receiver has checked
@@ -287,6 +329,15 @@ impl Sender {
     pub async fn run(
         &self,
         conn: Connection,
+        row: impl FnMut(&SendInterval),
+    ) -> Result<SendOutcome> {
+        self.run_streams(RunConn::alone(conn), row).await
+    }
+
+    /// [`Sender::run`] on a connection it may share with a message run.
+    async fn run_streams(
+        &self,
+        conn: RunConn<impl EventSource>,
         mut row: impl FnMut(&SendInterval),
     ) -> Result<SendOutcome> {
         anyhow::ensure!(
@@ -299,7 +350,7 @@ impl Sender {
             self.channel_names.clone(),
         )));
         let (l2, r2) = (live.clone(), report.clone());
-        let end = sender::run_sender(
+        let end = sender::run_streams(
             conn,
             &self.plans,
             self.duration,

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::live::Live;
 use crate::payloads::PayloadChunks;
+use crate::shared_conn::{EventSource, RunConn};
 use crate::stamp;
 
 /// One stream the sender runs.
@@ -149,9 +150,29 @@ pub async fn run_sender(
     seed: u64,
     max_adu: u32,
     live: Arc<Mutex<Live>>,
+    tick: impl FnMut(Duration),
+) -> Result<ConnEnd> {
+    let conn = RunConn::alone(conn);
+    run_streams(conn, plans, duration, seed, max_adu, live, tick).await
+}
+
+/// [`run_sender`] on a connection it may share with a message run: it reads `conn`'s
+/// events, and at its end the connection closes once the other run is done too.
+pub async fn run_streams(
+    conn: RunConn<impl EventSource>,
+    plans: &[StreamPlan],
+    duration: Duration,
+    seed: u64,
+    max_adu: u32,
+    live: Arc<Mutex<Live>>,
     mut tick: impl FnMut(Duration),
 ) -> Result<ConnEnd> {
-    let (handle, mut events) = conn.split();
+    let RunConn {
+        handle,
+        mut events,
+        close,
+    } = conn;
+    let mut done = close.guard();
     let mut watch = EndWatch::default();
     let mut timed: Vec<(u32, Box<dyn Workload>)> = Vec::new();
     let mut bulk = Vec::new();
@@ -225,7 +246,7 @@ pub async fn run_sender(
             },
             _ = tokio::time::sleep_until(next_due) => {}
         }
-        while let Ok(e) = events.try_recv() {
+        while let Some(e) = events.try_recv() {
             watch.see(&e, start.elapsed());
             record(&live, &e);
         }
@@ -246,7 +267,7 @@ pub async fn run_sender(
     }
     if watch.over {
         // Every nack of the ended session came before its `Closed`; take what is left.
-        while let Ok(e) = events.try_recv() {
+        while let Some(e) = events.try_recv() {
             record(&live, &e);
         }
         tick(start.elapsed().min(duration));
@@ -267,8 +288,10 @@ pub async fn run_sender(
     tick(start.elapsed().min(duration));
     if !watch.over {
         watch.close(start.elapsed());
-        // The host may be gone already; the books then settle with what was heard.
-        let _ = handle.close();
+        // The connection closes when a message run beside this one is done too; what
+        // arrives meanwhile waits in `events`.
+        done.done();
+        close.all_done().await;
     }
     // Whatever was still queued or in flight is nacked as the close finishes.
     let close_end = Instant::now() + CLOSE_WAIT;
@@ -288,7 +311,7 @@ pub async fn run_sender(
 /// A call failed as the connection ended: the end reaches the event stream too, so wait
 /// a moment for it (and every event before it). `Err(error)` if it does not come.
 async fn wait_for_end(
-    events: &mut horde_net::EventReceiver,
+    events: &mut impl EventSource,
     watch: &mut EndWatch,
     live: &Mutex<Live>,
     start: Instant,
@@ -305,7 +328,7 @@ async fn wait_for_end(
             Err(_) => return Err(error),
         }
     }
-    while let Ok(e) = events.try_recv() {
+    while let Some(e) = events.try_recv() {
         record(live, &e);
     }
     Ok(())

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use horde_apps::recv::{Progress, Receiver};
-use horde_apps::send::{SendOutcome, Sender, Verdict};
+use horde_apps::send::{Sender, Verdict};
+use horde_apps::sender::ConnEnd;
 
 pub(crate) use horde_apps::{base_dir, public_key, read_key};
 
@@ -183,7 +184,7 @@ pub fn send(args: SendArgs) -> Result<ExitCode> {
                 "unaccounted": outcome.unaccounted,
                 "reconnects": stats.reconnects,
                 "interrupted": sigint.interrupted(),
-                "end": end_json(&outcome),
+                "end": end_json(&outcome.end),
                 "exit_code": exit_code(verdict),
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -277,8 +278,7 @@ pub(crate) fn exit_code(v: Verdict) -> u8 {
 }
 
 /// How the connection ended, for the JSON report.
-fn end_json(o: &SendOutcome) -> serde_json::Value {
-    let e = &o.end;
+pub(crate) fn end_json(e: &ConnEnd) -> serde_json::Value {
     serde_json::json!({
         "by": if e.peer_ended.is_some() { "peer" } else { "local" },
         "peer_left": e.peer_left().map(|r| r.as_str()),

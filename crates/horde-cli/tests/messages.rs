@@ -215,6 +215,54 @@ fn sum(rows: &[serde_json::Value], key: &str) -> serde_json::Value {
         .into()
 }
 
+/// Messages with a plain stream beside them on the same connection: both run to the
+/// end, both sets of books balance, and the receiver counts the stream's ADUs apart from
+/// the messages.
+#[test]
+fn a_stream_beside_messages_runs_on_the_same_connection() {
+    let p0 = free_port();
+    let dir = setup(
+        "mixed",
+        p0,
+        &[p0, p0],
+        3,
+        "[[messages]]\nname = \"alarm\"\npriority = 0\nsize = 2000\nrate = 10\ndeadline_ms = 400\n\
+         [[streams]]\nid = 1\nname = \"video\"\n\
+         workload = { kind = \"cbr\", kbps = 800, adu_bytes = 1000 }\n",
+    );
+    let (tx, rx, code) = run(&dir, Duration::from_secs(25));
+    assert_eq!(code, Some(0), "{tx}");
+    let rows = balanced(&tx);
+    assert!(rows[0]["delivered"].as_u64().unwrap() >= 25, "{}", rows[0]);
+    assert_eq!(received(&rx, 0)["received"], rows[0]["delivered"], "{rx}");
+    let streams = &tx["streams"];
+    assert_eq!(streams["unaccounted"], 0, "{streams}");
+    let video = &streams["books"][0];
+    let n = |k: &str| {
+        video[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {k} in {video}"))
+    };
+    // 3 s of 100 ADUs a second, every one acked.
+    assert!(n("sent") >= 250, "{video}");
+    assert_eq!(n("acked"), n("sent"), "{video}");
+    assert!(
+        streams["intervals"].as_array().unwrap().len() >= 3,
+        "{streams}"
+    );
+    // The receiver saw the stream's ADUs as a stream, not as messages.
+    let got = &rx["summary"]["streams"];
+    let stream = got
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == 1)
+        .unwrap_or_else(|| panic!("no stream 1 in {got}"));
+    assert_eq!(stream["received"].as_u64(), Some(n("acked")), "{stream}");
+    assert_eq!(rx["messages"]["dropped"], 0, "{rx}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// A light offer (a few small messages a second, and now and then a large one) is
 /// admitted on unshaped links: admission reads the channels' rates, not just the little
 /// that was offered so far.

@@ -45,6 +45,12 @@ impl Validate for SendConfig {
             if self.streams[..i].iter().any(|o| o.id == s.id) {
                 c.error(at("id"), format!("two [[streams]] have id {}", s.id));
             }
+            if horde_net::messages::is_message_stream(s.id) {
+                c.error(
+                    at("id"),
+                    format!("stream id {} is the message layer's: ids 4294967040 to 4294967042 are reserved", s.id),
+                );
+            }
             if let Some(k) = s.max_kbps {
                 c.positive(at("max_kbps"), "max_kbps", k);
                 c.not_too_fast(at("max_kbps"), "max_kbps", k);
@@ -91,12 +97,7 @@ impl Validate for SendConfig {
                 Ok(()) => burst_fits_the_queue(c, &at("workload"), &s.workload),
             }
         }
-        super::messages::check(
-            c,
-            &self.message_queues,
-            &self.messages,
-            !self.streams.is_empty(),
-        );
+        super::messages::check(c, &self.message_queues, &self.messages);
     }
 }
 

@@ -108,9 +108,8 @@ impl MessageClass {
     }
 }
 
-/// Checks `[[message_queues]]` and `[[messages]]`, and that a file declares either
-/// messages or streams.
-pub fn check(c: &mut Checks, queues: &[MessageQueue], classes: &[MessageClass], has_streams: bool) {
+/// Checks `[[message_queues]]` and `[[messages]]`.
+pub fn check(c: &mut Checks, queues: &[MessageQueue], classes: &[MessageClass]) {
     for (i, q) in queues.iter().enumerate() {
         let at = |k: &str| format!("message_queues[{i}].{k}");
         if q.name.is_empty() || q.name == DEFAULT_QUEUE {
@@ -130,13 +129,6 @@ pub fn check(c: &mut Checks, queues: &[MessageQueue], classes: &[MessageClass], 
                 format!("weight must be in 1..={MAX_WEIGHT}, got {}", q.weight),
             );
         }
-    }
-    if !classes.is_empty() && has_streams {
-        c.error(
-            "messages",
-            "a send file declares [[streams]] or [[messages]], not both: the message \
-             workload takes the connection whole",
-        );
     }
     for (i, m) in classes.iter().enumerate() {
         let at = |k: &str| format!("messages[{i}].{k}");
@@ -328,15 +320,18 @@ on_early = "cancel"
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-        // Streams and messages in one file.
-        let both = format!(
-            "{GOOD}\n[[streams]]\nid = 1\nworkload = {{ kind = \"cbr\", kbps = 50, adu_bytes = 200 }}\n"
-        );
-        match parse_checked::<SendConfig>(&both, "send.toml") {
-            Ok(_) => panic!("streams and messages in one file were accepted"),
+        // Streams beside messages are welcome, but not on the message layer's ids.
+        let stream = |id: u32| {
+            format!(
+                "{GOOD}\n[[streams]]\nid = {id}\nworkload = {{ kind = \"cbr\", kbps = 50, adu_bytes = 200 }}\n"
+            )
+        };
+        assert!(parse_checked::<SendConfig>(&stream(1), "send.toml").is_ok());
+        match parse_checked::<SendConfig>(&stream(0xFFFF_FF01), "send.toml") {
+            Ok(_) => panic!("a stream on the message layer's id was accepted"),
             Err(e) => assert!(
                 e.to_string()
-                    .contains("declares [[streams]] or [[messages]], not both"),
+                    .contains("stream id 4294967041 is the message layer's"),
                 "{e}"
             ),
         }
