@@ -96,5 +96,7 @@ pub use connection::{Connection, ConnectionHandle, EventReceiver};
 pub use error::NetError;
 pub use horde_host::{ChannelStatus, HandshakeSeen, Reconnect};
 pub use horde_proto::MTU_RANGE;
-pub use messages::{DeadlineCheck, EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
+pub use messages::{
+    DeadlineCheck, EndpointConfig, HostBandwidth, MessageEndpoint, MessageHandle, MessageNotice,
+};
 pub use stats::HostStats;

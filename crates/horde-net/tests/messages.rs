@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_emu::LinkSpec;
-use horde_net::{EndpointConfig, MessageEndpoint, MessageHandle, MessageNotice};
-use horde_proto::message::{Fate, MessageError, MessageEvent, MessageId, MessageSpec};
+use horde_net::{EndpointConfig, HostBandwidth, MessageEndpoint, MessageHandle, MessageNotice};
+use horde_proto::message::{
+    EstimatorConfig, Fate, MessageError, MessageEvent, MessageId, MessageSpec,
+};
 use horde_proto::{ChannelConfig, StreamConfig};
 use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout, Instant};
@@ -865,6 +867,59 @@ async fn bandwidth_notices(
         }
     }
     out
+}
+
+/// Two connections of one host share its estimate: the endpoint of a connection that
+/// sends nothing hears the bandwidth the host's other connection uses. (On its own
+/// connection's usage its estimate would creep up by a probe a tick, and stay in range.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_of_one_host_share_its_bandwidth_estimate() {
+    const QUIET_MAX: f64 = 20_000.0;
+    let links = [(
+        "a",
+        common::link(2000.0, 20.0, 0.0),
+        common::link(2000.0, 20.0, 0.0),
+    )];
+    let s = common::setup(&links, ChannelConfig::default()).await;
+    let remotes = vec![s.emu.as_ref().unwrap().client_addr("a").unwrap()];
+    let (conn2, accepted2) = common::connect_pair_on(
+        &s.client,
+        &s.server,
+        *s.server.public_key(),
+        remotes,
+        ChannelConfig::default(),
+        4,
+    )
+    .await;
+    let host = HostBandwidth::new(EstimatorConfig::default()).unwrap();
+    let shared = EndpointConfig {
+        host_bandwidth: Some(host.clone()),
+        ..EndpointConfig::default()
+    };
+    let busy = MessageEndpoint::new(s.conn, shared.clone()).await.unwrap();
+    let mut quiet = MessageEndpoint::new(conn2, shared).await.unwrap();
+    for accepted in [s.accepted, accepted2] {
+        let receiver = MessageEndpoint::new(accepted, EndpointConfig::default())
+            .await
+            .unwrap();
+        let _ = collect_received(receiver);
+    }
+    quiet.register_bandwidth_range(0.0, QUIET_MAX).unwrap();
+    for _ in 0..20 {
+        busy.send(4, None, payload(4, 50_000)).unwrap();
+    }
+    let fired = bandwidth_notices(&mut quiet, Duration::from_secs(5)).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(fired[0].1.available > QUIET_MAX, "{fired:?}");
+    // Both read the one estimate, and so does the host (read again if a round closed
+    // between the reads).
+    let agree = (0..3).any(|_| {
+        let q = quiet.bandwidth();
+        q.is_some() && q == busy.bandwidth() && q == host.estimate()
+    });
+    assert!(agree, "{:?} {:?}", quiet.bandwidth(), busy.bandwidth());
+    s.client.shutdown().await;
+    s.server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@
 //! receives. The layering and its limits are written in `docs/messages.md`.
 
 mod arrival;
+mod host_bandwidth;
 mod pump;
 mod slots;
 
@@ -18,10 +19,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_proto::message::{
-    codec, BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier,
-    ChannelEstimate, EstimatorConfig, MessageConfig, MessageError, MessageEvent, MessageId,
-    MessageScheduler, MessageSource, MessageSpec, MessageStatus, QueueId, RangeId, Reassembly,
-    ReceivedMessage,
+    codec, BandwidthEstimate, BandwidthEvent, BandwidthNotifier, ChannelEstimate, EstimatorConfig,
+    MessageConfig, MessageError, MessageEvent, MessageId, MessageScheduler, MessageSource,
+    MessageSpec, MessageStatus, QueueId, RangeId, Reassembly, ReceivedMessage,
 };
 use horde_proto::{Event, StreamConfig};
 use tokio::sync::{mpsc, Notify};
@@ -29,6 +29,8 @@ use tokio::time::Instant;
 
 use crate::connection::{Connection, ConnectionHandle};
 use crate::error::NetError;
+pub use host_bandwidth::HostBandwidth;
+use host_bandwidth::Membership;
 
 /// The stream that carries message pieces, one piece per ADU.
 pub const MESSAGE_STREAM: u32 = 0xFFFF_FF00;
@@ -74,8 +76,12 @@ pub struct EndpointConfig {
     /// What a message's deadline is checked against.
     pub deadline_check: DeadlineCheck,
     /// The bandwidth estimate behind [`MessageNotice::Bandwidth`]; it is sampled once per
-    /// `bandwidth.tick`.
+    /// `bandwidth.tick`. Ignored with `host_bandwidth`, whose own settings apply.
     pub bandwidth: EstimatorConfig,
+    /// The host's estimate, shared with the endpoints of the host's other connections:
+    /// the ranges are judged on what all their channels carry. `None`: an estimate of
+    /// this connection's channels alone.
+    pub host_bandwidth: Option<HostBandwidth>,
 }
 
 /// What a message's deadline is checked against (`docs/messages.md`).
@@ -106,6 +112,7 @@ impl Default for EndpointConfig {
             queue_ahead: Duration::from_millis(30),
             deadline_check: DeadlineCheck::Arrival,
             bandwidth: EstimatorConfig::default(),
+            host_bandwidth: None,
         }
     }
 }
@@ -152,8 +159,8 @@ pub(crate) struct State {
     /// Pieces of undelivered messages taken back from the session's queue.
     pub(crate) withdrawn_pieces: u64,
     pub(crate) copied_pieces: u64,
-    /// The connection's bandwidth estimate over all its channels, and the ranges on it.
-    pub(crate) bandwidth: BandwidthEstimator,
+    /// The host's bandwidth estimate this endpoint reports to, and the ranges on it.
+    pub(crate) bandwidth: Membership,
     pub(crate) ranges: BandwidthNotifier,
 }
 
@@ -196,7 +203,11 @@ impl MessageEndpoint {
     /// connection is gone.
     pub async fn new(conn: Connection, config: EndpointConfig) -> Result<Self, NetError> {
         let scheduler = MessageScheduler::new(config.messages.clone())?;
-        let bandwidth = BandwidthEstimator::new(config.bandwidth.clone())?;
+        let host = match &config.host_bandwidth {
+            Some(host) => host.clone(),
+            None => HostBandwidth::new(config.bandwidth.clone())?,
+        };
+        let bandwidth = host.join();
         let (handle, events) = conn.split();
         let pieces = StreamConfig {
             max_queue_bytes: MESSAGE_QUEUE_LIMIT,
@@ -384,7 +395,8 @@ impl MessageHandle {
         self.shared.lock().ranges.unregister(range)
     }
 
-    /// The last bandwidth estimate, once one tick has passed.
+    /// The last bandwidth estimate (the host's, with
+    /// [`EndpointConfig::host_bandwidth`]), once one tick has passed.
     pub fn bandwidth(&self) -> Option<BandwidthEstimate> {
         self.shared.lock().bandwidth.current()
     }

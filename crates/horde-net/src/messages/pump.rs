@@ -137,7 +137,8 @@ pub(super) async fn start(
 async fn run(mut pump: Pump, mut events: EventReceiver) {
     let mut refresh = tokio::time::interval(pump.config.refresh);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut bandwidth_tick = tokio::time::interval(pump.config.bandwidth.tick);
+    let tick = pump.shared.lock().bandwidth.tick();
+    let mut bandwidth_tick = tokio::time::interval(tick);
     bandwidth_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         pump.send_controls().await;
@@ -357,8 +358,9 @@ impl Pump {
         };
         let events: Vec<_> = {
             let mut state = self.shared.lock();
-            let estimate = state.bandwidth.on_tick(sample);
-            state.ranges.on_estimate(&estimate);
+            if let Some(estimate) = state.bandwidth.report(sample) {
+                state.ranges.on_estimate(&estimate);
+            }
             std::iter::from_fn(|| state.ranges.poll_event()).collect()
         };
         for event in events {

@@ -90,11 +90,24 @@ pub async fn connect_pair(
     remotes: Vec<SocketAddr>,
     channel: ChannelConfig,
 ) -> (Connection, Connection) {
-    let mut listener = server.listen(3);
+    connect_pair_on(client, server, peer, remotes, channel, 3).await
+}
+
+/// As [`connect_pair`], for `service`: a host's second connection to the same peer
+/// needs a service of its own (a new session to the same service replaces the old).
+pub async fn connect_pair_on(
+    client: &Host,
+    server: &Host,
+    peer: horde_crypto::PublicKey,
+    remotes: Vec<SocketAddr>,
+    channel: ChannelConfig,
+    service: u32,
+) -> (Connection, Connection) {
+    let mut listener = server.listen(service);
     let conn = client
         .connect(ConnectConfig {
             peer,
-            service: 3,
+            service,
             channels: remotes
                 .into_iter()
                 .enumerate()

@@ -23,6 +23,7 @@ mod admission;
 pub mod codec;
 mod error;
 mod estimate;
+mod pool;
 mod queue;
 mod reassembly;
 mod scheduler;
@@ -37,6 +38,7 @@ pub use estimate::{
     BandwidthEstimate, BandwidthEstimator, BandwidthEvent, BandwidthNotifier, EstimatorConfig,
     RangeId, UsageSample,
 };
+pub use pool::{MemberId, PooledEstimator};
 pub use reassembly::{Reassembly, ReassemblyError, ReceivedMessage};
 pub use scheduler::{MessageScheduler, MessageStatus};
 pub use source::MessageSource;
