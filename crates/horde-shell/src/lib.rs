@@ -27,7 +27,7 @@ use horde_emu::{
 use horde_links::LinkError;
 
 pub use link_arg::{LinkArg, LinkArgError};
-pub use link_text::link_text;
+pub use link_text::{link_text, link_texts};
 pub use netns::MAX_LINKS;
 use netns::{LinkDevices, Namespace};
 use packet_log::PacketLogs;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use horde_links::{DelaySpec, LinkSpec, LossSpec, QdiscKind, RateSpec};
 
 /// `up=...,down=...` for `horde shell --link`; trace paths become absolute (the shell
@@ -14,6 +14,19 @@ pub fn link_text(up: &LinkSpec, down: &LinkSpec, base_dir: &Path) -> Result<Stri
         section(up, base_dir)?,
         section(down, base_dir)?
     ))
+}
+
+/// [`link_text`] for each named channel's `(name, up, down)`, an error naming the channel.
+pub fn link_texts<'a>(
+    channels: impl IntoIterator<Item = (&'a str, &'a LinkSpec, &'a LinkSpec)>,
+    base_dir: &Path,
+) -> Result<Vec<String>> {
+    channels
+        .into_iter()
+        .map(|(name, up, down)| {
+            link_text(up, down, base_dir).with_context(|| format!("channel {name}"))
+        })
+        .collect()
 }
 
 fn section(spec: &LinkSpec, base_dir: &Path) -> Result<String> {

@@ -122,14 +122,8 @@ pub fn run(s: &Scenario, horde_ccs: &[String], duration: Duration) -> Result<Vec
     // Ctrl-C or SIGTERM ends the run through its guards, which stop the shell in progress
     // (and with it the namespace and every process in it) and the receiver.
     horde_emu::sys::catch_stop_signals();
-    let links = s
-        .channels
-        .iter()
-        .map(|c| {
-            horde_shell::link_text(&c.up, &c.down, &s.base_dir)
-                .with_context(|| format!("channel {}", c.name))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let channels = s.channels.iter().map(|c| (c.name.as_str(), &c.up, &c.down));
+    let links = horde_shell::link_texts(channels, &s.base_dir)?;
     let capacity = capacity_mbps(s, duration)?;
     let work =
         TempDir(std::env::temp_dir().join(format!("horde-bench-kernel-{}", std::process::id())));

@@ -185,14 +185,8 @@ impl RealLinks {
     }
 
     fn scenario(s: &Scenario) -> Result<RealLinks> {
-        let shell = s
-            .channels
-            .iter()
-            .map(|c| {
-                horde_shell::link_text(&c.up, &c.down, &s.base_dir)
-                    .with_context(|| format!("channel {}", c.name))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let channels = s.channels.iter().map(|c| (c.name.as_str(), &c.up, &c.down));
+        let shell = horde_shell::link_texts(channels, &s.base_dir)?;
         Ok(RealLinks {
             emu: s
                 .channels
