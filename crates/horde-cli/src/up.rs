@@ -248,21 +248,39 @@ fn keep_routes(routing: Arc<Mutex<Routing>>, stop: Arc<AtomicBool>) {
                 "table".into(),
                 table,
             ]);
+            let now = LinkRoute {
+                gateway: gateway(&link.device, link.v6).or(link.gateway),
+                ..link.clone()
+            };
             // A table that never had a route (its device was not there at the start)
             // does not exist: `ip` fails on it.
-            if shown.is_err() || shown.is_ok_and(|s| s.trim().is_empty()) {
-                let now = LinkRoute {
-                    gateway: gateway(&link.device, link.v6).or(link.gateway),
-                    ..link.clone()
-                };
+            let Ok(shown) = shown.map(|s| s.trim().to_string()) else {
+                restore(&up, i, &now);
+                continue;
+            };
+            if shown.is_empty() {
+                restore(&up, i, &now);
+            } else if let Some(g) = now
+                .gateway
+                .filter(|g| !shown.contains(&format!("via {g} ")))
+            {
+                // A modem that appeared got its gateway after its route was restored
+                // (or a new one): the route must go through it.
                 if exec(&deploy::link_route(&up, i, &now)).is_ok() {
-                    eprintln!(
-                        "channel {i}: {} is back; its route is restored",
-                        link.device
-                    );
+                    eprintln!("channel {i}: {}'s route now goes via {g}", link.device);
                 }
             }
         }
+    }
+}
+
+/// Puts back link `i`'s route in its table.
+fn restore(up: &UpConfig, i: usize, link: &LinkRoute) {
+    if exec(&deploy::link_route(up, i, link)).is_ok() {
+        eprintln!(
+            "channel {i}: {} is back; its route is restored",
+            link.device
+        );
     }
 }
 

@@ -1855,9 +1855,11 @@ fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
     });
     assert!(pings(&bus, "10.77.0.1"), "no tunnel over the first modem");
 
-    // The second modem enumerates and gets its address and gateway: its table gets its
-    // route, its channel comes up, and it carries data.
+    // The second modem enumerates with its address: its table gets a route at once.
+    // Then it gets its gateway, as a modem's DHCP answers a moment later: the route then
+    // goes through it. Its channel comes up and carries data.
     veth(&bus, "hdtb2", &srv, 2);
+    log_line(&log, "hdtb2 is back; its route is restored");
     bus.ip(&[
         "route",
         "add",
@@ -1869,7 +1871,7 @@ fn a_modem_that_appears_after_up_gets_its_route_and_its_channel() {
         "metric",
         "200",
     ]);
-    log_line(&log, "hdtb2 is back; its route is restored");
+    log_line(&log, "hdtb2's route now goes via 192.168.72.1");
     assert!(shown(&bus, &["ip", "route", "show", "table", "7701"]).contains("via 192.168.72.1"));
     status_when(&srv_status, |v| {
         v["peers"][0]["channels"].as_array().map(Vec::len) == Some(2)
