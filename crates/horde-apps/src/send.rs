@@ -287,7 +287,7 @@ impl Sender {
         row: impl FnMut(Row<'_>),
     ) -> Result<MessagesOutcome> {
         let (message_conn, stream_conn) =
-            crate::messages::send::open(conn, self.max_adu, !self.plans.is_empty()).await?;
+            crate::messages::conn::open(conn, self.max_adu, !self.plans.is_empty()).await?;
         // Both runs are polled by this one task, in turn: the rows go out one at a time.
         let row = RefCell::new(row);
         let messages = run_messages(
