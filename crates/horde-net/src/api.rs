@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use horde_crypto::PublicKey;
 use horde_host::{ConnectConfig, Reconnect};
+use horde_proto::message::EstimatorConfig;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::command::Command;
@@ -16,6 +17,7 @@ use crate::config::{HostConfig, InterfaceConfig};
 use crate::connection::Connection;
 use crate::driver;
 use crate::error::NetError;
+use crate::messages::HostBandwidth;
 use crate::stats::HostStats;
 
 /// A running Horde host.
@@ -25,6 +27,7 @@ pub struct Host {
     public: PublicKey,
     backlog: usize,
     task: tokio::task::JoinHandle<()>,
+    bandwidth: HostBandwidth,
 }
 
 impl Host {
@@ -33,19 +36,29 @@ impl Host {
         config.validate()?;
         let public = *config.keypair.public();
         let backlog = config.accept_backlog.max(1);
-        let (cmd, local_addrs, task) = driver::spawn(config)?;
+        let bandwidth = HostBandwidth::new(EstimatorConfig::default())
+            .expect("the default estimator settings are valid");
+        let (cmd, local_addrs, task) = driver::spawn(config, bandwidth.clone())?;
         Ok(Host {
             cmd,
             local_addrs,
             public,
             backlog,
             task,
+            bandwidth,
         })
     }
 
     /// The bound address of each interface, in configuration order.
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The bandwidth estimate over every channel of this host's connections: the one
+    /// their message endpoints report to and judge their applications' ranges on
+    /// (`docs/messages.md`, "Per host").
+    pub fn bandwidth(&self) -> &HostBandwidth {
+        &self.bandwidth
     }
 
     /// This host's static public key, the one peers must allow.

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::command::Command;
 use crate::error::NetError;
 use crate::event_queue::{Empty, EventQueue};
+use crate::messages::HostBandwidth;
 use crate::read_progress::ReadProgress;
 
 /// A connection's events as the application reads them. Reading a
@@ -83,9 +84,14 @@ impl Connection {
         cmd: mpsc::UnboundedSender<Command>,
         events: EventReceiver,
         peer: Option<PublicKey>,
+        bandwidth: HostBandwidth,
     ) -> Self {
         Self {
-            handle: ConnectionHandle { key, cmd },
+            handle: ConnectionHandle {
+                key,
+                cmd,
+                bandwidth,
+            },
             events,
             peer,
         }
@@ -142,9 +148,16 @@ impl std::ops::Deref for Connection {
 pub struct ConnectionHandle {
     key: u64,
     cmd: mpsc::UnboundedSender<Command>,
+    /// Its host's bandwidth estimate.
+    bandwidth: HostBandwidth,
 }
 
 impl ConnectionHandle {
+    /// The bandwidth estimate of the host this connection belongs to.
+    pub(crate) fn host_bandwidth(&self) -> &HostBandwidth {
+        &self.bandwidth
+    }
+
     fn op(&self, op: ConnOp) -> Result<(), NetError> {
         self.cmd
             .send(Command::Conn(self.key, op))

@@ -869,9 +869,10 @@ async fn bandwidth_notices(
     out
 }
 
-/// Two connections of one host share its estimate: the endpoint of a connection that
-/// sends nothing hears the bandwidth the host's other connection uses. (On its own
-/// connection's usage its estimate would creep up by a probe a tick, and stay in range.)
+/// Two connections of one host share its estimate by default: the endpoint of a
+/// connection that sends nothing hears the bandwidth the host's other connection uses.
+/// (On its own connection's usage its estimate would creep up by a probe a tick, and stay
+/// in range.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_of_one_host_share_its_bandwidth_estimate() {
     const QUIET_MAX: f64 = 20_000.0;
@@ -891,13 +892,12 @@ async fn connections_of_one_host_share_its_bandwidth_estimate() {
         4,
     )
     .await;
-    let host = HostBandwidth::new(EstimatorConfig::default()).unwrap();
-    let shared = EndpointConfig {
-        host_bandwidth: Some(host.clone()),
-        ..EndpointConfig::default()
-    };
-    let busy = MessageEndpoint::new(s.conn, shared.clone()).await.unwrap();
-    let mut quiet = MessageEndpoint::new(conn2, shared).await.unwrap();
+    let busy = MessageEndpoint::new(s.conn, EndpointConfig::default())
+        .await
+        .unwrap();
+    let mut quiet = MessageEndpoint::new(conn2, EndpointConfig::default())
+        .await
+        .unwrap();
     for accepted in [s.accepted, accepted2] {
         let receiver = MessageEndpoint::new(accepted, EndpointConfig::default())
             .await
@@ -911,8 +911,9 @@ async fn connections_of_one_host_share_its_bandwidth_estimate() {
     let fired = bandwidth_notices(&mut quiet, Duration::from_secs(5)).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert!(fired[0].1.available > QUIET_MAX, "{fired:?}");
-    // Both read the one estimate, and so does the host (read again if a round closed
-    // between the reads).
+    // Both read the one estimate, the host's (read again if a round closed between the
+    // reads).
+    let host = s.client.bandwidth();
     let agree = (0..3).any(|_| {
         let q = quiet.bandwidth();
         q.is_some() && q == busy.bandwidth() && q == host.estimate()
@@ -928,8 +929,16 @@ async fn a_bandwidth_range_fires_once_when_the_estimate_leaves_it_and_not_before
     let links = [dropping_path("a", 2000.0, 20.0, DROP_S, 5.0)];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let emu = s.emu.as_ref().unwrap();
-    let mut config = EndpointConfig::default();
-    config.bandwidth.tick = Duration::from_millis(250);
+    // An estimate of the application's own, on a quicker tick than the host's.
+    let own = HostBandwidth::new(EstimatorConfig {
+        tick: Duration::from_millis(250),
+        ..EstimatorConfig::default()
+    })
+    .unwrap();
+    let config = EndpointConfig {
+        host_bandwidth: Some(own),
+        ..EndpointConfig::default()
+    };
     let mut sender = MessageEndpoint::new(s.conn, config).await.unwrap();
     let _receiver = MessageEndpoint::new(s.accepted, EndpointConfig::default())
         .await

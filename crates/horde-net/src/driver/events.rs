@@ -78,6 +78,12 @@ impl Driver {
         ));
         let events = EventReceiver::new(rx, read.clone());
         self.apps.insert(key, App { events: tx, read });
-        Connection::new(key, self.cmd_tx.clone(), events, peer)
+        Connection::new(
+            key,
+            self.cmd_tx.clone(),
+            events,
+            peer,
+            self.bandwidth.clone(),
+        )
     }
 }

@@ -39,6 +39,7 @@ use crate::connection::Connection;
 use crate::error::NetError;
 use crate::event_queue::EventSender;
 use crate::handshake::{FromWorker, Handshakes};
+use crate::messages::HostBandwidth;
 use crate::pool::{self, Change, DownReason, Iface, IfaceState};
 use crate::read_progress::{ReadLog, ReadProgress};
 use crate::socket::{self, ChannelSocket};
@@ -87,6 +88,8 @@ struct Driver {
     dialing: HashMap<u64, Answer<Connection>>,
     listeners: HashMap<u32, mpsc::Sender<Connection>>,
     cmd_tx: mpsc::UnboundedSender<Command>,
+    /// The host's bandwidth estimate, handed to each connection for its message endpoint.
+    bandwidth: HostBandwidth,
     stats: HostStats,
     /// `RECV_SLOTS` receive buffers of `MAX_DATAGRAM` bytes, end to end.
     recv_bufs: Vec<u8>,
@@ -124,7 +127,7 @@ pub(crate) type Spawned = (
     tokio::task::JoinHandle<()>,
 );
 
-pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
+pub(crate) fn spawn(config: HostConfig, bandwidth: HostBandwidth) -> Result<Spawned, NetError> {
     // The monitor's probes are opened here, next to the sockets, so that they see the
     // same network namespace.
     let mut monitor = pool::Monitor::new(config.interface_poll);
@@ -252,6 +255,7 @@ pub(crate) fn spawn(config: HostConfig) -> Result<Spawned, NetError> {
         dialing: HashMap::new(),
         listeners: HashMap::new(),
         cmd_tx: cmd_tx.clone(),
+        bandwidth,
         stats: HostStats::default(),
         recv_bufs: vec![0; RECV_SLOTS * MAX_DATAGRAM],
         refusals: Vec::new(),

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use horde_proto::message::{
-    codec, BandwidthEstimate, BandwidthEvent, BandwidthNotifier, ChannelEstimate, EstimatorConfig,
-    MessageConfig, MessageError, MessageEvent, MessageId, MessageScheduler, MessageSource,
-    MessageSpec, MessageStatus, QueueId, RangeId, Reassembly, ReceivedMessage,
+    codec, BandwidthEstimate, BandwidthEvent, BandwidthNotifier, ChannelEstimate, MessageConfig,
+    MessageError, MessageEvent, MessageId, MessageScheduler, MessageSource, MessageSpec,
+    MessageStatus, QueueId, RangeId, Reassembly, ReceivedMessage,
 };
 use horde_proto::{Event, StreamConfig};
 use tokio::sync::{mpsc, Notify};
@@ -75,12 +75,11 @@ pub struct EndpointConfig {
     pub queue_ahead: Duration,
     /// What a message's deadline is checked against.
     pub deadline_check: DeadlineCheck,
-    /// The bandwidth estimate behind [`MessageNotice::Bandwidth`]; it is sampled once per
-    /// `bandwidth.tick`. Ignored with `host_bandwidth`, whose own settings apply.
-    pub bandwidth: EstimatorConfig,
-    /// The host's estimate, shared with the endpoints of the host's other connections:
-    /// the ranges are judged on what all their channels carry. `None`: an estimate of
-    /// this connection's channels alone.
+    /// The bandwidth estimate behind [`MessageNotice::Bandwidth`], sampled once per its
+    /// tick. `None` (the default): the host's ([`Host::bandwidth`](crate::Host::bandwidth)),
+    /// which the endpoints of the host's other connections share, so that the ranges are
+    /// judged on what all their channels carry. `Some`: one of the application's own,
+    /// e.g. `HostBandwidth::new` for this connection alone or other settings.
     pub host_bandwidth: Option<HostBandwidth>,
 }
 
@@ -111,7 +110,6 @@ impl Default for EndpointConfig {
             refresh: Duration::from_millis(50),
             queue_ahead: Duration::from_millis(30),
             deadline_check: DeadlineCheck::Arrival,
-            bandwidth: EstimatorConfig::default(),
             host_bandwidth: None,
         }
     }
@@ -203,10 +201,10 @@ impl MessageEndpoint {
     /// connection is gone.
     pub async fn new(conn: Connection, config: EndpointConfig) -> Result<Self, NetError> {
         let scheduler = MessageScheduler::new(config.messages.clone())?;
-        let host = match &config.host_bandwidth {
-            Some(host) => host.clone(),
-            None => HostBandwidth::new(config.bandwidth.clone())?,
-        };
+        let host = config
+            .host_bandwidth
+            .clone()
+            .unwrap_or_else(|| conn.host_bandwidth().clone());
         let bandwidth = host.join();
         let (handle, events) = conn.split();
         let pieces = StreamConfig {
