@@ -39,6 +39,12 @@ fn dropping_path(
     (name, up, common::link(100_000.0, delay_ms, 0.0))
 }
 
+/// A path named `name` of `kbps` and `delay_ms` one way, the same in both directions.
+fn steady_path(name: &'static str, kbps: f64, delay_ms: f64) -> (&'static str, LinkSpec, LinkSpec) {
+    let link = common::link(kbps, delay_ms, 0.0);
+    (name, link.clone(), link)
+}
+
 fn payload(id_hint: u8, len: usize) -> Bytes {
     Bytes::from((0..len).map(|i| (i as u8) ^ id_hint).collect::<Vec<u8>>())
 }
@@ -649,11 +655,7 @@ async fn a_cancel_withdraws_the_pieces_still_queued_in_the_session() {
 /// ADUs are acked, and stops counting a second after it goes quiet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_stream_beside_messages_counts_while_it_sends() {
-    let links = [(
-        "a",
-        common::link(2000.0, 20.0, 0.0),
-        common::link(2000.0, 20.0, 0.0),
-    )];
+    let links = [steady_path("a", 2000.0, 20.0)];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let sender = MessageEndpoint::new(s.conn, EndpointConfig::default())
         .await
@@ -709,21 +711,9 @@ async fn alarms_beside_a_bulk_stream_arrive_by_their_deadline() {
     const PLAIN: u32 = 7;
     const ALARMS: usize = 40;
     let links = [
-        (
-            "a",
-            common::link(4000.0, 30.0, 0.0),
-            common::link(4000.0, 30.0, 0.0),
-        ),
-        (
-            "b",
-            common::link(8000.0, 40.0, 0.0),
-            common::link(8000.0, 40.0, 0.0),
-        ),
-        (
-            "c",
-            common::link(2000.0, 50.0, 0.0),
-            common::link(2000.0, 50.0, 0.0),
-        ),
+        steady_path("a", 4000.0, 30.0),
+        steady_path("b", 8000.0, 40.0),
+        steady_path("c", 2000.0, 50.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let (mut sender, mut arrivals) = sender_and_arrivals(s.conn, s.accepted).await;
@@ -795,16 +785,8 @@ async fn alarms_beside_a_bulk_stream_arrive_by_their_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_read_from_a_file_arrives_whole_and_a_short_file_cancels_its_message() {
     let links = [
-        (
-            "a",
-            common::link(20_000.0, 5.0, 0.0),
-            common::link(20_000.0, 5.0, 0.0),
-        ),
-        (
-            "b",
-            common::link(20_000.0, 10.0, 0.0),
-            common::link(20_000.0, 10.0, 0.0),
-        ),
+        steady_path("a", 20_000.0, 5.0),
+        steady_path("b", 20_000.0, 10.0),
     ];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let config = EndpointConfig::default();
@@ -876,11 +858,7 @@ async fn bandwidth_notices(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_of_one_host_share_its_bandwidth_estimate() {
     const QUIET_MAX: f64 = 20_000.0;
-    let links = [(
-        "a",
-        common::link(2000.0, 20.0, 0.0),
-        common::link(2000.0, 20.0, 0.0),
-    )];
+    let links = [steady_path("a", 2000.0, 20.0)];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let remotes = vec![s.emu.as_ref().unwrap().client_addr("a").unwrap()];
     let (conn2, accepted2) = common::connect_pair_on(
@@ -991,11 +969,7 @@ async fn a_bandwidth_range_fires_once_when_the_estimate_leaves_it_and_not_before
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_calls_get_the_cores_typed_errors() {
-    let links = [(
-        "a",
-        common::link(2000.0, 20.0, 0.0),
-        common::link(2000.0, 20.0, 0.0),
-    )];
+    let links = [steady_path("a", 2000.0, 20.0)];
     let s = common::setup(&links, ChannelConfig::default()).await;
     let endpoint = MessageEndpoint::new(s.conn, EndpointConfig::default())
         .await
