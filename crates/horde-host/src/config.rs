@@ -43,6 +43,19 @@ pub struct ConnectConfig {
     pub handshake_timeout: Duration,
 }
 
+/// What a connection's first session would otherwise draw from the host: a simulator
+/// fixes it per connection, so that a run does not depend on the order in which its
+/// hosts draw ([`crate::Host::pin_session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIdentity {
+    /// The connection id.
+    pub conn_id: u64,
+    /// The session's seed.
+    pub seed: u64,
+    /// The addresses the session advertises to the peer.
+    pub aliases: Vec<SocketAddr>,
+}
+
 /// A host or connection configuration that cannot work, found before any socket is
 /// touched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use horde_crypto::{Initiator, PublicKey, Session as SecureSession};
 use horde_proto::{ChannelId, CloseReason, Event, Session, SessionError, SessionHandle};
 
-use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
+use crate::config::{ChannelTarget, ConnectConfig, Reconnect, SessionIdentity};
 use crate::ops::Answer;
 use crate::touched::Touched;
 use crate::HostEvent;
@@ -61,6 +61,8 @@ pub(crate) struct Conn {
     pub reconnect: Option<Reconnect>,
     /// The connection config a connection this end opened was opened with.
     pub connect: Option<ConnectConfig>,
+    /// The first session's identity, when the driver fixed it ([`crate::Host::pin_session`]).
+    pub pinned: Option<SessionIdentity>,
     /// Per channel: sends refused by ICMP port unreachable since the last datagram
     /// from the peer.
     pub refused: BTreeMap<ChannelId, u32>,
@@ -79,6 +81,7 @@ impl Conn {
             read_told: 0,
             reconnect: None,
             connect: None,
+            pinned: None,
             refused: BTreeMap::new(),
             redialing_since: None,
         }

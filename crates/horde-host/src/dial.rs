@@ -6,7 +6,7 @@ use std::time::Duration;
 use horde_crypto::{random_index, redial_index, DropReason, Initiator};
 use horde_proto::{ChannelId, CloseReason, ConnectOptions};
 
-use crate::config::{ChannelTarget, ConnectConfig, Reconnect};
+use crate::config::{ChannelTarget, ConnectConfig, Reconnect, SessionIdentity};
 use crate::conn::{Conn, ConnState, PendingHandshake};
 use crate::timers::Timer;
 use crate::{
@@ -60,6 +60,16 @@ impl Host {
         conn.connect = Some(config);
         self.conns.insert(key, conn);
         Ok(key)
+    }
+
+    /// Fix the connection id, seed and advertised addresses of the first session of
+    /// connection `key`, which this end is still dialing; a reconnection draws its own.
+    pub fn pin_session(&mut self, key: u64, identity: SessionIdentity) {
+        if let Some(conn) = self.conns.get_mut(&key) {
+            if matches!(conn.state, ConnState::Dialing(_)) {
+                conn.pinned = Some(identity);
+            }
+        }
     }
 
     /// A persistent connection's session has ended for `reason`: keep it for its
@@ -267,10 +277,13 @@ impl Host {
             .iter()
             .cloned()
             .partition(|c| interfaces.get(c.interface) == Some(&InterfaceState::Open));
+        let pinned = conn.pinned.take();
         let options = ConnectOptions {
             service: config.service,
             channels: live.iter().map(ChannelTarget::spec).collect(),
-            ..ConnectOptions::default()
+            conn_id: pinned.as_ref().map(|p| p.conn_id),
+            seed: pinned.as_ref().map(|p| p.seed),
+            aliases: pinned.map(|p| p.aliases),
         };
         let mut p = match self.endpoint.connect(now, options) {
             Ok((handle, p)) => (handle, p),

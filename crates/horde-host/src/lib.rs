@@ -66,7 +66,7 @@ use horde_proto::{
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect};
+pub use config::{ChannelTarget, ConfigError, ConnectConfig, Reconnect, SessionIdentity};
 pub use error::{HandshakeSeen, HostError};
 pub use ops::{Answer, ChannelStatus, ConnOp, Reply};
 pub use plaintext::PlaintextChunks;
@@ -330,6 +330,19 @@ impl Host {
         self.endpoint.listen(service, server);
     }
 
+    /// Accept connections for `service` with sessions set up as `server` says (channel
+    /// settings, seed, advertised addresses), instead of the host's defaults.
+    pub fn listen_with(&mut self, service: u32, server: ServerConfig) {
+        self.endpoint.listen(service, server);
+    }
+
+    /// The host's own events only, not its sessions': a driver that must act on a
+    /// new connection before the sessions' events are drained (a simulator opening the
+    /// accepting side's streams as the hello lands) takes them here.
+    pub fn poll_host_event(&mut self) -> Option<HostEvent> {
+        self.events.pop_front()
+    }
+
     /// New sessions advertise these addresses (the sockets open now).
     pub fn set_local_aliases(&mut self, aliases: Vec<SocketAddr>) {
         self.endpoint.set_local_aliases(aliases);
@@ -577,9 +590,10 @@ impl Host {
         self.touched.touch(key);
     }
 
-    /// Reference mode: as if every connection had been touched.
-    #[cfg(test)]
-    fn touch_all(&mut self) {
+    /// Mark every connection touched: the next [`Host::handle_timeout`] and
+    /// [`Host::poll_transmit`] visit them all. A reference for checking that the touched
+    /// walk misses nothing (the simulator's tests run whole scenarios both ways).
+    pub fn touch_all(&mut self) {
         for &key in self.conns.keys() {
             self.touched.touch(key);
         }

@@ -14,16 +14,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_host::{ChannelTarget, HostEvent, HostTransmit, SessionIdentity};
 use horde_links::LinkSpec;
 use horde_policy::{Objective, Value};
 use horde_proto::wire;
 use horde_proto::{
-    ChannelConfig, ChannelSpec, ConnectOptions, DatagramEvent, Endpoint, EndpointConfig, Event,
-    NackReason, ServerConfig, Session, SessionConfig, SessionHandle, StreamConfig, Transmit,
+    ChannelConfig, EndpointConfig, Event, NackReason, ServerConfig, Session, SessionConfig,
+    StreamConfig,
 };
 use thiserror::Error;
 
 use crate::metrics::{Metrics, MetricsChannel, Report};
+use crate::sim_host::{SimHost, SimHostError};
 use crate::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use crate::world::{earliest, Arrival, World};
 
@@ -79,10 +81,23 @@ pub enum SimError {
     },
     #[error("stream {stream}: {message}")]
     Stream { stream: u32, message: String },
+    #[error("channel {channel}: joins a host to itself")]
+    Loop { channel: String },
     #[error("stream {stream}: no channel between its hosts")]
     NoPath { stream: u32 },
     #[error("session: {0}")]
     Session(#[from] horde_proto::SessionError),
+    #[error("host: {0}")]
+    Host(SimHostError),
+}
+
+impl From<SimHostError> for SimError {
+    fn from(e: SimHostError) -> Self {
+        match e {
+            SimHostError::Host(horde_host::HostError::Session(e)) => SimError::Session(e),
+            e => SimError::Host(e),
+        }
+    }
 }
 
 /// A datagram inside a link, as the world carries it.
@@ -96,18 +111,42 @@ struct InFlight {
     up_channel: Option<usize>,
 }
 
-/// A session between two hosts and the channels it uses.
+/// A connection between two hosts and the channels it uses.
 struct Pair {
     client: usize,
     server: usize,
     /// Global channel indices, in the session's channel-id order.
     channels: Vec<usize>,
-    client_session: Session,
-    client_handle: SessionHandle,
-    /// The server's session once the client's hello has opened it, and its handle in
-    /// the server host's endpoint.
-    server_session: Option<Session>,
-    server_handle: Option<SessionHandle>,
+    /// The connection's key in the client host.
+    client_key: u64,
+    /// Its key in the server host, once the client's hello has opened it there.
+    server_key: Option<u64>,
+}
+
+impl Pair {
+    /// Whether connection `key` of host `host` is this pair's.
+    fn holds(&self, host: usize, key: u64) -> bool {
+        (self.client == host && self.client_key == key)
+            || (self.server == host && self.server_key == Some(key))
+    }
+
+    /// The key of this pair's connection on its client (`forward`) or server side.
+    fn key(&self, forward: bool) -> Option<u64> {
+        if forward {
+            Some(self.client_key)
+        } else {
+            self.server_key
+        }
+    }
+
+    /// The host on its client (`forward`) or server side.
+    fn host(&self, forward: bool) -> usize {
+        if forward {
+            self.client
+        } else {
+            self.server
+        }
+    }
 }
 
 struct StreamRun {
@@ -169,16 +208,17 @@ pub struct Simulation {
     world: World<InFlight>,
     end: Duration,
     topo: Topology,
-    /// One endpoint per host: it routes arriving datagrams and accepts hellos.
-    endpoints: Vec<Endpoint>,
+    /// The hosts, each running every connection it has.
+    hosts: Vec<SimHost>,
     pairs: Vec<Pair>,
     /// Per global channel: the metrics id.
     metric_channels: Vec<MetricsChannel>,
     streams: Vec<StreamRun>,
     metrics: Metrics,
-    scratch: Vec<u8>,
     arrivals: Vec<Arrival<InFlight>>,
     adu_specs: Vec<AduSpec>,
+    /// Every connection is walked at every step, not only those something happened to.
+    walk_all: bool,
 }
 
 /// An address label for host `h`, interface `i`. Never used for real traffic.
@@ -222,6 +262,11 @@ impl Simulation {
         // first channel opens it.
         let mut groups: Vec<(usize, usize, Vec<usize>)> = Vec::new();
         for (i, c) in topo.channels.iter().enumerate() {
+            if c.a == c.b {
+                return Err(SimError::Loop {
+                    channel: c.name.clone(),
+                });
+            }
             let same = |&&mut (x, y, _): &&mut (usize, usize, Vec<usize>)| {
                 (x == c.a && y == c.b) || (x == c.b && y == c.a)
             };
@@ -230,25 +275,34 @@ impl Simulation {
                 None => groups.push((c.a, c.b, vec![i])),
             }
         }
-        // Pair k's session asks for service k at its server, which sets the session up
-        // with that pair's channels, aliases and seed: seeds are fixed per pair, not by
-        // arrival order.
-        let mut endpoints: Vec<Endpoint> = (0..topo.hosts.len())
-            .map(|_| {
-                Endpoint::new(EndpointConfig {
+        // Pair k's connection asks for service k at its server, which sets its session
+        // up with that pair's channels, aliases and seed: seeds are fixed per pair, not by
+        // arrival order. A host has as many interfaces as its largest pair has channels.
+        let mut interfaces = vec![0; topo.hosts.len()];
+        for (a, b, channels) in &groups {
+            for h in [*a, *b] {
+                interfaces[h] = interfaces[h].max(channels.len());
+            }
+        }
+        let mut hosts: Vec<SimHost> = interfaces
+            .iter()
+            .enumerate()
+            .map(|(h, &n)| {
+                let endpoint = EndpointConfig {
                     session: topo.session.clone(),
                     scheduler: Some(topo.scheduler.clone()),
                     ..EndpointConfig::default()
-                })
+                };
+                SimHost::new(derive_seed(topo.seed, 13, h as u64), endpoint, n.max(1))
             })
             .collect();
         let mut pairs = Vec::new();
         for (k, (client, server, channels)) in groups.into_iter().enumerate() {
-            let specs = channels
+            let targets = channels
                 .iter()
                 .enumerate()
-                .map(|(iface, &g)| ChannelSpec {
-                    local: iface as u16,
+                .map(|(iface, &g)| ChannelTarget {
+                    interface: iface,
                     remote: label(server, iface as u16),
                     config: topo.channels[g].config.clone(),
                 })
@@ -258,7 +312,8 @@ impl Simulation {
                 .iter()
                 .map(|&g| topo.channels[g].config.clone())
                 .collect();
-            endpoints[server].listen(
+            let client_public = hosts[client].public();
+            hosts[server].listen(
                 k as u32,
                 ServerConfig {
                     channel_config: Arc::new(move |id| {
@@ -267,25 +322,21 @@ impl Simulation {
                     seed: Some(derive_seed(topo.seed, 12, k as u64)),
                     aliases: Some(aliases(server)),
                 },
+                client_public,
             );
-            let (client_handle, client_session) = endpoints[client].connect(
-                Duration::ZERO,
-                ConnectOptions {
-                    service: k as u32,
-                    channels: specs,
-                    conn_id: Some(derive_seed(topo.seed, 10, k as u64) | 1),
-                    seed: Some(derive_seed(topo.seed, 11, k as u64)),
-                    aliases: Some(aliases(client)),
-                },
-            )?;
+            let identity = SessionIdentity {
+                conn_id: derive_seed(topo.seed, 10, k as u64) | 1,
+                seed: derive_seed(topo.seed, 11, k as u64),
+                aliases: aliases(client),
+            };
+            let (c, s) = two_mut(&mut hosts, client, server);
+            let client_key = SimHost::connect(c, s, Duration::ZERO, k as u32, targets, identity)?;
             pairs.push(Pair {
                 client,
                 server,
                 channels,
-                client_session,
-                client_handle,
-                server_session: None,
-                server_handle: None,
+                client_key,
+                server_key: None,
             });
         }
 
@@ -315,11 +366,10 @@ impl Simulation {
                 })?;
             metrics.add_stream(s.id);
             if forward {
-                pairs[pair]
-                    .client_session
-                    .open_stream(s.id, s.config.clone())?;
+                let (host, key) = (&mut hosts[pairs[pair].client], pairs[pair].client_key);
+                host.open_stream(Duration::ZERO, key, s.id, s.config.clone())?;
                 for o in &s.objectives {
-                    pairs[pair].client_session.inject_objective(o.clone());
+                    host.inject(Duration::ZERO, key, o.clone());
                 }
             }
             let cbr_slots = bulk_low_water(&topo, &pairs[pair].channels);
@@ -347,14 +397,14 @@ impl Simulation {
             world: World::new(links),
             end: topo.duration,
             topo,
-            endpoints,
+            hosts,
             pairs,
             metric_channels,
             streams,
             metrics,
-            scratch: Vec::with_capacity(2048),
             arrivals: Vec::new(),
             adu_specs: Vec::new(),
+            walk_all: false,
         })
     }
 
@@ -370,6 +420,13 @@ impl Simulation {
     /// [`Simulation::run`].
     pub fn set_goodput_interval(&mut self, interval: Duration) {
         self.metrics.set_goodput_interval(interval);
+    }
+
+    /// Walk every connection of every host at every step, as if something had happened
+    /// to each: the reference run that checks the hosts' touched walk (and the sessions'
+    /// deadlines it relies on) misses nothing. Same results, more work.
+    pub fn set_walk_all(&mut self, on: bool) {
+        self.walk_all = on;
     }
 
     /// Everything measured so far (the raw events behind the [`Report`]).
@@ -395,11 +452,11 @@ impl Simulation {
                 self.arrive(a);
             }
             self.feed_workloads();
-            for p in &mut self.pairs {
-                p.client_session.handle_timeout(t);
-                if let Some(s) = p.server_session.as_mut() {
-                    s.handle_timeout(t);
+            for h in &mut self.hosts {
+                if self.walk_all {
+                    h.touch_all();
                 }
+                h.handle_timeout(t);
             }
             self.step_sessions();
         }
@@ -414,17 +471,13 @@ impl Simulation {
         self.metrics.report(self.end)
     }
 
-    /// The earliest of the sessions' timers and the workloads' next frames (the world
+    /// The earliest of the hosts' timers and the workloads' next frames (the world
     /// adds its links' deliveries).
     fn next_driver_event(&self) -> Option<Duration> {
         let now = self.world.now();
         let mut t = None;
-        for p in &self.pairs {
-            t = earliest(t, p.client_session.poll_timeout(now));
-            t = earliest(
-                t,
-                p.server_session.as_ref().and_then(|s| s.poll_timeout(now)),
-            );
+        for h in &self.hosts {
+            t = earliest(t, h.poll_timeout(now));
         }
         for s in &self.streams {
             t = earliest(t, s.workload.next_at());
@@ -446,44 +499,36 @@ impl Simulation {
     fn receive(&mut self, pkt: InFlight) {
         let now = self.world.now();
         let host = pkt.to_host;
-        match self.endpoints[host].handle(now, pkt.to_iface, pkt.from, &pkt.bytes) {
-            DatagramEvent::Connection(h) => {
-                let Some(p) = self.pairs.iter_mut().find(|p| {
-                    (p.client == host && p.client_handle == h)
-                        || (p.server == host && p.server_handle == Some(h))
-                }) else {
-                    return;
-                };
-                // Handles are per endpoint: the host tells which end is meant.
-                let s = if p.client == host {
-                    &mut p.client_session
-                } else {
-                    p.server_session
-                        .as_mut()
-                        .expect("a server handle comes with its session")
-                };
-                s.handle_datagram(now, pkt.to_iface, pkt.from, pkt.bytes);
-            }
-            DatagramEvent::NewConnection(new) => {
-                // Every accepted session is taken by its pair at once.
-                self.endpoints[host].accept();
-                let pi = new.session.service() as usize;
-                let mut s = *new.session;
+        self.hosts[host].receive(now, usize::from(pkt.to_iface), pkt.from, &pkt.bytes);
+        // A hello that opened a connection: its pair's streams from this side open at
+        // once, before the workloads are fed.
+        while let Some(e) = self.hosts[host].poll_host_event() {
+            self.host_event(host, now, e);
+        }
+    }
+
+    /// One of host `host`'s events.
+    fn host_event(&mut self, host: usize, now: Duration, e: HostEvent) {
+        match e {
+            HostEvent::Accepted { key, service, .. } => {
+                let pi = service as usize;
+                let h = &mut self.hosts[host];
                 for st in self
                     .streams
                     .iter()
                     .filter(|st| st.pair == pi && !st.forward)
                 {
-                    let _ = s.open_stream(st.setup.id, st.setup.config.clone());
+                    let _ = h.open_stream(now, key, st.setup.id, st.setup.config.clone());
                     for o in &st.setup.objectives {
-                        s.inject_objective(o.clone());
+                        h.inject(now, key, o.clone());
                     }
                 }
-                let p = &mut self.pairs[pi];
-                p.server_session = Some(s);
-                p.server_handle = Some(new.handle);
+                self.pairs[pi].server_key = Some(key);
             }
-            DatagramEvent::Dropped(e) => tracing::debug!(host, error = %e, "datagram dropped"),
+            HostEvent::Conn { event, .. } => record_event(&mut self.metrics, now, event),
+            HostEvent::Connected { .. }
+            | HostEvent::ConnectFailed { .. }
+            | HostEvent::Removed { .. } => {}
         }
     }
 
@@ -491,12 +536,12 @@ impl Simulation {
         let now = self.world.now();
         for k in 0..self.streams.len() {
             let st = &mut self.streams[k];
-            let p = &mut self.pairs[st.pair];
-            let Some(session) = (if st.forward {
-                Some(&mut p.client_session)
-            } else {
-                p.server_session.as_mut()
-            }) else {
+            let p = &self.pairs[st.pair];
+            let host = &mut self.hosts[p.host(st.forward)];
+            let Some(key) = p.key(st.forward) else {
+                continue;
+            };
+            let Some(session) = host.session(key) else {
                 continue;
             };
             self.adu_specs.clear();
@@ -542,7 +587,7 @@ impl Simulation {
                     Some(Value::Str(t)) => t.chars().next(),
                     _ => None,
                 };
-                match session.send_adu(now, st.setup.id, payload, spec.fields) {
+                match host.send_adu(now, key, st.setup.id, payload, spec.fields) {
                     Ok(h) => {
                         let id = adu_id(h.stream, h.seq);
                         self.metrics.adu_inserted(h.stream, id, spec.size, spec.at);
@@ -556,73 +601,65 @@ impl Simulation {
         }
     }
 
-    /// Drain every session's transmits into the links and its events into the metrics.
+    /// Drain every host's transmits into the links and its events into the metrics.
     fn step_sessions(&mut self) {
         let now = self.world.now();
-        for pi in 0..self.pairs.len() {
-            for side in 0..2 {
-                loop {
-                    let p = &mut self.pairs[pi];
-                    let (session, host) = if side == 0 {
-                        (&mut p.client_session, p.client)
-                    } else {
-                        match p.server_session.as_mut() {
-                            Some(s) => (s, p.server),
-                            None => break,
-                        }
-                    };
-                    let Some(t) = session.poll_transmit(now, &mut self.scratch) else {
-                        break;
-                    };
-                    let g = p.channels[usize::from(t.channel)];
-                    let to_host = if side == 0 { p.server } else { p.client };
-                    let flow = flow_key(host, to_host, t.adus.iter().next().map(|a| a.stream));
-                    self.account_sent(g, &t);
-                    let bytes = Bytes::copy_from_slice(&self.scratch);
-                    let dir = if host == self.topo.channels[g].a {
-                        0
-                    } else {
-                        1
-                    };
-                    let size = bytes.len() as u32;
-                    let pkt = InFlight {
-                        to_host,
-                        to_iface: u16::from(t.channel),
-                        from: label(host, t.local),
-                        bytes,
-                        sent_at: now,
-                        up_channel: (dir == 0).then_some(g),
-                    };
-                    self.world.offer(g, dir, size, Some(&flow), pkt);
-                }
-                let p = &mut self.pairs[pi];
-                let session = if side == 0 {
-                    Some(&mut p.client_session)
-                } else {
-                    p.server_session.as_mut()
+        for host in 0..self.hosts.len() {
+            while let Some(t) = self.hosts[host].poll_transmit(now) {
+                let sent = &t.transmit;
+                let Some(p) = self.pairs.iter().find(|p| p.holds(host, sent.conn)) else {
+                    continue;
                 };
-                if let Some(s) = session {
-                    while let Some(e) = s.poll_event() {
-                        record_event(&mut self.metrics, now, e);
-                    }
-                }
+                let g = p.channels[usize::from(sent.channel)];
+                let to_host = if p.client == host { p.server } else { p.client };
+                let flow = flow_key(host, to_host, sent.adus.iter().next().map(|a| a.stream));
+                account_sent(
+                    &mut self.metrics,
+                    self.metric_channels[g],
+                    now,
+                    sent,
+                    t.plain_len,
+                );
+                let dir = if host == self.topo.channels[g].a {
+                    0
+                } else {
+                    1
+                };
+                let pkt = InFlight {
+                    to_host,
+                    to_iface: u16::from(sent.channel),
+                    from: label(host, sent.iface as u16),
+                    bytes: Bytes::copy_from_slice(t.sealed),
+                    sent_at: now,
+                    up_channel: (dir == 0).then_some(g),
+                };
+                // The link is charged the protocol's bytes (see `sim_host`).
+                let size = t.plain_len as u32;
+                self.world.offer(g, dir, size, Some(&flow), pkt);
+            }
+            while let Some(e) = self.hosts[host].poll_event() {
+                self.host_event(host, now, e);
             }
         }
     }
+}
 
-    /// Tell the metrics what the datagram in `scratch`, leaving on channel `g`, carries:
-    /// the transmit names its ADUs.
-    fn account_sent(&mut self, g: usize, t: &Transmit) {
-        let ch = self.metric_channels[g];
-        match t.seq.filter(|_| !t.adus.is_empty()) {
-            Some(seq) => {
-                for a in t.adus.iter() {
-                    self.metrics
-                        .adu_sent(adu_id(a.stream, a.seq), ch, seq, self.world.now());
-                }
+/// Tell the metrics what a datagram leaving on metrics channel `ch` carries: the
+/// transmit names its ADUs.
+fn account_sent(
+    metrics: &mut Metrics,
+    ch: MetricsChannel,
+    now: Duration,
+    t: &HostTransmit,
+    len: usize,
+) {
+    match t.seq.filter(|_| !t.adus.is_empty()) {
+        Some(seq) => {
+            for a in t.adus.iter() {
+                metrics.adu_sent(adu_id(a.stream, a.seq), ch, seq, now);
             }
-            None => self.metrics.control_sent(ch, self.scratch.len() as u32),
         }
+        None => metrics.control_sent(ch, len as u32),
     }
 }
 
@@ -677,5 +714,16 @@ fn sum_link_stats(a: horde_links::LinkStats, b: horde_links::LinkStats) -> horde
         lost: a.lost + b.lost,
         delivered: a.delivered + b.delivered,
         bytes_delivered: a.bytes_delivered + b.bytes_delivered,
+    }
+}
+
+/// Hosts `a` and `b` (distinct) of `hosts`, both mutable.
+fn two_mut(hosts: &mut [SimHost], a: usize, b: usize) -> (&mut SimHost, &mut SimHost) {
+    if a < b {
+        let (lo, hi) = hosts.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = hosts.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
     }
 }

@@ -27,8 +27,8 @@ pub(super) struct PlannedPacket {
     pub(super) sent: bool,
 }
 
-/// The packets a periodic cycle planned, in the order it planned them (each channel's
-/// in slot order), with their ADUs out of the stream queues. Buffers are reused from one
+/// The packets a periodic cycle planned, in the order it planned them (not always in
+/// time order on a channel), with their ADUs out of the stream queues. Buffers are reused from one
 /// cycle to the next.
 #[derive(Debug, Default)]
 pub(super) struct SlotPlan {
@@ -212,20 +212,26 @@ impl Sender {
 
     /// When the next held packet can go: its time, or later if its channel's controller
     /// holds it back (`None` from a channel that waits for an ack, which wakes the
-    /// session anyway). Each channel's packets are held in slot order, so only its first
-    /// one counts.
+    /// session anyway). A cycle may plan a channel's slots out of time order, so every
+    /// held packet counts; a channel's controller is asked once per run of its packets.
     pub(super) fn next_release(&self, channels: &ChannelSet, now: Duration) -> Option<Duration> {
         let mut next: Option<Duration> = None;
-        let mut last_channel = None;
+        let mut run: Option<(ChannelId, Option<Duration>)> = None;
         for p in &self.plan.packets[self.plan.head.min(self.plan.packets.len())..] {
-            if p.sent || last_channel == Some(p.slot.channel) {
+            if p.sent {
                 continue;
             }
-            last_channel = Some(p.slot.channel);
-            let ready = channels
-                .index(p.slot.channel)
-                .and_then(|idx| channels[idx].next_send_at(now));
-            if let Some(t) = ready.map(|t| t.max(p.at)) {
+            let may_send = match run {
+                Some((channel, at)) if channel == p.slot.channel => at,
+                _ => {
+                    let at = channels
+                        .index(p.slot.channel)
+                        .and_then(|idx| channels[idx].next_send_at(now));
+                    run = Some((p.slot.channel, at));
+                    at
+                }
+            };
+            if let Some(t) = may_send.map(|t| t.max(p.at)) {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
