@@ -25,7 +25,7 @@ use horde_proto::{
 use thiserror::Error;
 
 use crate::metrics::{Metrics, MetricsChannel, Report};
-use crate::sim_host::{SimHost, SimHostError};
+use crate::virtual_host::{VirtualHost, VirtualHostError};
 use crate::workload::{stream_seed, AduSpec, Workload, WorkloadSpec};
 use crate::world::{earliest, Arrival, World};
 
@@ -88,13 +88,13 @@ pub enum SimError {
     #[error("session: {0}")]
     Session(#[from] horde_proto::SessionError),
     #[error("host: {0}")]
-    Host(SimHostError),
+    Host(VirtualHostError),
 }
 
-impl From<SimHostError> for SimError {
-    fn from(e: SimHostError) -> Self {
+impl From<VirtualHostError> for SimError {
+    fn from(e: VirtualHostError) -> Self {
         match e {
-            SimHostError::Host(horde_host::HostError::Session(e)) => SimError::Session(e),
+            VirtualHostError::Host(horde_host::HostError::Session(e)) => SimError::Session(e),
             e => SimError::Host(e),
         }
     }
@@ -209,7 +209,7 @@ pub struct Simulation {
     end: Duration,
     topo: Topology,
     /// The hosts, each running every connection it has.
-    hosts: Vec<SimHost>,
+    hosts: Vec<VirtualHost>,
     pairs: Vec<Pair>,
     /// Per global channel: the metrics id.
     metric_channels: Vec<MetricsChannel>,
@@ -284,7 +284,7 @@ impl Simulation {
                 interfaces[h] = interfaces[h].max(channels.len());
             }
         }
-        let mut hosts: Vec<SimHost> = interfaces
+        let mut hosts: Vec<VirtualHost> = interfaces
             .iter()
             .enumerate()
             .map(|(h, &n)| {
@@ -293,7 +293,7 @@ impl Simulation {
                     scheduler: Some(topo.scheduler.clone()),
                     ..EndpointConfig::default()
                 };
-                SimHost::new(derive_seed(topo.seed, 13, h as u64), endpoint, n.max(1))
+                VirtualHost::new(derive_seed(topo.seed, 13, h as u64), endpoint, n.max(1))
             })
             .collect();
         let mut pairs = Vec::new();
@@ -330,7 +330,8 @@ impl Simulation {
                 aliases: aliases(client),
             };
             let (c, s) = two_mut(&mut hosts, client, server);
-            let client_key = SimHost::connect(c, s, Duration::ZERO, k as u32, targets, identity)?;
+            let client_key =
+                VirtualHost::connect(c, s, Duration::ZERO, k as u32, targets, identity)?;
             pairs.push(Pair {
                 client,
                 server,
@@ -633,7 +634,7 @@ impl Simulation {
                     sent_at: now,
                     up_channel: (dir == 0).then_some(g),
                 };
-                // The link is charged the protocol's bytes (see `sim_host`).
+                // The link is charged the protocol's bytes (see `virtual_host`).
                 let size = t.plain_len as u32;
                 self.world.offer(g, dir, size, Some(&flow), pkt);
             }
@@ -718,7 +719,7 @@ fn sum_link_stats(a: horde_links::LinkStats, b: horde_links::LinkStats) -> horde
 }
 
 /// Hosts `a` and `b` (distinct) of `hosts`, both mutable.
-fn two_mut(hosts: &mut [SimHost], a: usize, b: usize) -> (&mut SimHost, &mut SimHost) {
+fn two_mut(hosts: &mut [VirtualHost], a: usize, b: usize) -> (&mut VirtualHost, &mut VirtualHost) {
     if a < b {
         let (lo, hi) = hosts.split_at_mut(b);
         (&mut lo[a], &mut hi[0])

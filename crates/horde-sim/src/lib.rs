@@ -25,6 +25,6 @@ pub mod faults;
 pub mod flows;
 pub mod metrics;
 pub mod scenario;
-mod sim_host;
+mod virtual_host;
 pub mod world;
 pub use horde_workload as workload;

@@ -6,7 +6,7 @@
 //! Two things are kept out of the run's figures, so that a scenario measures the
 //! protocol it describes (`docs/architecture.md`, "The virtual-time world"):
 //! - the Noise handshake of each connection is exchanged between the two hosts directly
-//!   at its start ([`SimHost::connect`]): it takes no virtual time and no link capacity,
+//!   at its start ([`VirtualHost::connect`]): it takes no virtual time and no link capacity,
 //!   and the first datagram on the links is the session's hello;
 //! - the links are charged each datagram's protocol bytes: the secure layer's
 //!   [`TRANSPORT_OVERHEAD`] rides along, sealed and opened for real, uncounted.
@@ -33,7 +33,7 @@ const UNIX_MICROS_AT_START: u64 = 1_700_000_000_000_000;
 const HANDSHAKE_DATAGRAMS: usize = 4;
 
 #[derive(Debug, Error)]
-pub enum SimHostError {
+pub enum VirtualHostError {
     #[error("the handshake of service {service} did not complete: {reason}")]
     Handshake { service: u32, reason: String },
     #[error(transparent)]
@@ -43,7 +43,7 @@ pub enum SimHostError {
 }
 
 /// One simulated host: see the module documentation.
-pub struct SimHost {
+pub struct VirtualHost {
     host: Host,
     public: PublicKey,
     /// Draws for the responder's handshake jobs, run inline.
@@ -53,15 +53,15 @@ pub struct SimHost {
     sealed: Vec<u8>,
 }
 
-/// A datagram a [`SimHost`] sends: what the host says of it, its protocol size (what a
+/// A datagram a [`VirtualHost`] sends: what the host says of it, its protocol size (what a
 /// link is charged) and its sealed bytes (what the link carries).
-pub struct SimTransmit<'a> {
+pub struct VirtualTransmit<'a> {
     pub transmit: HostTransmit,
     pub plain_len: usize,
     pub sealed: &'a [u8],
 }
 
-impl SimHost {
+impl VirtualHost {
     /// A host with `interfaces` interfaces whose sessions start from `endpoint`; `seed`
     /// gives its static key and its own draws.
     pub fn new(seed: u64, endpoint: EndpointConfig, interfaces: usize) -> Self {
@@ -102,13 +102,13 @@ impl SimHost {
     /// session being `identity`, with the handshake exchanged directly between the two
     /// hosts at `now`. The session's hello is then `client`'s first datagram to send.
     pub fn connect(
-        client: &mut SimHost,
-        server: &mut SimHost,
+        client: &mut VirtualHost,
+        server: &mut VirtualHost,
         now: Duration,
         service: u32,
         channels: Vec<ChannelTarget>,
         identity: SessionIdentity,
-    ) -> Result<u64, SimHostError> {
+    ) -> Result<u64, VirtualHostError> {
         let config = ConnectConfig {
             peer: server.public,
             service,
@@ -140,7 +140,7 @@ impl SimHost {
         }
         match client.host.poll_host_event() {
             Some(HostEvent::Connected { key: k, .. }) if k == key => Ok(key),
-            other => Err(SimHostError::Handshake {
+            other => Err(VirtualHostError::Handshake {
                 service,
                 reason: match other {
                     Some(e) => format!("{e:?}"),
@@ -159,7 +159,7 @@ impl SimHost {
     }
 
     /// The next datagram to send, sealed; `None` once the host has nothing more now.
-    pub fn poll_transmit(&mut self, now: Duration) -> Option<SimTransmit<'_>> {
+    pub fn poll_transmit(&mut self, now: Duration) -> Option<VirtualTransmit<'_>> {
         loop {
             self.plain.clear();
             let t = self.host.poll_transmit(now, &mut self.plain)?;
@@ -173,7 +173,7 @@ impl SimHost {
             {
                 continue;
             }
-            return Some(SimTransmit {
+            return Some(VirtualTransmit {
                 transmit: t,
                 plain_len: self.plain.len(),
                 sealed: &self.sealed,
@@ -216,7 +216,7 @@ impl SimHost {
         key: u64,
         id: u32,
         config: StreamConfig,
-    ) -> Result<(), SimHostError> {
+    ) -> Result<(), VirtualHostError> {
         let (cell, reply) = answer_cell();
         self.host
             .handle_command(now, key, ConnOp::OpenStream(id, config, reply));
@@ -237,7 +237,7 @@ impl SimHost {
         stream: u32,
         payload: Bytes,
         fields: Fields,
-    ) -> Result<AduHandle, SimHostError> {
+    ) -> Result<AduHandle, VirtualHostError> {
         let (cell, reply) = answer_cell();
         let op = ConnOp::Send {
             stream,
@@ -267,7 +267,7 @@ fn answer_cell<T: Send + 'static>() -> (Cell<T>, horde_host::Answer<T>) {
 }
 
 /// The answer a command gave at once; a connection that is gone gives none.
-fn take<T>(cell: &Cell<T>) -> Result<T, SimHostError> {
+fn take<T>(cell: &Cell<T>) -> Result<T, VirtualHostError> {
     let answer = cell.lock().expect("not poisoned").take();
-    Ok(answer.ok_or(SimHostError::Gone)??)
+    Ok(answer.ok_or(VirtualHostError::Gone)??)
 }
