@@ -1,4 +1,4 @@
-//! The discrete-event driver: hosts running `horde-proto` sessions, a link model per
+//! The discrete-event driver: `horde-host` hosts running `horde-proto` sessions, a link model per
 //! channel per direction, workloads feeding streams, and a metrics collector watching
 //! it all, on a nanosecond virtual clock.
 //!

@@ -164,3 +164,11 @@ fn packing_sends_small_adus_in_fewer_packets_and_the_metrics_follow_every_adu() 
         data_packets(&single)
     );
 }
+
+#[test]
+fn a_channel_from_a_host_to_itself_is_refused_by_name() {
+    let mut topo = topology(1, 0.0);
+    topo.channels[1].b = 0;
+    let err = Simulation::new(topo).err().expect("a loop is refused");
+    assert_eq!(err.to_string(), "channel mid: joins a host to itself");
+}
