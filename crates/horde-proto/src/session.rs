@@ -321,8 +321,7 @@ impl Session {
     }
 
     /// The next time [`Session::handle_timeout`] or [`Session::poll_transmit`] has work:
-    /// now if datagrams wait, else the earliest named timer or, with ADUs queued, the
-    /// next slot.
+    /// now if datagrams wait, else the earliest named timer or the next send.
     pub fn poll_timeout(&self, now: Duration) -> Option<Duration> {
         if self.channels.has_pending() {
             return Some(now);
@@ -331,25 +330,34 @@ impl Session {
         if self.life.timers.derived_stale() {
             self.fill_derived_timers(&mut deadlines);
         }
-        let mut t = deadlines.next();
-        if self.life.state == State::Connected
-            && self.receiver.flow.may_send()
-            && (self.sender.has_queued() || self.recovery.wants_spare())
-        {
+        min_opt(deadlines.next(), self.next_send(now))
+    }
+
+    /// When [`Session::poll_transmit`] next has something to queue or send: now while
+    /// the recovery layer holds ADUs to queue; with ADUs queued (or spare capacity
+    /// wanted), the next slot; and the next packet a periodic cycle holds. Before then a
+    /// poll sends only what already waits, so a driver that polls more often than it
+    /// is asked to changes nothing.
+    fn next_send(&self, now: Duration) -> Option<Duration> {
+        if self.recovery.has_outgoing() {
+            return Some(now);
+        }
+        if self.life.state != State::Connected || !self.receiver.flow.may_send() {
+            return None;
+        }
+        let mut t = None;
+        if self.sender.has_queued() || self.recovery.wants_spare() {
             let slot_at = self
                 .channels
                 .iter()
                 .filter_map(|c| c.next_send_at(now))
                 .min();
-            t = min_opt(t, slot_at.map(|s| s.max(self.sender.next_cycle)));
+            t = slot_at.map(|s| s.max(self.sender.next_cycle));
             if self.sender.has_queued() {
                 t = min_opt(t, self.next_refill(now));
             }
         }
-        if self.life.state == State::Connected && self.receiver.flow.may_send() {
-            t = min_opt(t, self.sender.next_release(&self.channels, now));
-        }
-        t
+        min_opt(t, self.sender.next_release(&self.channels, now))
     }
 
     /// Write the next datagram to send into `buf` (cleared first).
@@ -358,7 +366,7 @@ impl Session {
         if !self.channels.has_pending() {
             self.channels.queue_acks(now, self.conn);
         }
-        if !self.channels.has_pending() {
+        if !self.channels.has_pending() && self.next_send(now).is_some_and(|t| t <= now) {
             self.queue_recovery(now);
             if self.cycle_due(now) {
                 self.run_cycle(now);

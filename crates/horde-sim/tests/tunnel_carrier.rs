@@ -1,13 +1,16 @@
-//! The tunnel carrier end to end: a smoltcp TCP download through two Horde sessions over
-//! two lossy simulated links arrives byte for byte.
+//! The tunnel carrier end to end: a smoltcp TCP download through two Horde hosts over
+//! two lossy simulated links arrives byte for byte, and the hosts' touched walk misses
+//! nothing.
 
 use std::time::Duration;
 
 use horde_links::{DelaySpec, LinkSpec, LossSpec, RateSpec};
 use horde_policy::registry::scheduler;
-use horde_proto::{CcConfig, ChannelConfig, SessionConfig, StreamConfig};
+use horde_proto::{
+    CcConfig, ChannelConfig, RecoveryConfig, RecoveryMode, SessionConfig, StreamConfig,
+};
 use horde_sim::flows::host::{SimHost, CLIENT_ADDR, SERVER_ADDR};
-use horde_sim::flows::tunnel::{TunnelCarrier, TunnelLink, TunnelSetup};
+use horde_sim::flows::tunnel::{TunnelCarrier, TunnelLink, TunnelSetup, TunnelStats};
 use horde_sim::flows::{Carrier, Side};
 use smoltcp::socket::tcp;
 use smoltcp::wire::IpAddress;
@@ -83,16 +86,29 @@ fn socket() -> tcp::Socket<'static> {
     tcp::Socket::new(buf(), buf())
 }
 
-#[test]
-fn a_tcp_download_crosses_two_lossy_links_intact() {
+/// How a download through the carrier went.
+#[derive(Debug, PartialEq)]
+struct Download {
+    received: Vec<u8>,
+    done_at: Duration,
+    stats: TunnelStats,
+}
+
+/// `file` downloaded over TCP through the carrier on [`two_lossy_links`], its stream
+/// recovering losses by `mode`; with `walk_all` each end visits every connection at
+/// every step instead of only those touched or due.
+fn download(file: &[u8], mode: RecoveryMode, walk_all: bool) -> Download {
     const PORT: u16 = 80;
-    let file = content(400_000);
     let mut carrier = TunnelCarrier::new(TunnelSetup {
         links: two_lossy_links(),
         session: SessionConfig::default(),
         stream: StreamConfig {
             ordered: true,
             max_queue_bytes: 1 << 20,
+            recovery: RecoveryConfig {
+                mode,
+                ..RecoveryConfig::default()
+            },
             ..StreamConfig::default()
         },
         scheduler: scheduler("rrr", None).unwrap(),
@@ -100,6 +116,7 @@ fn a_tcp_download_crosses_two_lossy_links_intact() {
         base_dir: ".".into(),
     })
     .unwrap();
+    carrier.set_walk_all(walk_all);
     let mut client = SimHost::new(CLIENT_ADDR, 1);
     let mut server = SimHost::new(SERVER_ADDR, 2);
     let mut listener = socket();
@@ -167,14 +184,57 @@ fn a_tcp_download_crosses_two_lossy_links_intact() {
             carrier.send(now, Side::Server, p);
         }
     }
-    assert_eq!(received.len(), file.len(), "download incomplete at {now:?}");
-    assert_eq!(fnv1a(&received), fnv1a(&file));
-    assert!(received == file);
+    Download {
+        received,
+        done_at: now,
+        stats: carrier.tunnel_stats(),
+    }
+}
+
+#[test]
+fn a_tcp_download_crosses_two_lossy_links_intact() {
+    let file = content(400_000);
+    let d = download(&file, RecoveryMode::None, false);
+    assert_eq!(
+        d.received.len(),
+        file.len(),
+        "download incomplete at {:?}",
+        d.done_at
+    );
+    assert_eq!(fnv1a(&d.received), fnv1a(&file));
+    assert!(d.received == file);
     // Both links carried the download and both lost some of it on the way.
-    let stats = carrier.tunnel_stats();
-    for (name, _, down) in &stats.links {
+    for (name, _, down) in &d.stats.links {
         assert!(down.delivered > 20, "{name} carried {down:?}");
         assert!(down.lost > 0, "{name} lost nothing: {down:?}");
     }
-    assert!(stats.down.packets_out > 250);
+    assert!(d.stats.down.packets_out > 250);
+}
+
+/// The hosts visit only the connections something touched or whose deadline passed; a
+/// run that visits every connection at every step must come out the same, datagram for
+/// datagram, with every kind of loss recovery (each wakes its session its own way).
+#[test]
+fn walking_every_connection_at_every_step_changes_no_download() {
+    let file = content(150_000);
+    let modes = [
+        RecoveryMode::None,
+        RecoveryMode::Oec,
+        RecoveryMode::Fec { percent: 10.0 },
+        RecoveryMode::Retransmit,
+        RecoveryMode::Block { data: 8 },
+    ];
+    for mode in modes {
+        let touched = download(&file, mode, false);
+        assert!(touched.received == file, "{mode:?}: download incomplete");
+        let all = download(&file, mode, true);
+        assert!(
+            all == touched,
+            "{mode:?}: walking every connection: done at {:?}, {:?}; touched only: done at {:?}, {:?}",
+            all.done_at,
+            all.stats,
+            touched.done_at,
+            touched.stats
+        );
+    }
 }

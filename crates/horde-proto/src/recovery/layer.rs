@@ -243,6 +243,11 @@ impl RecoveryLayer {
         !matches!(kind, Kind::Data(_))
     }
 
+    /// Whether the layer holds ADUs for the session to queue.
+    pub fn has_outgoing(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+
     /// ADUs the layer wants queued; the session gives each an id and calls [`Self::bind`].
     pub fn take_outgoing(&mut self) -> Vec<(u32, Outgoing)> {
         std::mem::take(&mut self.outgoing)

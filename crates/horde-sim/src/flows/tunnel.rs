@@ -1,16 +1,17 @@
 //! A [`Carrier`] that tunnels the simulated hosts' IP packets through Horde.
 //!
-//! The client host's packets become ADUs of one stream of a client (vehicle) session,
-//! the server host's packets ADUs of one stream of the server (wired side) session, and
-//! the two sessions talk over N simulated links, each a `horde-links` model per
-//! direction. This is the simulator's half of PluriBus: the same `horde-proto` code a
-//! real tunnel runs, with the stream's [`StreamConfig`] (ordering, loss recovery, queue
-//! limits) and the scheduler taken from the scenario.
+//! The client host's packets become ADUs of one stream of the vehicle's connection, the
+//! server host's packets ADUs of one stream of the wired side's, and the two ends talk
+//! over N simulated links, each a `horde-links` model per direction. This is the
+//! simulator's half of PluriBus: each end is a [`VirtualHost`], the `horde-host` a real
+//! tunnel runs (sealing, routing by crypto index, the touched walk and timer table),
+//! with the stream's [`StreamConfig`] (ordering, loss recovery, queue limits) and the
+//! scheduler taken from the scenario.
 //!
 //! The links, the clock and the datagrams inside them are a [`World`], which the flow
 //! simulator's own event loop drives through the carrier: [`Carrier::deliver`] moves
-//! the world's clock, hands arrived datagrams and due timers to the sessions, and
-//! [`Carrier::next_delivery`] adds the sessions' timers to the world's next delivery,
+//! the world's clock, hands arrived datagrams and due timers to the hosts, and
+//! [`Carrier::next_delivery`] adds the hosts' timers to the world's next delivery,
 //! so there is no second driver loop here.
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,16 +20,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use horde_host::{ChannelTarget, HostEvent, SessionIdentity};
 use horde_links::{LinkSpec, LinkStats};
 use horde_policy::Fields;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
-    wire, ChannelConfig, ChannelSpec, Event, Session, SessionConfig, SessionError, StreamConfig,
+    ChannelConfig, EndpointConfig, Event, ServerConfig, Session, SessionConfig, SessionError,
+    StreamConfig,
 };
 use serde::Serialize;
 
 use super::carrier::{Carrier, CarrierStats, Side};
 use crate::engine::SchedulerFactory;
+use crate::virtual_host::{VirtualHost, VirtualHostError};
 use crate::workload::stream_seed;
 use crate::world::{Arrival, World, DOWN, UP};
 
@@ -76,6 +80,8 @@ pub enum TunnelError {
     NoLinks,
     #[error("session: {0}")]
     Session(#[from] SessionError),
+    #[error("tunnel ends: {0}")]
+    Host(#[from] VirtualHostError),
 }
 
 /// IP packets through the tunnel in one direction.
@@ -188,22 +194,31 @@ impl QueueTrace {
     }
 }
 
-/// The client session, the server session once the handshake reached it, and the links.
+/// The two tunnel ends, each a [`VirtualHost`] (the client's connection, and the
+/// server's once the client's hello reached it), and the links.
 pub struct TunnelCarrier {
-    /// The clock and the links, `[up, down]` each, carrying datagram bytes; link `i` is
-    /// both ends' channel `i`.
+    /// The clock and the links, `[up, down]` each, carrying sealed datagrams; link `i` is
+    /// both ends' channel `i` and interface `i`.
     world: World<Bytes>,
-    client: Session,
-    server: Option<Session>,
+    /// `[client, server]`.
+    ends: [VirtualHost; 2],
+    client_key: u64,
+    server_key: Option<u64>,
+    /// Reference mode: every connection is walked at every step.
+    walk_all: bool,
     setup: TunnelSetup,
     stats: TunnelStats,
-    scratch: Vec<u8>,
     arrivals: Vec<Arrival<Bytes>>,
     /// Received packets not yet handed out.
     held: Vec<(Side, Vec<u8>)>,
     /// The entries' stream queues: `[up, down]`.
     queues: [QueueTrace; 2],
 }
+
+const CLIENT: usize = 0;
+const SERVER: usize = 1;
+/// The service the server listens on.
+const SERVICE: u32 = 1;
 
 /// An address label for one end's interface: never used for real traffic.
 fn label(server: bool, iface: u16) -> SocketAddr {
@@ -232,41 +247,71 @@ impl TunnelCarrier {
             };
             links.push([build(&l.up, 0)?, build(&l.down, 1)?]);
         }
-        let specs = setup
+        let n = setup.links.len();
+        let end = |role: u64| {
+            let endpoint = EndpointConfig {
+                session: setup.session.clone(),
+                scheduler: Some(setup.scheduler.clone()),
+                ..EndpointConfig::default()
+            };
+            VirtualHost::new(stream_seed(setup.seed, 0x7f) ^ role, endpoint, n)
+        };
+        let mut ends = [end(0), end(1)];
+        let aliases = |server| (0..n as u16).map(|i| label(server, i)).collect();
+        let configs: Vec<ChannelConfig> =
+            setup.links.iter().map(|l| l.down_channel.clone()).collect();
+        let client_public = ends[CLIENT].public();
+        ends[SERVER].listen(
+            SERVICE,
+            ServerConfig {
+                channel_config: Arc::new(move |id| {
+                    configs.get(usize::from(id)).cloned().unwrap_or_default()
+                }),
+                seed: Some(stream_seed(setup.seed, 0x7e)),
+                aliases: Some(aliases(true)),
+            },
+            client_public,
+        );
+        let targets = setup
             .links
             .iter()
             .enumerate()
-            .map(|(i, l)| ChannelSpec {
-                local: i as u16,
+            .map(|(i, l)| ChannelTarget {
+                interface: i,
                 remote: label(true, i as u16),
                 config: l.up_channel.clone(),
             })
             .collect();
-        let aliases = (0..setup.links.len() as u16)
-            .map(|i| label(false, i))
-            .collect();
-        let config = SessionConfig {
+        let identity = SessionIdentity {
+            conn_id: stream_seed(setup.seed, 0x7d) | 1,
             seed: stream_seed(setup.seed, 0x7c),
-            ..setup.session.clone()
+            aliases: aliases(false),
         };
-        let conn = stream_seed(setup.seed, 0x7d) | 1;
-        let mut client = Session::connect(config, conn, 0, specs, aliases, Duration::ZERO)?;
-        client.set_scheduler((setup.scheduler)());
-        client.open_stream(UP_STREAM, setup.stream.clone())?;
+        let [client, server] = &mut ends;
+        let client_key =
+            VirtualHost::connect(client, server, Duration::ZERO, SERVICE, targets, identity)?;
+        client.open_stream(Duration::ZERO, client_key, UP_STREAM, setup.stream.clone())?;
         let mut c = TunnelCarrier {
             world: World::new(links),
-            client,
-            server: None,
+            ends,
+            client_key,
+            server_key: None,
+            walk_all: false,
             stats: TunnelStats::default(),
-            scratch: Vec::with_capacity(2048),
             arrivals: Vec::new(),
             held: Vec::new(),
             queues: [QueueTrace::default(); 2],
             setup,
         };
-        // The handshake leaves at once.
+        // The hello leaves at once.
         c.pump(&mut Vec::new());
         Ok(c)
+    }
+
+    /// Reference mode: visit both ends' connections at every step, as if each had been
+    /// touched, instead of only those touched or due. A run must come out the same.
+    pub fn set_walk_all(&mut self, on: bool) {
+        self.walk_all = on;
     }
 
     /// Counters so far.
@@ -283,15 +328,13 @@ impl TunnelCarrier {
             })
             .collect();
         // Each end's stats of both streams: its sending side of one, receiving of the other.
+        let client = Some(self.client_session());
+        let server = self.server_session();
         let ends = [
-            self.client.recovery_stats(UP_STREAM),
-            self.client.recovery_stats(DOWN_STREAM),
-            self.server
-                .as_ref()
-                .and_then(|x| x.recovery_stats(DOWN_STREAM)),
-            self.server
-                .as_ref()
-                .and_then(|x| x.recovery_stats(UP_STREAM)),
+            client.and_then(|x| x.recovery_stats(UP_STREAM)),
+            client.and_then(|x| x.recovery_stats(DOWN_STREAM)),
+            server.and_then(|x| x.recovery_stats(DOWN_STREAM)),
+            server.and_then(|x| x.recovery_stats(UP_STREAM)),
         ];
         if ends.iter().any(Option::is_some) {
             let mut r = RecoveryCounts::default();
@@ -310,103 +353,71 @@ impl TunnelCarrier {
 
     /// The client (vehicle) session.
     pub fn client_session(&self) -> &Session {
-        &self.client
+        self.ends[CLIENT]
+            .session(self.client_key)
+            .expect("the client's connection lives as long as the carrier")
     }
 
-    /// The server session, once the client's handshake reached it.
+    /// The server session, once the client's hello reached it.
     pub fn server_session(&self) -> Option<&Session> {
-        self.server.as_ref()
+        self.ends[SERVER].session(self.server_key?)
     }
 
-    /// Hand a datagram that left its link to the session at its far end; the server
-    /// session is created from the first hello.
+    /// Hand a datagram that left its link to the host at its far end; the server opens
+    /// its stream as the hello opens the connection.
     fn arrive(&mut self, a: Arrival<Bytes>) {
         let now = self.world.now();
-        let (channel, bytes) = (a.link as u16, a.payload);
-        if a.dir == DOWN {
-            let from = label(true, channel);
-            self.client.handle_datagram(now, channel, from, bytes);
-            return;
-        }
-        let from = label(false, channel);
-        if let Some(s) = self.server.as_mut() {
-            s.handle_datagram(now, channel, from, bytes);
-            return;
-        }
-        if !wire::is_hello(&bytes) {
-            return;
-        }
-        let configs: Vec<ChannelConfig> = self
-            .setup
-            .links
-            .iter()
-            .map(|l| l.down_channel.clone())
-            .collect();
-        let aliases = (0..self.setup.links.len() as u16)
-            .map(|i| label(true, i))
-            .collect();
-        let config = SessionConfig {
-            seed: stream_seed(self.setup.seed, 0x7e),
-            ..self.setup.session.clone()
-        };
-        if let Ok(mut s) = Session::accept(
-            config,
-            now,
-            channel,
-            from,
-            bytes,
-            aliases,
-            Arc::new(move |id| configs.get(usize::from(id)).cloned().unwrap_or_default()),
-        ) {
-            s.set_scheduler((self.setup.scheduler)());
-            if s.open_stream(DOWN_STREAM, self.setup.stream.clone())
-                .is_ok()
-            {
-                self.server = Some(s);
+        let to = if a.dir == DOWN { CLIENT } else { SERVER };
+        let from = label(to == CLIENT, a.link as u16);
+        self.ends[to].receive(now, a.link, from, &a.payload);
+        while let Some(e) = self.ends[to].poll_host_event() {
+            if let HostEvent::Accepted { key, .. } = e {
+                let stream = self.setup.stream.clone();
+                if self.ends[SERVER]
+                    .open_stream(now, key, DOWN_STREAM, stream)
+                    .is_ok()
+                {
+                    self.server_key = Some(key);
+                }
             }
         }
     }
 
-    /// Move every datagram both sessions want to send into the links, and every ADU
-    /// they received into `out`.
+    /// Move every datagram both ends want to send into the links, and every ADU they
+    /// received into `out`.
     fn pump(&mut self, out: &mut Vec<(Side, Vec<u8>)>) {
         let now = self.world.now();
-        for up in [true, false] {
-            let session = if up {
-                &mut self.client
+        for end in [CLIENT, SERVER] {
+            let (dir, stats) = if end == CLIENT {
+                (UP, &mut self.stats.up)
             } else {
-                match self.server.as_mut() {
-                    Some(s) => s,
-                    None => continue,
-                }
+                (DOWN, &mut self.stats.down)
             };
-            while let Some(t) = session.poll_transmit(now, &mut self.scratch) {
-                let dir = if up {
-                    &mut self.stats.up
-                } else {
-                    &mut self.stats.down
-                };
-                dir.datagrams += 1;
-                dir.wire_bytes += self.scratch.len() as u64;
-                let link = usize::from(t.channel);
+            while let Some(t) = self.ends[end].poll_transmit(now) {
+                stats.datagrams += 1;
+                stats.wire_bytes += t.plain_len as u64;
+                let link = usize::from(t.transmit.channel);
                 if link >= self.world.link_count() {
                     continue;
                 }
-                let dir = if up { UP } else { DOWN };
-                let bytes = Bytes::copy_from_slice(&self.scratch);
-                self.world
-                    .offer(link, dir, self.scratch.len() as u32, None, bytes);
+                // The link is charged the protocol's bytes (see `virtual_host`).
+                let bytes = Bytes::copy_from_slice(t.sealed);
+                self.world.offer(link, dir, t.plain_len as u32, None, bytes);
             }
-            while let Some(e) = session.poll_event() {
-                if let Event::Received { payload, .. } = e {
+            while let Some(e) = self.ends[end].poll_event() {
+                if let HostEvent::Conn {
+                    event: Event::Received { payload, .. },
+                    ..
+                } = e
+                {
                     // Received by the server means it goes to the server host.
-                    let (to, dir) = if up {
+                    let (to, stats) = if end == CLIENT {
                         (Side::Client, &mut self.stats.down)
                     } else {
                         (Side::Server, &mut self.stats.up)
                     };
-                    dir.packets_out += 1;
-                    dir.bytes_out += payload.len() as u64;
+                    stats.packets_out += 1;
+                    stats.bytes_out += payload.len() as u64;
                     out.push((to, payload.to_vec()));
                 }
             }
@@ -418,13 +429,15 @@ impl Carrier for TunnelCarrier {
     fn send(&mut self, now: Duration, from: Side, packet: Vec<u8>) {
         self.world.advance_to(now);
         let now = self.world.now();
-        let (session, stream, dir) = match from {
-            Side::Client => (Some(&mut self.client), UP_STREAM, &mut self.stats.up),
-            Side::Server => (self.server.as_mut(), DOWN_STREAM, &mut self.stats.down),
+        let (end, key, stream, dir) = match from {
+            Side::Client => (CLIENT, Some(self.client_key), UP_STREAM, &mut self.stats.up),
+            Side::Server => (SERVER, self.server_key, DOWN_STREAM, &mut self.stats.down),
         };
         dir.packets_in += 1;
         dir.bytes_in += packet.len() as u64;
-        let sent = session.map(|s| s.send_adu(now, stream, Bytes::from(packet), Fields::new()));
+        let sent = key.map(|key| {
+            self.ends[end].send_adu(now, key, stream, Bytes::from(packet), Fields::new())
+        });
         if !matches!(sent, Some(Ok(_))) {
             dir.refused += 1;
         }
@@ -433,24 +446,17 @@ impl Carrier for TunnelCarrier {
         let mut held = std::mem::take(&mut self.held);
         self.pump(&mut held);
         self.held = held;
-        let (queued, trace) = match from {
-            Side::Client => (self.client.queued_bytes(UP_STREAM), &mut self.queues[0]),
-            Side::Server => (
-                self.server
-                    .as_ref()
-                    .map_or(0, |s| s.queued_bytes(DOWN_STREAM)),
-                &mut self.queues[1],
-            ),
-        };
-        trace.on_arrival(queued);
+        let queued = match from {
+            Side::Client => Some(self.client_session()),
+            Side::Server => self.server_session(),
+        }
+        .map_or(0, |s| s.queued_bytes(stream));
+        self.queues[end].on_arrival(queued);
     }
 
     fn next_delivery(&self) -> Option<Duration> {
         let now = self.world.now();
-        let timers = [
-            self.client.poll_timeout(now),
-            self.server.as_ref().and_then(|s| s.poll_timeout(now)),
-        ];
+        let timers = self.ends.iter().map(|e| e.poll_timeout(now));
         let held = (!self.held.is_empty()).then_some(now);
         [self.world.next_delivery()]
             .into_iter()
@@ -469,9 +475,11 @@ impl Carrier for TunnelCarrier {
             self.arrive(a);
         }
         self.arrivals = arrivals;
-        self.client.handle_timeout(now);
-        if let Some(s) = self.server.as_mut() {
-            s.handle_timeout(now);
+        for end in &mut self.ends {
+            if self.walk_all {
+                end.touch_all();
+            }
+            end.handle_timeout(now);
         }
         out.append(&mut self.held);
         self.pump(out);
