@@ -195,21 +195,7 @@ impl Fleet {
         while let Some(t) = v.host.poll_handshake_transmit() {
             send(v, &mut self.traffic, t.iface, t.dst, &t.datagram);
         }
-        loop {
-            self.scratch.clear();
-            let Some(t) = v.host.poll_transmit(now, &mut self.scratch) else {
-                break;
-            };
-            self.sealed.clear();
-            let Some(crypto) = v.host.crypto_mut(t.conn) else {
-                continue;
-            };
-            if crypto
-                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
-                .is_err()
-            {
-                continue;
-            }
+        while let Some(t) = v.host.poll_sealed(now, &mut self.scratch, &mut self.sealed) {
             send(v, &mut self.traffic, t.iface, t.dst, &self.sealed);
         }
         drain_events(v, now);

@@ -79,6 +79,32 @@ impl Host {
         })
     }
 
+    /// [`Host::poll_transmit`] sealed at once, for a driver that seals on its own thread
+    /// (horde-net seals on worker threads instead): the protocol datagram is written
+    /// into `plain`, what goes on the wire into `sealed`. A datagram whose connection
+    /// has no keys left to seal it with is skipped, as a failed send would be.
+    pub fn poll_sealed(
+        &mut self,
+        now: Duration,
+        plain: &mut Vec<u8>,
+        sealed: &mut Vec<u8>,
+    ) -> Option<HostTransmit> {
+        loop {
+            plain.clear();
+            let t = self.poll_transmit(now, plain)?;
+            sealed.clear();
+            let Some(crypto) = self.crypto_mut(t.conn) else {
+                continue;
+            };
+            if crypto
+                .seal_append(u8::from(t.channel), plain, sealed)
+                .is_ok()
+            {
+                return Some(t);
+            }
+        }
+    }
+
     /// [`Host::poll_transmit`], without the ADUs each datagram carries.
     pub fn poll_datagram(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<HostDatagram> {
         self.walk_transmit(now, buf, |conn, t| HostDatagram {

@@ -606,7 +606,7 @@ impl Simulation {
     fn step_sessions(&mut self) {
         let now = self.world.now();
         for host in 0..self.hosts.len() {
-            while let Some(t) = self.hosts[host].poll_transmit(now) {
+            while let Some(t) = self.hosts[host].poll_sealed(now) {
                 let sent = &t.transmit;
                 let Some(p) = self.pairs.iter().find(|p| p.holds(host, sent.conn)) else {
                     continue;

@@ -48,7 +48,7 @@ pub struct VirtualHost {
     public: PublicKey,
     /// Draws for the responder's handshake jobs, run inline.
     rng: ChaCha8Rng,
-    /// The protocol datagram `poll_transmit` writes, then its sealed form.
+    /// The protocol datagram the host writes, then its sealed form.
     plain: Vec<u8>,
     sealed: Vec<u8>,
 }
@@ -159,26 +159,15 @@ impl VirtualHost {
     }
 
     /// The next datagram to send, sealed; `None` once the host has nothing more now.
-    pub fn poll_transmit(&mut self, now: Duration) -> Option<VirtualTransmit<'_>> {
-        loop {
-            self.plain.clear();
-            let t = self.host.poll_transmit(now, &mut self.plain)?;
-            self.sealed.clear();
-            let Some(crypto) = self.host.crypto_mut(t.conn) else {
-                continue;
-            };
-            if crypto
-                .seal_append(u8::from(t.channel), &self.plain, &mut self.sealed)
-                .is_err()
-            {
-                continue;
-            }
-            return Some(VirtualTransmit {
-                transmit: t,
-                plain_len: self.plain.len(),
-                sealed: &self.sealed,
-            });
-        }
+    pub fn poll_sealed(&mut self, now: Duration) -> Option<VirtualTransmit<'_>> {
+        let t = self
+            .host
+            .poll_sealed(now, &mut self.plain, &mut self.sealed)?;
+        Some(VirtualTransmit {
+            transmit: t,
+            plain_len: self.plain.len(),
+            sealed: &self.sealed,
+        })
     }
 
     /// The host's own events (a connection accepted, removed), not its sessions'.

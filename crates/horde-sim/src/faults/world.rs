@@ -821,20 +821,9 @@ impl World {
             let Some(h) = self.client.host.as_mut() else {
                 break;
             };
-            self.scratch.clear();
-            let Some(t) = h.poll_transmit(cnow, &mut self.scratch) else {
+            let Some(t) = h.poll_sealed(cnow, &mut self.scratch, &mut self.sealed) else {
                 break;
             };
-            self.sealed.clear();
-            let Some(crypto) = h.crypto_mut(t.conn) else {
-                continue;
-            };
-            if crypto
-                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
-                .is_err()
-            {
-                continue;
-            }
             if now >= self.window_from && now < self.plan.close_at {
                 for a in t.adus.iter() {
                     let key = AduKey {
@@ -881,20 +870,9 @@ impl World {
             self.send(t.iface, DOWN, server_addr(t.iface), t.dst, &t.datagram);
         }
         while let Some(h) = self.server.host.as_mut() {
-            self.scratch.clear();
-            let Some(t) = h.poll_transmit(snow, &mut self.scratch) else {
+            let Some(t) = h.poll_sealed(snow, &mut self.scratch, &mut self.sealed) else {
                 break;
             };
-            self.sealed.clear();
-            let Some(crypto) = h.crypto_mut(t.conn) else {
-                continue;
-            };
-            if crypto
-                .seal_append(u8::from(t.channel), &self.scratch, &mut self.sealed)
-                .is_err()
-            {
-                continue;
-            }
             let sealed = std::mem::take(&mut self.sealed);
             self.send(t.iface, DOWN, server_addr(t.iface), t.dst, &sealed);
             self.sealed = sealed;

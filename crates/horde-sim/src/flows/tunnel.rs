@@ -393,7 +393,7 @@ impl TunnelCarrier {
             } else {
                 (DOWN, &mut self.stats.down)
             };
-            while let Some(t) = self.ends[end].poll_transmit(now) {
+            while let Some(t) = self.ends[end].poll_sealed(now) {
                 stats.datagrams += 1;
                 stats.wire_bytes += t.plain_len as u64;
                 let link = usize::from(t.transmit.channel);
