@@ -327,7 +327,7 @@ impl Host {
             channel_config: self.accepted_channel.clone(),
             ..ServerConfig::uniform(ChannelConfig::default())
         };
-        self.endpoint.listen(service, server);
+        self.listen_with(service, server);
     }
 
     /// Accept connections for `service` with sessions set up as `server` says (channel

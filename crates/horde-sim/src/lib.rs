@@ -1,6 +1,7 @@
-//! The Horde simulator: the protocol core (`horde-proto` sessions, `horde-policy`
-//! schedulers) run unchanged over modelled links in virtual time, so that a run is
-//! deterministic for its seed.
+//! The Horde simulator: the code that ships (`horde-host` hosts with their
+//! `horde-proto` sessions and `horde-policy` schedulers, sealed and opened for real) run
+//! unchanged over modelled links in virtual time, so that a run is deterministic for its
+//! seed.
 //!
 //! - [`world`] is the one virtual network every simulator below steps: the clock, the
 //!   link models and the datagrams inside them.
