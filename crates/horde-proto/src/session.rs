@@ -366,17 +366,24 @@ impl Session {
         if !self.channels.has_pending() {
             self.channels.queue_acks(now, self.conn);
         }
-        if !self.channels.has_pending() && self.next_send(now).is_some_and(|t| t <= now) {
-            self.queue_recovery(now);
-            if self.cycle_due(now) {
+        if !self.channels.has_pending() {
+            // Work that time brings (recovery ADUs to queue, a cycle, spare capacity to
+            // offer) waits for its deadline, so that polling early changes nothing.
+            let due = self.next_send(now).is_some_and(|t| t <= now);
+            if due {
+                self.queue_recovery(now);
+            }
+            if due && self.cycle_due(now) {
                 self.run_cycle(now);
                 self.note_drained();
-            } else if !self.sender.plan.is_empty() {
+            } else if due && !self.sender.plan.is_empty() {
                 self.release_planned(now);
-            } else if !self.sender.has_queued() {
-                if self.offer_spare_slots(now) && self.cycle_due(now) {
+            } else if !self.sender.has_queued() && self.sender.plan.is_empty() {
+                if due && self.offer_spare_slots(now) && self.cycle_due(now) {
                     self.run_cycle(now);
                 } else {
+                    // Nothing to send where a channel could: its rate samples from here
+                    // on are the application's limit, not the path's.
                     self.channels.mark_idle_app_limited(now);
                 }
             }
