@@ -337,7 +337,7 @@ impl Session {
     /// the recovery layer holds ADUs to queue; with ADUs queued (or spare capacity
     /// wanted), the next slot; and the next packet a periodic cycle holds. Before then a
     /// poll sends only what already waits, so a driver that polls more often than it
-    /// is asked to changes nothing.
+    /// is asked to changes no run (`horde-sim/tests/tunnel_carrier.rs` checks it).
     fn next_send(&self, now: Duration) -> Option<Duration> {
         if self.recovery.has_outgoing() {
             return Some(now);
