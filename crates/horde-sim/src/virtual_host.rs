@@ -1,7 +1,7 @@
 //! A host of a virtual-time run: the `horde-host` that ships, with its secure layer,
 //! its routing by crypto index and its session lifecycle, on a key drawn from the run's
-//! seed. The scenario engine drives its sessions through it, as `horde-net` does in real
-//! time.
+//! seed. The scenario engine and the tunnel carrier drive their sessions through it, as
+//! `horde-net` does in real time.
 //!
 //! Two things are kept out of the run's figures, so that a scenario measures the
 //! protocol it describes (`docs/architecture.md`, "The virtual-time world"):

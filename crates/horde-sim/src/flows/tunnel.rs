@@ -25,8 +25,7 @@ use horde_links::{LinkSpec, LinkStats};
 use horde_policy::Fields;
 use horde_proto::recovery::RecoveryStats;
 use horde_proto::{
-    ChannelConfig, EndpointConfig, Event, ServerConfig, Session, SessionConfig, SessionError,
-    StreamConfig,
+    ChannelConfig, EndpointConfig, Event, ServerConfig, Session, SessionConfig, StreamConfig,
 };
 use serde::Serialize;
 
@@ -78,8 +77,6 @@ pub enum TunnelError {
     },
     #[error("a tunnel needs at least one link")]
     NoLinks,
-    #[error("session: {0}")]
-    Session(#[from] SessionError),
     #[error("tunnel ends: {0}")]
     Host(#[from] VirtualHostError),
 }
