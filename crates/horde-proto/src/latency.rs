@@ -14,10 +14,14 @@
 //!   healthy set only by one clearly cheaper ([`SWITCH_GAIN`]).
 //! - **Their queue.** Each keeps a queue of `BUDGET_SHARE × (bound − base one-way delay)`
 //!   of its rate (`channel::QueueBound` caps its bytes in flight). The rest of the slack
-//!   absorbs a link that slows while that queue drains.
+//!   absorbs a link that slows while that queue drains. A few slots past the cap stay
+//!   open to the stream's ADUs alone (`channel::RESERVED_SLOTS`; the session takes back
+//!   any the scheduler gave to bulk, [`LatencySteering::keep_reserved`]), so they do not
+//!   wait for an ack to reopen a window bulk filled.
 //! - **The stream's ADUs** go only on those channels. The session collects them first;
 //!   after the scheduler and the fairness pass, [`LatencySteering::steer`] moves each
 //!   onto the real slot of a bounded channel with the lowest expected one-way delay
+//!   (base, the latest round trip's queue, and how long the link has been silent)
 //!   (displacing another stream's ADU, which takes its old slot) or, when no bounded
 //!   channel has a slot this cycle, holds it for the next one. An ADU that has waited
 //!   [`PATIENCE_SHARE`] of its bound takes the quickest real slot of any channel.
@@ -225,6 +229,28 @@ impl LatencySteering {
         &self.pinned
     }
 
+    /// Per ADU collected this cycle: whether it is steered (a latency-bound stream's
+    /// while channels are bounded, or a quickest stream's).
+    pub(crate) fn steered(&self) -> &[bool] {
+        &self.steered
+    }
+
+    /// After [`Self::steer`]: a reserved slot (`reserved`, per real slot) keeps only a
+    /// steered ADU; any other ADU the scheduler put there waits for a later cycle.
+    pub(crate) fn keep_reserved(
+        &self,
+        reserved: &[bool],
+        n_real: usize,
+        assignment: &mut [Option<usize>],
+    ) {
+        for (a, slot) in assignment.iter_mut().enumerate() {
+            let on_reserved = slot.is_some_and(|s| s < n_real && reserved[s]);
+            if on_reserved && !self.steered.get(a).copied().unwrap_or(false) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Per ADU collected this cycle: the channel it may not leave on.
     pub(crate) fn avoided(&self) -> &[Option<ChannelId>] {
         &self.avoid
@@ -280,7 +306,7 @@ impl LatencySteering {
         self.expected_ms.clear();
         for c in channels.iter().filter(|c| c.is_alive()) {
             if let Some(base) = c.base_one_way() {
-                let ms = (base + c.queue_delay()).as_secs_f64() * 1e3;
+                let ms = (base + c.queue_delay() + c.stall(now)).as_secs_f64() * 1e3;
                 self.expected_ms.push((c.id, ms));
             }
         }

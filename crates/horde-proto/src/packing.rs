@@ -104,6 +104,12 @@ pub(crate) struct PlanInput<'a> {
     /// Per ADU (empty: none): it may go only on a channel of `bounded`, those whose
     /// queue a latency objective keeps short (`crate::latency`).
     pub pinned: &'a [bool],
+    /// Per ADU (empty: none): whether it is steered by a latency objective
+    /// (`crate::latency`); only those may take a reserved slot.
+    pub steered: &'a [bool],
+    /// Per real slot (empty: none): whether it is one of a bounded channel's reserved
+    /// slots.
+    pub reserved: &'a [bool],
     /// Per ADU (empty: none): a channel it may not go on (a copy's original's).
     pub avoid: &'a [Option<ChannelId>],
     pub bounded: &'a [ChannelId],
@@ -119,6 +125,14 @@ impl PlanInput<'_> {
         (!self.pinned.get(a).copied().unwrap_or(false) || self.bounded.contains(&channel))
             && self.avoid.get(a).is_none_or(|c| *c != Some(channel))
             && crate::latency::within_limit(self.limits, self.expected, a, channel)
+    }
+
+    /// Whether ADU `a` may leave in real slot `s`: on its channel, and in a reserved
+    /// slot only if it is steered.
+    fn may_take(&self, a: usize, s: usize) -> bool {
+        self.may_use(a, self.slots[s].channel)
+            && (!self.reserved.get(s).copied().unwrap_or(false)
+                || self.steered.get(a).copied().unwrap_or(false))
     }
 }
 
@@ -156,7 +170,7 @@ impl Packer {
             if a == usize::MAX || slots[s].max_size < adus[a].length {
                 continue; // a scheduler bug must not corrupt the session
             }
-            if !input.may_use(a, slots[s].channel) {
+            if !input.may_take(a, s) {
                 continue;
             }
             let channel = input.keep_channel.then_some(slots[s].channel);
@@ -182,7 +196,7 @@ impl Packer {
         let cost = entry_cost(&adus[a]);
         let p = self.packets.iter().position(|p| {
             channel.is_none_or(|c| p.channel == c)
-                && input.may_use(a, p.channel)
+                && input.may_take(a, p.slot)
                 && p.count < MAX_PACKED_ADUS
                 && p.used + cost <= packed_capacity(slots[p.slot].max_size)
         })?;
@@ -238,7 +252,7 @@ impl Packer {
             let n = self.packets.len();
             let room = (0..n).map(|k| (k + offset) % n).find(|&p| {
                 let pk = &self.packets[p];
-                input.may_use(a, pk.channel)
+                input.may_take(a, pk.slot)
                     && pk.count < MAX_PACKED_ADUS
                     && pk.used + cost <= packed_capacity(slots[pk.slot].max_size)
             });
@@ -251,7 +265,7 @@ impl Packer {
                 .find(|&s| {
                     self.slot_packet[s].is_none()
                         && slots[s].max_size >= adus[a].length
-                        && input.may_use(a, slots[s].channel)
+                        && input.may_take(a, s)
                 });
             match free {
                 Some(s) => self.open(slots, adus, a, s),
@@ -360,6 +374,8 @@ mod tests {
             keep_channel: false,
             offset: 0,
             pinned: &[],
+            steered: &[],
+            reserved: &[],
             avoid: &[],
             bounded: &[],
             limits: &[],
@@ -443,6 +459,31 @@ mod tests {
             ..input
         };
         assert_eq!(plan(&free), vec![(0, vec![0, 1, 2]), (1, vec![3])]);
+    }
+
+    #[test]
+    fn a_reserved_slot_carries_only_steered_adus() {
+        let slots = slots();
+        // ADU 0 fills channel 0's first slot; ADU 1 (steered) is in slot 2, reserved;
+        // ADUs 2 and 3 (not steered) are left over, and ADU 3 was even scheduled there.
+        let adus = vec![adu(0, 1, 190), adu(1, 2, 40), adu(2, 1, 40), adu(3, 1, 40)];
+        let assignment = [Some(0), Some(2), None, Some(2)];
+        let input = PlanInput {
+            steered: &[false, true, false, false],
+            reserved: &[false, false, true],
+            ..packing(&slots, &adus, &assignment)
+        };
+        // Neither joins the steered ADU's packet: they open channel 0's second slot.
+        assert_eq!(
+            plan(&input),
+            vec![(0, vec![0]), (1, vec![2, 3]), (2, vec![1])]
+        );
+        // Unreserved, they would have joined it.
+        let open = PlanInput {
+            reserved: &[],
+            ..input
+        };
+        assert_eq!(plan(&open), vec![(0, vec![0]), (2, vec![1, 2, 3])]);
     }
 
     #[test]

@@ -347,10 +347,11 @@ impl Session {
         }
         let mut t = None;
         if self.sender.has_queued() || self.recovery.wants_spare() {
+            let bound_waiting = self.sender.bound_waiting();
             let slot_at = self
                 .channels
                 .iter()
-                .filter_map(|c| c.next_send_at(now))
+                .filter_map(|c| cycle::slot_open_at(c, now, bound_waiting))
                 .min();
             t = slot_at.map(|s| s.max(self.sender.next_cycle));
             if self.sender.has_queued() {

@@ -31,6 +31,7 @@ struct Run {
     voice_delivered: u64,
     bulk_share: f64,
     voice_channels: Vec<(String, u64)>,
+    unmatched: u64,
 }
 
 fn run(name: &str) -> Run {
@@ -41,13 +42,13 @@ fn run(name: &str) -> Run {
 fn the_latency_objective_keeps_voice_on_time_next_to_bulk() {
     let with = run("voice-bulk.toml");
     let without = run("voice-bulk-no-objective.toml");
-    // Reached: 171 ms and 73.3%.
+    // Reached: 170 ms and 74.5%.
     assert!(
-        with.voice_p95_ms <= 185.0,
+        with.voice_p95_ms <= 180.0,
         "voice p95 {} ms",
         with.voice_p95_ms
     );
-    assert!(with.bulk_share >= 0.71, "bulk keeps {}", with.bulk_share);
+    assert!(with.bulk_share >= 0.73, "bulk keeps {}", with.bulk_share);
     // Without the objective: 629 ms and 83.9%. The objective is what buys the delay.
     assert!(
         without.voice_p95_ms > 3.0 * with.voice_p95_ms,
@@ -250,6 +251,7 @@ fn run_scenario(s: &Scenario) -> Run {
             .iter()
             .map(|(k, v)| (k.clone(), *v))
             .collect(),
+        unmatched: report.unmatched_events,
     }
 }
 
@@ -266,17 +268,17 @@ fn voice_sent_on_two_bounded_channels_is_on_time_at_less_cost_to_bulk() {
     );
     let two = run_scenario(&file);
     let one = run_scenario(&copies_scenario(1));
-    // Reached: 201 ms and 78.7% with copies; 171 ms and 73.3% with one (voice-bulk.toml's
+    // Reached: 185 ms and 79.6% with copies; 170 ms and 74.5% with one (voice-bulk.toml's
     // figures). The copies let the bounded channels queue more, which gives bulk back
-    // five points, while voice's p95 grows by a sixth.
+    // five points, while voice's p95 grows by a ninth.
     assert!(
-        two.voice_p95_ms <= 215.0,
+        two.voice_p95_ms <= 195.0,
         "voice p95 {} ms",
         two.voice_p95_ms
     );
-    assert!(two.bulk_share >= 0.77, "bulk keeps {}", two.bulk_share);
+    assert!(two.bulk_share >= 0.785, "bulk keeps {}", two.bulk_share);
     assert!(
-        one.bulk_share < 0.75,
+        one.bulk_share < 0.76,
         "one copy: bulk keeps {}, voice p95 {} ms",
         one.bulk_share,
         one.voice_p95_ms
@@ -295,8 +297,16 @@ fn voice_sent_on_two_bounded_channels_is_on_time_at_less_cost_to_bulk() {
         "{:?}",
         two.voice_channels
     );
+    // A copy takes no stream number of its own (docs/recovery.md) but the next data
+    // ADU's, so the metrics count it as a transmission of that ADU, or as an unmatched
+    // event when it leaves before that ADU is queued: the two together count them.
     let total: u64 = two.voice_channels.iter().map(|(_, n)| n).sum();
-    assert!(total > 4500, "{:?}", two.voice_channels);
+    assert!(
+        total + two.unmatched >= 2 * 2990,
+        "{:?}, {} unmatched",
+        two.voice_channels,
+        two.unmatched
+    );
 }
 
 /// Voice declared at exactly its rate (`max_kbps = 64` for 160 bytes every 20 ms) with

@@ -158,11 +158,22 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 /// scheduling cycle.
 pub const MAX_REAL_SLOTS_PER_CYCLE: usize = 64;
 const MAX_PHANTOM_SLOTS: usize = 64;
+/// The least silence of a link's acks that [`Channel::stall`] counts: below it, acks are
+/// only batched.
+const MIN_ACK_GAP: Duration = Duration::from_millis(10);
+/// Full slots a channel whose queue a latency objective bounds keeps open beyond the
+/// bound for the latency-bound streams' ADUs (`crate::latency`): without them such an
+/// ADU waits for an ack to open the window the bulk data filled, which on a radio link
+/// that pauses is most of the bound.
+pub(crate) const RESERVED_SLOTS: usize = 2;
 /// What [`Channel::period_slots`] appended for one channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PeriodSlots {
     /// The first slots, open now: usable at once.
     pub open: usize,
+    /// The last of the open ones that only latency-bound streams may take
+    /// ([`Channel::reserved_slot_count`]).
+    pub reserved: usize,
     /// All of them: the open ones, then those due later in the period.
     pub total: usize,
     /// The wait after the last one, in seconds, where phantom slots begin (`None` when
@@ -449,6 +460,18 @@ impl Channel {
         ms(self.rtt.latest_ms()).saturating_sub(self.min_rtt())
     }
 
+    /// How long the link has been silent beyond the pace of its acks: the time since data
+    /// was last acknowledged while data is in flight, less a quarter of the smoothed
+    /// round trip (acks are batched). The latest round trip is stale while a radio link
+    /// pauses; this grows with the pause.
+    pub(crate) fn stall(&self, now: Duration) -> Duration {
+        if !self.sent.has_in_flight() {
+            return Duration::ZERO;
+        }
+        let gap = (self.srtt() / 4).max(MIN_ACK_GAP);
+        now.saturating_sub(self.last_progress).saturating_sub(gap)
+    }
+
     /// The delivery rate averaged over the last seconds, bytes/s.
     pub(crate) fn average_delivery_rate(&self) -> Option<f64> {
         self.queue_bound.average_rate()
@@ -461,6 +484,23 @@ impl Channel {
             .map_or(u64::MAX, |cap| {
                 cap.saturating_sub(self.sent.bytes_in_flight())
             })
+    }
+
+    /// Real slots open now beyond [`Channel::real_slot_count`] for the ADUs of
+    /// latency-bound streams: up to [`RESERVED_SLOTS`] past the queue bound, whatever the
+    /// controller allows (those ADUs are few and rate-limited). None while unbounded.
+    pub(crate) fn reserved_slot_count(&self, now: Duration) -> usize {
+        if !self.is_alive() {
+            return 0;
+        }
+        let slot = u64::from(self.slot_wire_bytes());
+        let Some(cap) = self.queue_bound.cap(self.min_rtt(), self.slot_wire_bytes()) else {
+            return 0;
+        };
+        let room = (cap + RESERVED_SLOTS as u64 * slot).saturating_sub(self.sent.bytes_in_flight());
+        ((room / slot) as usize)
+            .saturating_sub(self.real_slot_count(now))
+            .min(RESERVED_SLOTS)
     }
 
     /// Bytes the controller allows now, within the queue bound.
@@ -525,31 +565,44 @@ impl Channel {
     }
 
     /// Append the slots of a cycle period of length `period` that begins now: the real
-    /// slots open now ([`Channel::real_slots`]), then one per full slot the channel's rate
+    /// slots open now ([`Channel::real_slots`]) and, with `reserve`, the reserved ones
+    /// ([`Channel::reserved_slot_count`]), then one per full slot the channel's rate
     /// (times [`PERIOD_RATE_GAIN`]) opens before the period ends, each with its wait, the
     /// time from now at which it is due. The window's headroom is what is open now; the
-    /// acks expected over the period reopen it at about the rate. With a zero period this
-    /// is [`Channel::real_slots`]. Only the open slots may be used at once; the others
+    /// acks expected over the period reopen it at about the rate. With a zero period only
+    /// the open slots are appended. Only the open slots may be used at once; the others
     /// are due at their wait and only if the controller then allows a send.
     pub fn period_slots(
         &self,
         now: Duration,
         period: Duration,
+        reserve: bool,
         out: &mut Vec<TxSlot>,
     ) -> PeriodSlots {
-        let open = self.real_slots(now, out);
+        let plain = self.real_slots(now, out);
+        let reserved = if reserve {
+            self.reserved_slot_count(now)
+        } else {
+            0
+        };
+        let next = self.sent.next_seq() + plain as u64;
+        for k in 0..reserved {
+            out.push(self.slot(next + k as u64, 0.0, None));
+        }
+        let open = plain + reserved;
         let rate = self.rate() * PERIOD_RATE_GAIN;
         // A fixed-rate token bucket that banks a period's tokens (as the simulator sets it
         // up) already offers the period's slots at the cycle, as the thesis's channels do.
         if period.is_zero() || rate <= 0.0 || self.cc.name() == "cbr" {
             return PeriodSlots {
                 open,
+                reserved,
                 total: open,
                 phantom_start: None,
             };
         }
         let spacing = f64::from(self.slot_wire_bytes()) / rate;
-        let first = self.first_wait(now, open, spacing);
+        let first = self.first_wait(now, plain, spacing);
         let horizon = period.as_secs_f64();
         let next = self.sent.next_seq() + open as u64;
         let mut k = 0;
@@ -561,6 +614,7 @@ impl Channel {
         }
         PeriodSlots {
             open,
+            reserved,
             total: open + k,
             phantom_start: Some(wait),
         }

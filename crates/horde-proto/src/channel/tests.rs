@@ -275,3 +275,49 @@ fn a_loss_prior_is_the_slots_loss_until_packets_say_otherwise() {
     let slot = p.tx.slot(p.tx.next_seq_peek(), 0.0, None);
     assert!((slot.loss_probability - 0.04).abs() < 1e-12, "{slot:?}");
 }
+
+#[test]
+fn a_bounded_channel_keeps_reserved_slots_past_its_queue_bound() {
+    let mut p = Pair::new(ChannelConfig::default());
+    let full = p.tx.max_adu();
+    // Twenty packets, each delivered 20 ms after it left: the channel measures a rate.
+    for k in 0..20 {
+        let seq = p.tx.on_send(t(k * 5), full, &[]);
+        p.deliver(t(k * 5 + 20), seq);
+    }
+    assert_eq!(
+        p.tx.reserved_slot_count(t(120)),
+        0,
+        "unbounded: nothing reserved"
+    );
+    p.tx.set_queue_budget(Some(t(10)));
+    // Fill up to the bound: then only the reserved slots are open.
+    let now = t(120);
+    let slot = u64::from(p.tx.slot_wire_bytes());
+    while p.tx.bound_room() >= slot {
+        p.tx.on_send(now, full, &[]);
+    }
+    assert_eq!(p.tx.real_slot_count(now), 0);
+    assert_eq!(p.tx.reserved_slot_count(now), RESERVED_SLOTS);
+    for _ in 0..RESERVED_SLOTS {
+        p.tx.on_send(now, full, &[]);
+    }
+    assert_eq!(p.tx.reserved_slot_count(now), 0, "the reserve is used up");
+    p.tx.set_queue_budget(None);
+    assert_eq!(p.tx.reserved_slot_count(now), 0);
+}
+
+#[test]
+fn a_link_silent_with_data_in_flight_stalls_by_the_silence() {
+    let mut p = Pair::new(ChannelConfig::default());
+    let seq = p.tx.on_send(t(0), 500, &[]);
+    p.deliver(t(20), seq);
+    assert_eq!(p.tx.stall(t(500)), Duration::ZERO, "nothing in flight");
+    p.tx.on_send(t(30), 500, &[]);
+    // Acks are batched: a short silence is no stall.
+    assert_eq!(p.tx.stall(t(35)), Duration::ZERO);
+    // The silence counts from the send that ended the idle spell, at 30 ms, less the
+    // gap batched acks are allowed.
+    let gap = (p.tx.srtt() / 4).max(MIN_ACK_GAP);
+    assert_eq!(p.tx.stall(t(400)), t(370) - gap);
+}

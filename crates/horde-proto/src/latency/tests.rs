@@ -167,6 +167,28 @@ fn with_no_bounded_slot_a_pinned_adu_waits_and_its_slot_goes_to_another() {
 }
 
 #[test]
+fn a_reserved_slot_goes_to_the_bound_adu_and_never_to_bulk() {
+    let mut s = steering();
+    // Channel 1's only open slot is reserved (its queue bound is reached); the scheduler
+    // gave it to bulk and left the voice ADU without a slot.
+    let slots = [slot(0, 600.0), slot(1, 90.0)];
+    let reserved = [false, true];
+    let adus = [adu(0, 1, 0), adu(1, 1, 0), adu(2, 2, 5)];
+    s.pin(&adus, false, bound_of);
+    let mut asg = vec![Some(0), Some(1), None];
+    s.steer(&slots, 2, &adus, &mut asg);
+    s.keep_reserved(&reserved, 2, &mut asg);
+    assert_eq!(asg, vec![Some(0), None, Some(1)], "voice takes the reserve");
+    // With no bound ADU in the cycle, bulk still may not take it.
+    let bulk = [adu(0, 1, 0), adu(1, 1, 0)];
+    s.pin(&bulk, false, bound_of);
+    let mut asg = vec![Some(0), Some(1)];
+    s.steer(&slots, 2, &bulk, &mut asg);
+    s.keep_reserved(&reserved, 2, &mut asg);
+    assert_eq!(asg, vec![Some(0), None]);
+}
+
+#[test]
 fn two_pinned_adus_never_displace_each_other() {
     let mut s = steering();
     let slots = [slot(1, 90.0), slot(0, 600.0)];

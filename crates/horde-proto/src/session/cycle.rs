@@ -12,7 +12,7 @@ use super::flow::{Blocked, Flow, ZERO_WINDOW_PROBE};
 use super::scratch::{CycleScratch, StreamCursor};
 use super::sender::Sender;
 use super::{ms, PendingAdu, Session, SessionConfig, SessionStats, State};
-use crate::channel::SentAdu;
+use crate::channel::{Channel, SentAdu};
 use crate::event::Event;
 use crate::fair_share::SlotChoice;
 use crate::latency::Steer;
@@ -120,6 +120,15 @@ fn packet_wait(cy: &CycleScratch, k: usize, slot: usize) -> Option<f64> {
     (rank >= cy.open_counts[c]).then(|| cy.slots[start + rank].wait_ms)
 }
 
+/// When channel `c` next offers a slot to what waits: its next send, or now while an
+/// ADU of a latency-bound stream waits (`bound_waiting`) and its reserved slots are open.
+pub(super) fn slot_open_at(c: &Channel, now: Duration, bound_waiting: bool) -> Option<Duration> {
+    if bound_waiting && c.reserved_slot_count(now) > 0 {
+        return Some(now);
+    }
+    c.next_send_at(now)
+}
+
 impl Session {
     /// News (an ADU, an ack) ends an event-driven session's wait after an empty cycle.
     pub(super) fn wake_cycle(&mut self, now: Duration) {
@@ -135,10 +144,11 @@ impl Session {
         {
             return false;
         }
+        let bound_waiting = self.sender.bound_waiting();
         let ready = self
             .channels
             .iter()
-            .filter(|c| c.next_send_at(now).is_some_and(|t| t <= now))
+            .filter(|c| slot_open_at(c, now, bound_waiting).is_some_and(|t| t <= now))
             .count();
         if ready == 0 {
             return false;
@@ -243,12 +253,17 @@ impl Sender {
         let objective = self.latency_objective(now);
         self.latency.update(now, objective, cx.channels);
 
+        let reserve = self.bound_waiting();
         cy.slots.clear();
+        cy.reserved.clear();
         cy.real_counts.clear();
         cy.open_counts.clear();
         cy.phantom_starts.clear();
         for c in cx.channels.iter() {
-            let p = c.period_slots(now, period, &mut cy.slots);
+            let p = c.period_slots(now, period, reserve, &mut cy.slots);
+            let plain = p.open - p.reserved;
+            cy.reserved
+                .extend((0..p.total).map(|k| k >= plain && k < p.open));
             cy.real_counts.push(p.total);
             cy.open_counts.push(p.open);
             cy.phantom_starts.push(p.phantom_start);
@@ -348,6 +363,8 @@ impl Sender {
         }
         self.latency
             .steer(&cy.slots, n_real, &cy.adus[..n_sched], &mut cy.assignment);
+        self.latency
+            .keep_reserved(&cy.reserved, n_real, &mut cy.assignment);
         if cx.config.phantom_wait_ms > 0.0 {
             self.note_deferrals(now, n_real, &cy.adus[..n_sched], &cy.assignment);
         }
@@ -364,6 +381,8 @@ impl Sender {
             keep_channel: choice.keep_channel,
             offset: choice.offset,
             pinned: self.latency.pinned(),
+            steered: self.latency.steered(),
+            reserved: &cy.reserved,
             avoid: self.latency.avoided(),
             bounded: self.latency.bounded(),
             limits: self.latency.limits(),
@@ -399,10 +418,11 @@ impl Sender {
             self.transmit_packet(now, &slot, members, cx, &mut cy);
         }
         // A channel left with real slots it had no ADU for is application-limited.
+        let n_plain = n_real - cy.reserved.iter().filter(|&&r| r).count();
         let app_limited = if cx.config.pack_adus {
-            packer.len() < n_real && packer.all_placed()
+            packer.len() < n_plain && packer.all_placed()
         } else {
-            cy.adus.len() < n_real
+            cy.adus.len() < n_plain
         };
         if app_limited {
             cx.channels.mark_idle_app_limited(now);

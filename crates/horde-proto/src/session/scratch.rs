@@ -21,6 +21,9 @@ pub(super) struct CycleScratch {
     /// Per channel: how many of its real slots are open now (the rest are due later in
     /// a periodic cycle's period).
     pub(super) open_counts: Vec<usize>,
+    /// Per real slot: whether only latency-bound streams' ADUs may take it (one of a
+    /// bounded channel's reserved slots).
+    pub(super) reserved: Vec<bool>,
     /// Per channel: the wait, in seconds, after its last slot of a periodic cycle's
     /// period, where its phantom slots begin.
     pub(super) phantom_starts: Vec<Option<f64>>,

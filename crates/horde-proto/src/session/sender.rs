@@ -93,6 +93,16 @@ impl Sender {
         objective
     }
 
+    /// Whether an ADU of a latency-bound stream waits while channels are bounded for it:
+    /// their reserved slots are then open to it (`Channel::reserved_slot_count`).
+    pub(super) fn bound_waiting(&self) -> bool {
+        !self.latency.bounded().is_empty()
+            && self
+                .streams
+                .values()
+                .any(|s| s.config.latency_bound_ms.is_some() && !s.queue.is_empty())
+    }
+
     /// Whether any stream has ADUs waiting.
     pub(super) fn has_queued(&self) -> bool {
         self.streams.values().any(|s| !s.queue.is_empty())
