@@ -42,7 +42,7 @@ fn run(name: &str) -> Run {
 fn the_latency_objective_keeps_voice_on_time_next_to_bulk() {
     let with = run("voice-bulk.toml");
     let without = run("voice-bulk-no-objective.toml");
-    // Reached: 170 ms and 74.5%.
+    // Reached: 172 ms and 74.9%.
     assert!(
         with.voice_p95_ms <= 180.0,
         "voice p95 {} ms",
@@ -268,11 +268,11 @@ fn voice_sent_on_two_bounded_channels_is_on_time_at_less_cost_to_bulk() {
     );
     let two = run_scenario(&file);
     let one = run_scenario(&copies_scenario(1));
-    // Reached: 185 ms and 79.6% with copies; 170 ms and 74.5% with one (voice-bulk.toml's
+    // Reached: 169 ms and 79.3% with copies; 172 ms and 74.9% with one (voice-bulk.toml's
     // figures). The copies let the bounded channels queue more, which gives bulk back
-    // five points, while voice's p95 grows by a ninth.
+    // four points, and voice's p95 is no worse.
     assert!(
-        two.voice_p95_ms <= 195.0,
+        two.voice_p95_ms <= 180.0,
         "voice p95 {} ms",
         two.voice_p95_ms
     );

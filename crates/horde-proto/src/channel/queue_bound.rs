@@ -11,6 +11,12 @@ use std::time::Duration;
 /// the channel would cost: long enough that a radio's slow spell of a few seconds does
 /// not reorder the channels.
 const AVERAGE_TIME: f64 = 10.0;
+/// Until the average has run for about `AVERAGE_TIME`, it is the mean of the samples
+/// over the time since the first, in which the first counts for this many seconds: the
+/// first samples come from a start-up that has not found the link's rate yet, and with
+/// plain exponential weights they would hold the average down for seconds, which keeps
+/// a channel from qualifying to carry a latency-bound stream.
+const WARM_UP_WEIGHT: f64 = 1.0;
 /// The cap never falls below this many full packets, so that a channel whose rate
 /// estimate is too low (or that was idle) still finds its rate out.
 const MIN_CAP_PACKETS: u64 = 4;
@@ -26,6 +32,8 @@ pub(crate) struct QueueBound {
     /// Average of the samples over about `AVERAGE_TIME`, bytes/s, and when it was last
     /// moved.
     average: Option<(f64, Duration)>,
+    /// When the average's first sample came.
+    first: Duration,
 }
 
 impl QueueBound {
@@ -47,11 +55,16 @@ impl QueueBound {
         if !app_limited || self.latest.is_none_or(|r| rate > r) {
             self.latest = Some(rate);
         }
+        if self.average.is_none() {
+            self.first = now;
+        }
         self.average = Some(match self.average {
             None => (rate, now),
             Some((avg, at)) => {
                 let dt = now.saturating_sub(at).as_secs_f64();
-                let gain = 1.0 - (-dt / AVERAGE_TIME).exp();
+                let elapsed = now.saturating_sub(self.first).as_secs_f64();
+                let warm_up = dt / (elapsed + WARM_UP_WEIGHT);
+                let gain = (1.0 - (-dt / AVERAGE_TIME).exp()).max(warm_up);
                 (avg + gain * (rate - avg), now)
             }
         });
@@ -130,5 +143,21 @@ mod tests {
         }
         let avg = q.average_rate().unwrap();
         assert!((avg - 3_000_000.0).abs() < 50_000.0, "{avg}");
+    }
+
+    #[test]
+    fn a_slow_start_does_not_hold_the_average_down_for_seconds() {
+        let mut q = QueueBound::default();
+        // Half a second of start-up at a tenth of the link's rate, then the rate.
+        for t in 0..=5 {
+            q.on_delivery_rate(ms(100 * t), 100_000.0, false);
+        }
+        for t in 6..=30 {
+            q.on_delivery_rate(ms(100 * t), 1_000_000.0, false);
+        }
+        // The mean over the 3 s and the first sample's second: about 0.66 MB/s (plain
+        // exponential weights over 10 s would give about 0.3 MB/s).
+        let avg = q.average_rate().unwrap();
+        assert!(avg > 600_000.0 && avg < 700_000.0, "{avg}");
     }
 }
