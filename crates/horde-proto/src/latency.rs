@@ -21,8 +21,8 @@
 //! - **The stream's ADUs** go only on those channels. The session collects them first;
 //!   after the scheduler and the fairness pass, [`LatencySteering::steer`] moves each
 //!   onto the real slot of a bounded channel with the lowest expected one-way delay
-//!   (base, the latest round trip's queue, and how long the link has been silent)
-//!   (displacing another stream's ADU, which takes its old slot) or, when no bounded
+//!   (base, the latest round trip's queue, and how long the link has been silent),
+//!   displacing another stream's ADU, which takes its old slot; or, when no bounded
 //!   channel has a slot this cycle, holds it for the next one. An ADU that has waited
 //!   [`PATIENCE_SHARE`] of its bound takes the quickest real slot of any channel.
 //! - **Quickest streams** (`StreamConfig::quickest`) are steered the same way with no

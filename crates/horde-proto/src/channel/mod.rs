@@ -462,8 +462,8 @@ impl Channel {
 
     /// How long the link has been silent beyond the pace of its acks: the time since data
     /// was last acknowledged while data is in flight, less a quarter of the smoothed
-    /// round trip (acks are batched). The latest round trip is stale while a radio link
-    /// pauses; this grows with the pause.
+    /// round trip or [`MIN_ACK_GAP`], whichever is longer (acks are batched). The latest
+    /// round trip is stale while a radio link pauses; this grows with the pause.
     pub(crate) fn stall(&self, now: Duration) -> Duration {
         if !self.sent.has_in_flight() {
             return Duration::ZERO;
