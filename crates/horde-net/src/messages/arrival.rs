@@ -198,6 +198,14 @@ impl Tracks {
         *handover += LANDING_GAIN * (old - *handover);
     }
 
+    /// How long before an ack on `channel`, of a transmission of round trip `rtt`, the ADU
+    /// landed: the return path's base delay, half the smallest round trip of our acks,
+    /// as the landing time is measured.
+    pub(crate) fn return_delay(&self, channel: ChannelId, rtt: Duration) -> Duration {
+        let min_rtt = self.channels.get(&channel).and_then(|t| t.min_rtt);
+        min_rtt.map_or(rtt, |m| m.min(rtt)) / 2
+    }
+
     /// An ADU of `bytes` was acked after being declared lost: it counts as delivered.
     pub(crate) fn on_late_ack(&mut self, channel: ChannelId, bytes: usize) {
         self.channels.entry(channel).or_default().acked_bytes += bytes;

@@ -528,7 +528,8 @@ impl Pump {
                     latency,
                     ..
                 } if is_message_stream(stream) => {
-                    if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
+                    let landed = now.saturating_sub(self.tracks.return_delay(channel, rtt));
+                    if let Some(bytes) = self.on_acked(&mut state, now, landed, stream, adu) {
                         self.tracks.on_ack(channel, rtt, latency, bytes);
                     }
                 }
@@ -536,9 +537,11 @@ impl Pump {
                     stream,
                     adu,
                     channel,
+                    rtt,
                     ..
                 } if is_message_stream(stream) => {
-                    if let Some(bytes) = self.on_acked(&mut state, now, stream, adu) {
+                    let landed = now.saturating_sub(self.tracks.return_delay(channel, rtt));
+                    if let Some(bytes) = self.on_acked(&mut state, now, landed, stream, adu) {
                         self.tracks.on_late_ack(channel, bytes);
                     }
                 }
@@ -568,12 +571,15 @@ impl Pump {
         }
     }
 
-    /// Forgets an acked ADU of ours and confirms its message once every piece is acked.
-    /// The ADU's length, if it was still in flight.
+    /// Forgets an acked ADU of ours, which `landed` at the receiver, and confirms its
+    /// message once every piece is acked: a message whose last piece landed after its
+    /// deadline fires early first, if it has not yet, so that none is confirmed late
+    /// without its callback. The ADU's length, if it was still in flight.
     fn on_acked(
         &mut self,
         state: &mut State,
         now: Duration,
+        landed: Duration,
         stream: u32,
         adu: u64,
     ) -> Option<usize> {
@@ -592,11 +598,11 @@ impl Pump {
             return Some(bytes); // the message met another fate meanwhile
         };
         *unacked -= 1;
-        if *unacked == 0
-            && state.scheduler.status(id).is_ok_and(|s| s.fully_sent)
-            && state.scheduler.confirm_delivered(now, id).is_ok()
-        {
-            self.unacked.remove(&id);
+        if *unacked == 0 && state.scheduler.status(id).is_ok_and(|s| s.fully_sent) {
+            let _ = state.scheduler.expect_arrival(now, id, landed);
+            if state.scheduler.confirm_delivered(now, id).is_ok() {
+                self.unacked.remove(&id);
+            }
         }
         Some(bytes)
     }

@@ -214,7 +214,8 @@ pub enum MessageEvent {
     Early {
         /// The message.
         id: MessageId,
-        /// When the scheduler noticed, before `deadline`.
+        /// When the scheduler noticed: before `deadline`, or after it when a piece
+        /// already out was lost or landed later than forecast.
         at: Duration,
         /// The deadline it cannot meet.
         deadline: Duration,

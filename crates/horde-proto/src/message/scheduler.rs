@@ -286,10 +286,13 @@ impl MessageScheduler {
     }
 
     /// The driver's current estimate of when the pieces of `id` already handed out will
-    /// all have arrived (the queues they wait in may have grown since they were cut). If
-    /// that is after the message's deadline, its early callback fires now, once per
-    /// deadline, as for unsent pieces; a message with pieces left to send is suspended.
-    /// A message the application continued after its callback is not reported again.
+    /// all have arrived (the queues they wait in may have grown since they were cut), or
+    /// have arrived. If that is after the message's deadline, its early callback fires
+    /// now, once per deadline, as for unsent pieces; a message with pieces left to send
+    /// is suspended. Past the deadline too: a piece lost, or slower than forecast, is
+    /// known only then, and a message that arrives late is never confirmed without its
+    /// callback first. A message the application continued after its callback is not
+    /// reported again.
     pub fn expect_arrival(
         &mut self,
         now: Duration,
@@ -300,7 +303,7 @@ impl MessageScheduler {
         let Some(deadline) = message.spec.deadline else {
             return Ok(());
         };
-        if arrival <= deadline || deadline <= now || message.early_fired || message.continued {
+        if arrival <= deadline || message.early_fired || message.continued {
             return Ok(());
         }
         let remaining = message.remaining_bytes(self.config.piece_size);

@@ -235,7 +235,7 @@ fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
     );
     assert!(s.status(partly).unwrap().suspended);
     assert_eq!(s.poll_piece(ms(60), 0).unwrap(), None);
-    // Once per deadline, and not after the deadline passed.
+    // Once per deadline.
     s.expect_arrival(ms(70), sent, ms(900)).unwrap();
     assert_eq!(s.poll_event(), None);
 
@@ -260,5 +260,65 @@ fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
     assert_eq!(
         s.expect_arrival(ms(330), sent, ms(331)),
         Err(horde_proto::message::MessageError::AlreadyDelivered(sent))
+    );
+}
+
+#[test]
+fn a_piece_that_lands_after_the_deadline_fires_early_before_its_message_is_confirmed() {
+    let mut s = MessageScheduler::new(MessageConfig {
+        piece_size: 1000,
+        ..MessageConfig::default()
+    })
+    .unwrap();
+    s.set_channels(
+        ms(0),
+        &[horde_proto::message::ChannelEstimate {
+            rate: 100_000.0,
+            delay: ms(20),
+            startup: None,
+        }],
+    )
+    .unwrap();
+    let late = s
+        .submit(ms(0), MessageSpec::new(0, 1_000).with_deadline(ms(100)))
+        .unwrap();
+    let on_time = s
+        .submit(ms(0), MessageSpec::new(0, 1_000).with_deadline(ms(100)))
+        .unwrap();
+    for _ in 0..2 {
+        s.poll_piece(ms(0), 0).unwrap().unwrap();
+    }
+    // Forecast in time before the deadline; past it, one piece is known to land late
+    // (lost and sent again, or acked with a landing after the deadline): the callback
+    // fires then, once, before the delivery is confirmed. The other landed in time.
+    s.expect_arrival(ms(90), late, ms(100)).unwrap();
+    s.expect_arrival(ms(130), late, ms(160)).unwrap();
+    s.expect_arrival(ms(140), late, ms(170)).unwrap();
+    s.expect_arrival(ms(130), on_time, ms(99)).unwrap();
+    s.confirm_delivered(ms(170), late).unwrap();
+    s.confirm_delivered(ms(170), on_time).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert_eq!(
+        events,
+        [
+            MessageEvent::Early {
+                id: late,
+                at: ms(130),
+                deadline: ms(100),
+                remaining: 0
+            },
+            MessageEvent::Finished {
+                id: late,
+                fate: Fate::Delivered,
+                at: ms(170),
+                submitted: ms(0)
+            },
+            MessageEvent::Finished {
+                id: on_time,
+                fate: Fate::Delivered,
+                at: ms(170),
+                submitted: ms(0)
+            },
+        ]
     );
 }
