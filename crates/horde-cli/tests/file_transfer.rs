@@ -277,10 +277,19 @@ fn a_copy_changed_on_disk_is_a_checksum_mismatch_at_both_ends() {
     let out = s.path("out.bin");
     let recv = s.recv(&out, true);
     std::thread::sleep(Duration::from_millis(300));
-    let send = s.send(&s.path("in.bin"), Stdio::null());
+    let mut send = s.send(&s.path("in.bin"), Stdio::null());
     let until = Instant::now() + Duration::from_secs(20);
     while s.resume_written().unwrap_or(0) < 1_000_000 {
-        assert!(Instant::now() < until, "the receiver wrote nothing");
+        if Instant::now() > until {
+            let mut recv = recv;
+            let _ = (send.kill(), recv.kill());
+            let (tx, rx) = (send.wait_with_output(), recv.wait_with_output());
+            panic!(
+                "the receiver wrote less than 1 MB in 20 s\nsend: {}\nrecv: {}",
+                tx.map_or_else(|e| e.to_string(), |o| text(&o.stderr)),
+                rx.map_or_else(|e| e.to_string(), |o| text(&o.stderr)),
+            );
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     let file = std::fs::OpenOptions::new().write(true).open(&out).unwrap();
