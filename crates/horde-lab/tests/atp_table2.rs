@@ -4,7 +4,8 @@
 //! TCP over the same emulated link (a `horde shell` namespace, 30 s in real time; needs
 //! root), and than Horde itself with priorities and timers off; Horde's message endpoint
 //! over real sockets delivers most of them too. Beyond ATP, over the three links of
-//! `scenarios/cellular3.toml` at once, Horde against NAI-TCP on MPTCP.
+//! `scenarios/cellular3.toml` at once, Horde against NAI-TCP on MPTCP. Every row says
+//! what it put on the links.
 
 mod common;
 
@@ -15,6 +16,24 @@ use serde_json::Value;
 /// The tests run one at a time: each is a real-time run, and the other would share its
 /// cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Every row says what it put on the links, and Horde over sockets how many pieces it
+/// copied.
+fn check_costs(rows: &[Value]) {
+    for row in rows {
+        let cost = &row["cost"];
+        let ratio = cost["wire_per_offered"].as_f64().unwrap();
+        assert!(
+            cost["wire_bytes"].as_u64().unwrap() > 0 && ratio > 0.05 && ratio < 5.0,
+            "{row}"
+        );
+        assert_eq!(
+            cost["copied_pieces"].is_u64(),
+            row["protocol"] == "horde_sockets",
+            "{row}"
+        );
+    }
+}
 
 fn high(rows: &[Value], protocol: &str) -> f64 {
     let row = rows
@@ -42,6 +61,7 @@ fn horde_beats_nai_tcp_on_the_filesystem_workload() {
     ]);
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 5);
+    check_costs(rows);
     let horde = high(rows, "horde");
     let tcp = high(rows, "nai_tcp");
     let fifo = high(rows, "horde_fifo");
@@ -85,6 +105,7 @@ fn horde_beats_nai_tcp_on_mptcp_over_three_cellular_links() {
     let rows = json["rows"].as_array().expect("rows");
     let protocols: Vec<&str> = rows.iter().filter_map(|r| r["protocol"].as_str()).collect();
     assert_eq!(protocols, ["horde_sockets", "nai_tcp"]);
+    check_costs(rows);
     let horde = high(rows, "horde_sockets");
     let tcp = high(rows, "nai_tcp");
     assert!(

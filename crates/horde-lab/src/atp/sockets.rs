@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use horde_crypto::Keypair;
-use horde_emu::{ChannelConfig as EmuChannel, Emulator, EmulatorConfig};
+use horde_emu::{ChannelConfig as EmuChannel, Emulator, EmulatorConfig, Stats};
 use horde_links::LinkSpec;
 use horde_net::{
     ChannelTarget, ConnectConfig, EndpointConfig, Host, HostConfig, InterfaceConfig,
@@ -33,6 +33,16 @@ const SERVICE: u32 = 5;
 /// needs, before the workload starts anyway.
 const FIRST_ESTIMATE_LIMIT: Duration = Duration::from_secs(3);
 
+/// What one workload's run over sockets gave.
+pub struct SocketRun {
+    /// Per class: messages in the workload, and those delivered by their timer.
+    pub counts: Vec<(u64, u64)>,
+    /// Bytes the sender offered to the links.
+    pub wire_bytes: u64,
+    /// Pieces the endpoint copied to its quick channel.
+    pub copied_pieces: u64,
+}
+
 /// One emulated link: the client-to-server direction and the way back.
 pub struct EmuLink {
     pub up: LinkSpec,
@@ -40,8 +50,7 @@ pub struct EmuLink {
 }
 
 /// Replays `arrivals` of `workload` over `links` (trace paths relative to `base_dir`) for
-/// `stop` from the workload's start; returns per class (messages, delivered within their
-/// timer).
+/// `stop` from the workload's start.
 pub fn run(
     workload: Workload,
     arrivals: &[Arrival],
@@ -49,7 +58,7 @@ pub fn run(
     base_dir: &Path,
     seed: u64,
     stop: Duration,
-) -> Result<Vec<(u64, u64)>> {
+) -> Result<SocketRun> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -72,7 +81,7 @@ async fn replay(
     base_dir: &Path,
     seed: u64,
     stop: Duration,
-) -> Result<Vec<(u64, u64)>> {
+) -> Result<SocketRun> {
     let lo: SocketAddr = "127.0.0.1:0".parse().expect("an address");
     let (sender_key, receiver_key) = (Keypair::generate(), Keypair::generate());
     let mut receiver_config = HostConfig::new(receiver_key.clone(), vec![InterfaceConfig::new(lo)]);
@@ -210,6 +219,15 @@ async fn replay(
             delivered[s.class] += 1;
         }
     }
-    drop(emu);
-    Ok(totals.into_iter().zip(delivered).collect())
+    let wire_bytes = wire_bytes_up(&emu.shutdown());
+    Ok(SocketRun {
+        counts: totals.into_iter().zip(delivered).collect(),
+        wire_bytes,
+        copied_pieces: endpoint.copied_pieces(),
+    })
+}
+
+/// Bytes the sender's side offered to the links, summed over them.
+pub fn wire_bytes_up(stats: &Stats) -> u64 {
+    stats.channels.iter().map(|c| c.up.offered_bytes).sum()
 }

@@ -86,6 +86,36 @@ pub struct Row {
     pub workload: Workload,
     pub protocol: Protocol,
     pub classes: Vec<ClassRow>,
+    /// What it cost: the bytes the sender put on the links.
+    pub cost: Cost,
+}
+
+/// The bytes a protocol put on the links for a workload, beside its deliveries.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Cost {
+    /// Bytes the sender's side offered to the links: packets with their headers (UDP
+    /// payloads through `horde-emu`, IP packets through `horde shell`), repeats, probes
+    /// and copies included.
+    pub wire_bytes: u64,
+    /// The workload's message bytes, all of them, whether admitted or not.
+    pub offered_bytes: u64,
+    /// `wire_bytes / offered_bytes`.
+    pub wire_per_offered: f64,
+    /// Pieces the message endpoint sent a second time on its quick channel (Horde over
+    /// sockets only).
+    pub copied_pieces: Option<u64>,
+}
+
+impl Cost {
+    fn new(wire_bytes: u64, arrivals: &[Arrival], copied_pieces: Option<u64>) -> Self {
+        let offered_bytes: u64 = arrivals.iter().map(|a| a.size).sum();
+        Self {
+            wire_bytes,
+            offered_bytes,
+            wire_per_offered: wire_bytes as f64 / offered_bytes.max(1) as f64,
+            copied_pieces,
+        }
+    }
 }
 
 /// How to run the table.
@@ -114,11 +144,12 @@ pub fn span(speedup: u64) -> Duration {
     Duration::from_secs(TRACE_S / speedup)
 }
 
-fn rows_of(workload: Workload, protocol: Protocol, counts: &[(u64, u64)]) -> Row {
+fn rows_of(workload: Workload, protocol: Protocol, counts: &[(u64, u64)], cost: Cost) -> Row {
     let names = workload.class_names();
     Row {
         workload,
         protocol,
+        cost,
         classes: counts
             .iter()
             .enumerate()
@@ -245,10 +276,11 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 .iter()
                 .map(|c| (c.submitted, c.delivered))
                 .collect();
-            rows.push(rows_of(workload, protocol, &counts));
+            let cost = Cost::new(stats.wire_bytes, &arrivals, None);
+            rows.push(rows_of(workload, protocol, &counts, cost));
         }
         if options.sockets {
-            let counts = sockets::run(
+            let run = sockets::run(
                 workload,
                 &arrivals,
                 &real.emu,
@@ -257,7 +289,8 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 span + longest,
             )
             .context("Horde over sockets")?;
-            rows.push(rows_of(workload, Protocol::HordeSockets, &counts));
+            let cost = Cost::new(run.wire_bytes, &arrivals, Some(run.copied_pieces));
+            rows.push(rows_of(workload, Protocol::HordeSockets, &run.counts, cost));
         }
         let tcp = options
             .nai_tcp
@@ -265,7 +298,7 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
             .into_iter()
             .chain(options.mtcp.iter().map(|&k| Protocol::NaiMtcp(k)));
         for protocol in tcp {
-            let outcome = run_tcp(
+            let (outcome, wire_bytes) = run_tcp(
                 workload,
                 &arrivals,
                 protocol,
@@ -275,7 +308,8 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
                 span + longest,
             )?;
             let counts: Vec<(u64, u64)> = outcome.iter().map(|c| (c.total, c.delivered)).collect();
-            rows.push(rows_of(workload, protocol, &counts));
+            let cost = Cost::new(wire_bytes, &arrivals, None);
+            rows.push(rows_of(workload, protocol, &counts, cost));
         }
     }
     Ok(rows)
@@ -283,7 +317,8 @@ pub fn run(options: &Options, files: &TraceFiles) -> Result<Vec<Row>> {
 
 /// NAI-TCP or NAI-MTCP over `links` in real time: the receiver here, the sender in a
 /// `horde shell` namespace (this program's `atp nai-tcp-send`, which builds the same
-/// `arrivals` from the workload, speed-up, seed and scale it is given).
+/// `arrivals` from the workload, speed-up, seed and scale it is given). Its outcome per
+/// class, and the bytes the sender offered to the links.
 fn run_tcp(
     workload: Workload,
     arrivals: &[Arrival],
@@ -292,7 +327,7 @@ fn run_tcp(
     links: &RealLinks,
     dir: &Path,
     stop: Duration,
-) -> Result<Vec<ClassOutcome>> {
+) -> Result<(Vec<ClassOutcome>, u64)> {
     let any: std::net::SocketAddr = "0.0.0.0:0".parse().expect("an address");
     let listener = if links.mptcp {
         // Subflows arrive on every link's host side; a plain listener would take the
@@ -365,7 +400,8 @@ fn run_tcp(
         Err(_) => bail!("the NAI-TCP receiver panicked"),
     }
     let bytes = std::fs::read(&out).with_context(|| format!("read {}", out.display()))?;
-    serde_json::from_slice(&bytes).context("the NAI-TCP sender's outcome")
+    let outcome = serde_json::from_slice(&bytes).context("the NAI-TCP sender's outcome")?;
+    Ok((outcome, sockets::wire_bytes_up(&ended.stats)))
 }
 
 /// The rows as a text table.
@@ -384,7 +420,7 @@ pub fn render(rows: &[Row], options: &Options) -> String {
     let mut out = format!(
         "Table 2 (ATP §5.4): fraction of each class's messages delivered by its timer, \
          over {over} for {} s\n\
-         workload     protocol          classes\n",
+         workload     protocol          wire/offered  classes\n",
         TRACE_S / options.speedup
     );
     for r in rows {
@@ -398,13 +434,22 @@ pub fn render(rows: &[Row], options: &Options) -> String {
                 )
             })
             .collect();
+        let copies = r
+            .cost
+            .copied_pieces
+            .map_or(String::new(), |n| format!("  ({n} pieces copied)"));
         out.push_str(&format!(
-            "{:<12} {:<17} {}\n",
+            "{:<12} {:<17} {:<13.3} {}{copies}\n",
             r.workload.name(),
             r.protocol.name(),
+            r.cost.wire_per_offered,
             classes.join("  ")
         ));
     }
+    out.push_str(
+        "wire/offered: the bytes the sender put on the links (headers, repeats, probes and \
+         copies included) over the workload's message bytes\n",
+    );
     out.push_str(
         "paper (Fig. 7; its bar heights are not in the text): ATP delivers the most \
          high-priority messages under contention (filesystem, overload, prioritised); \
