@@ -45,8 +45,6 @@ struct InFlight {
     adu: Bytes,
     /// When it was handed to the session.
     handed: Duration,
-    /// Its lane's landing time then: a piece not acked within twice that is overdue.
-    landing: Duration,
     /// The other copy of an overdue piece sent again on the quick stream: whichever is
     /// acked first completes the piece, and the other is forgotten.
     twin: Option<FlightKey>,
@@ -261,19 +259,10 @@ impl Pump {
             .is_some_and(|t| now.saturating_sub(t) < STREAMS_IDLE)
     }
 
-    /// The current landing time of the lane that `stream` takes.
-    fn lane_landing(&self, stream: u32) -> Duration {
-        if stream == MESSAGE_QUICK_STREAM {
-            self.quick_landing
-        } else {
-            self.landing
-        }
-    }
-
     /// Sends a second copy of each overdue piece (one not acked within twice the landing
-    /// time its lane had when it was handed over: a stalled channel's landing time grows
-    /// with the stall, so a piece stuck in it would never look overdue by the current
-    /// one) on the quick stream, when the quick
+    /// time, as `check_in_flight` presumes lost), or one its lane's landing time now lands
+    /// after its deadline (a stalled channel's landing time grows with the stall, so a
+    /// piece stuck in it might never look overdue), on the quick stream, when the quick
     /// lane lands it before its message's deadline: a small urgent message whose one
     /// piece sits in a slow channel's queue or outage arrives by the quick channel
     /// instead of firing early. Earliest deadline first, within half of what the quick
@@ -287,17 +276,16 @@ impl Pump {
             let candidates = self
                 .in_flight
                 .iter()
-                .filter(|&(&(stream, _), f)| {
-                    stream == MESSAGE_STREAM
-                        && f.twin.is_none()
-                        && now.saturating_sub(f.handed) > 2 * f.landing
-                })
+                .filter(|&(&(stream, _), f)| stream == MESSAGE_STREAM && f.twin.is_none())
                 .filter_map(|(&key, f)| {
                     let Carried::Piece { id } = f.carried else {
                         return None;
                     };
                     let deadline = state.scheduler.status(id).ok()?.deadline?;
-                    (now + self.quick_landing <= deadline).then_some((deadline, key, id))
+                    let overdue = now.saturating_sub(f.handed) > 2 * self.landing;
+                    let landing_late = f.handed + self.landing > deadline;
+                    ((overdue || landing_late) && now + self.quick_landing <= deadline)
+                        .then_some((deadline, key, id))
                 })
                 .collect();
             let quick_rate = state.quick_lane.map_or(0.0, |q| state.estimates[q].rate);
@@ -331,7 +319,11 @@ impl Pump {
                 continue;
             }
             if let Carried::Piece { id } = flight.carried {
-                let landing = self.lane_landing(stream);
+                let landing = if stream == MESSAGE_QUICK_STREAM {
+                    self.quick_landing
+                } else {
+                    self.landing
+                };
                 let overdue = now.saturating_sub(flight.handed) > 2 * landing;
                 let from = if overdue { now } else { flight.handed };
                 let at = from + landing;
@@ -498,7 +490,6 @@ impl Pump {
                     carried => (carried, None),
                 };
                 self.in_flight_bytes += adu.len();
-                let landing = self.lane_landing(stream);
                 self.in_flight.insert(
                     key,
                     InFlight {
@@ -506,7 +497,6 @@ impl Pump {
                         handle,
                         adu,
                         handed: self.shared.now(),
-                        landing,
                         twin,
                     },
                 );
