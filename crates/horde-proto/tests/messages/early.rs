@@ -179,8 +179,8 @@ fn after_an_early_callback_reprioritising_lets_the_message_through() {
     ));
 }
 
-#[test]
-fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
+/// Pieces of 1000 bytes over one channel of 100 000 B/s and 20 ms.
+fn one_channel_scheduler() -> MessageScheduler {
     let mut s = MessageScheduler::new(MessageConfig {
         piece_size: 1000,
         ..MessageConfig::default()
@@ -195,6 +195,12 @@ fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
         }],
     )
     .unwrap();
+    s
+}
+
+#[test]
+fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
+    let mut s = one_channel_scheduler();
     let sent = s
         .submit(ms(0), MessageSpec::new(0, 2_000).with_deadline(ms(300)))
         .unwrap();
@@ -265,20 +271,7 @@ fn pieces_already_out_that_will_land_late_fire_early_before_the_deadline() {
 
 #[test]
 fn a_piece_that_lands_after_the_deadline_fires_early_before_its_message_is_confirmed() {
-    let mut s = MessageScheduler::new(MessageConfig {
-        piece_size: 1000,
-        ..MessageConfig::default()
-    })
-    .unwrap();
-    s.set_channels(
-        ms(0),
-        &[horde_proto::message::ChannelEstimate {
-            rate: 100_000.0,
-            delay: ms(20),
-            startup: None,
-        }],
-    )
-    .unwrap();
+    let mut s = one_channel_scheduler();
     let late = s
         .submit(ms(0), MessageSpec::new(0, 1_000).with_deadline(ms(100)))
         .unwrap();
